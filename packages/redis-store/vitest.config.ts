@@ -1,0 +1,11 @@
+import { defineConfig } from "vitest/config"
+
+export default defineConfig({
+  test: {
+    include: ["test/**/*.test.ts"],
+    testTimeout: 60_000,
+    passWithNoTests: false,
+    reporters: ["default", "json"],
+    outputFile: { json: "test-results.json" },
+  },
+})
