@@ -1,1 +1,2 @@
 export * from "./assignor/stickyAssign.js"
+export * from "./protocol/Heartbeat.js"
