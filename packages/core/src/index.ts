@@ -1,1 +1,3 @@
+export * from "./assignor/movementLowerBound.js"
 export * from "./assignor/stickyAssign.js"
+export * from "./Errors.js"
