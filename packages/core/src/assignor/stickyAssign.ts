@@ -19,10 +19,16 @@
  *
  * ## Algorithm (O(N + M log M), no per-shard allocation besides the result)
  *
+ * The only O(M log M) step is sorting members by id; previous owners are
+ * resolved by runs (same or next member) with a binary-search fallback.
+ *
  * 1. Targets: the `R` "ceil" slots go to the fractional-quota members with the
  *    largest `prev_i - floor(q_i)`, ties broken by ascending id. A ceil slot
  *    saves one move exactly when `prev_i > floor(q_i)`, so this choice
- *    minimises `Σ max(0, prev_i - c_i)` over all valid `c`.
+ *    minimises `Σ max(0, prev_i - c_i)` over all valid `c`. (Choosing by
+ *    `prev_i` alone is not optimal with weights: a heavy member can hold more
+ *    shards than a light one yet sit at its floor.) Selection is a counting
+ *    pass over the key range, not a sort.
  * 2. Keep: scanning shards in ascending index, a shard keeps its previous owner
  *    while that owner is live and has kept fewer than its target. An
  *    over-target member therefore releases its highest shard indexes.
@@ -39,8 +45,8 @@
  */
 import { Effect } from "effect"
 import type { AssignorInputError } from "../Errors.js"
-import { compareIds, validateAssignorInput } from "./internal/validate.js"
-import type { AssignorInput } from "./types.js"
+import { checkScalars, sortMembers } from "./internal/validate.js"
+import type { AssignorInput, AssignorMember } from "./types.js"
 
 export { validateAssignorInput } from "./internal/validate.js"
 export type { AssignorInput, AssignorMember } from "./types.js"
@@ -57,10 +63,42 @@ export interface AssignmentResult {
   readonly counts: ReadonlyMap<string, number>
 }
 
-const byId = (a: { readonly id: string }, b: { readonly id: string }): number =>
-  compareIds(a.id, b.id)
+/** Validated members in id order, or the first input error. */
+const prepare = (input: AssignorInput): Array<AssignorMember> | AssignorInputError => {
+  const error = checkScalars(input)
+  return error !== undefined ? error : sortMembers(input.members)
+}
 
-const assignValid = (input: AssignorInput): AssignmentResult => {
+/** Index of `id` in the ascending `ids`, or -1. */
+const binarySearch = (ids: ReadonlyArray<string>, id: string): number => {
+  let lo = 0
+  let hi = ids.length - 1
+  while (lo <= hi) {
+    const mid = (lo + hi) >>> 1
+    const probe = ids[mid]!
+    if (probe === id) return mid
+    if (probe < id) lo = mid + 1
+    else hi = mid - 1
+  }
+  return -1
+}
+
+/** Raw result: `counts` as ids + typed array (a Map per call costs more than the assignment). */
+interface RawResult {
+  readonly owners: ReadonlyArray<string | null>
+  readonly moved: number
+  readonly departed: number
+  readonly ids: ReadonlyArray<string>
+  readonly target: Int32Array
+}
+
+const withCounts = (raw: RawResult): AssignmentResult => {
+  const counts = new Map<string, number>()
+  for (let i = 0; i < raw.ids.length; i++) counts.set(raw.ids[i]!, raw.target[i]!)
+  return { owners: raw.owners, moved: raw.moved, departed: raw.departed, counts }
+}
+
+const assignValid = (input: AssignorInput, sorted: ReadonlyArray<AssignorMember>): RawResult => {
   const n = input.shardCount
   const m = input.members.length
   const previous = input.previous ?? []
@@ -71,25 +109,24 @@ const assignValid = (input: AssignorInput): AssignmentResult => {
     let departed = 0
     for (let s = 0; s < prevLength; s++) if (previous[s] != null) departed++
     owners.fill(null)
-    return { owners, moved: departed, departed, counts: new Map() }
+    return { owners, moved: departed, departed, ids: [], target: new Int32Array(0) }
   }
 
   // Members in id order; index i refers to this order from here on.
-  const sorted = input.members.slice().sort(byId)
   const ids = new Array<string>(m)
-  const indexOf = new Map<string, number>()
   const weights = new Float64Array(m)
   let totalWeight = 0
   for (let i = 0; i < m; i++) {
     const member = sorted[i]!
     ids[i] = member.id
-    indexOf.set(member.id, i)
     const w = member.weight ?? 1
     weights[i] = w
     totalWeight += w
   }
 
   // Previous owner index per shard (-1: unowned or departed) and prev_i.
+  // Owners come in runs, usually in id order: try the same member, then the
+  // next one, before a binary search (cheaper than building a Map per call).
   const ownerOf = new Int32Array(n).fill(-1)
   const prevCount = new Int32Array(m)
   let departed = 0
@@ -99,8 +136,9 @@ const assignValid = (input: AssignorInput): AssignmentResult => {
     const id = previous[s]
     if (id == null) continue
     if (id !== lastId) {
+      lastIndex =
+        lastIndex >= 0 && ids[lastIndex + 1] === id ? lastIndex + 1 : binarySearch(ids, id)
       lastId = id
-      lastIndex = indexOf.get(id) ?? -1
     }
     if (lastIndex < 0) {
       departed++
@@ -124,14 +162,10 @@ const assignValid = (input: AssignorInput): AssignmentResult => {
   // 0 <= R <= fractional.length: Σ q_i = n up to rounding far below 1 for
   // any realistic n * m, and every fractional part is < 1.
   const ceilSlots = n - floorSum
-  if (ceilSlots > 0) {
-    if (ceilSlots < fractional.length) {
-      fractional.sort((a, b) => {
-        const d = prevCount[b]! - target[b]! - (prevCount[a]! - target[a]!)
-        return d !== 0 ? d : a - b
-      })
-    }
-    for (let k = 0; k < ceilSlots; k++) target[fractional[k]!]!++
+  if (ceilSlots >= fractional.length) {
+    for (const i of fractional) target[i]!++
+  } else if (ceilSlots > 0) {
+    giveCeilSlots(ceilSlots, fractional, prevCount, target)
   }
 
   // Keep: lowest indexes first, so over-target members release their highest.
@@ -152,14 +186,47 @@ const assignValid = (input: AssignorInput): AssignmentResult => {
 
   // Fill: free shards in ascending index to under-target members in id order.
   let next = 0
-  const counts = new Map<string, number>()
   for (let i = 0; i < m; i++) {
     const id = ids[i]!
     for (let need = target[i]! - kept[i]!; need > 0; need--) owners[free[next++]!] = id
-    counts.set(id, target[i]!)
   }
 
-  return { owners, moved: departed + released, departed, counts }
+  return { owners, moved: departed + released, departed, ids, target }
+}
+
+/**
+ * Adds 1 to the target of the `slots` fractional members with the largest
+ * `prev_i - target_i` (target = floor here), ties by ascending index (= id).
+ * Counting selection over the key range (<= n + max floor), no sort: O(m + n).
+ */
+const giveCeilSlots = (
+  slots: number,
+  fractional: ReadonlyArray<number>,
+  prevCount: Int32Array,
+  target: Int32Array,
+): void => {
+  let minKey = Number.POSITIVE_INFINITY
+  let maxKey = Number.NEGATIVE_INFINITY
+  for (const i of fractional) {
+    const key = prevCount[i]! - target[i]!
+    if (key < minKey) minKey = key
+    if (key > maxKey) maxKey = key
+  }
+  const histogram = new Int32Array(maxKey - minKey + 1)
+  for (const i of fractional) histogram[prevCount[i]! - target[i]! - minKey]!++
+  // Threshold key t: every key > t gets a slot, the first `atThreshold` with key t do.
+  let t = maxKey
+  let above = 0
+  while (above + histogram[t - minKey]! < slots) above += histogram[t-- - minKey]!
+  let atThreshold = slots - above
+  for (const i of fractional) {
+    const key = prevCount[i]! - target[i]!
+    if (key > t) target[i]!++
+    else if (key === t && atThreshold > 0) {
+      target[i]!++
+      atThreshold--
+    }
+  }
 }
 
 /**
@@ -168,10 +235,13 @@ const assignValid = (input: AssignorInput): AssignmentResult => {
  *
  * @throws AssignorInputError on invalid input (see {@link validateAssignorInput}).
  */
-export const assignWithStats = (input: AssignorInput): AssignmentResult => {
-  const error = validateAssignorInput(input)
-  if (error !== undefined) throw error
-  return assignValid(input)
+export const assignWithStats = (input: AssignorInput): AssignmentResult =>
+  withCounts(assignRaw(input))
+
+const assignRaw = (input: AssignorInput): RawResult => {
+  const sorted = prepare(input)
+  if (!Array.isArray(sorted)) throw sorted
+  return assignValid(input, sorted)
 }
 
 /**
@@ -187,19 +257,26 @@ export const assignWithStats = (input: AssignorInput): AssignmentResult => {
  * @throws AssignorInputError on invalid input (see {@link validateAssignorInput}).
  */
 export const stickyAssign = (input: AssignorInput): ReadonlyArray<string | null> =>
-  assignWithStats(input).owners
+  assignRaw(input).owners
 
 /** {@link assignWithStats} as an Effect failing with the typed error. */
 export const assignWithStatsEffect = (
   input: AssignorInput,
 ): Effect.Effect<AssignmentResult, AssignorInputError> =>
   Effect.suspend(() => {
-    const error = validateAssignorInput(input)
-    return error === undefined ? Effect.succeed(assignValid(input)) : Effect.fail(error)
+    const sorted = prepare(input)
+    return Array.isArray(sorted)
+      ? Effect.succeed(withCounts(assignValid(input, sorted)))
+      : Effect.fail(sorted)
   })
 
 /** {@link stickyAssign} as an Effect failing with the typed error. */
 export const stickyAssignEffect = (
   input: AssignorInput,
 ): Effect.Effect<ReadonlyArray<string | null>, AssignorInputError> =>
-  Effect.map(assignWithStatsEffect(input), (result) => result.owners)
+  Effect.suspend(() => {
+    const sorted = prepare(input)
+    return Array.isArray(sorted)
+      ? Effect.succeed(assignValid(input, sorted).owners)
+      : Effect.fail(sorted)
+  })
