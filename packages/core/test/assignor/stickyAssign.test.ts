@@ -113,6 +113,34 @@ describe("stickyAssign properties", () => {
   })
 })
 
+describe("stickyAssign with non-integer weights (floating-point quotas)", () => {
+  it("still owns every shard, sums to shardCount and is stable", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 2000 }),
+        fc.uniqueArray(fc.string({ minLength: 1, maxLength: 3 }), { maxLength: 50 }),
+        fc.array(fc.double({ min: 1e-6, max: 1e6, noNaN: true, noDefaultInfinity: true }), {
+          minLength: 50,
+          maxLength: 50,
+        }),
+        (shardCount, ids, weights) => {
+          const input = { shardCount, members: ids.map((id, i) => ({ id, weight: weights[i]! })) }
+          const result = assignWithStats(input)
+          const unowned = result.owners.filter((o) => typeof o !== "string").length
+          expect(unowned).toBe(ids.length > 0 ? 0 : shardCount)
+          expect([...result.counts.values()].reduce((a, b) => a + b, 0)).toBe(
+            ids.length > 0 ? shardCount : 0,
+          )
+          const again = assignWithStats({ ...input, previous: result.owners })
+          expect(again.moved).toBe(0)
+          expect(movementLowerBound({ ...input, previous: result.owners })).toBe(0)
+        },
+      ),
+      runs,
+    )
+  })
+})
+
 describe("stickyAssign examples", () => {
   it("over-quota member releases its highest shards to the newcomer", () => {
     expect(
