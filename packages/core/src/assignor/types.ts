@@ -1,0 +1,21 @@
+/** A live member of the group. `weight` defaults to 1 and must be positive and finite. */
+export interface AssignorMember {
+  readonly id: string
+  readonly weight?: number
+}
+
+/**
+ * Input of the assignor.
+ *
+ * - `shardCount`: number of shards, a non-negative integer.
+ * - `members`: the live members; their order does not matter.
+ * - `previous`: previous owner of each shard (index = shard), or `null`.
+ *   It may be shorter than `shardCount` (an older, smaller shard layout): the
+ *   missing shards count as unowned. Ids that are not in `members` are
+ *   departed owners.
+ */
+export interface AssignorInput {
+  readonly shardCount: number
+  readonly members: ReadonlyArray<AssignorMember>
+  readonly previous?: ReadonlyArray<string | null>
+}
