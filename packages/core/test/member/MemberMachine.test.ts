@@ -122,6 +122,22 @@ describe("MemberMachine", () => {
     expect(MemberMachine.phase(state)).toBe("stable")
   })
 
+  it("a response to a request sent before the drain does not acknowledge REVOKED", () => {
+    const state = stableMember()
+    roundTrip(state, response({ assignmentEpoch: 2, assigned: grants(0, 2) }), 10)
+    const inFlight = MemberMachine.nextRequest(state, 11) // carries REVOKING, not REVOKED
+    MemberMachine.step(state, { _tag: "ShardDrained", shard: 1 })
+    MemberMachine.step(state, {
+      _tag: "ResponseReceived",
+      seq: inFlight.seq,
+      response: response({ assignmentEpoch: 2, assigned: grants(0, 2) }),
+      now: 12,
+    })
+    expect(MemberMachine.buildRequest(state).revokingShards).toEqual([
+      { shard: 1, state: "REVOKED" },
+    ])
+  })
+
   it("a shard given back while draining is read again once drained, with the new token", () => {
     const state = stableMember()
     roundTrip(state, response({ assignmentEpoch: 2, assigned: grants(0, 2) }), 10)
