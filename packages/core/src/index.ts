@@ -1,4 +1,5 @@
 export * from "./assignor/stickyAssign.js"
+export * as CoordinatorTransport from "./CoordinatorTransport.js"
 export * from "./Errors.js"
 export * as MemberMachine from "./member/MemberMachine.js"
 export * from "./protocol/Heartbeat.js"
