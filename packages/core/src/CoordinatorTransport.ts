@@ -105,7 +105,8 @@ export const makeMemory = (
             dropResponses--
             return yield* timeout("heartbeat response lost")
           }
-          if (delayMs >= timeoutMs) return yield* timeout("heartbeat response too late")
+          if (delayMs > 0 && delayMs >= timeoutMs)
+            return yield* timeout("heartbeat response too late")
           if (delayMs > 0) yield* Effect.sleep(delayMs)
           return yield* decodeResponse(raw).pipe(
             Effect.mapError(
