@@ -1,4 +1,7 @@
 export * from "./assignor/movementLowerBound.js"
 export * from "./assignor/stickyAssign.js"
+export * as CoordinatorTransport from "./CoordinatorTransport.js"
 export * from "./Errors.js"
+export * as MemberMachine from "./member/MemberMachine.js"
 export * from "./protocol/Heartbeat.js"
+export * as ShardStreams from "./ShardStreams.js"
