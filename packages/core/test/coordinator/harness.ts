@@ -148,6 +148,8 @@ export class SimMember {
   assignmentEpoch = 0
   readonly owned = new Map<number, number>() // shard -> token
   readonly revoking = new Map<number, "REVOKING" | "REVOKED">()
+  /** Tokens of shards the member still touches (owned, or draining while REVOKING). */
+  readonly tokens = new Map<number, number>()
   left = false
 
   constructor(
@@ -156,7 +158,11 @@ export class SimMember {
   ) {}
 
   request(): Partial<HeartbeatRequest> & { memberId: string } {
-    for (const [s, st] of this.revoking) if (st === "REVOKING") this.revoking.set(s, "REVOKED")
+    for (const [s, st] of this.revoking)
+      if (st === "REVOKING") {
+        this.revoking.set(s, "REVOKED")
+        this.tokens.delete(s)
+      }
     return {
       memberId: this.id,
       memberEpoch: this.epoch,
@@ -177,6 +183,12 @@ export class SimMember {
     this.assignmentEpoch = 0
     this.owned.clear()
     this.revoking.clear()
+    this.tokens.clear()
+  }
+
+  /** Shards the member may still read or ack. */
+  held(): Array<number> {
+    return [...this.tokens.keys()]
   }
 
   onResponse(r: HeartbeatResponse): void {
@@ -200,6 +212,10 @@ export class SimMember {
         this.owned.delete(s)
         this.revoking.set(s, "REVOKING")
       }
-    for (const [s, token] of assigned) if (!this.revoking.has(s)) this.owned.set(s, token)
+    for (const [s, token] of assigned)
+      if (!this.revoking.has(s)) {
+        this.owned.set(s, token)
+        this.tokens.set(s, token)
+      }
   }
 }
