@@ -112,7 +112,8 @@ describe("CoordinatorHost", () => {
         )
         yield* host.heartbeat(join("a"))
         const b = yield* host.heartbeat(join("b"))
-        assert.deepStrictEqual([...b.pending], [1, 3])
+        // sticky assignor: a keeps [0, 1] and must revoke [2, 3] for b
+        assert.deepStrictEqual([...b.pending], [2, 3])
         yield* TestClock.adjust(9_999)
         assert.strictEqual(
           Option.getOrThrow(yield* host.state).members.get("a")?.state,
@@ -129,7 +130,7 @@ describe("CoordinatorHost", () => {
         )
         assert.deepStrictEqual(
           rb.assigned.map((g) => g.shard),
-          [1, 3],
+          [2, 3],
         )
       }),
   )

@@ -11,7 +11,17 @@ import { config, Harness, request, SimMember, shards } from "./harness.js"
 
 const tags = (records: ReadonlyArray<CoordinatorRecord>) => records.map((r) => r._tag)
 
-/** Join a and b (4 shards), let both settle: a owns 0,2 and b owns 1,3 (placeholder round robin). */
+/** Indexes of the shards whose target is `memberId`. */
+const targetOf = (h: Harness, memberId: string): Array<number> =>
+  h.state.target.flatMap((m, s) => (m === memberId ? [s] : []))
+
+/** Shards a simulated member owns, ascending. */
+const ownedOf = (m: SimMember): Array<number> => [...m.owned.keys()].sort((x, y) => x - y)
+
+/**
+ * Join a and b (4 shards), let both settle. Sticky assignor: a first gets all
+ * 4; when b joins a keeps its lowest shards [0, 1] and releases [2, 3] to b.
+ */
 const twoMembers = () => {
   const h = new Harness()
   const a = new SimMember("a")
@@ -23,6 +33,9 @@ const twoMembers = () => {
     step(a)
     step(b)
   }
+  expect(h.state.target).toEqual(["a", "a", "b", "b"])
+  expect(ownedOf(a)).toEqual([0, 1])
+  expect(ownedOf(b)).toEqual([2, 3])
   return { h, a, b, step }
 }
 
@@ -64,7 +77,8 @@ describe("join", () => {
     a.reset()
     const r = h.hb(a.request())
     expect(r.response.memberEpoch).toBe(epoch + 1)
-    expect(shards(r.response)).toEqual([0, 2])
+    expect(shards(r.response)).toEqual([0, 1])
+    expect(shards(r.response)).toEqual(targetOf(h, "a"))
     // new tokens: the old lifecycle's tokens are fenced at the storage
     expect(r.response.assigned.every((x) => x.token === 2)).toBe(true)
     expect(h.state.groupEpoch).toBe(g) // rejoin with the same weight is not a membership change
@@ -80,48 +94,49 @@ describe("revoke-before-assign (seed, seven steps)", () => {
     a.onResponse(h.hb(a.request()).response)
     expect([...a.owned.keys()]).toEqual([0, 1, 2, 3])
 
-    // B joins: target moves shards 1 and 3 to B.
+    // B joins: target moves shards 2 and 3 to B (sticky: A keeps its lowest shards).
     const joinB = h.hb(b.request())
     b.onResponse(joinB.response)
     // Step 1: coordinator removes the shards from A's assigned set (pending revocation).
-    expect(h.state.revocations).toEqual([null, "a", null, "a"])
-    expect(h.state.target).toEqual(["a", "b", "a", "b"])
+    expect(h.state.revocations).toEqual([null, null, "a", "a"])
+    expect(h.state.target).toEqual(["a", "a", "b", "b"])
     // ...and B may not read them yet: they are pending for B, not assigned.
     expect(joinB.response.assigned).toEqual([])
-    expect(joinB.response.pending).toEqual([1, 3])
+    expect(joinB.response.pending).toEqual([2, 3])
     expect(joinB.fences).toEqual([])
 
     // Step 2: A receives the missing shards in its next heartbeat response.
     const r2 = h.hb(a.request())
-    expect(shards(r2.response)).toEqual([0, 2])
+    expect(shards(r2.response)).toEqual([0, 1])
     a.onResponse(r2.response)
     // Step 3: A stops new reads and drains in-flight work.
-    expect([...a.owned.keys()]).toEqual([0, 2])
-    expect([...a.revoking.keys()]).toEqual([1, 3])
+    expect([...a.owned.keys()]).toEqual([0, 1])
+    expect([...a.revoking.keys()]).toEqual([2, 3])
     // B still does not get them while A is draining (REVOKING).
     const rb = h.hb(b.request())
     expect(rb.response.assigned).toEqual([])
     const aDraining = h.hb({
       ...a.request(),
       revokingShards: [
-        { shard: 1, state: "REVOKING" },
+        { shard: 2, state: "REVOKING" },
         { shard: 3, state: "REVOKING" },
       ],
     })
     expect(aDraining.response.errorCode).toBe("NONE")
-    expect(h.state.revocations).toEqual([null, "a", null, "a"])
+    expect(h.state.revocations).toEqual([null, null, "a", "a"])
 
     // Step 4: A reports revokingShards.state = REVOKED.
     const ack = a.request()
     expect(ack.revokingShards).toEqual([
-      { shard: 1, state: "REVOKED" },
+      { shard: 2, state: "REVOKED" },
       { shard: 3, state: "REVOKED" },
     ])
     const r4 = h.hb(ack)
     a.onResponse(r4.response)
     // Step 5: coordinator accepts the revoke acknowledgement.
     expect(h.state.revocations).toEqual([null, null, null, null])
-    expect(h.owner(1)).toBeNull()
+    expect(h.owner(2)).toBeNull()
+    expect(h.owner(3)).toBeNull()
     expect(r4.records.some((r) => r._tag === "Audit" && r.event.kind === "RevokeAccepted")).toBe(
       true,
     )
@@ -130,16 +145,17 @@ describe("revoke-before-assign (seed, seven steps)", () => {
     // Step 6: coordinator returns the shards to B as assigned (with new fences).
     const r6 = h.hb(b.request())
     expect(r6.response.assigned).toEqual([
-      { shard: 1, token: 2 },
+      { shard: 2, token: 2 },
       { shard: 3, token: 2 },
     ])
-    expect(r6.fences.map((f) => f.shard)).toEqual([1, 3])
+    expect(r6.fences.map((f) => f.shard)).toEqual([2, 3])
     b.onResponse(r6.response)
 
     // Step 7: B starts reading and reports ownership; the current assignment observes it.
-    expect([...b.owned.keys()]).toEqual([1, 3])
+    expect([...b.owned.keys()]).toEqual([2, 3])
     const r7 = h.hb(b.request())
-    expect(h.state.current[1]).toMatchObject({ memberId: "b", confirmed: true })
+    expect(h.state.current[2]).toMatchObject({ memberId: "b", confirmed: true })
+    expect(h.state.current[3]).toMatchObject({ memberId: "b", confirmed: true })
     expect(
       r7.records.some((r) => r._tag === "Audit" && r.event.kind === "OwnershipConfirmed"),
     ).toBe(true)
@@ -150,29 +166,33 @@ describe("revoke-before-assign (seed, seven steps)", () => {
 describe("ownership validation (seed)", () => {
   it("owned shards must be assigned or pending for the reporting member: otherwise fenced", () => {
     const { h, a, b } = twoMembers()
-    const r = h.hb({ ...a.request(), ownedShards: [0, 1, 2] }) // 1 is b's
+    const theirs = ownedOf(b)[0]!
+    const r = h.hb({ ...a.request(), ownedShards: [...ownedOf(a), theirs] })
     expect(r.response.errorCode).toBe("FENCED_MEMBER_EPOCH")
     expect(h.state.members.get("a")?.state).toBe("FENCED")
-    expect(h.owner(1)).toBe("b")
-    void b
+    expect(h.owner(theirs)).toBe("b")
   })
 
   it("a shard nobody owns cannot be claimed either", () => {
     const h = new Harness(config({ shardCount: 4 }))
     const a = new SimMember("a")
     a.onResponse(h.hb(a.request()).response)
-    h.hb({ memberId: "b" }) // b joins; 1 and 3 pending revocation from a
-    const r = h.hb({ memberId: "b", memberEpoch: 2, assignmentEpoch: 2, ownedShards: [1] })
+    h.hb({ memberId: "b" }) // b joins; 2 and 3 pending revocation from a (a keeps 0, 1)
+    expect(h.state.revocations).toEqual([null, null, "a", "a"])
+    const r = h.hb({ memberId: "b", memberEpoch: 2, assignmentEpoch: 2, ownedShards: [2] })
     expect(r.response.errorCode).toBe("FENCED_MEMBER_EPOCH")
     expect(r.response.errorMessage).toContain("owned by live member a")
   })
 
   it("revoking shards must match shards previously removed from assignment", () => {
     const { h, a } = twoMembers()
+    // a reports one of its own (never revoked) shards as REVOKED, the others as owned
+    const [mine, ...rest] = ownedOf(a)
+    expect(h.state.revocations[mine!]).toBeNull()
     const r = h.hb({
       ...a.request(),
-      ownedShards: [2],
-      revokingShards: [{ shard: 0, state: "REVOKED" }],
+      ownedShards: rest,
+      revokingShards: [{ shard: mine!, state: "REVOKED" }],
     })
     expect(r.response.errorCode).toBe("FENCED_MEMBER_EPOCH")
     expect(r.response.errorMessage).toContain("not removed from its assignment")
@@ -206,19 +226,21 @@ describe("ownership validation (seed)", () => {
     const r = h.hb({ ...a.request(), assignmentEpoch: 0 })
     expect(r.response.errorCode).toBe("NONE")
     expect(r.response.assignmentEpoch).toBe(h.state.assignmentEpoch)
-    expect(shards(r.response)).toEqual([0, 2])
+    expect(shards(r.response)).toEqual(targetOf(h, "a"))
+    expect(shards(r.response)).toEqual([0, 1])
   })
 
   it("an invalid report fences the member; its shards are freed by the fence records, not granted in the same result", () => {
     const { h, a } = twoMembers()
-    const r = h.peek({ ...a.request(), ownedShards: [0, 2, 3] })
+    const r = h.peek({ ...a.request(), ownedShards: [0, 1, 3] }) // 3 is b's
     expect(r.fences).toEqual([])
     const owners = r.records.find((x) => x._tag === "ShardOwnersChanged")
+    // exactly a's shards are freed; b's and a's target are untouched
     expect(owners).toEqual({
       _tag: "ShardOwnersChanged",
       shards: [
         { shard: 0, owner: null },
-        { shard: 2, owner: null },
+        { shard: 1, owner: null },
       ],
     })
     expect(r.records.find((x) => x._tag === "MemberUpserted")).toMatchObject({
@@ -277,7 +299,8 @@ describe("lost responses (DESIGN rule 7)", () => {
     const old = a.epoch
     a.reset()
     h.hb(a.request())
-    const late = h.hb({ memberId: "a", memberEpoch: old, assignmentEpoch: 0, ownedShards: [0, 1] })
+    // 2 was never a's after b joined (b owns [2, 3])
+    const late = h.hb({ memberId: "a", memberEpoch: old, assignmentEpoch: 0, ownedShards: [0, 2] })
     expect(late.response.errorCode).toBe("FENCED_MEMBER_EPOCH")
     expect(late.records).toEqual([])
   })
@@ -332,7 +355,8 @@ describe("expiry and revoke timeout (DESIGN rules 4, 5)", () => {
     const b = new SimMember("b")
     a.onResponse(h.hb(a.request()).response)
     h.advance(25_000)
-    b.onResponse(h.hb(b.request()).response) // revocation of 1,3 from a starts at t=25s
+    b.onResponse(h.hb(b.request()).response) // revocation of 2,3 from a starts at t=25s
+    expect(h.state.revocations).toEqual([null, null, "a", "a"])
     expect(b.owned.size).toBe(0)
     h.notices.length = 0
     h.advance(5_001) // a's session (30s from t=0) passes before the revoke timeout
@@ -341,7 +365,8 @@ describe("expiry and revoke timeout (DESIGN rules 4, 5)", () => {
     expect(h.notices).toContain("b")
     const r = h.hb(b.request())
     expect(shards(r.response)).toEqual([0, 1, 2, 3])
-    expect(r.response.assigned.find((g) => g.shard === 1)?.token).toBe(2)
+    // every shard, revoked (2, 3) or not (0, 1), gets a token above a's
+    expect(r.response.assigned.map((g) => g.token)).toEqual([2, 2, 2, 2])
   })
 
   it("a member that does not finish a revoke within the revoke timeout is fenced", () => {
@@ -350,6 +375,9 @@ describe("expiry and revoke timeout (DESIGN rules 4, 5)", () => {
     const b = new SimMember("b")
     a.onResponse(h.hb(a.request()).response)
     b.onResponse(h.hb(b.request()).response)
+    const revoked = h.state.revocations.flatMap((r, s) => (r === "a" ? [s] : []))
+    expect(revoked).toEqual(targetOf(h, "b"))
+    expect(revoked).toEqual([2, 3])
     const epoch = a.epoch
     // a keeps heartbeating but never reports REVOKED
     for (let i = 0; i < 4; i++) {
@@ -360,9 +388,9 @@ describe("expiry and revoke timeout (DESIGN rules 4, 5)", () => {
     h.advance(-h.now + 10_000)
     expect(h.state.members.get("a")?.state).toBe("FENCED")
     expect(h.state.members.get("a")?.memberEpoch).toBe(epoch + 1)
-    expect(h.owner(1)).toBeNull()
+    for (const s of [0, 1, 2, 3]) expect(h.owner(s)).toBeNull()
     const rb = h.hb(b.request())
-    expect(shards(rb.response)).toEqual([1, 3])
+    expect(shards(rb.response)).toEqual(revoked)
   })
 
   it("a timer firing before its (moved) deadline re-arms itself", () => {
@@ -409,10 +437,19 @@ describe("epochs (seed)", () => {
     step(a) // rejoin
     expect(h.state.groupEpoch).toBe(2)
     const c = new SimMember("c")
-    step(c)
+    step(c) // a keeps [0, 1]; b must revoke 3 (sticky assignor)
     expect(h.state.groupEpoch).toBe(3)
-    step(a) // revoke ack
+    expect(h.state.revocations).toEqual([null, null, null, "b"])
+    const revBefore = h.commits.length
     step(a)
+    step(b) // b learns 3 is gone
+    step(b) // revoke ack
+    expect(
+      h.commits
+        .slice(revBefore)
+        .flat()
+        .some((r) => r._tag === "Audit" && r.event.kind === "RevokeAccepted"),
+    ).toBe(true)
     expect(h.state.groupEpoch).toBe(3)
     h.hb(c.leaveRequest())
     expect(h.state.groupEpoch).toBe(4)
@@ -474,7 +511,7 @@ describe("steady state, notices, layout", () => {
     expect(r.fences).toEqual([])
     expect(r.notices).toEqual([])
     expect(r.timers).toEqual([{ key: { _tag: "Session", memberId: "a" }, at: 35_000 }])
-    expect(shards(r.response)).toEqual([0, 2])
+    expect(shards(r.response)).toEqual(ownedOf(a))
   })
 
   it("a member whose assignment grows gets a notice (DESIGN rule 8)", () => {
@@ -549,33 +586,45 @@ describe("weights and target flips", () => {
     h.hb({ memberId: "b", memberInfo: { consumerName: "b", host: "h", weight: 2 } })
     expect(h.state.members.get("a")?.weight).toBe(3)
     expect(h.state.members.get("b")?.weight).toBe(2)
+    // quotas 4*3/5 = 2.4 and 4*2/5 = 1.6; the ceil slot goes to a (it held all 4):
+    // a keeps [0, 1, 2], b gets [3]. With a's reported weight 1 it would be 2 / 2.
+    expect(h.state.target).toEqual(["a", "a", "a", "b"])
   })
 
   it("a rejoin with a new weight is a group metadata change: groupEpoch +1", () => {
     const { h, a } = twoMembers()
     const g = h.state.groupEpoch
+    const ae = h.state.assignmentEpoch
     h.hb({ memberId: "a", memberInfo: { consumerName: "a", host: "h", weight: 5 } })
     expect(h.state.groupEpoch).toBe(g + 1)
+    // ...and the target honours it: quotas 4*5/6 = 3.33 and 4/6 = 0.67, the ceil
+    // slot goes to b (it held 2 > floor 0): a 3, b 1; b releases its highest shard.
+    expect(h.state.assignmentEpoch).toBe(ae + 1)
+    expect(h.state.target).toEqual(["a", "a", "b", "a"])
+    expect(h.state.revocations).toEqual([null, null, null, "b"])
     void a
   })
 
   it("a shard whose target returns to the member revoking it stays pending until REVOKED, then is re-granted with a new token", () => {
     const { h, a, b } = twoMembers()
     const c = new SimMember("c")
-    c.onResponse(h.hb(c.request()).response) // moves shards away from a and b
-    const moved = h.state.revocations.map((r, s) => (r === "a" ? s : -1)).filter((s) => s >= 0)
-    expect(moved.length).toBeGreaterThan(0)
+    // 4 shards, 3 members: a wins the tie for the one ceil slot (lower id) and
+    // keeps [0, 1]; b releases its highest shard, 3, to c.
+    c.onResponse(h.hb(c.request()).response)
+    expect(h.state.target).toEqual(["a", "a", "b", "c"])
+    expect(h.state.revocations).toEqual([null, null, null, "b"])
+    const shard = 3
+    const oldToken = h.state.current[shard]!.token
     h.hb(c.leaveRequest()) // target flips back
-    const shard = moved[0]!
-    expect(h.state.target[shard]).toBe("a")
-    expect(h.state.revocations[shard]).toBe("a")
-    const r1 = h.hb(a.request())
+    expect(h.state.target[shard]).toBe("b")
+    expect(h.state.revocations[shard]).toBe("b")
+    const r1 = h.hb(b.request())
     expect(r1.response.pending).toContain(shard)
     expect(shards(r1.response)).not.toContain(shard)
-    a.onResponse(r1.response)
-    const r2 = h.hb(a.request()) // REVOKED accepted, then granted again
+    b.onResponse(r1.response)
+    const r2 = h.hb(b.request()) // REVOKED accepted, then granted again
     expect(shards(r2.response)).toContain(shard)
-    expect(r2.response.assigned.find((g) => g.shard === shard)!.token).toBe(2)
-    void b
+    expect(r2.response.assigned.find((g) => g.shard === shard)!.token).toBe(oldToken + 1)
+    void a
   })
 })

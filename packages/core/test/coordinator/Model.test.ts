@@ -4,6 +4,7 @@
  * handlers and the memory store. Members behave correctly: they drain and
  * report REVOKED, rejoin after UNKNOWN/FENCED, and self-fence when no
  * heartbeat succeeded for (session timeout - heartbeat interval).
+ * Members have unequal weights, so convergence checks the weighted quotas.
  * FC_NUM_RUNS overrides the number of runs.
  */
 import fc from "fast-check"
@@ -19,6 +20,8 @@ type Cmd =
 
 const MEMBERS = 4
 const SHARDS = 6
+/** Reported weights of m0..m3 (the assignor honours them). */
+const WEIGHTS = [3, 1, 1, 2] as const
 const cfg = config({ shardCount: SHARDS, sessionTimeoutMs: 30_000, rebalanceTimeoutMs: 10_000 })
 
 const cmdArb: fc.Arbitrary<Cmd> = fc.oneof(
@@ -46,7 +49,7 @@ const cmdArb: fc.Arbitrary<Cmd> = fc.oneof(
 
 class World {
   readonly h = new Harness(cfg)
-  readonly members = Array.from({ length: MEMBERS }, (_, i) => new SimMember(`m${i}`))
+  readonly members = Array.from({ length: MEMBERS }, (_, i) => new SimMember(`m${i}`, WEIGHTS[i]))
   readonly active = new Array<boolean>(MEMBERS).fill(false)
   readonly lastOk = new Array<number>(MEMBERS).fill(0)
   readonly maxEpoch = new Map<string, number>()
@@ -170,8 +173,16 @@ const run = (cmds: ReadonlyArray<Cmd>): void => {
     if (live.length > 0) expect(s.current[shard]?.confirmed).toBe(true)
   }
   if (live.length > 0) {
-    const counts = live.map((id) => s.ownedBy.get(id)?.size ?? 0)
-    expect(Math.max(...counts) - Math.min(...counts)).toBeLessThanOrEqual(1)
+    // weighted balance: each live member owns floor or ceil of SHARDS * w / W
+    const weightOf = (id: string) => WEIGHTS[Number(id.slice(1))]!
+    const total = live.reduce((sum, id) => sum + weightOf(id), 0)
+    for (const id of live) {
+      expect(s.members.get(id)?.weight).toBe(weightOf(id))
+      const quota = (SHARDS * weightOf(id)) / total
+      const count = s.ownedBy.get(id)?.size ?? 0
+      expect(count, `${id} owns ${count}, quota ${quota}`).toBeGreaterThanOrEqual(Math.floor(quota))
+      expect(count, `${id} owns ${count}, quota ${quota}`).toBeLessThanOrEqual(Math.ceil(quota))
+    }
   }
   // the store replays to the same state
   expect(w.h.stored()).toEqual(w.h.snapshot())
