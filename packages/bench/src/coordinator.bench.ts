@@ -2,6 +2,18 @@
  * Coordinator benchmarks (benny): steady heartbeats/s and the cost of one
  * rebalance step for a large group, through CoordinatorHost with the memory
  * Store, against the bare pure handler measured in the same run.
+ *
+ * Rebalance cases (members > shards, equal weights; the settled group has
+ * `pod-i` owning shard i for i < shards and every later member owning nothing):
+ * - join: a new member joins. The sticky assignor keeps every owner's shard,
+ *   so a joiner gets nothing and no shard moves, whatever its id: this is the
+ *   cost of a membership change (assignor pass + records) without movement.
+ * - owner leaves then rejoins: the leaver's shard moves (target change, one
+ *   shard) to the lowest-id member without a shard; the rejoiner gets nothing.
+ *   Leavers cycle over the first `shards + 1` members, each of which owns a
+ *   shard when its turn comes (the one without a shard is always the previous
+ *   leaver), so every leave moves exactly one shard. The bare cases count the
+ *   moved shards from their records; the host case from the audit log.
  */
 import {
   applyVolatile,
@@ -37,9 +49,21 @@ export interface CoordinatorBenchResults {
   readonly shards: number
   readonly steady: ReadonlyArray<CaseResult>
   readonly rebalance: ReadonlyArray<CaseResult>
+  /** Target shards moved per measured operation, by rebalance case name. */
+  readonly movedPerOp: Readonly<Record<string, number>>
   /** Store commits observed during the steady-heartbeat cases (must be 0). */
   readonly steadyCommits: number
 }
+
+/** Rebalance case names (also the keys of `movedPerOp`). */
+export const rebalanceCases = {
+  join: "bare pure handler: join (result not applied)",
+  joinPair: "bare pure handler + replay: join then leave",
+  joinHost: "CoordinatorHost (memory Store): join then leave",
+  leave: "bare pure handler: owner leaves (result not applied)",
+  leavePair: "bare pure handler + replay: owner leaves then rejoins",
+  leaveHost: "CoordinatorHost (memory Store): owner leaves then rejoins",
+} as const
 
 const memberId = (i: number) => `pod-${String(i).padStart(5, "0")}-m0`
 
@@ -169,32 +193,58 @@ export const runCoordinatorBench = async (
     memberEpoch: -1,
     memberInfo: undefined,
   })
-  const applied = (req: HeartbeatRequest) => {
+  const applied = (req: HeartbeatRequest): number => {
     const r = Coordinator.heartbeat(bareApplied, req, 0)
+    if (r.response.errorCode !== "NONE") throw new Error(r.response.errorCode)
     replayAll(bareApplied, r.records)
     bareApplied.storeRevision += 1
     applyVolatile(bareApplied, r)
+    return movedIn(r.records)
   }
+  /** Target shards moved by the records of one result. */
+  const movedIn = (recs: ReadonlyArray<CoordinatorRecord>): number =>
+    recs.reduce((n, r) => n + (r._tag === "TargetAssignmentChanged" ? r.shards.length : 0), 0)
+  /** Target shards moved according to the host's audit log, for the events whose reason matches. */
+  const auditMoved = (reason: RegExp): number =>
+    store
+      .auditLog("bench")
+      .reduce(
+        (n, e) =>
+          n +
+          (e.kind === "TargetAssignmentChanged" && reason.test(e.reason)
+            ? (e.shards?.length ?? 0)
+            : 0),
+        0,
+      )
+  if (members <= shards)
+    throw new Error("the rebalance cases assume members > shards (see the module comment)")
+  // Leavers cycle over the first shards + 1 ids (pod-0 owns shard 0 in the settled group).
+  const leaver = (n: number) => memberId(n % (shards + 1))
+  const moved = { join: 0, joinOps: 0, joinLeave: 0, joinLeaveOps: 0 }
+  const movedLeave = { bare: 0, bareOps: 0, applied: 0, appliedOps: 0 }
+  let p = 0
+  let q = 0
   const rebalance = await b.suite(
-    `coordinator rebalance step: join into ${members} members x ${shards} shards`,
+    `coordinator rebalance step: join / owner leave in ${members} members x ${shards} shards`,
     b.add(
-      "bare pure handler: join (result not applied)",
+      rebalanceCases.join,
       () => {
-        Coordinator.heartbeat(bare, joinReq("zz-joiner"), 0)
+        moved.join += movedIn(Coordinator.heartbeat(bare, joinReq("zz-joiner"), 0).records)
+        moved.joinOps++
       },
       caseOptions,
     ),
     b.add(
-      "bare pure handler + replay: join then leave",
+      rebalanceCases.joinPair,
       () => {
         const id = `zz-joiner-${k++}`
-        applied(joinReq(id))
-        applied(leaveReq(id))
+        moved.joinLeave += applied(joinReq(id)) + applied(leaveReq(id))
+        moved.joinLeaveOps++
       },
       caseOptions,
     ),
     b.add(
-      "CoordinatorHost (memory Store): join then leave",
+      rebalanceCases.joinHost,
       async () => {
         const id = `zz-joiner-${m++}`
         const r1 = await host.heartbeat(joinReq(id))
@@ -203,14 +253,52 @@ export const runCoordinatorBench = async (
       },
       caseOptions,
     ),
+    b.add(
+      rebalanceCases.leave,
+      () => {
+        const r = Coordinator.heartbeat(bare, leaveReq(memberId(0)), 0)
+        movedLeave.bare += movedIn(r.records)
+        movedLeave.bareOps++
+      },
+      caseOptions,
+    ),
+    b.add(
+      rebalanceCases.leavePair,
+      () => {
+        const id = leaver(p++)
+        movedLeave.applied += applied(leaveReq(id)) + applied(joinReq(id))
+        movedLeave.appliedOps++
+      },
+      caseOptions,
+    ),
+    b.add(
+      rebalanceCases.leaveHost,
+      async () => {
+        const id = leaver(q++)
+        const r1 = await host.heartbeat(leaveReq(id))
+        const r2 = await host.heartbeat(joinReq(id))
+        if (r1.errorCode !== "NONE" || r2.errorCode !== "NONE") throw new Error("rebalance failed")
+      },
+      caseOptions,
+    ),
     b.cycle(),
   )
   await host.close()
+  const perOp = (n: number, ops: number) => (ops === 0 ? Number.NaN : n / ops)
+  const movedPerOp: Record<string, number> = {
+    [rebalanceCases.join]: perOp(moved.join, moved.joinOps),
+    [rebalanceCases.joinPair]: perOp(moved.joinLeave, moved.joinLeaveOps),
+    [rebalanceCases.joinHost]: perOp(auditMoved(/^(join|MemberLeft) zz-joiner-/), m),
+    [rebalanceCases.leave]: perOp(movedLeave.bare, movedLeave.bareOps),
+    [rebalanceCases.leavePair]: perOp(movedLeave.applied, movedLeave.appliedOps),
+    [rebalanceCases.leaveHost]: perOp(auditMoved(/^(join|MemberLeft) pod-/), q),
+  }
   return {
     members,
     shards,
     steady: steady.results.map(toCase),
     rebalance: rebalance.results.map(toCase),
+    movedPerOp,
     steadyCommits,
   }
 }

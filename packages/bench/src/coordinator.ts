@@ -4,7 +4,7 @@
  */
 import { mkdirSync, writeFileSync } from "node:fs"
 import { cpus } from "node:os"
-import { runCoordinatorBench } from "./coordinator.bench.js"
+import { rebalanceCases, runCoordinatorBench } from "./coordinator.bench.js"
 
 const members = Number(process.env.BENCH_MEMBERS ?? 2_000)
 const shards = Number(process.env.BENCH_SHARDS ?? 1_024)
@@ -15,9 +15,12 @@ const ops = (list: typeof results.steady, prefix: string) =>
   list.find((c) => c.name.startsWith(prefix))?.opsPerSec ?? Number.NaN
 const bareSteady = ops(results.steady, "bare")
 const hostSteady = ops(results.steady, "CoordinatorHost")
-const bareJoin = ops(results.rebalance, "bare pure handler: join")
-const barePair = ops(results.rebalance, "bare pure handler + replay")
-const hostPair = ops(results.rebalance, "CoordinatorHost")
+const bareJoin = ops(results.rebalance, rebalanceCases.join)
+const barePair = ops(results.rebalance, rebalanceCases.joinPair)
+const hostPair = ops(results.rebalance, rebalanceCases.joinHost)
+const bareLeave = ops(results.rebalance, rebalanceCases.leave)
+const bareLeavePair = ops(results.rebalance, rebalanceCases.leavePair)
+const hostLeavePair = ops(results.rebalance, rebalanceCases.leaveHost)
 const ratio = (a: number, b: number) => Math.round((a / b) * 100) / 100
 
 const out = {
@@ -29,6 +32,7 @@ const out = {
   ratios: {
     steadyHostOverBare: ratio(hostSteady, bareSteady),
     rebalancePairHostOverBare: ratio(hostPair, barePair),
+    leavePairHostOverBare: ratio(hostLeavePair, bareLeavePair),
   },
   costMs: {
     steadyBare: 1_000 / bareSteady,
@@ -36,6 +40,9 @@ const out = {
     joinBare: 1_000 / bareJoin,
     joinLeavePairBare: 1_000 / barePair,
     joinLeavePairHost: 1_000 / hostPair,
+    leaveBare: 1_000 / bareLeave,
+    leaveRejoinPairBare: 1_000 / bareLeavePair,
+    leaveRejoinPairHost: 1_000 / hostLeavePair,
   },
 }
 const dir = new URL("../results/", import.meta.url)
@@ -44,6 +51,8 @@ writeFileSync(new URL("coordinator.json", dir), `${JSON.stringify(out, null, 2)}
 const fmt = (n: number) => n.toLocaleString("en-US")
 const row = (c: (typeof results.steady)[number]) =>
   `| ${c.name} | ${fmt(c.opsPerSec)} | ±${c.marginPct}% | ${(1_000 / c.opsPerSec).toFixed(4)} |`
+const movedRow = (c: (typeof results.rebalance)[number]) =>
+  `${row(c)} ${(results.movedPerOp[c.name] ?? Number.NaN).toFixed(2)} |`
 const md = `# Coordinator benchmark
 
 Command: \`${out.command}\` (Node ${out.node}, ${out.cpus} cores shared with other work, ${out.date}).
@@ -57,18 +66,28 @@ ${results.steady.map(row).join("\n")}
 
 Host / bare: **${out.ratios.steadyHostOverBare}x** (throughput ratio). Store commits during the steady cases: **${results.steadyCommits}**.
 
-## One rebalance step (a join into the steady group)
+## One rebalance step (a join, or a leave of a shard owner, in the steady group)
 
-| case | ops/s | margin | ms/op |
-|---|---:|---:|---:|
-${results.rebalance.map(row).join("\n")}
+| case | ops/s | margin | ms/op | shards moved / op |
+|---|---:|---:|---:|---:|
+${results.rebalance.map(movedRow).join("\n")}
 
-Host / bare for a join+leave pair: **${out.ratios.rebalancePairHostOverBare}x**.
-The join+leave cases apply their results (replay; the host also commits to the memory Store
+Host / bare: **${out.ratios.rebalancePairHostOverBare}x** for a join+leave pair,
+**${out.ratios.leavePairHostOverBare}x** for an owner leave+rejoin pair.
+"Shards moved" counts target changes (from the records; the host case from the audit log).
+
+- **join**: with ${members} members > ${shards} shards every owner sits at its target
+  of 1, so the sticky assignor moves nothing and the joiner gets no shard, whatever
+  its id. The step is a membership change: assignor pass over all shards and
+  members plus the membership records, no movement.
+- **owner leaves then rejoins**: a member that owns a shard leaves; its shard moves
+  to the lowest-id member without one (no revocation: the leaver's shards are released
+  with it), and the rejoin gets nothing. Leavers cycle over the first ${shards + 1} members,
+  so every leave moves exactly one shard. This is the step that actually rebalances.
+
+The pair cases apply their results (replay; the host also commits to the memory Store
 and re-encodes the snapshot every 64 commits), so the group stays at ${members} members.
-With ${shards} shards and ${members} members a joiner gets no shard, so the step is the
-target recomputation (assignor over all shards and members) plus the records of the
-membership change; the assignor is the placeholder round robin on this branch.
+The "not applied" cases run the handler on the same settled state every time.
 `
 writeFileSync(new URL("coordinator.md", dir), md)
 console.log(md)
