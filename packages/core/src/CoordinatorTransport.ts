@@ -11,7 +11,7 @@
  * boundary, so the coordinator decodes it (and answers INVALID_REQUEST when it
  * does not decode). The member decodes the response the same way.
  */
-import { Context, Effect, Layer, Queue, Schema, type Scope, Stream } from "effect"
+import { Context, Effect, Fiber, Layer, Queue, Schema, type Scope, Stream } from "effect"
 import { TransportError } from "./Errors.js"
 import { type HeartbeatRequest, HeartbeatResponse } from "./protocol/Heartbeat.js"
 
@@ -100,7 +100,24 @@ export const makeMemory = (
               message: `no coordinator serves group ${request.group}`,
             })
           handled++
-          const raw = wire(yield* served.handler(wire(request)))
+          // The coordinator keeps working on a request the member gave up on
+          // (as over a real network), so the handler runs detached and only
+          // the member's wait is bounded. At least 1 ms: `timeoutMs: 0` makes
+          // injected faults fail at once without racing a served request.
+          const fiber = yield* Effect.forkDetach(served.handler(wire(request)))
+          const answer = yield* Fiber.join(fiber).pipe(
+            Effect.timeoutOrElse({
+              duration: Math.max(timeoutMs, 1),
+              orElse: () =>
+                Effect.fail(
+                  new TransportError({
+                    reason: "Timeout",
+                    message: "coordinator did not answer in time",
+                  }),
+                ),
+            }),
+          )
+          const raw = wire(answer)
           if (dropResponses > 0) {
             dropResponses--
             return yield* timeout("heartbeat response lost")

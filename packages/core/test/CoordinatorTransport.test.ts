@@ -77,6 +77,30 @@ describe("CoordinatorTransport (memory)", () => {
     }).pipe(provide),
   )
 
+  it.effect(
+    "a coordinator that never answers: the member times out; the coordinator keeps working",
+    () =>
+      Effect.gen(function* () {
+        const transport = yield* CoordinatorTransport.CoordinatorTransport
+        let finished = 0
+        // answers only after 5 s, like a paused coordinator process
+        yield* transport.serve("orders", (req) =>
+          Effect.sleep(5_000).pipe(
+            Effect.andThen(handler(req)),
+            Effect.tap(() => Effect.sync(() => finished++)),
+          ),
+        )
+        const fiber = yield* Effect.forkChild(Effect.flip(transport.heartbeat(request)))
+        yield* TestClock.adjust(1_000)
+        const error = yield* Fiber.join(fiber)
+        assert.strictEqual(error.reason, "Timeout")
+        assert.strictEqual(finished, 0)
+        // the member's timeout did not interrupt the coordinator's work
+        yield* TestClock.adjust(4_000)
+        assert.strictEqual(finished, 1)
+      }).pipe(provide),
+  )
+
   it.effect("a lost request never reaches the coordinator", () =>
     Effect.gen(function* () {
       const transport = yield* CoordinatorTransport.CoordinatorTransport
