@@ -1,1 +1,8 @@
-export {}
+export * from "./adapter.js"
+export * from "./checkers.js"
+export * from "./config.js"
+export { Digest } from "./engine/Digest.js"
+export { EventQueue } from "./engine/EventQueue.js"
+export { Prng, streamSeed } from "./engine/Prng.js"
+export * from "./machines.js"
+export * from "./Simulation.js"
