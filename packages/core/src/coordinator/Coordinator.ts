@@ -1,0 +1,554 @@
+/**
+ * The pure group coordinator (Kafka `CoordinatorResult` + `replay` style).
+ *
+ * Handlers take the state, an input and `now` (ms) and return data:
+ * records to commit, the response to send after the commit, timers the
+ * runtime must call back, members to notify, and per-shard fences the
+ * runtime must write to storage before sending the response. Handlers never
+ * mutate the state, never read a clock and never do I/O.
+ */
+import { stickyAssign } from "../assignor/stickyAssign.js"
+import type { HeartbeatRequest, HeartbeatResponse, ShardGrant } from "../protocol/Heartbeat.js"
+import {
+  type CoordinatorState,
+  fromSnapshot,
+  type MemberEntry,
+  type Timer,
+  type TimerKey,
+  timerId,
+} from "./CoordinatorState.js"
+import type { GroupConfig } from "./GroupConfig.js"
+import { Draft, type Fence } from "./internal/Draft.js"
+import type { AuditKind, CoordinatorRecord, MemberState } from "./Records.js"
+import type { Snapshot } from "./Snapshot.js"
+
+export type { Fence } from "./internal/Draft.js"
+
+export interface CoordinatorResult<A> {
+  readonly records: ReadonlyArray<CoordinatorRecord>
+  readonly response: A
+  readonly timers: ReadonlyArray<Timer>
+  /** Members to push a "look again" notice to (their assignment grew). */
+  readonly notices: ReadonlyArray<string>
+  /** Owner tokens to write to storage before the response is sent. */
+  readonly fences: ReadonlyArray<Fence>
+  /** Latest progress report (volatile, never a record). */
+  readonly progress?: ProgressReport
+}
+
+export interface ProgressReport {
+  readonly memberId: string
+  readonly shards: NonNullable<HeartbeatRequest["progress"]>
+}
+
+const done = <A>(
+  draft: Draft,
+  response: A,
+  extra?: { readonly progress?: ProgressReport },
+): CoordinatorResult<A> => ({
+  records: draft.finish(),
+  response,
+  timers: draft.timers,
+  notices: [...draft.notices],
+  fences: draft.fences,
+  ...extra,
+})
+
+const nothing = <A>(response: A): CoordinatorResult<A> => ({
+  records: [],
+  response,
+  timers: [],
+  notices: [],
+  fences: [],
+})
+
+// ---------------------------------------------------------------------------
+// Group creation and load
+// ---------------------------------------------------------------------------
+
+/** Records that create a group from its (validated) config. */
+export const createGroup = (config: GroupConfig, now: number): ReadonlyArray<CoordinatorRecord> => [
+  {
+    _tag: "GroupCreated",
+    config,
+    layout: { shardCount: config.shardCount, generation: 0 },
+  },
+  {
+    _tag: "Audit",
+    event: {
+      at: now,
+      kind: "GroupCreated",
+      reason: `group ${config.groupId} created with ${config.shardCount} shards`,
+      before: { groupEpoch: 0, assignmentEpoch: 0 },
+      after: { groupEpoch: 0, assignmentEpoch: 0 },
+    },
+  },
+]
+
+export interface Loaded {
+  readonly state: CoordinatorState
+  /** Fresh session deadlines for every member, revoke deadlines for pending revocations. */
+  readonly timers: ReadonlyArray<Timer>
+  /** Re-assert every accepted owner's token (idempotent; a failed fence write may have been lost). */
+  readonly fences: ReadonlyArray<Fence>
+}
+
+/**
+ * Failover: rebuild the state from a snapshot. Every known member gets a
+ * fresh session deadline (as Kafka does) and every member with pending
+ * revocations a fresh revoke deadline.
+ */
+export const load = (snapshot: Snapshot, now: number): Loaded => {
+  const state = fromSnapshot(snapshot)
+  const timers: Array<Timer> = []
+  for (const id of state.members.keys()) {
+    const t: Timer = {
+      key: { _tag: "Session", memberId: id },
+      at: now + state.config.sessionTimeoutMs,
+    }
+    timers.push(t)
+    state.deadlines.set(timerId(t.key), t.at)
+  }
+  for (const id of state.revokingFrom.keys()) {
+    const t: Timer = {
+      key: { _tag: "Revoke", memberId: id },
+      at: now + state.config.rebalanceTimeoutMs,
+    }
+    timers.push(t)
+    state.deadlines.set(timerId(t.key), t.at)
+  }
+  const fences: Array<Fence> = []
+  state.current.forEach((o, shard) => {
+    if (o !== null) fences.push({ shard, token: o.token, memberId: o.memberId })
+  })
+  return { state, timers, fences }
+}
+
+// ---------------------------------------------------------------------------
+// Shared transitions
+// ---------------------------------------------------------------------------
+
+/** Recompute the target with the assignor; start revocations for moved shards (seed step 1). */
+const recomputeTarget = (draft: Draft, reason: string, except?: string): void => {
+  const state = draft.state
+  const members = draft
+    .liveMembers()
+    .map((m) => ({ id: m.memberId, weight: m.weight }))
+    .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+  const previous: Array<string | null> = []
+  for (let s = 0; s < state.layout.shardCount; s++) previous.push(draft.targetOf(s))
+  const next = stickyAssign({ shardCount: state.layout.shardCount, members, previous })
+  const changed: Array<number> = []
+  for (let s = 0; s < state.layout.shardCount; s++) {
+    const to = next[s] ?? null
+    if (to !== previous[s]) {
+      changed.push(s)
+      draft.target.set(s, to)
+    }
+  }
+  if (changed.length === 0) return
+  const before = draft.assignmentEpoch
+  draft.assignmentEpoch += 1
+  draft.audit("TargetAssignmentChanged", reason, { shards: changed, assignmentEpochBefore: before })
+  const revoked = new Map<string, Array<number>>()
+  for (const s of changed) {
+    const cur = draft.currentOf(s)
+    const to = draft.targetOf(s)
+    if (cur === null) {
+      draft.notify(to, except)
+    } else if (cur.memberId !== to && draft.revocationOf(s) === null) {
+      draft.startRevocation(s, cur.memberId)
+      const list = revoked.get(cur.memberId) ?? []
+      list.push(s)
+      revoked.set(cur.memberId, list)
+    }
+  }
+  for (const [memberId, shards] of revoked)
+    draft.audit("RevokeRequested", reason, { memberId, shards })
+}
+
+/** Release everything a member owns or is revoking; notify the shards' targets. */
+const releaseAll = (draft: Draft, memberId: string, except?: string): Array<number> => {
+  const owned = draft.ownedBy(memberId)
+  for (const s of owned) {
+    draft.setOwner(s, null)
+    if (draft.revocationOf(s) !== null) draft.endRevocation(s)
+    draft.notify(draft.targetOf(s), except ?? memberId)
+  }
+  return owned
+}
+
+/** Fence a member: new memberEpoch, state FENCED, all its shards released. */
+const fence = (draft: Draft, member: MemberEntry, reason: string, except?: string): void => {
+  const shards = releaseAll(draft, member.memberId, except)
+  const epoch = member.memberEpoch + 1
+  draft.putMember({ ...member, memberEpoch: epoch, previousMemberEpoch: epoch, state: "FENCED" })
+  draft.audit("MemberFenced", reason, {
+    memberId: member.memberId,
+    shards,
+    memberEpochBefore: member.memberEpoch,
+    memberEpochAfter: epoch,
+  })
+}
+
+/** Remove a member (leave or expiry): release, bump groupEpoch, recompute the target. */
+const remove = (
+  draft: Draft,
+  member: MemberEntry,
+  kind: AuditKind,
+  reason: string,
+  except?: string,
+): void => {
+  const before = draft.groupEpoch
+  const shards = releaseAll(draft, member.memberId, except)
+  draft.removeMember(member.memberId)
+  draft.groupEpoch += 1
+  draft.audit(kind, reason, {
+    memberId: member.memberId,
+    shards,
+    memberEpochBefore: member.memberEpoch,
+    groupEpochBefore: before,
+  })
+  recomputeTarget(draft, `${kind} ${member.memberId}`, except)
+}
+
+interface Reconciled {
+  readonly assigned: Array<ShardGrant>
+  readonly pending: Array<number>
+}
+
+/**
+ * Per-member reconciliation: shards targeted to the member that nobody holds
+ * are granted now (new token, fence); shards still held or being revoked
+ * elsewhere are pending (seed step 6 happens once the revoke is accepted).
+ */
+const reconcile = (draft: Draft, memberId: string): Reconciled => {
+  const member = draft.member(memberId)!
+  const assigned: Array<ShardGrant> = []
+  const pending: Array<number> = []
+  const granted: Array<number> = []
+  for (const s of draft.targetedTo(memberId)) {
+    const cur = draft.currentOf(s)
+    if (draft.revocationOf(s) !== null) pending.push(s)
+    else if (cur === null) {
+      const token = draft.tokenOf(s) + 1
+      draft.setOwner(s, { memberId, memberEpoch: member.memberEpoch, token, confirmed: false })
+      draft.fences.push({ shard: s, token, memberId })
+      assigned.push({ shard: s, token })
+      granted.push(s)
+    } else if (cur.memberId === memberId) assigned.push({ shard: s, token: cur.token })
+    else pending.push(s)
+  }
+  if (granted.length > 0)
+    draft.audit("ShardsGranted", "reconciliation", { memberId, shards: granted })
+  const state: MemberState =
+    draft.revokingFrom(memberId).length > 0
+      ? "UNREVOKED_SHARDS"
+      : pending.length > 0
+        ? "UNRELEASED_SHARDS"
+        : "STABLE"
+  if (state !== member.state) draft.putMember({ ...member, state })
+  return { assigned, pending }
+}
+
+// ---------------------------------------------------------------------------
+// Heartbeat
+// ---------------------------------------------------------------------------
+
+const errorResponse = (
+  state: CoordinatorState,
+  req: Pick<HeartbeatRequest, "memberId" | "memberEpoch">,
+  errorCode: HeartbeatResponse["errorCode"],
+  errorMessage: string,
+): HeartbeatResponse => ({
+  errorCode,
+  errorMessage,
+  memberId: req.memberId,
+  memberEpoch: req.memberEpoch,
+  assignmentEpoch: state.assignmentEpoch,
+  assigned: [],
+  pending: [],
+  heartbeatIntervalMs: state.config.heartbeatIntervalMs,
+})
+
+/** Range and shape checks that need the state; a failure changes nothing. */
+export const validateRequest = (
+  state: CoordinatorState,
+  req: HeartbeatRequest,
+): string | undefined => {
+  if (req.group !== state.config.groupId)
+    return `group ${req.group} is not served here (${state.config.groupId})`
+  if (req.metadataVersion > state.layout.generation)
+    return `metadataVersion ${req.metadataVersion} is ahead of layout generation ${state.layout.generation}`
+  if (req.assignmentEpoch > state.assignmentEpoch)
+    return `assignmentEpoch ${req.assignmentEpoch} is ahead of ${state.assignmentEpoch}`
+  const n = state.layout.shardCount
+  const seen = new Set<number>()
+  for (const s of req.ownedShards) {
+    if (s >= n) return `owned shard ${s} is out of range (shardCount ${n})`
+    if (seen.has(s)) return `owned shard ${s} is listed twice`
+    seen.add(s)
+  }
+  const revoking = new Set<number>()
+  for (const r of req.revokingShards) {
+    if (r.shard >= n) return `revoking shard ${r.shard} is out of range (shardCount ${n})`
+    if (revoking.has(r.shard)) return `revoking shard ${r.shard} is listed twice`
+    if (seen.has(r.shard)) return `shard ${r.shard} is both owned and revoking`
+    revoking.add(r.shard)
+  }
+  for (const p of req.progress ?? [])
+    if (p.shard >= n) return `progress shard ${p.shard} is out of range (shardCount ${n})`
+  if (req.memberEpoch === 0) {
+    if (req.memberInfo === undefined) return "memberEpoch 0 (join) requires memberInfo"
+    if (req.ownedShards.length > 0 || req.revokingShards.length > 0)
+      return "a (re)joining member must not report owned or revoking shards"
+  }
+  return undefined
+}
+
+const weightOf = (state: CoordinatorState, memberId: string, req: HeartbeatRequest): number =>
+  state.config.memberWeights?.[memberId] ?? req.memberInfo?.weight ?? 1
+
+const respond = (
+  draft: Draft,
+  req: HeartbeatRequest,
+  memberEpoch: number,
+  r: Reconciled,
+): HeartbeatResponse => {
+  const state = draft.state
+  return {
+    errorCode: "NONE",
+    memberId: req.memberId,
+    memberEpoch,
+    assignmentEpoch: draft.assignmentEpoch,
+    assigned: r.assigned,
+    pending: r.pending,
+    ...(req.metadataVersion < state.layout.generation ? { layout: state.layout } : {}),
+    heartbeatIntervalMs: state.config.heartbeatIntervalMs,
+  }
+}
+
+const sessionTimer = (draft: Draft, memberId: string): void => {
+  draft.timers.push({
+    key: { _tag: "Session", memberId },
+    at: draft.now + draft.state.config.sessionTimeoutMs,
+  })
+}
+
+const join = (
+  draft: Draft,
+  req: HeartbeatRequest & { memberInfo: NonNullable<HeartbeatRequest["memberInfo"]> },
+): CoordinatorResult<HeartbeatResponse> => {
+  const state = draft.state
+  const existing = draft.member(req.memberId)
+  const weight = weightOf(state, req.memberId, req)
+  if (existing === undefined) {
+    const epoch = draft.maxMemberEpoch + 1
+    draft.putMember({
+      memberId: req.memberId,
+      memberEpoch: epoch,
+      previousMemberEpoch: epoch,
+      state: "STABLE",
+      weight,
+      memberInfo: req.memberInfo,
+    })
+    const before = draft.groupEpoch
+    draft.groupEpoch += 1
+    draft.audit("MemberJoined", "join (memberEpoch 0)", {
+      memberId: req.memberId,
+      memberEpochAfter: epoch,
+      groupEpochBefore: before,
+    })
+    recomputeTarget(draft, `join ${req.memberId}`, req.memberId)
+  } else {
+    // Rejoin: the member dropped all local ownership; new lifecycle, same id.
+    const shards = releaseAll(draft, req.memberId)
+    const epoch = existing.memberEpoch + 1
+    draft.putMember({
+      ...existing,
+      memberEpoch: epoch,
+      previousMemberEpoch: existing.state === "FENCED" ? epoch : existing.memberEpoch,
+      state: "STABLE",
+      weight,
+      memberInfo: req.memberInfo,
+    })
+    draft.audit("MemberRejoined", "rejoin (memberEpoch 0)", {
+      memberId: req.memberId,
+      shards,
+      memberEpochBefore: existing.memberEpoch,
+      memberEpochAfter: epoch,
+    })
+    if (weight !== existing.weight) {
+      const before = draft.groupEpoch
+      draft.groupEpoch += 1
+      draft.audit("MemberRejoined", `weight ${existing.weight} -> ${weight}`, {
+        memberId: req.memberId,
+        groupEpochBefore: before,
+      })
+      recomputeTarget(draft, `weight change ${req.memberId}`, req.memberId)
+    }
+  }
+  sessionTimer(draft, req.memberId)
+  const r = reconcile(draft, req.memberId)
+  return done(
+    draft,
+    respond(draft, req, draft.member(req.memberId)!.memberEpoch, r),
+    progressOf(req),
+  )
+}
+
+const progressOf = (req: HeartbeatRequest): { readonly progress?: ProgressReport } =>
+  req.progress !== undefined ? { progress: { memberId: req.memberId, shards: req.progress } } : {}
+
+/**
+ * Ownership validation (seed, "Ownership Validation"). Returns the violation,
+ * or the accepted revokes and the owned shards to confirm.
+ */
+const validateOwnership = (
+  draft: Draft,
+  memberId: string,
+  req: HeartbeatRequest,
+):
+  | { readonly violation: string }
+  | { readonly revoked: Array<number>; readonly confirm: Array<number> } => {
+  const confirm: Array<number> = []
+  for (const s of req.ownedShards) {
+    const cur = draft.currentOf(s)
+    if (cur?.memberId === memberId) {
+      if (!cur.confirmed && draft.revocationOf(s) === null) confirm.push(s)
+    } else if (cur !== null && draft.member(cur.memberId)?.state !== "FENCED")
+      return { violation: `claims shard ${s}, owned by live member ${cur.memberId}` }
+    else return { violation: `claims shard ${s}, which is neither assigned nor pending for it` }
+  }
+  const revoked: Array<number> = []
+  for (const r of req.revokingShards) {
+    if (draft.revocationOf(r.shard) === memberId) {
+      if (r.state === "REVOKED") revoked.push(r.shard)
+    } else if (draft.currentOf(r.shard)?.memberId === memberId)
+      return { violation: `revokes shard ${r.shard}, which was not removed from its assignment` }
+    else if (r.state === "REVOKING")
+      return { violation: `still revoking shard ${r.shard}, which is not being revoked from it` }
+    // else: a terminal REVOKED already accepted (or never ours): duplicate, ignored.
+  }
+  return { revoked, confirm }
+}
+
+/**
+ * Handle one (decoded) heartbeat. `now` is the coordinator's clock in ms.
+ */
+export const heartbeat = (
+  state: CoordinatorState,
+  req: HeartbeatRequest,
+  now: number,
+): CoordinatorResult<HeartbeatResponse> => {
+  const invalid = validateRequest(state, req)
+  if (invalid !== undefined) return nothing(errorResponse(state, req, "INVALID_REQUEST", invalid))
+  const draft = new Draft(state, now)
+  const member = state.members.get(req.memberId)
+
+  if (req.memberEpoch === -1) {
+    if (member !== undefined)
+      remove(draft, member, "MemberLeft", "graceful leave (memberEpoch -1)", req.memberId)
+    // Leaving is idempotent: an unknown member leaving changes nothing.
+    const response: HeartbeatResponse = {
+      errorCode: "NONE",
+      memberId: req.memberId,
+      memberEpoch: -1,
+      assignmentEpoch: draft.assignmentEpoch,
+      assigned: [],
+      pending: [],
+      heartbeatIntervalMs: state.config.heartbeatIntervalMs,
+    }
+    return done(draft, response)
+  }
+
+  if (req.memberEpoch === 0) {
+    // validateRequest guarantees memberInfo on epoch 0
+    return join(
+      draft,
+      req as HeartbeatRequest & { memberInfo: NonNullable<HeartbeatRequest["memberInfo"]> },
+    )
+  }
+
+  if (member === undefined)
+    return nothing(errorResponse(state, req, "UNKNOWN_MEMBER_ID", `unknown member ${req.memberId}`))
+  if (req.memberEpoch !== member.memberEpoch) {
+    const tolerated =
+      member.state !== "FENCED" &&
+      req.memberEpoch === member.previousMemberEpoch &&
+      req.memberEpoch !== member.memberEpoch &&
+      req.ownedShards.every((s) => draft.currentOf(s)?.memberId === req.memberId)
+    if (!tolerated)
+      return nothing(
+        errorResponse(
+          state,
+          req,
+          "FENCED_MEMBER_EPOCH",
+          `memberEpoch ${req.memberEpoch} is stale (current ${member.memberEpoch})`,
+        ),
+      )
+  }
+
+  const checked = validateOwnership(draft, req.memberId, req)
+  if ("violation" in checked) {
+    fence(draft, member, `invalid ownership report: ${checked.violation}`, req.memberId)
+    return done(
+      draft,
+      errorResponse(state, req, "FENCED_MEMBER_EPOCH", `fenced: ${checked.violation}`),
+    )
+  }
+  // Seed step 5: accept the revoke acknowledgements; the shards are free now.
+  if (checked.revoked.length > 0) {
+    for (const s of checked.revoked) {
+      draft.endRevocation(s)
+      draft.setOwner(s, null)
+      draft.notify(draft.targetOf(s), req.memberId)
+    }
+    draft.audit("RevokeAccepted", "member reported REVOKED", {
+      memberId: req.memberId,
+      shards: checked.revoked,
+    })
+  }
+  // Seed step 7: the new owner reports ownership; the current assignment observes it.
+  if (checked.confirm.length > 0) {
+    for (const s of checked.confirm) {
+      const cur = draft.currentOf(s)!
+      draft.setOwner(s, { ...cur, confirmed: true })
+    }
+    draft.audit("OwnershipConfirmed", "member reported owned shards", {
+      memberId: req.memberId,
+      shards: checked.confirm,
+    })
+  }
+  sessionTimer(draft, req.memberId)
+  const r = reconcile(draft, req.memberId)
+  return done(draft, respond(draft, req, member.memberEpoch, r), progressOf(req))
+}
+
+// ---------------------------------------------------------------------------
+// Timers
+// ---------------------------------------------------------------------------
+
+/**
+ * A deadline fired. A timer that fires before its (moved) deadline re-arms
+ * itself; otherwise the member is expired (session) or fenced (revoke).
+ */
+export const onTimer = (
+  state: CoordinatorState,
+  key: TimerKey,
+  now: number,
+): CoordinatorResult<void> => {
+  const member = state.members.get(key.memberId)
+  if (member === undefined) return nothing(undefined)
+  const deadline = state.deadlines.get(timerId(key))
+  if (deadline !== undefined && deadline > now)
+    return { ...nothing(undefined), timers: [{ key, at: deadline }] }
+  const draft = new Draft(state, now)
+  if (key._tag === "Session") {
+    remove(draft, member, "MemberExpired", `session timeout (${state.config.sessionTimeoutMs} ms)`)
+    return done(draft, undefined)
+  }
+  if ((state.revokingFrom.get(key.memberId)?.size ?? 0) === 0) return nothing(undefined)
+  fence(draft, member, `revoke timeout (${state.config.rebalanceTimeoutMs} ms)`)
+  return done(draft, undefined)
+}

@@ -1,0 +1,258 @@
+/**
+ * In-memory coordinator state, `replay` (records -> state) and snapshot
+ * conversion. Persisted fields mirror `Snapshot`; indexes are derived and
+ * volatile fields (deadlines, progress) are rebuilt on load, never recorded.
+ */
+import type { MemberInfo, ShardLayout, ShardProgress } from "../protocol/Heartbeat.js"
+import type { GroupConfig } from "./GroupConfig.js"
+import type { CoordinatorRecord, MemberState, ReshardingState, ShardOwner } from "./Records.js"
+import type { Snapshot } from "./Snapshot.js"
+
+export interface MemberEntry {
+  readonly memberId: string
+  readonly memberEpoch: number
+  readonly previousMemberEpoch: number
+  readonly state: MemberState
+  readonly weight: number
+  readonly memberInfo: MemberInfo
+}
+
+/** A deadline the runtime must call back with `onTimer` once `at` has passed. */
+export type TimerKey =
+  | { readonly _tag: "Session"; readonly memberId: string }
+  | { readonly _tag: "Revoke"; readonly memberId: string }
+
+export interface Timer {
+  readonly key: TimerKey
+  readonly at: number
+}
+
+export const timerId = (key: TimerKey): string => `${key._tag}:${key.memberId}`
+
+/**
+ * Handlers read this state and never mutate it; `replay` and `applyVolatile`
+ * (called by the runtime) are the only writers.
+ */
+export interface CoordinatorState {
+  config: GroupConfig
+  layout: ShardLayout
+  resharding: ReshardingState
+  groupEpoch: number
+  assignmentEpoch: number
+  storeRevision: number
+  maxMemberEpoch: number
+  readonly members: Map<string, MemberEntry>
+  target: Array<string | null>
+  current: Array<ShardOwner | null>
+  revocations: Array<string | null>
+  tokens: Array<number>
+  // derived indexes: memberId -> shards
+  readonly targetOf: Map<string, Set<number>>
+  readonly ownedBy: Map<string, Set<number>>
+  readonly revokingFrom: Map<string, Set<number>>
+  // volatile: timerId -> deadline, memberId -> last progress report
+  readonly deadlines: Map<string, number>
+  readonly progress: Map<string, ReadonlyArray<ShardProgress>>
+}
+
+const filled = <A>(n: number, a: A): Array<A> => new Array<A>(n).fill(a)
+
+/** The state of a freshly created group (what `GroupCreated` produces). */
+export const initialState = (config: GroupConfig): CoordinatorState => ({
+  config,
+  layout: { shardCount: config.shardCount, generation: 0 },
+  resharding: { _tag: "Idle" },
+  groupEpoch: 0,
+  assignmentEpoch: 0,
+  storeRevision: 0,
+  maxMemberEpoch: 0,
+  members: new Map(),
+  target: filled(config.shardCount, null),
+  current: filled(config.shardCount, null),
+  revocations: filled(config.shardCount, null),
+  tokens: filled(config.shardCount, 0),
+  targetOf: new Map(),
+  ownedBy: new Map(),
+  revokingFrom: new Map(),
+  deadlines: new Map(),
+  progress: new Map(),
+})
+
+const indexMove = (
+  index: Map<string, Set<number>>,
+  shard: number,
+  from: string | null | undefined,
+  to: string | null | undefined,
+): void => {
+  if (from === to) return
+  if (from != null) {
+    const set = index.get(from)
+    if (set !== undefined) {
+      set.delete(shard)
+      if (set.size === 0) index.delete(from)
+    }
+  }
+  if (to != null) {
+    let set = index.get(to)
+    if (set === undefined) {
+      set = new Set()
+      index.set(to, set)
+    }
+    set.add(shard)
+  }
+}
+
+/** Apply one record to the state, in place. */
+export const replay = (state: CoordinatorState, record: CoordinatorRecord): void => {
+  switch (record._tag) {
+    case "GroupCreated": {
+      const fresh = initialState(record.config)
+      const revision = state.storeRevision
+      Object.assign(state, fresh, { layout: record.layout })
+      state.storeRevision = revision
+      state.members.clear()
+      state.targetOf.clear()
+      state.ownedBy.clear()
+      state.revokingFrom.clear()
+      state.deadlines.clear()
+      state.progress.clear()
+      return
+    }
+    case "MemberUpserted": {
+      state.members.set(record.member.memberId, record.member)
+      if (record.member.memberEpoch > state.maxMemberEpoch)
+        state.maxMemberEpoch = record.member.memberEpoch
+      return
+    }
+    case "MemberRemoved": {
+      state.members.delete(record.memberId)
+      state.deadlines.delete(timerId({ _tag: "Session", memberId: record.memberId }))
+      state.deadlines.delete(timerId({ _tag: "Revoke", memberId: record.memberId }))
+      state.progress.delete(record.memberId)
+      return
+    }
+    case "GroupEpochBumped": {
+      state.groupEpoch = record.groupEpoch
+      return
+    }
+    case "TargetAssignmentChanged": {
+      for (const { shard, memberId } of record.shards) {
+        indexMove(state.targetOf, shard, state.target[shard], memberId)
+        state.target[shard] = memberId
+      }
+      state.assignmentEpoch = record.assignmentEpoch
+      return
+    }
+    case "ShardOwnersChanged": {
+      for (const { shard, owner } of record.shards) {
+        indexMove(state.ownedBy, shard, state.current[shard]?.memberId, owner?.memberId)
+        state.current[shard] = owner
+        if (owner !== null && owner.token > (state.tokens[shard] ?? 0))
+          state.tokens[shard] = owner.token
+      }
+      return
+    }
+    case "RevocationsChanged": {
+      for (const { shard, fromMemberId } of record.shards) {
+        indexMove(state.revokingFrom, shard, state.revocations[shard], fromMemberId)
+        state.revocations[shard] = fromMemberId
+      }
+      return
+    }
+    case "Audit":
+      return
+  }
+}
+
+export const replayAll = (
+  state: CoordinatorState,
+  records: ReadonlyArray<CoordinatorRecord>,
+): void => {
+  for (const r of records) replay(state, r)
+}
+
+/** Volatile updates a handler asks for: deadlines and the latest progress report. */
+export interface VolatileUpdate {
+  readonly timers: ReadonlyArray<Timer>
+  readonly progress?: { readonly memberId: string; readonly shards: ReadonlyArray<ShardProgress> }
+}
+
+/** Apply a handler's volatile updates (after its records were committed and replayed). */
+export const applyVolatile = (state: CoordinatorState, update: VolatileUpdate): void => {
+  for (const t of update.timers) {
+    if (state.members.has(t.key.memberId)) state.deadlines.set(timerId(t.key), t.at)
+  }
+  if (update.progress !== undefined && state.members.has(update.progress.memberId))
+    state.progress.set(update.progress.memberId, update.progress.shards)
+}
+
+/** The persisted view of the state. */
+export const toSnapshot = (state: CoordinatorState): Snapshot => ({
+  version: 1,
+  config: state.config,
+  layout: state.layout,
+  resharding: state.resharding,
+  groupEpoch: state.groupEpoch,
+  assignmentEpoch: state.assignmentEpoch,
+  storeRevision: state.storeRevision,
+  maxMemberEpoch: state.maxMemberEpoch,
+  members: [...state.members.values()].sort((a, b) => (a.memberId < b.memberId ? -1 : 1)),
+  target: [...state.target],
+  current: [...state.current],
+  revocations: [...state.revocations],
+  tokens: [...state.tokens],
+})
+
+/** Checks a decoded snapshot for internal consistency; returns a problem or undefined. */
+export const checkSnapshot = (s: Snapshot): string | undefined => {
+  const n = s.layout.shardCount
+  for (const [name, arr] of [
+    ["target", s.target],
+    ["current", s.current],
+    ["revocations", s.revocations],
+    ["tokens", s.tokens],
+  ] as const) {
+    if (arr.length !== n) return `${name} has ${arr.length} entries, layout has ${n} shards`
+  }
+  const ids = new Set<string>()
+  for (const m of s.members) {
+    if (ids.has(m.memberId)) return `duplicate member ${m.memberId}`
+    if (m.memberEpoch > s.maxMemberEpoch) return `member ${m.memberId} epoch above maxMemberEpoch`
+    ids.add(m.memberId)
+  }
+  for (let i = 0; i < n; i++) {
+    const t = s.target[i]
+    if (t != null && !ids.has(t)) return `shard ${i} targets unknown member ${t}`
+    const c = s.current[i]
+    if (c != null) {
+      if (!ids.has(c.memberId)) return `shard ${i} owned by unknown member ${c.memberId}`
+      if (c.token > (s.tokens[i] ?? 0)) return `shard ${i} owner token above the shard's counter`
+    }
+    const r = s.revocations[i]
+    if (r != null && c?.memberId !== r)
+      return `shard ${i} revoked from a member that does not own it`
+  }
+  return undefined
+}
+
+/** Rebuild a state (with indexes, without volatile fields) from a snapshot. */
+export const fromSnapshot = (s: Snapshot): CoordinatorState => {
+  const state = initialState(s.config)
+  state.layout = s.layout
+  state.resharding = s.resharding
+  state.groupEpoch = s.groupEpoch
+  state.assignmentEpoch = s.assignmentEpoch
+  state.storeRevision = s.storeRevision
+  state.maxMemberEpoch = s.maxMemberEpoch
+  for (const m of s.members) state.members.set(m.memberId, m)
+  state.target = [...s.target]
+  state.current = [...s.current]
+  state.revocations = [...s.revocations]
+  state.tokens = [...s.tokens]
+  for (let i = 0; i < s.layout.shardCount; i++) {
+    indexMove(state.targetOf, i, null, s.target[i])
+    indexMove(state.ownedBy, i, null, s.current[i]?.memberId)
+    indexMove(state.revokingFrom, i, null, s.revocations[i])
+  }
+  return state
+}

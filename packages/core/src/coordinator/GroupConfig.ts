@@ -1,0 +1,53 @@
+/**
+ * Static configuration of one consumer group, validated with Effect Schema.
+ * Bad configuration is a typed `InvalidGroupConfig` error, never a crash.
+ */
+import { Effect, Result, Schema } from "effect"
+import { InvalidGroupConfig } from "../Errors.js"
+
+const PositiveInt = Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))
+const Id = Schema.NonEmptyString.check(Schema.isMaxLength(256))
+
+export const GroupConfig = Schema.Struct({
+  groupId: Id,
+  stream: Id,
+  /** Initial shard count of the layout (generation 0). */
+  shardCount: PositiveInt.check(Schema.isLessThanOrEqualTo(65_536)),
+  /** A member that does not heartbeat for this long is expired. */
+  sessionTimeoutMs: PositiveInt,
+  /** Revoke timeout: a member must report REVOKED within this long or it is fenced. */
+  rebalanceTimeoutMs: PositiveInt,
+  heartbeatIntervalMs: PositiveInt,
+  /** Configured assignment weight per memberId; overrides the weight a member reports. */
+  memberWeights: Schema.optional(
+    Schema.Record(Schema.String, Schema.Finite.check(Schema.isGreaterThan(0))),
+  ),
+}).check(
+  Schema.makeFilter((c) =>
+    c.heartbeatIntervalMs < c.sessionTimeoutMs
+      ? undefined
+      : {
+          path: ["heartbeatIntervalMs"],
+          issue: "heartbeatIntervalMs must be less than sessionTimeoutMs",
+        },
+  ),
+)
+export type GroupConfig = typeof GroupConfig.Type
+
+const decodeResult = Schema.decodeUnknownResult(GroupConfig)
+
+/** Decode and validate an untrusted GroupConfig. */
+export const decodeGroupConfig = (input: unknown): Effect.Effect<GroupConfig, InvalidGroupConfig> =>
+  Effect.suspend(() => {
+    const r = decodeResult(input)
+    return Result.isSuccess(r)
+      ? Effect.succeed(r.success)
+      : Effect.fail(new InvalidGroupConfig({ message: r.failure.message }))
+  })
+
+/** Synchronous variant for non-Effect callers: throws `InvalidGroupConfig`. */
+export const makeGroupConfig = (input: unknown): GroupConfig => {
+  const r = decodeResult(input)
+  if (Result.isFailure(r)) throw new InvalidGroupConfig({ message: r.failure.message })
+  return r.success
+}

@@ -1,0 +1,117 @@
+/**
+ * Records: the unit the coordinator persists. A handler returns records; the
+ * host commits them through `Store` and applies them with `replay`. Each
+ * record is a small delta (one member, or the shards that changed), so a
+ * storage-backed Store can persist a commit with cost proportional to the
+ * change, never to the group size.
+ *
+ * Redis mapping (suggested): GroupCreated -> config/layout/epoch hash fields;
+ * MemberUpserted/MemberRemoved -> HSET/HDEL members; GroupEpochBumped -> HSET;
+ * TargetAssignmentChanged -> HSET target + assignmentEpoch; ShardOwnersChanged
+ * -> HSET/HDEL current + HSET tokens (max); RevocationsChanged -> HSET/HDEL
+ * revocations; Audit -> XADD to the group's audit stream (append-only).
+ */
+import { Schema } from "effect"
+import { MemberInfo, ShardLayout } from "../protocol/Heartbeat.js"
+import { GroupConfig } from "./GroupConfig.js"
+
+const Int0 = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
+const Shard = Int0
+
+export const MemberState = Schema.Literals([
+  /** Owns exactly its target shards; nothing pending. */
+  "STABLE",
+  /** Some of its shards are being revoked (waiting for its REVOKED report). */
+  "UNREVOKED_SHARDS",
+  /** Some of its target shards are still being revoked elsewhere. */
+  "UNRELEASED_SHARDS",
+  /** Fenced: must rejoin with memberEpoch 0; owns nothing. */
+  "FENCED",
+])
+export type MemberState = typeof MemberState.Type
+
+/** The persisted part of one member (volatile deadlines and progress are not here). */
+export const MemberSnapshot = Schema.Struct({
+  memberId: Schema.String,
+  memberEpoch: Int0,
+  /** Epoch tolerated for a lost response (DESIGN rule 7); equals memberEpoch when none. */
+  previousMemberEpoch: Int0,
+  state: MemberState,
+  weight: Schema.Finite.check(Schema.isGreaterThan(0)),
+  memberInfo: MemberInfo,
+})
+export type MemberSnapshot = typeof MemberSnapshot.Type
+
+/** Accepted owner of a shard: granted with `token`, `confirmed` once the member reported it. */
+export const ShardOwner = Schema.Struct({
+  memberId: Schema.String,
+  memberEpoch: Int0,
+  token: Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)),
+  confirmed: Schema.Boolean,
+})
+export type ShardOwner = typeof ShardOwner.Type
+
+/** Resharding state; only Idle exists today, migrations add tagged cases later. */
+export const ReshardingState = Schema.Union([Schema.TaggedStruct("Idle", {})])
+export type ReshardingState = typeof ReshardingState.Type
+
+const Epochs = Schema.Struct({
+  groupEpoch: Int0,
+  assignmentEpoch: Int0,
+  memberEpoch: Schema.optional(Schema.Int),
+})
+
+export const AuditKind = Schema.Literals([
+  "GroupCreated",
+  "MemberJoined",
+  "MemberRejoined",
+  "MemberLeft",
+  "MemberExpired",
+  "MemberFenced",
+  "TargetAssignmentChanged",
+  "ShardsGranted",
+  "OwnershipConfirmed",
+  "RevokeRequested",
+  "RevokeAccepted",
+])
+export type AuditKind = typeof AuditKind.Type
+
+/** One audit event: who, what, why, epochs before/after. Append-only. */
+export const AuditEvent = Schema.Struct({
+  at: Schema.Number,
+  kind: AuditKind,
+  memberId: Schema.optional(Schema.String),
+  shards: Schema.optional(Schema.Array(Shard)),
+  reason: Schema.String,
+  before: Epochs,
+  after: Epochs,
+})
+export type AuditEvent = typeof AuditEvent.Type
+
+export const CoordinatorRecord = Schema.Union([
+  /** First commit of a group: config and initial layout. */
+  Schema.TaggedStruct("GroupCreated", { config: GroupConfig, layout: ShardLayout }),
+  /** Insert or replace one member (join, rejoin, fence, state change). */
+  Schema.TaggedStruct("MemberUpserted", { member: MemberSnapshot }),
+  /** Remove one member (leave, expiry). Its shards are released by explicit records. */
+  Schema.TaggedStruct("MemberRemoved", { memberId: Schema.String }),
+  Schema.TaggedStruct("GroupEpochBumped", { groupEpoch: Int0 }),
+  /** Delta of the target assignment and the new assignmentEpoch. */
+  Schema.TaggedStruct("TargetAssignmentChanged", {
+    assignmentEpoch: Int0,
+    shards: Schema.Array(Schema.Struct({ shard: Shard, memberId: Schema.NullOr(Schema.String) })),
+  }),
+  /** Delta of the accepted current assignment; a new owner's token also raises the shard's token counter. */
+  Schema.TaggedStruct("ShardOwnersChanged", {
+    shards: Schema.Array(Schema.Struct({ shard: Shard, owner: Schema.NullOr(ShardOwner) })),
+  }),
+  /** Delta of pending revocations: shard -> member it is being revoked from (null = done). */
+  Schema.TaggedStruct("RevocationsChanged", {
+    shards: Schema.Array(
+      Schema.Struct({ shard: Shard, fromMemberId: Schema.NullOr(Schema.String) }),
+    ),
+  }),
+  /** Append-only audit event; does not change coordinator state. */
+  Schema.TaggedStruct("Audit", { event: AuditEvent }),
+])
+export type CoordinatorRecord = typeof CoordinatorRecord.Type

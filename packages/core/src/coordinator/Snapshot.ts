@@ -1,0 +1,36 @@
+/**
+ * The persisted coordinator state. Everything read back from storage is
+ * decoded through `Snapshot`; a snapshot that does not decode, or whose parts
+ * disagree (array lengths, unknown owners), is a `CorruptSnapshot`.
+ */
+import { Schema } from "effect"
+import { ShardLayout } from "../protocol/Heartbeat.js"
+import { GroupConfig } from "./GroupConfig.js"
+import { MemberSnapshot, ReshardingState, ShardOwner } from "./Records.js"
+
+const Int0 = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
+
+export const Snapshot = Schema.Struct({
+  version: Schema.Literal(1),
+  config: GroupConfig,
+  layout: ShardLayout,
+  resharding: ReshardingState,
+  groupEpoch: Int0,
+  assignmentEpoch: Int0,
+  storeRevision: Int0,
+  /** Highest memberEpoch ever issued; a new member lifecycle starts above it. */
+  maxMemberEpoch: Int0,
+  members: Schema.Array(MemberSnapshot),
+  /** shard -> target member (declarative). */
+  target: Schema.Array(Schema.NullOr(Schema.String)),
+  /** shard -> accepted owner (observed). */
+  current: Schema.Array(Schema.NullOr(ShardOwner)),
+  /** shard -> member it is being revoked from. */
+  revocations: Schema.Array(Schema.NullOr(Schema.String)),
+  /** shard -> last fencing token issued. */
+  tokens: Schema.Array(Int0),
+})
+export type Snapshot = typeof Snapshot.Type
+
+/** Snapshot <-> JSON string, for stores that keep bytes. */
+export const SnapshotJson = Schema.fromJsonString(Snapshot)

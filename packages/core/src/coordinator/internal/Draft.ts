@@ -1,0 +1,213 @@
+/**
+ * Copy-on-write overlay over a CoordinatorState used by one handler call.
+ * Reads see the handler's own changes; nothing is written to the state.
+ * `finish` turns the overlay into records (small deltas, in replay order).
+ */
+
+import type { CoordinatorState, MemberEntry, Timer } from "../CoordinatorState.js"
+import type { AuditEvent, AuditKind, CoordinatorRecord, ShardOwner } from "../Records.js"
+
+export interface Fence {
+  readonly shard: number
+  readonly token: number
+  readonly memberId: string
+}
+
+export class Draft {
+  readonly members = new Map<string, MemberEntry | null>()
+  readonly target = new Map<number, string | null>()
+  readonly current = new Map<number, ShardOwner | null>()
+  readonly revocations = new Map<number, string | null>()
+  readonly audits: Array<AuditEvent> = []
+  readonly timers: Array<Timer> = []
+  readonly notices = new Set<string>()
+  readonly fences: Array<Fence> = []
+  groupEpoch: number
+  assignmentEpoch: number
+  maxMemberEpoch: number
+  private readonly memberOrder: Array<string> = []
+  private readonly revokeTimerArmed = new Set<string>()
+
+  constructor(
+    readonly state: CoordinatorState,
+    readonly now: number,
+  ) {
+    this.groupEpoch = state.groupEpoch
+    this.assignmentEpoch = state.assignmentEpoch
+    this.maxMemberEpoch = state.maxMemberEpoch
+  }
+
+  member(id: string): MemberEntry | undefined {
+    const m = this.members.get(id)
+    if (m === null) return undefined
+    return m ?? this.state.members.get(id)
+  }
+
+  liveMembers(): Array<MemberEntry> {
+    const out: Array<MemberEntry> = []
+    for (const [id, m] of this.state.members) if (!this.members.has(id)) out.push(m)
+    for (const m of this.members.values()) if (m !== null) out.push(m)
+    return out
+  }
+
+  putMember(m: MemberEntry): void {
+    if (!this.members.has(m.memberId)) this.memberOrder.push(m.memberId)
+    this.members.set(m.memberId, m)
+    if (m.memberEpoch > this.maxMemberEpoch) this.maxMemberEpoch = m.memberEpoch
+  }
+
+  removeMember(id: string): void {
+    if (!this.members.has(id)) this.memberOrder.push(id)
+    this.members.set(id, null)
+  }
+
+  targetOf(shard: number): string | null {
+    const t = this.target.get(shard)
+    return t !== undefined ? t : (this.state.target[shard] ?? null)
+  }
+
+  currentOf(shard: number): ShardOwner | null {
+    const c = this.current.get(shard)
+    return c !== undefined ? c : (this.state.current[shard] ?? null)
+  }
+
+  revocationOf(shard: number): string | null {
+    const r = this.revocations.get(shard)
+    return r !== undefined ? r : (this.state.revocations[shard] ?? null)
+  }
+
+  tokenOf(shard: number): number {
+    const c = this.current.get(shard)
+    const base = this.state.tokens[shard] ?? 0
+    return c != null && c.token > base ? c.token : base
+  }
+
+  private view(
+    index: Map<string, Set<number>>,
+    overlay: Map<number, unknown>,
+    read: (shard: number) => string | null,
+    memberId: string,
+  ): Array<number> {
+    const base = index.get(memberId)
+    if (overlay.size === 0) return base === undefined ? [] : [...base].sort((a, b) => a - b)
+    const out = new Set<number>()
+    if (base !== undefined) for (const s of base) if (read(s) === memberId) out.add(s)
+    for (const s of overlay.keys()) if (read(s) === memberId) out.add(s)
+    return [...out].sort((a, b) => a - b)
+  }
+
+  /** Shards targeted to a member, ascending. O(its shards + overlay). */
+  targetedTo(memberId: string): Array<number> {
+    return this.view(this.state.targetOf, this.target, (s) => this.targetOf(s), memberId)
+  }
+
+  ownedBy(memberId: string): Array<number> {
+    return this.view(
+      this.state.ownedBy,
+      this.current,
+      (s) => this.currentOf(s)?.memberId ?? null,
+      memberId,
+    )
+  }
+
+  revokingFrom(memberId: string): Array<number> {
+    return this.view(
+      this.state.revokingFrom,
+      this.revocations,
+      (s) => this.revocationOf(s),
+      memberId,
+    )
+  }
+
+  setOwner(shard: number, owner: ShardOwner | null): void {
+    this.current.set(shard, owner)
+  }
+
+  /** Start revoking `shard` from `memberId` (seed step 1); arms its revoke timer if it had none. */
+  startRevocation(shard: number, memberId: string): void {
+    if (
+      !this.revokeTimerArmed.has(memberId) &&
+      (this.state.revokingFrom.get(memberId)?.size ?? 0) === 0
+    ) {
+      this.revokeTimerArmed.add(memberId)
+      this.timers.push({
+        key: { _tag: "Revoke", memberId },
+        at: this.now + this.state.config.rebalanceTimeoutMs,
+      })
+    }
+    this.revocations.set(shard, memberId)
+  }
+
+  endRevocation(shard: number): void {
+    this.revocations.set(shard, null)
+  }
+
+  audit(
+    kind: AuditKind,
+    reason: string,
+    fields: {
+      readonly memberId?: string
+      readonly shards?: ReadonlyArray<number>
+      readonly memberEpochBefore?: number
+      readonly memberEpochAfter?: number
+      readonly groupEpochBefore?: number
+      readonly assignmentEpochBefore?: number
+    },
+  ): void {
+    this.audits.push({
+      at: this.now,
+      kind,
+      reason,
+      ...(fields.memberId !== undefined ? { memberId: fields.memberId } : {}),
+      ...(fields.shards !== undefined ? { shards: [...fields.shards] } : {}),
+      before: {
+        groupEpoch: fields.groupEpochBefore ?? this.groupEpoch,
+        assignmentEpoch: fields.assignmentEpochBefore ?? this.assignmentEpoch,
+        ...(fields.memberEpochBefore !== undefined
+          ? { memberEpoch: fields.memberEpochBefore }
+          : {}),
+      },
+      after: {
+        groupEpoch: this.groupEpoch,
+        assignmentEpoch: this.assignmentEpoch,
+        ...(fields.memberEpochAfter !== undefined ? { memberEpoch: fields.memberEpochAfter } : {}),
+      },
+    })
+  }
+
+  /** Notify a member (other than the one being answered) that its assignment grew. */
+  notify(memberId: string | null, except?: string): void {
+    if (memberId !== null && memberId !== except && this.member(memberId) !== undefined)
+      this.notices.add(memberId)
+  }
+
+  finish(): Array<CoordinatorRecord> {
+    const records: Array<CoordinatorRecord> = []
+    for (const id of this.memberOrder) {
+      const m = this.members.get(id)
+      if (m === null) records.push({ _tag: "MemberRemoved", memberId: id })
+      else if (m !== undefined) records.push({ _tag: "MemberUpserted", member: m })
+    }
+    if (this.groupEpoch !== this.state.groupEpoch)
+      records.push({ _tag: "GroupEpochBumped", groupEpoch: this.groupEpoch })
+    const targetChanges = [...this.target]
+      .filter(([s, m]) => (this.state.target[s] ?? null) !== m)
+      .map(([shard, memberId]) => ({ shard, memberId }))
+    if (targetChanges.length > 0 || this.assignmentEpoch !== this.state.assignmentEpoch)
+      records.push({
+        _tag: "TargetAssignmentChanged",
+        assignmentEpoch: this.assignmentEpoch,
+        shards: targetChanges,
+      })
+    const revs = [...this.revocations]
+      .filter(([s, m]) => (this.state.revocations[s] ?? null) !== m)
+      .map(([shard, fromMemberId]) => ({ shard, fromMemberId }))
+    if (revs.length > 0) records.push({ _tag: "RevocationsChanged", shards: revs })
+    const owners = [...this.current]
+      .filter(([s, o]) => (this.state.current[s] ?? null) !== o)
+      .map(([shard, owner]) => ({ shard, owner }))
+    if (owners.length > 0) records.push({ _tag: "ShardOwnersChanged", shards: owners })
+    for (const event of this.audits) records.push({ _tag: "Audit", event })
+    return records
+  }
+}

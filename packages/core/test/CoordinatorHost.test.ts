@@ -1,0 +1,257 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Fiber, Layer, Option, Scope, Stream } from "effect"
+import { TestClock } from "effect/testing"
+import { makeMemoryUnsafe as makeLease } from "../src/CoordinatorLease.js"
+import {
+  Coordinator,
+  CoordinatorLease,
+  type CoordinatorLeaseShape,
+  type Fence,
+  LeaseLost,
+  type MemoryStore,
+  makeCoordinatorHost,
+  makeCoordinatorHostAsync,
+  Store,
+} from "../src/index.js"
+import { makeMemoryUnsafe as makeStore } from "../src/Store.js"
+import { config, info, request } from "./coordinator/harness.js"
+
+const cfg = config()
+
+const env = (store: MemoryStore, lease: CoordinatorLeaseShape = makeLease()) =>
+  Layer.merge(Store.layerWith(store), CoordinatorLease.layerWith(lease))
+
+const join = (memberId: string) => request({ memberId })
+
+describe("CoordinatorHost", () => {
+  it.effect("commits records before answering and writes fences before the response", () =>
+    Effect.gen(function* () {
+      const store = makeStore()
+      const log: Array<string> = []
+      const host = yield* makeCoordinatorHost({
+        config: cfg,
+        holder: "c1",
+        fence: (fences: ReadonlyArray<Fence>) =>
+          Effect.sync(() => log.push(`fence ${fences.length} at revision ${store.revision("g")}`)),
+      }).pipe(Effect.provide(env(store)))
+      const r = yield* host.heartbeat(join("a"))
+      log.push("response")
+      assert.strictEqual(r.errorCode, "NONE")
+      assert.deepStrictEqual(log, ["fence 4 at revision 2", "response"])
+      assert.strictEqual(store.revision("g"), 2) // GroupCreated, then the join
+    }),
+  )
+
+  it.effect(
+    "untrusted input is decoded: garbage and out-of-range requests get INVALID_REQUEST",
+    () =>
+      Effect.gen(function* () {
+        const store = makeStore()
+        const host = yield* makeCoordinatorHost({ config: cfg, holder: "c1" }).pipe(
+          Effect.provide(env(store)),
+        )
+        yield* host.heartbeat(join("a"))
+        const rev = store.revision("g")
+        for (const bad of [
+          null,
+          42,
+          { memberId: "a" },
+          { ...join("a"), ownedShards: [-1] },
+          { ...join("b"), memberEpoch: -2 },
+        ]) {
+          const r = yield* host.heartbeat(bad)
+          assert.strictEqual(r.errorCode, "INVALID_REQUEST")
+        }
+        const range = yield* host.heartbeat({
+          ...request({ memberId: "a", memberEpoch: 1 }),
+          ownedShards: [17],
+        })
+        assert.strictEqual(range.errorCode, "INVALID_REQUEST")
+        assert.strictEqual(store.revision("g"), rev)
+      }),
+  )
+
+  it.effect("runs session deadlines on effect's Clock: a silent member expires", () =>
+    Effect.gen(function* () {
+      const store = makeStore()
+      const notices: Array<string> = []
+      const host = yield* makeCoordinatorHost({
+        config: cfg,
+        holder: "c1",
+        onNotice: (id) => Effect.sync(() => notices.push(id)),
+      }).pipe(Effect.provide(env(store)))
+      const a = yield* host.heartbeat(join("a"))
+      const b = yield* host.heartbeat(join("b"))
+      for (let t = 0; t < 10; t++) {
+        yield* TestClock.adjust(3_000)
+        yield* host.heartbeat(
+          request({
+            memberId: "b",
+            memberEpoch: b.memberEpoch,
+            assignmentEpoch: 0,
+            ownedShards: [],
+          }),
+        )
+      }
+      yield* TestClock.adjust(1_000)
+      const state = Option.getOrThrow(yield* host.state)
+      assert.isFalse(state.members.has("a"))
+      assert.isTrue(state.members.has("b"))
+      assert.include(notices, "b")
+      assert.strictEqual(a.memberEpoch, 1)
+    }),
+  )
+
+  it.effect("publishes 'look again' notices on the notices stream", () =>
+    Effect.gen(function* () {
+      const store = makeStore()
+      const host = yield* makeCoordinatorHost({ config: cfg, holder: "c1" }).pipe(
+        Effect.provide(env(store)),
+      )
+      yield* host.heartbeat(join("a"))
+      const b = yield* host.heartbeat(join("b"))
+      const fiber = yield* Effect.forkChild(Stream.runCollect(Stream.take(host.notices, 1)))
+      yield* TestClock.adjust(1)
+      yield* host.heartbeat(request({ memberId: "a", memberEpoch: -1 }))
+      const got = yield* Fiber.join(fiber)
+      assert.deepStrictEqual([...got], ["b"])
+      assert.strictEqual(b.errorCode, "NONE")
+    }),
+  )
+
+  it.effect(
+    "StaleRevision: a host whose snapshot went stale reloads and retries while it holds the lease",
+    () =>
+      Effect.gen(function* () {
+        const store = makeStore()
+        const host = yield* makeCoordinatorHost({ config: cfg, holder: "c1" }).pipe(
+          Effect.provide(env(store)),
+        )
+        yield* host.heartbeat(join("a"))
+        // someone else commits behind the host's back
+        yield* store.commit("g", store.revision("g"), [
+          { _tag: "GroupEpochBumped", groupEpoch: 50 },
+        ])
+        const r = yield* host.heartbeat(join("b"))
+        assert.strictEqual(r.errorCode, "NONE")
+        const state = Option.getOrThrow(yield* host.state)
+        assert.strictEqual(state.groupEpoch, 51)
+        assert.strictEqual(state.storeRevision, store.revision("g"))
+      }),
+  )
+
+  it.effect(
+    "StaleRevision with the lease lost: the host steps down and answers NOT_COORDINATOR",
+    () =>
+      Effect.gen(function* () {
+        const store = makeStore()
+        const real = makeLease()
+        let lost = false
+        const lease: CoordinatorLeaseShape = {
+          ...real,
+          renew: (g, ttl) =>
+            lost
+              ? Effect.fail(new LeaseLost({ group: g.group, holder: g.holder, token: g.token }))
+              : real.renew(g, ttl),
+        }
+        const host = yield* makeCoordinatorHost({ config: cfg, holder: "c1" }).pipe(
+          Effect.provide(env(store, lease)),
+        )
+        yield* host.heartbeat(join("a"))
+        lost = true
+        yield* store.commit("g", store.revision("g"), [
+          { _tag: "GroupEpochBumped", groupEpoch: 50 },
+        ])
+        const rev = store.revision("g")
+        const r = yield* host.heartbeat(join("b"))
+        assert.strictEqual(r.errorCode, "NOT_COORDINATOR")
+        assert.isFalse(yield* host.isCoordinator)
+        assert.strictEqual(store.revision("g"), rev) // the stale commit was rejected
+      }),
+  )
+
+  it.effect(
+    "failover: a second host waits for the lease, then loads the snapshot with fresh session deadlines",
+    () =>
+      Effect.gen(function* () {
+        const store = makeStore()
+        const lease = makeLease()
+        const scope1 = yield* Scope.make()
+        const h1 = yield* makeCoordinatorHost({ config: cfg, holder: "c1" }).pipe(
+          Effect.provide(env(store, lease)),
+          Scope.provide(scope1),
+        )
+        const a = yield* h1.heartbeat(join("a"))
+        const h2 = yield* makeCoordinatorHost({ config: cfg, holder: "c2" }).pipe(
+          Effect.provide(env(store, lease)),
+        )
+        const refused = yield* h2.heartbeat(join("b"))
+        assert.strictEqual(refused.errorCode, "NOT_COORDINATOR")
+        yield* TestClock.adjust(20_000)
+        yield* Scope.close(scope1, Exit.void) // h1 stops (releases the lease)
+        yield* TestClock.adjust(10_000) // h2's renew loop elects it: a's deadline is now +30s
+        assert.isTrue(yield* h2.isCoordinator)
+        yield* TestClock.adjust(25_000) // 55s since a's last heartbeat, 25s since the load
+        const steady = yield* h2.heartbeat(
+          request({
+            memberId: "a",
+            memberEpoch: a.memberEpoch,
+            assignmentEpoch: a.assignmentEpoch,
+            ownedShards: [0, 1, 2, 3],
+          }),
+        )
+        assert.strictEqual(steady.errorCode, "NONE")
+        assert.strictEqual(steady.memberEpoch, a.memberEpoch)
+      }),
+  )
+
+  it.effect(
+    "a corrupt stored snapshot: NOT_COORDINATOR with CorruptSnapshot, bytes untouched",
+    () =>
+      Effect.gen(function* () {
+        const store = makeStore()
+        yield* store.commit("g", 0, Coordinator.createGroup(cfg, 0))
+        store.corrupt("g", "not json at all")
+        const host = yield* makeCoordinatorHost({ config: cfg, holder: "c1" }).pipe(
+          Effect.provide(env(store)),
+        )
+        const r = yield* host.heartbeat(join("a"))
+        assert.strictEqual(r.errorCode, "NOT_COORDINATOR")
+        assert.include(r.errorMessage ?? "", "CorruptSnapshot")
+        assert.strictEqual(store.raw("g")?.snapshot, "not json at all")
+        assert.isFalse(yield* host.isCoordinator)
+      }),
+  )
+
+  it.effect("bad GroupConfig is a typed error", () =>
+    Effect.gen(function* () {
+      const err = yield* Effect.flip(
+        makeCoordinatorHost({ config: { ...cfg, heartbeatIntervalMs: 60_000 }, holder: "c1" }).pipe(
+          Effect.provide(env(makeStore())),
+        ),
+      )
+      assert.strictEqual(err._tag, "InvalidGroupConfig")
+    }),
+  )
+})
+
+describe("makeCoordinatorHostAsync", () => {
+  it("serves heartbeats with promises", async () => {
+    const fenced: Array<number> = []
+    const host = await makeCoordinatorHostAsync({
+      config: cfg,
+      holder: "c1",
+      fence: async (fences) => {
+        fenced.push(...fences.map((f) => f.shard))
+      },
+    })
+    try {
+      const r = await host.heartbeat({ ...join("a"), memberInfo: info("a") })
+      assert.strictEqual(r.errorCode, "NONE")
+      assert.deepStrictEqual(fenced, [0, 1, 2, 3])
+      assert.strictEqual((await host.monitor())?.memberCount, 1)
+    } finally {
+      await host.close()
+    }
+  })
+})
