@@ -54,3 +54,56 @@ export class FenceWriteFailed extends Schema.TaggedError<FenceWriteFailed>()("Fe
   message: Schema.String,
   cause: Schema.optional(Schema.Defect()),
 }) {}
+
+// ---------------------------------------------------------------------------
+// Member, data plane and transport errors
+// ---------------------------------------------------------------------------
+
+// data plane and transport
+
+/**
+ * A read, ack, claim or dead-letter carried an owner token lower than the
+ * shard's current one: another member owns the shard now. Nothing was changed.
+ */
+export class StaleOwner extends Schema.TaggedError<StaleOwner>()("StaleOwner", {
+  stream: Schema.String,
+  shard: Schema.Number,
+  token: Schema.Number,
+  currentToken: Schema.Number,
+}) {}
+
+/** `setOwnerToken` was asked to lower a shard's owner token; tokens only grow. */
+export class OwnerTokenRegression extends Schema.TaggedError<OwnerTokenRegression>()(
+  "OwnerTokenRegression",
+  {
+    stream: Schema.String,
+    shard: Schema.Number,
+    token: Schema.Number,
+    currentToken: Schema.Number,
+  },
+) {}
+
+/** An operation named an entry id that is not a valid `ms-seq` stream id. */
+export class InvalidEntryId extends Schema.TaggedError<InvalidEntryId>()("InvalidEntryId", {
+  id: Schema.String,
+}) {}
+
+/** A heartbeat did not get an answer: connection failure, timeout, or a lost response. */
+export class TransportError extends Schema.TaggedError<TransportError>()("TransportError", {
+  reason: Schema.Literals(["Timeout", "Unavailable", "Dropped", "Decode"]),
+  message: Schema.String,
+  cause: Schema.optional(Schema.Defect()),
+}) {}
+
+/**
+ * The coordinator answered INVALID_REQUEST: the member sent something the
+ * coordinator could not accept. Ownership is left unchanged.
+ */
+export class HeartbeatRejected extends Schema.TaggedError<HeartbeatRejected>()(
+  "HeartbeatRejected",
+  {
+    memberId: Schema.String,
+    errorCode: Schema.String,
+    message: Schema.String,
+  },
+) {}

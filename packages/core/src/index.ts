@@ -5,6 +5,7 @@ export {
   type CoordinatorLeaseShape,
   type LeaseGrant,
 } from "./CoordinatorLease.js"
+export * as CoordinatorTransport from "./CoordinatorTransport.js"
 export type { CoordinatorResult, Fence, Loaded } from "./coordinator/Coordinator.js"
 export * as Coordinator from "./coordinator/Coordinator.js"
 export * from "./coordinator/CoordinatorState.js"
@@ -13,5 +14,7 @@ export * from "./coordinator/Monitoring.js"
 export * from "./coordinator/Records.js"
 export * from "./coordinator/Snapshot.js"
 export * from "./Errors.js"
+export * as MemberMachine from "./member/MemberMachine.js"
 export * from "./protocol/Heartbeat.js"
+export * as ShardStreams from "./ShardStreams.js"
 export { type MemoryStore, Store, type StoreError, type StoreShape } from "./Store.js"

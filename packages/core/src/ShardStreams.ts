@@ -1,0 +1,472 @@
+/**
+ * The data plane port: one Redis Stream per shard, read by consumer groups,
+ * fenced by a per-shard owner token.
+ *
+ * Operations are Redis-shaped so the Redis implementation is one Lua script
+ * per operation, every key under the shard's hash tag `{<stream>:<shard>}`
+ * (stream, owner token and dead-letter stream in one slot):
+ *
+ * | operation       | Redis                                                        |
+ * |-----------------|--------------------------------------------------------------|
+ * | `append`        | XADD `{s:n}` *                                               |
+ * | `setOwnerToken` | SET `{s:n}:owner` if greater                                 |
+ * | `read`          | token check + XREADGROUP (`>` new, `0` own pending)          |
+ * | `ack`           | token check + XACK, or XACKDEL / XACK+XDEL (`xackdel`)       |
+ * | `nack`          | token check + XCLAIM to the same consumer (count +1)         |
+ * | `claimPending`  | token check + XAUTOCLAIM                                     |
+ * | `deadLetter`    | token check + XRANGE + XADD `{s:n}:dlq` + XACK, one script   |
+ * | `pending`/`info`| XPENDING / XINFO                                             |
+ *
+ * A fenced operation with a token lower than the shard's current token fails
+ * with `StaleOwner` and changes nothing.
+ */
+import { Clock, Context, Effect, Layer } from "effect"
+import { InvalidEntryId, OwnerTokenRegression, StaleOwner } from "./Errors.js"
+import * as StreamId from "./internal/streamId.js"
+
+// ---------------------------------------------------------------------------
+// types
+
+export type Fields = Readonly<Record<string, string>>
+
+export interface StreamMessage {
+  /** Entry id, `<ms>-<seq>`. */
+  readonly id: string
+  readonly fields: Fields
+  /** How many times the entry was delivered to a consumer of this group (1 on first read). */
+  readonly deliveryCount: number
+}
+
+export interface GroupAddress {
+  readonly stream: string
+  readonly shard: number
+  readonly group: string
+}
+
+export interface FencedAddress extends GroupAddress {
+  /** The owner token the coordinator granted with the shard. */
+  readonly token: number
+}
+
+export interface ReadOptions extends FencedAddress {
+  readonly consumer: string
+  readonly count: number
+  /** `new` (default): entries never delivered to the group (XREADGROUP `>`).
+   * `pending`: this consumer's own pending entries (XREADGROUP `0`), for retries. */
+  readonly from?: "new" | "pending"
+}
+
+export interface AckOptions extends FencedAddress {
+  readonly ids: ReadonlyArray<string>
+  /** `ack`: XACK, the entry stays in the stream; `xackdel`: acked and deleted from the stream. */
+  readonly mode: "ack" | "xackdel"
+}
+
+export interface NackOptions extends FencedAddress {
+  readonly id: string
+}
+
+export interface ClaimOptions extends FencedAddress {
+  /** The new owner's consumer name. */
+  readonly consumer: string
+  /** Only entries idle at least this long (XAUTOCLAIM min-idle-time). */
+  readonly minIdleMs: number
+  readonly count: number
+  /** Scan cursor (default `0-0`); continue with `next` until it is `0-0`. */
+  readonly start?: string
+}
+
+export interface ClaimResult {
+  /** Cursor for the next call; `0-0` when the scan is complete. */
+  readonly next: string
+  readonly messages: ReadonlyArray<StreamMessage>
+  /** Pending ids whose entries no longer exist in the stream; removed from the PEL. */
+  readonly deleted: ReadonlyArray<string>
+}
+
+export interface DeadLetterOptions extends FencedAddress {
+  readonly id: string
+  readonly reason: string
+}
+
+export interface PendingEntry {
+  readonly id: string
+  readonly consumer: string
+  readonly deliveryCount: number
+  readonly idleMs: number
+}
+
+export interface GroupInfo {
+  readonly name: string
+  readonly lastDeliveredId: string
+  readonly pending: number
+  readonly consumers: ReadonlyArray<string>
+}
+
+export interface ShardInfo {
+  readonly length: number
+  readonly lastId: string
+  readonly ownerToken: number
+  readonly groups: ReadonlyArray<GroupInfo>
+}
+
+/** Fields added to a dead-lettered entry, beside its original fields. */
+export const DeadLetterFields = {
+  originalId: "shardline-dlq-id",
+  reason: "shardline-dlq-reason",
+  group: "shardline-dlq-group",
+  deliveryCount: "shardline-dlq-deliveries",
+} as const
+
+/** The Redis key of a shard stream: its own hash tag, so shards spread over a cluster. */
+export const shardKey = (stream: string, shard: number): string => `{${stream}:${shard}}`
+
+/** The dead-letter stream of a shard: `<shard stream>:dlq`, same hash slot as the shard. */
+export const deadLetterKey = (stream: string, shard: number): string =>
+  `${shardKey(stream, shard)}:dlq`
+
+/** The owner-token key of a shard, same hash slot as the shard. */
+export const ownerTokenKey = (stream: string, shard: number): string =>
+  `${shardKey(stream, shard)}:owner`
+
+// ---------------------------------------------------------------------------
+// the port
+
+export class ShardStreams extends Context.Service<
+  ShardStreams,
+  {
+    /** Producer: append an entry to a shard; returns its id. */
+    readonly append: (stream: string, shard: number, fields: Fields) => Effect.Effect<string>
+    /** Coordinator's fence: raise the shard's owner token (equal is a no-op, lower is refused). */
+    readonly setOwnerToken: (
+      stream: string,
+      shard: number,
+      token: number,
+    ) => Effect.Effect<void, OwnerTokenRegression>
+    readonly ownerToken: (stream: string, shard: number) => Effect.Effect<number>
+    /** Fenced consumer-group read: a batch in stream order (creates the group at `0` if absent). */
+    readonly read: (options: ReadOptions) => Effect.Effect<ReadonlyArray<StreamMessage>, StaleOwner>
+    /** Fenced ack; returns how many entries were pending and are now acknowledged. */
+    readonly ack: (options: AckOptions) => Effect.Effect<number, StaleOwner | InvalidEntryId>
+    /** Fenced negative ack: the entry stays pending, its delivery count grows, its idle time resets. */
+    readonly nack: (options: NackOptions) => Effect.Effect<boolean, StaleOwner | InvalidEntryId>
+    /** Fenced takeover of pending entries idle long enough (XAUTOCLAIM); delivery count +1. */
+    readonly claimPending: (
+      options: ClaimOptions,
+    ) => Effect.Effect<ClaimResult, StaleOwner | InvalidEntryId>
+    /**
+     * Fenced, atomic: copy the pending entry to the shard's dead-letter stream
+     * and ack it. Returns the dead-letter entry id, or undefined when the entry
+     * was not pending (nothing changed: never both, never lost).
+     */
+    readonly deadLetter: (
+      options: DeadLetterOptions,
+    ) => Effect.Effect<string | undefined, StaleOwner | InvalidEntryId>
+    /** XPENDING: the group's pending entries in id order, optionally for one consumer. */
+    readonly pending: (
+      options: GroupAddress & { readonly consumer?: string },
+    ) => Effect.Effect<ReadonlyArray<PendingEntry>>
+    /** XINFO STREAM / GROUPS. */
+    readonly info: (stream: string, shard: number) => Effect.Effect<ShardInfo>
+    /** XRANGE of any key (shard or dead-letter stream), for tests and tools. */
+    readonly range: (key: string) => Effect.Effect<ReadonlyArray<{ id: string; fields: Fields }>>
+  }
+>()("@shardline/core/ShardStreams") {}
+
+// ---------------------------------------------------------------------------
+// memory implementation
+
+interface Entry {
+  readonly id: StreamId.StreamId
+  readonly text: string
+  readonly fields: Fields
+}
+
+interface PelEntry {
+  consumer: string
+  deliveryCount: number
+  deliveredAt: number
+}
+
+interface Group {
+  lastDelivered: StreamId.StreamId
+  /** id text -> pending entry */
+  readonly pel: Map<string, PelEntry>
+  readonly consumers: Set<string>
+}
+
+interface StreamState {
+  /** In id order (append-only ids; deletions remove). */
+  entries: Array<Entry>
+  last: StreamId.StreamId
+  readonly groups: Map<string, Group>
+}
+
+/**
+ * An in-memory ShardStreams, faithful to Redis Streams consumer-group
+ * semantics: monotonic `ms-seq` ids from effect's Clock, a PEL per group with
+ * consumer, delivery count and last delivery time. Each operation runs in one
+ * synchronous step, which is what a Lua script gives on Redis.
+ */
+export const makeMemory: Effect.Effect<ShardStreams["Service"]> = Effect.sync(() => {
+  const streams = new Map<string, StreamState>()
+  const tokens = new Map<string, number>()
+
+  const streamOf = (key: string): StreamState => {
+    let state = streams.get(key)
+    if (state === undefined) {
+      state = { entries: [], last: StreamId.ZERO, groups: new Map() }
+      streams.set(key, state)
+    }
+    return state
+  }
+
+  const groupOf = (state: StreamState, name: string): Group => {
+    let group = state.groups.get(name)
+    if (group === undefined) {
+      group = { lastDelivered: StreamId.ZERO, pel: new Map(), consumers: new Set() }
+      state.groups.set(name, group)
+    }
+    return group
+  }
+
+  const findEntry = (state: StreamState, text: string): Entry | undefined => {
+    const id = StreamId.parse(text)
+    if (id === undefined) return undefined
+    let lo = 0
+    let hi = state.entries.length - 1
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1
+      const entry = state.entries[mid]!
+      const c = StreamId.compare(entry.id, id)
+      if (c === 0) return entry
+      if (c < 0) lo = mid + 1
+      else hi = mid - 1
+    }
+    return undefined
+  }
+
+  const checkToken = (a: FencedAddress): Effect.Effect<void, StaleOwner> => {
+    const current = tokens.get(ownerTokenKey(a.stream, a.shard)) ?? 0
+    return a.token < current
+      ? Effect.fail(
+          new StaleOwner({
+            stream: a.stream,
+            shard: a.shard,
+            token: a.token,
+            currentToken: current,
+          }),
+        )
+      : Effect.void
+  }
+
+  const checkIds = (ids: ReadonlyArray<string>): Effect.Effect<void, InvalidEntryId> => {
+    for (const id of ids)
+      if (StreamId.parse(id) === undefined) return Effect.fail(new InvalidEntryId({ id }))
+    return Effect.void
+  }
+
+  const append = (key: string, fields: Fields, now: number): string => {
+    const state = streamOf(key)
+    const id = StreamId.next(state.last, now)
+    state.last = id
+    const text = StreamId.format(id)
+    state.entries.push({ id, text, fields: { ...fields } })
+    return text
+  }
+
+  const removeEntry = (state: StreamState, text: string) => {
+    const index = state.entries.findIndex((e) => e.text === text)
+    if (index >= 0) state.entries.splice(index, 1)
+  }
+
+  const service: ShardStreams["Service"] = {
+    append: (stream, shard, fields) =>
+      Effect.map(Clock.currentTimeMillis, (now) => append(shardKey(stream, shard), fields, now)),
+
+    setOwnerToken: (stream, shard, token) =>
+      Effect.suspend(() => {
+        const key = ownerTokenKey(stream, shard)
+        const current = tokens.get(key) ?? 0
+        if (token < current)
+          return Effect.fail(
+            new OwnerTokenRegression({ stream, shard, token, currentToken: current }),
+          )
+        tokens.set(key, token)
+        return Effect.void
+      }),
+
+    ownerToken: (stream, shard) => Effect.sync(() => tokens.get(ownerTokenKey(stream, shard)) ?? 0),
+
+    read: (o) =>
+      Effect.flatMap(checkToken(o), () =>
+        Effect.map(Clock.currentTimeMillis, (now) => {
+          const state = streamOf(shardKey(o.stream, o.shard))
+          const group = groupOf(state, o.group)
+          group.consumers.add(o.consumer)
+          const out: Array<StreamMessage> = []
+          if (o.from === "pending") {
+            const mine = [...group.pel]
+              .filter(([, p]) => p.consumer === o.consumer)
+              .sort(([a], [b]) => StreamId.compare(StreamId.parse(a)!, StreamId.parse(b)!))
+            for (const [text, p] of mine) {
+              if (out.length >= o.count) break
+              const entry = findEntry(state, text)
+              if (entry !== undefined)
+                out.push({ id: text, fields: entry.fields, deliveryCount: p.deliveryCount })
+            }
+            return out
+          }
+          for (const entry of state.entries) {
+            if (out.length >= o.count) break
+            if (StreamId.compare(entry.id, group.lastDelivered) <= 0) continue
+            group.lastDelivered = entry.id
+            group.pel.set(entry.text, { consumer: o.consumer, deliveryCount: 1, deliveredAt: now })
+            out.push({ id: entry.text, fields: entry.fields, deliveryCount: 1 })
+          }
+          return out
+        }),
+      ),
+
+    ack: (o) =>
+      Effect.flatMap(checkToken(o), () =>
+        Effect.flatMap(checkIds(o.ids), () =>
+          Effect.sync(() => {
+            const state = streamOf(shardKey(o.stream, o.shard))
+            const group = state.groups.get(o.group)
+            let acked = 0
+            for (const id of o.ids) {
+              if (group?.pel.delete(id)) acked++
+              if (o.mode === "xackdel") removeEntry(state, id)
+            }
+            return acked
+          }),
+        ),
+      ),
+
+    nack: (o) =>
+      Effect.flatMap(checkToken(o), () =>
+        Effect.flatMap(checkIds([o.id]), () =>
+          Effect.map(Clock.currentTimeMillis, (now) => {
+            const state = streamOf(shardKey(o.stream, o.shard))
+            const pending = state.groups.get(o.group)?.pel.get(o.id)
+            if (pending === undefined) return false
+            pending.deliveryCount++
+            pending.deliveredAt = now
+            return true
+          }),
+        ),
+      ),
+
+    claimPending: (o) =>
+      Effect.flatMap(checkToken(o), () =>
+        Effect.flatMap(checkIds(o.start === undefined ? [] : [o.start]), () =>
+          Effect.map(Clock.currentTimeMillis, (now): ClaimResult => {
+            const state = streamOf(shardKey(o.stream, o.shard))
+            const group = groupOf(state, o.group)
+            group.consumers.add(o.consumer)
+            const start = o.start === undefined ? StreamId.ZERO : StreamId.parse(o.start)!
+            const candidates = [...group.pel.keys()]
+              .map((text) => ({ text, id: StreamId.parse(text)! }))
+              .filter((c) => StreamId.compare(c.id, start) >= 0)
+              .sort((a, b) => StreamId.compare(a.id, b.id))
+            const messages: Array<StreamMessage> = []
+            const deleted: Array<string> = []
+            // XAUTOCLAIM scans at most count * 10 PEL entries per call.
+            const scanLimit = o.count * 10
+            let scanned = 0
+            let next = StreamId.format(StreamId.ZERO)
+            for (const candidate of candidates) {
+              if (messages.length >= o.count || scanned >= scanLimit) {
+                next = candidate.text
+                break
+              }
+              scanned++
+              const pending = group.pel.get(candidate.text)!
+              if (now - pending.deliveredAt < o.minIdleMs) continue
+              const entry = findEntry(state, candidate.text)
+              if (entry === undefined) {
+                group.pel.delete(candidate.text)
+                deleted.push(candidate.text)
+                continue
+              }
+              pending.consumer = o.consumer
+              pending.deliveryCount++
+              pending.deliveredAt = now
+              messages.push({
+                id: candidate.text,
+                fields: entry.fields,
+                deliveryCount: pending.deliveryCount,
+              })
+            }
+            return { next, messages, deleted }
+          }),
+        ),
+      ),
+
+    deadLetter: (o) =>
+      Effect.flatMap(checkToken(o), () =>
+        Effect.flatMap(checkIds([o.id]), () =>
+          Effect.map(Clock.currentTimeMillis, (now) => {
+            const state = streamOf(shardKey(o.stream, o.shard))
+            const group = state.groups.get(o.group)
+            const pending = group?.pel.get(o.id)
+            if (group === undefined || pending === undefined) return undefined
+            const entry = findEntry(state, o.id)
+            const dlqId = append(
+              deadLetterKey(o.stream, o.shard),
+              {
+                ...entry?.fields,
+                [DeadLetterFields.originalId]: o.id,
+                [DeadLetterFields.reason]: o.reason,
+                [DeadLetterFields.group]: o.group,
+                [DeadLetterFields.deliveryCount]: String(pending.deliveryCount),
+              },
+              now,
+            )
+            group.pel.delete(o.id)
+            return dlqId
+          }),
+        ),
+      ),
+
+    pending: (o) =>
+      Effect.map(Clock.currentTimeMillis, (now) => {
+        const group = streams.get(shardKey(o.stream, o.shard))?.groups.get(o.group)
+        if (group === undefined) return []
+        return [...group.pel]
+          .filter(([, p]) => o.consumer === undefined || p.consumer === o.consumer)
+          .map(([id, p]) => ({
+            id,
+            consumer: p.consumer,
+            deliveryCount: p.deliveryCount,
+            idleMs: now - p.deliveredAt,
+          }))
+          .sort((a, b) => StreamId.compare(StreamId.parse(a.id)!, StreamId.parse(b.id)!))
+      }),
+
+    info: (stream, shard) =>
+      Effect.sync(() => {
+        const state = streams.get(shardKey(stream, shard))
+        return {
+          length: state?.entries.length ?? 0,
+          lastId: StreamId.format(state?.last ?? StreamId.ZERO),
+          ownerToken: tokens.get(ownerTokenKey(stream, shard)) ?? 0,
+          groups: [...(state?.groups ?? [])].map(([name, g]) => ({
+            name,
+            lastDeliveredId: StreamId.format(g.lastDelivered),
+            pending: g.pel.size,
+            consumers: [...g.consumers].sort(),
+          })),
+        }
+      }),
+
+    range: (key) =>
+      Effect.sync(() =>
+        (streams.get(key)?.entries ?? []).map((e) => ({ id: e.text, fields: e.fields })),
+      ),
+  }
+  return service
+})
+
+export const layerMemory: Layer.Layer<ShardStreams> = Layer.effect(ShardStreams, makeMemory)

@@ -1,0 +1,142 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Fiber, Schema, Scope, Stream } from "effect"
+import { TestClock } from "effect/testing"
+import type { HeartbeatRequest, HeartbeatResponse } from "../src/index.js"
+import { CoordinatorTransport, HeartbeatRequest as HeartbeatRequestSchema } from "../src/index.js"
+
+const request: HeartbeatRequest = {
+  group: "orders",
+  memberId: "m0",
+  memberEpoch: 0,
+  assignmentEpoch: 0,
+  metadataVersion: 0,
+  ownedShards: [],
+  revokingShards: [],
+  memberInfo: { consumerName: "m0", host: "h" },
+}
+
+const answer = (memberEpoch: number): HeartbeatResponse => ({
+  errorCode: "NONE",
+  memberId: "m0",
+  memberEpoch,
+  assignmentEpoch: 1,
+  assigned: [{ shard: 0, token: 1 }],
+  pending: [],
+  heartbeatIntervalMs: 1_000,
+})
+
+/** A coordinator stand-in: decodes the untrusted request and answers epoch + 1. */
+const handler = (request: unknown) =>
+  Schema.decodeUnknownEffect(HeartbeatRequestSchema)(request).pipe(
+    Effect.map((r) => answer(r.memberEpoch + 1)),
+    Effect.orDie,
+  )
+
+const provide = Effect.provide(CoordinatorTransport.layerMemoryWith({ timeoutMs: 1_000 }))
+
+describe("CoordinatorTransport (memory)", () => {
+  it.effect(
+    "a heartbeat reaches the group's handler as plain data and the response is decoded",
+    () =>
+      Effect.gen(function* () {
+        const transport = yield* CoordinatorTransport.CoordinatorTransport
+        yield* transport.serve("orders", handler)
+        const response = yield* transport.heartbeat(request)
+        assert.deepStrictEqual(response, answer(1))
+      }).pipe(provide),
+  )
+
+  it.effect(
+    "no coordinator serving the group: Unavailable; serving stops when its scope closes",
+    () =>
+      Effect.gen(function* () {
+        const transport = yield* CoordinatorTransport.CoordinatorTransport
+        const none = yield* Effect.flip(transport.heartbeat(request))
+        assert.strictEqual(none.reason, "Unavailable")
+        const scope = yield* Scope.make()
+        yield* transport.serve("orders", handler).pipe(Scope.provide(scope))
+        assert.strictEqual((yield* transport.heartbeat(request)).memberEpoch, 1)
+        yield* Scope.close(scope, Exit.void)
+        assert.strictEqual((yield* Effect.flip(transport.heartbeat(request))).reason, "Unavailable")
+      }).pipe(provide),
+  )
+
+  it.effect("a lost response: the coordinator handled it, the member times out", () =>
+    Effect.gen(function* () {
+      const transport = yield* CoordinatorTransport.CoordinatorTransport
+      const faults = yield* CoordinatorTransport.CoordinatorTransportFaults
+      yield* transport.serve("orders", handler)
+      yield* faults.dropResponses(1)
+      const fiber = yield* Effect.forkChild(Effect.flip(transport.heartbeat(request)))
+      yield* TestClock.adjust(1_000)
+      const error = yield* Fiber.join(fiber)
+      assert.strictEqual(error.reason, "Timeout")
+      assert.strictEqual(yield* faults.handled, 1)
+      // the next one gets through
+      assert.strictEqual((yield* transport.heartbeat(request)).memberEpoch, 1)
+    }).pipe(provide),
+  )
+
+  it.effect("a lost request never reaches the coordinator", () =>
+    Effect.gen(function* () {
+      const transport = yield* CoordinatorTransport.CoordinatorTransport
+      const faults = yield* CoordinatorTransport.CoordinatorTransportFaults
+      yield* transport.serve("orders", handler)
+      yield* faults.dropRequests(1)
+      const fiber = yield* Effect.forkChild(Effect.flip(transport.heartbeat(request)))
+      yield* TestClock.adjust(1_000)
+      assert.strictEqual((yield* Fiber.join(fiber)).reason, "Timeout")
+      assert.strictEqual(yield* faults.handled, 0)
+    }).pipe(provide),
+  )
+
+  it.effect("delayed responses arrive late; beyond the timeout they time out", () =>
+    Effect.gen(function* () {
+      const transport = yield* CoordinatorTransport.CoordinatorTransport
+      const faults = yield* CoordinatorTransport.CoordinatorTransportFaults
+      yield* transport.serve("orders", handler)
+      yield* faults.delayResponses(300)
+      const late = yield* Effect.forkChild(transport.heartbeat(request))
+      yield* TestClock.adjust(299)
+      assert.isTrue(late.pollUnsafe() === undefined)
+      yield* TestClock.adjust(1)
+      assert.strictEqual((yield* Fiber.join(late)).memberEpoch, 1)
+      yield* faults.delayResponses(1_000)
+      const lost = yield* Effect.forkChild(Effect.flip(transport.heartbeat(request)))
+      yield* TestClock.adjust(1_000)
+      assert.strictEqual((yield* Fiber.join(lost)).reason, "Timeout")
+    }).pipe(provide),
+  )
+
+  it.effect("a response that does not decode is a Decode TransportError", () =>
+    Effect.gen(function* () {
+      const transport = yield* CoordinatorTransport.CoordinatorTransport
+      yield* transport.serve("orders", () =>
+        Effect.succeed({ ...answer(1), errorCode: "WHAT" } as unknown as HeartbeatResponse),
+      )
+      const error = yield* Effect.flip(transport.heartbeat(request))
+      assert.strictEqual(error.reason, "Decode")
+    }).pipe(provide),
+  )
+
+  it.effect("notices reach only the named member and coalesce", () =>
+    Effect.gen(function* () {
+      const transport = yield* CoordinatorTransport.CoordinatorTransport
+      const mine = yield* transport.notices("orders", "m0")
+      const other = yield* transport.notices("orders", "m1")
+      yield* transport.notify("orders", "m0")
+      yield* transport.notify("orders", "m0")
+      yield* transport.notify("billing", "m1")
+      const got = yield* Stream.runCollect(Stream.take(mine, 1))
+      assert.strictEqual(got.length, 1)
+      const more = yield* Effect.forkChild(Stream.runCollect(Stream.take(mine, 1)))
+      const others = yield* Effect.forkChild(Stream.runCollect(Stream.take(other, 1)))
+      yield* TestClock.adjust(10_000)
+      // coalesced: the two pushes were one notice; m1 got none
+      assert.isTrue(more.pollUnsafe() === undefined)
+      assert.isTrue(others.pollUnsafe() === undefined)
+      yield* transport.notify("orders", "m1")
+      assert.strictEqual((yield* Fiber.join(others)).length, 1)
+    }).pipe(provide),
+  )
+})

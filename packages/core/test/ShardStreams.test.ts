@@ -1,0 +1,340 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { TestClock } from "effect/testing"
+import { ShardStreams } from "../src/index.js"
+
+const { DeadLetterFields, deadLetterKey, shardKey } = ShardStreams
+
+const S = "orders"
+const base = { stream: S, shard: 3, group: "g" }
+
+/** Run with a fresh memory ShardStreams. */
+const withStreams = <A, E>(f: (s: ShardStreams.ShardStreams["Service"]) => Effect.Effect<A, E>) =>
+  Effect.gen(function* () {
+    const streams = yield* ShardStreams.ShardStreams
+    return yield* f(streams)
+  }).pipe(Effect.provide(ShardStreams.layerMemory))
+
+describe("ShardStreams (memory)", () => {
+  it.effect("append gives monotonically increasing ms-seq ids from the Clock", () =>
+    withStreams((s) =>
+      Effect.gen(function* () {
+        yield* TestClock.setTime(1_000)
+        const a = yield* s.append(S, 3, { k: "a" })
+        const b = yield* s.append(S, 3, { k: "b" })
+        yield* TestClock.adjust(5)
+        const c = yield* s.append(S, 3, { k: "c" })
+        assert.deepStrictEqual([a, b, c], ["1000-0", "1000-1", "1005-0"])
+        // the clock going backwards never makes ids go backwards
+        yield* TestClock.setTime(10)
+        assert.strictEqual(yield* s.append(S, 3, { k: "d" }), "1005-1")
+        const info = yield* s.info(S, 3)
+        assert.strictEqual(info.length, 4)
+        assert.strictEqual(info.lastId, "1005-1")
+        assert.deepStrictEqual(
+          (yield* s.range(shardKey(S, 3))).map((e) => e.fields.k),
+          ["a", "b", "c", "d"],
+        )
+      }),
+    ),
+  )
+
+  it.effect("read returns a batch in stream order and records it pending for the consumer", () =>
+    withStreams((s) =>
+      Effect.gen(function* () {
+        for (const k of ["a", "b", "c"]) yield* s.append(S, 3, { k })
+        const first = yield* s.read({ ...base, consumer: "c1", token: 0, count: 2 })
+        assert.deepStrictEqual(
+          first.map((m) => [m.fields.k, m.deliveryCount]),
+          [
+            ["a", 1],
+            ["b", 1],
+          ],
+        )
+        const second = yield* s.read({ ...base, consumer: "c1", token: 0, count: 10 })
+        assert.deepStrictEqual(
+          second.map((m) => m.fields.k),
+          ["c"],
+        )
+        assert.deepStrictEqual(yield* s.read({ ...base, consumer: "c1", token: 0, count: 10 }), [])
+        const pending = yield* s.pending(base)
+        assert.deepStrictEqual(
+          pending.map((p) => [p.consumer, p.deliveryCount]),
+          [
+            ["c1", 1],
+            ["c1", 1],
+            ["c1", 1],
+          ],
+        )
+      }),
+    ),
+  )
+
+  it.effect("setOwnerToken refuses to lower the token", () =>
+    withStreams((s) =>
+      Effect.gen(function* () {
+        yield* s.setOwnerToken(S, 3, 5)
+        yield* s.setOwnerToken(S, 3, 5)
+        const error = yield* Effect.flip(s.setOwnerToken(S, 3, 4))
+        assert.strictEqual(error._tag, "OwnerTokenRegression")
+        assert.strictEqual(yield* s.ownerToken(S, 3), 5)
+      }),
+    ),
+  )
+
+  it.effect(
+    "a stale token is refused for read, ack, nack, claim and deadLetter; nothing changes",
+    () =>
+      withStreams((s) =>
+        Effect.gen(function* () {
+          yield* s.append(S, 3, { k: "a" })
+          yield* s.setOwnerToken(S, 3, 1)
+          const [m] = yield* s.read({ ...base, consumer: "old", token: 1, count: 10 })
+          yield* s.setOwnerToken(S, 3, 2)
+          yield* s.append(S, 3, { k: "b" })
+          const stale = { ...base, token: 1 }
+          const errors = [
+            yield* Effect.flip(s.read({ ...stale, consumer: "old", count: 10 })),
+            yield* Effect.flip(s.ack({ ...stale, ids: [m!.id], mode: "ack" })),
+            yield* Effect.flip(s.nack({ ...stale, id: m!.id })),
+            yield* Effect.flip(
+              s.claimPending({ ...stale, consumer: "old", minIdleMs: 0, count: 10 }),
+            ),
+            yield* Effect.flip(s.deadLetter({ ...stale, id: m!.id, reason: "x" })),
+          ]
+          for (const error of errors) {
+            assert.strictEqual(error._tag, "StaleOwner")
+            if (error._tag === "StaleOwner") assert.strictEqual(error.currentToken, 2)
+          }
+          // nothing changed: still pending once, "b" still undelivered
+          const pending = yield* s.pending(base)
+          assert.deepStrictEqual(
+            pending.map((p) => [p.id, p.consumer, p.deliveryCount]),
+            [[m!.id, "old", 1]],
+          )
+          assert.deepStrictEqual(yield* s.range(deadLetterKey(S, 3)), [])
+          const fresh = yield* s.read({ ...base, consumer: "new", token: 2, count: 10 })
+          assert.deepStrictEqual(
+            fresh.map((x) => x.fields.k),
+            ["b"],
+          )
+        }),
+      ),
+  )
+
+  it.effect("ack removes from the PEL and keeps the entry; xackdel also deletes the entry", () =>
+    withStreams((s) =>
+      Effect.gen(function* () {
+        for (const k of ["a", "b"]) yield* s.append(S, 3, { k })
+        const [a, b] = yield* s.read({ ...base, consumer: "c1", token: 0, count: 10 })
+        assert.strictEqual(yield* s.ack({ ...base, token: 0, ids: [a!.id], mode: "ack" }), 1)
+        assert.strictEqual(yield* s.ack({ ...base, token: 0, ids: [a!.id], mode: "ack" }), 0)
+        assert.strictEqual((yield* s.info(S, 3)).length, 2)
+        assert.strictEqual(yield* s.ack({ ...base, token: 0, ids: [b!.id], mode: "xackdel" }), 1)
+        assert.deepStrictEqual(
+          (yield* s.range(shardKey(S, 3))).map((e) => e.id),
+          [a!.id],
+        )
+        assert.deepStrictEqual(yield* s.pending(base), [])
+        const bad = yield* Effect.flip(s.ack({ ...base, token: 0, ids: ["nope"], mode: "ack" }))
+        assert.strictEqual(bad._tag, "InvalidEntryId")
+      }),
+    ),
+  )
+
+  it.effect(
+    "nothing is lost when a handler fails: nack keeps it pending, redelivered with count+1",
+    () =>
+      withStreams((s) =>
+        Effect.gen(function* () {
+          yield* s.append(S, 3, { k: "a" })
+          const [m] = yield* s.read({ ...base, consumer: "c1", token: 0, count: 1 })
+          yield* TestClock.adjust(50)
+          assert.isTrue(yield* s.nack({ ...base, token: 0, id: m!.id }))
+          const [p] = yield* s.pending(base)
+          assert.strictEqual(p!.deliveryCount, 2)
+          assert.strictEqual(p!.idleMs, 0)
+          // not handed out again as a new entry, but retried from the consumer's pending list
+          assert.deepStrictEqual(
+            yield* s.read({ ...base, consumer: "c1", token: 0, count: 10 }),
+            [],
+          )
+          const retry = yield* s.read({
+            ...base,
+            consumer: "c1",
+            token: 0,
+            count: 10,
+            from: "pending",
+          })
+          assert.deepStrictEqual(
+            retry.map((r) => [r.id, r.fields.k, r.deliveryCount]),
+            [[m!.id, "a", 2]],
+          )
+          assert.isFalse(yield* s.nack({ ...base, token: 0, id: "9-9" }))
+        }),
+      ),
+  )
+
+  it.effect(
+    "claimPending moves idle pending entries to the new consumer with deliveryCount+1",
+    () =>
+      withStreams((s) =>
+        Effect.gen(function* () {
+          for (const k of ["a", "b", "c"]) yield* s.append(S, 3, { k })
+          yield* s.setOwnerToken(S, 3, 1)
+          yield* s.read({ ...base, consumer: "old", token: 1, count: 2 })
+          yield* TestClock.adjust(1_000)
+          yield* s.setOwnerToken(S, 3, 2)
+          // not idle long enough: nothing moves
+          const early = yield* s.claimPending({
+            ...base,
+            token: 2,
+            consumer: "new",
+            minIdleMs: 5_000,
+            count: 10,
+          })
+          assert.deepStrictEqual(early.messages, [])
+          const claimed = yield* s.claimPending({
+            ...base,
+            token: 2,
+            consumer: "new",
+            minIdleMs: 500,
+            count: 10,
+          })
+          assert.strictEqual(claimed.next, "0-0")
+          assert.deepStrictEqual(
+            claimed.messages.map((m) => [m.fields.k, m.deliveryCount]),
+            [
+              ["a", 2],
+              ["b", 2],
+            ],
+          )
+          const pending = yield* s.pending(base)
+          assert.deepStrictEqual(
+            pending.map((p) => [p.consumer, p.deliveryCount, p.idleMs]),
+            [
+              ["new", 2, 0],
+              ["new", 2, 0],
+            ],
+          )
+          // then new entries
+          const fresh = yield* s.read({ ...base, consumer: "new", token: 2, count: 10 })
+          assert.deepStrictEqual(
+            fresh.map((m) => m.fields.k),
+            ["c"],
+          )
+        }),
+      ),
+  )
+
+  it.effect(
+    "claimPending pages with a cursor and reports pending entries deleted from the stream",
+    () =>
+      withStreams((s) =>
+        Effect.gen(function* () {
+          for (const k of ["a", "b", "c"]) yield* s.append(S, 3, { k })
+          const read = yield* s.read({ ...base, consumer: "old", token: 0, count: 10 })
+          // another group deletes "b" from the stream (XACKDEL), leaving our reference dangling
+          yield* s.read({ ...base, group: "other", consumer: "x", token: 0, count: 10 })
+          yield* s.ack({ ...base, group: "other", token: 0, ids: [read[1]!.id], mode: "xackdel" })
+          const page1 = yield* s.claimPending({
+            ...base,
+            token: 0,
+            consumer: "new",
+            minIdleMs: 0,
+            count: 1,
+          })
+          assert.deepStrictEqual(
+            page1.messages.map((m) => m.fields.k),
+            ["a"],
+          )
+          assert.strictEqual(page1.next, read[1]!.id)
+          const page2 = yield* s.claimPending({
+            ...base,
+            token: 0,
+            consumer: "new",
+            minIdleMs: 0,
+            count: 1,
+            start: page1.next,
+          })
+          assert.deepStrictEqual(page2.deleted, [read[1]!.id])
+          assert.deepStrictEqual(
+            page2.messages.map((m) => m.fields.k),
+            ["c"],
+          )
+          assert.strictEqual(page2.next, "0-0")
+          assert.strictEqual((yield* s.pending(base)).length, 2)
+        }),
+      ),
+  )
+
+  it.effect(
+    "deadLetter moves the entry to <shard>:dlq atomically with its ack: never lost, never both",
+    () =>
+      withStreams((s) =>
+        Effect.gen(function* () {
+          yield* s.append(S, 3, { k: "poison" })
+          const [m] = yield* s.read({ ...base, consumer: "c1", token: 0, count: 1 })
+          yield* s.nack({ ...base, token: 0, id: m!.id })
+          const dlqId = yield* s.deadLetter({
+            ...base,
+            token: 0,
+            id: m!.id,
+            reason: "max deliveries",
+          })
+          assert.isDefined(dlqId)
+          const dlq = yield* s.range(deadLetterKey(S, 3))
+          assert.strictEqual(dlq.length, 1)
+          assert.deepStrictEqual(dlq[0]!.fields, {
+            k: "poison",
+            [DeadLetterFields.originalId]: m!.id,
+            [DeadLetterFields.reason]: "max deliveries",
+            [DeadLetterFields.group]: "g",
+            [DeadLetterFields.deliveryCount]: "2",
+          })
+          assert.deepStrictEqual(yield* s.pending(base), [])
+          // a second dead-letter of the same entry does nothing (not pending any more)
+          assert.isUndefined(yield* s.deadLetter({ ...base, token: 0, id: m!.id, reason: "again" }))
+          assert.strictEqual((yield* s.range(deadLetterKey(S, 3))).length, 1)
+          assert.strictEqual(deadLetterKey(S, 3), "{orders:3}:dlq")
+        }),
+      ),
+  )
+
+  it.effect("consumer groups are independent and shards are separate streams", () =>
+    withStreams((s) =>
+      Effect.gen(function* () {
+        yield* s.append(S, 0, { k: "zero" })
+        yield* s.append(S, 1, { k: "one" })
+        const g1 = yield* s.read({
+          ...base,
+          shard: 0,
+          group: "g1",
+          consumer: "c",
+          token: 0,
+          count: 9,
+        })
+        const g2 = yield* s.read({
+          ...base,
+          shard: 0,
+          group: "g2",
+          consumer: "c",
+          token: 0,
+          count: 9,
+        })
+        assert.deepStrictEqual(
+          [...g1, ...g2].map((m) => m.fields.k),
+          ["zero", "zero"],
+        )
+        const info = yield* s.info(S, 0)
+        assert.deepStrictEqual(
+          info.groups.map((g) => [g.name, g.pending]),
+          [
+            ["g1", 1],
+            ["g2", 1],
+          ],
+        )
+      }),
+    ),
+  )
+})

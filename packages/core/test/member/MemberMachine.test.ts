@@ -1,0 +1,347 @@
+import { describe, expect, it } from "vitest"
+import type { HeartbeatResponse } from "../../src/index.js"
+import { MemberMachine } from "../../src/index.js"
+
+const config: MemberMachine.MemberConfig = {
+  group: "orders",
+  memberId: "pod-1-m0",
+  memberInfo: { consumerName: "pod-1-m0", host: "10.0.0.1" },
+  sessionTimeoutMs: 10_000,
+  safetyMarginMs: 2_000,
+  heartbeatIntervalMs: 1_000,
+  retryBackoffInitialMs: 100,
+  retryBackoffMaxMs: 1_000,
+}
+
+const response = (overrides: Partial<HeartbeatResponse> = {}): HeartbeatResponse => ({
+  errorCode: "NONE",
+  memberId: config.memberId,
+  memberEpoch: 1,
+  assignmentEpoch: 1,
+  assigned: [],
+  pending: [],
+  heartbeatIntervalMs: 1_000,
+  ...overrides,
+})
+
+const grants = (...shards: Array<number>) => shards.map((shard) => ({ shard, token: shard + 1 }))
+
+/** Send the next request and deliver `r` as its answer at `now`. */
+const roundTrip = (state: MemberMachine.MemberState, r: HeartbeatResponse, now = 0) => {
+  const { seq, request } = MemberMachine.nextRequest(state, now)
+  const commands = MemberMachine.step(state, { _tag: "ResponseReceived", seq, response: r, now })
+  return { seq, request, commands }
+}
+
+const tags = (commands: ReadonlyArray<MemberMachine.MemberCommand>) => commands.map((c) => c._tag)
+
+/** A member that joined and reads shards 0, 1, 2 (read loops started). */
+const stableMember = () => {
+  const state = MemberMachine.make(config, 0)
+  roundTrip(state, response({ assigned: grants(0, 1, 2) }))
+  for (const shard of [0, 1, 2]) MemberMachine.step(state, { _tag: "ShardStarted", shard })
+  return state
+}
+
+describe("MemberMachine", () => {
+  it("join: the first heartbeat is a full heartbeat with epoch 0 and memberInfo", () => {
+    const state = MemberMachine.make(config, 0)
+    expect(MemberMachine.phase(state)).toBe("joining")
+    const request = MemberMachine.buildRequest(state)
+    expect(request.memberEpoch).toBe(0)
+    expect(request.memberInfo).toEqual(config.memberInfo)
+    expect(tags(MemberMachine.step(state, { _tag: "Tick", now: 0 }))).toEqual(["SendHeartbeat"])
+  })
+
+  it("starts reading only assigned shards, never pending ones", () => {
+    const state = MemberMachine.make(config, 0)
+    const { commands } = roundTrip(state, response({ assigned: grants(0, 1), pending: [2, 3] }))
+    expect(commands).toEqual([
+      { _tag: "StartShard", shard: 0, token: 1 },
+      { _tag: "StartShard", shard: 1, token: 2 },
+    ])
+    expect(MemberMachine.phase(state)).toBe("reconciling")
+    MemberMachine.step(state, { _tag: "ShardStarted", shard: 0 })
+    const last = MemberMachine.step(state, { _tag: "ShardStarted", shard: 1 })
+    expect(MemberMachine.phase(state)).toBe("stable")
+    expect(tags(last)).toEqual(["SendHeartbeat"])
+    expect(MemberMachine.buildRequest(state).ownedShards).toEqual([0, 1])
+    expect(MemberMachine.buildRequest(state).memberInfo).toBeUndefined()
+  })
+
+  it("a shard both assigned and pending is not read", () => {
+    const state = MemberMachine.make(config, 0)
+    const { commands } = roundTrip(state, response({ assigned: grants(0, 1), pending: [1] }))
+    expect(commands).toEqual([{ _tag: "StartShard", shard: 0, token: 1 }])
+  })
+
+  it("revoke: stop reads, drain, report REVOKING then REVOKED", () => {
+    const state = stableMember()
+    const { commands } = roundTrip(
+      state,
+      response({ assignmentEpoch: 2, assigned: grants(0, 2) }),
+      10,
+    )
+    expect(commands).toEqual([{ _tag: "StopShard", shard: 1 }])
+    expect(MemberMachine.buildRequest(state).ownedShards).toEqual([0, 2])
+    expect(MemberMachine.buildRequest(state).revokingShards).toEqual([
+      { shard: 1, state: "REVOKING" },
+    ])
+    const drained = MemberMachine.step(state, { _tag: "ShardDrained", shard: 1 })
+    expect(tags(drained)).toEqual(["SendHeartbeat"])
+    expect(MemberMachine.buildRequest(state).revokingShards).toEqual([
+      { shard: 1, state: "REVOKED" },
+    ])
+  })
+
+  it("keeps reporting REVOKED until a response to a request carrying it is accepted", () => {
+    const state = stableMember()
+    roundTrip(state, response({ assignmentEpoch: 2, assigned: grants(0, 2) }), 10)
+    MemberMachine.step(state, { _tag: "ShardDrained", shard: 1 })
+    // First REVOKED report is lost.
+    const lost = MemberMachine.nextRequest(state, 20)
+    expect(lost.request.revokingShards).toEqual([{ shard: 1, state: "REVOKED" }])
+    MemberMachine.step(state, { _tag: "HeartbeatFailed", seq: lost.seq, now: 30 })
+    // The retry still carries it (duplicates are fine) ...
+    const retry = MemberMachine.nextRequest(state, 40)
+    expect(retry.request.revokingShards).toEqual([{ shard: 1, state: "REVOKED" }])
+    // ... and a NOT_COORDINATOR answer does not count as accepted.
+    MemberMachine.step(state, {
+      _tag: "ResponseReceived",
+      seq: retry.seq,
+      response: response({ errorCode: "NOT_COORDINATOR", assignmentEpoch: 2 }),
+      now: 50,
+    })
+    const { request } = roundTrip(
+      state,
+      response({ assignmentEpoch: 2, assigned: grants(0, 2) }),
+      60,
+    )
+    expect(request.revokingShards).toEqual([{ shard: 1, state: "REVOKED" }])
+    expect(MemberMachine.buildRequest(state).revokingShards).toEqual([])
+    expect(MemberMachine.phase(state)).toBe("stable")
+  })
+
+  it("a response to a request sent before the drain does not acknowledge REVOKED", () => {
+    const state = stableMember()
+    roundTrip(state, response({ assignmentEpoch: 2, assigned: grants(0, 2) }), 10)
+    const inFlight = MemberMachine.nextRequest(state, 11) // carries REVOKING, not REVOKED
+    MemberMachine.step(state, { _tag: "ShardDrained", shard: 1 })
+    MemberMachine.step(state, {
+      _tag: "ResponseReceived",
+      seq: inFlight.seq,
+      response: response({ assignmentEpoch: 2, assigned: grants(0, 2) }),
+      now: 12,
+    })
+    expect(MemberMachine.buildRequest(state).revokingShards).toEqual([
+      { shard: 1, state: "REVOKED" },
+    ])
+  })
+
+  it("a shard given back while draining is read again once drained, with the new token", () => {
+    const state = stableMember()
+    roundTrip(state, response({ assignmentEpoch: 2, assigned: grants(0, 2) }), 10)
+    roundTrip(
+      state,
+      response({ assignmentEpoch: 3, assigned: [...grants(0, 2), { shard: 1, token: 9 }] }),
+      20,
+    )
+    expect(MemberMachine.buildRequest(state).ownedShards).toEqual([0, 2])
+    const drained = MemberMachine.step(state, { _tag: "ShardDrained", shard: 1 })
+    expect(drained).toEqual([{ _tag: "StartShard", shard: 1, token: 9 }])
+  })
+
+  it.each(["UNKNOWN_MEMBER_ID", "FENCED_MEMBER_EPOCH"] as const)(
+    "%s: stop reads and acks, clear owned and revoking, rejoin with same memberId and epoch 0",
+    (errorCode) => {
+      const state = stableMember()
+      roundTrip(state, response({ assignmentEpoch: 2, assigned: grants(0) }), 10)
+      MemberMachine.step(state, { _tag: "ShardDrained", shard: 1 })
+      const { commands } = roundTrip(
+        state,
+        response({ errorCode, memberEpoch: 0, assignmentEpoch: 0 }),
+        20,
+      )
+      expect(tags(commands)).toEqual(["StopAllShards", "SendHeartbeat"])
+      expect(MemberMachine.phase(state)).toBe("fenced")
+      const request = MemberMachine.buildRequest(state)
+      expect(request.memberId).toBe(config.memberId)
+      expect(request.memberEpoch).toBe(0)
+      expect(request.memberInfo).toEqual(config.memberInfo)
+      expect(request.ownedShards).toEqual([])
+      expect(request.revokingShards).toEqual([])
+      // The rejoin is answered: back to normal with a fresh epoch.
+      const rejoin = roundTrip(state, response({ memberEpoch: 5, assigned: grants(3) }), 30)
+      expect(rejoin.commands).toEqual([{ _tag: "StartShard", shard: 3, token: 4 }])
+    },
+  )
+
+  it.each(["NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS"] as const)(
+    "%s: keep state and retry with backoff",
+    (errorCode) => {
+      const state = stableMember()
+      const before = MemberMachine.buildRequest(state)
+      const first = roundTrip(state, response({ errorCode, memberEpoch: 0 }), 100)
+      expect(first.commands).toEqual([])
+      expect(MemberMachine.buildRequest(state)).toEqual(before)
+      expect(state.nextHeartbeatAt).toBe(200)
+      roundTrip(state, response({ errorCode }), 200)
+      expect(state.nextHeartbeatAt).toBe(400)
+      expect(MemberMachine.step(state, { _tag: "Tick", now: 399 })).toEqual([])
+      expect(tags(MemberMachine.step(state, { _tag: "Tick", now: 400 }))).toEqual(["SendHeartbeat"])
+      // Success resets the backoff.
+      roundTrip(state, response({ assigned: grants(0, 1, 2) }), 500)
+      expect(state.failures).toBe(0)
+      expect(state.nextHeartbeatAt).toBe(1_500)
+    },
+  )
+
+  it("INVALID_REQUEST: a typed error is surfaced and ownership is unchanged", () => {
+    const state = stableMember()
+    const before = MemberMachine.buildRequest(state)
+    const { commands } = roundTrip(
+      state,
+      response({ errorCode: "INVALID_REQUEST", errorMessage: "bad shard" }),
+      10,
+    )
+    expect(commands).toHaveLength(1)
+    const [command] = commands
+    expect(command?._tag).toBe("RequestRejected")
+    if (command?._tag !== "RequestRejected") throw new Error("unreachable")
+    expect(command.error._tag).toBe("HeartbeatRejected")
+    expect(command.error.message).toBe("bad shard")
+    expect(MemberMachine.buildRequest(state)).toEqual(before)
+  })
+
+  it("self-fencing: no successful heartbeat for sessionTimeout - safetyMargin stops all shards", () => {
+    const state = stableMember()
+    const failed = MemberMachine.nextRequest(state, 1_000)
+    MemberMachine.step(state, { _tag: "HeartbeatFailed", seq: failed.seq, now: 2_000 })
+    expect(MemberMachine.step(state, { _tag: "Tick", now: 7_999 })).not.toContainEqual({
+      _tag: "StopAllShards",
+      reason: "self-fence",
+    })
+    const commands = MemberMachine.step(state, { _tag: "Tick", now: 8_000 })
+    expect(commands).toContainEqual({ _tag: "StopAllShards", reason: "self-fence" })
+    expect(MemberMachine.ownedShards(state)).toEqual([])
+    expect(MemberMachine.buildRequest(state).memberEpoch).toBe(0)
+    expect(MemberMachine.buildRequest(state).memberInfo).toBeDefined()
+    // A late success for the old request cannot resurrect ownership.
+    const late = MemberMachine.step(state, {
+      _tag: "ResponseReceived",
+      seq: failed.seq,
+      response: response({ assigned: grants(0, 1, 2) }),
+      now: 8_001,
+    })
+    expect(late).toEqual([])
+    expect(MemberMachine.ownedShards(state)).toEqual([])
+  })
+
+  it("layout in the response updates metadataVersion", () => {
+    const state = stableMember()
+    const { commands } = roundTrip(
+      state,
+      response({ assigned: grants(0, 1, 2), layout: { shardCount: 8, generation: 3 } }),
+    )
+    expect(commands).toEqual([{ _tag: "LayoutChanged", layout: { shardCount: 8, generation: 3 } }])
+    expect(state.metadataVersion).toBe(3)
+    expect(MemberMachine.buildRequest(state).metadataVersion).toBe(3)
+  })
+
+  it("leave: stop all, drain, then send epoch -1; the answer makes the member left", () => {
+    const state = stableMember()
+    const commands = MemberMachine.step(state, { _tag: "LeaveRequested", now: 10 })
+    expect(commands).toEqual([
+      { _tag: "StopShard", shard: 0 },
+      { _tag: "StopShard", shard: 1 },
+      { _tag: "StopShard", shard: 2 },
+    ])
+    expect(MemberMachine.phase(state)).toBe("leaving")
+    // While draining, heartbeats keep the session alive and report REVOKING.
+    expect(MemberMachine.buildRequest(state).memberEpoch).toBe(1)
+    MemberMachine.step(state, { _tag: "ShardDrained", shard: 0 })
+    MemberMachine.step(state, { _tag: "ShardDrained", shard: 1 })
+    expect(MemberMachine.buildRequest(state).memberEpoch).toBe(1)
+    MemberMachine.step(state, { _tag: "ShardDrained", shard: 2 })
+    const { request, commands: done } = roundTrip(state, response({ memberEpoch: -1 }), 20)
+    expect(request.memberEpoch).toBe(-1)
+    expect(request.ownedShards).toEqual([])
+    expect(request.revokingShards).toEqual([])
+    expect(tags(done)).toContain("Left")
+    expect(MemberMachine.phase(state)).toBe("left")
+    expect(MemberMachine.step(state, { _tag: "NoticeReceived" })).toEqual([])
+  })
+
+  it("leave: a response to an older request does not start new shards", () => {
+    const state = stableMember()
+    const old = MemberMachine.nextRequest(state, 5)
+    MemberMachine.step(state, { _tag: "LeaveRequested", now: 10 })
+    const commands = MemberMachine.step(state, {
+      _tag: "ResponseReceived",
+      seq: old.seq,
+      response: response({ assignmentEpoch: 2, assigned: grants(0, 1, 2, 3) }),
+      now: 11,
+    })
+    expect(commands).toEqual([])
+    expect(MemberMachine.ownedShards(state)).toEqual([])
+  })
+
+  it("ignores a response older than the last applied one (reordering cannot resurrect ownership)", () => {
+    const state = stableMember()
+    const older = MemberMachine.nextRequest(state, 10)
+    const newer = MemberMachine.nextRequest(state, 11)
+    MemberMachine.step(state, {
+      _tag: "ResponseReceived",
+      seq: newer.seq,
+      response: response({ assignmentEpoch: 2, assigned: grants(0) }),
+      now: 12,
+    })
+    const stale = MemberMachine.step(state, {
+      _tag: "ResponseReceived",
+      seq: older.seq,
+      response: response({ assignmentEpoch: 1, assigned: grants(0, 1, 2) }),
+      now: 13,
+    })
+    expect(stale).toEqual([])
+    expect(MemberMachine.ownedShards(state)).toEqual([0])
+  })
+
+  it("ignores a response carrying an older assignmentEpoch or memberEpoch even in order", () => {
+    const state = stableMember()
+    roundTrip(state, response({ memberEpoch: 2, assignmentEpoch: 4, assigned: grants(0) }))
+    expect(
+      roundTrip(state, response({ memberEpoch: 2, assignmentEpoch: 3, assigned: grants(0, 1) }))
+        .commands,
+    ).toEqual([])
+    expect(
+      roundTrip(state, response({ memberEpoch: 1, assignmentEpoch: 9, assigned: grants(0, 1) }))
+        .commands,
+    ).toEqual([])
+    expect(MemberMachine.ownedShards(state)).toEqual([0])
+  })
+
+  it("a look-again notice asks for a heartbeat now, once", () => {
+    const state = stableMember()
+    MemberMachine.nextRequest(state, 0)
+    expect(MemberMachine.step(state, { _tag: "NoticeReceived" })).toEqual([
+      { _tag: "SendHeartbeat" },
+    ])
+    expect(MemberMachine.step(state, { _tag: "NoticeReceived" })).toEqual([])
+    MemberMachine.nextRequest(state, 1)
+    expect(MemberMachine.step(state, { _tag: "NoticeReceived" })).toEqual([
+      { _tag: "SendHeartbeat" },
+    ])
+  })
+
+  it("a re-granted token on an owned shard restarts its read loop after a drain", () => {
+    const state = stableMember()
+    const { commands } = roundTrip(
+      state,
+      response({ assigned: [...grants(0, 2), { shard: 1, token: 7 }] }),
+    )
+    expect(commands).toEqual([{ _tag: "StopShard", shard: 1 }])
+    expect(MemberMachine.step(state, { _tag: "ShardDrained", shard: 1 })).toEqual([
+      { _tag: "StartShard", shard: 1, token: 7 },
+    ])
+  })
+})
