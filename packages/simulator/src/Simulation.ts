@@ -10,7 +10,14 @@
  * @module
  */
 import type { HeartbeatRequest, HeartbeatResponse } from "@shardline/core"
-import type { Machines, MemberCommand, SimCoordinator, SimMember } from "./adapter.js"
+import type {
+  CoordinatorStep,
+  Machines,
+  MemberCommand,
+  ShardFence,
+  SimCoordinator,
+  SimMember,
+} from "./adapter.js"
 import {
   balanced,
   ConvergenceChecker,
@@ -55,6 +62,7 @@ const K = {
   RESTART_MEMBER: 19,
   RESTART_COORD: 20,
   END: 21,
+  LEAVE_DEADLINE: 22,
 } as const
 export const EVENT_NAMES: Record<number, string> = Object.fromEntries(
   Object.entries(K).map(([k, v]) => [v, k]),
@@ -102,6 +110,7 @@ interface MemberNode {
   timerAt: number
   reqSeq: number
   inflightSeq: number
+  wantSend: boolean
   runs: Map<number, ShardRun>
   rotation: Array<number>
   rrPos: number
@@ -205,7 +214,8 @@ export class Simulation {
   private readonly coords: Array<CoordNode> = []
   // Store + lease.
   private storeRevision = 0
-  private storeSnapshot: unknown = undefined
+  /** The coordinator instance whose state is the last committed one (its snapshot is the store's). */
+  private storeSource: SimCoordinator | null = null
   private leaseHolder = -1
   private leaseExpires = 0
   // Data plane.
@@ -343,6 +353,7 @@ export class Simulation {
         timerAt: Number.POSITIVE_INFINITY,
         reqSeq: 0,
         inflightSeq: -1,
+        wantSend: false,
         runs: new Map(),
         rotation: [],
         rrPos: 0,
@@ -509,6 +520,11 @@ export class Simulation {
       case K.LIVENESS:
         this.startLiveness()
         return false
+      case K.LEAVE_DEADLINE: {
+        const m = this.members[a]!
+        if (m.inc === b && m.alive && m.leaving) this.stopProcess(m)
+        return false
+      }
       case K.END:
         this.end()
         return true
@@ -542,17 +558,20 @@ export class Simulation {
     m.alive = true
     m.leaving = false
     m.inflightSeq = -1
+    m.wantSend = false
     m.timerAt = Number.POSITIVE_INFINITY
     m.idle = this.options.workers
-    m.machine = this.machines.member.make({
-      group: "sim",
-      memberId: m.id,
-      workers: this.options.workers,
-      heartbeatIntervalMs: timing.heartbeatIntervalMs,
-      sessionTimeoutMs: timing.sessionTimeoutMs,
-      safetyMarginMs: timing.safetyMarginMs,
-      requestTimeoutMs: timing.requestTimeoutMs,
-    })
+    m.machine = this.machines.member.make(
+      {
+        group: "sim",
+        memberId: m.id,
+        workers: this.options.workers,
+        heartbeatIntervalMs: timing.heartbeatIntervalMs,
+        sessionTimeoutMs: timing.sessionTimeoutMs,
+        safetyMarginMs: timing.safetyMarginMs,
+      },
+      local(m.clock, this.now),
+    )
     this.convergence.change(this.now)
     this.commands(m, m.machine.start(local(m.clock, this.now)))
   }
@@ -584,8 +603,12 @@ export class Simulation {
           m.rotation = []
           break
         case "SendHeartbeat":
-          this.sendHeartbeat(m, c.request)
+          if (m.inflightSeq >= 0) m.wantSend = true
+          else this.sendHeartbeat(m)
           break
+        case "Left":
+          this.stopProcess(m)
+          return
       }
     }
     this.armMemberTimer(m)
@@ -596,7 +619,8 @@ export class Simulation {
     if (machine === null) return
     const next = machine.nextTimer()
     if (next === undefined) return
-    const at = Math.max(this.now, toTrue(m.clock, next))
+    // A timer re-armed for the instant it just fired at would spin: the next tick is later.
+    const at = Math.max(this.firing ? this.now + 1 : this.now, toTrue(m.clock, next))
     if (at < m.timerAt || m.timerAt <= this.now) {
       m.timerAt = at
       this.q.push(at, K.MEMBER_TIMER, m.idx, m.inc)
@@ -607,7 +631,9 @@ export class Simulation {
     const m = this.members[i]!
     if (m.inc !== inc || m.machine === null || this.now < m.timerAt) return
     m.timerAt = Number.POSITIVE_INFINITY
+    this.firing = true
     this.commands(m, m.machine.onTimer(local(m.clock, this.now)))
+    this.firing = false
   }
 
   private startShard(m: MemberNode, shard: number, token: number): void {
@@ -630,7 +656,11 @@ export class Simulation {
 
   private stopShard(m: MemberNode, shard: number): void {
     const run = m.runs.get(shard)
-    if (run === undefined || run.draining) return
+    if (run === undefined) {
+      this.q.push(this.now, K.DRAINED, m.idx, m.inc, shard)
+      return
+    }
+    if (run.draining) return
     run.draining = true
     this.readerCount[shard]!--
     this.closeSegment(shard, m.idx)
@@ -785,8 +815,10 @@ export class Simulation {
 
   // ---------------------------------------------------------------- network
 
-  private sendHeartbeat(m: MemberNode, request: HeartbeatRequest): void {
-    const seq = ++m.reqSeq
+  private sendHeartbeat(m: MemberNode): void {
+    if (m.machine === null) return
+    m.wantSend = false
+    const { seq, request } = m.machine.takeRequest(local(m.clock, this.now))
     m.inflightSeq = seq
     this.q.push(this.now + timing.requestTimeoutMs, K.REQ_TIMEOUT, m.idx, seq)
     const target = this.leaseHolder
@@ -826,27 +858,25 @@ export class Simulation {
         pending: [],
       }
     }
-    if (m.leaving) {
-      this.stopProcess(m)
-      return
-    }
-    this.commands(m, m.machine.onResponse(res, local(m.clock, this.now)))
+    this.commands(m, m.machine.onResponse(seq, res, local(m.clock, this.now)))
+    this.sendWanted(m)
+  }
+
+  private sendWanted(m: MemberNode): void {
+    if (m.wantSend && m.machine !== null && m.inflightSeq < 0) this.sendHeartbeat(m)
   }
 
   private requestTimeout(i: number, seq: number): void {
     const m = this.members[i]!
     if (m.machine === null || m.inflightSeq !== seq) return
     m.inflightSeq = -1
-    if (m.leaving) {
-      this.stopProcess(m)
-      return
-    }
-    this.commands(m, m.machine.onRequestFailed(local(m.clock, this.now)))
+    this.commands(m, m.machine.onRequestFailed(seq, local(m.clock, this.now)))
+    this.sendWanted(m)
   }
 
   private notice(i: number, inc: number): void {
     const m = this.members[i]!
-    if (m.inc !== inc || m.machine === null || m.leaving) return
+    if (m.inc !== inc || m.machine === null) return
     this.commands(m, m.machine.onNotice(local(m.clock, this.now)))
   }
 
@@ -855,26 +885,33 @@ export class Simulation {
   private request(node: number, _member: number, req: Req): void {
     const c = this.coords[node]!
     if (!c.alive) return
-    const machine = c.machine
-    if (machine === null) {
-      this.reply(req.member, req.seq, notCoordinator(req.request.memberId))
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const machine = c.machine
+      if (machine === null) break
+      const step = machine.heartbeat(req.request, local(c.clock, this.now))
+      const ok = this.commit(c, step)
+      if (ok === "retry") continue
+      if (!ok) break
+      if (step.response !== undefined) this.reply(req.member, req.seq, step.response)
+      this.armCoordTimer(c)
       return
     }
-    const step = machine.heartbeat(req.request, local(c.clock, this.now))
-    if (!this.commit(c, step)) {
-      this.reply(req.member, req.seq, notCoordinator(req.request.memberId))
-      return
-    }
-    if (step.response !== undefined) this.reply(req.member, req.seq, step.response)
-    this.armCoordTimer(c)
+    this.reply(req.member, req.seq, notCoordinator(req.request.memberId))
   }
 
   private coordTimer(node: number, inc: number): void {
     const c = this.coords[node]!
     if (c.inc !== inc || c.machine === null || !c.alive || this.now < c.timerAt) return
     c.timerAt = Number.POSITIVE_INFINITY
-    const step = c.machine.timers(local(c.clock, this.now))
-    if (this.commit(c, step)) this.armCoordTimer(c)
+    const now = local(c.clock, this.now)
+    for (;;) {
+      const machine = c.machine
+      if (machine === null) return
+      const step = machine.dueTimer(now)
+      if (step === undefined) break
+      if (this.commit(c, step) === false) return
+    }
+    this.armCoordTimer(c)
   }
 
   private armCoordTimer(c: CoordNode): void {
@@ -888,31 +925,34 @@ export class Simulation {
     }
   }
 
-  /** Store compare-and-set on storeRevision; false = stale, the node steps down. */
-  private commit(c: CoordNode, step: import("./adapter.js").CoordinatorStep): boolean {
+  /**
+   * Store compare-and-set on storeRevision, then fences and notices.
+   * A stale instance that still holds the lease reloads and retries (as
+   * CoordinatorHost does); one that lost the lease steps down.
+   */
+  private commit(c: CoordNode, step: CoordinatorStep): boolean | "retry" {
     const machine = c.machine!
     if (step.records.length > 0) {
-      if (c.revision !== this.storeRevision) {
+      const expected = machine.revision()
+      if (expected !== this.storeRevision) {
         this.revisions.reject()
         this.mark(
           "fault",
-          `coordinator #${c.idx} stale commit (rev ${c.revision} < ${this.storeRevision}) rejected`,
+          `coordinator #${c.idx} stale commit (rev ${expected} < ${this.storeRevision}) rejected`,
         )
+        if (this.leaseHolder === c.idx && this.now < this.leaseExpires) {
+          this.loadLeader(c)
+          return "retry"
+        }
         c.machine = null
         return false
       }
-      machine.apply(step)
       this.storeRevision++
-      c.revision = this.storeRevision
-      this.storeSnapshot = machine.snapshot()
-      this.revisions.commit(this.now, this.storeRevision - 1, this.storeRevision)
-    }
-    // Fence tokens are written to storage before anyone is told.
-    for (const f of step.fences) {
-      if (f.token > this.fence[f.shard]!) this.fence[f.shard] = f.token
-    }
-    if (step.fences.length > 0 && this.options.timeline === true)
-      this.mark("fence", `${step.fences.length} shard(s) fenced`)
+      this.revisions.commit(this.now, expected, this.storeRevision)
+      machine.apply(step, this.storeRevision)
+      this.storeSource = machine
+    } else machine.apply(step, undefined)
+    this.writeFences(step.fences)
     for (const id of step.notices) {
       const idx = memberIndex(id)
       const m = this.members[idx]
@@ -920,6 +960,58 @@ export class Simulation {
         this.q.push(this.now + this.netDelay(), K.NOTICE, idx, m.inc)
     }
     return true
+  }
+
+  /** Fence tokens are written to storage before anyone is told. */
+  private writeFences(fences: ReadonlyArray<ShardFence>): void {
+    for (const f of fences) if (f.token > this.fence[f.shard]!) this.fence[f.shard] = f.token
+    if (fences.length > 0 && this.options.timeline === true)
+      this.mark("fence", `${fences.length} shard token(s) written`)
+  }
+
+  private coordinatorConfig() {
+    return {
+      group: "sim",
+      shardCount: this.S,
+      heartbeatIntervalMs: timing.heartbeatIntervalMs,
+      sessionTimeoutMs: timing.sessionTimeoutMs,
+      revokeTimeoutMs: timing.revokeTimeoutMs,
+    }
+  }
+
+  /** Become leader: create the group or load the last committed snapshot. */
+  private loadLeader(c: CoordNode): void {
+    c.inc++
+    c.timerAt = Number.POSITIVE_INFINITY
+    const now = local(c.clock, this.now)
+    if (this.storeSource === null) {
+      const created = this.machines.coordinator.create(this.coordinatorConfig(), now)
+      c.machine = created.coordinator
+      if (this.storeRevision !== 0) throw new Error("store has a revision but no snapshot")
+      this.storeRevision = 1
+      this.revisions.commit(this.now, 0, 1)
+      created.coordinator.apply(created.step, 1)
+      this.storeSource = created.coordinator
+    } else {
+      const loaded = this.machines.coordinator.load(
+        this.storeSource.snapshot(),
+        this.storeRevision,
+        now,
+      )
+      c.machine = loaded.coordinator
+      // Takeover claim: an empty commit bumps storeRevision, so a paused
+      // ex-leader's next commit fails the CAS even if nothing else changed.
+      // (CoordinatorHost does not do this today; see docs/simulator.md.)
+      if (this.options.noTakeoverClaim !== true) {
+        const expected = this.storeRevision
+        this.storeRevision++
+        this.revisions.commit(this.now, expected, this.storeRevision)
+        loaded.coordinator.claimed(this.storeRevision)
+        this.storeSource = loaded.coordinator
+      }
+      this.writeFences(loaded.fences)
+    }
+    this.armCoordTimer(c)
   }
 
   private lease(): void {
@@ -935,25 +1027,7 @@ export class Simulation {
           this.mark("rebalance", `coordinator failover #${holder.idx} -> #${c.idx}`)
         this.leaseHolder = c.idx
         this.leaseExpires = this.now + timing.coordinatorLeaseMs
-        c.inc++
-        c.timerAt = Number.POSITIVE_INFINITY
-        c.machine = this.machines.coordinator.load(
-          {
-            group: "sim",
-            shardCount: this.S,
-            heartbeatIntervalMs: timing.heartbeatIntervalMs,
-            sessionTimeoutMs: timing.sessionTimeoutMs,
-            revokeTimeoutMs: timing.revokeTimeoutMs,
-          },
-          this.storeSnapshot,
-          local(c.clock, this.now),
-        )
-        // Taking the lease bumps storeRevision, so an older leader's commit fails the CAS.
-        c.revision = this.storeRevision
-        this.storeRevision++
-        this.revisions.commit(this.now, c.revision, this.storeRevision)
-        c.revision = this.storeRevision
-        this.armCoordTimer(c)
+        this.loadLeader(c)
       }
     }
     this.q.push(this.now + timing.coordinatorLeaseMs / 3, K.LEASE)
@@ -974,9 +1048,8 @@ export class Simulation {
       if (m.alive && m.machine !== null && !m.paused) {
         this.mark("action", `leave ${m.id}`)
         m.leaving = true
+        this.q.push(this.now + timing.sessionTimeoutMs, K.LEAVE_DEADLINE, i, m.inc)
         this.commands(m, m.machine.leave(local(m.clock, this.now)))
-        // If the leave heartbeat is not even sent, stop now.
-        if (m.inflightSeq < 0) this.stopProcess(m)
       } else if (m.alive) this.stopProcess(m)
     }
   }
@@ -1207,6 +1280,7 @@ export class Simulation {
   }
 
   private aroundStart = 0
+  private firing = false
 
   private ring(): Array<TraceLine> {
     const out: Array<TraceLine> = []

@@ -3,7 +3,7 @@
  * machines it drives. The simulator owns time, the network, the store, the
  * data plane and faults; everything the protocol decides comes through these
  * two interfaces, implemented with the real coordinator and member state
- * machines from `@shardline/core` (see `machines.ts`).
+ * machines of `@shardline/core` in `machines.ts`.
  *
  * All times passed in are the caller's *local* clock in milliseconds: the
  * coordinator's clock for `SimCoordinator`, the member's for `SimMember`.
@@ -19,7 +19,7 @@ export interface ShardFence {
 
 /** What one coordinator step wants done. Nothing is applied until `apply`. */
 export interface CoordinatorStep {
-  /** Opaque records; non-empty means a store commit is needed before anything else. */
+  /** Records; non-empty means a store commit (CAS on storeRevision) comes first. */
   readonly records: ReadonlyArray<unknown>
   /** Reply to send once the records are committed (absent for timer steps). */
   readonly response?: HeartbeatResponse | undefined
@@ -30,18 +30,20 @@ export interface CoordinatorStep {
 }
 
 export interface SimCoordinator {
+  /** The revision of the store this instance's state is based on. */
+  revision(): number
   /** Handles one heartbeat at local time `now`. Pure: state changes only on `apply`. */
   heartbeat(request: HeartbeatRequest, now: number): CoordinatorStep
-  /** Runs due timers (expiry, revoke timeouts) at local time `now`. */
-  timers(now: number): CoordinatorStep
-  /** Replays the step's records into this instance's state (after a successful commit). */
-  apply(step: CoordinatorStep): void
-  /** Earliest local time at which `timers` has work, if any. */
+  /** Runs the earliest timer due at `now`, if any (call until undefined). */
+  dueTimer(now: number): CoordinatorStep | undefined
+  /** Earliest local time at which a timer is due. */
   nextTimer(): number | undefined
-  /** The state to store as the group snapshot (after `apply`). */
+  /** After a successful commit (`revision` = the new store revision) or a record-less step. */
+  apply(step: CoordinatorStep, revision: number | undefined): void
+  /** An empty commit moved the store to `revision` (the takeover claim). */
+  claimed(revision: number): void
+  /** The committed state as a snapshot (what a failover loads). */
   snapshot(): unknown
-  /** For checkers and reports: current target owner per shard. */
-  targetOwners(): ReadonlyArray<string | null>
 }
 
 export interface CoordinatorConfig {
@@ -52,35 +54,52 @@ export interface CoordinatorConfig {
   readonly revokeTimeoutMs: number
 }
 
+export interface Created {
+  readonly coordinator: SimCoordinator
+  /** Records creating the group; commit them with expected revision 0, then `apply`. */
+  readonly step: CoordinatorStep
+}
+
+export interface Loaded {
+  readonly coordinator: SimCoordinator
+  /** Tokens to re-assert in storage after a load. */
+  readonly fences: ReadonlyArray<ShardFence>
+}
+
 export interface CoordinatorFactory {
-  /** A fresh coordinator over a snapshot read from the store (undefined: new group). */
-  load(config: CoordinatorConfig, snapshot: unknown, now: number): SimCoordinator
+  create(config: CoordinatorConfig, now: number): Created
+  load(snapshot: unknown, revision: number, now: number): Loaded
 }
 
 export type MemberCommand =
   | { readonly _tag: "StartShard"; readonly shard: number; readonly token: number }
   | { readonly _tag: "StopShard"; readonly shard: number }
   | { readonly _tag: "StopAll" }
-  | { readonly _tag: "SendHeartbeat"; readonly request: HeartbeatRequest }
+  /** Send a heartbeat now: the runtime calls `takeRequest` when it actually sends. */
+  | { readonly _tag: "SendHeartbeat" }
+  /** The member has left the group: the process may stop. */
+  | { readonly _tag: "Left" }
 
 export interface SimMember {
   readonly id: string
-  /** Process start (join with epoch 0). */
+  /** Process start: the first heartbeat (epoch 0) is due now. */
   start(now: number): ReadonlyArray<MemberCommand>
-  onResponse(response: HeartbeatResponse, now: number): ReadonlyArray<MemberCommand>
-  /** The in-flight heartbeat got no answer (timeout, unreachable coordinator). */
-  onRequestFailed(now: number): ReadonlyArray<MemberCommand>
+  /** The request to send now, numbered. */
+  takeRequest(now: number): { readonly seq: number; readonly request: HeartbeatRequest }
+  onResponse(seq: number, response: HeartbeatResponse, now: number): ReadonlyArray<MemberCommand>
+  /** The request `seq` got no answer (timeout, unreachable coordinator). */
+  onRequestFailed(seq: number, now: number): ReadonlyArray<MemberCommand>
   /** The coordinator pushed a "look again" notice. */
   onNotice(now: number): ReadonlyArray<MemberCommand>
-  /** A timer set through `nextTimer` fired. */
+  /** Time passes (the runtime's tick): due heartbeats and self-fencing. */
   onTimer(now: number): ReadonlyArray<MemberCommand>
   /** A shard stopped by StopShard finished draining its in-flight work. */
   onShardDrained(shard: number, now: number): ReadonlyArray<MemberCommand>
-  /** Graceful leave (epoch -1). */
+  /** Graceful leave: drain, then epoch -1. */
   leave(now: number): ReadonlyArray<MemberCommand>
   /** Earliest local time at which `onTimer` must run. */
   nextTimer(): number | undefined
-  /** May the member's workers read and process now (not self-fenced)? */
+  /** May the member's workers read and process now (its self-fence is not due)? */
   leaseValid(now: number): boolean
 }
 
@@ -92,11 +111,10 @@ export interface MemberConfig {
   readonly sessionTimeoutMs: number
   /** Self-fence this long before the session timeout (covers the clock bound). */
   readonly safetyMarginMs: number
-  readonly requestTimeoutMs: number
 }
 
 export interface MemberFactory {
-  make(config: MemberConfig): SimMember
+  make(config: MemberConfig, now: number): SimMember
 }
 
 export interface Machines {

@@ -50,6 +50,11 @@ export interface SimOptions {
   /** Produced messages per second per shard (average; skewed per seed). */
   readonly ratePerShard: number
   readonly broken?: Broken | undefined
+  /**
+   * Model the coordinator host without a takeover claim (no revision bump on
+   * load): reproduces the split brain described in docs/simulator.md.
+   */
+  readonly noTakeoverClaim?: boolean | undefined
   /** Record ownership segments for the HTML report. */
   readonly timeline?: boolean | undefined
 }
