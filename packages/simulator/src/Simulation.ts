@@ -203,6 +203,7 @@ export class Simulation {
   private readonly digest = new Digest()
   private now = 0
   private readonly rngWork: Prng
+  private readonly rngArrivals: Prng
   private readonly rngNet: Prng
   private readonly rngStore: Prng
   private readonly rngClock: Prng
@@ -252,8 +253,10 @@ export class Simulation {
   private shardsMoved = 0
   private lowerBoundTotal = 0
   private lowerBoundKnown = true
-  private lastBalancedOwners: Array<number> | null = null
-  private assignmentEpochMarks = 0
+  private lastOwner: Int32Array = new Int32Array(0)
+  private lastGroupEpoch = -1
+  private episodeBaseline: Array<string | null> | null = null
+  private everBalanced = false
   // Trace.
   private readonly ringT = new Float64Array(RING)
   private readonly ringK = new Int32Array(RING)
@@ -273,6 +276,7 @@ export class Simulation {
   ) {
     const seed = options.seed
     this.rngWork = Prng.stream(seed, "workload")
+    this.rngArrivals = Prng.stream(seed, "arrivals")
     this.rngNet = Prng.stream(seed, "network")
     this.rngStore = Prng.stream(seed, "store")
     this.rngClock = Prng.stream(seed, "clocks")
@@ -291,6 +295,7 @@ export class Simulation {
     this.readerCount = new Int32Array(S)
     this.readerOf = new Int32Array(S).fill(-1)
     this.ackedPerShard = new Float64Array(S)
+    this.lastOwner = new Int32Array(S).fill(-1)
     this.cumRate = new Float64Array(S)
     this.procMean = new Float64Array(S)
     const report = (v: Violation) => this.violation(v)
@@ -366,7 +371,7 @@ export class Simulation {
       })
     this.q.push(0, K.LEASE, 0)
     this.scheduleScenario()
-    if (this.totalRate > 0) this.q.push(this.rngWork.exp(1000 / this.totalRate), K.PRODUCE)
+    if (this.totalRate > 0) this.q.push(this.rngArrivals.exp(1000 / this.totalRate), K.PRODUCE)
     for (let k = 0; k < FAULT_KINDS.length; k++) {
       const kind = FAULT_KINDS[k]!
       if (this.mix.intensity[kind] > 0 && episodic.has(kind))
@@ -793,7 +798,7 @@ export class Simulation {
   }
 
   private produce(): void {
-    const x = this.rngWork.next() * this.totalRate
+    const x = this.rngArrivals.next() * this.totalRate
     let lo = 0
     let hi = this.S - 1
     while (lo < hi) {
@@ -809,7 +814,7 @@ export class Simulation {
       const m = this.members[w]!
       if (m.alive && !m.paused && m.runs.has(shard)) this.wake(m)
     }
-    const next = this.now + this.rngWork.exp(1000 / this.totalRate)
+    const next = this.now + this.rngArrivals.exp(1000 / this.totalRate)
     if (next < this.endRun - 15_000) this.q.push(next, K.PRODUCE)
   }
 
@@ -951,6 +956,7 @@ export class Simulation {
       this.revisions.commit(this.now, expected, this.storeRevision)
       machine.apply(step, this.storeRevision)
       this.storeSource = machine
+      this.groupChanged(machine)
     } else machine.apply(step, undefined)
     this.writeFences(step.fences)
     for (const id of step.notices) {
@@ -1197,8 +1203,13 @@ export class Simulation {
     this.q.push(this.now + timing.sampleEveryMs, K.SAMPLE)
     const live = this.live()
     const bal = balanced(this.readerCount, this.readerOf, live)
-    const wasConverged = this.convergence.sample(this.now, bal.ok)
-    if (wasConverged) this.recordMovement(live)
+    this.convergence.sample(this.now, bal.ok)
+    this.recordMovement()
+    if (bal.ok) {
+      if (this.everBalanced) this.episodeConverged()
+      else this.episodeBaseline = null
+      this.everBalanced = true
+    }
     if (this.liveness && this.livenessConverged === undefined && bal.ok) {
       this.livenessConverged = this.now - this.endSafety
     }
@@ -1242,24 +1253,48 @@ export class Simulation {
     return true
   }
 
-  private recordMovement(live: ReadonlyArray<number>): void {
-    const owners = Array.from(this.readerOf)
-    const prev = this.lastBalancedOwners
-    if (prev !== null) {
-      let moved = 0
-      for (let s = 0; s < this.S; s++) if (prev[s]! >= 0 && prev[s] !== owners[s]) moved++
-      if (moved > 0) {
-        this.shardsMoved += moved
-        if (this.hooks.lowerBound !== undefined) {
-          this.lowerBoundTotal += this.hooks.lowerBound(
-            this.S,
-            live.map((i) => this.members[i]!.id),
-            prev.map((i) => (i >= 0 ? this.members[i]!.id : null)),
-          )
-        } else this.lowerBoundKnown = false
-      }
+  /**
+   * Movement accounting (a statistic, not a checker). `shardsMoved` counts
+   * every change of a shard's member-side reader to another member. The
+   * lower bound is summed per rebalance episode: from the readers when the
+   * first membership change of the episode was committed (the leader's
+   * groupEpoch moved) to the membership when the group is balanced again,
+   * using the assignor's oracle. A member that leaves and rejoins within one
+   * episode moves shards that the episode's net bound does not count.
+   */
+  private recordMovement(): void {
+    const last = this.lastOwner
+    for (let s = 0; s < this.S; s++) {
+      if (this.readerCount[s] !== 1) continue
+      const o = this.readerOf[s]!
+      // The initial ramp (members joining one by one) is not a rebalance.
+      if (last[s]! >= 0 && last[s] !== o && this.everBalanced) this.shardsMoved++
+      last[s] = o
     }
-    this.lastBalancedOwners = owners
+  }
+
+  private groupChanged(leader: SimCoordinator): void {
+    const epoch = leader.groupEpoch()
+    if (epoch === this.lastGroupEpoch) return
+    this.lastGroupEpoch = epoch
+    this.recordMovement()
+    if (this.episodeBaseline === null) this.episodeBaseline = this.lastTargetIds()
+  }
+
+  private episodeConverged(): void {
+    const baseline = this.episodeBaseline
+    const leader = this.coords[this.leaseHolder]?.machine
+    if (baseline === null || leader === null || leader === undefined) return
+    this.episodeBaseline = null
+    if (this.hooks.lowerBound === undefined) {
+      this.lowerBoundKnown = false
+      return
+    }
+    this.lowerBoundTotal += this.hooks.lowerBound(this.S, leader.members(), baseline)
+  }
+
+  private lastTargetIds(): Array<string | null> {
+    return Array.from(this.lastOwner, (i) => (i >= 0 ? this.members[i]!.id : null))
   }
 
   private end(): void {
@@ -1307,7 +1342,6 @@ export class Simulation {
   private mark(kind: Mark["kind"], label: string): void {
     if (this.options.timeline === true && this.marks.length < 20_000)
       this.marks.push({ time: this.now, kind, label })
-    if (kind === "rebalance") this.assignmentEpochMarks++
   }
 
   private openSegment(shard: number, member: number): void {

@@ -40,6 +40,10 @@ export interface SimCoordinator {
   nextTimer(): number | undefined
   /** After a successful commit (`revision` = the new store revision) or a record-less step. */
   apply(step: CoordinatorStep, revision: number | undefined): void
+  /** The group epoch (for statistics only). */
+  groupEpoch(): number
+  /** Member ids in the registry, sorted (for statistics only). */
+  members(): ReadonlyArray<string>
   /** An empty commit moved the store to `revision` (the takeover claim). */
   claimed(revision: number): void
   /** The committed state as a snapshot (what a failover loads). */

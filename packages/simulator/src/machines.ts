@@ -106,6 +106,14 @@ class RealCoordinator implements SimCoordinator {
     }
   }
 
+  groupEpoch(): number {
+    return this.state.groupEpoch
+  }
+
+  members(): ReadonlyArray<string> {
+    return [...this.state.members.keys()].sort()
+  }
+
   claimed(revision: number): void {
     this.state.storeRevision = revision
   }
