@@ -15,7 +15,10 @@ export interface Run {
 
 export const runSeed = (options: SimOptions, hooks: Omit<RunHooks, "lowerBound"> = {}): Run => {
   const t0 = performance.now()
-  const result = runSimulation(options, realMachines, { ...hooks, lowerBound })
+  const result = runSimulation(options, realMachines, {
+    ...hooks,
+    ...(lowerBound !== undefined ? { lowerBound } : {}),
+  })
   const wall = performance.now() - t0
   return { result, summary: summarize(result, wall) }
 }
