@@ -87,6 +87,8 @@ interface Batch {
   token: number
   ids: Array<number>
   start: number
+  /** Slow drain: the batch was stretched past the revoke timeout once. */
+  stretched: boolean
 }
 
 interface ShardRun {
@@ -252,7 +254,7 @@ export class Simulation {
   private fencedAcks = 0
   private shardsMoved = 0
   private lowerBoundTotal = 0
-  private lowerBoundKnown = true
+  private lowerBoundKnown: boolean
   private lastOwner: Int32Array = new Int32Array(0)
   private lastGroupEpoch = -1
   private episodeBaseline: Array<string | null> | null = null
@@ -296,6 +298,7 @@ export class Simulation {
     this.readerOf = new Int32Array(S).fill(-1)
     this.ackedPerShard = new Float64Array(S)
     this.lastOwner = new Int32Array(S).fill(-1)
+    this.lowerBoundKnown = hooks.lowerBound !== undefined
     this.cumRate = new Float64Array(S)
     this.procMean = new Float64Array(S)
     const report = (v: Violation) => this.violation(v)
@@ -672,12 +675,13 @@ export class Simulation {
     if (run.batch === null) this.finishDrain(m, shard)
   }
 
-  private finishDrain(m: MemberNode, shard: number): void {
+  private finishDrain(m: MemberNode, shard: number, drainedBatch = false): void {
     m.runs.delete(shard)
     const at = m.rotation.indexOf(shard)
     if (at >= 0) m.rotation.splice(at, 1)
-    const delay = m.slowDrain ? timing.revokeTimeoutMs * 1.5 : 0
-    this.q.push(this.now + delay, K.DRAINED, m.idx, m.inc, shard)
+    // Slow drain with nothing in flight: the drain report itself comes late.
+    const late = m.slowDrain && !drainedBatch ? timing.revokeTimeoutMs * 1.5 : 0
+    this.q.push(this.now + late, K.DRAINED, m.idx, m.inc, shard)
   }
 
   private drained(i: number, inc: number, shard: number): void {
@@ -759,6 +763,7 @@ export class Simulation {
         token: run.token,
         ids,
         start: this.now,
+        stretched: false,
       }
       run.batch = batch
       this.q.push(this.now + dur, K.BATCH_DONE, m.idx, m.inc, batch)
@@ -775,8 +780,14 @@ export class Simulation {
       this.pickAndRead(m)
       return
     }
-    run.batch = null
     const shard = batch.shard
+    if (run.draining && m.slowDrain && !batch.stretched) {
+      // Delayed revoke: in-flight work drains slower than the revoke timeout.
+      batch.stretched = true
+      this.q.push(this.now + timing.revokeTimeoutMs * 1.5, K.BATCH_DONE, m.idx, m.inc, batch)
+      return
+    }
+    run.batch = null
     if (m.machine.leaseValid(local(m.clock, this.now))) {
       for (const id of batch.ids) this.messages.handle(shard, id)
       if (!m.partStore && batch.token >= this.fence[shard]!) {
@@ -793,7 +804,7 @@ export class Simulation {
         if (batch.token < this.fence[shard]!) run.fenced = true
       }
     }
-    if (run.draining) this.finishDrain(m, shard)
+    if (run.draining) this.finishDrain(m, shard, true)
     this.pickAndRead(m)
   }
 
