@@ -225,7 +225,6 @@ export class Simulation {
   private readonly fence: Int32Array
   private readonly cursor: Int32Array
   private readonly pel: Array<Set<number>>
-  private readonly watcher: Int32Array
   private readonly backlogSince: Float64Array
   private readonly servedAt: Float64Array
   private readonly ownedSince: Float64Array
@@ -290,7 +289,6 @@ export class Simulation {
     this.fence = new Int32Array(S)
     this.cursor = new Int32Array(S)
     this.pel = Array.from({ length: S }, () => new Set<number>())
-    this.watcher = new Int32Array(S).fill(-1)
     this.backlogSince = new Float64Array(S)
     this.servedAt = new Float64Array(S)
     this.ownedSince = new Float64Array(S)
@@ -656,7 +654,6 @@ export class Simulation {
     m.rotation.push(shard)
     this.readerCount[shard]!++
     this.readerOf[shard] = m.idx
-    this.watcher[shard] = m.idx
     this.ownedSince[shard] = this.now
     if (this.options.timeline === true) this.openSegment(shard, m.idx)
     this.wake(m)
@@ -670,9 +667,24 @@ export class Simulation {
     }
     if (run.draining) return
     run.draining = true
-    this.readerCount[shard]!--
+    this.readerGone(shard, m.idx)
     this.closeSegment(shard, m.idx)
     if (run.batch === null) this.finishDrain(m, shard)
+  }
+
+  /** A member stopped reading `shard`: keep the reader count and "one of the readers" right. */
+  private readerGone(shard: number, member: number): void {
+    const left = --this.readerCount[shard]!
+    if (left === 0) this.readerOf[shard] = -1
+    else if (this.readerOf[shard] === member) {
+      for (const other of this.members) {
+        const run = other.idx === member ? undefined : other.runs.get(shard)
+        if (run !== undefined && !run.draining) {
+          this.readerOf[shard] = other.idx
+          break
+        }
+      }
+    }
   }
 
   private finishDrain(m: MemberNode, shard: number, drainedBatch = false): void {
@@ -694,7 +706,7 @@ export class Simulation {
   private dropRun(m: MemberNode, shard: number, run: ShardRun): void {
     run.batch = null
     if (!run.draining) {
-      this.readerCount[shard]!--
+      this.readerGone(shard, m.idx)
       this.closeSegment(shard, m.idx)
     }
   }
@@ -820,7 +832,7 @@ export class Simulation {
     const shard = lo
     if (this.backlog(shard) === 0) this.backlogSince[shard] = this.now
     this.messages.produce(shard)
-    const w = this.watcher[shard]!
+    const w = this.readerOf[shard]!
     if (w >= 0) {
       const m = this.members[w]!
       if (m.alive && !m.paused && m.runs.has(shard)) this.wake(m)
