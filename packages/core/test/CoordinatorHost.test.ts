@@ -102,6 +102,38 @@ describe("CoordinatorHost", () => {
     }),
   )
 
+  it.effect(
+    "runs revoke deadlines on effect's Clock: a member that never reports REVOKED is fenced",
+    () =>
+      Effect.gen(function* () {
+        const store = makeStore()
+        const host = yield* makeCoordinatorHost({ config: cfg, holder: "c1" }).pipe(
+          Effect.provide(env(store)),
+        )
+        yield* host.heartbeat(join("a"))
+        const b = yield* host.heartbeat(join("b"))
+        assert.deepStrictEqual([...b.pending], [1, 3])
+        yield* TestClock.adjust(9_999)
+        assert.strictEqual(
+          Option.getOrThrow(yield* host.state).members.get("a")?.state,
+          "UNREVOKED_SHARDS",
+        )
+        yield* TestClock.adjust(2)
+        assert.strictEqual(Option.getOrThrow(yield* host.state).members.get("a")?.state, "FENCED")
+        const rb = yield* host.heartbeat(
+          request({
+            memberId: "b",
+            memberEpoch: b.memberEpoch,
+            assignmentEpoch: b.assignmentEpoch,
+          }),
+        )
+        assert.deepStrictEqual(
+          rb.assigned.map((g) => g.shard),
+          [1, 3],
+        )
+      }),
+  )
+
   it.effect("publishes 'look again' notices on the notices stream", () =>
     Effect.gen(function* () {
       const store = makeStore()

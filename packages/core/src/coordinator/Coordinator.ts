@@ -163,8 +163,12 @@ const recomputeTarget = (draft: Draft, reason: string, except?: string): void =>
       revoked.set(cur.memberId, list)
     }
   }
-  for (const [memberId, shards] of revoked)
+  for (const [memberId, shards] of revoked) {
     draft.audit("RevokeRequested", reason, { memberId, shards })
+    const m = draft.member(memberId)
+    if (m !== undefined && m.state !== "FENCED" && m.state !== "UNREVOKED_SHARDS")
+      draft.putMember({ ...m, state: "UNREVOKED_SHARDS" })
+  }
 }
 
 /** Release everything a member owns or is revoking; notify the shards' targets. */

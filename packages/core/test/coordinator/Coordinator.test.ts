@@ -541,3 +541,41 @@ describe("load (failover)", () => {
     expect(toSnapshot(loaded.state)).toEqual(h.snapshot())
   })
 })
+
+describe("weights and target flips", () => {
+  it("a configured member weight overrides the weight the member reports", () => {
+    const h = new Harness(config({ memberWeights: { a: 3 } }))
+    h.hb({ memberId: "a", memberInfo: { consumerName: "a", host: "h", weight: 1 } })
+    h.hb({ memberId: "b", memberInfo: { consumerName: "b", host: "h", weight: 2 } })
+    expect(h.state.members.get("a")?.weight).toBe(3)
+    expect(h.state.members.get("b")?.weight).toBe(2)
+  })
+
+  it("a rejoin with a new weight is a group metadata change: groupEpoch +1", () => {
+    const { h, a } = twoMembers()
+    const g = h.state.groupEpoch
+    h.hb({ memberId: "a", memberInfo: { consumerName: "a", host: "h", weight: 5 } })
+    expect(h.state.groupEpoch).toBe(g + 1)
+    void a
+  })
+
+  it("a shard whose target returns to the member revoking it stays pending until REVOKED, then is re-granted with a new token", () => {
+    const { h, a, b } = twoMembers()
+    const c = new SimMember("c")
+    c.onResponse(h.hb(c.request()).response) // moves shards away from a and b
+    const moved = h.state.revocations.map((r, s) => (r === "a" ? s : -1)).filter((s) => s >= 0)
+    expect(moved.length).toBeGreaterThan(0)
+    h.hb(c.leaveRequest()) // target flips back
+    const shard = moved[0]!
+    expect(h.state.target[shard]).toBe("a")
+    expect(h.state.revocations[shard]).toBe("a")
+    const r1 = h.hb(a.request())
+    expect(r1.response.pending).toContain(shard)
+    expect(shards(r1.response)).not.toContain(shard)
+    a.onResponse(r1.response)
+    const r2 = h.hb(a.request()) // REVOKED accepted, then granted again
+    expect(shards(r2.response)).toContain(shard)
+    expect(r2.response.assigned.find((g) => g.shard === shard)!.token).toBe(2)
+    void b
+  })
+})
