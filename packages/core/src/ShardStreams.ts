@@ -246,25 +246,45 @@ export const makeMemory: Effect.Effect<ShardStreams["Service"]> = Effect.sync(()
     return undefined
   }
 
-  const checkToken = (a: FencedAddress): Effect.Effect<void, StaleOwner> => {
+  const staleOwner = (a: FencedAddress): StaleOwner | undefined => {
     const current = tokens.get(ownerTokenKey(a.stream, a.shard)) ?? 0
     return a.token < current
-      ? Effect.fail(
-          new StaleOwner({
-            stream: a.stream,
-            shard: a.shard,
-            token: a.token,
-            currentToken: current,
-          }),
-        )
-      : Effect.void
+      ? new StaleOwner({ stream: a.stream, shard: a.shard, token: a.token, currentToken: current })
+      : undefined
   }
 
-  const checkIds = (ids: ReadonlyArray<string>): Effect.Effect<void, InvalidEntryId> => {
-    for (const id of ids)
-      if (StreamId.parse(id) === undefined) return Effect.fail(new InvalidEntryId({ id }))
-    return Effect.void
+  const invalidId = (ids: ReadonlyArray<string>): InvalidEntryId | undefined => {
+    for (const id of ids) if (StreamId.parse(id) === undefined) return new InvalidEntryId({ id })
+    return undefined
   }
+
+  /**
+   * A fenced operation: the token check, the id check and the change happen in
+   * one synchronous step (no fiber can interleave), as in one Lua script.
+   */
+  const fenced = <A>(
+    address: FencedAddress,
+    ids: ReadonlyArray<string>,
+    body: (now: number) => A,
+  ): Effect.Effect<A, StaleOwner | InvalidEntryId> =>
+    Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      Effect.suspend(() => {
+        const error = staleOwner(address) ?? invalidId(ids)
+        return error === undefined ? Effect.succeed(body(now)) : Effect.fail(error)
+      }),
+    )
+
+  /** `fenced` for operations that name no entry id. */
+  const fencedNoIds = <A>(
+    address: FencedAddress,
+    body: (now: number) => A,
+  ): Effect.Effect<A, StaleOwner> =>
+    Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      Effect.suspend(() => {
+        const error = staleOwner(address)
+        return error === undefined ? Effect.succeed(body(now)) : Effect.fail(error)
+      }),
+    )
 
   const append = (key: string, fields: Fields, now: number): string => {
     const state = streamOf(key)
@@ -299,136 +319,118 @@ export const makeMemory: Effect.Effect<ShardStreams["Service"]> = Effect.sync(()
     ownerToken: (stream, shard) => Effect.sync(() => tokens.get(ownerTokenKey(stream, shard)) ?? 0),
 
     read: (o) =>
-      Effect.flatMap(checkToken(o), () =>
-        Effect.map(Clock.currentTimeMillis, (now) => {
-          const state = streamOf(shardKey(o.stream, o.shard))
-          const group = groupOf(state, o.group)
-          group.consumers.add(o.consumer)
-          const out: Array<StreamMessage> = []
-          if (o.from === "pending") {
-            const mine = [...group.pel]
-              .filter(([, p]) => p.consumer === o.consumer)
-              .sort(([a], [b]) => StreamId.compare(StreamId.parse(a)!, StreamId.parse(b)!))
-            for (const [text, p] of mine) {
-              if (out.length >= o.count) break
-              const entry = findEntry(state, text)
-              if (entry !== undefined)
-                out.push({ id: text, fields: entry.fields, deliveryCount: p.deliveryCount })
-            }
-            return out
-          }
-          for (const entry of state.entries) {
+      fencedNoIds(o, (now) => {
+        const state = streamOf(shardKey(o.stream, o.shard))
+        const group = groupOf(state, o.group)
+        group.consumers.add(o.consumer)
+        const out: Array<StreamMessage> = []
+        if (o.from === "pending") {
+          const mine = [...group.pel]
+            .filter(([, p]) => p.consumer === o.consumer)
+            .sort(([a], [b]) => StreamId.compare(StreamId.parse(a)!, StreamId.parse(b)!))
+          for (const [text, p] of mine) {
             if (out.length >= o.count) break
-            if (StreamId.compare(entry.id, group.lastDelivered) <= 0) continue
-            group.lastDelivered = entry.id
-            group.pel.set(entry.text, { consumer: o.consumer, deliveryCount: 1, deliveredAt: now })
-            out.push({ id: entry.text, fields: entry.fields, deliveryCount: 1 })
+            const entry = findEntry(state, text)
+            if (entry !== undefined)
+              out.push({ id: text, fields: entry.fields, deliveryCount: p.deliveryCount })
           }
           return out
-        }),
-      ),
+        }
+        for (const entry of state.entries) {
+          if (out.length >= o.count) break
+          if (StreamId.compare(entry.id, group.lastDelivered) <= 0) continue
+          group.lastDelivered = entry.id
+          group.pel.set(entry.text, { consumer: o.consumer, deliveryCount: 1, deliveredAt: now })
+          out.push({ id: entry.text, fields: entry.fields, deliveryCount: 1 })
+        }
+        return out
+      }),
 
     ack: (o) =>
-      Effect.flatMap(checkToken(o), () =>
-        Effect.flatMap(checkIds(o.ids), () =>
-          Effect.sync(() => {
-            const state = streamOf(shardKey(o.stream, o.shard))
-            const group = state.groups.get(o.group)
-            let acked = 0
-            for (const id of o.ids) {
-              if (group?.pel.delete(id)) acked++
-              if (o.mode === "xackdel") removeEntry(state, id)
-            }
-            return acked
-          }),
-        ),
-      ),
+      fenced(o, o.ids, () => {
+        const state = streamOf(shardKey(o.stream, o.shard))
+        const group = state.groups.get(o.group)
+        let acked = 0
+        for (const id of o.ids) {
+          if (group?.pel.delete(id)) acked++
+          if (o.mode === "xackdel") removeEntry(state, id)
+        }
+        return acked
+      }),
 
     nack: (o) =>
-      Effect.flatMap(checkToken(o), () =>
-        Effect.flatMap(checkIds([o.id]), () =>
-          Effect.map(Clock.currentTimeMillis, (now) => {
-            const state = streamOf(shardKey(o.stream, o.shard))
-            const pending = state.groups.get(o.group)?.pel.get(o.id)
-            if (pending === undefined) return false
-            pending.deliveryCount++
-            pending.deliveredAt = now
-            return true
-          }),
-        ),
-      ),
+      fenced(o, [o.id], (now) => {
+        const state = streamOf(shardKey(o.stream, o.shard))
+        const pending = state.groups.get(o.group)?.pel.get(o.id)
+        if (pending === undefined) return false
+        pending.deliveryCount++
+        pending.deliveredAt = now
+        return true
+      }),
 
     claimPending: (o) =>
-      Effect.flatMap(checkToken(o), () =>
-        Effect.flatMap(checkIds(o.start === undefined ? [] : [o.start]), () =>
-          Effect.map(Clock.currentTimeMillis, (now): ClaimResult => {
-            const state = streamOf(shardKey(o.stream, o.shard))
-            const group = groupOf(state, o.group)
-            group.consumers.add(o.consumer)
-            const start = o.start === undefined ? StreamId.ZERO : StreamId.parse(o.start)!
-            const candidates = [...group.pel.keys()]
-              .map((text) => ({ text, id: StreamId.parse(text)! }))
-              .filter((c) => StreamId.compare(c.id, start) >= 0)
-              .sort((a, b) => StreamId.compare(a.id, b.id))
-            const messages: Array<StreamMessage> = []
-            const deleted: Array<string> = []
-            // XAUTOCLAIM scans at most count * 10 PEL entries per call.
-            const scanLimit = o.count * 10
-            let scanned = 0
-            let next = StreamId.format(StreamId.ZERO)
-            for (const candidate of candidates) {
-              if (messages.length >= o.count || scanned >= scanLimit) {
-                next = candidate.text
-                break
-              }
-              scanned++
-              const pending = group.pel.get(candidate.text)!
-              if (now - pending.deliveredAt < o.minIdleMs) continue
-              const entry = findEntry(state, candidate.text)
-              if (entry === undefined) {
-                group.pel.delete(candidate.text)
-                deleted.push(candidate.text)
-                continue
-              }
-              pending.consumer = o.consumer
-              pending.deliveryCount++
-              pending.deliveredAt = now
-              messages.push({
-                id: candidate.text,
-                fields: entry.fields,
-                deliveryCount: pending.deliveryCount,
-              })
-            }
-            return { next, messages, deleted }
-          }),
-        ),
-      ),
+      fenced(o, o.start === undefined ? [] : [o.start], (now): ClaimResult => {
+        const state = streamOf(shardKey(o.stream, o.shard))
+        const group = groupOf(state, o.group)
+        group.consumers.add(o.consumer)
+        const start = o.start === undefined ? StreamId.ZERO : StreamId.parse(o.start)!
+        const candidates = [...group.pel.keys()]
+          .map((text) => ({ text, id: StreamId.parse(text)! }))
+          .filter((c) => StreamId.compare(c.id, start) >= 0)
+          .sort((a, b) => StreamId.compare(a.id, b.id))
+        const messages: Array<StreamMessage> = []
+        const deleted: Array<string> = []
+        // XAUTOCLAIM scans at most count * 10 PEL entries per call.
+        const scanLimit = o.count * 10
+        let scanned = 0
+        let next = StreamId.format(StreamId.ZERO)
+        for (const candidate of candidates) {
+          if (messages.length >= o.count || scanned >= scanLimit) {
+            next = candidate.text
+            break
+          }
+          scanned++
+          const pending = group.pel.get(candidate.text)!
+          if (now - pending.deliveredAt < o.minIdleMs) continue
+          const entry = findEntry(state, candidate.text)
+          if (entry === undefined) {
+            group.pel.delete(candidate.text)
+            deleted.push(candidate.text)
+            continue
+          }
+          pending.consumer = o.consumer
+          pending.deliveryCount++
+          pending.deliveredAt = now
+          messages.push({
+            id: candidate.text,
+            fields: entry.fields,
+            deliveryCount: pending.deliveryCount,
+          })
+        }
+        return { next, messages, deleted }
+      }),
 
     deadLetter: (o) =>
-      Effect.flatMap(checkToken(o), () =>
-        Effect.flatMap(checkIds([o.id]), () =>
-          Effect.map(Clock.currentTimeMillis, (now) => {
-            const state = streamOf(shardKey(o.stream, o.shard))
-            const group = state.groups.get(o.group)
-            const pending = group?.pel.get(o.id)
-            if (group === undefined || pending === undefined) return undefined
-            const entry = findEntry(state, o.id)
-            const dlqId = append(
-              deadLetterKey(o.stream, o.shard),
-              {
-                ...entry?.fields,
-                [DeadLetterFields.originalId]: o.id,
-                [DeadLetterFields.reason]: o.reason,
-                [DeadLetterFields.group]: o.group,
-                [DeadLetterFields.deliveryCount]: String(pending.deliveryCount),
-              },
-              now,
-            )
-            group.pel.delete(o.id)
-            return dlqId
-          }),
-        ),
-      ),
+      fenced(o, [o.id], (now) => {
+        const state = streamOf(shardKey(o.stream, o.shard))
+        const group = state.groups.get(o.group)
+        const pending = group?.pel.get(o.id)
+        if (group === undefined || pending === undefined) return undefined
+        const entry = findEntry(state, o.id)
+        const dlqId = append(
+          deadLetterKey(o.stream, o.shard),
+          {
+            ...entry?.fields,
+            [DeadLetterFields.originalId]: o.id,
+            [DeadLetterFields.reason]: o.reason,
+            [DeadLetterFields.group]: o.group,
+            [DeadLetterFields.deliveryCount]: String(pending.deliveryCount),
+          },
+          now,
+        )
+        group.pel.delete(o.id)
+        return dlqId
+      }),
 
     pending: (o) =>
       Effect.map(Clock.currentTimeMillis, (now) => {

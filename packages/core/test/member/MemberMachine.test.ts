@@ -196,6 +196,18 @@ describe("MemberMachine", () => {
     },
   )
 
+  it("a failed heartbeat (transport error, timeout) keeps ownership and retries with backoff", () => {
+    const state = stableMember()
+    const before = MemberMachine.buildRequest(state)
+    const sent = MemberMachine.nextRequest(state, 1_000)
+    expect(
+      MemberMachine.step(state, { _tag: "HeartbeatFailed", seq: sent.seq, now: 1_500 }),
+    ).toEqual([])
+    expect(MemberMachine.buildRequest(state)).toEqual(before)
+    expect(state.nextHeartbeatAt).toBe(1_600)
+    expect(tags(MemberMachine.step(state, { _tag: "Tick", now: 1_600 }))).toEqual(["SendHeartbeat"])
+  })
+
   it("INVALID_REQUEST: a typed error is surfaced and ownership is unchanged", () => {
     const state = stableMember()
     const before = MemberMachine.buildRequest(state)
