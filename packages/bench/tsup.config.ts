@@ -1,7 +1,7 @@
 import { defineConfig } from "tsup"
 
 export default defineConfig({
-  entry: ["src/index.ts", "src/coordinator.ts"],
+  entry: ["src/index.ts", "src/coordinator.ts", "src/simulator.ts"],
   format: ["esm"],
   dts: true,
   sourcemap: true,

@@ -1,1 +1,12 @@
-export {}
+export * from "./adapter.js"
+export * from "./checkers.js"
+export * from "./config.js"
+export { Digest } from "./engine/Digest.js"
+export { EventQueue } from "./engine/EventQueue.js"
+export { Prng, streamSeed } from "./engine/Prng.js"
+export * from "./machines.js"
+export { renderReport } from "./report.js"
+export * from "./run.js"
+export * from "./Simulation.js"
+export * from "./summary.js"
+export { runSwarm, type SwarmOptions, type SwarmReport } from "./swarm.js"

@@ -1,0 +1,272 @@
+#!/usr/bin/env node
+/**
+ * shardline-sim: run a scenario, replay a seed, check determinism, write an
+ * HTML report, or run a swarm of seeds over both cores.
+ *
+ *   node packages/simulator/dist/cli.js <scenario> [--seed N] [--members N]
+ *     [--shards N] [--workers N] [--duration 60s] [--faults swarm|none|a,b]
+ *     [--rate N] [--json] [--report out.html] [--check-determinism]
+ *     [--swarm N --from-seed S --jobs J]
+ *
+ * Exit code: 0 when every checker passed, 1 on a violation or a
+ * determinism mismatch, 2 on bad arguments.
+ *
+ * @module
+ */
+import { writeFileSync } from "node:fs"
+import { defaultOptions, FAULT_KINDS, SCENARIOS, type Scenario, type SimOptions } from "./config.js"
+import { renderReport } from "./report.js"
+import { replayCommand, runSeed } from "./run.js"
+import { formatSummary, formatTrace, type Summary } from "./summary.js"
+import { runSwarm } from "./swarm.js"
+
+const usage = `usage: shardline-sim <scenario> [options]
+scenarios: ${SCENARIOS.join(", ")}
+options:
+  --seed N               run seed (default 1)
+  --members N            logical members (default ${defaultOptions.members})
+  --shards N             shards (default ${defaultOptions.shards})
+  --workers N            local workers per member (default ${defaultOptions.workers})
+  --duration D           safety phase with faults: 90s, 5m, 1h, 500ms (bare number = seconds; default 60s)
+  --faults F             default | none | swarm | comma list of: ${FAULT_KINDS.join(", ")}
+  --rate N               messages per second per shard (default ${defaultOptions.ratePerShard})
+  --json                 machine-readable summary on stdout
+  --report FILE          self-contained HTML report
+  --check-determinism    run the seed twice and compare the event digests
+  --swarm N              run N seeds (from --from-seed, default 1) on --jobs threads (default: all cores)
+  --broken KIND          test-only protocol breakage: assign-before-revoke
+  --no-takeover-claim    model a coordinator host without the takeover revision bump
+`
+
+class UsageError extends Error {}
+
+const parseDuration = (s: string): number => {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(s.trim())
+  if (m === null) throw new UsageError(`bad duration "${s}"`)
+  const n = Number(m[1])
+  const unit = m[2] ?? "s"
+  return Math.round(
+    n * (unit === "ms" ? 1 : unit === "s" ? 1000 : unit === "m" ? 60_000 : 3_600_000),
+  )
+}
+
+const positiveInt = (name: string, s: string | undefined): number => {
+  const n = Number(s)
+  if (s === undefined || !Number.isInteger(n) || n < 0)
+    throw new UsageError(`${name} needs a non-negative integer, got "${s}"`)
+  return n
+}
+
+interface Cli {
+  options: SimOptions
+  json: boolean
+  report: string | undefined
+  determinism: boolean
+  swarm: number | undefined
+  fromSeed: number
+  jobs: number | undefined
+}
+
+export const parseArgs = (argv: ReadonlyArray<string>): Cli => {
+  let o: SimOptions = { ...defaultOptions }
+  const cli: Cli = {
+    options: o,
+    json: false,
+    report: undefined,
+    determinism: false,
+    swarm: undefined,
+    fromSeed: 1,
+    jobs: undefined,
+  }
+  let scenarioSet = false
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!
+    const val = () => {
+      const v = argv[++i]
+      if (v === undefined) throw new UsageError(`${a} needs a value`)
+      return v
+    }
+    switch (a) {
+      case "--":
+        break
+      case "--seed":
+        o = { ...o, seed: positiveInt(a, val()) }
+        break
+      case "--members":
+        o = { ...o, members: Math.max(1, positiveInt(a, val())) }
+        break
+      case "--shards":
+        o = { ...o, shards: Math.max(1, positiveInt(a, val())) }
+        break
+      case "--workers":
+        o = { ...o, workers: Math.max(1, positiveInt(a, val())) }
+        break
+      case "--duration":
+        o = { ...o, durationMs: parseDuration(val()) }
+        break
+      case "--faults":
+        o = { ...o, faults: val() }
+        break
+      case "--rate": {
+        const r = Number(val())
+        if (!(r >= 0)) throw new UsageError("--rate needs a number >= 0")
+        o = { ...o, ratePerShard: r }
+        break
+      }
+      case "--broken": {
+        const b = val()
+        if (b !== "assign-before-revoke") throw new UsageError(`unknown --broken "${b}"`)
+        o = { ...o, broken: b }
+        break
+      }
+      case "--no-takeover-claim":
+        o = { ...o, noTakeoverClaim: true }
+        break
+      case "--json":
+        cli.json = true
+        break
+      case "--report":
+        cli.report = val()
+        break
+      case "--check-determinism":
+        cli.determinism = true
+        break
+      case "--swarm":
+        cli.swarm = Math.max(1, positiveInt(a, val()))
+        break
+      case "--from-seed":
+        cli.fromSeed = positiveInt(a, val())
+        break
+      case "--jobs":
+        cli.jobs = Math.max(1, positiveInt(a, val()))
+        break
+      case "-h":
+      case "--help":
+        throw new UsageError("")
+      default:
+        if (a.startsWith("-") || scenarioSet) throw new UsageError(`unknown argument "${a}"`)
+        if (!(SCENARIOS as ReadonlyArray<string>).includes(a))
+          throw new UsageError(`unknown scenario "${a}"`)
+        o = { ...o, scenario: a as Scenario }
+        scenarioSet = true
+    }
+  }
+  if (cli.swarm !== undefined && !scenarioSet) o = { ...o, scenario: "swarm" }
+  cli.options = o
+  return cli
+}
+
+const progressBar = () => {
+  if (!process.stderr.isTTY) return undefined
+  return (f: number) => {
+    const width = 40
+    const n = Math.round(f * width)
+    process.stderr.write(`\r[${"#".repeat(n)}${".".repeat(width - n)}] ${Math.round(f * 100)}%`)
+    if (f >= 0.999) process.stderr.write("\n")
+  }
+}
+
+const printFailure = (s: Summary, options: SimOptions) => {
+  console.error(`\nFAILED seed ${s.seed}: ${s.violations.length} violation(s)`)
+  for (const v of s.violations.slice(0, 10))
+    console.error(`  [${v.checker}] at ${v.timeMs}ms: ${v.message}`)
+  console.error(
+    `replay: ${replayCommand({ ...options, seed: s.seed, scenario: s.scenario as Scenario })}`,
+  )
+  if (s.around !== undefined)
+    console.error(`events around the first violation:\n${formatTrace(s.around)}`)
+}
+
+const main = async (): Promise<number> => {
+  let cli: Cli
+  try {
+    cli = parseArgs(process.argv.slice(2))
+  } catch (e) {
+    if (e instanceof UsageError) {
+      if (e.message !== "") console.error(`error: ${e.message}`)
+      console.error(usage)
+      return e.message === "" ? 0 : 2
+    }
+    throw e
+  }
+  const o = cli.options
+  if (cli.swarm !== undefined) {
+    const tty = process.stderr.isTTY === true
+    const report = await runSwarm({
+      base: o,
+      fromSeed: cli.fromSeed,
+      count: cli.swarm,
+      jobs: cli.jobs,
+      onResult: (s, done) => {
+        if (tty) process.stderr.write(`\r${done}/${cli.swarm} seeds`)
+        if (s.violations.length > 0 && !cli.json) printFailure(s, o)
+      },
+    })
+    if (tty) process.stderr.write("\n")
+    const out = {
+      seeds: report.seeds,
+      fromSeed: cli.fromSeed,
+      scenario: o.scenario,
+      failedSeeds: report.failed.map((s) => s.seed).sort((a, b) => a - b),
+      events: report.events,
+      wallMs: report.wallMs,
+      eventsPerSec: Math.round(report.events / Math.max(1e-9, report.wallMs / 1000)),
+      failures: report.failed.map((s) => ({
+        seed: s.seed,
+        violations: s.violations,
+        replay: replayCommand({ ...o, seed: s.seed }),
+      })),
+    }
+    if (cli.json) console.log(JSON.stringify(out, null, 2))
+    else
+      console.log(
+        `swarm ${o.scenario}: ${report.seeds} seeds from ${cli.fromSeed}, ${out.failedSeeds.length} failed, ${report.events.toLocaleString("en-US")} events in ${report.wallMs}ms (${out.eventsPerSec.toLocaleString("en-US")} events/s)`,
+      )
+    return out.failedSeeds.length > 0 ? 1 : 0
+  }
+
+  const run = runSeed({ ...o, timeline: cli.report !== undefined }, { progress: progressBar() })
+  let exit = run.summary.violations.length > 0 ? 1 : 0
+  let determinism: { ok: boolean; first: string; second: string } | undefined
+  if (cli.determinism) {
+    const again = runSeed({ ...o, timeline: cli.report !== undefined })
+    determinism = {
+      ok:
+        again.summary.digest === run.summary.digest && again.summary.events === run.summary.events,
+      first: run.summary.digest,
+      second: again.summary.digest,
+    }
+    if (!determinism.ok) exit = 1
+  }
+  if (cli.report !== undefined) writeFileSync(cli.report, renderReport(run.result, run.summary))
+  if (cli.json) {
+    console.log(
+      JSON.stringify(
+        { ...run.summary, replay: replayCommand(o), ...(determinism ? { determinism } : {}) },
+        null,
+        2,
+      ),
+    )
+  } else {
+    console.log(formatSummary(run.summary))
+    if (determinism)
+      console.log(
+        determinism.ok
+          ? `determinism OK: two runs, digest ${determinism.first}`
+          : `DETERMINISM MISMATCH: ${determinism.first} vs ${determinism.second}`,
+      )
+    if (cli.report !== undefined) console.log(`report written to ${cli.report}`)
+  }
+  if (run.summary.violations.length > 0) printFailure(run.summary, o)
+  return exit
+}
+
+main().then(
+  (code) => {
+    process.exitCode = code
+  },
+  (e) => {
+    console.error(e)
+    process.exitCode = 1
+  },
+)
