@@ -9,7 +9,6 @@
  * @module
  */
 
-import * as core from "@shardline/core"
 import {
   applyVolatile,
   Coordinator,
@@ -18,6 +17,7 @@ import {
   initialState,
   MemberMachine,
   makeGroupConfig,
+  movementLowerBound,
   replayAll,
   type Snapshot,
   type Timer,
@@ -297,26 +297,11 @@ export const realMachines: Machines = {
   member: { make: (config, now) => new RealMember(config, now) },
 }
 
-type Oracle = (input: {
-  readonly shardCount: number
-  readonly members: ReadonlyArray<{ readonly id: string }>
-  readonly previous: ReadonlyArray<string | null>
-}) => number
-
-// The assignor's movement oracle (issue #2) when the core in this tree has it.
-const oracle = (core as unknown as { readonly movementLowerBound?: Oracle }).movementLowerBound
-
-/** The assignor's movement oracle, for "shards moved vs lower bound" (undefined before it lands). */
-export const lowerBound:
-  | ((
-      shardCount: number,
-      members: ReadonlyArray<string>,
-      previous: ReadonlyArray<string | null>,
-    ) => number)
-  | undefined =
-  oracle === undefined
-    ? undefined
-    : (shardCount, members, previous) =>
-        oracle({ shardCount, members: members.map((id) => ({ id })), previous })
+/** The assignor's movement oracle, for "shards moved vs lower bound". */
+export const lowerBound = (
+  shardCount: number,
+  members: ReadonlyArray<string>,
+  previous: ReadonlyArray<string | null>,
+): number => movementLowerBound({ shardCount, members: members.map((id) => ({ id })), previous })
 
 export type { TimerKey }
