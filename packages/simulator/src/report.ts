@@ -100,8 +100,9 @@ export const renderReport = (result: SimResult, summary: Summary): string => {
     list.push([seg.start, 1], [Number.isNaN(seg.end) ? end : seg.end, -1])
     steps.set(seg.member, list)
   }
-  let maxOwned = 1
-  const paths: Array<string> = []
+  const series: Array<{ readonly member: number; readonly pts: Array<[number, number]> }> = []
+  /** [level, how long it was held]: the axis is scaled by time held, not by point count. */
+  const levels: Array<[number, number]> = []
   for (const m of memberRows) {
     const ev = (steps.get(m) ?? []).sort((a, b) => a[0] - b[0] || a[1] - b[1])
     let n = 0
@@ -109,19 +110,31 @@ export const renderReport = (result: SimResult, summary: Summary): string => {
     for (const [t, dn] of ev) {
       n += dn
       pts.push([t, n])
-      if (n > maxOwned) maxOwned = n
     }
     pts.push([end, n])
-    paths.push(JSON.stringify([m, pts]))
+    for (let i = 1; i < pts.length; i++) levels.push([pts[i - 1]![1], pts[i]![0] - pts[i - 1]![0]])
+    series.push({ member: m, pts })
   }
+  // Scale to the time-weighted 99th percentile: the first member briefly owns every shard
+  // while the others join, and a linear axis up to that spike flattens the
+  // steady state into the baseline. Clipped values are drawn at the top.
+  levels.sort((a, b) => a[0] - b[0])
+  const held = levels.reduce((sum, [, d]) => sum + d, 0)
+  let p99 = 1
+  for (let acc = 0, i = 0; i < levels.length && acc < held * 0.99; i++) {
+    acc += levels[i]![1]
+    p99 = levels[i]![0]
+  }
+  const fairShare = result.options.shards / Math.max(1, result.options.members)
+  const maxOwned = Math.max(1, Math.ceil(fairShare) + 1, p99)
   const h2 = 220
-  const y = (n: number) => h2 - 20 - ((h2 - 40) * n) / maxOwned
+  const y = (n: number) => h2 - 20 - ((h2 - 40) * Math.min(n, maxOwned)) / maxOwned
   const p2: Array<string> = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${h2}" font-family="monospace" font-size="9">`,
-    `<text x="2" y="${y(maxOwned) + 3}">${maxOwned}</text><text x="2" y="${y(0)}">0</text>`,
+    `<text x="2" y="${y(maxOwned) + 3}">${maxOwned}+</text><text x="2" y="${y(0)}">0</text>`,
+    `<line x1="${x(0)}" x2="${x(end)}" y1="${y(fairShare).toFixed(1)}" y2="${y(fairShare).toFixed(1)}" stroke="#888" stroke-dasharray="4 3"><title>fair share at the configured size: ${fairShare.toFixed(2)} shards per member</title></line>`,
   ]
-  for (const raw of paths) {
-    const [m, pts] = JSON.parse(raw) as [number, Array<[number, number]>]
+  for (const { member: m, pts } of series) {
     let d = ""
     for (const [i, [t, n]] of pts.entries())
       d +=
