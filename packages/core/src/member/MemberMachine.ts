@@ -96,8 +96,19 @@ export interface MemberState {
   /** Local shard lifecycle; a shard is in at most one status, so never owned and revoking. */
   readonly shards: Map<number, ShardEntry>
   heartbeatIntervalMs: number
-  /** Time of the last heartbeat the coordinator answered with NONE. */
+  /**
+   * SEND time of the last request the coordinator answered with NONE (never
+   * decreases). The coordinator starts the session deadline when it handles
+   * the request, which is after the send, so measuring the member's own lease
+   * from here is conservative; measuring it from the response's arrival is not.
+   */
   lastSuccessAt: number
+  /**
+   * seq -> send time of requests that may still be answered, at most
+   * `MAX_TRACKED_REQUESTS` (the oldest are dropped); pruned below an accepted
+   * seq and cleared on fence. A NONE answer to a seq not here cannot grant a lease.
+   */
+  readonly sentAt: Map<number, number>
   /** When the next heartbeat is due (interval or retry backoff). */
   nextHeartbeatAt: number
   /** A SendHeartbeat command is outstanding (dedupes them until `nextRequest`). */
@@ -162,6 +173,9 @@ const DEFAULT_HEARTBEAT_INTERVAL_MS = 3_000
 const DEFAULT_BACKOFF_INITIAL_MS = 100
 const DEFAULT_BACKOFF_MAX_MS = 5_000
 
+/** How many outstanding requests' send times the member keeps (the runtime has one in flight). */
+export const MAX_TRACKED_REQUESTS = 16
+
 /** A new member about to join; its first heartbeat is due at `now`. */
 export const make = (config: MemberConfig, now: number): MemberState => ({
   config,
@@ -175,6 +189,7 @@ export const make = (config: MemberConfig, now: number): MemberState => ({
   shards: new Map(),
   heartbeatIntervalMs: config.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS,
   lastSuccessAt: now,
+  sentAt: new Map(),
   nextHeartbeatAt: now,
   sendRequested: false,
   failures: 0,
@@ -188,7 +203,7 @@ export const make = (config: MemberConfig, now: number): MemberState => ({
 export const clone = (state: MemberState): MemberState => {
   const shards = new Map<number, ShardEntry>()
   for (const [shard, entry] of state.shards) shards.set(shard, { ...entry })
-  return { ...state, assigned: new Map(state.assigned), shards }
+  return { ...state, assigned: new Map(state.assigned), sentAt: new Map(state.sentAt), shards }
 }
 
 export const phase = (state: MemberState): Phase => {
@@ -266,8 +281,9 @@ export const buildRequest = (state: MemberState): HeartbeatRequest => {
 
 /**
  * Take the next request to send: numbers it (`seq`, echoed back on
- * ResponseReceived / HeartbeatFailed), marks REVOKED reports as sent, and
- * clears the outstanding SendHeartbeat.
+ * ResponseReceived / HeartbeatFailed), records its send time `now` (the lease
+ * a NONE answer grants runs from it), marks REVOKED reports as sent, and
+ * clears the outstanding SendHeartbeat. Call it when the request is sent.
  */
 export const nextRequest = (
   state: MemberState,
@@ -275,6 +291,12 @@ export const nextRequest = (
 ): { readonly seq: number; readonly request: HeartbeatRequest } => {
   const seq = state.nextSeq++
   const request = buildRequest(state)
+  state.sentAt.set(seq, now)
+  // Keys are in seq order (insertion order): drop the oldest beyond the bound.
+  for (const old of state.sentAt.keys()) {
+    if (state.sentAt.size <= MAX_TRACKED_REQUESTS) break
+    state.sentAt.delete(old)
+  }
   for (const entry of state.shards.values())
     if (entry.status === "revoked" && entry.revokedReportedFromSeq === 0)
       entry.revokedReportedFromSeq = seq
@@ -372,8 +394,18 @@ const onResponse = (
   }
   if (isStale(state, seq, response)) return
   switch (response.errorCode) {
-    case "NONE":
-      return applyAssignment(state, seq, response, now, out)
+    case "NONE": {
+      // The lease this answer grants runs from the request's send time. If it
+      // has already run out (a late answer, e.g. after a pause), or the send
+      // time is unknown, the coordinator may have expired us: handle it as a
+      // lost response (backoff, self-fence if due), never as an assignment.
+      const sentAt = state.sentAt.get(seq)
+      if (sentAt === undefined || now - sentAt >= leaseMs(state)) {
+        backoff(state, now)
+        return selfFenceIfDue(state, now, out)
+      }
+      return applyAssignment(state, seq, sentAt, response, now, out)
+    }
     case "UNKNOWN_MEMBER_ID":
     case "FENCED_MEMBER_EPOCH":
       if (state.lifecycle === "leaving") return finishLeave(state, out)
@@ -403,15 +435,17 @@ const onResponse = (
 const applyAssignment = (
   state: MemberState,
   seq: number,
+  sentAt: number,
   response: HeartbeatResponse,
   now: number,
   out: Array<MemberCommand>,
 ) => {
   state.acceptFromSeq = seq
+  for (const older of state.sentAt.keys()) if (older < seq) state.sentAt.delete(older)
   state.memberEpoch = response.memberEpoch
   state.assignmentEpoch = response.assignmentEpoch
   state.heartbeatIntervalMs = response.heartbeatIntervalMs
-  state.lastSuccessAt = now
+  state.lastSuccessAt = Math.max(state.lastSuccessAt, sentAt)
   state.failures = 0
   state.nextHeartbeatAt = now + response.heartbeatIntervalMs
   if (state.lifecycle === "joining" || state.lifecycle === "fenced") state.lifecycle = "active"
@@ -496,6 +530,7 @@ const dropOwnership = (state: MemberState, reason: StopReason, out: Array<Member
   state.assignmentEpoch = 0
   // Whatever is still in flight was sent under the old identity.
   state.acceptFromSeq = state.nextSeq
+  state.sentAt.clear()
 }
 
 /** UNKNOWN_MEMBER_ID / FENCED_MEMBER_EPOCH / self-fence: drop everything, rejoin with epoch 0. */
@@ -507,10 +542,12 @@ const fence = (state: MemberState, reason: StopReason, out: Array<MemberCommand>
   requestSend(state, out)
 }
 
+/** How long a NONE answer keeps the member's shards: sessionTimeout − safetyMargin from its send. */
+const leaseMs = (state: MemberState) => state.config.sessionTimeoutMs - state.config.safetyMarginMs
+
 const selfFenceIfDue = (state: MemberState, now: number, out: Array<MemberCommand>) => {
   if (state.shards.size === 0) return
-  const limit = state.config.sessionTimeoutMs - state.config.safetyMarginMs
-  if (now - state.lastSuccessAt < limit) return
+  if (now - state.lastSuccessAt < leaseMs(state)) return
   if (state.lifecycle === "leaving") {
     // The coordinator is expiring us anyway: the leave is complete.
     return finishLeave(state, out)

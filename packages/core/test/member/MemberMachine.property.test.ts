@@ -138,7 +138,7 @@ const cmp = (a: number, b: number, c: number, d: number) => (a !== c ? a - c : b
 const run = (actions: ReadonlyArray<Action>) => {
   const state = MemberMachine.make(config, 0)
   let now = 0
-  const sent: Array<{ seq: number; request: HeartbeatRequest }> = []
+  const sent: Array<{ seq: number; request: HeartbeatRequest; at: number }> = []
   // reference model of what the member may believe
   const model = {
     acceptFrom: 0,
@@ -146,6 +146,7 @@ const run = (actions: ReadonlyArray<Action>) => {
     assignmentEpoch: 0,
     assigned: new Map<number, number>(),
     pending: new Set<number>(),
+    /** Send time of the last request answered with an accepted NONE. */
     lastSuccess: 0,
     leaving: false,
     leaveSeq: 0,
@@ -202,7 +203,7 @@ const run = (actions: ReadonlyArray<Action>) => {
       case "send": {
         if (model.left) continue
         const next = MemberMachine.nextRequest(state, now)
-        sent.push(next)
+        sent.push({ ...next, at: now })
         expect(next.seq).toBe(sent.length)
         for (const r of next.request.revokingShards)
           if (r.state === "REVOKED" && !revokedFirstSent.has(r.shard))
@@ -214,7 +215,7 @@ const run = (actions: ReadonlyArray<Action>) => {
       }
       case "respond": {
         if (sent.length === 0) continue
-        const { seq } = sent[action.pick % sent.length]!
+        const { seq, at } = sent[action.pick % sent.length]!
         const d = action.response
         const r: HeartbeatResponse = {
           errorCode: d.errorCode,
@@ -237,8 +238,13 @@ const run = (actions: ReadonlyArray<Action>) => {
         ) {
           expectLeft = true
         } else if (seq >= model.acceptFrom) {
+          // A NONE answer grants a lease from its request's send time, if that
+          // is still known (the last MAX_TRACKED_REQUESTS sends) and not yet over.
+          const leaseLeft =
+            seq > sent.length - MemberMachine.MAX_TRACKED_REQUESTS && now - at < SELF_FENCE_AFTER
           if (
             r.errorCode === "NONE" &&
+            leaseLeft &&
             cmp(r.memberEpoch, r.assignmentEpoch, model.memberEpoch, model.assignmentEpoch) >= 0
           ) {
             acceptedNoneSeq = seq
@@ -248,7 +254,7 @@ const run = (actions: ReadonlyArray<Action>) => {
             model.assigned = new Map(r.assigned.map((g) => [g.shard, g.token]))
             for (const p of r.pending) model.assigned.delete(p)
             model.pending = new Set(r.pending)
-            model.lastSuccess = now
+            model.lastSuccess = Math.max(model.lastSuccess, at)
           } else if (fenceCode) {
             if (model.leaving) expectLeft = true
             else expectFence = true
@@ -347,9 +353,17 @@ const run = (actions: ReadonlyArray<Action>) => {
       expect(MemberMachine.phase(state)).toBe("left")
       expect(loops.size).toBe(0)
     }
-    // after self-fence (silence for sessionTimeout - safetyMargin), nothing is owned
-    if (action.k === "tick" && now - model.lastSuccess >= SELF_FENCE_AFTER) {
-      expect(loops.size).toBe(0)
+    // the machine agrees with the model on what it accepted
+    expect([state.memberEpoch, state.assignmentEpoch]).toEqual([
+      model.memberEpoch,
+      model.assignmentEpoch,
+    ])
+    expect(state.lastSuccessAt).toBe(model.lastSuccess)
+    // self-fencing: the member never owns or reads a shard at `now` once the
+    // SEND time of its last successful heartbeat is sessionTimeout - safetyMargin
+    // ago (after any step, not only ticks: a late answer must not revive it)
+    if (now - model.lastSuccess >= SELF_FENCE_AFTER) {
+      expect(loops.size, "reading after the lease ran out").toBe(0)
       expect(owned).toEqual([])
     }
     // a drained, no-longer-assigned shard is reported REVOKED on the next heartbeat

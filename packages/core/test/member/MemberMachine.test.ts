@@ -249,6 +249,107 @@ describe("MemberMachine", () => {
     expect(MemberMachine.ownedShards(state)).toEqual([])
   })
 
+  it("lease is measured from the send time of the answered request", () => {
+    const state = stableMember()
+    // Sent at t0 = 1_000, answered at t0 + 3_000: the coordinator's session
+    // deadline started somewhere in between, so the lease runs from t0.
+    const sent = MemberMachine.nextRequest(state, 1_000)
+    MemberMachine.step(state, {
+      _tag: "ResponseReceived",
+      seq: sent.seq,
+      response: response({ assigned: grants(0, 1, 2) }),
+      now: 4_000,
+    })
+    expect(state.lastSuccessAt).toBe(1_000)
+    expect(MemberMachine.step(state, { _tag: "Tick", now: 8_999 })).not.toContainEqual({
+      _tag: "StopAllShards",
+      reason: "self-fence",
+    })
+    // t0 + sessionTimeout - safetyMargin, not 4_000 + 8_000
+    const commands = MemberMachine.step(state, { _tag: "Tick", now: 9_000 })
+    expect(commands).toContainEqual({ _tag: "StopAllShards", reason: "self-fence" })
+    expect(MemberMachine.ownedShards(state)).toEqual([])
+  })
+
+  it("a late response to a request sent before a self-fence does not restart shards", () => {
+    // The self-fence already ran (Tick), then the response arrives.
+    const fenced = stableMember()
+    const before = MemberMachine.nextRequest(fenced, 1_000)
+    expect(MemberMachine.step(fenced, { _tag: "Tick", now: 8_000 })).toContainEqual({
+      _tag: "StopAllShards",
+      reason: "self-fence",
+    })
+    const afterFence = MemberMachine.step(fenced, {
+      _tag: "ResponseReceived",
+      seq: before.seq,
+      response: response({ assignmentEpoch: 2, assigned: grants(0, 1, 2, 3) }),
+      now: 8_500,
+    })
+    expect(tags(afterFence)).not.toContain("StartShard")
+    expect(MemberMachine.ownedShards(fenced)).toEqual([])
+
+    // The self-fence was due but the member was paused (GC): the late response
+    // is the first thing it sees. Its request was sent at 1_000, so the lease
+    // it would grant ended at 9_000: it must self-fence, not start shards.
+    const paused = stableMember()
+    const old = MemberMachine.nextRequest(paused, 1_000)
+    const late = MemberMachine.step(paused, {
+      _tag: "ResponseReceived",
+      seq: old.seq,
+      response: response({ assignmentEpoch: 2, assigned: grants(0, 1, 2, 3) }),
+      now: 9_500,
+    })
+    expect(tags(late)).not.toContain("StartShard")
+    expect(late).toContainEqual({ _tag: "StopAllShards", reason: "self-fence" })
+    expect(MemberMachine.ownedShards(paused)).toEqual([])
+    expect(MemberMachine.buildRequest(paused).memberEpoch).toBe(0)
+
+    // Same for a rejoin whose answer arrives after the lease it would grant.
+    const rejoin = MemberMachine.nextRequest(paused, 9_600)
+    const slow = MemberMachine.step(paused, {
+      _tag: "ResponseReceived",
+      seq: rejoin.seq,
+      response: response({ memberEpoch: 3, assignmentEpoch: 3, assigned: grants(0, 1) }),
+      now: 9_600 + 8_000,
+    })
+    expect(tags(slow)).not.toContain("StartShard")
+    expect(MemberMachine.ownedShards(paused)).toEqual([])
+    // ... while a timely answer to the next one is applied, its lease measured from its send.
+    const next = MemberMachine.nextRequest(paused, 17_700)
+    const ok = MemberMachine.step(paused, {
+      _tag: "ResponseReceived",
+      seq: next.seq,
+      response: response({ memberEpoch: 3, assignmentEpoch: 3, assigned: grants(0, 1) }),
+      now: 17_800,
+    })
+    expect(tags(ok)).toEqual(["StartShard", "StartShard"])
+    expect(paused.lastSuccessAt).toBe(17_700)
+  })
+
+  it("send times are kept only for a bounded number of outstanding requests", () => {
+    const state = stableMember()
+    for (let i = 0; i < 1_000; i++) MemberMachine.nextRequest(state, 10 + i)
+    expect(state.sentAt.size).toBeLessThanOrEqual(MemberMachine.MAX_TRACKED_REQUESTS)
+    // A response to a request whose send time was forgotten cannot extend the lease.
+    const commands = MemberMachine.step(state, {
+      _tag: "ResponseReceived",
+      seq: 3,
+      response: response({ assignmentEpoch: 2, assigned: grants(0, 1, 2, 3) }),
+      now: 1_100,
+    })
+    expect(tags(commands)).not.toContain("StartShard")
+    expect(state.lastSuccessAt).toBe(0)
+    // Answering a request prunes the send times of the older ones.
+    const last = MemberMachine.nextRequest(state, 1_200)
+    MemberMachine.step(state, {
+      _tag: "ResponseReceived",
+      seq: last.seq,
+      response: response({ assigned: grants(0, 1, 2) }),
+      now: 1_300,
+    })
+    expect([...state.sentAt.keys()]).toEqual([last.seq])
+  })
+
   it("layout in the response updates metadataVersion", () => {
     const state = stableMember()
     const { commands } = roundTrip(
