@@ -1,6 +1,8 @@
 /**
  * CoordinatorHost: the Effect runtime around the pure coordinator. It holds
- * the group's CoordinatorLease, loads the snapshot from Store, serves
+ * the group's CoordinatorLease, loads the snapshot from Store and commits its
+ * election before serving anything, checks the lease before every commit
+ * and every deadline, serves
  * heartbeats one at a time, commits records BEFORE answering, writes fences
  * before granting, runs deadlines with effect's Clock, reloads and retries
  * on StaleRevision, and steps down (NOT_COORDINATOR) when the lease or the
@@ -35,7 +37,7 @@ import {
 import { decodeGroupConfig, type GroupConfig } from "./coordinator/GroupConfig.js"
 import { type GroupMonitor, monitor } from "./coordinator/Monitoring.js"
 import type { CoordinatorRecord } from "./coordinator/Records.js"
-import { FenceWriteFailed, type InvalidGroupConfig } from "./Errors.js"
+import { ElectionRefused, FenceWriteFailed, type InvalidGroupConfig } from "./Errors.js"
 import { HeartbeatRequest, type HeartbeatResponse } from "./protocol/Heartbeat.js"
 import { Store } from "./Store.js"
 
@@ -152,6 +154,10 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
         if (armed.get(id)?.at === at) armed.delete(id)
         const l = leader
         if (l === null) return
+        // A host that lost its lease runs no deadline: it steps down instead.
+        const held = yield* Effect.result(leases.renew(l.lease, ttl))
+        if (Result.isFailure(held)) return yield* stepDown("lease lost before a deadline ran")
+        l.lease = held.success
         const now = yield* Clock.currentTimeMillis
         yield* run(l, (state) => Coordinator.onTimer(state, key, now)).pipe(
           Effect.catch((e: NotServing) => stepDown(e.reason)),
@@ -159,23 +165,62 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
       }),
     )
 
-  // Load --------------------------------------------------------------------
+  // Load + election -----------------------------------------------------------
+  /**
+   * Take over: load (or create) the group and commit this lease's election
+   * (`CoordinatorElected`) BEFORE serving anything. That commit moves
+   * `storeRevision` past every revision a paused ex-leader may still hold in
+   * memory, so the ex-leader's next commit fails the compare-and-set even if
+   * this host never commits anything else. The lease is checked (renewed)
+   * right before the commit; a StaleRevision reloads and retries.
+   */
   const loadState = (lease: LeaseGrant) =>
     Effect.gen(function* () {
-      const now = yield* Clock.currentTimeMillis
-      const snapshot = yield* store.load(group)
-      if (Option.isNone(snapshot)) {
-        const records = Coordinator.createGroup(config, now)
-        const revision = yield* store.commit(group, 0, records)
-        const state = initialState(config)
-        replayAll(state, records)
-        state.storeRevision = revision
-        return { lease, state } satisfies Leader
+      const candidate = { holder: options.holder, leaseToken: lease.token }
+      let held = lease
+      for (let attempt = 1; ; attempt++) {
+        const now = yield* Clock.currentTimeMillis
+        const snapshot = yield* store.load(group)
+        held = yield* leases.renew(held, ttl)
+        if (Option.isNone(snapshot)) {
+          const records = Coordinator.createGroup(config, now, candidate)
+          const committed = yield* Effect.result(store.commit(group, 0, records))
+          if (Result.isFailure(committed)) {
+            if (committed.failure._tag === "StaleRevision" && attempt < maxAttempts) continue
+            return yield* Effect.fail(committed.failure)
+          }
+          const state = initialState(config)
+          replayAll(state, records)
+          state.storeRevision = committed.success
+          return { lease: held, state } satisfies Leader
+        }
+        const loaded = Coordinator.load(snapshot.value, now)
+        const election = Coordinator.elect(loaded.state, candidate, now)
+        if (election._tag === "Refused")
+          return yield* Effect.fail(
+            new ElectionRefused({
+              group,
+              holder: candidate.holder,
+              leaseToken: candidate.leaseToken,
+              electedHolder: election.current.holder,
+              electedLeaseToken: election.current.leaseToken,
+            }),
+          )
+        if (election.records.length > 0) {
+          const committed = yield* Effect.result(
+            store.commit(group, loaded.state.storeRevision, election.records),
+          )
+          if (Result.isFailure(committed)) {
+            if (committed.failure._tag === "StaleRevision" && attempt < maxAttempts) continue
+            return yield* Effect.fail(committed.failure)
+          }
+          replayAll(loaded.state, election.records)
+          loaded.state.storeRevision = committed.success
+        }
+        yield* fenceWrite(loaded.fences)
+        yield* arm(loaded.timers)
+        return { lease: held, state: loaded.state } satisfies Leader
       }
-      const loaded = Coordinator.load(snapshot.value, now)
-      yield* fenceWrite(loaded.fences)
-      yield* arm(loaded.timers)
-      return { lease, state: loaded.state } satisfies Leader
     })
 
   /** Become (or stay) the coordinator; must run under `lock`. */
@@ -217,6 +262,11 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
       for (let attempt = 1; ; attempt++) {
         const result = handler(l.state)
         if (result.records.length > 0) {
+          // Still the lease holder? (The CAS below is the final guard.)
+          const held = yield* Effect.result(leases.renew(l.lease, ttl))
+          if (Result.isFailure(held))
+            return yield* Effect.fail(new NotServing("lease lost before a commit"))
+          l.lease = held.success
           const committed = yield* Effect.result(
             store.commit(group, l.state.storeRevision, result.records as Array<CoordinatorRecord>),
           )

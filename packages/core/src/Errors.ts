@@ -80,6 +80,22 @@ export class LeaseLost extends Schema.TaggedError<LeaseLost>()("LeaseLost", {
   token: Schema.Int,
 }) {}
 
+/**
+ * A coordinator candidate's election was refused: the store records an
+ * election with a lease token at least as high (another, newer lease).
+ */
+export class ElectionRefused extends Schema.TaggedError<ElectionRefused>()("ElectionRefused", {
+  group: Schema.String,
+  holder: Schema.String,
+  leaseToken: Schema.Int,
+  electedHolder: Schema.String,
+  electedLeaseToken: Schema.Int,
+}) {
+  override get message(): string {
+    return `lease token ${this.leaseToken} of ${this.holder} is not above the elected ${this.electedLeaseToken} of ${this.electedHolder}`
+  }
+}
+
 /** Writing per-shard owner fences to storage failed. */
 export class FenceWriteFailed extends Schema.TaggedError<FenceWriteFailed>()("FenceWriteFailed", {
   group: Schema.String,

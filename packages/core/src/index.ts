@@ -7,7 +7,7 @@ export {
   type LeaseGrant,
 } from "./CoordinatorLease.js"
 export * as CoordinatorTransport from "./CoordinatorTransport.js"
-export type { CoordinatorResult, Fence, Loaded } from "./coordinator/Coordinator.js"
+export type { CoordinatorResult, Election, Fence, Loaded } from "./coordinator/Coordinator.js"
 export * as Coordinator from "./coordinator/Coordinator.js"
 export * from "./coordinator/CoordinatorState.js"
 export * from "./coordinator/GroupConfig.js"

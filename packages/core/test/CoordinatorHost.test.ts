@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Layer, Option, Scope, Stream } from "effect"
+import { Deferred, Effect, Exit, Fiber, Layer, Option, Scope, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import { makeMemoryUnsafe as makeLease } from "../src/CoordinatorLease.js"
 import {
@@ -12,6 +12,7 @@ import {
   makeCoordinatorHost,
   makeCoordinatorHostAsync,
   Store,
+  type StoreShape,
 } from "../src/index.js"
 import { makeMemoryUnsafe as makeStore } from "../src/Store.js"
 import { config, info, request } from "./coordinator/harness.js"
@@ -235,6 +236,126 @@ describe("CoordinatorHost", () => {
         )
         assert.strictEqual(steady.errorCode, "NONE")
         assert.strictEqual(steady.memberEpoch, a.memberEpoch)
+      }),
+  )
+
+  it.effect(
+    "takeover: a paused ex-leader's commit fails even when the new leader has handled no heartbeat yet (the election commit alone is enough)",
+    () =>
+      Effect.gen(function* () {
+        const store = makeStore()
+        const lease = makeLease()
+        // c1's store commits can be held: a process paused inside a commit
+        let gate: Deferred.Deferred<void> | undefined
+        const pausable: StoreShape = {
+          load: store.load,
+          commit: (g, rev, records) =>
+            Effect.suspend(() =>
+              gate === undefined
+                ? store.commit(g, rev, records)
+                : Effect.andThen(Deferred.await(gate), store.commit(g, rev, records)),
+            ),
+        }
+        const h1 = yield* makeCoordinatorHost({
+          config: cfg,
+          holder: "c1",
+          leaseTtlMs: 2_000,
+        }).pipe(
+          Effect.provide(Layer.merge(Store.layerWith(pausable), CoordinatorLease.layerWith(lease))),
+        )
+        const a = yield* h1.heartbeat(join("a"))
+        const rev = store.revision("g")
+        gate = yield* Deferred.make<void>()
+        // c1 checked its lease, then pauses inside the commit of b's join (holding its lock)
+        const zombie = yield* Effect.forkChild(h1.heartbeat(join("b")))
+        yield* TestClock.adjust(2_001) // c1's lease expires: it could not renew
+        const h2 = yield* makeCoordinatorHost({
+          config: cfg,
+          holder: "c2",
+          leaseTtlMs: 2_000,
+        }).pipe(Effect.provide(env(store, lease)))
+        assert.isTrue(yield* h2.elect)
+        // the takeover committed exactly one batch: the election
+        assert.strictEqual(store.revision("g"), rev + 1)
+        assert.strictEqual(store.auditLog("g").at(-1)?.kind, "CoordinatorElected")
+        const elected = Option.getOrThrow(yield* h2.state)
+        assert.deepStrictEqual(elected.coordinator, { holder: "c2", leaseToken: 2 })
+        // c1 wakes up: its commit (expected revision `rev`) fails the CAS, it steps down
+        yield* Deferred.succeed(gate, undefined)
+        const answer = yield* Fiber.join(zombie)
+        assert.strictEqual(answer.errorCode, "NOT_COORDINATOR")
+        assert.isFalse(yield* h1.isCoordinator)
+        assert.strictEqual(store.revision("g"), rev + 1)
+        // the new leader's memory is the store's state: b never joined, a is served as before
+        const s2 = Option.getOrThrow(yield* h2.state)
+        assert.isFalse(s2.members.has("b"))
+        assert.strictEqual(s2.storeRevision, store.revision("g"))
+        const steady = yield* h2.heartbeat(
+          request({
+            memberId: "a",
+            memberEpoch: a.memberEpoch,
+            assignmentEpoch: a.assignmentEpoch,
+            ownedShards: [0, 1, 2, 3],
+          }),
+        )
+        assert.strictEqual(steady.errorCode, "NONE")
+        assert.deepStrictEqual(steady.assigned, a.assigned)
+      }),
+  )
+
+  it.effect(
+    "a deadline firing on a host that lost its lease does nothing and the host steps down",
+    () =>
+      Effect.gen(function* () {
+        const store = makeStore()
+        const real = makeLease()
+        let lost = false
+        const lease: CoordinatorLeaseShape = {
+          ...real,
+          renew: (g, ttl) =>
+            lost
+              ? Effect.fail(new LeaseLost({ group: g.group, holder: g.holder, token: g.token }))
+              : real.renew(g, ttl),
+        }
+        // a long lease: the renew loop (every TTL/3) does not run before a's session deadline
+        const host = yield* makeCoordinatorHost({
+          config: cfg,
+          holder: "c1",
+          leaseTtlMs: 600_000,
+        }).pipe(Effect.provide(env(store, lease)))
+        yield* host.heartbeat(join("a"))
+        const rev = store.revision("g")
+        lost = true
+        yield* TestClock.adjust(30_001) // a's session deadline passes
+        assert.isFalse(yield* host.isCoordinator)
+        assert.include(Option.getOrThrow(yield* host.lastError), "lease lost before a deadline")
+        assert.strictEqual(store.revision("g"), rev) // a was not expired by a host without the lease
+        assert.notInclude(
+          store.auditLog("g").map((e) => e.kind),
+          "MemberExpired",
+        )
+      }),
+  )
+
+  it.effect(
+    "election with a lower lease token is refused: the host does not serve and commits nothing",
+    () =>
+      Effect.gen(function* () {
+        const store = makeStore()
+        // the store already records an election by lease token 5; this host's lease hands out 1
+        yield* store.commit(
+          "g",
+          0,
+          Coordinator.createGroup(cfg, 0, { holder: "c9", leaseToken: 5 }),
+        )
+        const host = yield* makeCoordinatorHost({ config: cfg, holder: "c1" }).pipe(
+          Effect.provide(env(store)),
+        )
+        const r = yield* host.heartbeat(join("a"))
+        assert.strictEqual(r.errorCode, "NOT_COORDINATOR")
+        assert.include(r.errorMessage ?? "", "ElectionRefused")
+        assert.isFalse(yield* host.isCoordinator)
+        assert.strictEqual(store.revision("g"), 1)
       }),
   )
 

@@ -221,6 +221,8 @@ export class Simulation {
   private storeSource: SimCoordinator | null = null
   private leaseHolder = -1
   private leaseExpires = 0
+  /** Fencing token of the current lease acquisition (strictly increasing). */
+  private leaseToken = 0
   // Data plane.
   private readonly fence: Int32Array
   private readonly cursor: Int32Array
@@ -927,6 +929,12 @@ export class Simulation {
     this.reply(req.member, req.seq, notCoordinator(req.request.memberId))
   }
 
+  /**
+   * Due coordinator timers. Deliberately no lease check (CoordinatorHost
+   * renews its lease before a deadline and before every commit): this models
+   * the worst case, a check that passed just before the process paused, so
+   * the election commit and the store CAS are what must stop a stale leader.
+   */
   private coordTimer(node: number, inc: number): void {
     const c = this.coords[node]!
     if (c.inc !== inc || c.machine === null || !c.alive || this.now < c.timerAt) return
@@ -1008,13 +1016,19 @@ export class Simulation {
     }
   }
 
-  /** Become leader: create the group or load the last committed snapshot. */
+  /**
+   * Become leader: create the group or load the last committed snapshot, then
+   * commit the core's election records (CAS) before serving anything, as
+   * `CoordinatorHost` does. The load and the election commit happen in one
+   * event here, so the CAS cannot lose to another commit.
+   */
   private loadLeader(c: CoordNode): void {
     c.inc++
     c.timerAt = Number.POSITIVE_INFINITY
     const now = local(c.clock, this.now)
+    const candidate = { holder: `coordinator-${c.idx}`, leaseToken: this.leaseToken }
     if (this.storeSource === null) {
-      const created = this.machines.coordinator.create(this.coordinatorConfig(), now)
+      const created = this.machines.coordinator.create(this.coordinatorConfig(), now, candidate)
       c.machine = created.coordinator
       if (this.storeRevision !== 0) throw new Error("store has a revision but no snapshot")
       this.storeRevision = 1
@@ -1026,16 +1040,22 @@ export class Simulation {
         this.storeSource.snapshot(),
         this.storeRevision,
         now,
+        candidate,
       )
+      if (loaded.election === undefined) {
+        // Refused: a newer lease is already recorded (cannot happen with this lease model).
+        this.mark("fault", `coordinator #${c.idx} election refused`)
+        c.machine = null
+        return
+      }
       c.machine = loaded.coordinator
-      // Takeover claim: an empty commit bumps storeRevision, so a paused
-      // ex-leader's next commit fails the CAS even if nothing else changed.
-      // (CoordinatorHost does not do this today; see docs/simulator.md.)
-      if (this.options.noTakeoverClaim !== true) {
+      // BROKEN ON PURPOSE with `skip-election` (test-only): serve without the
+      // election commit, so a paused ex-leader's next commit can pass the CAS.
+      if (this.options.broken !== "skip-election" && loaded.election.records.length > 0) {
         const expected = this.storeRevision
         this.storeRevision++
         this.revisions.commit(this.now, expected, this.storeRevision)
-        loaded.coordinator.claimed(this.storeRevision)
+        loaded.coordinator.apply(loaded.election, this.storeRevision)
         this.storeSource = loaded.coordinator
       }
       this.writeFences(loaded.fences)
@@ -1056,6 +1076,7 @@ export class Simulation {
           this.mark("rebalance", `coordinator failover #${holder.idx} -> #${c.idx}`)
         this.leaseHolder = c.idx
         this.leaseExpires = this.now + timing.coordinatorLeaseMs
+        this.leaseToken++
         this.loadLeader(c)
       }
     }

@@ -44,8 +44,6 @@ export interface SimCoordinator {
   groupEpoch(): number
   /** Member ids in the registry, sorted (for statistics only). */
   members(): ReadonlyArray<string>
-  /** An empty commit moved the store to `revision` (the takeover claim). */
-  claimed(revision: number): void
   /** The committed state as a snapshot (what a failover loads). */
   snapshot(): unknown
 }
@@ -58,9 +56,18 @@ export interface CoordinatorConfig {
   readonly revokeTimeoutMs: number
 }
 
+/** The lease acquisition a new leader takes over with (its fencing token). */
+export interface Candidate {
+  readonly holder: string
+  readonly leaseToken: number
+}
+
 export interface Created {
   readonly coordinator: SimCoordinator
-  /** Records creating the group; commit them with expected revision 0, then `apply`. */
+  /**
+   * Records creating the group (and electing the creator); commit them with
+   * expected revision 0, then `apply`.
+   */
   readonly step: CoordinatorStep
 }
 
@@ -68,11 +75,17 @@ export interface Loaded {
   readonly coordinator: SimCoordinator
   /** Tokens to re-assert in storage after a load. */
   readonly fences: ReadonlyArray<ShardFence>
+  /**
+   * The election the new leader must commit (CAS on the loaded revision) and
+   * `apply` before it serves anything; `undefined` when the election was
+   * refused (a newer lease is already recorded): the candidate must not serve.
+   */
+  readonly election: CoordinatorStep | undefined
 }
 
 export interface CoordinatorFactory {
-  create(config: CoordinatorConfig, now: number): Created
-  load(snapshot: unknown, revision: number, now: number): Loaded
+  create(config: CoordinatorConfig, now: number, candidate: Candidate): Created
+  load(snapshot: unknown, revision: number, now: number, candidate: Candidate): Loaded
 }
 
 export type MemberCommand =

@@ -14,7 +14,14 @@
  * @module
  */
 import { writeFileSync } from "node:fs"
-import { defaultOptions, FAULT_KINDS, SCENARIOS, type Scenario, type SimOptions } from "./config.js"
+import {
+  BROKEN,
+  defaultOptions,
+  FAULT_KINDS,
+  SCENARIOS,
+  type Scenario,
+  type SimOptions,
+} from "./config.js"
 import { renderReport } from "./report.js"
 import { replayCommand, runSeed } from "./run.js"
 import { formatSummary, formatTrace, type Summary } from "./summary.js"
@@ -34,8 +41,7 @@ options:
   --report FILE          self-contained HTML report
   --check-determinism    run the seed twice and compare the event digests
   --swarm N              run N seeds (from --from-seed, default 1) on --jobs threads (default: all cores)
-  --broken KIND          test-only protocol breakage: assign-before-revoke
-  --no-takeover-claim    model a coordinator host without the takeover revision bump
+  --broken KIND          test-only protocol breakage: ${BROKEN.join(" | ")}
 `
 
 class UsageError extends Error {}
@@ -115,13 +121,11 @@ export const parseArgs = (argv: ReadonlyArray<string>): Cli => {
       }
       case "--broken": {
         const b = val()
-        if (b !== "assign-before-revoke") throw new UsageError(`unknown --broken "${b}"`)
-        o = { ...o, broken: b }
+        const known = BROKEN.find((k) => k === b)
+        if (known === undefined) throw new UsageError(`unknown --broken "${b}"`)
+        o = { ...o, broken: known }
         break
       }
-      case "--no-takeover-claim":
-        o = { ...o, noTakeoverClaim: true }
-        break
       case "--json":
         cli.json = true
         break

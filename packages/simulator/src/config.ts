@@ -33,8 +33,16 @@ export const FAULT_KINDS = [
 ] as const
 export type FaultKind = (typeof FAULT_KINDS)[number]
 
-/** Test-only protocol breakages, proving the checkers can fail. */
-export type Broken = "assign-before-revoke"
+/**
+ * Test-only protocol breakages, proving the checkers can fail:
+ * - `assign-before-revoke`: hand a pending shard over before its previous
+ *   owner reported REVOKED.
+ * - `skip-election`: a new coordinator leader serves without committing its
+ *   election (`CoordinatorElected`), as `CoordinatorHost` did before the fix:
+ *   a paused ex-leader's commit can then pass the storeRevision CAS.
+ */
+export type Broken = "assign-before-revoke" | "skip-election"
+export const BROKEN: ReadonlyArray<Broken> = ["assign-before-revoke", "skip-election"]
 
 export interface SimOptions {
   readonly scenario: Scenario
@@ -50,11 +58,6 @@ export interface SimOptions {
   /** Produced messages per second per shard (average; skewed per seed). */
   readonly ratePerShard: number
   readonly broken?: Broken | undefined
-  /**
-   * Model the coordinator host without a takeover claim (no revision bump on
-   * load): reproduces the split brain described in docs/simulator.md.
-   */
-  readonly noTakeoverClaim?: boolean | undefined
   /** Record ownership segments for the HTML report. */
   readonly timeline?: boolean | undefined
 }

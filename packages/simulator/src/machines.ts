@@ -1,7 +1,8 @@
 /**
  * The real machines behind the simulator's adapters: the pure coordinator
- * (`Coordinator.heartbeat` / `onTimer` + `replayAll` / `applyVolatile`) and
- * the member state machine (`MemberMachine.step`) from `@shardline/core`.
+ * (`Coordinator.heartbeat` / `onTimer` / `load` / `elect` + `replayAll` /
+ * `applyVolatile`) and the member state machine (`MemberMachine.step`) from
+ * `@shardline/core`.
  * Nothing here decides anything about the protocol; it only translates the
  * simulator's calls into the machines' inputs and their outputs back, the
  * way `CoordinatorHost` and member-runtime do in production.
@@ -12,6 +13,7 @@
 import {
   applyVolatile,
   Coordinator,
+  type CoordinatorRecord,
   type CoordinatorResult,
   type CoordinatorState,
   initialState,
@@ -115,10 +117,6 @@ class RealCoordinator implements SimCoordinator {
     return [...this.state.members.keys()].sort()
   }
 
-  claimed(revision: number): void {
-    this.state.storeRevision = revision
-  }
-
   snapshot(): unknown {
     return toSnapshot(this.state)
   }
@@ -153,6 +151,14 @@ class RealCoordinator implements SimCoordinator {
     h[i] = last
   }
 }
+
+/** A step that only commits records (creation, election). */
+const recordsOnly = (records: ReadonlyArray<CoordinatorRecord>): RealStep => ({
+  records,
+  notices: [],
+  fences: [],
+  result: { records, response: undefined, timers: [], notices: [], fences: [] },
+})
 
 const groupConfig = (c: CoordinatorConfig) =>
   makeGroupConfig({
@@ -274,24 +280,23 @@ class RealMember implements SimMember {
 export const realMachines: Machines = {
   name: "core",
   coordinator: {
-    create: (config, now) => {
+    create: (config, now, candidate) => {
       const gc = groupConfig(config)
-      const records = Coordinator.createGroup(gc, now)
+      const records = Coordinator.createGroup(gc, now, candidate)
       const coordinator = new RealCoordinator(initialState(gc))
-      const step: RealStep = {
-        records,
-        notices: [],
-        fences: [],
-        result: { records, response: undefined, timers: [], notices: [], fences: [] },
-      }
-      return { coordinator, step }
+      return { coordinator, step: recordsOnly(records) }
     },
-    load: (snapshot, revision, now) => {
+    load: (snapshot, revision, now, candidate) => {
       const loaded = Coordinator.load(snapshot as Snapshot, now)
       loaded.state.storeRevision = revision
       const coordinator = new RealCoordinator(loaded.state)
       coordinator.arm(loaded.timers)
-      return { coordinator, fences: loaded.fences }
+      const election = Coordinator.elect(loaded.state, candidate, now)
+      return {
+        coordinator,
+        fences: loaded.fences,
+        election: election._tag === "Refused" ? undefined : recordsOnly(election.records),
+      }
     },
   },
   member: { make: (config, now) => new RealMember(config, now) },

@@ -37,6 +37,5 @@ export const replayCommand = (o: SimOptions): string => {
     `--rate ${o.ratePerShard}`,
   ]
   if (o.broken !== undefined) args.push(`--broken ${o.broken}`)
-  if (o.noTakeoverClaim === true) args.push("--no-takeover-claim")
   return args.join(" ")
 }

@@ -19,7 +19,7 @@ import {
 } from "./CoordinatorState.js"
 import type { GroupConfig } from "./GroupConfig.js"
 import { Draft, type Fence } from "./internal/Draft.js"
-import type { AuditKind, CoordinatorRecord, MemberState } from "./Records.js"
+import type { AuditKind, CoordinatorEpoch, CoordinatorRecord, MemberState } from "./Records.js"
 import type { Snapshot } from "./Snapshot.js"
 
 export type { Fence } from "./internal/Draft.js"
@@ -66,8 +66,15 @@ const nothing = <A>(response: A): CoordinatorResult<A> => ({
 // Group creation and load
 // ---------------------------------------------------------------------------
 
-/** Records that create a group from its (validated) config. */
-export const createGroup = (config: GroupConfig, now: number): ReadonlyArray<CoordinatorRecord> => [
+/**
+ * Records that create a group from its (validated) config. With `elected`,
+ * the creating leader's election is part of the same first commit.
+ */
+export const createGroup = (
+  config: GroupConfig,
+  now: number,
+  elected?: CoordinatorEpoch,
+): ReadonlyArray<CoordinatorRecord> => [
   {
     _tag: "GroupCreated",
     config,
@@ -83,7 +90,71 @@ export const createGroup = (config: GroupConfig, now: number): ReadonlyArray<Coo
       after: { groupEpoch: 0, assignmentEpoch: 0 },
     },
   },
+  ...(elected === undefined
+    ? []
+    : electionRecords(elected, now, { groupEpoch: 0, assignmentEpoch: 0 })),
 ]
+
+const electionRecords = (
+  elected: CoordinatorEpoch,
+  now: number,
+  epochs: { readonly groupEpoch: number; readonly assignmentEpoch: number },
+): ReadonlyArray<CoordinatorRecord> => [
+  { _tag: "CoordinatorElected", holder: elected.holder, leaseToken: elected.leaseToken },
+  {
+    _tag: "Audit",
+    event: {
+      at: now,
+      kind: "CoordinatorElected",
+      reason: `coordinator ${elected.holder} elected with lease token ${elected.leaseToken}`,
+      before: epochs,
+      after: epochs,
+    },
+  },
+]
+
+/**
+ * Outcome of an election (`elect`):
+ * - `Elected`: commit `records` (CAS on the loaded `storeRevision`) before
+ *   serving anything. The commit bumps `storeRevision` (and nothing else), so
+ *   every commit an ex-leader attempts from its older state fails the CAS.
+ *   `records` is empty only when the state already records this very lease
+ *   (a reload by the leader that won it).
+ * - `Refused`: the state records an election with a lease token at least as
+ *   high (a different lease): this candidate is stale and must not serve.
+ */
+export type Election =
+  | { readonly _tag: "Elected"; readonly records: ReadonlyArray<CoordinatorRecord> }
+  | { readonly _tag: "Refused"; readonly current: CoordinatorEpoch; readonly reason: string }
+
+/**
+ * A new leader (lease `holder`, fencing token `leaseToken`) takes over the
+ * loaded `state`. Pure; the caller commits the records and replays them.
+ */
+export const elect = (
+  state: CoordinatorState,
+  candidate: CoordinatorEpoch,
+  now: number,
+): Election => {
+  const current = state.coordinator
+  if (current !== null) {
+    if (current.leaseToken === candidate.leaseToken && current.holder === candidate.holder)
+      return { _tag: "Elected", records: [] }
+    if (current.leaseToken >= candidate.leaseToken)
+      return {
+        _tag: "Refused",
+        current,
+        reason: `lease token ${candidate.leaseToken} of ${candidate.holder} is not above the elected ${current.leaseToken} of ${current.holder}`,
+      }
+  }
+  return {
+    _tag: "Elected",
+    records: electionRecords(candidate, now, {
+      groupEpoch: state.groupEpoch,
+      assignmentEpoch: state.assignmentEpoch,
+    }),
+  }
+}
 
 export interface Loaded {
   readonly state: CoordinatorState
@@ -96,7 +167,8 @@ export interface Loaded {
 /**
  * Failover: rebuild the state from a snapshot. Every known member gets a
  * fresh session deadline (as Kafka does) and every member with pending
- * revocations a fresh revoke deadline.
+ * revocations a fresh revoke deadline. A new leader then `elect`s itself and
+ * commits the election before it serves anything.
  */
 export const load = (snapshot: Snapshot, now: number): Loaded => {
   const state = fromSnapshot(snapshot)

@@ -5,7 +5,13 @@
  */
 import type { MemberInfo, ShardLayout, ShardProgress } from "../protocol/Heartbeat.js"
 import type { GroupConfig } from "./GroupConfig.js"
-import type { CoordinatorRecord, MemberState, ReshardingState, ShardOwner } from "./Records.js"
+import type {
+  CoordinatorEpoch,
+  CoordinatorRecord,
+  MemberState,
+  ReshardingState,
+  ShardOwner,
+} from "./Records.js"
 import type { Snapshot } from "./Snapshot.js"
 
 export interface MemberEntry {
@@ -46,6 +52,8 @@ export interface CoordinatorState {
   current: Array<ShardOwner | null>
   revocations: Array<string | null>
   tokens: Array<number>
+  /** The last elected coordinator (`CoordinatorElected`); null before the first election. */
+  coordinator: CoordinatorEpoch | null
   // derived indexes: memberId -> shards
   readonly targetOf: Map<string, Set<number>>
   readonly ownedBy: Map<string, Set<number>>
@@ -71,6 +79,7 @@ export const initialState = (config: GroupConfig): CoordinatorState => ({
   current: filled(config.shardCount, null),
   revocations: filled(config.shardCount, null),
   tokens: filled(config.shardCount, 0),
+  coordinator: null,
   targetOf: new Map(),
   ownedBy: new Map(),
   revokingFrom: new Map(),
@@ -108,8 +117,11 @@ export const replay = (state: CoordinatorState, record: CoordinatorRecord): void
     case "GroupCreated": {
       const fresh = initialState(record.config)
       const revision = state.storeRevision
+      const elected = state.coordinator
       Object.assign(state, fresh, { layout: record.layout })
       state.storeRevision = revision
+      // The coordinator epoch only moves forward, even across a re-creation.
+      state.coordinator = elected
       state.members.clear()
       state.targetOf.clear()
       state.ownedBy.clear()
@@ -159,6 +171,10 @@ export const replay = (state: CoordinatorState, record: CoordinatorRecord): void
       }
       return
     }
+    case "CoordinatorElected": {
+      state.coordinator = { holder: record.holder, leaseToken: record.leaseToken }
+      return
+    }
     case "Audit":
       return
   }
@@ -201,6 +217,7 @@ export const toSnapshot = (state: CoordinatorState): Snapshot => ({
   current: [...state.current],
   revocations: [...state.revocations],
   tokens: [...state.tokens],
+  ...(state.coordinator !== null ? { coordinator: state.coordinator } : {}),
 })
 
 /** Checks a decoded snapshot for internal consistency; returns a problem or undefined. */
@@ -249,6 +266,7 @@ export const fromSnapshot = (s: Snapshot): CoordinatorState => {
   state.current = [...s.current]
   state.revocations = [...s.revocations]
   state.tokens = [...s.tokens]
+  state.coordinator = s.coordinator ?? null
   for (let i = 0; i < s.layout.shardCount; i++) {
     indexMove(state.targetOf, i, null, s.target[i])
     indexMove(state.ownedBy, i, null, s.current[i]?.memberId)

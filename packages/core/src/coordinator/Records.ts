@@ -9,7 +9,8 @@
  * MemberUpserted/MemberRemoved -> HSET/HDEL members; GroupEpochBumped -> HSET;
  * TargetAssignmentChanged -> HSET target + assignmentEpoch; ShardOwnersChanged
  * -> HSET/HDEL current + HSET tokens (max); RevocationsChanged -> HSET/HDEL
- * revocations; Audit -> XADD to the group's audit stream (append-only).
+ * revocations; CoordinatorElected -> HSET meta coordinator; Audit -> XADD to
+ * the group's audit stream (append-only).
  */
 import { Schema } from "effect"
 import { MemberInfo, ShardLayout } from "../protocol/Heartbeat.js"
@@ -55,6 +56,18 @@ export type ShardOwner = typeof ShardOwner.Type
 export const ReshardingState = Schema.Union([Schema.TaggedStruct("Idle", {})])
 export type ReshardingState = typeof ReshardingState.Type
 
+/**
+ * The coordinator epoch: the lease acquisition that last won an election.
+ * A new leader commits `CoordinatorElected` before serving anything, so the
+ * commit moves `storeRevision` past every revision an ex-leader may still
+ * hold in memory; its lease token must be higher than the stored one.
+ */
+export const CoordinatorEpoch = Schema.Struct({
+  holder: Schema.String,
+  leaseToken: Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)),
+})
+export type CoordinatorEpoch = typeof CoordinatorEpoch.Type
+
 const Epochs = Schema.Struct({
   groupEpoch: Int0,
   assignmentEpoch: Int0,
@@ -73,6 +86,7 @@ export const AuditKind = Schema.Literals([
   "OwnershipConfirmed",
   "RevokeRequested",
   "RevokeAccepted",
+  "CoordinatorElected",
 ])
 export type AuditKind = typeof AuditKind.Type
 
@@ -110,6 +124,11 @@ export const CoordinatorRecord = Schema.Union([
     shards: Schema.Array(
       Schema.Struct({ shard: Shard, fromMemberId: Schema.NullOr(Schema.String) }),
     ),
+  }),
+  /** A new leader took over (its first commit); changes no group epoch. */
+  Schema.TaggedStruct("CoordinatorElected", {
+    holder: Schema.String,
+    leaseToken: Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)),
   }),
   /** Append-only audit event; does not change coordinator state. */
   Schema.TaggedStruct("Audit", { event: AuditEvent }),

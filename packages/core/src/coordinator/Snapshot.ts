@@ -6,7 +6,7 @@
 import { Schema } from "effect"
 import { ShardLayout } from "../protocol/Heartbeat.js"
 import { GroupConfig } from "./GroupConfig.js"
-import { MemberSnapshot, ReshardingState, ShardOwner } from "./Records.js"
+import { CoordinatorEpoch, MemberSnapshot, ReshardingState, ShardOwner } from "./Records.js"
 
 const Int0 = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
 
@@ -29,6 +29,8 @@ export const Snapshot = Schema.Struct({
   revocations: Schema.Array(Schema.NullOr(Schema.String)),
   /** shard -> last fencing token issued. */
   tokens: Schema.Array(Int0),
+  /** The last elected coordinator (absent before the first election). */
+  coordinator: Schema.optional(CoordinatorEpoch),
 })
 export type Snapshot = typeof Snapshot.Type
 

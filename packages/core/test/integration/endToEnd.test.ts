@@ -230,7 +230,7 @@ describe("end-to-end (in-memory)", () => {
   )
 
   it.effect(
-    "coordinator failover: the standby takes the lease, members keep shards and tokens, the paused ex-leader's stale commit fails",
+    "coordinator failover: the standby takes the lease and commits only its election, members keep shards and tokens, the paused ex-leader's stale commit fails before the new leader committed anything else",
     () =>
       Effect.gen(function* () {
         const c = yield* makeCluster({ shardCount: 12, leaseTtlMs: 2_000 })
@@ -256,7 +256,9 @@ describe("end-to-end (in-memory)", () => {
         const before = tokens(c)
         const mark = c.events.length
 
-        // c1 pauses inside a commit (it holds its lock: no renewals); requests now reach c2
+        // c1 pauses inside a commit (it checked its lease, holds its lock: no renewals);
+        // requests now reach c2
+        const revision = c.store.revision(group)
         gate = yield* Deferred.make<void>()
         const zombie = yield* Effect.forkChild(
           h1.heartbeat({
@@ -280,18 +282,30 @@ describe("end-to-end (in-memory)", () => {
           c.events.slice(mark).filter((e) => ["start", "drained", "stopAll"].includes(e.kind)),
           [],
         )
-        // c2 commits (a new member joins through it)
-        yield* c.addMember("d")
-        yield* c.runRounds(20, () => c.produce(12))
-        yield* c.runUntilSettled(h2)
-        // c1 wakes up: its commit from the stale snapshot fails, it answers NOT_COORDINATOR
+        // c2 committed exactly one batch, its election: steady heartbeats commit nothing
+        assert.strictEqual(c.store.revision(group), revision + 1)
+        assert.deepStrictEqual(
+          c.store
+            .auditLog(group)
+            .slice(-1)
+            .map((e) => e.kind),
+          ["CoordinatorElected"],
+        )
+        // c1 wakes up before c2 committed anything else: the election alone makes its
+        // commit from the stale snapshot fail; it answers NOT_COORDINATOR
         yield* Deferred.succeed(gate, undefined)
         const answer = yield* Fiber.join(zombie)
         assert.strictEqual(answer.errorCode, "NOT_COORDINATOR")
         assert.isFalse(yield* h1.isCoordinator)
+        assert.isTrue(Option.isNone(yield* h1.state))
+        assert.strictEqual(c.store.revision(group), revision + 1)
         const s2 = yield* c.coordinatorState(h2)
         assert.isFalse(s2.members.has("zombie"))
-        assert.isTrue(Option.isNone(yield* h1.state))
+        assert.strictEqual(s2.storeRevision, revision + 1)
+        // c2 goes on serving from memory that matches the store (a new member joins through it)
+        yield* c.addMember("d")
+        yield* c.runRounds(20, () => c.produce(12))
+        yield* c.runUntilSettled(h2)
         // processing continued: nothing lost, no duplicates
         yield* c.runUntil("all acked", c.allAcked)
         assert.deepStrictEqual(counts(c), [3, 3, 3, 3])
