@@ -1197,6 +1197,13 @@ export class Simulation {
     const deferred = m.deferred
     m.deferred = []
     for (const [, kind, a, b, p] of deferred) this.q.push(this.now, kind, a, b, p)
+    // Idle read loops were blocked waiting for data; `produce` does not wake a
+    // paused process, so data that arrived during the pause would wait for the
+    // next message on the shard. On resume a blocked read returns at once:
+    // wake every idle worker (after the deferred events, so a self-fence or a
+    // response due at resume is applied first; a worker with nothing to read
+    // goes idle again).
+    while (m.idle > 0 && m.rotation.length > 0) this.wake(m)
     this.convergence.change(this.now)
   }
 
