@@ -166,8 +166,12 @@ const progressBar = () => {
     const width = 40
     const n = Math.round(f * width)
     process.stderr.write(`\r[${"#".repeat(n)}${".".repeat(width - n)}] ${Math.round(f * 100)}%`)
-    if (f >= 0.999) process.stderr.write("\n")
   }
+}
+
+/** Clears the progress bar's line so the summary starts on a clean line. */
+const clearProgress = () => {
+  if (process.stderr.isTTY) process.stderr.write("\r\x1b[K")
 }
 
 const printFailure = (s: Summary, options: SimOptions) => {
@@ -230,10 +234,12 @@ const main = async (): Promise<number> => {
   }
 
   const run = runSeed({ ...o, timeline: cli.report !== undefined }, { progress: progressBar() })
+  clearProgress()
   let exit = run.summary.violations.length > 0 ? 1 : 0
   let determinism: { ok: boolean; first: string; second: string } | undefined
   if (cli.determinism) {
-    const again = runSeed({ ...o, timeline: cli.report !== undefined })
+    const again = runSeed({ ...o, timeline: cli.report !== undefined }, { progress: progressBar() })
+    clearProgress()
     determinism = {
       ok:
         again.summary.digest === run.summary.digest && again.summary.events === run.summary.events,
