@@ -65,6 +65,10 @@ export const rebalanceCases = {
   leaveHost: "CoordinatorHost (memory Store): owner leaves then rejoins",
 } as const
 
+/** The tiny group of the size-independence check. */
+export const SMALL_GROUP = { members: 20, shards: 16 } as const
+export const steadySmallCase = `bare pure handler, ${SMALL_GROUP.members} members x ${SMALL_GROUP.shards} shards`
+
 const memberId = (i: number) => `pod-${String(i).padStart(5, "0")}-m0`
 
 /** A settled group: every member joined, target == current, all grants confirmed. */
@@ -148,8 +152,20 @@ export const runCoordinatorBench = async (
   if (check.errorCode !== "NONE") throw new Error(`host refused: ${check.errorMessage}`)
   const caseOptions = { maxTime: options.maxTimeSeconds, minSamples: 5 }
 
+  // The same handler on a tiny group, in the same run: a steady heartbeat must
+  // cost the same whatever the group size (no O(members) or O(shards) work).
+  const small = steadyGroup(SMALL_GROUP.members, SMALL_GROUP.shards)
+  const smallStore = Effect.runSync(Store.makeMemory)
+  Effect.runSync(smallStore.commit("bench", 0, Coordinator.createGroup(small.config, 0)))
+  Effect.runSync(smallStore.commit("bench", 1, small.records))
+  const smallBare = Coordinator.load(
+    Option.getOrThrow(Effect.runSync(smallStore.load("bench"))),
+    0,
+  ).state
+
   let i = 0
   let j = 0
+  let s = 0
   const revisionBefore = store.revision("bench")
   const steady = await b.suite(
     `coordinator steady heartbeat (${members} members x ${shards} shards)`,
@@ -158,6 +174,19 @@ export const runCoordinatorBench = async (
       () => {
         const r = Coordinator.heartbeat(bare, requests[i++ % members]!, 1_000)
         applyVolatile(bare, r)
+        if (r.records.length !== 0) throw new Error("steady heartbeat produced records")
+      },
+      caseOptions,
+    ),
+    b.add(
+      steadySmallCase,
+      () => {
+        const r = Coordinator.heartbeat(
+          smallBare,
+          small.requests[s++ % SMALL_GROUP.members]!,
+          1_000,
+        )
+        applyVolatile(smallBare, r)
         if (r.records.length !== 0) throw new Error("steady heartbeat produced records")
       },
       caseOptions,
