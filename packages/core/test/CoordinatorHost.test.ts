@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Exit, Fiber, Layer, Option, Scope, Stream } from "effect"
+import { Effect, Exit, Fiber, Layer, Option, Scope, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import { makeMemoryUnsafe as makeLease } from "../src/CoordinatorLease.js"
 import {
@@ -7,15 +7,16 @@ import {
   CoordinatorLease,
   type CoordinatorLeaseShape,
   type Fence,
+  type HeartbeatResponse,
   LeaseLost,
   type MemoryStore,
   makeCoordinatorHost,
   makeCoordinatorHostAsync,
   Store,
-  type StoreShape,
 } from "../src/index.js"
 import { makeMemoryUnsafe as makeStore } from "../src/Store.js"
 import { config, info, request } from "./coordinator/harness.js"
+import { pausableStore } from "./support/pausableStore.js"
 
 const cfg = config()
 
@@ -23,6 +24,15 @@ const env = (store: MemoryStore, lease: CoordinatorLeaseShape = makeLease()) =>
   Layer.merge(Store.layerWith(store), CoordinatorLease.layerWith(lease))
 
 const join = (memberId: string) => request({ memberId })
+
+/** The steady heartbeat of a member that applied `last`: same epochs, owns what it was granted. */
+const steadyOf = (memberId: string, last: HeartbeatResponse) =>
+  request({
+    memberId,
+    memberEpoch: last.memberEpoch,
+    assignmentEpoch: last.assignmentEpoch,
+    ownedShards: last.assigned.map((g) => g.shard),
+  })
 
 describe("CoordinatorHost", () => {
   it.effect("commits records before answering and writes fences before the response", () =>
@@ -216,6 +226,10 @@ describe("CoordinatorHost", () => {
           Scope.provide(scope1),
         )
         const a = yield* h1.heartbeat(join("a"))
+        assert.deepStrictEqual(
+          a.assigned.map((g) => g.shard),
+          [0, 1, 2, 3],
+        )
         const h2 = yield* makeCoordinatorHost({ config: cfg, holder: "c2" }).pipe(
           Effect.provide(env(store, lease)),
         )
@@ -226,14 +240,7 @@ describe("CoordinatorHost", () => {
         yield* TestClock.adjust(10_000) // h2's renew loop elects it: a's deadline is now +30s
         assert.isTrue(yield* h2.isCoordinator)
         yield* TestClock.adjust(25_000) // 55s since a's last heartbeat, 25s since the load
-        const steady = yield* h2.heartbeat(
-          request({
-            memberId: "a",
-            memberEpoch: a.memberEpoch,
-            assignmentEpoch: a.assignmentEpoch,
-            ownedShards: [0, 1, 2, 3],
-          }),
-        )
+        const steady = yield* h2.heartbeat(steadyOf("a", a))
         assert.strictEqual(steady.errorCode, "NONE")
         assert.strictEqual(steady.memberEpoch, a.memberEpoch)
       }),
@@ -246,26 +253,23 @@ describe("CoordinatorHost", () => {
         const store = makeStore()
         const lease = makeLease()
         // c1's store commits can be held: a process paused inside a commit
-        let gate: Deferred.Deferred<void> | undefined
-        const pausable: StoreShape = {
-          load: store.load,
-          commit: (g, rev, records) =>
-            Effect.suspend(() =>
-              gate === undefined
-                ? store.commit(g, rev, records)
-                : Effect.andThen(Deferred.await(gate), store.commit(g, rev, records)),
-            ),
-        }
+        const paused = pausableStore(store)
         const h1 = yield* makeCoordinatorHost({
           config: cfg,
           holder: "c1",
           leaseTtlMs: 2_000,
         }).pipe(
-          Effect.provide(Layer.merge(Store.layerWith(pausable), CoordinatorLease.layerWith(lease))),
+          Effect.provide(
+            Layer.merge(Store.layerWith(paused.store), CoordinatorLease.layerWith(lease)),
+          ),
         )
         const a = yield* h1.heartbeat(join("a"))
+        assert.deepStrictEqual(
+          a.assigned.map((g) => g.shard),
+          [0, 1, 2, 3],
+        )
         const rev = store.revision("g")
-        gate = yield* Deferred.make<void>()
+        yield* paused.pause
         // c1 checked its lease, then pauses inside the commit of b's join (holding its lock)
         const zombie = yield* Effect.forkChild(h1.heartbeat(join("b")))
         yield* TestClock.adjust(2_001) // c1's lease expires: it could not renew
@@ -281,7 +285,7 @@ describe("CoordinatorHost", () => {
         const elected = Option.getOrThrow(yield* h2.state)
         assert.deepStrictEqual(elected.coordinator, { holder: "c2", leaseToken: 2 })
         // c1 wakes up: its commit (expected revision `rev`) fails the CAS, it steps down
-        yield* Deferred.succeed(gate, undefined)
+        yield* paused.resume
         const answer = yield* Fiber.join(zombie)
         assert.strictEqual(answer.errorCode, "NOT_COORDINATOR")
         assert.isFalse(yield* h1.isCoordinator)
@@ -290,14 +294,7 @@ describe("CoordinatorHost", () => {
         const s2 = Option.getOrThrow(yield* h2.state)
         assert.isFalse(s2.members.has("b"))
         assert.strictEqual(s2.storeRevision, store.revision("g"))
-        const steady = yield* h2.heartbeat(
-          request({
-            memberId: "a",
-            memberEpoch: a.memberEpoch,
-            assignmentEpoch: a.assignmentEpoch,
-            ownedShards: [0, 1, 2, 3],
-          }),
-        )
+        const steady = yield* h2.heartbeat(steadyOf("a", a))
         assert.strictEqual(steady.errorCode, "NONE")
         assert.deepStrictEqual(steady.assigned, a.assigned)
       }),

@@ -29,6 +29,7 @@ import {
 } from "./checkers.js"
 import {
   drawFaults,
+  EPISODIC_FAULTS,
   FAULT_KINDS,
   type FaultKind,
   type FaultMix,
@@ -377,7 +378,7 @@ export class Simulation {
     if (this.totalRate > 0) this.q.push(this.rngArrivals.exp(1000 / this.totalRate), K.PRODUCE)
     for (let k = 0; k < FAULT_KINDS.length; k++) {
       const kind = FAULT_KINDS[k]!
-      if (this.mix.intensity[kind] > 0 && episodic.has(kind))
+      if (this.mix.intensity[kind] > 0 && EPISODIC_FAULTS.has(kind))
         this.q.push(this.faultGap(kind), K.FAULT, k)
     }
     this.q.push(timing.sampleEveryMs, K.SAMPLE)
@@ -1456,17 +1457,6 @@ interface Req {
   readonly seq: number
   readonly request: HeartbeatRequest
 }
-
-const episodic = new Set<FaultKind>([
-  "partition",
-  "oneway",
-  "store-partition",
-  "crash",
-  "pause",
-  "coord-crash",
-  "coord-stale",
-  "slow-drain",
-])
 
 const memberIndex = (id: string): number => Number.parseInt(id.slice(4, 8), 10)
 

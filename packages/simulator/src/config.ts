@@ -34,6 +34,14 @@ export const FAULT_KINDS = [
 export type FaultKind = (typeof FAULT_KINDS)[number]
 
 /**
+ * Faults that are episodes with a start and an end (scheduled and healed);
+ * the others (loss, dup, delay, clock) act on every message or clock read.
+ */
+export const EPISODIC_FAULTS: ReadonlySet<FaultKind> = new Set(
+  FAULT_KINDS.filter((k) => k !== "loss" && k !== "dup" && k !== "delay" && k !== "clock"),
+)
+
+/**
  * Test-only protocol breakages, proving the checkers can fail:
  * - `assign-before-revoke`: hand a pending shard over before its previous
  *   owner reported REVOKED.

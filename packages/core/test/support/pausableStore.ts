@@ -1,0 +1,30 @@
+/**
+ * A Store whose commits can be held, to model a coordinator process that
+ * paused inside a commit (it checked its lease, then stopped: GC, SIGSTOP).
+ */
+import { Deferred, Effect } from "effect"
+import type { StoreShape } from "../../src/index.js"
+
+export const pausableStore = (store: StoreShape) => {
+  let gate: Deferred.Deferred<void> | undefined
+  const pausable: StoreShape = {
+    load: store.load,
+    commit: (g, rev, records) =>
+      Effect.suspend(() =>
+        gate === undefined
+          ? store.commit(g, rev, records)
+          : Effect.andThen(Deferred.await(gate), store.commit(g, rev, records)),
+      ),
+  }
+  return {
+    store: pausable,
+    /** Commits from now on wait until `resume`. */
+    pause: Effect.map(Deferred.make<void>(), (d) => {
+      gate = d
+    }),
+    /** Lets every held commit through. */
+    resume: Effect.suspend(() =>
+      gate === undefined ? Effect.void : Effect.asVoid(Deferred.succeed(gate, undefined)),
+    ),
+  }
+}
