@@ -116,7 +116,10 @@ const steadyGroup = (members: number, shards: number) => {
   })
   const requests: Array<HeartbeatRequest> = ids.map((id, i) => ({
     group: "bench",
+    stream: "orders",
     memberId: id,
+    incarnation: 1,
+    seq: 1,
     memberEpoch: i + 1,
     assignmentEpoch: 1,
     metadataVersion: 0,
@@ -209,7 +212,10 @@ export const runCoordinatorBench = async (
   let m = 0
   const joinReq = (id: string): HeartbeatRequest => ({
     group: "bench",
+    stream: "orders",
     memberId: id,
+    incarnation: 1,
+    seq: 1,
     memberEpoch: 0,
     assignmentEpoch: 0,
     metadataVersion: 0,

@@ -307,7 +307,7 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
     assignmentEpoch: 0,
     assigned: [],
     pending: [],
-    heartbeatIntervalMs: config.heartbeatIntervalMs,
+    ...Coordinator.timing(config),
   })
 
   const heartbeat = (raw: unknown): Effect.Effect<HeartbeatResponse> =>
@@ -326,7 +326,7 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
           assignmentEpoch: leader?.state.assignmentEpoch ?? 0,
           assigned: [],
           pending: [],
-          heartbeatIntervalMs: config.heartbeatIntervalMs,
+          ...Coordinator.timing(config),
         })
       }
       const req = decoded.success

@@ -6,7 +6,10 @@ import { CoordinatorTransport, HeartbeatRequest as HeartbeatRequestSchema } from
 
 const request: HeartbeatRequest = {
   group: "orders",
+  stream: "orders",
   memberId: "m0",
+  incarnation: 1,
+  seq: 1,
   memberEpoch: 0,
   assignmentEpoch: 0,
   metadataVersion: 0,
@@ -23,6 +26,8 @@ const answer = (memberEpoch: number): HeartbeatResponse => ({
   assigned: [{ shard: 0, token: 1 }],
   pending: [],
   heartbeatIntervalMs: 1_000,
+  sessionTimeoutMs: 10_000,
+  rebalanceTimeoutMs: 10_000,
 })
 
 /** A coordinator stand-in: decodes the untrusted request and answers epoch + 1. */

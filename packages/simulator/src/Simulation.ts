@@ -1468,6 +1468,8 @@ const notCoordinator = (memberId: string): HeartbeatResponse => ({
   assigned: [],
   pending: [],
   heartbeatIntervalMs: timing.heartbeatIntervalMs,
+  sessionTimeoutMs: timing.sessionTimeoutMs,
+  rebalanceTimeoutMs: timing.revokeTimeoutMs,
 })
 
 export const runSimulation = (

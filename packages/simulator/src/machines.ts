@@ -209,7 +209,9 @@ class RealMember implements SimMember {
     this.state = MemberMachine.make(
       {
         group: config.group,
+        stream: config.group,
         memberId: config.memberId,
+        incarnation: 1,
         memberInfo: {
           consumerName: config.memberId,
           host: "sim",

@@ -331,6 +331,15 @@ const reconcile = (draft: Draft, memberId: string): Reconciled => {
 // Heartbeat
 // ---------------------------------------------------------------------------
 
+/** The group's timing, sent on every response (docs/protocol.md rule 6). */
+export const timing = (
+  config: GroupConfig,
+): Pick<HeartbeatResponse, "heartbeatIntervalMs" | "sessionTimeoutMs" | "rebalanceTimeoutMs"> => ({
+  heartbeatIntervalMs: config.heartbeatIntervalMs,
+  sessionTimeoutMs: config.sessionTimeoutMs,
+  rebalanceTimeoutMs: config.rebalanceTimeoutMs,
+})
+
 const errorResponse = (
   state: CoordinatorState,
   req: Pick<HeartbeatRequest, "memberId" | "memberEpoch">,
@@ -344,7 +353,7 @@ const errorResponse = (
   assignmentEpoch: state.assignmentEpoch,
   assigned: [],
   pending: [],
-  heartbeatIntervalMs: state.config.heartbeatIntervalMs,
+  ...timing(state.config),
 })
 
 /** Range and shape checks that need the state; a failure changes nothing. */
@@ -352,8 +361,8 @@ export const validateRequest = (
   state: CoordinatorState,
   req: HeartbeatRequest,
 ): string | undefined => {
-  if (req.group !== state.config.groupId)
-    return `group ${req.group} is not served here (${state.config.groupId})`
+  if (req.group !== state.config.groupId || req.stream !== state.config.stream)
+    return `group ${req.group} on stream ${req.stream} is not served here (group ${state.config.groupId} on stream ${state.config.stream})`
   if (req.metadataVersion > state.layout.generation)
     return `metadataVersion ${req.metadataVersion} is ahead of layout generation ${state.layout.generation}`
   if (req.assignmentEpoch > state.assignmentEpoch)
@@ -400,7 +409,7 @@ const respond = (
     assigned: r.assigned,
     pending: r.pending,
     ...(req.metadataVersion < state.layout.generation ? { layout: state.layout } : {}),
-    heartbeatIntervalMs: state.config.heartbeatIntervalMs,
+    ...timing(state.config),
   }
 }
 
@@ -533,7 +542,7 @@ export const heartbeat = (
       assignmentEpoch: draft.assignmentEpoch,
       assigned: [],
       pending: [],
-      heartbeatIntervalMs: state.config.heartbeatIntervalMs,
+      ...timing(state.config),
     }
     return done(draft, response)
   }

@@ -4,6 +4,7 @@
  */
 import { Effect, Result, Schema } from "effect"
 import { InvalidGroupConfig } from "../Errors.js"
+import { MemberWeight } from "../protocol/Heartbeat.js"
 
 const PositiveInt = Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))
 const Id = Schema.NonEmptyString.check(Schema.isMaxLength(256))
@@ -19,9 +20,7 @@ export const GroupConfig = Schema.Struct({
   rebalanceTimeoutMs: PositiveInt,
   heartbeatIntervalMs: PositiveInt,
   /** Configured assignment weight per memberId; overrides the weight a member reports. */
-  memberWeights: Schema.optional(
-    Schema.Record(Schema.String, Schema.Finite.check(Schema.isGreaterThan(0))),
-  ),
+  memberWeights: Schema.optional(Schema.Record(Schema.String, MemberWeight)),
 }).check(
   Schema.makeFilter((c) =>
     c.heartbeatIntervalMs < c.sessionTimeoutMs

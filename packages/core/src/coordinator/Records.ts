@@ -13,7 +13,7 @@
  * the group's audit stream (append-only).
  */
 import { Schema } from "effect"
-import { MemberInfo, ShardLayout } from "../protocol/Heartbeat.js"
+import { MemberInfo, MemberWeight, ShardLayout } from "../protocol/Heartbeat.js"
 import { GroupConfig } from "./GroupConfig.js"
 
 const Int0 = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
@@ -38,7 +38,7 @@ export const MemberSnapshot = Schema.Struct({
   /** Epoch tolerated for a lost response (DESIGN rule 7); equals memberEpoch when none. */
   previousMemberEpoch: Int0,
   state: MemberState,
-  weight: Schema.Finite.check(Schema.isGreaterThan(0)),
+  weight: MemberWeight,
   memberInfo: MemberInfo,
 })
 export type MemberSnapshot = typeof MemberSnapshot.Type

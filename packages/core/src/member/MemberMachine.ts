@@ -47,7 +47,11 @@ import type {
 
 export interface MemberConfig {
   readonly group: string
+  /** The logical stream the group consumes; a group is identified by (stream, group). */
+  readonly stream: string
   readonly memberId: string
+  /** This process start of the member id (see `Incarnation` in protocol/Heartbeat.ts). */
+  readonly incarnation: number
   readonly memberInfo: MemberInfo
   /** The group's session timeout: the coordinator expires a member silent for this long. */
   readonly sessionTimeoutMs: number
@@ -254,12 +258,18 @@ const draining = (state: MemberState): boolean => {
  * heartbeat carrying `memberInfo`; a leaving member that has drained
  * everything sends epoch -1 with nothing owned.
  */
-export const buildRequest = (state: MemberState): HeartbeatRequest => {
+export const buildRequest = (state: MemberState, seq = state.nextSeq): HeartbeatRequest => {
   const { config } = state
+  const identity = {
+    group: config.group,
+    stream: config.stream,
+    memberId: config.memberId,
+    incarnation: config.incarnation,
+    seq,
+  }
   if (state.lifecycle === "leaving" && !draining(state)) {
     return {
-      group: config.group,
-      memberId: config.memberId,
+      ...identity,
       memberEpoch: -1,
       assignmentEpoch: state.assignmentEpoch,
       metadataVersion: state.metadataVersion,
@@ -268,8 +278,7 @@ export const buildRequest = (state: MemberState): HeartbeatRequest => {
     }
   }
   const base = {
-    group: config.group,
-    memberId: config.memberId,
+    ...identity,
     memberEpoch: state.memberEpoch,
     assignmentEpoch: state.assignmentEpoch,
     metadataVersion: state.metadataVersion,
@@ -290,7 +299,7 @@ export const nextRequest = (
   now: number,
 ): { readonly seq: number; readonly request: HeartbeatRequest } => {
   const seq = state.nextSeq++
-  const request = buildRequest(state)
+  const request = buildRequest(state, seq)
   state.sentAt.set(seq, now)
   // Keys are in seq order (insertion order): drop the oldest beyond the bound.
   for (const old of state.sentAt.keys()) {

@@ -19,6 +19,28 @@ export type ShardId = typeof ShardId.Type
 
 const Epoch = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
 const NonEmptyId = Schema.NonEmptyString.check(Schema.isMaxLength(256))
+const PositiveInt = Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))
+
+/** Smallest and largest assignment weight: bounded so quota arithmetic never overflows. */
+export const MIN_MEMBER_WEIGHT = 1e-6
+export const MAX_MEMBER_WEIGHT = 1e6
+
+/** A configured assignment weight, in [MIN_MEMBER_WEIGHT, MAX_MEMBER_WEIGHT]. */
+export const MemberWeight = Schema.Finite.check(
+  Schema.isGreaterThanOrEqualTo(MIN_MEMBER_WEIGHT),
+  Schema.isLessThanOrEqualTo(MAX_MEMBER_WEIGHT),
+)
+
+/**
+ * One process start of a member id, ordered: a later start carries a larger
+ * number (the runtime uses its start time in ms x 1024 plus 10 random bits).
+ * docs/protocol.md rule 9: a join from a larger incarnation replaces the
+ * registered one; requests from a smaller one change nothing.
+ */
+export const Incarnation = Schema.Int.check(
+  Schema.isGreaterThanOrEqualTo(1),
+  Schema.isLessThanOrEqualTo(Number.MAX_SAFE_INTEGER),
+)
 
 /** Versioned shard layout; `generation` is the metadata version members track. */
 export const ShardLayout = Schema.Struct({
@@ -33,6 +55,11 @@ export const ErrorCode = Schema.Literals([
   "UNKNOWN_MEMBER_ID",
   /** The member's epoch is stale or its ownership report was invalid: drop all ownership, rejoin with epoch 0. */
   "FENCED_MEMBER_EPOCH",
+  /**
+   * A newer process (incarnation) of this member id has joined: this process
+   * must stop consuming and must not rejoin (fatal, as Kafka's FENCED_INSTANCE_ID).
+   */
+  "FENCED_INSTANCE_ID",
   /** This process is not (or no longer) the group's coordinator: retry, possibly elsewhere. */
   "NOT_COORDINATOR",
   /** The coordinator is loading the group snapshot: retry after a short backoff. */
@@ -55,6 +82,8 @@ export const ShardProgress = Schema.Struct({
   lastId: Schema.optional(Schema.String),
   acked: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
   pending: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
+  /** Entries in the shard not yet delivered to the group, when the member knows it. */
+  lag: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
 })
 export type ShardProgress = typeof ShardProgress.Type
 
@@ -64,15 +93,22 @@ export const MemberInfo = Schema.Struct({
   consumerName: NonEmptyId,
   host: Schema.String,
   /** Configured assignment weight (default 1). Never the runtime's worker capacity. */
-  weight: Schema.optional(Schema.Finite.check(Schema.isGreaterThan(0))),
+  weight: Schema.optional(MemberWeight),
   /** Local worker capacity, reported for monitoring only (seed: does not cap ownership). */
   runtimeMaxConcurrency: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))),
 })
 export type MemberInfo = typeof MemberInfo.Type
 
 export const HeartbeatRequest = Schema.Struct({
+  /** Consumer group name; a group is identified by (stream, group). */
   group: NonEmptyId,
+  /** The logical stream the group consumes. */
+  stream: NonEmptyId,
   memberId: NonEmptyId,
+  /** The process start that sends this request (see `Incarnation`). */
+  incarnation: Incarnation,
+  /** Per-incarnation request number, increasing: makes a delayed duplicate join harmless. */
+  seq: PositiveInt,
   memberEpoch: Schema.Int.check(Schema.isGreaterThanOrEqualTo(-1)),
   /** Last assignmentEpoch the member applied. */
   assignmentEpoch: Epoch,
@@ -82,6 +118,11 @@ export const HeartbeatRequest = Schema.Struct({
   ownedShards: Schema.Array(ShardId),
   /** Shards the member is giving up, and whether it has finished draining them. */
   revokingShards: Schema.Array(RevokingShard),
+  /**
+   * The member is leaving gracefully and still draining: its shards move to
+   * others as soon as each is reported REVOKED; epoch -1 follows once drained.
+   */
+  leaving: Schema.optional(Schema.Boolean),
   progress: Schema.optional(Schema.Array(ShardProgress)),
   /** Present on a full heartbeat; required when memberEpoch = 0. */
   memberInfo: Schema.optional(MemberInfo),
@@ -111,6 +152,13 @@ export const HeartbeatResponse = Schema.Struct({
   pending: Schema.Array(ShardId),
   /** Present when the request's metadataVersion is stale. */
   layout: Schema.optional(ShardLayout),
-  heartbeatIntervalMs: Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)),
+  heartbeatIntervalMs: PositiveInt,
+  /**
+   * The group's session timeout: the member's own lease derives from it
+   * (docs/protocol.md rule 6), so a member never needs to be configured with it.
+   */
+  sessionTimeoutMs: PositiveInt,
+  /** The group's revoke timeout: a revocation not reported REVOKED within it fences the member. */
+  rebalanceTimeoutMs: PositiveInt,
 })
 export type HeartbeatResponse = typeof HeartbeatResponse.Type

@@ -126,6 +126,9 @@ export const request = (
   req: Partial<HeartbeatRequest> & { memberId: string },
 ): HeartbeatRequest => ({
   group: "g",
+  stream: "orders",
+  incarnation: 1,
+  seq: 1,
   memberEpoch: 0,
   assignmentEpoch: 0,
   metadataVersion: 0,

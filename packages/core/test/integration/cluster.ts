@@ -165,7 +165,9 @@ export const makeCluster = Effect.fnUntraced(function* (options: ClusterOptions)
       const machine = MemberMachine.make(
         {
           group,
+          stream,
           memberId: id,
+          incarnation: 1,
           memberInfo: { consumerName: id, host: "10.0.0.1" },
           sessionTimeoutMs,
           safetyMarginMs: 1_000,

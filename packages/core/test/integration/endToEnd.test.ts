@@ -259,7 +259,10 @@ describe("end-to-end (in-memory)", () => {
         const zombie = yield* Effect.forkChild(
           h1.heartbeat({
             group,
+            stream,
             memberId: "zombie",
+            incarnation: 1,
+            seq: 1,
             memberEpoch: 0,
             assignmentEpoch: 0,
             metadataVersion: 0,

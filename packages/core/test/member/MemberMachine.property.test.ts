@@ -12,7 +12,9 @@ import { MemberMachine } from "../../src/index.js"
 const SHARDS = 6
 const config: MemberMachine.MemberConfig = {
   group: "orders",
+  stream: "orders",
   memberId: "m0",
+  incarnation: 1,
   memberInfo: { consumerName: "m0", host: "h" },
   sessionTimeoutMs: 10_000,
   safetyMarginMs: 2_000,
@@ -225,6 +227,8 @@ const run = (actions: ReadonlyArray<Action>) => {
           assigned: d.assigned,
           pending: d.pending,
           heartbeatIntervalMs: 1_000,
+          sessionTimeoutMs: config.sessionTimeoutMs,
+          rebalanceTimeoutMs: 10_000,
         }
         const fenceCode =
           r.errorCode === "UNKNOWN_MEMBER_ID" || r.errorCode === "FENCED_MEMBER_EPOCH"

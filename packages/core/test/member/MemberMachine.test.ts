@@ -4,7 +4,9 @@ import { MemberMachine } from "../../src/index.js"
 
 const config: MemberMachine.MemberConfig = {
   group: "orders",
+  stream: "orders",
   memberId: "pod-1-m0",
+  incarnation: 1,
   memberInfo: { consumerName: "pod-1-m0", host: "10.0.0.1" },
   sessionTimeoutMs: 10_000,
   safetyMarginMs: 2_000,
@@ -21,8 +23,16 @@ const response = (overrides: Partial<HeartbeatResponse> = {}): HeartbeatResponse
   assigned: [],
   pending: [],
   heartbeatIntervalMs: 1_000,
+  sessionTimeoutMs: 10_000,
+  rebalanceTimeoutMs: 10_000,
   ...overrides,
 })
+
+/** The request the member would send now, without its per-request `seq`. */
+const requestView = (state: MemberMachine.MemberState) => {
+  const { seq: _seq, ...rest } = MemberMachine.buildRequest(state)
+  return rest
+}
 
 const grants = (...shards: Array<number>) => shards.map((shard) => ({ shard, token: shard + 1 }))
 
@@ -180,10 +190,10 @@ describe("MemberMachine", () => {
     "%s: keep state and retry with backoff",
     (errorCode) => {
       const state = stableMember()
-      const before = MemberMachine.buildRequest(state)
+      const before = requestView(state)
       const first = roundTrip(state, response({ errorCode, memberEpoch: 0 }), 100)
       expect(first.commands).toEqual([])
-      expect(MemberMachine.buildRequest(state)).toEqual(before)
+      expect(requestView(state)).toEqual(before)
       expect(state.nextHeartbeatAt).toBe(200)
       roundTrip(state, response({ errorCode }), 200)
       expect(state.nextHeartbeatAt).toBe(400)
@@ -198,19 +208,19 @@ describe("MemberMachine", () => {
 
   it("a failed heartbeat (transport error, timeout) keeps ownership and retries with backoff", () => {
     const state = stableMember()
-    const before = MemberMachine.buildRequest(state)
+    const before = requestView(state)
     const sent = MemberMachine.nextRequest(state, 1_000)
     expect(
       MemberMachine.step(state, { _tag: "HeartbeatFailed", seq: sent.seq, now: 1_500 }),
     ).toEqual([])
-    expect(MemberMachine.buildRequest(state)).toEqual(before)
+    expect(requestView(state)).toEqual(before)
     expect(state.nextHeartbeatAt).toBe(1_600)
     expect(tags(MemberMachine.step(state, { _tag: "Tick", now: 1_600 }))).toEqual(["SendHeartbeat"])
   })
 
   it("INVALID_REQUEST: a typed error is surfaced and ownership is unchanged", () => {
     const state = stableMember()
-    const before = MemberMachine.buildRequest(state)
+    const before = requestView(state)
     const { commands } = roundTrip(
       state,
       response({ errorCode: "INVALID_REQUEST", errorMessage: "bad shard" }),
@@ -222,7 +232,7 @@ describe("MemberMachine", () => {
     if (command?._tag !== "RequestRejected") throw new Error("unreachable")
     expect(command.error._tag).toBe("HeartbeatRejected")
     expect(command.error.message).toBe("bad shard")
-    expect(MemberMachine.buildRequest(state)).toEqual(before)
+    expect(requestView(state)).toEqual(before)
   })
 
   it("self-fencing: no successful heartbeat for sessionTimeout - safetyMargin stops all shards", () => {

@@ -52,6 +52,8 @@ const makeToyCoordinator = (streams: ShardStreams.ShardStreams["Service"]) => {
         assigned: mine ? [{ shard: 0, token }] : [],
         pending: target === req.memberId && !mine ? [0] : [],
         heartbeatIntervalMs: 1_000,
+        sessionTimeoutMs: 10_000,
+        rebalanceTimeoutMs: 10_000,
       }
       return response
     })
@@ -60,7 +62,9 @@ const makeToyCoordinator = (streams: ShardStreams.ShardStreams["Service"]) => {
 
 const config = (memberId: string): MemberMachine.MemberConfig => ({
   group,
+  stream,
   memberId,
+  incarnation: 1,
   memberInfo: { consumerName: memberId, host: "h" },
   sessionTimeoutMs: 10_000,
   safetyMarginMs: 2_000,

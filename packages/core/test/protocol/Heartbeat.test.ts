@@ -6,8 +6,11 @@ const decode = Schema.decodeUnknownSync(HeartbeatRequest)
 
 describe("HeartbeatRequest schema", () => {
   const valid = {
-    group: "orders",
+    group: "workers",
+    stream: "orders",
     memberId: "pod-1-m0",
+    incarnation: 1,
+    seq: 1,
     memberEpoch: 0,
     assignmentEpoch: 0,
     metadataVersion: 0,
