@@ -9,6 +9,12 @@ export {
 export * as CoordinatorTransport from "./CoordinatorTransport.js"
 export type { CoordinatorResult, Election, Fence, Loaded } from "./coordinator/Coordinator.js"
 export * as Coordinator from "./coordinator/Coordinator.js"
+export {
+  CoordinatorShell,
+  type Created,
+  type Step,
+  type Takeover,
+} from "./coordinator/CoordinatorShell.js"
 export * from "./coordinator/CoordinatorState.js"
 export * from "./coordinator/GroupConfig.js"
 export * from "./coordinator/Monitoring.js"

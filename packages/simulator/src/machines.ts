@@ -1,7 +1,7 @@
 /**
- * The real machines behind the simulator's adapters: the pure coordinator
- * (`Coordinator.heartbeat` / `onTimer` / `load` / `elect` + `replayAll` /
- * `applyVolatile`) and the member state machine (`MemberMachine.step`) from
+ * The real machines behind the simulator's adapters: the coordinator shell
+ * (`CoordinatorShell`, the same one `CoordinatorHost` drives, over the pure
+ * `Coordinator`) and the member state machine (`MemberMachine.step`) from
  * `@shardline/core`.
  * Nothing here decides anything about the protocol; it only translates the
  * simulator's calls into the machines' inputs and their outputs back, the
@@ -11,21 +11,13 @@
  */
 
 import {
-  applyVolatile,
-  Coordinator,
-  type CoordinatorRecord,
   type CoordinatorResult,
-  type CoordinatorState,
-  initialState,
+  CoordinatorShell,
   MemberMachine,
   makeGroupConfig,
   movementLowerBound,
-  replayAll,
   type Snapshot,
-  type Timer,
   type TimerKey,
-  timerId,
-  toSnapshot,
 } from "@shardline/core"
 import type {
   CoordinatorConfig,
@@ -51,114 +43,43 @@ const toStep = (result: CoordinatorResult<unknown>, response: boolean): RealStep
   result,
 })
 
-/** One coordinator instance: the state plus its armed timers (like CoordinatorHost's). */
+/** One coordinator instance: a thin view of the core's CoordinatorShell. */
 class RealCoordinator implements SimCoordinator {
-  // Armed timers: a min-heap by `at`, one live entry per timer id.
-  private readonly heap: Array<Timer> = []
-  private readonly armed = new Map<string, number>()
-
-  constructor(private readonly state: CoordinatorState) {}
+  constructor(private readonly shell: CoordinatorShell) {}
 
   revision(): number {
-    return this.state.storeRevision
+    return this.shell.revision
   }
 
   heartbeat(request: Parameters<SimCoordinator["heartbeat"]>[0], now: number): CoordinatorStep {
-    return toStep(Coordinator.heartbeat(this.state, request, now), true)
+    return toStep(this.shell.heartbeat(request, now), true)
   }
 
   dueTimer(now: number): CoordinatorStep | undefined {
-    for (;;) {
-      const top = this.heap[0]
-      if (top === undefined || top.at > now) return undefined
-      this.pop()
-      const id = timerId(top.key)
-      if (this.armed.get(id) !== top.at) continue
-      this.armed.delete(id)
-      return toStep(Coordinator.onTimer(this.state, top.key, now), false)
-    }
+    const step = this.shell.dueTimer(now)
+    return step === undefined ? undefined : toStep(step, false)
   }
 
   nextTimer(): number | undefined {
-    for (;;) {
-      const top = this.heap[0]
-      if (top === undefined) return undefined
-      if (this.armed.get(timerId(top.key)) === top.at) return top.at
-      this.pop()
-    }
+    return this.shell.nextTimer()
   }
 
   apply(step: CoordinatorStep, revision: number | undefined): void {
-    const { result } = step as RealStep
-    if (revision !== undefined) {
-      replayAll(this.state, result.records)
-      this.state.storeRevision = revision
-    }
-    applyVolatile(this.state, result)
-    this.arm(result.timers)
-  }
-
-  arm(timers: ReadonlyArray<Timer>): void {
-    for (const t of timers) {
-      const id = timerId(t.key)
-      const cur = this.armed.get(id)
-      // A timer that fires before its (moved) deadline re-arms itself.
-      if (cur !== undefined && cur <= t.at) continue
-      this.armed.set(id, t.at)
-      this.push(t)
-    }
+    this.shell.apply((step as RealStep).result, revision)
   }
 
   groupEpoch(): number {
-    return this.state.groupEpoch
+    return this.shell.state.groupEpoch
   }
 
   members(): ReadonlyArray<string> {
-    return [...this.state.members.keys()].sort()
+    return [...this.shell.state.members.keys()].sort()
   }
 
   snapshot(): unknown {
-    return toSnapshot(this.state)
-  }
-
-  private push(t: Timer): void {
-    const h = this.heap
-    let i = h.length
-    h.push(t)
-    while (i > 0) {
-      const p = (i - 1) >> 1
-      if (h[p]!.at <= t.at) break
-      h[i] = h[p]!
-      i = p
-    }
-    h[i] = t
-  }
-
-  private pop(): void {
-    const h = this.heap
-    const last = h.pop()!
-    if (h.length === 0) return
-    let i = 0
-    for (;;) {
-      const l = 2 * i + 1
-      if (l >= h.length) break
-      const r = l + 1
-      const c = r < h.length && h[r]!.at < h[l]!.at ? r : l
-      if (h[c]!.at >= last.at) break
-      h[i] = h[c]!
-      i = c
-    }
-    h[i] = last
+    return this.shell.snapshot()
   }
 }
-
-/** A step that only commits records (creation, election). */
-const recordsOnly = (records: ReadonlyArray<CoordinatorRecord>): RealStep => ({
-  records,
-  notices: [],
-  fences: [],
-  result: { records, response: undefined, timers: [], notices: [], fences: [] },
-})
 
 const groupConfig = (c: CoordinatorConfig) =>
   makeGroupConfig({
@@ -279,25 +200,41 @@ class RealMember implements SimMember {
   }
 }
 
+/** Stands in for a candidate whose election was refused: the simulator never drives it. */
+const refused: SimCoordinator = {
+  revision: () => 0,
+  heartbeat: () => {
+    throw new Error("a refused coordinator never serves")
+  },
+  dueTimer: () => undefined,
+  nextTimer: () => undefined,
+  apply: () => {
+    throw new Error("a refused coordinator never commits")
+  },
+  groupEpoch: () => 0,
+  members: () => [],
+  snapshot: () => undefined,
+}
+
 export const realMachines: Machines = {
   name: "core",
   coordinator: {
     create: (config, now, candidate) => {
-      const gc = groupConfig(config)
-      const records = Coordinator.createGroup(gc, now, candidate)
-      const coordinator = new RealCoordinator(initialState(gc))
-      return { coordinator, step: recordsOnly(records) }
+      const { shell, step } = CoordinatorShell.create(groupConfig(config), now, candidate)
+      return { coordinator: new RealCoordinator(shell), step: toStep(step, false) }
     },
     load: (snapshot, revision, now, candidate) => {
-      const loaded = Coordinator.load(snapshot as Snapshot, now)
-      loaded.state.storeRevision = revision
-      const coordinator = new RealCoordinator(loaded.state)
-      coordinator.arm(loaded.timers)
-      const election = Coordinator.elect(loaded.state, candidate, now)
+      const takeover = CoordinatorShell.load(
+        { ...(snapshot as Snapshot), storeRevision: revision },
+        now,
+        candidate,
+      )
+      if (takeover._tag === "Refused")
+        return { coordinator: refused, fences: [], election: undefined }
       return {
-        coordinator,
-        fences: loaded.fences,
-        election: election._tag === "Refused" ? undefined : recordsOnly(election.records),
+        coordinator: new RealCoordinator(takeover.shell),
+        fences: takeover.fences,
+        election: toStep(takeover.step, false),
       }
     },
   },
