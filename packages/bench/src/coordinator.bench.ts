@@ -16,18 +16,17 @@
  *   moved shards from their records; the host case from the audit log.
  */
 import {
-  applyVolatile,
   Coordinator,
   CoordinatorLease,
   type CoordinatorRecord,
+  CoordinatorShell,
   type HeartbeatRequest,
   makeCoordinatorHostAsync,
   makeGroupConfig,
-  replayAll,
   type Snapshot,
-  Store,
   stickyAssign,
 } from "@shardline/core"
+import { Store } from "@shardline/core/testing"
 import b from "benny"
 import { Effect, Layer, Option } from "effect"
 
@@ -70,6 +69,16 @@ export const SMALL_GROUP = { members: 20, shards: 16 } as const
 export const steadySmallCase = `bare pure handler, ${SMALL_GROUP.members} members x ${SMALL_GROUP.shards} shards`
 
 const memberId = (i: number) => `pod-${String(i).padStart(5, "0")}-m0`
+
+const key = { stream: "orders", group: "bench" }
+
+/** A leader's shell over the stored snapshot (its election applied as if committed). */
+const leaderShell = (snapshot: Snapshot, now: number): CoordinatorShell => {
+  const takeover = CoordinatorShell.load(snapshot, now, { holder: "bench-bare", leaseToken: 1e9 })
+  if (takeover._tag === "Refused") throw new Error(takeover.reason)
+  takeover.shell.apply(takeover.step, takeover.shell.revision + 1)
+  return takeover.shell
+}
 
 /** A settled group: every member joined, target == current, all grants confirmed. */
 const steadyGroup = (members: number, shards: number) => {
@@ -141,16 +150,16 @@ export const runCoordinatorBench = async (
 ): Promise<CoordinatorBenchResults> => {
   const { members, shards } = options
   const { config, records, requests } = steadyGroup(members, shards)
-  const store = Effect.runSync(Store.makeMemory)
-  Effect.runSync(store.commit("bench", 0, Coordinator.createGroup(config, 0)))
-  Effect.runSync(store.commit("bench", 1, records))
-  const snapshot: Snapshot = Option.getOrThrow(Effect.runSync(store.load("bench")))
+  const store = Store.makeMemoryUnsafe()
+  Effect.runSync(store.commit(key, 0, Coordinator.createGroup(config, 0)))
+  Effect.runSync(store.commit(key, 1, records))
+  const snapshot: Snapshot = Option.getOrThrow(Effect.runSync(store.load(key)))
   const host = await makeCoordinatorHostAsync({
     config,
     holder: "bench",
-    layer: Layer.merge(Store.layerWith(store), CoordinatorLease.layerMemory),
+    layer: Layer.merge(Layer.succeed(Store.Store, store), CoordinatorLease.layerMemory),
   })
-  const bare = Coordinator.load(snapshot, Date.now()).state
+  const bare = leaderShell(snapshot, 0)
   const check = await host.heartbeat(requests[0])
   if (check.errorCode !== "NONE") throw new Error(`host refused: ${check.errorMessage}`)
   const caseOptions = { maxTime: options.maxTimeSeconds, minSamples: 5 }
@@ -158,39 +167,32 @@ export const runCoordinatorBench = async (
   // The same handler on a tiny group, in the same run: a steady heartbeat must
   // cost the same whatever the group size (no O(members) or O(shards) work).
   const small = steadyGroup(SMALL_GROUP.members, SMALL_GROUP.shards)
-  const smallStore = Effect.runSync(Store.makeMemory)
-  Effect.runSync(smallStore.commit("bench", 0, Coordinator.createGroup(small.config, 0)))
-  Effect.runSync(smallStore.commit("bench", 1, small.records))
-  const smallBare = Coordinator.load(
-    Option.getOrThrow(Effect.runSync(smallStore.load("bench"))),
-    0,
-  ).state
+  const smallStore = Store.makeMemoryUnsafe()
+  Effect.runSync(smallStore.commit(key, 0, Coordinator.createGroup(small.config, 0)))
+  Effect.runSync(smallStore.commit(key, 1, small.records))
+  const smallBare = leaderShell(Option.getOrThrow(Effect.runSync(smallStore.load(key))), 0)
 
   let i = 0
   let j = 0
   let s = 0
-  const revisionBefore = store.revision("bench")
+  const revisionBefore = store.revision(key)
   const steady = await b.suite(
     `coordinator steady heartbeat (${members} members x ${shards} shards)`,
     b.add(
       "bare pure handler: Coordinator.heartbeat",
       () => {
-        const r = Coordinator.heartbeat(bare, requests[i++ % members]!, 1_000)
-        applyVolatile(bare, r)
+        const r = bare.heartbeat(requests[i++ % members]!, 1_000)
         if (r.records.length !== 0) throw new Error("steady heartbeat produced records")
+        bare.apply(r)
       },
       caseOptions,
     ),
     b.add(
       steadySmallCase,
       () => {
-        const r = Coordinator.heartbeat(
-          smallBare,
-          small.requests[s++ % SMALL_GROUP.members]!,
-          1_000,
-        )
-        applyVolatile(smallBare, r)
+        const r = smallBare.heartbeat(small.requests[s++ % SMALL_GROUP.members]!, 1_000)
         if (r.records.length !== 0) throw new Error("steady heartbeat produced records")
+        smallBare.apply(r)
       },
       caseOptions,
     ),
@@ -204,10 +206,10 @@ export const runCoordinatorBench = async (
     ),
     b.cycle(),
   )
-  const steadyCommits = store.revision("bench") - revisionBefore
+  const steadyCommits = store.revision(key) - revisionBefore
 
   // One rebalance step: a join into the steady group (then a leave, so the group stays the same size).
-  const bareApplied = Coordinator.load(snapshot, 0).state
+  const bareApplied = leaderShell(snapshot, 0)
   let k = 0
   let m = 0
   const joinReq = (id: string): HeartbeatRequest => ({
@@ -229,11 +231,9 @@ export const runCoordinatorBench = async (
     memberInfo: undefined,
   })
   const applied = (req: HeartbeatRequest): number => {
-    const r = Coordinator.heartbeat(bareApplied, req, 0)
+    const r = bareApplied.heartbeat(req, 0)
     if (r.response.errorCode !== "NONE") throw new Error(r.response.errorCode)
-    replayAll(bareApplied, r.records)
-    bareApplied.storeRevision += 1
-    applyVolatile(bareApplied, r)
+    bareApplied.apply(r, r.records.length > 0 ? bareApplied.revision + 1 : undefined)
     return movedIn(r.records)
   }
   /** Target shards moved by the records of one result. */
@@ -242,7 +242,7 @@ export const runCoordinatorBench = async (
   /** Target shards moved according to the host's audit log, for the events whose reason matches. */
   const auditMoved = (reason: RegExp): number =>
     store
-      .auditLog("bench")
+      .auditLog(key)
       .reduce(
         (n, e) =>
           n +
@@ -264,7 +264,7 @@ export const runCoordinatorBench = async (
     b.add(
       rebalanceCases.join,
       () => {
-        moved.join += movedIn(Coordinator.heartbeat(bare, joinReq("zz-joiner"), 0).records)
+        moved.join += movedIn(bare.heartbeat(joinReq("zz-joiner"), 0).records)
         moved.joinOps++
       },
       caseOptions,
@@ -291,7 +291,7 @@ export const runCoordinatorBench = async (
     b.add(
       rebalanceCases.leave,
       () => {
-        const r = Coordinator.heartbeat(bare, leaveReq(memberId(0)), 0)
+        const r = bare.heartbeat(leaveReq(memberId(0)), 0)
         movedLeave.bare += movedIn(r.records)
         movedLeave.bareOps++
       },

@@ -1,12 +1,15 @@
 /**
- * CoordinatorHost: the Effect runtime around the pure coordinator. It holds
- * the group's CoordinatorLease, loads the snapshot from Store and commits its
- * election before serving anything, checks the lease before every commit
- * and every deadline, serves
- * heartbeats one at a time, commits records BEFORE answering, writes fences
- * before granting, runs deadlines with effect's Clock, reloads and retries
- * on StaleRevision, and steps down (NOT_COORDINATOR) when the lease or the
- * compare-and-set is lost.
+ * CoordinatorHost: the Effect runtime around one group's `CoordinatorShell`.
+ * It holds the group's CoordinatorLease, loads the snapshot from Store and
+ * commits its election before serving anything, serves heartbeats one at a
+ * time, checks the lease before every commit, commits records BEFORE
+ * answering, writes owner fences through `OwnerFence` before the response,
+ * runs deadlines with effect's Clock (one sleeping fiber for the shell's
+ * earliest deadline), reloads and retries on StaleRevision, and steps down
+ * (NOT_COORDINATOR) when the lease or the compare-and-set is lost.
+ *
+ * The group is (config.stream, config.groupId): the host's lease, snapshot
+ * and fences are that key's, so same-named groups on two streams never meet.
  */
 import {
   Clock,
@@ -23,23 +26,21 @@ import {
   Semaphore,
   Stream,
 } from "effect"
-import { CoordinatorLease, type LeaseGrant } from "./CoordinatorLease.js"
 import * as Coordinator from "./coordinator/Coordinator.js"
-import {
-  applyVolatile,
-  type CoordinatorState,
-  initialState,
-  replayAll,
-  type Timer,
-  type TimerKey,
-  timerId,
-} from "./coordinator/CoordinatorState.js"
+import { CoordinatorShell, type Step, type Takeover } from "./coordinator/CoordinatorShell.js"
+import type { CoordinatorState } from "./coordinator/CoordinatorState.js"
 import { decodeGroupConfig, type GroupConfig } from "./coordinator/GroupConfig.js"
 import { type GroupMonitor, monitor } from "./coordinator/Monitoring.js"
-import type { CoordinatorRecord } from "./coordinator/Records.js"
 import { ElectionRefused, FenceWriteFailed, type InvalidGroupConfig } from "./Errors.js"
+import {
+  CoordinatorLease,
+  type LeaseGrant,
+  layerMemory as leaseMemory,
+} from "./ports/CoordinatorLease.js"
+import { type GroupKey, groupKeyOf } from "./ports/GroupKey.js"
+import { layerNoop as fenceNoop, OwnerFence } from "./ports/OwnerFence.js"
+import { Store, layerMemory as storeMemory } from "./ports/Store.js"
 import { HeartbeatRequest, type HeartbeatResponse } from "./protocol/Heartbeat.js"
-import { Store } from "./Store.js"
 
 export interface CoordinatorHostOptions {
   /** Group configuration (validated; used when the group does not exist yet). */
@@ -48,10 +49,6 @@ export interface CoordinatorHostOptions {
   readonly holder: string
   /** Lease TTL; defaults to the group's session timeout. Renewed every TTL/3. */
   readonly leaseTtlMs?: number
-  /** Write per-shard owner tokens to storage; runs after the commit, before the response. */
-  readonly fence?: (
-    fences: ReadonlyArray<Coordinator.Fence>,
-  ) => Effect.Effect<void, FenceWriteFailed>
   /** Called for every "look again" notice (also published on `notices`). */
   readonly onNotice?: (memberId: string) => Effect.Effect<void>
   /** Commit attempts after StaleRevision (reload + re-run) before stepping down. Default 3. */
@@ -59,6 +56,8 @@ export interface CoordinatorHostOptions {
 }
 
 export interface CoordinatorHost {
+  /** The group this host coordinates: (config.stream, config.groupId). */
+  readonly key: GroupKey
   /** Decode an untrusted request and answer it. Never fails: errors are error codes. */
   readonly heartbeat: (req: unknown) => Effect.Effect<HeartbeatResponse>
   /** "Look again" notices: member ids whose assignment grew. */
@@ -75,7 +74,7 @@ export interface CoordinatorHost {
 
 interface Leader {
   lease: LeaseGrant
-  state: CoordinatorState
+  readonly shell: CoordinatorShell
 }
 
 const decodeRequest = Schema.decodeUnknownResult(HeartbeatRequest)
@@ -88,23 +87,25 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
   const config = yield* decodeGroupConfig(options.config)
   const store = yield* Store
   const leases = yield* CoordinatorLease
+  const fence = yield* OwnerFence
   const scope = yield* Scope.Scope
-  const group = config.groupId
+  const key = groupKeyOf(config)
   const ttl = options.leaseTtlMs ?? config.sessionTimeoutMs
   const maxAttempts = options.maxCommitAttempts ?? 3
   const lock = yield* Semaphore.make(1)
   const pubsub = yield* PubSub.unbounded<string>()
-  const armed = new Map<string, { at: number; fiber: Fiber.Fiber<void> }>()
   let leader: Leader | null = null
   let lastError: string | null = null
+  /** The one sleeping fiber, due at the leader's earliest deadline (`shell.nextTimer()`). */
+  let timer: { readonly at: number; readonly fiber: Fiber.Fiber<void> } | undefined
 
-  const fenceWrite = (fences: ReadonlyArray<Coordinator.Fence>) =>
-    fences.length === 0 || options.fence === undefined ? Effect.void : options.fence(fences)
+  const writeFences = (fences: ReadonlyArray<Coordinator.Fence>) =>
+    fences.length === 0 ? Effect.void : fence.write(key, fences)
 
-  const disarmAll = Effect.suspend(() => {
-    const fibers = [...armed.values()].map((a) => a.fiber)
-    armed.clear()
-    return Effect.forEach(fibers, Fiber.interrupt, { discard: true })
+  const disarm = Effect.suspend(() => {
+    const armed = timer
+    timer = undefined
+    return armed === undefined ? Effect.void : Fiber.interrupt(armed.fiber)
   })
 
   const stepDown = (reason: string) =>
@@ -112,7 +113,7 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
       lastError = reason
       const was = leader
       leader = null
-      return Effect.andThen(disarmAll, was === null ? Effect.void : leases.release(was.lease))
+      return Effect.andThen(disarm, was === null ? Effect.void : leases.release(was.lease))
     })
 
   const publish = (notices: ReadonlyArray<string>) =>
@@ -126,44 +127,35 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
       { discard: true },
     )
 
-  // Timers ------------------------------------------------------------------
-  const arm = (timers: ReadonlyArray<Timer>): Effect.Effect<void> =>
-    Effect.forEach(
-      timers,
-      (t) =>
-        Effect.gen(function* () {
-          const id = timerId(t.key)
-          const existing = armed.get(id)
-          // Lazy re-arm: an earlier timer fires, sees the later deadline, re-arms.
-          if (existing !== undefined && existing.at <= t.at) return
-          if (existing !== undefined) yield* Fiber.interrupt(existing.fiber)
-          const now = yield* Clock.currentTimeMillis
-          const fiber = yield* Effect.forkIn(
-            Effect.andThen(Effect.sleep(Math.max(0, t.at - now)), fire(t.key, t.at)),
-            scope,
-          )
-          armed.set(id, { at: t.at, fiber })
-        }),
-      { discard: true },
-    )
+  // Deadlines -----------------------------------------------------------------
+  /** Point the sleeping fiber at the leader's earliest deadline; runs under `lock`. */
+  const rearm: Effect.Effect<void> = Effect.suspend(() => {
+    const next = leader?.shell.nextTimer()
+    if (timer?.at === next) return Effect.void
+    return Effect.gen(function* () {
+      yield* disarm
+      if (next === undefined) return
+      const now = yield* Clock.currentTimeMillis
+      const fiber = yield* Effect.forkIn(
+        Effect.andThen(Effect.sleep(Math.max(0, next - now)), lock.withPermit(fireDue)),
+        scope,
+      )
+      timer = { at: next, fiber }
+    })
+  })
 
-  const fire = (key: TimerKey, at: number): Effect.Effect<void> =>
-    lock.withPermit(
-      Effect.gen(function* () {
-        const id = timerId(key)
-        if (armed.get(id)?.at === at) armed.delete(id)
-        const l = leader
-        if (l === null) return
-        // A host that lost its lease runs no deadline: it steps down instead.
-        const held = yield* Effect.result(leases.renew(l.lease, ttl))
-        if (Result.isFailure(held)) return yield* stepDown("lease lost before a deadline ran")
-        l.lease = held.success
-        const now = yield* Clock.currentTimeMillis
-        yield* run(l, (state) => Coordinator.onTimer(state, key, now)).pipe(
-          Effect.catch((e: NotServing) => stepDown(e.reason)),
-        )
-      }),
-    )
+  /** Run every deadline due now, then re-arm; a host that lost its lease steps down instead. */
+  const fireDue: Effect.Effect<void> = Effect.gen(function* () {
+    timer = undefined // this fiber is the armed one: never interrupt it from here
+    while (leader !== null) {
+      const now = yield* Clock.currentTimeMillis
+      const ran = yield* execute((shell) => shell.dueTimer(now), "a deadline ran").pipe(
+        Effect.catch((e: NotServing) => Effect.as(stepDown(e.reason), Option.none())),
+      )
+      if (Option.isNone(ran)) break
+    }
+    yield* rearm
+  })
 
   // Load + election -----------------------------------------------------------
   /**
@@ -171,55 +163,40 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
    * (`CoordinatorElected`) BEFORE serving anything. That commit moves
    * `storeRevision` past every revision a paused ex-leader may still hold in
    * memory, so the ex-leader's next commit fails the compare-and-set even if
-   * this host never commits anything else. The lease is checked (renewed)
-   * right before the commit; a StaleRevision reloads and retries.
+   * this host never commits anything else. The lease is renewed right before
+   * the commit (a load may take a while); a StaleRevision reloads and retries.
    */
-  const loadState = (lease: LeaseGrant) =>
+  const takeOver = (lease: LeaseGrant) =>
     Effect.gen(function* () {
       const candidate = { holder: options.holder, leaseToken: lease.token }
       let held = lease
       for (let attempt = 1; ; attempt++) {
         const now = yield* Clock.currentTimeMillis
-        const snapshot = yield* store.load(group)
+        const snapshot = yield* store.load(key)
         held = yield* leases.renew(held, ttl)
-        if (Option.isNone(snapshot)) {
-          const records = Coordinator.createGroup(config, now, candidate)
-          const committed = yield* Effect.result(store.commit(group, 0, records))
+        const start: Takeover = Option.isNone(snapshot)
+          ? { _tag: "Elected", ...CoordinatorShell.create(config, now, candidate), fences: [] }
+          : CoordinatorShell.load(snapshot.value, now, candidate)
+        if (start._tag === "Refused")
+          return yield* new ElectionRefused({
+            stream: key.stream,
+            group: key.group,
+            holder: candidate.holder,
+            leaseToken: candidate.leaseToken,
+            electedHolder: start.current.holder,
+            electedLeaseToken: start.current.leaseToken,
+          })
+        const { shell, step, fences } = start
+        if (step.records.length > 0) {
+          const committed = yield* Effect.result(store.commit(key, shell.revision, step.records))
           if (Result.isFailure(committed)) {
             if (committed.failure._tag === "StaleRevision" && attempt < maxAttempts) continue
             return yield* Effect.fail(committed.failure)
           }
-          const state = initialState(config)
-          replayAll(state, records)
-          state.storeRevision = committed.success
-          return { lease: held, state } satisfies Leader
+          shell.apply(step, committed.success)
         }
-        const loaded = Coordinator.load(snapshot.value, now)
-        const election = Coordinator.elect(loaded.state, candidate, now)
-        if (election._tag === "Refused")
-          return yield* Effect.fail(
-            new ElectionRefused({
-              group,
-              holder: candidate.holder,
-              leaseToken: candidate.leaseToken,
-              electedHolder: election.current.holder,
-              electedLeaseToken: election.current.leaseToken,
-            }),
-          )
-        if (election.records.length > 0) {
-          const committed = yield* Effect.result(
-            store.commit(group, loaded.state.storeRevision, election.records),
-          )
-          if (Result.isFailure(committed)) {
-            if (committed.failure._tag === "StaleRevision" && attempt < maxAttempts) continue
-            return yield* Effect.fail(committed.failure)
-          }
-          replayAll(loaded.state, election.records)
-          loaded.state.storeRevision = committed.success
-        }
-        yield* fenceWrite(loaded.fences)
-        yield* arm(loaded.timers)
-        return { lease: held, state: loaded.state } satisfies Leader
+        yield* writeFences(fences)
+        return { lease: held, shell } satisfies Leader
       }
     })
 
@@ -230,46 +207,48 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
       if (leader.lease.expiresAt > now) return leader
       yield* stepDown("lease expired before it could be renewed")
     }
-    const acquired = yield* Effect.result(leases.acquire(group, options.holder, ttl))
+    const acquired = yield* Effect.result(leases.acquire(key, options.holder, ttl))
     if (Result.isFailure(acquired)) {
-      lastError = `lease held by ${acquired.failure.holder}`
+      const e = acquired.failure
+      lastError = e._tag === "LeaseHeld" ? `lease held by ${e.holder}` : `${e._tag}: ${e.message}`
       return null
     }
-    const loaded = yield* Effect.result(loadState(acquired.success))
+    const loaded = yield* Effect.result(takeOver(acquired.success))
     if (Result.isFailure(loaded)) {
       const e = loaded.failure
-      yield* disarmAll
       yield* leases.release(acquired.success)
-      lastError = `${e._tag}: ${"message" in e ? e.message : ""}`
+      lastError = `${e._tag}: ${e.message}`
       return null
     }
     leader = loaded.success
     lastError = null
+    yield* rearm
     return leader
   })
 
   /**
-   * Run a handler against the leader's state: commit its records (CAS), then
-   * replay, volatile updates, fences, timers, notices. On StaleRevision
-   * reload and re-run; give up (step down) when the lease or CAS is lost.
+   * Carry out one shell step on the leader: lease check, commit (CAS), apply,
+   * fences, timers, notices; returns its response (none: nothing was due). On
+   * StaleRevision renew the lease, reload and re-run (`maxCommitAttempts`);
+   * a lost lease, CAS or fence write is `NotServing`. Must run under `lock`.
    */
-  const run = <A>(
-    initial: Leader,
-    handler: (state: CoordinatorState) => Coordinator.CoordinatorResult<A>,
-  ): Effect.Effect<A, NotServing> =>
+  const execute = <A>(
+    compute: (shell: CoordinatorShell) => Step<A> | undefined,
+    what: string,
+  ): Effect.Effect<Option.Option<A>, NotServing> =>
     Effect.gen(function* () {
-      let l = initial
       for (let attempt = 1; ; attempt++) {
-        const result = handler(l.state)
-        if (result.records.length > 0) {
-          // Still the lease holder? (The CAS below is the final guard.)
-          const held = yield* Effect.result(leases.renew(l.lease, ttl))
+        const l = leader
+        if (l === null) return yield* Effect.fail(new NotServing("not the coordinator"))
+        const step = compute(l.shell)
+        if (step === undefined) return Option.none()
+        if (step.records.length === 0) l.shell.apply(step)
+        else {
+          // Still the lease holder? (The CAS below is the final guard; the renew loop extends it.)
+          const held = yield* Effect.result(leases.check(l.lease))
           if (Result.isFailure(held))
-            return yield* Effect.fail(new NotServing("lease lost before a commit"))
-          l.lease = held.success
-          const committed = yield* Effect.result(
-            store.commit(group, l.state.storeRevision, result.records as Array<CoordinatorRecord>),
-          )
+            return yield* Effect.fail(new NotServing(`lease lost before ${what}`))
+          const committed = yield* Effect.result(store.commit(key, l.shell.revision, step.records))
           if (Result.isFailure(committed)) {
             const e = committed.failure
             if (e._tag !== "StaleRevision" || attempt >= maxAttempts)
@@ -278,24 +257,20 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
             const renewed = yield* Effect.result(leases.renew(l.lease, ttl))
             if (Result.isFailure(renewed))
               return yield* Effect.fail(new NotServing("lease lost after a stale commit"))
-            yield* disarmAll
-            const reloaded = yield* Effect.result(loadState(renewed.success))
+            const reloaded = yield* Effect.result(takeOver(renewed.success))
             if (Result.isFailure(reloaded))
               return yield* Effect.fail(new NotServing(`reload failed: ${reloaded.failure._tag}`))
-            l = reloaded.success
-            leader = l
+            leader = reloaded.success
             continue
           }
-          replayAll(l.state, result.records)
-          l.state.storeRevision = committed.success
+          l.shell.apply(step, committed.success)
         }
-        applyVolatile(l.state, result)
-        const fenced = yield* Effect.result(fenceWrite(result.fences))
+        const fenced = yield* Effect.result(writeFences(step.fences))
         if (Result.isFailure(fenced))
           return yield* Effect.fail(new NotServing(`fence write failed: ${fenced.failure.message}`))
-        yield* arm(result.timers)
-        yield* publish(result.notices)
-        return result.response
+        yield* rearm
+        yield* publish(step.notices)
+        return Option.some(step.response)
       }
     })
 
@@ -323,7 +298,7 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
             typeof r?.memberEpoch === "number" && Number.isInteger(r.memberEpoch)
               ? r.memberEpoch
               : -1,
-          assignmentEpoch: leader?.state.assignmentEpoch ?? 0,
+          assignmentEpoch: leader?.shell.state.assignmentEpoch ?? 0,
           assigned: [],
           pending: [],
           ...Coordinator.timing(config),
@@ -335,7 +310,8 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
           const l = yield* ensureLeader
           if (l === null) return notCoordinator(req.memberId, lastError ?? "not the coordinator")
           const now = yield* Clock.currentTimeMillis
-          return yield* run(l, (state) => Coordinator.heartbeat(state, req, now)).pipe(
+          return yield* execute((shell) => shell.heartbeat(req, now), "a commit").pipe(
+            Effect.map(Option.getOrElse(() => notCoordinator(req.memberId, "no answer"))),
             Effect.catch((e: NotServing) =>
               Effect.as(stepDown(e.reason), notCoordinator(req.memberId, e.reason)),
             ),
@@ -367,18 +343,23 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
   )
 
   const host: CoordinatorHost = {
+    key,
     heartbeat,
     notices: Stream.fromPubSub(pubsub),
     isCoordinator: Effect.sync(() => leader !== null),
-    state: Effect.sync(() => Option.fromNullishOr(leader?.state)),
-    monitor: Effect.sync(() => Option.map(Option.fromNullishOr(leader?.state), monitor)),
+    state: Effect.sync(() => Option.fromNullishOr(leader?.shell.state)),
+    monitor: Effect.sync(() => Option.map(Option.fromNullishOr(leader?.shell.state), monitor)),
     lastError: Effect.sync(() => Option.fromNullishOr(lastError)),
     elect: lock.withPermit(Effect.map(ensureLeader, (l) => l !== null)),
   }
   return host
 }) as (
   options: CoordinatorHostOptions,
-) => Effect.Effect<CoordinatorHost, InvalidGroupConfig, Store | CoordinatorLease | Scope.Scope>
+) => Effect.Effect<
+  CoordinatorHost,
+  InvalidGroupConfig,
+  Store | CoordinatorLease | OwnerFence | Scope.Scope
+>
 
 // ---------------------------------------------------------------------------
 // Promise API for non-Effect users
@@ -388,6 +369,7 @@ export interface CoordinatorHostAsyncOptions {
   readonly config: unknown
   readonly holder: string
   readonly leaseTtlMs?: number
+  /** Write owner tokens to storage (after the commit, before the response); default: none. */
   readonly fence?: (fences: ReadonlyArray<Coordinator.Fence>) => Promise<void>
   readonly onNotice?: (memberId: string) => void
   /** Store and lease implementations; defaults to the memory ones. */
@@ -401,14 +383,34 @@ export interface CoordinatorHostAsync {
   readonly close: () => Promise<void>
 }
 
+/** An OwnerFence over a promise callback. */
+const fenceLayer = (
+  write: ((fences: ReadonlyArray<Coordinator.Fence>) => Promise<void>) | undefined,
+): Layer.Layer<OwnerFence> =>
+  write === undefined
+    ? fenceNoop
+    : Layer.succeed(OwnerFence, {
+        write: (key, fences) =>
+          Effect.tryPromise({
+            try: () => write(fences),
+            catch: (cause) =>
+              new FenceWriteFailed({
+                stream: key.stream,
+                group: key.group,
+                message: String(cause),
+                cause,
+              }),
+          }),
+      })
+
 export const makeCoordinatorHostAsync = async (
   options: CoordinatorHostAsyncOptions,
 ): Promise<CoordinatorHostAsync> => {
   const runtime = ManagedRuntime.make(
-    options.layer ?? Layer.merge(Store.layerMemory, CoordinatorLease.layerMemory),
+    Layer.merge(options.layer ?? Layer.merge(storeMemory, leaseMemory), fenceLayer(options.fence)),
   )
   const scope = await runtime.runPromise(Scope.make())
-  const { fence, onNotice } = options
+  const { onNotice } = options
   try {
     const host = await runtime.runPromise(
       Scope.provide(
@@ -416,16 +418,6 @@ export const makeCoordinatorHostAsync = async (
           config: options.config,
           holder: options.holder,
           ...(options.leaseTtlMs !== undefined ? { leaseTtlMs: options.leaseTtlMs } : {}),
-          ...(fence !== undefined
-            ? {
-                fence: (fences: ReadonlyArray<Coordinator.Fence>) =>
-                  Effect.tryPromise({
-                    try: () => fence(fences),
-                    catch: (cause) =>
-                      new FenceWriteFailed({ group: "", message: String(cause), cause }),
-                  }),
-              }
-            : {}),
           ...(onNotice !== undefined
             ? { onNotice: (id: string) => Effect.sync(() => onNotice(id)) }
             : {}),

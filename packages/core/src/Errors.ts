@@ -46,14 +46,19 @@ export class InvalidGroupConfig extends Schema.TaggedError<InvalidGroupConfig>()
   { message: Schema.String },
 ) {}
 
-/** The stored snapshot (or a stored record) could not be decoded; it is left untouched. */
+/**
+ * The stored snapshot (or a stored record batch) of the group (stream, group)
+ * could not be decoded or is inconsistent; it is left untouched.
+ */
 export class CorruptSnapshot extends Schema.TaggedError<CorruptSnapshot>()("CorruptSnapshot", {
+  stream: Schema.String,
   group: Schema.String,
   message: Schema.String,
 }) {}
 
-/** The store could not be reached or failed unexpectedly. */
+/** The backing storage (of the store or the lease) could not be reached or failed unexpectedly. */
 export class StoreUnavailable extends Schema.TaggedError<StoreUnavailable>()("StoreUnavailable", {
+  stream: Schema.String,
   group: Schema.String,
   message: Schema.String,
   cause: Schema.optional(Schema.Defect()),
@@ -61,6 +66,7 @@ export class StoreUnavailable extends Schema.TaggedError<StoreUnavailable>()("St
 
 /** A commit's compare-and-set on `storeRevision` failed: someone else committed first. */
 export class StaleRevision extends Schema.TaggedError<StaleRevision>()("StaleRevision", {
+  stream: Schema.String,
   group: Schema.String,
   expectedRevision: Schema.Int,
   actualRevision: Schema.Int,
@@ -68,6 +74,7 @@ export class StaleRevision extends Schema.TaggedError<StaleRevision>()("StaleRev
 
 /** The coordinator lease of a group is held by another holder. */
 export class LeaseHeld extends Schema.TaggedError<LeaseHeld>()("LeaseHeld", {
+  stream: Schema.String,
   group: Schema.String,
   holder: Schema.String,
   expiresAt: Schema.Number,
@@ -75,6 +82,7 @@ export class LeaseHeld extends Schema.TaggedError<LeaseHeld>()("LeaseHeld", {
 
 /** The caller no longer holds the lease (expired, taken over, or a stale fencing token). */
 export class LeaseLost extends Schema.TaggedError<LeaseLost>()("LeaseLost", {
+  stream: Schema.String,
   group: Schema.String,
   holder: Schema.String,
   token: Schema.Int,
@@ -85,6 +93,7 @@ export class LeaseLost extends Schema.TaggedError<LeaseLost>()("LeaseLost", {
  * election with a lease token at least as high (another, newer lease).
  */
 export class ElectionRefused extends Schema.TaggedError<ElectionRefused>()("ElectionRefused", {
+  stream: Schema.String,
   group: Schema.String,
   holder: Schema.String,
   leaseToken: Schema.Int,
@@ -98,6 +107,7 @@ export class ElectionRefused extends Schema.TaggedError<ElectionRefused>()("Elec
 
 /** Writing per-shard owner fences to storage failed. */
 export class FenceWriteFailed extends Schema.TaggedError<FenceWriteFailed>()("FenceWriteFailed", {
+  stream: Schema.String,
   group: Schema.String,
   message: Schema.String,
   cause: Schema.optional(Schema.Defect()),
@@ -107,21 +117,24 @@ export class FenceWriteFailed extends Schema.TaggedError<FenceWriteFailed>()("Fe
 
 /**
  * A read, ack, claim or dead-letter carried an owner token lower than the
- * shard's current one: another member owns the shard now. Nothing was changed.
+ * shard's current one for its group: another member of that group owns the
+ * shard now. Nothing was changed.
  */
 export class StaleOwner extends Schema.TaggedError<StaleOwner>()("StaleOwner", {
   stream: Schema.String,
   shard: Schema.Number,
+  group: Schema.String,
   token: Schema.Number,
   currentToken: Schema.Number,
 }) {}
 
-/** `setOwnerToken` was asked to lower a shard's owner token; tokens only grow. */
+/** `setOwnerToken` was asked to lower a (shard, group) owner token; tokens only grow. */
 export class OwnerTokenRegression extends Schema.TaggedError<OwnerTokenRegression>()(
   "OwnerTokenRegression",
   {
     stream: Schema.String,
     shard: Schema.Number,
+    group: Schema.String,
     token: Schema.Number,
     currentToken: Schema.Number,
   },

@@ -1,12 +1,6 @@
 export * from "./assignor/movementLowerBound.js"
 export * from "./assignor/stickyAssign.js"
 export * from "./CoordinatorHost.js"
-export {
-  CoordinatorLease,
-  type CoordinatorLeaseShape,
-  type LeaseGrant,
-} from "./CoordinatorLease.js"
-export * as CoordinatorTransport from "./CoordinatorTransport.js"
 export type { CoordinatorResult, Election, Fence, Loaded } from "./coordinator/Coordinator.js"
 export * as Coordinator from "./coordinator/Coordinator.js"
 export {
@@ -17,11 +11,11 @@ export {
 } from "./coordinator/CoordinatorShell.js"
 export * from "./coordinator/CoordinatorState.js"
 export * from "./coordinator/GroupConfig.js"
+export { type GroupInspection, inspectGroup } from "./coordinator/inspectGroup.js"
 export * from "./coordinator/Monitoring.js"
 export * from "./coordinator/Records.js"
 export * from "./coordinator/Snapshot.js"
 export * from "./Errors.js"
 export * as MemberMachine from "./member/MemberMachine.js"
+export * from "./ports/index.js"
 export * from "./protocol/Heartbeat.js"
-export * as ShardStreams from "./ShardStreams.js"
-export { type MemoryStore, Store, type StoreError, type StoreShape } from "./Store.js"

@@ -1,27 +1,61 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Layer, Option, Scope, Stream } from "effect"
 import { TestClock } from "effect/testing"
-import { makeMemoryUnsafe as makeLease } from "../src/CoordinatorLease.js"
 import {
   Coordinator,
   CoordinatorLease,
-  type CoordinatorLeaseShape,
   type Fence,
+  FenceWriteFailed,
   type HeartbeatResponse,
   LeaseLost,
-  type MemoryStore,
   makeCoordinatorHost,
   makeCoordinatorHostAsync,
-  Store,
+  OwnerFence,
 } from "../src/index.js"
-import { makeMemoryUnsafe as makeStore } from "../src/Store.js"
+import { Store, CoordinatorTransport as TestingTransport } from "../src/testing.js"
 import { config, info, request } from "./coordinator/harness.js"
 import { pausableStore } from "./support/pausableStore.js"
 
 const cfg = config()
+const key = { stream: cfg.stream, group: cfg.groupId }
 
-const env = (store: MemoryStore, lease: CoordinatorLeaseShape = makeLease()) =>
-  Layer.merge(Store.layerWith(store), CoordinatorLease.layerWith(lease))
+const makeStore = Store.makeMemoryUnsafe
+const makeLease = () => Effect.runSync(CoordinatorLease.makeMemory)
+
+const ports = (
+  store: Store.StoreShape,
+  lease: CoordinatorLease.CoordinatorLeaseShape = makeLease(),
+  fence: OwnerFence.OwnerFenceShape = OwnerFence.noop,
+) =>
+  Layer.mergeAll(
+    Layer.succeed(Store.Store, store),
+    Layer.succeed(CoordinatorLease.CoordinatorLease, lease),
+    Layer.succeed(OwnerFence.OwnerFence, fence),
+  )
+
+const env = (store: Store.StoreShape, lease?: CoordinatorLease.CoordinatorLeaseShape) =>
+  ports(store, lease)
+
+/** A memory lease that can be lost on demand: renew and check fail from then on. */
+const losableLease = () => {
+  const real = makeLease()
+  let lost = false
+  const fail = (g: CoordinatorLease.LeaseGrant) =>
+    Effect.fail(
+      new LeaseLost({ stream: g.key.stream, group: g.key.group, holder: g.holder, token: g.token }),
+    )
+  const lease: CoordinatorLease.CoordinatorLeaseShape = {
+    ...real,
+    renew: (g, ttl) => (lost ? fail(g) : real.renew(g, ttl)),
+    check: (g) => (lost ? fail(g) : real.check(g)),
+  }
+  return {
+    lease,
+    lose: () => {
+      lost = true
+    },
+  }
+}
 
 const join = (memberId: string) => request({ memberId })
 
@@ -39,17 +73,18 @@ describe("CoordinatorHost", () => {
     Effect.gen(function* () {
       const store = makeStore()
       const log: Array<string> = []
-      const host = yield* makeCoordinatorHost({
-        config: cfg,
-        holder: "c1",
-        fence: (fences: ReadonlyArray<Fence>) =>
-          Effect.sync(() => log.push(`fence ${fences.length} at revision ${store.revision("g")}`)),
-      }).pipe(Effect.provide(env(store)))
+      const fence: OwnerFence.OwnerFenceShape = {
+        write: (k, fences: ReadonlyArray<Fence>) =>
+          Effect.sync(() => log.push(`fence ${fences.length} at revision ${store.revision(k)}`)),
+      }
+      const host = yield* makeCoordinatorHost({ config: cfg, holder: "c1" }).pipe(
+        Effect.provide(ports(store, makeLease(), fence)),
+      )
       const r = yield* host.heartbeat(join("a"))
       log.push("response")
       assert.strictEqual(r.errorCode, "NONE")
       assert.deepStrictEqual(log, ["fence 4 at revision 2", "response"])
-      assert.strictEqual(store.revision("g"), 2) // GroupCreated, then the join
+      assert.strictEqual(store.revision(key), 2) // GroupCreated, then the join
     }),
   )
 
@@ -62,7 +97,7 @@ describe("CoordinatorHost", () => {
           Effect.provide(env(store)),
         )
         yield* host.heartbeat(join("a"))
-        const rev = store.revision("g")
+        const rev = store.revision(key)
         for (const bad of [
           null,
           42,
@@ -78,7 +113,7 @@ describe("CoordinatorHost", () => {
           ownedShards: [17],
         })
         assert.strictEqual(range.errorCode, "INVALID_REQUEST")
-        assert.strictEqual(store.revision("g"), rev)
+        assert.strictEqual(store.revision(key), rev)
       }),
   )
 
@@ -173,14 +208,14 @@ describe("CoordinatorHost", () => {
         )
         yield* host.heartbeat(join("a"))
         // someone else commits behind the host's back
-        yield* store.commit("g", store.revision("g"), [
+        yield* store.commit(key, store.revision(key), [
           { _tag: "GroupEpochBumped", groupEpoch: 50 },
         ])
         const r = yield* host.heartbeat(join("b"))
         assert.strictEqual(r.errorCode, "NONE")
         const state = Option.getOrThrow(yield* host.state)
         assert.strictEqual(state.groupEpoch, 51)
-        assert.strictEqual(state.storeRevision, store.revision("g"))
+        assert.strictEqual(state.storeRevision, store.revision(key))
       }),
   )
 
@@ -189,28 +224,20 @@ describe("CoordinatorHost", () => {
     () =>
       Effect.gen(function* () {
         const store = makeStore()
-        const real = makeLease()
-        let lost = false
-        const lease: CoordinatorLeaseShape = {
-          ...real,
-          renew: (g, ttl) =>
-            lost
-              ? Effect.fail(new LeaseLost({ group: g.group, holder: g.holder, token: g.token }))
-              : real.renew(g, ttl),
-        }
+        const { lease, lose } = losableLease()
         const host = yield* makeCoordinatorHost({ config: cfg, holder: "c1" }).pipe(
           Effect.provide(env(store, lease)),
         )
         yield* host.heartbeat(join("a"))
-        lost = true
-        yield* store.commit("g", store.revision("g"), [
+        lose()
+        yield* store.commit(key, store.revision(key), [
           { _tag: "GroupEpochBumped", groupEpoch: 50 },
         ])
-        const rev = store.revision("g")
+        const rev = store.revision(key)
         const r = yield* host.heartbeat(join("b"))
         assert.strictEqual(r.errorCode, "NOT_COORDINATOR")
         assert.isFalse(yield* host.isCoordinator)
-        assert.strictEqual(store.revision("g"), rev) // the stale commit was rejected
+        assert.strictEqual(store.revision(key), rev) // the stale commit was rejected
       }),
   )
 
@@ -258,17 +285,13 @@ describe("CoordinatorHost", () => {
           config: cfg,
           holder: "c1",
           leaseTtlMs: 2_000,
-        }).pipe(
-          Effect.provide(
-            Layer.merge(Store.layerWith(paused.store), CoordinatorLease.layerWith(lease)),
-          ),
-        )
+        }).pipe(Effect.provide(env(paused.store, lease)))
         const a = yield* h1.heartbeat(join("a"))
         assert.deepStrictEqual(
           a.assigned.map((g) => g.shard),
           [0, 1, 2, 3],
         )
-        const rev = store.revision("g")
+        const rev = store.revision(key)
         yield* paused.pause
         // c1 checked its lease, then pauses inside the commit of b's join (holding its lock)
         const zombie = yield* Effect.forkChild(h1.heartbeat(join("b")))
@@ -280,8 +303,8 @@ describe("CoordinatorHost", () => {
         }).pipe(Effect.provide(env(store, lease)))
         assert.isTrue(yield* h2.elect)
         // the takeover committed exactly one batch: the election
-        assert.strictEqual(store.revision("g"), rev + 1)
-        assert.strictEqual(store.auditLog("g").at(-1)?.kind, "CoordinatorElected")
+        assert.strictEqual(store.revision(key), rev + 1)
+        assert.strictEqual(store.auditLog(key).at(-1)?.kind, "CoordinatorElected")
         const elected = Option.getOrThrow(yield* h2.state)
         assert.deepStrictEqual(elected.coordinator, { holder: "c2", leaseToken: 2 })
         // c1 wakes up: its commit (expected revision `rev`) fails the CAS, it steps down
@@ -289,11 +312,11 @@ describe("CoordinatorHost", () => {
         const answer = yield* Fiber.join(zombie)
         assert.strictEqual(answer.errorCode, "NOT_COORDINATOR")
         assert.isFalse(yield* h1.isCoordinator)
-        assert.strictEqual(store.revision("g"), rev + 1)
+        assert.strictEqual(store.revision(key), rev + 1)
         // the new leader's memory is the store's state: b never joined, a is served as before
         const s2 = Option.getOrThrow(yield* h2.state)
         assert.isFalse(s2.members.has("b"))
-        assert.strictEqual(s2.storeRevision, store.revision("g"))
+        assert.strictEqual(s2.storeRevision, store.revision(key))
         const steady = yield* h2.heartbeat(steadyOf("a", a))
         assert.strictEqual(steady.errorCode, "NONE")
         assert.deepStrictEqual(steady.assigned, a.assigned)
@@ -305,15 +328,7 @@ describe("CoordinatorHost", () => {
     () =>
       Effect.gen(function* () {
         const store = makeStore()
-        const real = makeLease()
-        let lost = false
-        const lease: CoordinatorLeaseShape = {
-          ...real,
-          renew: (g, ttl) =>
-            lost
-              ? Effect.fail(new LeaseLost({ group: g.group, holder: g.holder, token: g.token }))
-              : real.renew(g, ttl),
-        }
+        const { lease, lose } = losableLease()
         // a long lease: the renew loop (every TTL/3) does not run before a's session deadline
         const host = yield* makeCoordinatorHost({
           config: cfg,
@@ -321,14 +336,14 @@ describe("CoordinatorHost", () => {
           leaseTtlMs: 600_000,
         }).pipe(Effect.provide(env(store, lease)))
         yield* host.heartbeat(join("a"))
-        const rev = store.revision("g")
-        lost = true
+        const rev = store.revision(key)
+        lose()
         yield* TestClock.adjust(30_001) // a's session deadline passes
         assert.isFalse(yield* host.isCoordinator)
         assert.include(Option.getOrThrow(yield* host.lastError), "lease lost before a deadline")
-        assert.strictEqual(store.revision("g"), rev) // a was not expired by a host without the lease
+        assert.strictEqual(store.revision(key), rev) // a was not expired by a host without the lease
         assert.notInclude(
-          store.auditLog("g").map((e) => e.kind),
+          store.auditLog(key).map((e) => e.kind),
           "MemberExpired",
         )
       }),
@@ -341,7 +356,7 @@ describe("CoordinatorHost", () => {
         const store = makeStore()
         // the store already records an election by lease token 5; this host's lease hands out 1
         yield* store.commit(
-          "g",
+          key,
           0,
           Coordinator.createGroup(cfg, 0, { holder: "c9", leaseToken: 5 }),
         )
@@ -352,7 +367,7 @@ describe("CoordinatorHost", () => {
         assert.strictEqual(r.errorCode, "NOT_COORDINATOR")
         assert.include(r.errorMessage ?? "", "ElectionRefused")
         assert.isFalse(yield* host.isCoordinator)
-        assert.strictEqual(store.revision("g"), 1)
+        assert.strictEqual(store.revision(key), 1)
       }),
   )
 
@@ -361,16 +376,128 @@ describe("CoordinatorHost", () => {
     () =>
       Effect.gen(function* () {
         const store = makeStore()
-        yield* store.commit("g", 0, Coordinator.createGroup(cfg, 0))
-        store.corrupt("g", "not json at all")
+        yield* store.commit(key, 0, Coordinator.createGroup(cfg, 0))
+        store.corrupt(key, "not json at all")
         const host = yield* makeCoordinatorHost({ config: cfg, holder: "c1" }).pipe(
           Effect.provide(env(store)),
         )
         const r = yield* host.heartbeat(join("a"))
         assert.strictEqual(r.errorCode, "NOT_COORDINATOR")
         assert.include(r.errorMessage ?? "", "CorruptSnapshot")
-        assert.strictEqual(store.raw("g")?.snapshot, "not json at all")
+        assert.strictEqual(store.raw(key)?.snapshot, "not json at all")
         assert.isFalse(yield* host.isCoordinator)
+      }),
+  )
+
+  it.effect(
+    "a commit checks the lease (a read) and never renews it; the renew loop extends it",
+    () =>
+      Effect.gen(function* () {
+        const store = makeStore()
+        const real = makeLease()
+        const calls = { check: 0, renew: 0 }
+        const lease: CoordinatorLease.CoordinatorLeaseShape = {
+          ...real,
+          renew: (g, ttl) =>
+            Effect.andThen(
+              Effect.sync(() => calls.renew++),
+              real.renew(g, ttl),
+            ),
+          check: (g) =>
+            Effect.andThen(
+              Effect.sync(() => calls.check++),
+              real.check(g),
+            ),
+        }
+        const host = yield* makeCoordinatorHost({ config: cfg, holder: "c1" }).pipe(
+          Effect.provide(env(store, lease)),
+        )
+        const a = yield* host.heartbeat(join("a")) // takeover (renew before the election) + join
+        assert.deepStrictEqual(calls, { check: 1, renew: 1 })
+        yield* host.heartbeat(steadyOf("a", a)) // confirms a's shards (a commit): a check, no renew
+        assert.deepStrictEqual(calls, { check: 2, renew: 1 })
+        yield* host.heartbeat(steadyOf("a", a)) // commits nothing: no lease call at all
+        assert.deepStrictEqual(calls, { check: 2, renew: 1 })
+        yield* TestClock.adjust(10_000) // TTL 30 s: the renew loop runs every 10 s
+        assert.deepStrictEqual(calls, { check: 2, renew: 2 })
+      }),
+  )
+
+  it.effect(
+    "a failed fence write: NOT_COORDINATOR, the host steps down, the member learns nothing",
+    () =>
+      Effect.gen(function* () {
+        const store = makeStore()
+        let failing = false
+        const fence: OwnerFence.OwnerFenceShape = {
+          write: (k) =>
+            failing
+              ? Effect.fail(
+                  new FenceWriteFailed({
+                    stream: k.stream,
+                    group: k.group,
+                    message: "storage down",
+                  }),
+                )
+              : Effect.void,
+        }
+        const host = yield* makeCoordinatorHost({ config: cfg, holder: "c1" }).pipe(
+          Effect.provide(ports(store, makeLease(), fence)),
+        )
+        yield* host.heartbeat(join("a"))
+        failing = true
+        const r = yield* host.heartbeat(join("b")) // b's join moves shards: a revoke, no grant yet
+        assert.strictEqual(r.errorCode, "NONE")
+        const leave = yield* host.heartbeat(request({ memberId: "a", memberEpoch: -1 }))
+        assert.strictEqual(leave.errorCode, "NONE") // a leave grants nothing, so fences nothing
+        const grant = yield* host.heartbeat(
+          request({
+            memberId: "b",
+            memberEpoch: r.memberEpoch,
+            assignmentEpoch: r.assignmentEpoch,
+          }),
+        )
+        assert.strictEqual(grant.errorCode, "NOT_COORDINATOR")
+        assert.include(grant.errorMessage ?? "", "fence write failed: storage down")
+        assert.isFalse(yield* host.isCoordinator)
+      }),
+  )
+
+  it.effect(
+    "groups are (stream, group): the same group name on two streams has its own lease, store entry, host and transport route",
+    () =>
+      Effect.gen(function* () {
+        const store = makeStore()
+        const lease = makeLease()
+        const { transport } = yield* TestingTransport.makeMemory({ timeoutMs: 1_000 })
+        const payments = { ...cfg, stream: "payments" }
+        const hostOf = (config: typeof cfg, holder: string) =>
+          makeCoordinatorHost({ config, holder }).pipe(Effect.provide(env(store, lease)))
+        const hOrders = yield* hostOf(cfg, "c1")
+        const hPayments = yield* hostOf(payments, "c2") // another holder: not blocked by c1's lease
+        yield* transport.serve(hOrders.key, hOrders.heartbeat)
+        yield* transport.serve(hPayments.key, hPayments.heartbeat)
+        assert.deepStrictEqual(hPayments.key, { stream: "payments", group: "g" })
+        const onOrders = yield* transport.heartbeat(join("a"))
+        const onPayments = yield* transport.heartbeat({ ...join("z"), stream: "payments" })
+        yield* transport.heartbeat({ ...join("y"), stream: "payments" })
+        assert.strictEqual(onOrders.errorCode, "NONE")
+        assert.strictEqual(onPayments.errorCode, "NONE")
+        assert.isTrue(yield* hOrders.isCoordinator)
+        assert.isTrue(yield* hPayments.isCoordinator)
+        const sOrders = Option.getOrThrow(yield* hOrders.state)
+        const sPayments = Option.getOrThrow(yield* hPayments.state)
+        assert.deepStrictEqual([...sOrders.members.keys()], ["a"])
+        assert.deepStrictEqual([...sPayments.members.keys()].sort(), ["y", "z"])
+        // one store, two entries with their own revisions; two leases, each with token 1
+        assert.strictEqual(store.revision(key), 2)
+        assert.strictEqual(store.revision(hPayments.key), 3)
+        assert.deepStrictEqual(sOrders.coordinator, { holder: "c1", leaseToken: 1 })
+        assert.deepStrictEqual(sPayments.coordinator, { holder: "c2", leaseToken: 1 })
+        // a request for one group never reaches the other's host
+        const wrong = yield* hOrders.heartbeat({ ...join("q"), stream: "payments" })
+        assert.strictEqual(wrong.errorCode, "INVALID_REQUEST")
+        assert.strictEqual(store.revision(key), 2)
       }),
   )
 

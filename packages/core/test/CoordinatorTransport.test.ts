@@ -2,7 +2,10 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Schema, Scope, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import type { HeartbeatRequest, HeartbeatResponse } from "../src/index.js"
-import { CoordinatorTransport, HeartbeatRequest as HeartbeatRequestSchema } from "../src/index.js"
+import { HeartbeatRequest as HeartbeatRequestSchema } from "../src/index.js"
+import { CoordinatorTransport } from "../src/testing.js"
+
+const key = { stream: "orders", group: "orders" }
 
 const request: HeartbeatRequest = {
   group: "orders",
@@ -45,7 +48,7 @@ describe("CoordinatorTransport (memory)", () => {
     () =>
       Effect.gen(function* () {
         const transport = yield* CoordinatorTransport.CoordinatorTransport
-        yield* transport.serve("orders", handler)
+        yield* transport.serve(key, handler)
         const response = yield* transport.heartbeat(request)
         assert.deepStrictEqual(response, answer(1))
       }).pipe(provide),
@@ -59,7 +62,7 @@ describe("CoordinatorTransport (memory)", () => {
         const none = yield* Effect.flip(transport.heartbeat(request))
         assert.strictEqual(none.reason, "Unavailable")
         const scope = yield* Scope.make()
-        yield* transport.serve("orders", handler).pipe(Scope.provide(scope))
+        yield* transport.serve(key, handler).pipe(Scope.provide(scope))
         assert.strictEqual((yield* transport.heartbeat(request)).memberEpoch, 1)
         yield* Scope.close(scope, Exit.void)
         assert.strictEqual((yield* Effect.flip(transport.heartbeat(request))).reason, "Unavailable")
@@ -70,7 +73,7 @@ describe("CoordinatorTransport (memory)", () => {
     Effect.gen(function* () {
       const transport = yield* CoordinatorTransport.CoordinatorTransport
       const faults = yield* CoordinatorTransport.CoordinatorTransportFaults
-      yield* transport.serve("orders", handler)
+      yield* transport.serve(key, handler)
       yield* faults.dropResponses(1)
       const fiber = yield* Effect.forkChild(Effect.flip(transport.heartbeat(request)))
       yield* TestClock.adjust(1_000)
@@ -89,7 +92,7 @@ describe("CoordinatorTransport (memory)", () => {
         const transport = yield* CoordinatorTransport.CoordinatorTransport
         let finished = 0
         // answers only after 5 s, like a paused coordinator process
-        yield* transport.serve("orders", (req) =>
+        yield* transport.serve(key, (req) =>
           Effect.sleep(5_000).pipe(
             Effect.andThen(handler(req)),
             Effect.tap(() => Effect.sync(() => finished++)),
@@ -110,7 +113,7 @@ describe("CoordinatorTransport (memory)", () => {
     Effect.gen(function* () {
       const transport = yield* CoordinatorTransport.CoordinatorTransport
       const faults = yield* CoordinatorTransport.CoordinatorTransportFaults
-      yield* transport.serve("orders", handler)
+      yield* transport.serve(key, handler)
       yield* faults.dropRequests(1)
       const fiber = yield* Effect.forkChild(Effect.flip(transport.heartbeat(request)))
       yield* TestClock.adjust(1_000)
@@ -123,7 +126,7 @@ describe("CoordinatorTransport (memory)", () => {
     Effect.gen(function* () {
       const transport = yield* CoordinatorTransport.CoordinatorTransport
       const faults = yield* CoordinatorTransport.CoordinatorTransportFaults
-      yield* transport.serve("orders", handler)
+      yield* transport.serve(key, handler)
       yield* faults.delayResponses(300)
       const late = yield* Effect.forkChild(transport.heartbeat(request))
       yield* TestClock.adjust(299)
@@ -140,7 +143,7 @@ describe("CoordinatorTransport (memory)", () => {
   it.effect("a response that does not decode is a Decode TransportError", () =>
     Effect.gen(function* () {
       const transport = yield* CoordinatorTransport.CoordinatorTransport
-      yield* transport.serve("orders", () =>
+      yield* transport.serve(key, () =>
         Effect.succeed({ ...answer(1), errorCode: "WHAT" } as unknown as HeartbeatResponse),
       )
       const error = yield* Effect.flip(transport.heartbeat(request))
@@ -151,11 +154,11 @@ describe("CoordinatorTransport (memory)", () => {
   it.effect("notices reach only the named member and coalesce", () =>
     Effect.gen(function* () {
       const transport = yield* CoordinatorTransport.CoordinatorTransport
-      const mine = yield* transport.notices("orders", "m0")
-      const other = yield* transport.notices("orders", "m1")
-      yield* transport.notify("orders", "m0")
-      yield* transport.notify("orders", "m0")
-      yield* transport.notify("billing", "m1")
+      const mine = yield* transport.notices(key, "m0")
+      const other = yield* transport.notices(key, "m1")
+      yield* transport.notify(key, "m0")
+      yield* transport.notify(key, "m0")
+      yield* transport.notify({ stream: "billing", group: "orders" }, "m1")
       const got = yield* Stream.runCollect(Stream.take(mine, 1))
       assert.strictEqual(got.length, 1)
       const more = yield* Effect.forkChild(Stream.runCollect(Stream.take(mine, 1)))
@@ -164,8 +167,34 @@ describe("CoordinatorTransport (memory)", () => {
       // coalesced: the two pushes were one notice; m1 got none
       assert.isTrue(more.pollUnsafe() === undefined)
       assert.isTrue(others.pollUnsafe() === undefined)
-      yield* transport.notify("orders", "m1")
+      yield* transport.notify(key, "m1")
       assert.strictEqual((yield* Fiber.join(others)).length, 1)
     }).pipe(provide),
+  )
+
+  it.effect(
+    "groups are (stream, group): the same group name on two streams reaches two coordinators",
+    () =>
+      Effect.gen(function* () {
+        const transport = yield* CoordinatorTransport.CoordinatorTransport
+        yield* transport.serve(key, handler)
+        yield* transport.serve({ stream: "payments", group: "orders" }, (raw) =>
+          Effect.map(handler(raw), (r) => ({ ...r, memberEpoch: r.memberEpoch + 100 })),
+        )
+        assert.strictEqual((yield* transport.heartbeat(request)).memberEpoch, 1)
+        assert.strictEqual(
+          (yield* transport.heartbeat({ ...request, stream: "payments" })).memberEpoch,
+          101,
+        )
+        const none = yield* Effect.flip(transport.heartbeat({ ...request, stream: "billing" }))
+        assert.strictEqual(none.reason, "Unavailable")
+        const onPayments = yield* transport.notices({ stream: "payments", group: "orders" }, "m0")
+        const fiber = yield* Effect.forkChild(Stream.runCollect(Stream.take(onPayments, 1)))
+        yield* transport.notify(key, "m0")
+        yield* TestClock.adjust(1)
+        assert.isTrue(fiber.pollUnsafe() === undefined)
+        yield* transport.notify({ stream: "payments", group: "orders" }, "m0")
+        assert.strictEqual((yield* Fiber.join(fiber)).length, 1)
+      }).pipe(provide),
   )
 })

@@ -54,7 +54,7 @@ const run = (ops: ReadonlyArray<Op>) =>
       const pendingBefore = yield* s.pending(at)
       const pick = (n: number) =>
         pendingBefore.length === 0 ? "0-1" : pendingBefore[n % pendingBefore.length]!.id
-      const current = yield* s.ownerToken(stream, shard)
+      const current = yield* s.ownerToken(at)
       switch (op.k) {
         case "append":
           appended.push(yield* s.append(stream, shard, { n: String(appended.length) }))
@@ -93,7 +93,7 @@ const run = (ops: ReadonlyArray<Op>) =>
           )
           break
         case "owner":
-          yield* Effect.ignore(s.setOwnerToken(stream, shard, op.token))
+          yield* Effect.ignore(s.setOwnerToken({ ...at, token: op.token }))
           break
       }
 

@@ -9,7 +9,7 @@ const S = "orders"
 const base = { stream: S, shard: 3, group: "g" }
 
 /** Run with a fresh memory ShardStreams. */
-const withStreams = <A, E>(f: (s: ShardStreams.ShardStreams["Service"]) => Effect.Effect<A, E>) =>
+const withStreams = <A, E>(f: (s: ShardStreams.ShardStreamsShape) => Effect.Effect<A, E>) =>
   Effect.gen(function* () {
     const streams = yield* ShardStreams.ShardStreams
     return yield* f(streams)
@@ -73,11 +73,11 @@ describe("ShardStreams (memory)", () => {
   it.effect("setOwnerToken refuses to lower the token", () =>
     withStreams((s) =>
       Effect.gen(function* () {
-        yield* s.setOwnerToken(S, 3, 5)
-        yield* s.setOwnerToken(S, 3, 5)
-        const error = yield* Effect.flip(s.setOwnerToken(S, 3, 4))
+        yield* s.setOwnerToken({ ...base, token: 5 })
+        yield* s.setOwnerToken({ ...base, token: 5 })
+        const error = yield* Effect.flip(s.setOwnerToken({ ...base, token: 4 }))
         assert.strictEqual(error._tag, "OwnerTokenRegression")
-        assert.strictEqual(yield* s.ownerToken(S, 3), 5)
+        assert.strictEqual(yield* s.ownerToken(base), 5)
       }),
     ),
   )
@@ -88,9 +88,9 @@ describe("ShardStreams (memory)", () => {
       withStreams((s) =>
         Effect.gen(function* () {
           yield* s.append(S, 3, { k: "a" })
-          yield* s.setOwnerToken(S, 3, 1)
+          yield* s.setOwnerToken({ ...base, token: 1 })
           const [m] = yield* s.read({ ...base, consumer: "old", token: 1, count: 10 })
-          yield* s.setOwnerToken(S, 3, 2)
+          yield* s.setOwnerToken({ ...base, token: 2 })
           yield* s.append(S, 3, { k: "b" })
           const stale = { ...base, token: 1 }
           const errors = [
@@ -181,10 +181,10 @@ describe("ShardStreams (memory)", () => {
       withStreams((s) =>
         Effect.gen(function* () {
           for (const k of ["a", "b", "c"]) yield* s.append(S, 3, { k })
-          yield* s.setOwnerToken(S, 3, 1)
+          yield* s.setOwnerToken({ ...base, token: 1 })
           yield* s.read({ ...base, consumer: "old", token: 1, count: 2 })
           yield* TestClock.adjust(1_000)
-          yield* s.setOwnerToken(S, 3, 2)
+          yield* s.setOwnerToken({ ...base, token: 2 })
           // not idle long enough: nothing moves
           const early = yield* s.claimPending({
             ...base,
@@ -336,5 +336,39 @@ describe("ShardStreams (memory)", () => {
         )
       }),
     ),
+  )
+
+  it.effect(
+    "owner tokens are per (shard, group): groups sharing a stream never fence each other",
+    () =>
+      withStreams((s) =>
+        Effect.gen(function* () {
+          const g1 = { ...base, group: "g1" }
+          const g2 = { ...base, group: "g2" }
+          for (const k of ["a", "b"]) yield* s.append(S, 3, { k })
+          yield* s.setOwnerToken({ ...g1, token: 7 })
+          // g2's coordinator starts at token 1: no regression, g1 untouched
+          yield* s.setOwnerToken({ ...g2, token: 1 })
+          assert.strictEqual(yield* s.ownerToken(g1), 7)
+          assert.strictEqual(yield* s.ownerToken(g2), 1)
+          // each group's owner reads and acks with its own token
+          const r1 = yield* s.read({ ...g1, consumer: "x", token: 7, count: 10 })
+          const r2 = yield* s.read({ ...g2, consumer: "y", token: 1, count: 10 })
+          assert.strictEqual(yield* s.ack({ ...g1, token: 7, ids: [r1[0]!.id], mode: "ack" }), 1)
+          assert.strictEqual(yield* s.ack({ ...g2, token: 1, ids: [r2[0]!.id], mode: "ack" }), 1)
+          // g1's token is no fence for g2, and the other way round
+          const stale = yield* Effect.flip(s.read({ ...g1, consumer: "x", token: 1, count: 1 }))
+          assert.deepStrictEqual([stale.group, stale.currentToken], ["g1", 7])
+          assert.strictEqual(ShardStreams.ownerTokenKey(S, 3, "g1"), "{orders:3}:owner:g1")
+          const info = yield* s.info(S, 3)
+          assert.deepStrictEqual(
+            info.groups.map((g) => [g.name, g.ownerToken]),
+            [
+              ["g1", 7],
+              ["g2", 1],
+            ],
+          )
+        }),
+      ),
   )
 })

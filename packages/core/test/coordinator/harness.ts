@@ -1,27 +1,22 @@
 /**
- * Test context for the pure coordinator (Kafka-style): a mock timer, an
+ * Test context for the pure coordinator (Kafka-style): the coordinator shell
+ * (the same one CoordinatorHost and the simulator use), a mock timer, an
  * in-memory record writer (the real memory Store, driven synchronously) and
  * helpers that behave like a correct member.
  */
 import { Effect, Option } from "effect"
 import {
-  applyVolatile,
-  Coordinator,
   type CoordinatorRecord,
   type CoordinatorResult,
+  CoordinatorShell,
   type CoordinatorState,
   type GroupConfig,
   type HeartbeatRequest,
   type HeartbeatResponse,
-  initialState,
   makeGroupConfig,
-  replayAll,
   type Snapshot,
-  type Timer,
-  timerId,
-  toSnapshot,
 } from "../../src/index.js"
-import { makeMemoryUnsafe } from "../../src/Store.js"
+import { Store } from "../../src/testing.js"
 
 export const config = (over: Partial<GroupConfig> = {}): GroupConfig =>
   makeGroupConfig({
@@ -40,10 +35,21 @@ export const info = (id: string, weight?: number) => ({
   ...(weight !== undefined ? { weight } : {}),
 })
 
+/** The memory store seen through group names (the harness's groups all live on `stream`). */
+const storeOn = (memory: Store.MemoryStore, stream: string) => {
+  const key = (group: string) => ({ stream, group })
+  return {
+    load: (group: string) => memory.load(key(group)),
+    commit: (group: string, expectedRevision: number, records: ReadonlyArray<CoordinatorRecord>) =>
+      memory.commit(key(group), expectedRevision, records),
+    auditLog: (group: string) => memory.auditLog(key(group)),
+    revision: (group: string) => memory.revision(key(group)),
+  }
+}
+
 export class Harness {
-  readonly store = makeMemoryUnsafe()
-  readonly state: CoordinatorState
-  readonly timers = new Map<string, Timer>()
+  readonly store: ReturnType<typeof storeOn>
+  private readonly shell: CoordinatorShell
   /** Every committed record batch, in order. */
   readonly commits: Array<ReadonlyArray<CoordinatorRecord>> = []
   readonly notices: Array<string> = []
@@ -52,31 +58,29 @@ export class Harness {
   now = 0
 
   constructor(readonly cfg: GroupConfig = config()) {
-    this.state = initialState(cfg)
-    this.commit(Coordinator.createGroup(cfg, 0))
+    this.store = storeOn(Store.makeMemoryUnsafe(), cfg.stream)
+    const created = CoordinatorShell.create(cfg, 0)
+    this.shell = created.shell
+    this.apply(created.step)
   }
 
-  private commit(records: ReadonlyArray<CoordinatorRecord>): void {
-    const rev = Effect.runSync(
-      this.store.commit(this.cfg.groupId, this.state.storeRevision, records),
-    )
-    replayAll(this.state, records)
-    this.state.storeRevision = rev
-    this.commits.push(records)
+  get state(): CoordinatorState {
+    return this.shell.state
   }
 
+  /** Commit (if it has records) and apply a result, as CoordinatorHost does. */
   apply<A>(r: CoordinatorResult<A>): CoordinatorResult<A> {
-    if (r.records.length > 0) this.commit(r.records)
-    applyVolatile(this.state, r)
+    if (r.records.length > 0) {
+      const rev = Effect.runSync(
+        this.store.commit(this.cfg.groupId, this.shell.revision, r.records),
+      )
+      this.commits.push(r.records)
+      this.shell.apply(r, rev)
+    } else this.shell.apply(r)
     for (const f of r.fences) {
       if ((this.storageTokens.get(f.shard) ?? 0) >= f.token)
         throw new Error(`fence token for shard ${f.shard} did not increase`)
       this.storageTokens.set(f.shard, f.token)
-    }
-    for (const t of r.timers) {
-      const id = timerId(t.key)
-      const cur = this.timers.get(id)
-      if (cur === undefined || cur.at > t.at) this.timers.set(id, t)
     }
     this.notices.push(...r.notices)
     return r
@@ -84,33 +88,31 @@ export class Harness {
 
   /** Run a heartbeat through the pure handler and apply its result. */
   hb(req: Partial<HeartbeatRequest> & { memberId: string }): CoordinatorResult<HeartbeatResponse> {
-    return this.apply(Coordinator.heartbeat(this.state, request(req), this.now))
+    return this.apply(this.shell.heartbeat(request(req), this.now))
   }
 
   /** Run the handler WITHOUT applying (the response is lost before commit-and-answer? no: for inspection). */
   peek(
     req: Partial<HeartbeatRequest> & { memberId: string },
   ): CoordinatorResult<HeartbeatResponse> {
-    return Coordinator.heartbeat(this.state, request(req), this.now)
+    return this.shell.heartbeat(request(req), this.now)
   }
 
   /** Move time forward, firing due timers in deadline order (lazy re-arm included). */
   advance(ms: number): void {
     const until = this.now + ms
     for (;;) {
-      let next: Timer | undefined
-      for (const t of this.timers.values())
-        if (t.at <= until && (next === undefined || t.at < next.at)) next = t
-      if (next === undefined) break
-      this.timers.delete(timerId(next.key))
-      this.now = Math.max(this.now, next.at)
-      this.apply(Coordinator.onTimer(this.state, next.key, this.now))
+      const next = this.shell.nextTimer()
+      if (next === undefined || next > until) break
+      this.now = Math.max(this.now, next)
+      const step = this.shell.dueTimer(this.now)
+      if (step !== undefined) this.apply(step)
     }
     this.now = until
   }
 
   snapshot(): Snapshot {
-    return toSnapshot(this.state)
+    return this.shell.snapshot()
   }
 
   stored(): Snapshot {

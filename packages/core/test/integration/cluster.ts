@@ -1,9 +1,11 @@
 /**
  * Test driver (test code, not a public API): one or more CoordinatorHosts
- * (memory Store + memory CoordinatorLease, `fence` writing owner tokens with
- * `ShardStreams.setOwnerToken`), the memory CoordinatorTransport (the host
- * serves the group, notices reach the members), the memory ShardStreams, and
- * N pure MemberMachines whose commands the driver executes.
+ * (memory Store + memory CoordinatorLease, `OwnerFence.make` writing owner
+ * tokens with `ShardStreams.setOwnerToken`), the memory CoordinatorTransport
+ * (the host serves the group, notices reach the members), the memory
+ * ShardStreams, and N pure MemberMachines whose commands the driver executes.
+ * Several clusters (groups) can share the ports (`SharedPorts`): fan-out of
+ * one stream to several groups.
  *
  * Time is effect's TestClock. The driver runs in rounds: advance the clock by
  * one tick (host timers, transport timeouts and in-flight heartbeats run),
@@ -17,26 +19,50 @@
  */
 import { Clock, Effect, Layer, Option, Result, Scope, Stream } from "effect"
 import { TestClock } from "effect/testing"
-import { makeMemoryUnsafe as makeLease } from "../../src/CoordinatorLease.js"
 import {
   type CoordinatorHost,
   CoordinatorLease,
   type CoordinatorState,
-  CoordinatorTransport,
-  type Fence,
-  FenceWriteFailed,
   type HeartbeatResponse,
   MemberMachine,
   makeCoordinatorHost,
+  OwnerFence,
   ShardStreams,
-  Store,
-  type StoreShape,
   type TransportError,
 } from "../../src/index.js"
-import { makeMemoryUnsafe as makeStore } from "../../src/Store.js"
+import { Store, CoordinatorTransport as TestingTransport } from "../../src/testing.js"
 
+/** The default group. */
 export const group = "g"
 export const stream = "orders"
+const defaultGroup = group
+const defaultStream = stream
+
+/** Ports several clusters (groups) can share; `produced` is every message appended. */
+export interface SharedPorts {
+  readonly streams: ShardStreams.ShardStreamsShape
+  readonly store: Store.MemoryStore
+  readonly lease: CoordinatorLease.CoordinatorLeaseShape
+  readonly transport: TestingTransport.CoordinatorTransportShape
+  readonly faults: TestingTransport.TransportFaultsShape
+  readonly produced: Array<string>
+}
+
+export const makeSharedPorts = (transportTimeoutMs = 500) =>
+  Effect.gen(function* () {
+    const { transport, faults } = yield* TestingTransport.makeMemory({
+      timeoutMs: transportTimeoutMs,
+    })
+    const ports: SharedPorts = {
+      streams: yield* ShardStreams.makeMemory,
+      store: Store.makeMemoryUnsafe(),
+      lease: yield* CoordinatorLease.makeMemory,
+      transport,
+      faults,
+      produced: [],
+    }
+    return ports
+  })
 
 export type EventKind =
   | "start" // StartShard executed: a read loop exists for (member, shard)
@@ -94,6 +120,11 @@ export interface ClusterOptions {
   readonly tickMs?: number
   readonly batch?: number
   readonly transportTimeoutMs?: number
+  /** This cluster's group and stream (default `g` on `orders`). */
+  readonly group?: string
+  readonly stream?: string
+  /** Ports shared with other clusters (default: fresh ones). */
+  readonly shared?: SharedPorts
 }
 
 export const makeCluster = Effect.fnUntraced(function* (options: ClusterOptions) {
@@ -102,6 +133,9 @@ export const makeCluster = Effect.fnUntraced(function* (options: ClusterOptions)
   const heartbeatIntervalMs = options.heartbeatIntervalMs ?? 1_000
   const tickMs = options.tickMs ?? 100
   const batch = options.batch ?? 3
+  const group = options.group ?? defaultGroup
+  const stream = options.stream ?? defaultStream
+  const key = { stream, group }
   const config = {
     groupId: group,
     stream,
@@ -110,12 +144,8 @@ export const makeCluster = Effect.fnUntraced(function* (options: ClusterOptions)
     rebalanceTimeoutMs: options.rebalanceTimeoutMs ?? 10_000,
     heartbeatIntervalMs,
   }
-  const store = makeStore()
-  const lease = makeLease()
-  const streams = yield* ShardStreams.makeMemory
-  const { transport, faults } = yield* CoordinatorTransport.makeMemory({
-    timeoutMs: options.transportTimeoutMs ?? 500,
-  })
+  const shared = options.shared ?? (yield* makeSharedPorts(options.transportTimeoutMs))
+  const { streams, store, lease, transport, faults, produced } = shared
 
   const events: Array<Event> = []
   let round = 0
@@ -123,31 +153,34 @@ export const makeCluster = Effect.fnUntraced(function* (options: ClusterOptions)
   const log = (e: Omit<Event, "seq" | "round" | "at">) =>
     events.push({ ...e, seq: events.length, round, at: now })
 
-  /** Message key `shard/id` -> produced; handled by (member, round); ack count. */
-  const produced: Array<string> = []
+  /** Message key `shard/id` -> handled by (member, round); ack count (`produced`: shared). */
   const handled = new Map<string, Array<{ member: string; round: number; deliveryCount: number }>>()
   const acked = new Map<string, number>()
   const keyOf = (shard: number, id: string) => `${shard}/${id}`
 
   // coordinator -------------------------------------------------------------
-  const fence = (fences: ReadonlyArray<Fence>) =>
-    Effect.forEach(fences, (f) => streams.setOwnerToken(stream, f.shard, f.token), {
-      discard: true,
-    }).pipe(Effect.mapError((e) => new FenceWriteFailed({ group, message: e._tag, cause: e })))
+  const fence = yield* OwnerFence.make.pipe(
+    Effect.provideService(ShardStreams.ShardStreams, streams),
+  )
 
   /** Start a coordinator candidate in its own scope; `storeShape` may wrap the shared store. */
-  const startHost = (holder: string, storeShape: StoreShape = store) =>
+  const startHost = (holder: string, storeShape: Store.StoreShape = store) =>
     Effect.gen(function* () {
       const hostScope = yield* Scope.fork(scope)
       const host = yield* makeCoordinatorHost({
         config,
         holder,
         ...(options.leaseTtlMs !== undefined ? { leaseTtlMs: options.leaseTtlMs } : {}),
-        fence,
-        onNotice: (memberId) => transport.notify(group, memberId),
+        onNotice: (memberId) => transport.notify(key, memberId),
       }).pipe(
         Scope.provide(hostScope),
-        Effect.provide(Layer.merge(Store.layerWith(storeShape), CoordinatorLease.layerWith(lease))),
+        Effect.provide(
+          Layer.mergeAll(
+            Layer.succeed(Store.Store, storeShape),
+            Layer.succeed(CoordinatorLease.CoordinatorLease, lease),
+            Layer.succeed(OwnerFence.OwnerFence, fence),
+          ),
+        ),
         Effect.orDie,
       )
       return { host, scope: hostScope }
@@ -155,7 +188,7 @@ export const makeCluster = Effect.fnUntraced(function* (options: ClusterOptions)
 
   /** Route the group's heartbeats to `host` (a newer serve replaces the older). */
   const serve = (host: CoordinatorHost) =>
-    transport.serve(group, host.heartbeat).pipe(Scope.provide(scope))
+    transport.serve(key, host.heartbeat).pipe(Scope.provide(scope))
 
   // members -----------------------------------------------------------------
   const members = new Map<string, Member>()
@@ -186,7 +219,7 @@ export const makeCluster = Effect.fnUntraced(function* (options: ClusterOptions)
         crashed: false,
         left: false,
       }
-      const notices = yield* transport.notices(group, id).pipe(Scope.provide(scope))
+      const notices = yield* transport.notices(key, id).pipe(Scope.provide(scope))
       yield* Effect.forkIn(
         Stream.runForEach(notices, () =>
           Effect.sync(() => {
@@ -333,9 +366,8 @@ export const makeCluster = Effect.fnUntraced(function* (options: ClusterOptions)
 
   const live = () => [...members.values()].filter((m) => !m.crashed && !m.left)
 
-  /** One round: advance the clock one tick, then drive every live member. */
-  const tick = Effect.gen(function* () {
-    yield* TestClock.adjust(tickMs)
+  /** Drive every live member once at the current time (a round without moving the clock). */
+  const drive = Effect.gen(function* () {
     round++
     now = yield* Clock.currentTimeMillis
     for (const m of live()) {
@@ -372,6 +404,9 @@ export const makeCluster = Effect.fnUntraced(function* (options: ClusterOptions)
       for (const loop of loops) if (m.loops.get(loop.shard) === loop) yield* stepLoop(m, loop)
     }
   })
+
+  /** One round: advance the clock one tick, then drive every live member. */
+  const tick = Effect.andThen(TestClock.adjust(tickMs), drive)
 
   const runUntil = (what: string, done: () => boolean, maxRounds = 1_000) =>
     Effect.gen(function* () {
@@ -459,6 +494,8 @@ export const makeCluster = Effect.fnUntraced(function* (options: ClusterOptions)
     Effect.map(host.state, (s) => Option.getOrThrow(s) as CoordinatorState)
 
   return {
+    key,
+    shared,
     streams,
     store,
     lease,
@@ -474,6 +511,8 @@ export const makeCluster = Effect.fnUntraced(function* (options: ClusterOptions)
     addMember,
     produce,
     tick,
+    drive,
+    settled,
     runUntil,
     runRounds,
     runUntilSettled,

@@ -83,7 +83,7 @@ describe("end-to-end (in-memory)", () => {
         for (const [shard, { member, token }] of tokens(c)) {
           assert.strictEqual(state.current[shard]?.memberId, member)
           assert.strictEqual(state.current[shard]?.token, token)
-          assert.strictEqual(yield* c.streams.ownerToken(stream, shard), token)
+          assert.strictEqual(yield* c.streams.ownerToken({ stream, shard, group }), token)
         }
       }),
   )
@@ -254,7 +254,7 @@ describe("end-to-end (in-memory)", () => {
 
         // c1 pauses inside a commit (it checked its lease, holds its lock: no renewals);
         // requests now reach c2
-        const revision = c.store.revision(group)
+        const revision = c.store.revision(c.key)
         yield* paused.pause
         const zombie = yield* Effect.forkChild(
           h1.heartbeat({
@@ -282,10 +282,10 @@ describe("end-to-end (in-memory)", () => {
           [],
         )
         // c2 committed exactly one batch, its election: steady heartbeats commit nothing
-        assert.strictEqual(c.store.revision(group), revision + 1)
+        assert.strictEqual(c.store.revision(c.key), revision + 1)
         assert.deepStrictEqual(
           c.store
-            .auditLog(group)
+            .auditLog(c.key)
             .slice(-1)
             .map((e) => e.kind),
           ["CoordinatorElected"],
@@ -297,7 +297,7 @@ describe("end-to-end (in-memory)", () => {
         assert.strictEqual(answer.errorCode, "NOT_COORDINATOR")
         assert.isFalse(yield* h1.isCoordinator)
         assert.isTrue(Option.isNone(yield* h1.state))
-        assert.strictEqual(c.store.revision(group), revision + 1)
+        assert.strictEqual(c.store.revision(c.key), revision + 1)
         const s2 = yield* c.coordinatorState(h2)
         assert.isFalse(s2.members.has("zombie"))
         assert.strictEqual(s2.storeRevision, revision + 1)
@@ -310,6 +310,96 @@ describe("end-to-end (in-memory)", () => {
         assert.deepStrictEqual(counts(c), [3, 3, 3, 3])
         assert.deepStrictEqual(revokeBeforeAssign(c.events).problems, [])
         yield* assertSafeAndComplete(c)
+      }),
+  )
+})
+
+describe("end-to-end: several groups on one stream (fan-out)", () => {
+  it.effect(
+    "two groups consume one stream: each handles every message exactly once, neither is ever fenced by the other",
+    () =>
+      Effect.gen(function* () {
+        const billing = yield* makeCluster({ shardCount: 12, group: "billing" })
+        const search = yield* makeCluster({
+          shardCount: 12,
+          group: "search",
+          shared: billing.shared,
+        })
+        // one process coordinates both groups: per-group leases, so the same holder wins both
+        const { host: hBilling } = yield* billing.startHost("pod-1")
+        const { host: hSearch } = yield* search.startHost("pod-1")
+        yield* billing.serve(hBilling)
+        yield* search.serve(hSearch)
+        // the same member ids in both groups (one pod runs a member of each)
+        for (const id of ["a", "b", "c"]) {
+          yield* billing.addMember(id)
+          yield* search.addMember(id)
+        }
+        const round = Effect.andThen(billing.tick, search.drive)
+        const until = (what: string, done: Effect.Effect<boolean>) =>
+          Effect.gen(function* () {
+            for (let i = 0; i < 1_000; i++) {
+              if (yield* done) return
+              yield* round
+            }
+            return yield* Effect.die(new Error(`not reached: ${what}`))
+          })
+        const bothSettled = Effect.map(
+          Effect.all([billing.settled(hBilling), search.settled(hSearch)]),
+          ([x, y]) => x && y,
+        )
+        yield* until("both settled", bothSettled)
+        for (let i = 0; i < 10; i++) yield* Effect.andThen(billing.produce(12), round)
+        // billing scales out: its tokens move ahead of search's on the shards d takes
+        yield* billing.addMember("d")
+        for (let i = 0; i < 40; i++) yield* Effect.andThen(billing.produce(12), round)
+        yield* until("both settled again", bothSettled)
+        yield* until(
+          "both groups acked everything",
+          Effect.sync(() => billing.allAcked() && search.allAcked()),
+        )
+        assert.deepStrictEqual(counts(billing), [3, 3, 3, 3])
+        assert.deepStrictEqual(counts(search), [4, 4, 4])
+        for (const [c, host] of [
+          [billing, hBilling],
+          [search, hSearch],
+        ] as const) {
+          // every message handled and acked exactly once by this group; nothing pending
+          assert.strictEqual(c.produced.length, 600)
+          assert.deepStrictEqual(
+            c.produced.filter((k) => c.acked.get(k) !== 1),
+            [],
+          )
+          assert.deepStrictEqual(duplicates(c), [])
+          for (let shard = 0; shard < 12; shard++)
+            assert.deepStrictEqual(
+              yield* c.streams.pending({ stream, shard, group: c.key.group }),
+              [],
+            )
+          assert.deepStrictEqual(overlappingOwnership(c.events), [])
+          assert.deepStrictEqual(revokeBeforeAssign(c.events).problems, [])
+          // never refused by the data plane, never a failed fence write (no step-down)
+          assert.deepStrictEqual(
+            c.events.filter((e) => e.kind === "staleOwner"),
+            [],
+          )
+          assert.isTrue(yield* host.isCoordinator)
+          assert.isTrue(Option.isNone(yield* host.lastError))
+          // storage tokens are this group's coordinator's tokens
+          const state = yield* c.coordinatorState(host)
+          for (const [shard, { token }] of tokens(c)) {
+            assert.strictEqual(state.current[shard]?.token, token)
+            assert.strictEqual(
+              yield* c.streams.ownerToken({ stream, shard, group: c.key.group }),
+              token,
+            )
+          }
+        }
+        // the groups' tokens did diverge (otherwise this proves little)
+        const diverged = [...tokens(billing)].some(
+          ([shard, { token }]) => tokens(search).get(shard)?.token !== token,
+        )
+        assert.isTrue(diverged)
       }),
   )
 })

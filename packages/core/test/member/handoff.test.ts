@@ -7,12 +7,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
 import type { HeartbeatResponse } from "../../src/index.js"
-import {
-  CoordinatorTransport,
-  HeartbeatRequest,
-  MemberMachine,
-  ShardStreams,
-} from "../../src/index.js"
+import { HeartbeatRequest, MemberMachine, ShardStreams } from "../../src/index.js"
+import { CoordinatorTransport } from "../../src/testing.js"
 
 const group = "g"
 const stream = "orders"
@@ -41,7 +37,7 @@ const makeToyCoordinator = (streams: ShardStreams.ShardStreams["Service"]) => {
       if (owner === undefined && target !== undefined) {
         owner = target
         token++
-        yield* streams.setOwnerToken(stream, 0, token).pipe(Effect.orDie)
+        yield* streams.setOwnerToken({ stream, shard: 0, group, token }).pipe(Effect.orDie)
       }
       const mine = owner === req.memberId && target === req.memberId
       const response: HeartbeatResponse = {
@@ -76,7 +72,7 @@ describe("member handoff over the memory ports", () => {
       const transport = yield* CoordinatorTransport.CoordinatorTransport
       const faults = yield* CoordinatorTransport.CoordinatorTransportFaults
       const streams = yield* ShardStreams.ShardStreams
-      yield* transport.serve(group, makeToyCoordinator(streams).handler)
+      yield* transport.serve({ stream, group }, makeToyCoordinator(streams).handler)
 
       const reading = new Map<string, number>() // `${member}` -> token while reading shard 0
       const a = MemberMachine.make(config("a"), 0)

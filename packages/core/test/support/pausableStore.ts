@@ -3,11 +3,11 @@
  * paused inside a commit (it checked its lease, then stopped: GC, SIGSTOP).
  */
 import { Deferred, Effect } from "effect"
-import type { StoreShape } from "../../src/index.js"
+import type { Store } from "../../src/index.js"
 
-export const pausableStore = (store: StoreShape) => {
+export const pausableStore = (store: Store.StoreShape) => {
   let gate: Deferred.Deferred<void> | undefined
-  const pausable: StoreShape = {
+  const pausable: Store.StoreShape = {
     load: store.load,
     commit: (g, rev, records) =>
       Effect.suspend(() =>

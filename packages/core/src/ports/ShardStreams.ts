@@ -1,15 +1,17 @@
 /**
  * The data plane port: one Redis Stream per shard, read by consumer groups,
- * fenced by a per-shard owner token.
+ * fenced by an owner token per (shard, group): several groups consume one
+ * stream (fan-out), and one group's coordinator must never fence another's
+ * members (DESIGN.md section 3, "Fencing at the storage").
  *
  * Operations are Redis-shaped so the Redis implementation is one Lua script
  * per operation, every key under the shard's hash tag `{<stream>:<shard>}`
- * (stream, owner token and dead-letter stream in one slot):
+ * (stream, owner tokens and dead-letter stream in one slot):
  *
  * | operation       | Redis                                                        |
  * |-----------------|--------------------------------------------------------------|
  * | `append`        | XADD `{s:n}` *                                               |
- * | `setOwnerToken` | SET `{s:n}:owner` if greater                                 |
+ * | `setOwnerToken` | SET `{s:n}:owner:<group>` if greater                         |
  * | `read`          | token check + XREADGROUP (`>` new, `0` own pending)          |
  * | `ack`           | token check + XACK, or XACKDEL / XACK+XDEL (`xackdel`)       |
  * | `nack`          | token check + XCLAIM to the same consumer (count +1)         |
@@ -17,12 +19,17 @@
  * | `deadLetter`    | token check + XRANGE + XADD `{s:n}:dlq` + XACK, one script   |
  * | `pending`/`info`| XPENDING / XINFO                                             |
  *
- * A fenced operation with a token lower than the shard's current token fails
- * with `StaleOwner` and changes nothing.
+ * A fenced operation with a token lower than its group's current token for
+ * the shard fails with `StaleOwner` and changes nothing.
+ *
+ * @example
+ * const streams = yield* ShardStreams.ShardStreams
+ * yield* streams.setOwnerToken({ stream: "orders", shard: 3, group: "g", token: 7 })
+ * const batch = yield* streams.read({ stream: "orders", shard: 3, group: "g", consumer: "pod-1-m0", token: 7, count: 100 })
  */
 import { Clock, Context, Effect, Layer } from "effect"
-import { InvalidEntryId, OwnerTokenRegression, StaleOwner } from "./Errors.js"
-import * as StreamId from "./internal/streamId.js"
+import { InvalidEntryId, OwnerTokenRegression, StaleOwner } from "../Errors.js"
+import * as StreamId from "../internal/streamId.js"
 
 // ---------------------------------------------------------------------------
 // types
@@ -101,12 +108,13 @@ export interface GroupInfo {
   readonly lastDeliveredId: string
   readonly pending: number
   readonly consumers: ReadonlyArray<string>
+  /** The group's owner token for this shard (0 if never fenced). */
+  readonly ownerToken: number
 }
 
 export interface ShardInfo {
   readonly length: number
   readonly lastId: string
-  readonly ownerToken: number
   readonly groups: ReadonlyArray<GroupInfo>
 }
 
@@ -125,53 +133,57 @@ export const shardKey = (stream: string, shard: number): string => `{${stream}:$
 export const deadLetterKey = (stream: string, shard: number): string =>
   `${shardKey(stream, shard)}:dlq`
 
-/** The owner-token key of a shard, same hash slot as the shard. */
-export const ownerTokenKey = (stream: string, shard: number): string =>
-  `${shardKey(stream, shard)}:owner`
+/**
+ * The owner-token key of a (shard, group): `{<stream>:<shard>}:owner:<group>`,
+ * same hash slot as the shard, one per group so groups never fence each other.
+ */
+export const ownerTokenKey = (stream: string, shard: number, group: string): string =>
+  `${shardKey(stream, shard)}:owner:${group}`
 
 // ---------------------------------------------------------------------------
 // the port
 
-export class ShardStreams extends Context.Service<
-  ShardStreams,
-  {
-    /** Producer: append an entry to a shard; returns its id. */
-    readonly append: (stream: string, shard: number, fields: Fields) => Effect.Effect<string>
-    /** Coordinator's fence: raise the shard's owner token (equal is a no-op, lower is refused). */
-    readonly setOwnerToken: (
-      stream: string,
-      shard: number,
-      token: number,
-    ) => Effect.Effect<void, OwnerTokenRegression>
-    readonly ownerToken: (stream: string, shard: number) => Effect.Effect<number>
-    /** Fenced consumer-group read: a batch in stream order (creates the group at `0` if absent). */
-    readonly read: (options: ReadOptions) => Effect.Effect<ReadonlyArray<StreamMessage>, StaleOwner>
-    /** Fenced ack; returns how many entries were pending and are now acknowledged. */
-    readonly ack: (options: AckOptions) => Effect.Effect<number, StaleOwner | InvalidEntryId>
-    /** Fenced negative ack: the entry stays pending, its delivery count grows, its idle time resets. */
-    readonly nack: (options: NackOptions) => Effect.Effect<boolean, StaleOwner | InvalidEntryId>
-    /** Fenced takeover of pending entries idle long enough (XAUTOCLAIM); delivery count +1. */
-    readonly claimPending: (
-      options: ClaimOptions,
-    ) => Effect.Effect<ClaimResult, StaleOwner | InvalidEntryId>
-    /**
-     * Fenced, atomic: copy the pending entry to the shard's dead-letter stream
-     * and ack it. Returns the dead-letter entry id, or undefined when the entry
-     * was not pending (nothing changed: never both, never lost).
-     */
-    readonly deadLetter: (
-      options: DeadLetterOptions,
-    ) => Effect.Effect<string | undefined, StaleOwner | InvalidEntryId>
-    /** XPENDING: the group's pending entries in id order, optionally for one consumer. */
-    readonly pending: (
-      options: GroupAddress & { readonly consumer?: string },
-    ) => Effect.Effect<ReadonlyArray<PendingEntry>>
-    /** XINFO STREAM / GROUPS. */
-    readonly info: (stream: string, shard: number) => Effect.Effect<ShardInfo>
-    /** XRANGE of any key (shard or dead-letter stream), for tests and tools. */
-    readonly range: (key: string) => Effect.Effect<ReadonlyArray<{ id: string; fields: Fields }>>
-  }
->()("@shardline/core/ShardStreams") {}
+export interface ShardStreamsShape {
+  /** Producer: append an entry to a shard; returns its id. */
+  readonly append: (stream: string, shard: number, fields: Fields) => Effect.Effect<string>
+  /**
+   * Coordinator's fence: raise the group's owner token for the shard (equal is
+   * a no-op, lower is refused). Other groups' tokens are untouched.
+   */
+  readonly setOwnerToken: (options: FencedAddress) => Effect.Effect<void, OwnerTokenRegression>
+  /** The group's owner token for the shard (0 if never fenced). */
+  readonly ownerToken: (address: GroupAddress) => Effect.Effect<number>
+  /** Fenced consumer-group read: a batch in stream order (creates the group at `0` if absent). */
+  readonly read: (options: ReadOptions) => Effect.Effect<ReadonlyArray<StreamMessage>, StaleOwner>
+  /** Fenced ack; returns how many entries were pending and are now acknowledged. */
+  readonly ack: (options: AckOptions) => Effect.Effect<number, StaleOwner | InvalidEntryId>
+  /** Fenced negative ack: the entry stays pending, its delivery count grows, its idle time resets. */
+  readonly nack: (options: NackOptions) => Effect.Effect<boolean, StaleOwner | InvalidEntryId>
+  /** Fenced takeover of pending entries idle long enough (XAUTOCLAIM); delivery count +1. */
+  readonly claimPending: (
+    options: ClaimOptions,
+  ) => Effect.Effect<ClaimResult, StaleOwner | InvalidEntryId>
+  /**
+   * Fenced, atomic: copy the pending entry to the shard's dead-letter stream
+   * and ack it. Returns the dead-letter entry id, or undefined when the entry
+   * was not pending (nothing changed: never both, never lost).
+   */
+  readonly deadLetter: (
+    options: DeadLetterOptions,
+  ) => Effect.Effect<string | undefined, StaleOwner | InvalidEntryId>
+  /** XPENDING: the group's pending entries in id order, optionally for one consumer. */
+  readonly pending: (
+    options: GroupAddress & { readonly consumer?: string },
+  ) => Effect.Effect<ReadonlyArray<PendingEntry>>
+  /** XINFO STREAM / GROUPS. */
+  readonly info: (stream: string, shard: number) => Effect.Effect<ShardInfo>
+  /** XRANGE of any key (shard or dead-letter stream), for tests and tools. */
+  readonly range: (key: string) => Effect.Effect<ReadonlyArray<{ id: string; fields: Fields }>>
+}
+
+export class ShardStreams extends Context.Service<ShardStreams, ShardStreamsShape>()(
+  "@shardline/core/ShardStreams",
+) {}
 
 // ---------------------------------------------------------------------------
 // memory implementation
@@ -208,7 +220,7 @@ interface StreamState {
  * consumer, delivery count and last delivery time. Each operation runs in one
  * synchronous step, which is what a Lua script gives on Redis.
  */
-export const makeMemory: Effect.Effect<ShardStreams["Service"]> = Effect.sync(() => {
+export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
   const streams = new Map<string, StreamState>()
   const tokens = new Map<string, number>()
 
@@ -246,10 +258,19 @@ export const makeMemory: Effect.Effect<ShardStreams["Service"]> = Effect.sync(()
     return undefined
   }
 
+  const tokenOf = (a: GroupAddress): number =>
+    tokens.get(ownerTokenKey(a.stream, a.shard, a.group)) ?? 0
+
   const staleOwner = (a: FencedAddress): StaleOwner | undefined => {
-    const current = tokens.get(ownerTokenKey(a.stream, a.shard)) ?? 0
+    const current = tokenOf(a)
     return a.token < current
-      ? new StaleOwner({ stream: a.stream, shard: a.shard, token: a.token, currentToken: current })
+      ? new StaleOwner({
+          stream: a.stream,
+          shard: a.shard,
+          group: a.group,
+          token: a.token,
+          currentToken: current,
+        })
       : undefined
   }
 
@@ -300,23 +321,28 @@ export const makeMemory: Effect.Effect<ShardStreams["Service"]> = Effect.sync(()
     if (index >= 0) state.entries.splice(index, 1)
   }
 
-  const service: ShardStreams["Service"] = {
+  const service: ShardStreamsShape = {
     append: (stream, shard, fields) =>
       Effect.map(Clock.currentTimeMillis, (now) => append(shardKey(stream, shard), fields, now)),
 
-    setOwnerToken: (stream, shard, token) =>
+    setOwnerToken: (o) =>
       Effect.suspend(() => {
-        const key = ownerTokenKey(stream, shard)
-        const current = tokens.get(key) ?? 0
-        if (token < current)
+        const current = tokenOf(o)
+        if (o.token < current)
           return Effect.fail(
-            new OwnerTokenRegression({ stream, shard, token, currentToken: current }),
+            new OwnerTokenRegression({
+              stream: o.stream,
+              shard: o.shard,
+              group: o.group,
+              token: o.token,
+              currentToken: current,
+            }),
           )
-        tokens.set(key, token)
+        tokens.set(ownerTokenKey(o.stream, o.shard, o.group), o.token)
         return Effect.void
       }),
 
-    ownerToken: (stream, shard) => Effect.sync(() => tokens.get(ownerTokenKey(stream, shard)) ?? 0),
+    ownerToken: (address) => Effect.sync(() => tokenOf(address)),
 
     read: (o) =>
       fencedNoIds(o, (now) => {
@@ -453,12 +479,12 @@ export const makeMemory: Effect.Effect<ShardStreams["Service"]> = Effect.sync(()
         return {
           length: state?.entries.length ?? 0,
           lastId: StreamId.format(state?.last ?? StreamId.ZERO),
-          ownerToken: tokens.get(ownerTokenKey(stream, shard)) ?? 0,
           groups: [...(state?.groups ?? [])].map(([name, g]) => ({
             name,
             lastDeliveredId: StreamId.format(g.lastDelivered),
             pending: g.pel.size,
             consumers: [...g.consumers].sort(),
+            ownerToken: tokenOf({ stream, shard, group: name }),
           })),
         }
       }),
@@ -471,4 +497,5 @@ export const makeMemory: Effect.Effect<ShardStreams["Service"]> = Effect.sync(()
   return service
 })
 
+/** Layer with a fresh in-memory data plane. */
 export const layerMemory: Layer.Layer<ShardStreams> = Layer.effect(ShardStreams, makeMemory)

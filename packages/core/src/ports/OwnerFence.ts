@@ -1,0 +1,70 @@
+/**
+ * OwnerFence port: the coordinator's write of per-(shard, group) owner tokens
+ * to storage. The coordinator writes a grant's fence after the commit and
+ * before the member is told (docs/protocol.md, rule 1 step 6), and re-asserts
+ * every accepted owner's token when it takes over. A failed write is a
+ * `FenceWriteFailed`; the host then answers NOT_COORDINATOR and steps down.
+ *
+ * `make` / `layer` write through the `ShardStreams` in context
+ * (`setOwnerToken`, one call per fence), so they serve the memory data plane
+ * and any other `ShardStreams` alike. `layerNoop` writes nothing: for a
+ * coordinator without a data plane (unit tests, demos), never in production.
+ *
+ * @example
+ * const fence = yield* OwnerFence.OwnerFence
+ * yield* fence.write({ stream: "orders", group: "workers" }, [{ shard: 3, token: 7, memberId: "pod-1-m0" }])
+ */
+import { Context, Effect, Layer } from "effect"
+import type { Fence } from "../coordinator/Coordinator.js"
+import { FenceWriteFailed } from "../Errors.js"
+import type { GroupKey } from "./GroupKey.js"
+import { ShardStreams } from "./ShardStreams.js"
+
+export type { Fence } from "../coordinator/Coordinator.js"
+
+export interface OwnerFenceShape {
+  /** Raise each fence's owner token for the group; equal tokens are no-ops (re-fencing is safe). */
+  readonly write: (
+    key: GroupKey,
+    fences: ReadonlyArray<Fence>,
+  ) => Effect.Effect<void, FenceWriteFailed>
+}
+
+export class OwnerFence extends Context.Service<OwnerFence, OwnerFenceShape>()(
+  "@shardline/core/OwnerFence",
+) {}
+
+/** Fences written with `ShardStreams.setOwnerToken` of the ShardStreams in context. */
+export const make: Effect.Effect<OwnerFenceShape, never, ShardStreams> = ShardStreams.useSync(
+  (streams): OwnerFenceShape => ({
+    write: (key, fences) =>
+      Effect.forEach(
+        fences,
+        (f) =>
+          streams.setOwnerToken({
+            stream: key.stream,
+            shard: f.shard,
+            group: key.group,
+            token: f.token,
+          }),
+        { discard: true },
+      ).pipe(
+        Effect.mapError(
+          (cause) =>
+            new FenceWriteFailed({
+              stream: key.stream,
+              group: key.group,
+              message: `${cause._tag}: shard ${cause.shard} token ${cause.token} is below ${cause.currentToken}`,
+              cause,
+            }),
+        ),
+      ),
+  }),
+)
+
+export const layer: Layer.Layer<OwnerFence, never, ShardStreams> = Layer.effect(OwnerFence, make)
+
+/** Writes nothing (a coordinator without a data plane: unit tests, demos). */
+export const noop: OwnerFenceShape = { write: () => Effect.void }
+
+export const layerNoop: Layer.Layer<OwnerFence> = Layer.succeed(OwnerFence, noop)

@@ -1,0 +1,158 @@
+/**
+ * The in-process CoordinatorTransport with its fault hooks. The public port
+ * module hands out only the transport; `@shardline/core/testing` also the
+ * hooks.
+ */
+import { Effect, Fiber, Queue, Schema, Stream } from "effect"
+import { TransportError } from "../../Errors.js"
+import { HeartbeatResponse } from "../../protocol/Heartbeat.js"
+import type { CoordinatorTransportShape, HeartbeatHandler } from "../CoordinatorTransport.js"
+import { type GroupKey, groupKeyString } from "../GroupKey.js"
+
+export interface MemoryTransportOptions {
+  /** How long a member waits for a response before a Timeout (default 5000 ms). */
+  readonly timeoutMs?: number
+}
+
+/** Fault injection for the in-memory transport (tests and simulations). */
+export interface TransportFaultsShape {
+  /** The next `n` requests are lost before reaching the coordinator (member times out). */
+  readonly dropRequests: (n: number) => Effect.Effect<void>
+  /** The coordinator handles the next `n` requests, but their responses are lost (member times out). */
+  readonly dropResponses: (n: number) => Effect.Effect<void>
+  /** Delay every response by `ms`; at or beyond the timeout the member times out instead. */
+  readonly delayResponses: (ms: number) => Effect.Effect<void>
+  /** How many requests reached a coordinator handler. */
+  readonly handled: Effect.Effect<number>
+}
+
+const decodeResponse = Schema.decodeUnknownEffect(HeartbeatResponse)
+
+/** Simulates the wire: only JSON survives the trip. */
+const wire = (value: unknown): unknown => JSON.parse(JSON.stringify(value))
+
+export const makeMemoryTransport = (
+  options: MemoryTransportOptions = {},
+): Effect.Effect<{
+  readonly transport: CoordinatorTransportShape
+  readonly faults: TransportFaultsShape
+}> =>
+  Effect.sync(() => {
+    const timeoutMs = options.timeoutMs ?? 5_000
+    const handlers = new Map<string, { readonly handler: HeartbeatHandler }>()
+    const subscribers = new Map<string, Set<Queue.Queue<void>>>()
+    let dropRequests = 0
+    let dropResponses = 0
+    let delayMs = 0
+    let handled = 0
+
+    const memberKey = (key: GroupKey, memberId: string) =>
+      JSON.stringify([key.stream, key.group, memberId])
+    const timeout = (message: string) =>
+      Effect.flatMap(Effect.sleep(timeoutMs), () =>
+        Effect.fail(new TransportError({ reason: "Timeout", message })),
+      )
+
+    const transport: CoordinatorTransportShape = {
+      heartbeat: (request) =>
+        Effect.gen(function* () {
+          if (dropRequests > 0) {
+            dropRequests--
+            return yield* timeout("heartbeat request lost")
+          }
+          const served = handlers.get(
+            groupKeyString({ stream: request.stream, group: request.group }),
+          )
+          if (served === undefined)
+            return yield* new TransportError({
+              reason: "Unavailable",
+              message: `no coordinator serves group ${request.group} on stream ${request.stream}`,
+            })
+          handled++
+          // The coordinator keeps working on a request the member gave up on
+          // (as over a real network), so the handler runs detached and only
+          // the member's wait is bounded. At least 1 ms: `timeoutMs: 0` makes
+          // injected faults fail at once without racing a served request.
+          const fiber = yield* Effect.forkDetach(served.handler(wire(request)))
+          const answer = yield* Fiber.join(fiber).pipe(
+            Effect.timeoutOrElse({
+              duration: Math.max(timeoutMs, 1),
+              orElse: () =>
+                Effect.fail(
+                  new TransportError({
+                    reason: "Timeout",
+                    message: "coordinator did not answer in time",
+                  }),
+                ),
+            }),
+          )
+          const raw = wire(answer)
+          if (dropResponses > 0) {
+            dropResponses--
+            return yield* timeout("heartbeat response lost")
+          }
+          if (delayMs > 0 && delayMs >= timeoutMs)
+            return yield* timeout("heartbeat response too late")
+          if (delayMs > 0) yield* Effect.sleep(delayMs)
+          return yield* decodeResponse(raw).pipe(
+            Effect.mapError(
+              (cause) => new TransportError({ reason: "Decode", message: cause.message, cause }),
+            ),
+          )
+        }),
+
+      notices: (key, memberId) =>
+        Effect.gen(function* () {
+          const queue = yield* Queue.sliding<void>(1)
+          const k = memberKey(key, memberId)
+          let set = subscribers.get(k)
+          if (set === undefined) {
+            set = new Set()
+            subscribers.set(k, set)
+          }
+          set.add(queue)
+          yield* Effect.addFinalizer(() =>
+            Effect.sync(() => {
+              set.delete(queue)
+              if (set.size === 0) subscribers.delete(k)
+            }),
+          )
+          return Stream.fromQueue(queue)
+        }),
+
+      serve: (key, handler) =>
+        Effect.gen(function* () {
+          const k = groupKeyString(key)
+          const registration = { handler }
+          handlers.set(k, registration)
+          yield* Effect.addFinalizer(() =>
+            Effect.sync(() => {
+              if (handlers.get(k) === registration) handlers.delete(k)
+            }),
+          )
+        }),
+
+      notify: (key, memberId) =>
+        Effect.sync(() => {
+          for (const queue of subscribers.get(memberKey(key, memberId)) ?? [])
+            Queue.offerUnsafe(queue, undefined)
+        }),
+    }
+
+    const faults: TransportFaultsShape = {
+      dropRequests: (n) =>
+        Effect.sync(() => {
+          dropRequests = n
+        }),
+      dropResponses: (n) =>
+        Effect.sync(() => {
+          dropResponses = n
+        }),
+      delayResponses: (ms) =>
+        Effect.sync(() => {
+          delayMs = ms
+        }),
+      handled: Effect.sync(() => handled),
+    }
+    return { transport, faults }
+  })
