@@ -144,7 +144,10 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
     })
   })
 
-  /** Run every deadline due now, then re-arm; a host that lost its lease steps down instead. */
+  /**
+   * Run every deadline due now, then re-aim the timer once; a host that lost
+   * its lease commits nothing and steps down instead.
+   */
   const fireDue: Effect.Effect<void> = Effect.gen(function* () {
     timer = undefined // this fiber is the armed one: never interrupt it from here
     while (leader !== null) {
@@ -228,7 +231,8 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
 
   /**
    * Carry out one shell step on the leader: lease check, commit (CAS), apply,
-   * fences, timers, notices; returns its response (none: nothing was due). On
+   * fences, notices; returns its response (none: nothing was due). The caller
+   * re-aims the timer (`rearm`) once it is done stepping. On
    * StaleRevision renew the lease, reload and re-run (`maxCommitAttempts`);
    * a lost lease, CAS or fence write is `NotServing`. Must run under `lock`.
    */
@@ -268,7 +272,6 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
         const fenced = yield* Effect.result(writeFences(step.fences))
         if (Result.isFailure(fenced))
           return yield* Effect.fail(new NotServing(`fence write failed: ${fenced.failure.message}`))
-        yield* rearm
         yield* publish(step.notices)
         return Option.some(step.response)
       }
@@ -311,6 +314,7 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
           if (l === null) return notCoordinator(req.memberId, lastError ?? "not the coordinator")
           const now = yield* Clock.currentTimeMillis
           return yield* execute((shell) => shell.heartbeat(req, now), "a commit").pipe(
+            Effect.tap(() => rearm),
             Effect.map(Option.getOrElse(() => notCoordinator(req.memberId, "no answer"))),
             Effect.catch((e: NotServing) =>
               Effect.as(stepDown(e.reason), notCoordinator(req.memberId, e.reason)),

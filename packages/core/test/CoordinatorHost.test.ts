@@ -181,6 +181,33 @@ describe("CoordinatorHost", () => {
       }),
   )
 
+  it.effect(
+    "one sleeping timer serves every deadline: staggered silent members expire each at its own deadline",
+    () =>
+      Effect.gen(function* () {
+        const store = makeStore()
+        const host = yield* makeCoordinatorHost({
+          config: config({ shardCount: 8 }),
+          holder: "c1",
+          leaseTtlMs: 600_000,
+        }).pipe(Effect.provide(env(store)))
+        const ids = ["a", "b", "c", "d", "e"]
+        for (const id of ids) {
+          yield* host.heartbeat(join(id)) // joins at 0, 1000, 2000, ...: deadlines 30 s later
+          yield* TestClock.adjust(1_000)
+        }
+        const members = () =>
+          Effect.map(host.state, (s) => [...Option.getOrThrow(s).members.keys()].sort())
+        yield* TestClock.adjust(30_000 - 5_000 - 1) // t = 29_999
+        for (let k = 0; k < ids.length; k++) {
+          assert.deepStrictEqual(yield* members(), ids.slice(k), `before ${ids[k]}'s deadline`)
+          yield* TestClock.adjust(2) // just past member k's deadline
+          assert.deepStrictEqual(yield* members(), ids.slice(k + 1), `after ${ids[k]}'s deadline`)
+          yield* TestClock.adjust(998)
+        }
+      }),
+  )
+
   it.effect("publishes 'look again' notices on the notices stream", () =>
     Effect.gen(function* () {
       const store = makeStore()
