@@ -1,5 +1,5 @@
 /**
- * Typed errors of `@shardline/core`, one module per package (STYLE.md).
+ * Typed errors of `@shardline/core`, one module per package.
  * Every error is a `Schema.TaggedError`, so it can cross a process boundary and
  * be matched with `Effect.catchTag`.
  */

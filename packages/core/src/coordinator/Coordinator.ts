@@ -221,7 +221,7 @@ const sameWeights = (a: GroupConfig["memberWeights"], b: GroupConfig["memberWeig
 }
 
 /**
- * Change the stored group config to `config` (docs/protocol.md rule 11): a
+ * Change the stored group config to `config` (docs/protocol.md rule 12): a
  * `GroupConfigChanged` record, audited with every field that differs; new
  * weights also re-weigh the members, bump `groupEpoch` and recompute the
  * target. The group's identity and its shard count cannot change here.
@@ -483,7 +483,7 @@ const respond = (
     assignmentEpoch: draft.assignmentEpoch,
     assigned: r.assigned,
     pending: r.pending,
-    // A joining member learns the layout even at generation 0 (rule 12).
+    // A joining member learns the layout even at generation 0 (docs/protocol.md rule 14).
     ...(req.memberEpoch === 0 || req.metadataVersion < state.layout.generation
       ? { layout: state.layout }
       : {}),
@@ -514,7 +514,7 @@ const answer = (
 /**
  * Epoch 0. A new member joins; a registered one starts a new lifecycle: a
  * rejoin by the same process (after UNKNOWN/FENCED or a self-fence) or the
- * replacement of the registered process by a newer incarnation (rule 9).
+ * replacement of the registered process by a newer incarnation (docs/protocol.md rule 9).
  * Either way its old lifecycle's shards are released first, so whatever it
  * gets back carries new tokens, and every join gets a never-issued epoch.
  */
@@ -550,7 +550,7 @@ const join = (
   if (req.incarnation === existing.incarnation) {
     // The very join that started this lifecycle, received again: answer it, change nothing.
     if (req.seq === existing.joinSeq) return answer(draft, req, existing.memberEpoch)
-    // An older join of this process, delayed past a later one (rule 11): stale.
+    // An older join of this process, delayed past a later one (docs/protocol.md rule 13): stale.
     if (req.seq < existing.joinSeq)
       return nothing(
         errorResponse(
@@ -590,7 +590,7 @@ const join = (
 /**
  * A member asked to leave while still draining (`leaving`): it stops being a
  * target, so every shard it holds is revoked from it at once and moves as
- * soon as it reports that shard REVOKED (rule 7 of docs/protocol.md's leave rules).
+ * soon as it reports that shard REVOKED (docs/protocol.md rule 11).
  */
 const startLeaving = (draft: Draft, member: MemberEntry): MemberEntry => {
   const leaving: MemberEntry = { ...member, state: "LEAVING" }
@@ -612,8 +612,8 @@ const progressOf = (req: HeartbeatRequest): { readonly progress?: ProgressReport
  * Ownership validation (seed, "Ownership Validation"). Returns the violation,
  * or the accepted revokes and the owned shards to confirm. A revoke report
  * names the grant (owner token) it gives up, so a report about an older grant
- * can never complete a newer revocation (rule 10) and a resent terminal
- * REVOKED is ignored (rule 3).
+ * can never complete a newer revocation (docs/protocol.md rule 10) and a resent terminal
+ * REVOKED is ignored (docs/protocol.md rule 3).
  */
 const validateOwnership = (
   draft: Draft,
@@ -664,7 +664,7 @@ export const heartbeat = (
   if (invalid !== undefined) return nothing(errorResponse(state, req, "INVALID_REQUEST", invalid))
   const member = state.members.get(req.memberId)
 
-  // Rule 9: one live process per member id.
+  // docs/protocol.md rule 9: one live process per member id.
   if (member !== undefined && req.incarnation !== member.incarnation) {
     if (req.incarnation < member.incarnation)
       return nothing(
@@ -710,7 +710,7 @@ export const heartbeat = (
   if (member === undefined)
     return nothing(errorResponse(state, req, "UNKNOWN_MEMBER_ID", `unknown member ${req.memberId}`))
   // Our memberEpoch moves only on join and fence, so no earlier epoch is ever
-  // tolerated: only an older lifecycle sends one (rule 7).
+  // tolerated: only an older lifecycle sends one (docs/protocol.md rule 7).
   if (req.memberEpoch !== member.memberEpoch)
     return nothing(
       errorResponse(
@@ -765,7 +765,7 @@ export const heartbeat = (
  * A deadline fired. A timer that fires before its (moved) deadline re-arms
  * itself. Session: the member is expired. Rebalance: the member is fenced if
  * one of its revocations or unconfirmed grants passed its own deadline
- * (rules 4 and 10), else the timer re-arms at the earliest open one.
+ * (docs/protocol.md rules 4 and 10), else the timer re-arms at the earliest open one.
  */
 export const onTimer = (
   state: CoordinatorState,

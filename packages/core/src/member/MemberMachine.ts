@@ -33,7 +33,7 @@
  *  any active phase ──leave──▶ leaving ──drained, epoch -1 answered (or leave timeout)──▶ left
  * ```
  *
- * One request is in flight at a time (docs/protocol.md rule 14): the machine
+ * One request is in flight at a time (docs/protocol.md rule 13): the machine
  * emits `SendHeartbeat` only when none is outstanding, and the runtime
  * reports every request's end (`ResponseReceived` or `HeartbeatFailed` on its
  * timeout). The machine decides everything about time itself: when to send,
@@ -353,7 +353,7 @@ export const tokenOf = (state: MemberState, shard: number): number | undefined =
 
 /**
  * How long a NONE answer keeps the member's shards, from its request's send
- * time: the group's session timeout minus the safety margin (rule 6).
+ * time: the group's session timeout minus the safety margin (docs/protocol.md rule 6).
  * Undefined before the first answer (nothing can be owned then).
  */
 export const leaseMs = (state: MemberState): number | undefined => {
@@ -378,7 +378,7 @@ export const leaseValid = (state: MemberState, now: number): boolean => {
  * The next moment the machine needs a `Tick`: the next due heartbeat (unless
  * one is requested or in flight), the self-fence (while it holds shards) and
  * the leave timeout. A runtime that sleeps until then never overshoots a
- * self-fence (rule 6). Undefined once left.
+ * self-fence (docs/protocol.md rule 6). Undefined once left.
  */
 export const nextDeadline = (state: MemberState): number | undefined => {
   if (state.lifecycle === "left") return undefined
@@ -761,7 +761,7 @@ const fence = (state: MemberState, reason: StopReason, out: Array<MemberCommand>
 }
 
 /**
- * FENCED_INSTANCE_ID: a newer process holds this member id (rule 9). Drop
+ * FENCED_INSTANCE_ID: a newer process holds this member id (docs/protocol.md rule 9). Drop
  * everything and stay a standby: rejoin only at the slowest retry pace, so
  * this process takes over once the newer one is gone (expired or left).
  */
@@ -821,7 +821,7 @@ const beginLeave = (state: MemberState, now: number, out: Array<MemberCommand>) 
       out.push({ _tag: "StopShard", shard })
     }
   }
-  // Tell the coordinator at once: its shards move as each is drained (rule 11).
+  // Tell the coordinator at once: its shards move as each is drained (docs/protocol.md rule 11).
   requestSend(state, out)
 }
 

@@ -270,7 +270,7 @@ describe("ownership validation (seed)", () => {
   })
 })
 
-describe("lost responses (DESIGN rule 7)", () => {
+describe("lost responses (docs/protocol.md rule 7)", () => {
   it("a lost grant response: the retried heartbeat gets the same grants and commits nothing", () => {
     const h = new Harness()
     const a = new SimMember("a")
@@ -314,7 +314,7 @@ describe("lost responses (DESIGN rule 7)", () => {
   })
 })
 
-describe("UNKNOWN_MEMBER_ID (DESIGN rule 6)", () => {
+describe("UNKNOWN_MEMBER_ID (docs/protocol.md rule 6)", () => {
   it("an unknown member with epoch > 0 gets UNKNOWN_MEMBER_ID; its rejoin with epoch 0 is accepted", () => {
     const h = new Harness()
     const r = h.hb({ memberId: "ghost", memberEpoch: 7, ownedShards: [1] })
@@ -335,7 +335,7 @@ describe("UNKNOWN_MEMBER_ID (DESIGN rule 6)", () => {
   })
 })
 
-describe("expiry and revoke timeout (DESIGN rules 4, 5)", () => {
+describe("expiry and revoke timeout (docs/protocol.md rules 4, 5)", () => {
   it("session expiry removes and fences the member, bumps groupEpoch and hands its shards on", () => {
     const { h, b, step } = twoMembers()
     const g = h.state.groupEpoch
@@ -528,7 +528,7 @@ describe("steady state, notices, layout", () => {
     expect(shards(r.response)).toEqual(ownedOf(a))
   })
 
-  it("a member whose assignment grows gets a notice (DESIGN rule 8)", () => {
+  it("a member whose assignment grows gets a notice (docs/protocol.md rule 8)", () => {
     const { h, a } = twoMembers()
     const r = h.hb(a.leaveRequest())
     expect(r.notices).toEqual(["b"])
