@@ -97,7 +97,8 @@ const steadyGroup = (members: number, shards: number) => {
     member: {
       memberId: id,
       memberEpoch: i + 1,
-      previousMemberEpoch: i + 1,
+      incarnation: 1,
+      joinSeq: 1,
       state: "STABLE",
       weight: 1,
       memberInfo: { consumerName: id, host: "10.0.0.1" },

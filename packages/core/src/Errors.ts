@@ -1,5 +1,5 @@
 /**
- * Typed errors of `@shardline/core`, one module per package (STYLE.md).
+ * Typed errors of `@shardline/core`, one module per package.
  * Every error is a `Schema.TaggedError`, so it can cross a process boundary and
  * be matched with `Effect.catchTag`.
  */
@@ -164,3 +164,37 @@ export class HeartbeatRejected extends Schema.TaggedError<HeartbeatRejected>()(
     message: Schema.String,
   },
 ) {}
+
+// member
+
+/** A member's configuration failed validation; `field` names the offending option. */
+export class InvalidMemberConfig extends Schema.TaggedError<InvalidMemberConfig>()(
+  "InvalidMemberConfig",
+  {
+    field: Schema.String,
+    message: Schema.String,
+  },
+) {}
+
+/**
+ * The member cannot keep a lease on its shards:
+ * - `MarginTooLarge`: the group's session timeout minus the member's safety
+ *   margin leaves no more than one heartbeat interval (fatal: the member leaves);
+ * - `AnswersTooSlow`: answers keep arriving after the lease they would grant
+ *   ran out, so every grant counts as lost (surfaced once per streak).
+ */
+export class LeaseUnusable extends Schema.TaggedError<LeaseUnusable>()("LeaseUnusable", {
+  memberId: Schema.String,
+  reason: Schema.Literals(["MarginTooLarge", "AnswersTooSlow"]),
+  message: Schema.String,
+}) {}
+
+/**
+ * A newer process (incarnation) joined with this member id: this process
+ * lost every shard and waits as a standby, retrying its join slowly.
+ */
+export class MemberSuperseded extends Schema.TaggedError<MemberSuperseded>()("MemberSuperseded", {
+  memberId: Schema.String,
+  incarnation: Schema.Number,
+  message: Schema.String,
+}) {}

@@ -128,16 +128,10 @@ describe("CoordinatorHost", () => {
       }).pipe(Effect.provide(env(store)))
       const a = yield* host.heartbeat(join("a"))
       const b = yield* host.heartbeat(join("b"))
+      let last = b
       for (let t = 0; t < 10; t++) {
         yield* TestClock.adjust(3_000)
-        yield* host.heartbeat(
-          request({
-            memberId: "b",
-            memberEpoch: b.memberEpoch,
-            assignmentEpoch: 0,
-            ownedShards: [],
-          }),
-        )
+        last = yield* host.heartbeat(steadyOf("b", last))
       }
       yield* TestClock.adjust(1_000)
       const state = Option.getOrThrow(yield* host.state)
@@ -145,6 +139,7 @@ describe("CoordinatorHost", () => {
       assert.isTrue(state.members.has("b"))
       assert.include(notices, "b")
       assert.strictEqual(a.memberEpoch, 1)
+      assert.strictEqual(last.errorCode, "NONE")
     }),
   )
 
@@ -166,7 +161,8 @@ describe("CoordinatorHost", () => {
           "UNREVOKED_SHARDS",
         )
         yield* TestClock.adjust(2)
-        assert.strictEqual(Option.getOrThrow(yield* host.state).members.get("a")?.state, "FENCED")
+        // fenced: removed, so all its shards go to b
+        assert.isFalse(Option.getOrThrow(yield* host.state).members.has("a"))
         const rb = yield* host.heartbeat(
           request({
             memberId: "b",
@@ -176,7 +172,7 @@ describe("CoordinatorHost", () => {
         )
         assert.deepStrictEqual(
           rb.assigned.map((g) => g.shard),
-          [2, 3],
+          [0, 1, 2, 3],
         )
       }),
   )
@@ -187,7 +183,8 @@ describe("CoordinatorHost", () => {
       Effect.gen(function* () {
         const store = makeStore()
         const host = yield* makeCoordinatorHost({
-          config: config({ shardCount: 8 }),
+          // revoke/confirm deadlines far away: only session deadlines fire here
+          config: config({ shardCount: 8, rebalanceTimeoutMs: 600_000 }),
           holder: "c1",
           leaseTtlMs: 600_000,
         }).pipe(Effect.provide(env(store)))
@@ -284,6 +281,7 @@ describe("CoordinatorHost", () => {
           a.assigned.map((g) => g.shard),
           [0, 1, 2, 3],
         )
+        yield* h1.heartbeat(steadyOf("a", a)) // confirms its grants
         const h2 = yield* makeCoordinatorHost({ config: cfg, holder: "c2" }).pipe(
           Effect.provide(env(store, lease)),
         )

@@ -154,7 +154,7 @@ describe("Store (memory bytes + the shared decoder)", () => {
     Effect.gen(function* () {
       const store = yield* grown(0)
       const snapshot = Option.getOrThrow(yield* store.load(key))
-      const future = JSON.stringify({ ...snapshot, version: 2 })
+      const future = JSON.stringify({ ...snapshot, version: snapshot.version + 100 })
       store.corrupt(key, future)
       const err = yield* Effect.flip(store.load(key))
       assert.strictEqual(err._tag, "CorruptSnapshot")

@@ -124,7 +124,6 @@ const translate = (state: MemberMachine.MemberState, cmds: Array<MemberMachine.M
 
 class RealMember implements SimMember {
   private readonly state: MemberMachine.MemberState
-  private readonly limit: number
 
   constructor(config: MemberConfig, now: number) {
     this.state = MemberMachine.make(
@@ -138,13 +137,11 @@ class RealMember implements SimMember {
           host: "sim",
           runtimeMaxConcurrency: config.workers,
         },
-        sessionTimeoutMs: config.sessionTimeoutMs,
         safetyMarginMs: config.safetyMarginMs,
         heartbeatIntervalMs: config.heartbeatIntervalMs,
       },
       now,
     )
-    this.limit = config.sessionTimeoutMs - config.safetyMarginMs
   }
 
   get id(): string {
@@ -188,15 +185,11 @@ class RealMember implements SimMember {
   }
 
   nextTimer(): number | undefined {
-    const s = this.state
-    if (s.lifecycle === "left") return undefined
-    const fence = s.shards.size > 0 ? s.lastSuccessAt + this.limit : Number.POSITIVE_INFINITY
-    // A SendHeartbeat is already outstanding: the runtime sends it when the in-flight one ends.
-    return s.sendRequested ? fence : Math.min(s.nextHeartbeatAt, fence)
+    return MemberMachine.nextDeadline(this.state)
   }
 
   leaseValid(now: number): boolean {
-    return now - this.state.lastSuccessAt < this.limit
+    return MemberMachine.leaseValid(this.state, now)
   }
 }
 

@@ -45,11 +45,13 @@
  */
 import { Effect } from "effect"
 import type { AssignorInputError } from "../Errors.js"
+import { repairTotal } from "./internal/repairTotal.js"
 import { checkScalars, sortMembers } from "./internal/validate.js"
 import type { AssignorInput, AssignorMember } from "./types.js"
 
 export { validateAssignorInput } from "./internal/validate.js"
 export type { AssignorInput, AssignorMember } from "./types.js"
+export { MAX_MEMBER_WEIGHT, MIN_MEMBER_WEIGHT } from "./types.js"
 
 /** Result of {@link assignWithStats}. */
 export interface AssignmentResult {
@@ -150,11 +152,13 @@ const assignValid = (input: AssignorInput, sorted: ReadonlyArray<AssignorMember>
 
   // Targets: floors, then R ceil slots among fractional-quota members.
   const target = new Int32Array(m)
+  const quota = new Float64Array(m)
   const fractional: Array<number> = []
   let floorSum = 0
   for (let i = 0; i < m; i++) {
     const q = (n * weights[i]!) / totalWeight
     const f = Math.floor(q)
+    quota[i] = q
     target[i] = f
     floorSum += f
     if (q > f) fractional.push(i)
@@ -167,6 +171,7 @@ const assignValid = (input: AssignorInput, sorted: ReadonlyArray<AssignorMember>
   } else if (ceilSlots > 0) {
     giveCeilSlots(ceilSlots, fractional, prevCount, target)
   }
+  repairTotal(n, quota, target)
 
   // Keep: lowest indexes first, so over-target members release their highest.
   const kept = new Int32Array(m)

@@ -1,4 +1,9 @@
-/** A live member of the group. `weight` defaults to 1 and must be positive and finite. */
+/** Smallest assignment weight the assignor (and the protocol schemas) accept. */
+export const MIN_MEMBER_WEIGHT = 1e-6
+/** Largest assignment weight: bounded so the quota arithmetic can never overflow. */
+export const MAX_MEMBER_WEIGHT = 1e6
+
+/** A live member of the group. `weight` defaults to 1, within [MIN_MEMBER_WEIGHT, MAX_MEMBER_WEIGHT]. */
 export interface AssignorMember {
   readonly id: string
   readonly weight?: number

@@ -13,6 +13,7 @@ import {
   type CoordinatorState,
   fromSnapshot,
   type MemberEntry,
+  type ShardDeadline,
   type Timer,
   type TimerKey,
   timerId,
@@ -32,6 +33,8 @@ export interface CoordinatorResult<A> {
   readonly notices: ReadonlyArray<string>
   /** Owner tokens to write to storage before the response is sent. */
   readonly fences: ReadonlyArray<Fence>
+  /** Per-shard deadlines of revocations and grant confirmations (volatile, never a record). */
+  readonly shardDeadlines: ReadonlyArray<ShardDeadline>
   /** Latest progress report (volatile, never a record). */
   readonly progress?: ProgressReport
 }
@@ -51,6 +54,7 @@ const done = <A>(
   timers: draft.timers,
   notices: [...draft.notices],
   fences: draft.fences,
+  shardDeadlines: draft.shardDeadlines,
   ...extra,
 })
 
@@ -60,6 +64,7 @@ const nothing = <A>(response: A): CoordinatorResult<A> => ({
   timers: [],
   notices: [],
   fences: [],
+  shardDeadlines: [],
 })
 
 // ---------------------------------------------------------------------------
@@ -158,7 +163,10 @@ export const elect = (
 
 export interface Loaded {
   readonly state: CoordinatorState
-  /** Fresh session deadlines for every member, revoke deadlines for pending revocations. */
+  /**
+   * Fresh session deadlines for every member, and a fresh Rebalance deadline
+   * for every open revocation and unconfirmed grant.
+   */
   readonly timers: ReadonlyArray<Timer>
   /** Re-assert every accepted owner's token (idempotent; a failed fence write may have been lost). */
   readonly fences: ReadonlyArray<Fence>
@@ -166,9 +174,9 @@ export interface Loaded {
 
 /**
  * Failover: rebuild the state from a snapshot. Every known member gets a
- * fresh session deadline (as Kafka does) and every member with pending
- * revocations a fresh revoke deadline. A new leader then `elect`s itself and
- * commits the election before it serves anything.
+ * fresh session deadline (as Kafka does), every open revocation and
+ * unconfirmed grant a fresh per-shard deadline. A new leader then `elect`s
+ * itself and commits the election before it serves anything.
  */
 export const load = (snapshot: Snapshot, now: number): Loaded => {
   const state = fromSnapshot(snapshot)
@@ -181,19 +189,89 @@ export const load = (snapshot: Snapshot, now: number): Loaded => {
     timers.push(t)
     state.deadlines.set(timerId(t.key), t.at)
   }
-  for (const id of state.revokingFrom.keys()) {
-    const t: Timer = {
-      key: { _tag: "Revoke", memberId: id },
-      at: now + state.config.rebalanceTimeoutMs,
-    }
-    timers.push(t)
-    state.deadlines.set(timerId(t.key), t.at)
-  }
+  const rebalanceAt = now + state.config.rebalanceTimeoutMs
   const fences: Array<Fence> = []
+  const unfinished = new Set<string>()
   state.current.forEach((o, shard) => {
-    if (o !== null) fences.push({ shard, token: o.token, memberId: o.memberId })
+    if (o === null) return
+    fences.push({ shard, token: o.token, memberId: o.memberId })
+    if (!o.confirmed || state.revocations[shard] != null) {
+      state.shardDeadlines.set(shard, rebalanceAt)
+      unfinished.add(o.memberId)
+    }
   })
+  for (const memberId of unfinished)
+    timers.push({ key: { _tag: "Rebalance", memberId }, at: rebalanceAt })
   return { state, timers, fences }
+}
+
+/**
+ * Outcome of `configure`: the records of an explicit config change, nothing
+ * to do, or a refusal (the identity or the layout cannot change this way).
+ */
+export type Reconfiguration =
+  | { readonly _tag: "Unchanged" }
+  | { readonly _tag: "Changed"; readonly result: CoordinatorResult<void> }
+  | { readonly _tag: "Refused"; readonly reason: string }
+
+const sameWeights = (a: GroupConfig["memberWeights"], b: GroupConfig["memberWeights"]): boolean => {
+  const ka = Object.keys(a ?? {}).sort()
+  const kb = Object.keys(b ?? {}).sort()
+  return ka.length === kb.length && ka.every((k, i) => k === kb[i] && a?.[k] === b?.[k])
+}
+
+/**
+ * Change the stored group config to `config` (docs/protocol.md rule 12): a
+ * `GroupConfigChanged` record, audited with every field that differs; new
+ * weights also re-weigh the members, bump `groupEpoch` and recompute the
+ * target. The group's identity and its shard count cannot change here.
+ */
+export const configure = (
+  state: CoordinatorState,
+  config: GroupConfig,
+  now: number,
+): Reconfiguration => {
+  const stored = state.config
+  if (config.groupId !== stored.groupId || config.stream !== stored.stream)
+    return {
+      _tag: "Refused",
+      reason: `group ${config.groupId} on ${config.stream} is not the stored group ${stored.groupId} on ${stored.stream}`,
+    }
+  if (config.shardCount !== stored.shardCount)
+    return {
+      _tag: "Refused",
+      reason: `shardCount ${config.shardCount} differs from the stored ${stored.shardCount}; the shard count changes only through a reshard`,
+    }
+  const changes: Array<string> = []
+  for (const field of ["sessionTimeoutMs", "rebalanceTimeoutMs", "heartbeatIntervalMs"] as const)
+    if (config[field] !== stored[field])
+      changes.push(`${field} ${stored[field]} -> ${config[field]}`)
+  const weightsChanged = !sameWeights(config.memberWeights, stored.memberWeights)
+  if (weightsChanged)
+    changes.push(
+      `memberWeights ${JSON.stringify(stored.memberWeights ?? {})} -> ${JSON.stringify(config.memberWeights ?? {})}`,
+    )
+  if (changes.length === 0) return { _tag: "Unchanged" }
+  const draft = new Draft(state, now)
+  const before = draft.groupEpoch
+  if (weightsChanged) {
+    let reweighed = false
+    for (const m of state.members.values()) {
+      const weight = config.memberWeights?.[m.memberId] ?? m.memberInfo.weight ?? 1
+      if (weight !== m.weight) {
+        draft.putMember({ ...m, weight })
+        reweighed = true
+      }
+    }
+    if (reweighed) draft.groupEpoch += 1
+  }
+  draft.audit("GroupConfigChanged", changes.join("; "), { groupEpochBefore: before })
+  if (draft.groupEpoch !== before) recomputeTarget(draft, "member weights changed")
+  const result = done(draft, undefined)
+  return {
+    _tag: "Changed",
+    result: { ...result, records: [{ _tag: "GroupConfigChanged", config }, ...result.records] },
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -204,7 +282,7 @@ export const load = (snapshot: Snapshot, now: number): Loaded => {
 const recomputeTarget = (draft: Draft, reason: string, except?: string): void => {
   const state = draft.state
   const members = draft
-    .liveMembers()
+    .assignableMembers()
     .map((m) => ({ id: m.memberId, weight: m.weight }))
     .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
   const previous: Array<string | null> = []
@@ -229,7 +307,8 @@ const recomputeTarget = (draft: Draft, reason: string, except?: string): void =>
     if (cur === null) {
       draft.notify(to, except)
     } else if (cur.memberId !== to && draft.revocationOf(s) === null) {
-      draft.startRevocation(s, cur.memberId)
+      // The current owner is registered (an owner leaves the registry only with its shards).
+      draft.startRevocation(s, draft.member(cur.memberId)!)
       const list = revoked.get(cur.memberId) ?? []
       list.push(s)
       revoked.set(cur.memberId, list)
@@ -238,7 +317,7 @@ const recomputeTarget = (draft: Draft, reason: string, except?: string): void =>
   for (const [memberId, shards] of revoked) {
     draft.audit("RevokeRequested", reason, { memberId, shards })
     const m = draft.member(memberId)
-    if (m !== undefined && m.state !== "FENCED" && m.state !== "UNREVOKED_SHARDS")
+    if (m !== undefined && m.state !== "LEAVING" && m.state !== "UNREVOKED_SHARDS")
       draft.putMember({ ...m, state: "UNREVOKED_SHARDS" })
   }
 }
@@ -254,20 +333,7 @@ const releaseAll = (draft: Draft, memberId: string, except?: string): Array<numb
   return owned
 }
 
-/** Fence a member: new memberEpoch, state FENCED, all its shards released. */
-const fence = (draft: Draft, member: MemberEntry, reason: string, except?: string): void => {
-  const shards = releaseAll(draft, member.memberId, except)
-  const epoch = member.memberEpoch + 1
-  draft.putMember({ ...member, memberEpoch: epoch, previousMemberEpoch: epoch, state: "FENCED" })
-  draft.audit("MemberFenced", reason, {
-    memberId: member.memberId,
-    shards,
-    memberEpochBefore: member.memberEpoch,
-    memberEpochAfter: epoch,
-  })
-}
-
-/** Remove a member (leave or expiry): release, bump groupEpoch, recompute the target. */
+/** Remove a member (leave, expiry, fence): release, bump groupEpoch, recompute the target. */
 const remove = (
   draft: Draft,
   member: MemberEntry,
@@ -288,6 +354,15 @@ const remove = (
   recomputeTarget(draft, `${kind} ${member.memberId}`, except)
 }
 
+/**
+ * Fence a member (invalid report, revoke or confirmation timeout): it is
+ * removed as if expired, so its shards go to live members at once; its next
+ * request is answered UNKNOWN_MEMBER_ID and it rejoins as a new lifecycle.
+ * Nobody is granted its shards in the same result: grants follow the commit.
+ */
+const fence = (draft: Draft, member: MemberEntry, reason: string, except?: string): void =>
+  remove(draft, member, "MemberFenced", reason, except)
+
 interface Reconciled {
   readonly assigned: Array<ShardGrant>
   readonly pending: Array<number>
@@ -307,10 +382,7 @@ const reconcile = (draft: Draft, memberId: string): Reconciled => {
     const cur = draft.currentOf(s)
     if (draft.revocationOf(s) !== null) pending.push(s)
     else if (cur === null) {
-      const token = draft.tokenOf(s) + 1
-      draft.setOwner(s, { memberId, memberEpoch: member.memberEpoch, token, confirmed: false })
-      draft.fences.push({ shard: s, token, memberId })
-      assigned.push({ shard: s, token })
+      assigned.push({ shard: s, token: draft.grant(s, member) })
       granted.push(s)
     } else if (cur.memberId === memberId) assigned.push({ shard: s, token: cur.token })
     else pending.push(s)
@@ -318,11 +390,13 @@ const reconcile = (draft: Draft, memberId: string): Reconciled => {
   if (granted.length > 0)
     draft.audit("ShardsGranted", "reconciliation", { memberId, shards: granted })
   const state: MemberState =
-    draft.revokingFrom(memberId).length > 0
-      ? "UNREVOKED_SHARDS"
-      : pending.length > 0
-        ? "UNRELEASED_SHARDS"
-        : "STABLE"
+    member.state === "LEAVING"
+      ? "LEAVING"
+      : draft.revokingFrom(memberId).length > 0
+        ? "UNREVOKED_SHARDS"
+        : pending.length > 0
+          ? "UNRELEASED_SHARDS"
+          : "STABLE"
   if (state !== member.state) draft.putMember({ ...member, state })
   return { assigned, pending }
 }
@@ -387,6 +461,7 @@ export const validateRequest = (
     if (req.memberInfo === undefined) return "memberEpoch 0 (join) requires memberInfo"
     if (req.ownedShards.length > 0 || req.revokingShards.length > 0)
       return "a (re)joining member must not report owned or revoking shards"
+    if (req.leaving === true) return "a (re)joining member cannot be leaving"
   }
   return undefined
 }
@@ -408,7 +483,10 @@ const respond = (
     assignmentEpoch: draft.assignmentEpoch,
     assigned: r.assigned,
     pending: r.pending,
-    ...(req.metadataVersion < state.layout.generation ? { layout: state.layout } : {}),
+    // A joining member learns the layout even at generation 0 (docs/protocol.md rule 14).
+    ...(req.memberEpoch === 0 || req.metadataVersion < state.layout.generation
+      ? { layout: state.layout }
+      : {}),
     ...timing(state.config),
   }
 }
@@ -420,23 +498,45 @@ const sessionTimer = (draft: Draft, memberId: string): void => {
   })
 }
 
+type JoinRequest = HeartbeatRequest & { memberInfo: NonNullable<HeartbeatRequest["memberInfo"]> }
+
+/** Answer a member with its current assignment (shared by heartbeats and a resent join). */
+const answer = (
+  draft: Draft,
+  req: HeartbeatRequest,
+  memberEpoch: number,
+): CoordinatorResult<HeartbeatResponse> => {
+  sessionTimer(draft, req.memberId)
+  const r = reconcile(draft, req.memberId)
+  return done(draft, respond(draft, req, memberEpoch, r), progressOf(req))
+}
+
+/**
+ * Epoch 0. A new member joins; a registered one starts a new lifecycle: a
+ * rejoin by the same process (after UNKNOWN/FENCED or a self-fence) or the
+ * replacement of the registered process by a newer incarnation (docs/protocol.md rule 9).
+ * Either way its old lifecycle's shards are released first, so whatever it
+ * gets back carries new tokens, and every join gets a never-issued epoch.
+ */
 const join = (
   draft: Draft,
-  req: HeartbeatRequest & { memberInfo: NonNullable<HeartbeatRequest["memberInfo"]> },
+  req: JoinRequest,
+  existing: MemberEntry | undefined,
 ): CoordinatorResult<HeartbeatResponse> => {
   const state = draft.state
-  const existing = draft.member(req.memberId)
   const weight = weightOf(state, req.memberId, req)
+  const epoch = draft.maxMemberEpoch + 1
+  const entry: MemberEntry = {
+    memberId: req.memberId,
+    memberEpoch: epoch,
+    incarnation: req.incarnation,
+    joinSeq: req.seq,
+    state: "STABLE",
+    weight,
+    memberInfo: req.memberInfo,
+  }
   if (existing === undefined) {
-    const epoch = draft.maxMemberEpoch + 1
-    draft.putMember({
-      memberId: req.memberId,
-      memberEpoch: epoch,
-      previousMemberEpoch: epoch,
-      state: "STABLE",
-      weight,
-      memberInfo: req.memberInfo,
-    })
+    draft.putMember(entry)
     const before = draft.groupEpoch
     draft.groupEpoch += 1
     draft.audit("MemberJoined", "join (memberEpoch 0)", {
@@ -445,41 +545,64 @@ const join = (
       groupEpochBefore: before,
     })
     recomputeTarget(draft, `join ${req.memberId}`, req.memberId)
-  } else {
-    // Rejoin: the member dropped all local ownership; new lifecycle, same id.
-    const shards = releaseAll(draft, req.memberId)
-    const epoch = existing.memberEpoch + 1
-    draft.putMember({
-      ...existing,
-      memberEpoch: epoch,
-      previousMemberEpoch: existing.state === "FENCED" ? epoch : existing.memberEpoch,
-      state: "STABLE",
-      weight,
-      memberInfo: req.memberInfo,
-    })
-    draft.audit("MemberRejoined", "rejoin (memberEpoch 0)", {
+    return answer(draft, req, epoch)
+  }
+  if (req.incarnation === existing.incarnation) {
+    // The very join that started this lifecycle, received again: answer it, change nothing.
+    if (req.seq === existing.joinSeq) return answer(draft, req, existing.memberEpoch)
+    // An older join of this process, delayed past a later one (docs/protocol.md rule 13): stale.
+    if (req.seq < existing.joinSeq)
+      return nothing(
+        errorResponse(
+          state,
+          req,
+          "FENCED_MEMBER_EPOCH",
+          `stale join (seq ${req.seq} before the join seq ${existing.joinSeq} of the current lifecycle)`,
+        ),
+      )
+  }
+  const replaced = req.incarnation > existing.incarnation
+  const shards = releaseAll(draft, req.memberId)
+  draft.putMember(entry)
+  draft.audit(
+    replaced ? "MemberReplaced" : "MemberRejoined",
+    replaced
+      ? `incarnation ${req.incarnation} replaces ${existing.incarnation} (memberEpoch 0)`
+      : "rejoin (memberEpoch 0)",
+    {
       memberId: req.memberId,
       shards,
       memberEpochBefore: existing.memberEpoch,
       memberEpochAfter: epoch,
-    })
-    if (weight !== existing.weight) {
-      const before = draft.groupEpoch
-      draft.groupEpoch += 1
-      draft.audit("MemberRejoined", `weight ${existing.weight} -> ${weight}`, {
-        memberId: req.memberId,
-        groupEpochBefore: before,
-      })
-      recomputeTarget(draft, `weight change ${req.memberId}`, req.memberId)
-    }
-  }
-  sessionTimer(draft, req.memberId)
-  const r = reconcile(draft, req.memberId)
-  return done(
-    draft,
-    respond(draft, req, draft.member(req.memberId)!.memberEpoch, r),
-    progressOf(req),
+    },
   )
+  if (weight !== existing.weight || existing.state === "LEAVING") {
+    const before = draft.groupEpoch
+    draft.groupEpoch += 1
+    const why =
+      weight !== existing.weight ? `weight ${existing.weight} -> ${weight}` : "no longer leaving"
+    draft.audit("MemberRejoined", why, { memberId: req.memberId, groupEpochBefore: before })
+    recomputeTarget(draft, `rejoin ${req.memberId}: ${why}`, req.memberId)
+  }
+  return answer(draft, req, epoch)
+}
+
+/**
+ * A member asked to leave while still draining (`leaving`): it stops being a
+ * target, so every shard it holds is revoked from it at once and moves as
+ * soon as it reports that shard REVOKED (docs/protocol.md rule 11).
+ */
+const startLeaving = (draft: Draft, member: MemberEntry): MemberEntry => {
+  const leaving: MemberEntry = { ...member, state: "LEAVING" }
+  draft.putMember(leaving)
+  const before = draft.groupEpoch
+  draft.groupEpoch += 1
+  draft.audit("MemberLeaving", "graceful leave started (leaving)", {
+    memberId: member.memberId,
+    groupEpochBefore: before,
+  })
+  recomputeTarget(draft, `leave ${member.memberId}`, member.memberId)
+  return leaving
 }
 
 const progressOf = (req: HeartbeatRequest): { readonly progress?: ProgressReport } =>
@@ -487,7 +610,10 @@ const progressOf = (req: HeartbeatRequest): { readonly progress?: ProgressReport
 
 /**
  * Ownership validation (seed, "Ownership Validation"). Returns the violation,
- * or the accepted revokes and the owned shards to confirm.
+ * or the accepted revokes and the owned shards to confirm. A revoke report
+ * names the grant (owner token) it gives up, so a report about an older grant
+ * can never complete a newer revocation (docs/protocol.md rule 10) and a resent terminal
+ * REVOKED is ignored (docs/protocol.md rule 3).
  */
 const validateOwnership = (
   draft: Draft,
@@ -501,19 +627,27 @@ const validateOwnership = (
     const cur = draft.currentOf(s)
     if (cur?.memberId === memberId) {
       if (!cur.confirmed && draft.revocationOf(s) === null) confirm.push(s)
-    } else if (cur !== null && draft.member(cur.memberId)?.state !== "FENCED")
+    } else if (cur !== null)
       return { violation: `claims shard ${s}, owned by live member ${cur.memberId}` }
     else return { violation: `claims shard ${s}, which is neither assigned nor pending for it` }
   }
   const revoked: Array<number> = []
   for (const r of req.revokingShards) {
-    if (draft.revocationOf(r.shard) === memberId) {
+    const cur = draft.currentOf(r.shard)
+    const own = cur !== null && cur.memberId === memberId
+    if (own && cur.token === r.token) {
+      // A report about its current grant of the shard.
+      if (draft.revocationOf(r.shard)?.memberId !== memberId)
+        return {
+          violation: `reports shard ${r.shard} ${r.state}, which was not removed from its assignment`,
+        }
       if (r.state === "REVOKED") revoked.push(r.shard)
-    } else if (draft.currentOf(r.shard)?.memberId === memberId)
-      return { violation: `revokes shard ${r.shard}, which was not removed from its assignment` }
-    else if (r.state === "REVOKING")
-      return { violation: `still revoking shard ${r.shard}, which is not being revoked from it` }
-    // else: a terminal REVOKED already accepted (or never ours): duplicate, ignored.
+    } else if (r.state === "REVOKING" && !own)
+      return {
+        violation: `still revoking shard ${r.shard} (token ${r.token}), which is no longer its own`,
+      }
+    // else: a terminal REVOKED of an older grant (already accepted, or superseded by a
+    // re-grant), or the drain of an older grant of a shard granted to it again: ignored.
   }
   return { revoked, confirm }
 }
@@ -528,9 +662,32 @@ export const heartbeat = (
 ): CoordinatorResult<HeartbeatResponse> => {
   const invalid = validateRequest(state, req)
   if (invalid !== undefined) return nothing(errorResponse(state, req, "INVALID_REQUEST", invalid))
-  const draft = new Draft(state, now)
   const member = state.members.get(req.memberId)
 
+  // docs/protocol.md rule 9: one live process per member id.
+  if (member !== undefined && req.incarnation !== member.incarnation) {
+    if (req.incarnation < member.incarnation)
+      return nothing(
+        errorResponse(
+          state,
+          req,
+          "FENCED_INSTANCE_ID",
+          `member id ${req.memberId} belongs to a newer process (incarnation ${member.incarnation} > ${req.incarnation})`,
+        ),
+      )
+    // A newer process: its join replaces the registered one, its leave removes it.
+    if (req.memberEpoch > 0)
+      return nothing(
+        errorResponse(
+          state,
+          req,
+          "FENCED_MEMBER_EPOCH",
+          `incarnation ${req.incarnation} has not joined: rejoin with memberEpoch 0`,
+        ),
+      )
+  }
+
+  const draft = new Draft(state, now)
   if (req.memberEpoch === -1) {
     if (member !== undefined)
       remove(draft, member, "MemberLeft", "graceful leave (memberEpoch -1)", req.memberId)
@@ -547,36 +704,28 @@ export const heartbeat = (
     return done(draft, response)
   }
 
-  if (req.memberEpoch === 0) {
-    // validateRequest guarantees memberInfo on epoch 0
-    return join(
-      draft,
-      req as HeartbeatRequest & { memberInfo: NonNullable<HeartbeatRequest["memberInfo"]> },
-    )
-  }
+  // validateRequest guarantees memberInfo on epoch 0
+  if (req.memberEpoch === 0) return join(draft, req as JoinRequest, member)
 
   if (member === undefined)
     return nothing(errorResponse(state, req, "UNKNOWN_MEMBER_ID", `unknown member ${req.memberId}`))
-  if (req.memberEpoch !== member.memberEpoch) {
-    const tolerated =
-      member.state !== "FENCED" &&
-      req.memberEpoch === member.previousMemberEpoch &&
-      req.memberEpoch !== member.memberEpoch &&
-      req.ownedShards.every((s) => draft.currentOf(s)?.memberId === req.memberId)
-    if (!tolerated)
-      return nothing(
-        errorResponse(
-          state,
-          req,
-          "FENCED_MEMBER_EPOCH",
-          `memberEpoch ${req.memberEpoch} is stale (current ${member.memberEpoch})`,
-        ),
-      )
-  }
+  // Our memberEpoch moves only on join and fence, so no earlier epoch is ever
+  // tolerated: only an older lifecycle sends one (docs/protocol.md rule 7).
+  if (req.memberEpoch !== member.memberEpoch)
+    return nothing(
+      errorResponse(
+        state,
+        req,
+        "FENCED_MEMBER_EPOCH",
+        `memberEpoch ${req.memberEpoch} is stale (current ${member.memberEpoch})`,
+      ),
+    )
 
+  const current =
+    req.leaving === true && member.state !== "LEAVING" ? startLeaving(draft, member) : member
   const checked = validateOwnership(draft, req.memberId, req)
   if ("violation" in checked) {
-    fence(draft, member, `invalid ownership report: ${checked.violation}`, req.memberId)
+    fence(draft, current, `invalid ownership report: ${checked.violation}`, req.memberId)
     return done(
       draft,
       errorResponse(state, req, "FENCED_MEMBER_EPOCH", `fenced: ${checked.violation}`),
@@ -605,9 +754,7 @@ export const heartbeat = (
       shards: checked.confirm,
     })
   }
-  sessionTimer(draft, req.memberId)
-  const r = reconcile(draft, req.memberId)
-  return done(draft, respond(draft, req, member.memberEpoch, r), progressOf(req))
+  return answer(draft, req, member.memberEpoch)
 }
 
 // ---------------------------------------------------------------------------
@@ -616,7 +763,9 @@ export const heartbeat = (
 
 /**
  * A deadline fired. A timer that fires before its (moved) deadline re-arms
- * itself; otherwise the member is expired (session) or fenced (revoke).
+ * itself. Session: the member is expired. Rebalance: the member is fenced if
+ * one of its revocations or unconfirmed grants passed its own deadline
+ * (docs/protocol.md rules 4 and 10), else the timer re-arms at the earliest open one.
  */
 export const onTimer = (
   state: CoordinatorState,
@@ -625,15 +774,34 @@ export const onTimer = (
 ): CoordinatorResult<void> => {
   const member = state.members.get(key.memberId)
   if (member === undefined) return nothing(undefined)
-  const deadline = state.deadlines.get(timerId(key))
-  if (deadline !== undefined && deadline > now)
-    return { ...nothing(undefined), timers: [{ key, at: deadline }] }
-  const draft = new Draft(state, now)
   if (key._tag === "Session") {
+    const deadline = state.deadlines.get(timerId(key))
+    if (deadline !== undefined && deadline > now)
+      return { ...nothing(undefined), timers: [{ key, at: deadline }] }
+    const draft = new Draft(state, now)
     remove(draft, member, "MemberExpired", `session timeout (${state.config.sessionTimeoutMs} ms)`)
     return done(draft, undefined)
   }
-  if ((state.revokingFrom.get(key.memberId)?.size ?? 0) === 0) return nothing(undefined)
-  fence(draft, member, `revoke timeout (${state.config.rebalanceTimeoutMs} ms)`)
+  let next = Number.POSITIVE_INFINITY
+  const revokes: Array<number> = []
+  const grants: Array<number> = []
+  for (const s of state.ownedBy.get(key.memberId) ?? []) {
+    const at = state.shardDeadlines.get(s)
+    if (at === undefined) continue
+    if (at > now) next = Math.min(next, at)
+    else if (state.revocations[s] != null) revokes.push(s)
+    else grants.push(s)
+  }
+  if (revokes.length === 0 && grants.length === 0)
+    return Number.isFinite(next)
+      ? { ...nothing(undefined), timers: [{ key, at: next }] }
+      : nothing(undefined)
+  const timeout = state.config.rebalanceTimeoutMs
+  const reason =
+    revokes.length > 0
+      ? `revoke timeout (${timeout} ms) for shards ${revokes.join(",")}`
+      : `grant not confirmed within ${timeout} ms for shards ${grants.join(",")}`
+  const draft = new Draft(state, now)
+  fence(draft, member, reason)
   return done(draft, undefined)
 }

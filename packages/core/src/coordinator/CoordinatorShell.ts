@@ -64,12 +64,14 @@ export type Takeover =
     }
   | Extract<Coordinator.Election, { readonly _tag: "Refused" }>
 
+/** A step that only commits records (creation, election): nothing volatile, nothing to send. */
 const recordsOnly = (records: ReadonlyArray<CoordinatorRecord>): Step<void> => ({
   records,
   response: undefined,
   timers: [],
   notices: [],
   fences: [],
+  shardDeadlines: [],
 })
 
 export class CoordinatorShell {

@@ -10,6 +10,7 @@ import type {
   CoordinatorRecord,
   MemberState,
   ReshardingState,
+  Revocation,
   ShardOwner,
 } from "./Records.js"
 import type { Snapshot } from "./Snapshot.js"
@@ -17,16 +18,22 @@ import type { Snapshot } from "./Snapshot.js"
 export interface MemberEntry {
   readonly memberId: string
   readonly memberEpoch: number
-  readonly previousMemberEpoch: number
+  readonly incarnation: number
+  readonly joinSeq: number
   readonly state: MemberState
   readonly weight: number
   readonly memberInfo: MemberInfo
 }
 
-/** A deadline the runtime must call back with `onTimer` once `at` has passed. */
+/**
+ * A deadline the runtime must call back with `onTimer` once `at` has passed.
+ * `Session`: the member's lease. `Rebalance`: the earliest deadline of the
+ * member's open revocations and unconfirmed grants (each shard has its own,
+ * in `shardDeadlines`; docs/protocol.md rules 4 and 10).
+ */
 export type TimerKey =
   | { readonly _tag: "Session"; readonly memberId: string }
-  | { readonly _tag: "Revoke"; readonly memberId: string }
+  | { readonly _tag: "Rebalance"; readonly memberId: string }
 
 export interface Timer {
   readonly key: TimerKey
@@ -50,7 +57,7 @@ export interface CoordinatorState {
   readonly members: Map<string, MemberEntry>
   target: Array<string | null>
   current: Array<ShardOwner | null>
-  revocations: Array<string | null>
+  revocations: Array<Revocation | null>
   tokens: Array<number>
   /** The last elected coordinator (`CoordinatorElected`); null before the first election. */
   coordinator: CoordinatorEpoch | null
@@ -60,6 +67,12 @@ export interface CoordinatorState {
   readonly revokingFrom: Map<string, Set<number>>
   // volatile: timerId -> deadline, memberId -> last progress report
   readonly deadlines: Map<string, number>
+  /**
+   * Volatile: shard -> deadline of its open revocation, or of its grant's
+   * confirmation (the new owner must report it owned). Cleared when the shard
+   * is freed or confirmed; rebuilt (fresh) on load.
+   */
+  readonly shardDeadlines: Map<number, number>
   readonly progress: Map<string, ReadonlyArray<ShardProgress>>
 }
 
@@ -84,6 +97,7 @@ export const initialState = (config: GroupConfig): CoordinatorState => ({
   ownedBy: new Map(),
   revokingFrom: new Map(),
   deadlines: new Map(),
+  shardDeadlines: new Map(),
   progress: new Map(),
 })
 
@@ -127,6 +141,7 @@ export const replay = (state: CoordinatorState, record: CoordinatorRecord): void
       state.ownedBy.clear()
       state.revokingFrom.clear()
       state.deadlines.clear()
+      state.shardDeadlines.clear()
       state.progress.clear()
       return
     }
@@ -139,7 +154,7 @@ export const replay = (state: CoordinatorState, record: CoordinatorRecord): void
     case "MemberRemoved": {
       state.members.delete(record.memberId)
       state.deadlines.delete(timerId({ _tag: "Session", memberId: record.memberId }))
-      state.deadlines.delete(timerId({ _tag: "Revoke", memberId: record.memberId }))
+      state.deadlines.delete(timerId({ _tag: "Rebalance", memberId: record.memberId }))
       state.progress.delete(record.memberId)
       return
     }
@@ -159,16 +174,27 @@ export const replay = (state: CoordinatorState, record: CoordinatorRecord): void
       for (const { shard, owner } of record.shards) {
         indexMove(state.ownedBy, shard, state.current[shard]?.memberId, owner?.memberId)
         state.current[shard] = owner
+        // A freed or confirmed shard has nothing left to finish by a deadline.
+        if (owner === null || owner.confirmed) state.shardDeadlines.delete(shard)
         if (owner !== null && owner.token > (state.tokens[shard] ?? 0))
           state.tokens[shard] = owner.token
       }
       return
     }
     case "RevocationsChanged": {
-      for (const { shard, fromMemberId } of record.shards) {
-        indexMove(state.revokingFrom, shard, state.revocations[shard], fromMemberId)
-        state.revocations[shard] = fromMemberId
+      for (const { shard, revocation } of record.shards) {
+        indexMove(
+          state.revokingFrom,
+          shard,
+          state.revocations[shard]?.memberId,
+          revocation?.memberId,
+        )
+        state.revocations[shard] = revocation
       }
+      return
+    }
+    case "GroupConfigChanged": {
+      state.config = record.config
       return
     }
     case "CoordinatorElected": {
@@ -187,9 +213,16 @@ export const replayAll = (
   for (const r of records) replay(state, r)
 }
 
+/** A per-shard deadline (revocation or grant confirmation), see `shardDeadlines`. */
+export interface ShardDeadline {
+  readonly shard: number
+  readonly at: number
+}
+
 /** Volatile updates a handler asks for: deadlines and the latest progress report. */
 export interface VolatileUpdate {
   readonly timers: ReadonlyArray<Timer>
+  readonly shardDeadlines?: ReadonlyArray<ShardDeadline>
   readonly progress?: { readonly memberId: string; readonly shards: ReadonlyArray<ShardProgress> }
 }
 
@@ -198,13 +231,19 @@ export const applyVolatile = (state: CoordinatorState, update: VolatileUpdate): 
   for (const t of update.timers) {
     if (state.members.has(t.key.memberId)) state.deadlines.set(timerId(t.key), t.at)
   }
+  for (const d of update.shardDeadlines ?? []) {
+    // Only a shard still owned, and being revoked or not yet confirmed, has a deadline.
+    const owner = state.current[d.shard]
+    if (owner != null && (!owner.confirmed || state.revocations[d.shard] != null))
+      state.shardDeadlines.set(d.shard, d.at)
+  }
   if (update.progress !== undefined && state.members.has(update.progress.memberId))
     state.progress.set(update.progress.memberId, update.progress.shards)
 }
 
 /** The persisted view of the state. */
 export const toSnapshot = (state: CoordinatorState): Snapshot => ({
-  version: 1,
+  version: 2,
   config: state.config,
   layout: state.layout,
   resharding: state.resharding,
@@ -246,7 +285,7 @@ export const checkSnapshot = (s: Snapshot): string | undefined => {
       if (c.token > (s.tokens[i] ?? 0)) return `shard ${i} owner token above the shard's counter`
     }
     const r = s.revocations[i]
-    if (r != null && c?.memberId !== r)
+    if (r != null && c?.memberId !== r.memberId)
       return `shard ${i} revoked from a member that does not own it`
   }
   return undefined
@@ -270,7 +309,7 @@ export const fromSnapshot = (s: Snapshot): CoordinatorState => {
   for (let i = 0; i < s.layout.shardCount; i++) {
     indexMove(state.targetOf, i, null, s.target[i])
     indexMove(state.ownedBy, i, null, s.current[i]?.memberId)
-    indexMove(state.revokingFrom, i, null, s.revocations[i])
+    indexMove(state.revokingFrom, i, null, s.revocations[i]?.memberId)
   }
   return state
 }

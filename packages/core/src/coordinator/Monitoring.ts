@@ -36,7 +36,7 @@ export const monitor = (state: CoordinatorState): GroupMonitor => {
     STABLE: 0,
     UNREVOKED_SHARDS: 0,
     UNRELEASED_SHARDS: 0,
-    FENCED: 0,
+    LEAVING: 0,
   }
   for (const m of state.members.values()) {
     shardsPerMember[m.memberId] = state.ownedBy.get(m.memberId)?.size ?? 0

@@ -13,7 +13,7 @@
  * the group's audit stream (append-only).
  */
 import { Schema } from "effect"
-import { MemberInfo, MemberWeight, ShardLayout } from "../protocol/Heartbeat.js"
+import { Incarnation, MemberInfo, MemberWeight, ShardLayout } from "../protocol/Heartbeat.js"
 import { GroupConfig } from "./GroupConfig.js"
 
 const Int0 = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
@@ -26,17 +26,23 @@ export const MemberState = Schema.Literals([
   "UNREVOKED_SHARDS",
   /** Some of its target shards are still being revoked elsewhere. */
   "UNRELEASED_SHARDS",
-  /** Fenced: must rejoin with memberEpoch 0; owns nothing. */
-  "FENCED",
+  /**
+   * Leaving gracefully (it sent `leaving`): excluded from the target, its
+   * shards move as each is reported REVOKED; removed on its epoch -1.
+   */
+  "LEAVING",
 ])
 export type MemberState = typeof MemberState.Type
 
 /** The persisted part of one member (volatile deadlines and progress are not here). */
 export const MemberSnapshot = Schema.Struct({
   memberId: Schema.String,
+  /** Epoch of the current lifecycle; every join, rejoin or replacement gets a fresh one. */
   memberEpoch: Int0,
-  /** Epoch tolerated for a lost response (DESIGN rule 7); equals memberEpoch when none. */
-  previousMemberEpoch: Int0,
+  /** The process start that owns this member id (docs/protocol.md rule 9). */
+  incarnation: Incarnation,
+  /** `seq` of the join that started this lifecycle: an older join of the same incarnation is stale. */
+  joinSeq: Int0,
   state: MemberState,
   weight: MemberWeight,
   memberInfo: MemberInfo,
@@ -51,6 +57,17 @@ export const ShardOwner = Schema.Struct({
   confirmed: Schema.Boolean,
 })
 export type ShardOwner = typeof ShardOwner.Type
+
+/**
+ * A pending revocation (seed step 1): the shard is being taken from
+ * `memberId`, which must drain it and report REVOKED with the shard's current
+ * owner token (docs/protocol.md rule 10). Its deadline is volatile.
+ */
+export const Revocation = Schema.Struct({
+  memberId: Schema.String,
+  memberEpoch: Int0,
+})
+export type Revocation = typeof Revocation.Type
 
 /** Resharding state; only Idle exists today, migrations add tagged cases later. */
 export const ReshardingState = Schema.Union([Schema.TaggedStruct("Idle", {})])
@@ -78,6 +95,8 @@ export const AuditKind = Schema.Literals([
   "GroupCreated",
   "MemberJoined",
   "MemberRejoined",
+  "MemberReplaced",
+  "MemberLeaving",
   "MemberLeft",
   "MemberExpired",
   "MemberFenced",
@@ -87,6 +106,7 @@ export const AuditKind = Schema.Literals([
   "RevokeRequested",
   "RevokeAccepted",
   "CoordinatorElected",
+  "GroupConfigChanged",
 ])
 export type AuditKind = typeof AuditKind.Type
 
@@ -119,12 +139,12 @@ export const CoordinatorRecord = Schema.Union([
   Schema.TaggedStruct("ShardOwnersChanged", {
     shards: Schema.Array(Schema.Struct({ shard: Shard, owner: Schema.NullOr(ShardOwner) })),
   }),
-  /** Delta of pending revocations: shard -> member it is being revoked from (null = done). */
+  /** Delta of pending revocations: shard -> revocation (null = done). */
   Schema.TaggedStruct("RevocationsChanged", {
-    shards: Schema.Array(
-      Schema.Struct({ shard: Shard, fromMemberId: Schema.NullOr(Schema.String) }),
-    ),
+    shards: Schema.Array(Schema.Struct({ shard: Shard, revocation: Schema.NullOr(Revocation) })),
   }),
+  /** An explicit change of the group's timing or weights (never of its layout). */
+  Schema.TaggedStruct("GroupConfigChanged", { config: GroupConfig }),
   /** A new leader took over (its first commit); changes no group epoch. */
   Schema.TaggedStruct("CoordinatorElected", {
     holder: Schema.String,

@@ -6,12 +6,19 @@
 import { Schema } from "effect"
 import { ShardLayout } from "../protocol/Heartbeat.js"
 import { GroupConfig } from "./GroupConfig.js"
-import { CoordinatorEpoch, MemberSnapshot, ReshardingState, ShardOwner } from "./Records.js"
+import {
+  CoordinatorEpoch,
+  MemberSnapshot,
+  ReshardingState,
+  Revocation,
+  ShardOwner,
+} from "./Records.js"
 
 const Int0 = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
 
 export const Snapshot = Schema.Struct({
-  version: Schema.Literal(1),
+  /** 2: member incarnations, revocation objects (1 is refused: written before them). */
+  version: Schema.Literal(2),
   config: GroupConfig,
   layout: ShardLayout,
   resharding: ReshardingState,
@@ -25,8 +32,8 @@ export const Snapshot = Schema.Struct({
   target: Schema.Array(Schema.NullOr(Schema.String)),
   /** shard -> accepted owner (observed). */
   current: Schema.Array(Schema.NullOr(ShardOwner)),
-  /** shard -> member it is being revoked from. */
-  revocations: Schema.Array(Schema.NullOr(Schema.String)),
+  /** shard -> pending revocation. */
+  revocations: Schema.Array(Schema.NullOr(Revocation)),
   /** shard -> last fencing token issued. */
   tokens: Schema.Array(Int0),
   /** The last elected coordinator (absent before the first election). */

@@ -30,10 +30,22 @@
  *     │                ▼
  *     │             fenced ──NONE (rejoin, epoch 0 full heartbeat)──▶ stable / reconciling
  *     │
- *  any active phase ──leave──▶ leaving ──drained, epoch -1 answered──▶ left
+ *  any active phase ──leave──▶ leaving ──drained, epoch -1 answered (or leave timeout)──▶ left
  * ```
+ *
+ * One request is in flight at a time (docs/protocol.md rule 13): the machine
+ * emits `SendHeartbeat` only when none is outstanding, and the runtime
+ * reports every request's end (`ResponseReceived` or `HeartbeatFailed` on its
+ * timeout). The machine decides everything about time itself: when to send,
+ * whether its lease still holds (`leaseValid`), when to self-fence, and the
+ * next moment it needs a `Tick` (`nextDeadline`).
  */
-import { HeartbeatRejected } from "../Errors.js"
+import {
+  HeartbeatRejected,
+  InvalidMemberConfig,
+  LeaseUnusable,
+  MemberSuperseded,
+} from "../Errors.js"
 import type {
   HeartbeatRequest,
   HeartbeatResponse,
@@ -50,19 +62,29 @@ export interface MemberConfig {
   /** The logical stream the group consumes; a group is identified by (stream, group). */
   readonly stream: string
   readonly memberId: string
-  /** This process start of the member id (see `Incarnation` in protocol/Heartbeat.ts). */
+  /**
+   * This machine's process start of the member id (`Incarnation` in
+   * protocol/Heartbeat.ts): larger for every later start, and never reused by
+   * a second machine, since request numbers (`seq`) restart with each machine.
+   */
   readonly incarnation: number
   readonly memberInfo: MemberInfo
-  /** The group's session timeout: the coordinator expires a member silent for this long. */
-  readonly sessionTimeoutMs: number
-  /** Self-fence this long before the session timeout would expire the member. */
-  readonly safetyMarginMs: number
+  /**
+   * Self-fence this long before the group's session timeout (learned from the
+   * coordinator's answers) would expire the member. Default: a fifth of it.
+   */
+  readonly safetyMarginMs?: number
   /** Heartbeat interval until the coordinator sends one (default 3000). */
   readonly heartbeatIntervalMs?: number
   /** First retry delay after a failed heartbeat (default 100); doubles per failure. */
   readonly retryBackoffInitialMs?: number
-  /** Cap of the retry delay (default 5000). */
+  /** Cap of the retry delay (default 5000); also the retry delay of a superseded member. */
   readonly retryBackoffMaxMs?: number
+  /**
+   * A leave that cannot finish (drain, then an answered epoch -1) ends on its
+   * own after this long. Default: the group's session timeout, else 30000.
+   */
+  readonly leaveTimeoutMs?: number
 }
 
 /** What the member's lifecycle is; `phase` refines `active` into stable / reconciling. */
@@ -81,6 +103,7 @@ export type ShardStatus = "starting" | "reading" | "revoking" | "revoked"
 
 export interface ShardEntry {
   status: ShardStatus
+  /** Owner token of the grant being read, or being given up (revoking / revoked). */
   token: number
   /** Sequence number of the first request that reported this shard REVOKED. */
   revokedReportedFromSeq: number
@@ -100,6 +123,8 @@ export interface MemberState {
   /** Local shard lifecycle; a shard is in at most one status, so never owned and revoking. */
   readonly shards: Map<number, ShardEntry>
   heartbeatIntervalMs: number
+  /** The group's session timeout, from the last answer; undefined before the first. */
+  sessionTimeoutMs: number | undefined
   /**
    * SEND time of the last request the coordinator answered with NONE (never
    * decreases). The coordinator starts the session deadline when it handles
@@ -117,14 +142,22 @@ export interface MemberState {
   nextHeartbeatAt: number
   /** A SendHeartbeat command is outstanding (dedupes them until `nextRequest`). */
   sendRequested: boolean
+  /** The request in flight (0: none); no other is sent until it ends. */
+  inFlightSeq: number
+  /** A heartbeat was wanted while one was in flight: send it when that one ends. */
+  sendAfterInFlight: boolean
   /** Consecutive failed heartbeats (drives the backoff). */
   failures: number
+  /** Consecutive NONE answers that arrived after the lease they would grant. */
+  lateAnswers: number
   /** Sequence number the next request gets. */
   nextSeq: number
   /** Responses to requests with a lower sequence number are stale and ignored. */
   acceptFromSeq: number
   /** Sequence number of the first epoch -1 request, while leaving. */
   leaveSeq: number
+  /** When a leave that could not finish ends anyway (0: not leaving). */
+  leaveDeadline: number
   /** The last INVALID_REQUEST surfaced, for inspection. */
   lastRejection: HeartbeatRejected | undefined
 }
@@ -146,13 +179,19 @@ export type MemberEvent =
   | { readonly _tag: "ShardStarted"; readonly shard: number }
   /** A stopped shard finished its in-flight work. */
   | { readonly _tag: "ShardDrained"; readonly shard: number }
-  /** Time passes: due heartbeats and self-fencing. */
+  /** Time passes: due heartbeats, self-fencing, the leave timeout. */
   | { readonly _tag: "Tick"; readonly now: number }
   | { readonly _tag: "LeaveRequested"; readonly now: number }
   /** The coordinator pushed a "look again" notice. */
   | { readonly _tag: "NoticeReceived" }
 
-export type StopReason = "fenced" | "unknown-member" | "self-fence" | "left"
+export type StopReason =
+  | "fenced"
+  | "unknown-member"
+  | "self-fence"
+  | "superseded"
+  | "left"
+  | "leave-timeout"
 
 export type MemberCommand =
   /** Start the (single) read loop of `shard`, reading and acking with `token`. */
@@ -163,10 +202,14 @@ export type MemberCommand =
   | { readonly _tag: "StopAllShards"; readonly reason: StopReason }
   /** Send a heartbeat now (`nextRequest`), without waiting for the interval. */
   | { readonly _tag: "SendHeartbeat" }
-  /** The response carried a newer shard layout (producers route by it). */
+  /** The member learned the shard layout, or a newer one (producers route by it). */
   | { readonly _tag: "LayoutChanged"; readonly layout: ShardLayout }
   /** The coordinator rejected a request (INVALID_REQUEST); ownership unchanged. */
   | { readonly _tag: "RequestRejected"; readonly error: HeartbeatRejected }
+  /** The member cannot keep a lease (fatal for `MarginTooLarge`: the member leaves). */
+  | { readonly _tag: "LeaseUnusable"; readonly error: LeaseUnusable }
+  /** A newer process took this member id; this one dropped everything and waits as a standby. */
+  | { readonly _tag: "Superseded"; readonly error: MemberSuperseded }
   /** The member has left the group; the runtime may stop its heartbeat loop. */
   | { readonly _tag: "Left" }
 
@@ -176,32 +219,94 @@ export type MemberCommand =
 const DEFAULT_HEARTBEAT_INTERVAL_MS = 3_000
 const DEFAULT_BACKOFF_INITIAL_MS = 100
 const DEFAULT_BACKOFF_MAX_MS = 5_000
+const DEFAULT_LEAVE_TIMEOUT_MS = 30_000
+/** Late answers in a row before `LeaseUnusable { reason: "AnswersTooSlow" }` is surfaced. */
+export const LATE_ANSWERS_REPORTED = 3
 
 /** How many outstanding requests' send times the member keeps (the runtime has one in flight). */
 export const MAX_TRACKED_REQUESTS = 16
 
-/** A new member about to join; its first heartbeat is due at `now`. */
-export const make = (config: MemberConfig, now: number): MemberState => ({
-  config,
-  lifecycle: "joining",
-  memberEpoch: 0,
-  assignmentEpoch: 0,
-  metadataVersion: 0,
-  layout: undefined,
-  assigned: new Map(),
-  pending: [],
-  shards: new Map(),
-  heartbeatIntervalMs: config.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS,
-  lastSuccessAt: now,
-  sentAt: new Map(),
-  nextHeartbeatAt: now,
-  sendRequested: false,
-  failures: 0,
-  nextSeq: 1,
-  acceptFromSeq: 0,
-  leaveSeq: 0,
-  lastRejection: undefined,
-})
+const isId = (v: unknown): boolean => typeof v === "string" && v.length > 0 && v.length <= 256
+const isPositiveInt = (v: unknown): boolean => Number.isSafeInteger(v) && (v as number) >= 1
+
+/**
+ * Checks a member config; returns the first problem, naming the field, or
+ * undefined. `make` throws it: bad config fails before anything is sent.
+ */
+export const validateConfig = (config: MemberConfig): InvalidMemberConfig | undefined => {
+  const bad = (field: string, message: string) => new InvalidMemberConfig({ field, message })
+  for (const field of ["group", "stream", "memberId"] as const)
+    if (!isId(config[field]))
+      return bad(field, `${field} must be a non-empty string of at most 256 characters`)
+  if (!isPositiveInt(config.incarnation))
+    return bad(
+      "incarnation",
+      `incarnation must be a positive safe integer, got ${config.incarnation}`,
+    )
+  const info = config.memberInfo
+  if (info === undefined || !isId(info.consumerName))
+    return bad(
+      "memberInfo.consumerName",
+      "memberInfo.consumerName must be a non-empty string of at most 256 characters",
+    )
+  const margin = config.safetyMarginMs
+  if (margin !== undefined && !(Number.isFinite(margin) && margin >= 0))
+    return bad("safetyMarginMs", `safetyMarginMs must be a finite number >= 0, got ${margin}`)
+  for (const field of [
+    "heartbeatIntervalMs",
+    "retryBackoffInitialMs",
+    "retryBackoffMaxMs",
+    "leaveTimeoutMs",
+  ] as const) {
+    const v = config[field]
+    if (v !== undefined && !isPositiveInt(v))
+      return bad(field, `${field} must be a positive integer, got ${v}`)
+  }
+  const initial = config.retryBackoffInitialMs ?? DEFAULT_BACKOFF_INITIAL_MS
+  const max = config.retryBackoffMaxMs ?? DEFAULT_BACKOFF_MAX_MS
+  if (initial > max)
+    return bad(
+      "retryBackoffMaxMs",
+      `retryBackoffMaxMs (${max}) must be at least retryBackoffInitialMs (${initial})`,
+    )
+  return undefined
+}
+
+/**
+ * A new member about to join; its first heartbeat is due at `now`.
+ *
+ * @throws InvalidMemberConfig when `validateConfig` finds a problem.
+ */
+export const make = (config: MemberConfig, now: number): MemberState => {
+  const invalid = validateConfig(config)
+  if (invalid !== undefined) throw invalid
+  return {
+    config,
+    lifecycle: "joining",
+    memberEpoch: 0,
+    assignmentEpoch: 0,
+    metadataVersion: 0,
+    layout: undefined,
+    assigned: new Map(),
+    pending: [],
+    shards: new Map(),
+    heartbeatIntervalMs: config.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS,
+    sessionTimeoutMs: undefined,
+    lastSuccessAt: now,
+    sentAt: new Map(),
+    nextHeartbeatAt: now,
+    sendRequested: false,
+    inFlightSeq: 0,
+    sendAfterInFlight: false,
+    failures: 0,
+    lateAnswers: 0,
+    nextSeq: 1,
+    acceptFromSeq: 0,
+    leaveSeq: 0,
+    leaveDeadline: 0,
+    lastRejection: undefined,
+  }
+}
 
 /** A deep copy of the state (for snapshots, model tests and simulator forks). */
 export const clone = (state: MemberState): MemberState => {
@@ -234,8 +339,8 @@ export const ownedShards = (state: MemberState): Array<number> => {
 export const revokingShards = (state: MemberState): Array<RevokingShard> => {
   const out: Array<RevokingShard> = []
   for (const [shard, entry] of state.shards) {
-    if (entry.status === "revoking") out.push({ shard, state: "REVOKING" })
-    else if (entry.status === "revoked") out.push({ shard, state: "REVOKED" })
+    if (entry.status === "revoking") out.push({ shard, state: "REVOKING", token: entry.token })
+    else if (entry.status === "revoked") out.push({ shard, state: "REVOKED", token: entry.token })
   }
   return out.sort((a, b) => a.shard - b.shard)
 }
@@ -246,6 +351,45 @@ export const tokenOf = (state: MemberState, shard: number): number | undefined =
   return entry !== undefined && isOwned(entry.status) ? entry.token : undefined
 }
 
+/**
+ * How long a NONE answer keeps the member's shards, from its request's send
+ * time: the group's session timeout minus the safety margin (docs/protocol.md rule 6).
+ * Undefined before the first answer (nothing can be owned then).
+ */
+export const leaseMs = (state: MemberState): number | undefined => {
+  const session = state.sessionTimeoutMs
+  if (session === undefined) return undefined
+  return session - (state.config.safetyMarginMs ?? Math.floor(session / 5))
+}
+
+/** When the member's lease on its shards runs out (self-fence), if it has one. */
+export const leaseExpiresAt = (state: MemberState): number | undefined => {
+  const lease = leaseMs(state)
+  return lease === undefined ? undefined : state.lastSuccessAt + lease
+}
+
+/** May the member still read and ack at `now`? (Shards are dropped once it is not.) */
+export const leaseValid = (state: MemberState, now: number): boolean => {
+  const until = leaseExpiresAt(state)
+  return until !== undefined && now < until
+}
+
+/**
+ * The next moment the machine needs a `Tick`: the next due heartbeat (unless
+ * one is requested or in flight), the self-fence (while it holds shards) and
+ * the leave timeout. A runtime that sleeps until then never overshoots a
+ * self-fence (docs/protocol.md rule 6). Undefined once left.
+ */
+export const nextDeadline = (state: MemberState): number | undefined => {
+  if (state.lifecycle === "left") return undefined
+  let at = Number.POSITIVE_INFINITY
+  if (!state.sendRequested && state.inFlightSeq === 0) at = state.nextHeartbeatAt
+  const expires = leaseExpiresAt(state)
+  if (state.shards.size > 0 && expires !== undefined) at = Math.min(at, expires)
+  if (state.lifecycle === "leaving") at = Math.min(at, state.leaveDeadline)
+  return at
+}
+
 const byNumber = (a: number, b: number) => a - b
 
 const draining = (state: MemberState): boolean => {
@@ -254,9 +398,9 @@ const draining = (state: MemberState): boolean => {
 }
 
 /**
- * The heartbeat the member would send now. Epoch 0 (join / rejoin) is a full
- * heartbeat carrying `memberInfo`; a leaving member that has drained
- * everything sends epoch -1 with nothing owned.
+ * The heartbeat the member would send now (as request `seq`). Epoch 0 (join /
+ * rejoin) is a full heartbeat carrying `memberInfo`; a leaving member still
+ * draining says `leaving`, and once everything is drained sends epoch -1.
  */
 export const buildRequest = (state: MemberState, seq = state.nextSeq): HeartbeatRequest => {
   const { config } = state
@@ -267,7 +411,8 @@ export const buildRequest = (state: MemberState, seq = state.nextSeq): Heartbeat
     incarnation: config.incarnation,
     seq,
   }
-  if (state.lifecycle === "leaving" && !draining(state)) {
+  const leaving = state.lifecycle === "leaving"
+  if (leaving && !draining(state)) {
     return {
       ...identity,
       memberEpoch: -1,
@@ -285,14 +430,15 @@ export const buildRequest = (state: MemberState, seq = state.nextSeq): Heartbeat
     ownedShards: ownedShards(state),
     revokingShards: revokingShards(state),
   }
-  return state.memberEpoch === 0 ? { ...base, memberInfo: config.memberInfo } : base
+  if (state.memberEpoch === 0) return { ...base, memberInfo: config.memberInfo }
+  return leaving ? { ...base, leaving: true } : base
 }
 
 /**
  * Take the next request to send: numbers it (`seq`, echoed back on
  * ResponseReceived / HeartbeatFailed), records its send time `now` (the lease
  * a NONE answer grants runs from it), marks REVOKED reports as sent, and
- * clears the outstanding SendHeartbeat. Call it when the request is sent.
+ * marks it in flight. Call it when the request is sent (on `SendHeartbeat`).
  */
 export const nextRequest = (
   state: MemberState,
@@ -311,6 +457,8 @@ export const nextRequest = (
       entry.revokedReportedFromSeq = seq
   if (request.memberEpoch === -1 && state.leaveSeq === 0) state.leaveSeq = seq
   state.sendRequested = false
+  state.sendAfterInFlight = false
+  state.inFlightSeq = seq
   // If nothing comes back, resend after an interval (the runtime's timeout
   // normally reports HeartbeatFailed sooner).
   state.nextHeartbeatAt = now + state.heartbeatIntervalMs
@@ -325,10 +473,15 @@ export const step = (state: MemberState, event: MemberEvent): Array<MemberComman
   const out: Array<MemberCommand> = []
   if (state.lifecycle === "left") return out
   switch (event._tag) {
-    case "ResponseReceived":
+    case "ResponseReceived": {
+      const ended = endInFlight(state, event.seq)
       onResponse(state, event.seq, event.response, event.now, out)
+      if (ended && state.sendAfterInFlight && !hasLeft(state)) requestSend(state, out)
       break
+    }
     case "HeartbeatFailed":
+      // The retry follows the backoff, whatever was wanted meanwhile.
+      if (endInFlight(state, event.seq)) state.sendAfterInFlight = false
       // A failure of a request older than an applied response changes nothing.
       if (event.seq < state.acceptFromSeq) break
       backoff(state, event.now)
@@ -347,11 +500,18 @@ export const step = (state: MemberState, event: MemberEvent): Array<MemberComman
       break
     case "Tick":
       selfFenceIfDue(state, event.now, out)
-      // (self-fencing may have finished a leave)
+      if (
+        !hasLeft(state) &&
+        state.lifecycle === "leaving" &&
+        state.leaveDeadline > 0 &&
+        event.now >= state.leaveDeadline
+      )
+        finishLeave(state, "leave-timeout", out)
+      // (self-fencing or the leave timeout may have finished a leave)
       if (!hasLeft(state) && event.now >= state.nextHeartbeatAt) requestSend(state, out)
       break
     case "LeaveRequested":
-      onLeave(state, out)
+      onLeave(state, event.now, out)
       break
     case "NoticeReceived":
       requestSend(state, out)
@@ -362,22 +522,35 @@ export const step = (state: MemberState, event: MemberEvent): Array<MemberComman
 
 const hasLeft = (state: MemberState) => state.lifecycle === "left"
 
+/** The request `seq` ended; true if it was the one in flight. */
+const endInFlight = (state: MemberState, seq: number): boolean => {
+  if (state.inFlightSeq !== seq) return false
+  state.inFlightSeq = 0
+  return true
+}
+
 const requestSend = (state: MemberState, out: Array<MemberCommand>) => {
+  if (state.inFlightSeq !== 0) {
+    state.sendAfterInFlight = true
+    return
+  }
   if (state.sendRequested) return
   state.sendRequested = true
   out.push({ _tag: "SendHeartbeat" })
 }
 
+const backoffMaxMs = (state: MemberState) =>
+  state.config.retryBackoffMaxMs ?? DEFAULT_BACKOFF_MAX_MS
+
 const backoff = (state: MemberState, now: number) => {
   state.failures++
   const initial = state.config.retryBackoffInitialMs ?? DEFAULT_BACKOFF_INITIAL_MS
-  const max = state.config.retryBackoffMaxMs ?? DEFAULT_BACKOFF_MAX_MS
-  const delay = Math.min(max, initial * 2 ** Math.min(state.failures - 1, 30))
+  const delay = Math.min(backoffMaxMs(state), initial * 2 ** Math.min(state.failures - 1, 30))
   state.nextHeartbeatAt = now + delay
 }
 
 const isFenceCode = (code: HeartbeatResponse["errorCode"]) =>
-  code === "UNKNOWN_MEMBER_ID" || code === "FENCED_MEMBER_EPOCH"
+  code === "UNKNOWN_MEMBER_ID" || code === "FENCED_MEMBER_EPOCH" || code === "FENCED_INSTANCE_ID"
 
 /** Older-than-applied responses must not resurrect ownership. */
 const isStale = (state: MemberState, seq: number, response: HeartbeatResponse): boolean => {
@@ -399,17 +572,43 @@ const onResponse = (
   if (state.lifecycle === "leaving" && state.leaveSeq !== 0 && seq >= state.leaveSeq) {
     // The answer to our epoch -1 heartbeat (its epochs are -1 by design).
     if (response.errorCode === "NONE" || isFenceCode(response.errorCode))
-      return finishLeave(state, out)
+      return finishLeave(state, "left", out)
   }
   if (isStale(state, seq, response)) return
+  // Every answer carries the group's timing; the lease derives from it.
+  state.sessionTimeoutMs = response.sessionTimeoutMs
   switch (response.errorCode) {
     case "NONE": {
+      const lease = leaseMs(state)!
+      if (lease <= response.heartbeatIntervalMs && state.lifecycle !== "leaving") {
+        // Fatal misconfiguration: every lease would lapse between two heartbeats.
+        out.push({
+          _tag: "LeaseUnusable",
+          error: new LeaseUnusable({
+            memberId: state.config.memberId,
+            reason: "MarginTooLarge",
+            message: `the group's sessionTimeoutMs ${response.sessionTimeoutMs} minus safetyMarginMs ${response.sessionTimeoutMs - lease} leaves ${lease} ms, not more than the heartbeat interval ${response.heartbeatIntervalMs} ms`,
+          }),
+        })
+        // We are registered now (answered NONE): leave, so our grants are freed at once.
+        return beginLeave(state, now, out)
+      }
       // The lease this answer grants runs from the request's send time. If it
       // has already run out (a late answer, e.g. after a pause), or the send
       // time is unknown, the coordinator may have expired us: handle it as a
       // lost response (backoff, self-fence if due), never as an assignment.
       const sentAt = state.sentAt.get(seq)
-      if (sentAt === undefined || now - sentAt >= leaseMs(state)) {
+      if (sentAt === undefined || now - sentAt >= lease) {
+        state.lateAnswers++
+        if (state.lateAnswers === LATE_ANSWERS_REPORTED)
+          out.push({
+            _tag: "LeaseUnusable",
+            error: new LeaseUnusable({
+              memberId: state.config.memberId,
+              reason: "AnswersTooSlow",
+              message: `${state.lateAnswers} answers in a row arrived after the ${lease} ms lease they would grant`,
+            }),
+          })
         backoff(state, now)
         return selfFenceIfDue(state, now, out)
       }
@@ -417,12 +616,15 @@ const onResponse = (
     }
     case "UNKNOWN_MEMBER_ID":
     case "FENCED_MEMBER_EPOCH":
-      if (state.lifecycle === "leaving") return finishLeave(state, out)
+      if (state.lifecycle === "leaving") return finishLeave(state, "left", out)
       return fence(
         state,
         response.errorCode === "FENCED_MEMBER_EPOCH" ? "fenced" : "unknown-member",
         out,
       )
+    case "FENCED_INSTANCE_ID":
+      if (state.lifecycle === "leaving") return finishLeave(state, "left", out)
+      return supersede(state, response, now, out)
     case "NOT_COORDINATOR":
     case "COORDINATOR_LOAD_IN_PROGRESS":
       backoff(state, now)
@@ -456,16 +658,18 @@ const applyAssignment = (
   state.heartbeatIntervalMs = response.heartbeatIntervalMs
   state.lastSuccessAt = Math.max(state.lastSuccessAt, sentAt)
   state.failures = 0
+  state.lateAnswers = 0
   state.nextHeartbeatAt = now + response.heartbeatIntervalMs
   if (state.lifecycle === "joining" || state.lifecycle === "fenced") state.lifecycle = "active"
 
   const layout = response.layout
-  if (layout !== undefined && layout.generation > state.metadataVersion) {
+  if (
+    layout !== undefined &&
+    (state.layout === undefined || layout.generation > state.metadataVersion)
+  ) {
     state.layout = layout
     state.metadataVersion = layout.generation
     out.push({ _tag: "LayoutChanged", layout })
-  } else if (layout !== undefined && state.layout === undefined) {
-    state.layout = layout
   }
 
   // The last accepted assignment. A shard both assigned and pending is treated
@@ -510,6 +714,9 @@ const applyAssignment = (
       state.shards.set(shard, { status: "starting", token, revokedReportedFromSeq: 0 })
       out.push({ _tag: "StartShard", shard, token })
     }
+  } else if (!draining(state)) {
+    // Everything drained and acknowledged: send the epoch -1.
+    requestSend(state, out)
   }
 }
 
@@ -540,6 +747,8 @@ const dropOwnership = (state: MemberState, reason: StopReason, out: Array<Member
   // Whatever is still in flight was sent under the old identity.
   state.acceptFromSeq = state.nextSeq
   state.sentAt.clear()
+  state.inFlightSeq = 0
+  state.sendAfterInFlight = false
 }
 
 /** UNKNOWN_MEMBER_ID / FENCED_MEMBER_EPOCH / self-fence: drop everything, rejoin with epoch 0. */
@@ -551,38 +760,74 @@ const fence = (state: MemberState, reason: StopReason, out: Array<MemberCommand>
   requestSend(state, out)
 }
 
-/** How long a NONE answer keeps the member's shards: sessionTimeout − safetyMargin from its send. */
-const leaseMs = (state: MemberState) => state.config.sessionTimeoutMs - state.config.safetyMarginMs
+/**
+ * FENCED_INSTANCE_ID: a newer process holds this member id (docs/protocol.md rule 9). Drop
+ * everything and stay a standby: rejoin only at the slowest retry pace, so
+ * this process takes over once the newer one is gone (expired or left).
+ */
+const supersede = (
+  state: MemberState,
+  response: HeartbeatResponse,
+  now: number,
+  out: Array<MemberCommand>,
+) => {
+  const wasActive = state.lifecycle !== "fenced" || state.shards.size > 0
+  dropOwnership(state, "superseded", out)
+  state.lifecycle = "fenced"
+  state.sendRequested = false
+  state.failures = 0
+  state.nextHeartbeatAt = now + backoffMaxMs(state)
+  if (wasActive)
+    out.push({
+      _tag: "Superseded",
+      error: new MemberSuperseded({
+        memberId: state.config.memberId,
+        incarnation: state.config.incarnation,
+        message: response.errorMessage ?? "a newer process joined with this member id",
+      }),
+    })
+}
 
 const selfFenceIfDue = (state: MemberState, now: number, out: Array<MemberCommand>) => {
   if (state.shards.size === 0) return
-  if (now - state.lastSuccessAt < leaseMs(state)) return
+  const until = leaseExpiresAt(state)
+  if (until === undefined || now < until) return
   if (state.lifecycle === "leaving") {
     // The coordinator is expiring us anyway: the leave is complete.
-    return finishLeave(state, out)
+    return finishLeave(state, "left", out)
   }
   fence(state, "self-fence", out)
   // Rejoin once a heartbeat is due; retries continue with backoff.
   state.nextHeartbeatAt = now
 }
 
-const onLeave = (state: MemberState, out: Array<MemberCommand>) => {
+const onLeave = (state: MemberState, now: number, out: Array<MemberCommand>) => {
   if (state.lifecycle === "leaving") return
+  if (state.lifecycle === "joining" && state.inFlightSeq === 0 && state.sentAt.size === 0) {
+    // Never sent a join: nothing to give back.
+    return finishLeave(state, "left", out)
+  }
+  beginLeave(state, now, out)
+}
+
+/** Stop reading everything and tell the coordinator; epoch -1 follows once drained. */
+const beginLeave = (state: MemberState, now: number, out: Array<MemberCommand>) => {
   state.lifecycle = "leaving"
+  state.leaveDeadline =
+    now + (state.config.leaveTimeoutMs ?? state.sessionTimeoutMs ?? DEFAULT_LEAVE_TIMEOUT_MS)
   for (const [shard, entry] of state.shards) {
     if (isOwned(entry.status)) {
       entry.status = "revoking"
       out.push({ _tag: "StopShard", shard })
     }
   }
-  // Revoked shards need no more reports: epoch -1 gives everything back.
-  for (const [shard, entry] of state.shards)
-    if (entry.status === "revoked") state.shards.delete(shard)
-  if (!draining(state)) requestSend(state, out)
+  // Tell the coordinator at once: its shards move as each is drained (docs/protocol.md rule 11).
+  requestSend(state, out)
 }
 
-const finishLeave = (state: MemberState, out: Array<MemberCommand>) => {
-  dropOwnership(state, "left", out)
+const finishLeave = (state: MemberState, reason: StopReason, out: Array<MemberCommand>) => {
+  dropOwnership(state, reason, out)
   state.lifecycle = "left"
+  state.leaveDeadline = 0
   out.push({ _tag: "Left" })
 }

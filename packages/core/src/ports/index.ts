@@ -2,7 +2,7 @@
  * The ports: every piece of I/O the coordinator and the member need, as
  * Effect services keyed by the group (`GroupKey`: stream + group).
  *
- * One convention for every port (effect's `cluster/RunnerStorage`): a module
+ * One convention for every port (effect's `RunnerStorage`): a module
  * per port, exported here as a namespace, holding
  * - `interface XShape` (the operations) and
  *   `class X extends Context.Service<X, XShape>()("@shardline/core/X") {}`;

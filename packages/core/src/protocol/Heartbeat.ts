@@ -12,6 +12,7 @@
  * - `memberEpoch > 0`  steady heartbeat with the epoch the coordinator last gave
  */
 import { Schema } from "effect"
+import { MAX_MEMBER_WEIGHT, MIN_MEMBER_WEIGHT } from "../assignor/types.js"
 
 /** Index of a shard within the current layout: 0 .. shardCount-1. */
 export const ShardId = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
@@ -20,10 +21,6 @@ export type ShardId = typeof ShardId.Type
 const Epoch = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
 const NonEmptyId = Schema.NonEmptyString.check(Schema.isMaxLength(256))
 const PositiveInt = Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))
-
-/** Smallest and largest assignment weight: bounded so quota arithmetic never overflows. */
-export const MIN_MEMBER_WEIGHT = 1e-6
-export const MAX_MEMBER_WEIGHT = 1e6
 
 /** A configured assignment weight, in [MIN_MEMBER_WEIGHT, MAX_MEMBER_WEIGHT]. */
 export const MemberWeight = Schema.Finite.check(
@@ -72,7 +69,16 @@ export type ErrorCode = typeof ErrorCode.Type
 export const RevokeState = Schema.Literals(["REVOKING", "REVOKED"])
 export type RevokeState = typeof RevokeState.Type
 
-export const RevokingShard = Schema.Struct({ shard: ShardId, state: RevokeState })
+/**
+ * A shard the member is giving up, with the owner token of the grant it is
+ * giving up: a report about an older grant can never complete a newer
+ * revocation (docs/protocol.md rule 10).
+ */
+export const RevokingShard = Schema.Struct({
+  shard: ShardId,
+  state: RevokeState,
+  token: Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)),
+})
 export type RevokingShard = typeof RevokingShard.Type
 
 /** Per-shard local progress, reported for monitoring; never used for safety decisions. */

@@ -1,7 +1,14 @@
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
+import { repairTotal } from "../../src/assignor/internal/repairTotal.js"
 import type { AssignorInput } from "../../src/index.js"
-import { assignWithStats, movementLowerBound, stickyAssign } from "../../src/index.js"
+import {
+  assignWithStats,
+  MAX_MEMBER_WEIGHT,
+  MIN_MEMBER_WEIGHT,
+  movementLowerBound,
+  stickyAssign,
+} from "../../src/index.js"
 import { anyInput, equalWeightInput, numRuns, weightedInput } from "./arbitraries.js"
 import { countMoved, countsOf, quotaOf } from "./helpers.js"
 
@@ -119,14 +126,26 @@ describe("stickyAssign with non-integer weights (floating-point quotas)", () => 
       fc.property(
         fc.integer({ min: 0, max: 2000 }),
         fc.uniqueArray(fc.string({ minLength: 1, maxLength: 3 }), { maxLength: 50 }),
-        fc.array(fc.double({ min: 1e-6, max: 1e6, noNaN: true, noDefaultInfinity: true }), {
-          minLength: 50,
-          maxLength: 50,
-        }),
+        fc.array(
+          fc.oneof(
+            fc.constantFrom(MIN_MEMBER_WEIGHT, MAX_MEMBER_WEIGHT, 1),
+            fc.double({
+              min: MIN_MEMBER_WEIGHT,
+              max: MAX_MEMBER_WEIGHT,
+              noNaN: true,
+              noDefaultInfinity: true,
+            }),
+          ),
+          { minLength: 50, maxLength: 50 },
+        ),
         (shardCount, ids, weights) => {
           const input = { shardCount, members: ids.map((id, i) => ({ id, weight: weights[i]! })) }
           const result = assignWithStats(input)
-          const unowned = result.owners.filter((o) => typeof o !== "string").length
+          // Count by index: `filter` skips the holes of a sparse array (issue finding 5).
+          let unowned = 0
+          for (let s = 0; s < result.owners.length; s++)
+            if (typeof result.owners[s] !== "string") unowned++
+          expect(result.owners.length).toBe(shardCount)
           expect(unowned).toBe(ids.length > 0 ? 0 : shardCount)
           expect([...result.counts.values()].reduce((a, b) => a + b, 0)).toBe(
             ids.length > 0 ? shardCount : 0,
@@ -138,6 +157,28 @@ describe("stickyAssign with non-integer weights (floating-point quotas)", () => 
       ),
       runs,
     )
+  })
+})
+
+describe("stickyAssign with weights at the bounds (issue finding 5)", () => {
+  it("one member at the largest weight among many at the smallest: no hole, balance by quota", () => {
+    const members = [
+      { id: "heavy", weight: MAX_MEMBER_WEIGHT },
+      ...Array.from({ length: 999 }, (_, i) => ({ id: `light${i}`, weight: MIN_MEMBER_WEIGHT })),
+    ]
+    for (const shardCount of [1, 7, 1_000, 65_536]) {
+      const result = assignWithStats({ shardCount, members })
+      for (let s = 0; s < shardCount; s++) expect(typeof result.owners[s]).toBe("string")
+      const quota = (shardCount * MAX_MEMBER_WEIGHT) / (MAX_MEMBER_WEIGHT + 999 * MIN_MEMBER_WEIGHT)
+      expect([Math.floor(quota), Math.ceil(quota)]).toContain(result.counts.get("heavy"))
+    }
+  })
+
+  it("weights outside the bounds are an InvalidWeight error, never a hole", () => {
+    for (const weight of [1e308, MAX_MEMBER_WEIGHT * 2, 1e-9, 0])
+      expect(() => stickyAssign({ shardCount: 4, members: [{ id: "a", weight }] })).toThrow(
+        /InvalidWeight/,
+      )
   })
 })
 
@@ -188,5 +229,23 @@ describe("stickyAssign examples", () => {
     const result = assignWithStats({ shardCount: 3, members: [], previous: ["a", null, "b"] })
     expect(result.owners).toEqual([null, null, null])
     expect(result.moved).toBe(2)
+  })
+})
+
+describe("repairTotal: the targets always sum to shardCount (no hole while a member lives)", () => {
+  it("adds the missing shard to the member furthest below its quota", () => {
+    const target = Int32Array.from([2, 2, 3])
+    repairTotal(8, Float64Array.from([2.2, 2.9, 2.9]), target)
+    expect([...target]).toEqual([2, 3, 3])
+  })
+  it("takes the extra shard from the member furthest above its quota", () => {
+    const target = Int32Array.from([3, 3, 0])
+    repairTotal(5, Float64Array.from([2.9, 2.05, 0.05]), target)
+    expect([...target]).toEqual([3, 2, 0])
+  })
+  it("changes nothing when the targets already sum to shardCount", () => {
+    const target = Int32Array.from([1, 2])
+    repairTotal(3, Float64Array.from([1.4, 1.6]), target)
+    expect([...target]).toEqual([1, 2])
   })
 })

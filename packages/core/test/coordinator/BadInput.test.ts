@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest"
 import type { HeartbeatRequest } from "../../src/index.js"
-import { Harness, SimMember } from "./harness.js"
+import { Harness, info, SimMember } from "./harness.js"
 
 const settled = () => {
   const h = new Harness()
@@ -17,18 +17,32 @@ describe("malformed or out-of-range heartbeats -> INVALID_REQUEST, nothing chang
       "duplicate revoking shard",
       () => ({
         revokingShards: [
-          { shard: 1, state: "REVOKED" },
-          { shard: 1, state: "REVOKED" },
+          { shard: 1, state: "REVOKED", token: 1 },
+          { shard: 1, state: "REVOKED", token: 1 },
         ],
       }),
     ],
     [
       "shard both owned and revoking",
-      () => ({ ownedShards: [1], revokingShards: [{ shard: 1, state: "REVOKING" }] }),
+      () => ({ ownedShards: [1], revokingShards: [{ shard: 1, state: "REVOKING", token: 1 }] }),
     ],
-    ["revoking shard >= shardCount", () => ({ revokingShards: [{ shard: 9, state: "REVOKED" }] })],
+    [
+      "revoking shard >= shardCount",
+      () => ({ revokingShards: [{ shard: 9, state: "REVOKED", token: 1 }] }),
+    ],
     ["progress shard >= shardCount", () => ({ progress: [{ shard: 4, acked: 1, pending: 0 }] })],
     ["wrong group", () => ({ group: "other" })],
+    ["same group name on another stream", () => ({ stream: "payments" })],
+    [
+      "a joining member that says it is leaving",
+      () => ({
+        memberEpoch: 0,
+        ownedShards: [],
+        revokingShards: [],
+        memberInfo: info("a"),
+        leaving: true,
+      }),
+    ],
     ["assignmentEpoch from the future", () => ({ assignmentEpoch: 99 })],
     ["metadataVersion from the future", () => ({ metadataVersion: 3 })],
     [

@@ -15,6 +15,10 @@ const tags = (records: ReadonlyArray<CoordinatorRecord>) => records.map((r) => r
 const targetOf = (h: Harness, memberId: string): Array<number> =>
   h.state.target.flatMap((m, s) => (m === memberId ? [s] : []))
 
+/** The member each shard is being revoked from (null: none). */
+const revokedFrom = (h: Harness): Array<string | null> =>
+  h.state.revocations.map((r) => r?.memberId ?? null)
+
 /** Shards a simulated member owns, ascending. */
 const ownedOf = (m: SimMember): Array<number> => [...m.owned.keys()].sort((x, y) => x - y)
 
@@ -76,7 +80,8 @@ describe("join", () => {
     const g = h.state.groupEpoch
     a.reset()
     const r = h.hb(a.request())
-    expect(r.response.memberEpoch).toBe(epoch + 1)
+    expect(r.response.memberEpoch).toBeGreaterThan(epoch)
+    expect(r.response.memberEpoch).toBe(h.state.maxMemberEpoch) // never issued before
     expect(shards(r.response)).toEqual([0, 1])
     expect(shards(r.response)).toEqual(targetOf(h, "a"))
     // new tokens: the old lifecycle's tokens are fenced at the storage
@@ -98,7 +103,7 @@ describe("revoke-before-assign (seed, seven steps)", () => {
     const joinB = h.hb(b.request())
     b.onResponse(joinB.response)
     // Step 1: coordinator removes the shards from A's assigned set (pending revocation).
-    expect(h.state.revocations).toEqual([null, null, "a", "a"])
+    expect(revokedFrom(h)).toEqual([null, null, "a", "a"])
     expect(h.state.target).toEqual(["a", "a", "b", "b"])
     // ...and B may not read them yet: they are pending for B, not assigned.
     expect(joinB.response.assigned).toEqual([])
@@ -118,23 +123,23 @@ describe("revoke-before-assign (seed, seven steps)", () => {
     const aDraining = h.hb({
       ...a.request(),
       revokingShards: [
-        { shard: 2, state: "REVOKING" },
-        { shard: 3, state: "REVOKING" },
+        { shard: 2, state: "REVOKING", token: 1 },
+        { shard: 3, state: "REVOKING", token: 1 },
       ],
     })
     expect(aDraining.response.errorCode).toBe("NONE")
-    expect(h.state.revocations).toEqual([null, null, "a", "a"])
+    expect(revokedFrom(h)).toEqual([null, null, "a", "a"])
 
     // Step 4: A reports revokingShards.state = REVOKED.
     const ack = a.request()
     expect(ack.revokingShards).toEqual([
-      { shard: 2, state: "REVOKED" },
-      { shard: 3, state: "REVOKED" },
+      { shard: 2, state: "REVOKED", token: 1 },
+      { shard: 3, state: "REVOKED", token: 1 },
     ])
     const r4 = h.hb(ack)
     a.onResponse(r4.response)
     // Step 5: coordinator accepts the revoke acknowledgement.
-    expect(h.state.revocations).toEqual([null, null, null, null])
+    expect(revokedFrom(h)).toEqual([null, null, null, null])
     expect(h.owner(2)).toBeNull()
     expect(h.owner(3)).toBeNull()
     expect(r4.records.some((r) => r._tag === "Audit" && r.event.kind === "RevokeAccepted")).toBe(
@@ -169,7 +174,7 @@ describe("ownership validation (seed)", () => {
     const theirs = ownedOf(b)[0]!
     const r = h.hb({ ...a.request(), ownedShards: [...ownedOf(a), theirs] })
     expect(r.response.errorCode).toBe("FENCED_MEMBER_EPOCH")
-    expect(h.state.members.get("a")?.state).toBe("FENCED")
+    expect(h.state.members.has("a")).toBe(false) // a fence removes the member (rule 2)
     expect(h.owner(theirs)).toBe("b")
   })
 
@@ -178,7 +183,7 @@ describe("ownership validation (seed)", () => {
     const a = new SimMember("a")
     a.onResponse(h.hb(a.request()).response)
     h.hb({ memberId: "b" }) // b joins; 2 and 3 pending revocation from a (a keeps 0, 1)
-    expect(h.state.revocations).toEqual([null, null, "a", "a"])
+    expect(revokedFrom(h)).toEqual([null, null, "a", "a"])
     const r = h.hb({ memberId: "b", memberEpoch: 2, assignmentEpoch: 2, ownedShards: [2] })
     expect(r.response.errorCode).toBe("FENCED_MEMBER_EPOCH")
     expect(r.response.errorMessage).toContain("owned by live member a")
@@ -192,7 +197,7 @@ describe("ownership validation (seed)", () => {
     const r = h.hb({
       ...a.request(),
       ownedShards: rest,
-      revokingShards: [{ shard: mine!, state: "REVOKED" }],
+      revokingShards: [{ shard: mine!, state: "REVOKED", token: a.owned.get(mine!)! }],
     })
     expect(r.response.errorCode).toBe("FENCED_MEMBER_EPOCH")
     expect(r.response.errorMessage).toContain("not removed from its assignment")
@@ -243,8 +248,9 @@ describe("ownership validation (seed)", () => {
         { shard: 1, owner: null },
       ],
     })
-    expect(r.records.find((x) => x._tag === "MemberUpserted")).toMatchObject({
-      member: { memberId: "a", state: "FENCED", memberEpoch: a.epoch + 1 },
+    expect(r.records.find((x) => x._tag === "MemberRemoved")).toEqual({
+      _tag: "MemberRemoved",
+      memberId: "a",
     })
   })
 
@@ -260,11 +266,11 @@ describe("ownership validation (seed)", () => {
     const dup = h.hb(ack) // resent (lost response)
     expect(dup.response.errorCode).toBe("NONE")
     expect(dup.records).toEqual([])
-    expect(h.state.members.get("a")?.state).not.toBe("FENCED")
+    expect(h.state.members.has("a")).toBe(true)
   })
 })
 
-describe("lost responses (DESIGN rule 7)", () => {
+describe("lost responses (docs/protocol.md rule 7)", () => {
   it("a lost grant response: the retried heartbeat gets the same grants and commits nothing", () => {
     const h = new Harness()
     const a = new SimMember("a")
@@ -277,44 +283,38 @@ describe("lost responses (DESIGN rule 7)", () => {
     expect(retry.fences).toEqual([])
   })
 
-  it("a heartbeat with the previous memberEpoch is tolerated when its owned shards are a subset of what was assigned", () => {
+  it("no earlier memberEpoch is tolerated: a heartbeat of the previous lifecycle changes nothing", () => {
     const { h, a } = twoMembers()
     const old = a.epoch
     a.reset()
     const rejoin = h.hb(a.request())
-    expect(rejoin.response.memberEpoch).toBe(old + 1)
+    expect(rejoin.response.memberEpoch).toBeGreaterThan(old)
+    const before = h.snapshot()
     const late = h.hb({
       memberId: "a",
       memberEpoch: old,
       assignmentEpoch: h.state.assignmentEpoch,
       ownedShards: [0],
     })
-    expect(late.response.errorCode).toBe("NONE")
-    expect(late.response.memberEpoch).toBe(old + 1)
-    expect(h.state.groupEpoch).toBe(2) // no rebalance
-  })
-
-  it("...but not when it claims more than was assigned", () => {
-    const { h, a } = twoMembers()
-    const old = a.epoch
-    a.reset()
-    h.hb(a.request())
-    // 2 was never a's after b joined (b owns [2, 3])
-    const late = h.hb({ memberId: "a", memberEpoch: old, assignmentEpoch: 0, ownedShards: [0, 2] })
     expect(late.response.errorCode).toBe("FENCED_MEMBER_EPOCH")
     expect(late.records).toEqual([])
+    expect(h.snapshot()).toEqual(before)
   })
 
-  it("a fenced epoch is never tolerated", () => {
+  it("a fenced member is unknown: neither its old epoch nor a guessed newer one is accepted (rule 2)", () => {
     const { h, a } = twoMembers()
     const req = a.request()
     h.hb({ ...req, ownedShards: [0, 1, 2] }) // fenced
-    const r = h.hb(req)
-    expect(r.response.errorCode).toBe("FENCED_MEMBER_EPOCH")
+    expect(h.hb(req).response.errorCode).toBe("UNKNOWN_MEMBER_ID")
+    for (const guess of [a.epoch + 1, h.state.maxMemberEpoch, h.state.maxMemberEpoch + 1]) {
+      const r = h.hb({ ...req, memberEpoch: guess, ownedShards: [], revokingShards: [] })
+      expect(r.response.errorCode).toBe("UNKNOWN_MEMBER_ID")
+      expect(r.records).toEqual([])
+    }
   })
 })
 
-describe("UNKNOWN_MEMBER_ID (DESIGN rule 6)", () => {
+describe("UNKNOWN_MEMBER_ID (docs/protocol.md rule 6)", () => {
   it("an unknown member with epoch > 0 gets UNKNOWN_MEMBER_ID; its rejoin with epoch 0 is accepted", () => {
     const h = new Harness()
     const r = h.hb({ memberId: "ghost", memberEpoch: 7, ownedShards: [1] })
@@ -335,7 +335,7 @@ describe("UNKNOWN_MEMBER_ID (DESIGN rule 6)", () => {
   })
 })
 
-describe("expiry and revoke timeout (DESIGN rules 4, 5)", () => {
+describe("expiry and revoke timeout (docs/protocol.md rules 4, 5)", () => {
   it("session expiry removes and fences the member, bumps groupEpoch and hands its shards on", () => {
     const { h, b, step } = twoMembers()
     const g = h.state.groupEpoch
@@ -354,9 +354,10 @@ describe("expiry and revoke timeout (DESIGN rules 4, 5)", () => {
     const a = new SimMember("a")
     const b = new SimMember("b")
     a.onResponse(h.hb(a.request()).response)
+    a.onResponse(h.hb(a.request()).response) // confirms its grants
     h.advance(25_000)
     b.onResponse(h.hb(b.request()).response) // revocation of 2,3 from a starts at t=25s
-    expect(h.state.revocations).toEqual([null, null, "a", "a"])
+    expect(revokedFrom(h)).toEqual([null, null, "a", "a"])
     expect(b.owned.size).toBe(0)
     h.notices.length = 0
     h.advance(5_001) // a's session (30s from t=0) passes before the revoke timeout
@@ -375,7 +376,7 @@ describe("expiry and revoke timeout (DESIGN rules 4, 5)", () => {
     const b = new SimMember("b")
     a.onResponse(h.hb(a.request()).response)
     b.onResponse(h.hb(b.request()).response)
-    const revoked = h.state.revocations.flatMap((r, s) => (r === "a" ? [s] : []))
+    const revoked = h.state.revocations.flatMap((r, s) => (r?.memberId === "a" ? [s] : []))
     expect(revoked).toEqual(targetOf(h, "b"))
     expect(revoked).toEqual([2, 3])
     const epoch = a.epoch
@@ -384,13 +385,16 @@ describe("expiry and revoke timeout (DESIGN rules 4, 5)", () => {
       h.advance(2_000)
       h.hb({ ...a.request(), ownedShards: [0, 1, 2, 3], revokingShards: [] })
     }
-    expect(h.state.members.get("a")?.state).not.toBe("FENCED")
+    expect(h.state.members.has("a")).toBe(true)
     h.advance(-h.now + 10_000)
-    expect(h.state.members.get("a")?.state).toBe("FENCED")
-    expect(h.state.members.get("a")?.memberEpoch).toBe(epoch + 1)
+    // fenced: removed, every shard freed and targeted to the live member
+    expect(h.state.members.has("a")).toBe(false)
     for (const s of [0, 1, 2, 3]) expect(h.owner(s)).toBeNull()
     const rb = h.hb(b.request())
-    expect(shards(rb.response)).toEqual(revoked)
+    expect(shards(rb.response)).toEqual([0, 1, 2, 3])
+    expect(h.hb({ ...a.request(), memberEpoch: epoch }).response.errorCode).toBe(
+      "UNKNOWN_MEMBER_ID",
+    )
   })
 
   it("a timer firing before its (moved) deadline re-arms itself", () => {
@@ -425,21 +429,19 @@ describe("leave", () => {
 })
 
 describe("epochs (seed)", () => {
-  it("groupEpoch +1 on join, leave and expiry; not on steady heartbeats, rejoins, fences or revoke acks", () => {
+  it("groupEpoch +1 on join, leave, leave start, expiry and fence; not on steady heartbeats, same-weight rejoins or revoke acks", () => {
     const { h, a, b, step } = twoMembers()
     expect(h.state.groupEpoch).toBe(2)
     step(a)
     step(b)
     expect(h.state.groupEpoch).toBe(2)
-    h.hb({ ...a.request(), ownedShards: [0, 1, 2] }) // fence
-    expect(h.state.groupEpoch).toBe(2)
-    a.reset()
-    step(a) // rejoin
+    b.reset()
+    step(b) // rejoin, same weight
     expect(h.state.groupEpoch).toBe(2)
     const c = new SimMember("c")
-    step(c) // a keeps [0, 1]; b must revoke 3 (sticky assignor)
+    step(c) // c joins: a keeps [0, 1]; b must revoke 3 (sticky assignor)
     expect(h.state.groupEpoch).toBe(3)
-    expect(h.state.revocations).toEqual([null, null, null, "b"])
+    expect(revokedFrom(h)).toEqual([null, null, null, "b"])
     const revBefore = h.commits.length
     step(a)
     step(b) // b learns 3 is gone
@@ -453,12 +455,19 @@ describe("epochs (seed)", () => {
     expect(h.state.groupEpoch).toBe(3)
     h.hb(c.leaveRequest())
     expect(h.state.groupEpoch).toBe(4)
+    h.hb({ ...a.request(), ownedShards: [0, 1, 2] }) // fence: a is removed
+    expect(h.state.groupEpoch).toBe(5)
+    const d = new SimMember("d")
+    step(d)
+    expect(h.state.groupEpoch).toBe(6)
+    h.hb({ ...d.request(), leaving: true }) // leave start
+    expect(h.state.groupEpoch).toBe(7)
     for (let i = 0; i < 11; i++) {
       h.advance(3_000)
-      step(a)
+      step(b)
     }
-    expect(h.state.members.has("b")).toBe(false)
-    expect(h.state.groupEpoch).toBe(5)
+    expect(h.state.members.has("d")).toBe(false) // expired
+    expect(h.state.groupEpoch).toBe(8)
   })
 
   it("assignmentEpoch +1 only when the target actually changes", () => {
@@ -475,17 +484,22 @@ describe("epochs (seed)", () => {
     expect(h.state.assignmentEpoch).toBe(2)
   })
 
-  it("memberEpoch +1 on fence and on a new lifecycle; unchanged by steady heartbeats and target changes", () => {
+  it("every lifecycle (join, rejoin, replacement) gets a memberEpoch never issued before; steady heartbeats and target changes keep it", () => {
     const { h, a, step } = twoMembers()
     const e = a.epoch
     step(new SimMember("c")) // target change
     step(a)
     expect(a.epoch).toBe(e)
-    h.hb({ ...a.request(), ownedShards: [0, 1, 2, 3], revokingShards: [] })
-    expect(h.state.members.get("a")?.memberEpoch).toBe(e + 1)
+    const issued = new Set([...h.state.members.values()].map((m) => m.memberEpoch))
     a.reset()
-    step(a)
-    expect(a.epoch).toBe(e + 2)
+    step(a) // rejoin
+    expect(issued.has(a.epoch)).toBe(false)
+    expect(a.epoch).toBe(h.state.maxMemberEpoch)
+    h.hb({ ...a.request(), ownedShards: [0, 1, 2, 3], revokingShards: [] }) // fenced, removed
+    a.reset()
+    const before = h.state.maxMemberEpoch
+    step(a) // joins as a new member
+    expect(a.epoch).toBe(before + 1)
   })
 
   it("storeRevision +1 on every committed change and only then", () => {
@@ -514,20 +528,29 @@ describe("steady state, notices, layout", () => {
     expect(shards(r.response)).toEqual(ownedOf(a))
   })
 
-  it("a member whose assignment grows gets a notice (DESIGN rule 8)", () => {
+  it("a member whose assignment grows gets a notice (docs/protocol.md rule 8)", () => {
     const { h, a } = twoMembers()
     const r = h.hb(a.leaveRequest())
     expect(r.notices).toEqual(["b"])
   })
 
-  it("the response carries the layout only when the member's metadataVersion is stale", () => {
+  it("the response carries the layout on a join and when the member's metadataVersion is stale", () => {
     const h = new Harness()
     const snap = toSnapshot(h.state)
     const state = fromSnapshot({ ...snap, layout: { shardCount: 4, generation: 1 } })
     const stale = Coordinator.heartbeat(state, request({ memberId: "a", metadataVersion: 0 }), 0)
     expect(stale.response.layout).toEqual({ shardCount: 4, generation: 1 })
-    const fresh = Coordinator.heartbeat(state, request({ memberId: "a", metadataVersion: 1 }), 0)
-    expect(fresh.response.layout).toBeUndefined()
+    // rule 12: a join learns the layout even at generation 0
+    const join = h.hb({ memberId: "a" })
+    expect(join.response.layout).toEqual({ shardCount: 4, generation: 0 })
+    const steady = h.hb({
+      memberId: "a",
+      memberEpoch: join.response.memberEpoch,
+      assignmentEpoch: join.response.assignmentEpoch,
+      ownedShards: shards(join.response),
+    })
+    expect(steady.response.errorCode).toBe("NONE")
+    expect(steady.response.layout).toBeUndefined()
   })
 })
 
@@ -601,7 +624,7 @@ describe("weights and target flips", () => {
     // slot goes to b (it held 2 > floor 0): a 3, b 1; b releases its highest shard.
     expect(h.state.assignmentEpoch).toBe(ae + 1)
     expect(h.state.target).toEqual(["a", "a", "b", "a"])
-    expect(h.state.revocations).toEqual([null, null, null, "b"])
+    expect(revokedFrom(h)).toEqual([null, null, null, "b"])
     void a
   })
 
@@ -612,12 +635,12 @@ describe("weights and target flips", () => {
     // keeps [0, 1]; b releases its highest shard, 3, to c.
     c.onResponse(h.hb(c.request()).response)
     expect(h.state.target).toEqual(["a", "a", "b", "c"])
-    expect(h.state.revocations).toEqual([null, null, null, "b"])
+    expect(revokedFrom(h)).toEqual([null, null, null, "b"])
     const shard = 3
     const oldToken = h.state.current[shard]!.token
     h.hb(c.leaveRequest()) // target flips back
     expect(h.state.target[shard]).toBe("b")
-    expect(h.state.revocations[shard]).toBe("b")
+    expect(revokedFrom(h)[shard]).toBe("b")
     const r1 = h.hb(b.request())
     expect(r1.response.pending).toContain(shard)
     expect(shards(r1.response)).not.toContain(shard)

@@ -1,24 +1,30 @@
 /**
- * Model-based test: random joins, leaves, heartbeats (some responses lost)
- * and time jumps past session and revoke timeouts, run against the real pure
- * handlers and the memory store. Members behave correctly: they drain and
- * report REVOKED, rejoin after UNKNOWN/FENCED, and self-fence when no
- * heartbeat succeeded for (session timeout - heartbeat interval).
- * Members have unequal weights, so convergence checks the weighted quotas.
- * FC_NUM_RUNS overrides the number of runs.
+ * Model-based test: random joins, leaves (immediate and draining), crashes,
+ * heartbeats (some responses lost), replays of earlier requests (delayed or
+ * duplicated by the network, across rejoins too), a second process with the
+ * same member id, and time jumps past session and revoke timeouts, run
+ * against the real pure handlers and the memory store. Members behave
+ * correctly: they drain and report REVOKED, rejoin after UNKNOWN/FENCED, and
+ * self-fence when no heartbeat succeeded for (session timeout - heartbeat
+ * interval). Members have unequal weights, so convergence checks the
+ * weighted quotas. FC_NUM_RUNS overrides the number of runs.
  */
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { Coordinator, type HeartbeatResponse } from "../../src/index.js"
-import { config, Harness, SimMember } from "./harness.js"
+import { Coordinator, type HeartbeatRequest, type HeartbeatResponse } from "../../src/index.js"
+import { config, Harness, request, SimMember } from "./harness.js"
 
 type Cmd =
   | { readonly t: "hb"; readonly m: number; readonly lose: boolean }
   | { readonly t: "leave"; readonly m: number }
+  | { readonly t: "leaving"; readonly m: number }
   | { readonly t: "crash"; readonly m: number }
+  | { readonly t: "replay"; readonly m: number; readonly back: number }
   | { readonly t: "advance"; readonly ms: number }
 
 const MEMBERS = 4
+/** Processes: m0..m3 (incarnation 1), and a second process of m0 (incarnation 2). */
+const PROCESSES = MEMBERS + 1
 const SHARDS = 6
 /** Reported weights of m0..m3 (the assignor honours them). */
 const WEIGHTS = [3, 1, 1, 2] as const
@@ -29,15 +35,33 @@ const cmdArb: fc.Arbitrary<Cmd> = fc.oneof(
     weight: 14,
     arbitrary: fc.record({
       t: fc.constant("hb" as const),
-      m: fc.nat(MEMBERS - 1),
+      m: fc.nat(PROCESSES - 1),
       lose: fc.oneof(
         { weight: 4, arbitrary: fc.constant(false) },
         { weight: 1, arbitrary: fc.constant(true) },
       ),
     }),
   },
-  { weight: 1, arbitrary: fc.record({ t: fc.constant("leave" as const), m: fc.nat(MEMBERS - 1) }) },
-  { weight: 1, arbitrary: fc.record({ t: fc.constant("crash" as const), m: fc.nat(MEMBERS - 1) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({ t: fc.constant("leave" as const), m: fc.nat(PROCESSES - 1) }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({ t: fc.constant("leaving" as const), m: fc.nat(PROCESSES - 1) }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({ t: fc.constant("crash" as const), m: fc.nat(PROCESSES - 1) }),
+  },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      t: fc.constant("replay" as const),
+      m: fc.nat(PROCESSES - 1),
+      back: fc.nat(12),
+    }),
+  },
   {
     weight: 4,
     arbitrary: fc.record({
@@ -49,19 +73,30 @@ const cmdArb: fc.Arbitrary<Cmd> = fc.oneof(
 
 class World {
   readonly h = new Harness(cfg)
-  readonly members = Array.from({ length: MEMBERS }, (_, i) => new SimMember(`m${i}`, WEIGHTS[i]))
-  readonly active = new Array<boolean>(MEMBERS).fill(false)
-  readonly lastOk = new Array<number>(MEMBERS).fill(0)
+  readonly members = [
+    ...Array.from({ length: MEMBERS }, (_, i) => new SimMember(`m${i}`, WEIGHTS[i])),
+    new SimMember("m0", WEIGHTS[0], 2),
+  ]
+  readonly active = new Array<boolean>(PROCESSES).fill(false)
+  readonly lastOk = new Array<number>(PROCESSES).fill(0)
+  /** Every request each process sent, for replays. */
+  readonly sent = Array.from({ length: PROCESSES }, () => [] as HeartbeatRequest[])
   readonly maxEpoch = new Map<string, number>()
   groupEpoch = 0
   assignmentEpoch = 0
 
   heartbeat(i: number, lose: boolean): void {
     const m = this.members[i]!
+    if (m.drained()) {
+      this.leave(i)
+      return
+    }
     this.active[i] = true
     m.left = false
     const revBefore = this.h.state.storeRevision
-    const r = this.h.hb(m.request())
+    const req = request(m.request())
+    this.sent[i]!.push(req)
+    const r = this.h.hb(req)
     expect(this.h.state.storeRevision).toBe(revBefore + (r.records.length > 0 ? 1 : 0))
     this.checkResponse(m.id, r.response)
     if (!lose) {
@@ -74,11 +109,32 @@ class World {
     const m = this.members[i]!
     if (!this.active[i]) return
     const revBefore = this.h.state.storeRevision
-    const r = this.h.hb(m.epoch === 0 ? { memberId: m.id, memberEpoch: -1 } : m.leaveRequest())
+    const req = request(m.leaveRequest())
+    this.sent[i]!.push(req)
+    const r = this.h.hb(req)
     expect(this.h.state.storeRevision).toBe(revBefore + (r.records.length > 0 ? 1 : 0))
     m.reset()
     m.left = true
     this.active[i] = false
+  }
+
+  /** Start a graceful leave: the next heartbeats say `leaving` until drained, then epoch -1. */
+  leaving(i: number): void {
+    if (this.active[i] && this.members[i]!.epoch !== 0) this.members[i]!.startLeaving()
+  }
+
+  /**
+   * The network delivers an earlier request of this process again (delayed or
+   * duplicated); its answer goes nowhere. It must never break safety.
+   */
+  replay(i: number, back: number): void {
+    const sent = this.sent[i]!
+    const req = sent[sent.length - 1 - back]
+    if (req === undefined) return
+    const revBefore = this.h.state.storeRevision
+    const r = this.h.hb(req)
+    expect(this.h.state.storeRevision).toBe(revBefore + (r.records.length > 0 ? 1 : 0))
+    this.checkResponse(req.memberId, r.response)
   }
 
   /** The process dies silently: no leave; the coordinator must expire it. */
@@ -108,11 +164,11 @@ class World {
     for (const s of r.pending) expect(r.assigned.some((g) => g.shard === s)).toBe(false)
   }
 
-  /** Is the member live in the coordinator's eyes with the epoch it holds locally? */
+  /** Is this process live in the coordinator's eyes with the epoch it holds locally? */
   liveAs(m: SimMember): boolean {
     const e = this.h.state.members.get(m.id)
-    if (e === undefined || e.state === "FENCED" || m.epoch === 0) return false
-    return e.memberEpoch === m.epoch || e.previousMemberEpoch === m.epoch
+    if (e === undefined || m.epoch === 0) return false
+    return e.incarnation === m.incarnation && e.memberEpoch === m.epoch
   }
 
   invariants(): void {
@@ -124,13 +180,21 @@ class World {
         holders.map((m) => m.id).length,
         `shard ${shard} held by ${holders.map((m) => m.id)}`,
       ).toBeLessThanOrEqual(1)
+      // ...and at the storage: at most one process holds the shard's current token
+      const valid = this.members.filter(
+        (m) => m.tokens.has(shard) && m.tokens.get(shard) === this.h.storageTokens.get(shard),
+      )
+      expect(
+        valid.length,
+        `shard ${shard}: ${valid.length} processes hold the valid token`,
+      ).toBeLessThanOrEqual(1)
       const cur = s.current[shard]
       if (cur != null) {
-        expect(s.members.get(cur.memberId)?.state).not.toBe("FENCED")
+        expect(s.members.has(cur.memberId)).toBe(true)
         for (const h of holders) expect(h.id).toBe(cur.memberId)
       }
       const rev = s.revocations[shard]
-      if (rev != null) expect(cur?.memberId).toBe(rev)
+      if (rev != null) expect(cur?.memberId).toBe(rev.memberId)
     }
     // epochs monotonic
     expect(s.groupEpoch).toBeGreaterThanOrEqual(this.groupEpoch)
@@ -151,6 +215,8 @@ const run = (cmds: ReadonlyArray<Cmd>): void => {
   for (const c of cmds) {
     if (c.t === "hb") w.heartbeat(c.m, c.lose)
     else if (c.t === "leave") w.leave(c.m)
+    else if (c.t === "leaving") w.leaving(c.m)
+    else if (c.t === "replay") w.replay(c.m, c.back)
     else if (c.t === "crash") w.crash(c.m)
     else w.advance(c.ms)
     w.invariants()
@@ -167,7 +233,9 @@ const run = (cmds: ReadonlyArray<Cmd>): void => {
   const s = w.h.state
   expect(s.revocations.every((r) => r === null)).toBe(true)
   const live = [...s.members.keys()].sort()
-  expect(live).toEqual(w.members.filter((_, i) => w.active[i]).map((m) => m.id))
+  expect(live).toEqual(
+    [...new Set(w.members.filter((_, i) => w.active[i]).map((m) => m.id))].sort(),
+  )
   for (let shard = 0; shard < SHARDS; shard++) {
     expect(s.current[shard]?.memberId ?? null).toBe(s.target[shard] ?? null)
     if (live.length > 0) expect(s.current[shard]?.confirmed).toBe(true)

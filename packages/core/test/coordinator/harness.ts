@@ -124,13 +124,16 @@ export class Harness {
   }
 }
 
+/** Request numbers for requests built without one: increasing, as a member's are. */
+let nextSeq = 1_000_000
+
 export const request = (
   req: Partial<HeartbeatRequest> & { memberId: string },
 ): HeartbeatRequest => ({
   group: "g",
   stream: "orders",
   incarnation: 1,
-  seq: 1,
+  seq: nextSeq++,
   memberEpoch: 0,
   assignmentEpoch: 0,
   metadataVersion: 0,
@@ -151,39 +154,68 @@ export const shards = (r: HeartbeatResponse): Array<number> => r.assigned.map((g
 export class SimMember {
   epoch = 0
   assignmentEpoch = 0
+  /** Request number (per incarnation), as the member machine numbers its requests. */
+  seq = 0
   readonly owned = new Map<number, number>() // shard -> token
-  readonly revoking = new Map<number, "REVOKING" | "REVOKED">()
+  /** shard -> state and the token of the grant being given up */
+  readonly revoking = new Map<number, { state: "REVOKING" | "REVOKED"; token: number }>()
   /** Tokens of shards the member still touches (owned, or draining while REVOKING). */
   readonly tokens = new Map<number, number>()
   left = false
+  /** Leaving gracefully: says `leaving`, takes no new shards, sends epoch -1 once drained. */
+  leaving = false
 
   constructor(
     readonly id: string,
     readonly weight?: number,
+    /** The process start this member models (rule 9). */
+    readonly incarnation = 1,
   ) {}
 
   request(): Partial<HeartbeatRequest> & { memberId: string } {
-    for (const [s, st] of this.revoking)
-      if (st === "REVOKING") {
-        this.revoking.set(s, "REVOKED")
+    for (const [s, r] of this.revoking)
+      if (r.state === "REVOKING") {
+        this.revoking.set(s, { state: "REVOKED", token: r.token })
         this.tokens.delete(s)
       }
     return {
       memberId: this.id,
+      incarnation: this.incarnation,
+      seq: ++this.seq,
       memberEpoch: this.epoch,
       assignmentEpoch: this.assignmentEpoch,
       ownedShards: [...this.owned.keys()].sort((a, b) => a - b),
-      revokingShards: [...this.revoking].map(([shard, state]) => ({ shard, state })),
+      revokingShards: [...this.revoking].map(([shard, r]) => ({ shard, ...r })),
       ...(this.epoch === 0 ? { memberInfo: info(this.id, this.weight) } : {}),
+      ...(this.leaving && this.epoch !== 0 ? { leaving: true } : {}),
     }
   }
 
+  /** Start a graceful leave: stop reading everything (drained on the next request). */
+  startLeaving(): void {
+    this.leaving = true
+    for (const [s, token] of this.owned) this.revoking.set(s, { state: "REVOKING", token })
+    this.owned.clear()
+  }
+
+  /** Leaving and drained: the next request is the epoch -1. */
+  drained(): boolean {
+    return this.leaving && this.owned.size === 0 && this.revoking.size === 0
+  }
+
   leaveRequest(): Partial<HeartbeatRequest> & { memberId: string } {
-    return { memberId: this.id, memberEpoch: -1, assignmentEpoch: this.assignmentEpoch }
+    return {
+      memberId: this.id,
+      incarnation: this.incarnation,
+      seq: ++this.seq,
+      memberEpoch: -1,
+      assignmentEpoch: this.assignmentEpoch,
+    }
   }
 
   /** Drop everything (UNKNOWN_MEMBER_ID, FENCED, self-fencing). */
   reset(): void {
+    this.leaving = false
     this.epoch = 0
     this.assignmentEpoch = 0
     this.owned.clear()
@@ -197,7 +229,11 @@ export class SimMember {
   }
 
   onResponse(r: HeartbeatResponse): void {
-    if (r.errorCode === "UNKNOWN_MEMBER_ID" || r.errorCode === "FENCED_MEMBER_EPOCH") {
+    if (
+      r.errorCode === "UNKNOWN_MEMBER_ID" ||
+      r.errorCode === "FENCED_MEMBER_EPOCH" ||
+      r.errorCode === "FENCED_INSTANCE_ID"
+    ) {
       this.reset()
       return
     }
@@ -210,13 +246,14 @@ export class SimMember {
     this.epoch = r.memberEpoch
     this.assignmentEpoch = r.assignmentEpoch
     // REVOKED reports were accepted (or are duplicates): forget them.
-    for (const [s, st] of [...this.revoking]) if (st === "REVOKED") this.revoking.delete(s)
+    for (const [s, rv] of [...this.revoking]) if (rv.state === "REVOKED") this.revoking.delete(s)
     const assigned = new Map(r.assigned.map((g) => [g.shard, g.token]))
-    for (const s of [...this.owned.keys()])
+    for (const [s, token] of [...this.owned])
       if (!assigned.has(s)) {
         this.owned.delete(s)
-        this.revoking.set(s, "REVOKING")
+        this.revoking.set(s, { state: "REVOKING", token })
       }
+    if (this.leaving) return
     for (const [s, token] of assigned)
       if (!this.revoking.has(s)) {
         this.owned.set(s, token)

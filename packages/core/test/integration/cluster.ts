@@ -202,7 +202,6 @@ export const makeCluster = Effect.fnUntraced(function* (options: ClusterOptions)
           memberId: id,
           incarnation: 1,
           memberInfo: { consumerName: id, host: "10.0.0.1" },
-          sessionTimeoutMs,
           safetyMarginMs: 1_000,
           heartbeatIntervalMs,
         },

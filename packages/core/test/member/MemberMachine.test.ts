@@ -8,7 +8,6 @@ const config: MemberMachine.MemberConfig = {
   memberId: "pod-1-m0",
   incarnation: 1,
   memberInfo: { consumerName: "pod-1-m0", host: "10.0.0.1" },
-  sessionTimeoutMs: 10_000,
   safetyMarginMs: 2_000,
   heartbeatIntervalMs: 1_000,
   retryBackoffInitialMs: 100,
@@ -95,12 +94,12 @@ describe("MemberMachine", () => {
     expect(commands).toEqual([{ _tag: "StopShard", shard: 1 }])
     expect(MemberMachine.buildRequest(state).ownedShards).toEqual([0, 2])
     expect(MemberMachine.buildRequest(state).revokingShards).toEqual([
-      { shard: 1, state: "REVOKING" },
+      { shard: 1, state: "REVOKING", token: 2 },
     ])
     const drained = MemberMachine.step(state, { _tag: "ShardDrained", shard: 1 })
     expect(tags(drained)).toEqual(["SendHeartbeat"])
     expect(MemberMachine.buildRequest(state).revokingShards).toEqual([
-      { shard: 1, state: "REVOKED" },
+      { shard: 1, state: "REVOKED", token: 2 },
     ])
   })
 
@@ -110,11 +109,11 @@ describe("MemberMachine", () => {
     MemberMachine.step(state, { _tag: "ShardDrained", shard: 1 })
     // First REVOKED report is lost.
     const lost = MemberMachine.nextRequest(state, 20)
-    expect(lost.request.revokingShards).toEqual([{ shard: 1, state: "REVOKED" }])
+    expect(lost.request.revokingShards).toEqual([{ shard: 1, state: "REVOKED", token: 2 }])
     MemberMachine.step(state, { _tag: "HeartbeatFailed", seq: lost.seq, now: 30 })
     // The retry still carries it (duplicates are fine) ...
     const retry = MemberMachine.nextRequest(state, 40)
-    expect(retry.request.revokingShards).toEqual([{ shard: 1, state: "REVOKED" }])
+    expect(retry.request.revokingShards).toEqual([{ shard: 1, state: "REVOKED", token: 2 }])
     // ... and a NOT_COORDINATOR answer does not count as accepted.
     MemberMachine.step(state, {
       _tag: "ResponseReceived",
@@ -127,7 +126,7 @@ describe("MemberMachine", () => {
       response({ assignmentEpoch: 2, assigned: grants(0, 2) }),
       60,
     )
-    expect(request.revokingShards).toEqual([{ shard: 1, state: "REVOKED" }])
+    expect(request.revokingShards).toEqual([{ shard: 1, state: "REVOKED", token: 2 }])
     expect(MemberMachine.buildRequest(state).revokingShards).toEqual([])
     expect(MemberMachine.phase(state)).toBe("stable")
   })
@@ -144,7 +143,7 @@ describe("MemberMachine", () => {
       now: 12,
     })
     expect(MemberMachine.buildRequest(state).revokingShards).toEqual([
-      { shard: 1, state: "REVOKED" },
+      { shard: 1, state: "REVOKED", token: 2 },
     ])
   })
 
@@ -405,7 +404,8 @@ describe("MemberMachine", () => {
       response: response({ assignmentEpoch: 2, assigned: grants(0, 1, 2, 3) }),
       now: 11,
     })
-    expect(commands).toEqual([])
+    // no shard starts; the heartbeat the leave asked for goes out once the old one ended
+    expect(commands).toEqual([{ _tag: "SendHeartbeat" }])
     expect(MemberMachine.ownedShards(state)).toEqual([])
   })
 
@@ -443,17 +443,24 @@ describe("MemberMachine", () => {
     expect(MemberMachine.ownedShards(state)).toEqual([0])
   })
 
-  it("a look-again notice asks for a heartbeat now, once", () => {
+  it("a look-again notice asks for a heartbeat now, once; while one is in flight, right after it", () => {
     const state = stableMember()
-    MemberMachine.nextRequest(state, 0)
+    roundTrip(state, response({ assigned: grants(0, 1, 2) })) // the confirmation it asked for
     expect(MemberMachine.step(state, { _tag: "NoticeReceived" })).toEqual([
       { _tag: "SendHeartbeat" },
     ])
     expect(MemberMachine.step(state, { _tag: "NoticeReceived" })).toEqual([])
-    MemberMachine.nextRequest(state, 1)
-    expect(MemberMachine.step(state, { _tag: "NoticeReceived" })).toEqual([
-      { _tag: "SendHeartbeat" },
-    ])
+    const sent = MemberMachine.nextRequest(state, 1)
+    // rule 14: one request in flight; the notice waits for its end
+    expect(MemberMachine.step(state, { _tag: "NoticeReceived" })).toEqual([])
+    expect(
+      MemberMachine.step(state, {
+        _tag: "ResponseReceived",
+        seq: sent.seq,
+        response: response({ assigned: grants(0, 1, 2) }),
+        now: 2,
+      }),
+    ).toEqual([{ _tag: "SendHeartbeat" }])
   })
 
   it("a re-granted token on an owned shard restarts its read loop after a drain", () => {

@@ -62,7 +62,6 @@ const config = (memberId: string): MemberMachine.MemberConfig => ({
   memberId,
   incarnation: 1,
   memberInfo: { consumerName: memberId, host: "h" },
-  sessionTimeoutMs: 10_000,
   safetyMarginMs: 2_000,
 })
 

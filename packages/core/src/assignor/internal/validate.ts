@@ -1,5 +1,10 @@
 import { AssignorInputError } from "../../Errors.js"
-import type { AssignorInput, AssignorMember } from "../types.js"
+import {
+  type AssignorInput,
+  type AssignorMember,
+  MAX_MEMBER_WEIGHT,
+  MIN_MEMBER_WEIGHT,
+} from "../types.js"
 
 /** Ascending code-unit order of ids (not locale order): stable across hosts. */
 export const compareIds = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0)
@@ -23,10 +28,10 @@ export const checkScalars = (input: AssignorInput): AssignorInputError | undefin
       return new AssignorInputError({ reason: "EmptyMemberId", detail: "member id is empty" })
     }
     const w = member.weight
-    if (w !== undefined && !(Number.isFinite(w) && w > 0)) {
+    if (w !== undefined && !(w >= MIN_MEMBER_WEIGHT && w <= MAX_MEMBER_WEIGHT)) {
       return new AssignorInputError({
         reason: "InvalidWeight",
-        detail: `weight of member ${member.id} must be positive and finite, got ${w}`,
+        detail: `weight of member ${member.id} must be within [${MIN_MEMBER_WEIGHT}, ${MAX_MEMBER_WEIGHT}], got ${w}`,
       })
     }
   }

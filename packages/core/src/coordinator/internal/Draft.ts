@@ -4,8 +4,14 @@
  * `finish` turns the overlay into records (small deltas, in replay order).
  */
 
-import type { CoordinatorState, MemberEntry, Timer } from "../CoordinatorState.js"
-import type { AuditEvent, AuditKind, CoordinatorRecord, ShardOwner } from "../Records.js"
+import type { CoordinatorState, MemberEntry, ShardDeadline, Timer } from "../CoordinatorState.js"
+import type {
+  AuditEvent,
+  AuditKind,
+  CoordinatorRecord,
+  Revocation,
+  ShardOwner,
+} from "../Records.js"
 
 export interface Fence {
   readonly shard: number
@@ -17,16 +23,17 @@ export class Draft {
   readonly members = new Map<string, MemberEntry | null>()
   readonly target = new Map<number, string | null>()
   readonly current = new Map<number, ShardOwner | null>()
-  readonly revocations = new Map<number, string | null>()
+  readonly revocations = new Map<number, Revocation | null>()
   readonly audits: Array<AuditEvent> = []
   readonly timers: Array<Timer> = []
   readonly notices = new Set<string>()
   readonly fences: Array<Fence> = []
+  readonly shardDeadlines: Array<ShardDeadline> = []
   groupEpoch: number
   assignmentEpoch: number
   maxMemberEpoch: number
   private readonly memberOrder: Array<string> = []
-  private readonly revokeTimerArmed = new Set<string>()
+  private readonly rebalanceTimerArmed = new Set<string>()
 
   constructor(
     readonly state: CoordinatorState,
@@ -43,10 +50,12 @@ export class Draft {
     return m ?? this.state.members.get(id)
   }
 
-  liveMembers(): Array<MemberEntry> {
+  /** Members the assignor may give shards to: registered and not leaving. */
+  assignableMembers(): Array<MemberEntry> {
     const out: Array<MemberEntry> = []
-    for (const [id, m] of this.state.members) if (!this.members.has(id)) out.push(m)
-    for (const m of this.members.values()) if (m !== null) out.push(m)
+    for (const [id, m] of this.state.members)
+      if (!this.members.has(id) && m.state !== "LEAVING") out.push(m)
+    for (const m of this.members.values()) if (m !== null && m.state !== "LEAVING") out.push(m)
     return out
   }
 
@@ -71,7 +80,7 @@ export class Draft {
     return c !== undefined ? c : (this.state.current[shard] ?? null)
   }
 
-  revocationOf(shard: number): string | null {
+  revocationOf(shard: number): Revocation | null {
     const r = this.revocations.get(shard)
     return r !== undefined ? r : (this.state.revocations[shard] ?? null)
   }
@@ -114,7 +123,7 @@ export class Draft {
     return this.view(
       this.state.revokingFrom,
       this.revocations,
-      (s) => this.revocationOf(s),
+      (s) => this.revocationOf(s)?.memberId ?? null,
       memberId,
     )
   }
@@ -123,19 +132,36 @@ export class Draft {
     this.current.set(shard, owner)
   }
 
-  /** Start revoking `shard` from `memberId` (seed step 1); arms its revoke timer if it had none. */
-  startRevocation(shard: number, memberId: string): void {
-    if (
-      !this.revokeTimerArmed.has(memberId) &&
-      (this.state.revokingFrom.get(memberId)?.size ?? 0) === 0
-    ) {
-      this.revokeTimerArmed.add(memberId)
-      this.timers.push({
-        key: { _tag: "Revoke", memberId },
-        at: this.now + this.state.config.rebalanceTimeoutMs,
-      })
-    }
-    this.revocations.set(shard, memberId)
+  /**
+   * Start revoking `shard` from its owner `member` (seed step 1). The
+   * revocation gets its own deadline (docs/protocol.md rule 10).
+   */
+  startRevocation(shard: number, member: MemberEntry): void {
+    this.revocations.set(shard, { memberId: member.memberId, memberEpoch: member.memberEpoch })
+    this.deadline(shard, member.memberId)
+  }
+
+  /** Grant `shard` to `member` with the next token; its confirmation gets a deadline. */
+  grant(shard: number, member: MemberEntry): number {
+    const token = this.tokenOf(shard) + 1
+    this.setOwner(shard, {
+      memberId: member.memberId,
+      memberEpoch: member.memberEpoch,
+      token,
+      confirmed: false,
+    })
+    this.fences.push({ shard, token, memberId: member.memberId })
+    this.deadline(shard, member.memberId)
+    return token
+  }
+
+  /** A per-shard deadline one revoke timeout from now, and the member's Rebalance timer. */
+  private deadline(shard: number, memberId: string): void {
+    const at = this.now + this.state.config.rebalanceTimeoutMs
+    this.shardDeadlines.push({ shard, at })
+    if (this.rebalanceTimerArmed.has(memberId)) return
+    this.rebalanceTimerArmed.add(memberId)
+    this.timers.push({ key: { _tag: "Rebalance", memberId }, at })
   }
 
   endRevocation(shard: number): void {
@@ -201,7 +227,7 @@ export class Draft {
       })
     const revs = [...this.revocations]
       .filter(([s, m]) => (this.state.revocations[s] ?? null) !== m)
-      .map(([shard, fromMemberId]) => ({ shard, fromMemberId }))
+      .map(([shard, revocation]) => ({ shard, revocation }))
     if (revs.length > 0) records.push({ _tag: "RevocationsChanged", shards: revs })
     const owners = [...this.current]
       .filter(([s, o]) => (this.state.current[s] ?? null) !== o)

@@ -1,0 +1,2 @@
+export * from "./Generations.js"
+export { keyHash } from "./KeyHash.js"
