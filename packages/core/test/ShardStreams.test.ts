@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
 import { ShardStreams } from "../src/index.js"
 
@@ -358,7 +358,9 @@ describe("ShardStreams (memory)", () => {
           assert.strictEqual(yield* s.ack({ ...g2, token: 1, ids: [r2[0]!.id], mode: "ack" }), 1)
           // g1's token is no fence for g2, and the other way round
           const stale = yield* Effect.flip(s.read({ ...g1, consumer: "x", token: 1, count: 1 }))
-          assert.deepStrictEqual([stale.group, stale.currentToken], ["g1", 7])
+          assert.strictEqual(stale._tag, "StaleOwner")
+          if (stale._tag === "StaleOwner")
+            assert.deepStrictEqual([stale.group, stale.currentToken], ["g1", 7])
           assert.strictEqual(ShardStreams.ownerTokenKey(S, 3, "g1"), "{orders:3}:owner:g1")
           const info = yield* s.info(S, 3)
           assert.deepStrictEqual(
@@ -368,6 +370,103 @@ describe("ShardStreams (memory)", () => {
               ["g2", 1],
             ],
           )
+        }),
+      ),
+  )
+})
+
+describe("ShardStreams (memory): wake-up, takeover read, seal and drain", () => {
+  it.effect(
+    "waitForEntries: true at once when entries wait, on the next append, false on timeout",
+    () =>
+      withStreams((s) =>
+        Effect.gen(function* () {
+          assert.isFalse(yield* s.waitForEntries({ ...base, timeoutMs: 0 }))
+          const waiting = yield* Effect.forkChild(s.waitForEntries({ ...base, timeoutMs: 1_000 }))
+          yield* TestClock.adjust(10)
+          yield* s.append(S, 3, { k: "a" })
+          assert.isTrue(yield* Fiber.join(waiting))
+          assert.isTrue(yield* s.waitForEntries({ ...base, timeoutMs: 1_000 }))
+          yield* s.read({ ...base, consumer: "c", token: 0, count: 10 })
+          const idle = yield* Effect.forkChild(s.waitForEntries({ ...base, timeoutMs: 1_000 }))
+          yield* TestClock.adjust(1_000)
+          assert.isFalse(yield* Fiber.join(idle))
+          // another shard's append does not wake it
+          const other = yield* Effect.forkChild(s.waitForEntries({ ...base, timeoutMs: 500 }))
+          yield* s.append(S, 4, { k: "b" })
+          yield* TestClock.adjust(500)
+          assert.isFalse(yield* Fiber.join(other))
+        }),
+      ),
+  )
+
+  it.effect(
+    "a takeover read re-delivers idle pending entries of any consumer first, then new ones",
+    () =>
+      withStreams((s) =>
+        Effect.gen(function* () {
+          for (const k of ["a", "b", "c"]) yield* s.append(S, 3, { k })
+          yield* s.read({ ...base, consumer: "old", token: 1, count: 2 })
+          yield* TestClock.adjust(5_000)
+          const batch = yield* s.read({
+            ...base,
+            consumer: "new",
+            token: 2,
+            count: 10,
+            claimIdleMs: 1_000,
+          })
+          assert.deepStrictEqual(
+            batch.map((m) => [m.fields.k, m.deliveryCount]),
+            [
+              ["a", 2],
+              ["b", 2],
+              ["c", 1],
+            ],
+          )
+          const pending = yield* s.pending(base)
+          assert.deepStrictEqual([...new Set(pending.map((p) => p.consumer))], ["new"])
+        }),
+      ),
+  )
+
+  it.effect(
+    "a sealed shard refuses appends (ShardSealed) and is drained once everything is acked",
+    () =>
+      withStreams((s) =>
+        Effect.gen(function* () {
+          yield* s.append(S, 3, { k: "a" })
+          yield* s.append(S, 3, { k: "b" })
+          assert.deepStrictEqual(yield* s.drainState(base), {
+            sealed: false,
+            undelivered: 2,
+            pending: 0,
+            drained: false,
+          })
+          yield* s.seal(S, 3)
+          yield* s.seal(S, 3) // idempotent
+          const refused = yield* Effect.flip(s.append(S, 3, { k: "late" }))
+          assert.strictEqual(refused._tag, "ShardSealed")
+          assert.strictEqual((yield* s.info(S, 3)).length, 2)
+          const batch = yield* s.read({ ...base, consumer: "c", token: 0, count: 1 })
+          assert.deepStrictEqual(yield* s.drainState(base), {
+            sealed: true,
+            undelivered: 1,
+            pending: 1,
+            drained: false,
+          })
+          yield* s.ack({ ...base, token: 0, ids: batch.map((m) => m.id), mode: "ack" })
+          const rest = yield* s.read({ ...base, consumer: "c", token: 0, count: 10 })
+          yield* s.ack({ ...base, token: 0, ids: rest.map((m) => m.id), mode: "xackdel" })
+          assert.deepStrictEqual(yield* s.drainState(base), {
+            sealed: true,
+            undelivered: 0,
+            pending: 0,
+            drained: true,
+          })
+          // drained is per group: another group has everything still to read
+          assert.isFalse((yield* s.drainState({ ...base, group: "other" })).drained)
+          // other shards are not sealed
+          assert.isString(yield* s.append(S, 4, { k: "ok" }))
         }),
       ),
   )

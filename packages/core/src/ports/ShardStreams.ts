@@ -2,7 +2,7 @@
  * The data plane port: one Redis Stream per shard, read by consumer groups,
  * fenced by an owner token per (shard, group): several groups consume one
  * stream (fan-out), and one group's coordinator must never fence another's
- * members (DESIGN.md section 3, "Fencing at the storage").
+ * members (docs/member.md, ShardStreams).
  *
  * Operations are Redis-shaped so the Redis implementation is one Lua script
  * per operation, every key under the shard's hash tag `{<stream>:<shard>}`
@@ -28,7 +28,13 @@
  * const batch = yield* streams.read({ stream: "orders", shard: 3, group: "g", consumer: "pod-1-m0", token: 7, count: 100 })
  */
 import { Clock, Context, Effect, Layer } from "effect"
-import { InvalidEntryId, OwnerTokenRegression, StaleOwner } from "../Errors.js"
+import {
+  type DataPlaneError,
+  InvalidEntryId,
+  OwnerTokenRegression,
+  ShardSealed,
+  StaleOwner,
+} from "../Errors.js"
 import * as StreamId from "../internal/streamId.js"
 
 // ---------------------------------------------------------------------------
@@ -61,6 +67,31 @@ export interface ReadOptions extends FencedAddress {
   /** `new` (default): entries never delivered to the group (XREADGROUP `>`).
    * `pending`: this consumer's own pending entries (XREADGROUP `0`), for retries. */
   readonly from?: "new" | "pending"
+  /**
+   * Takeover read (with `from: "new"`): first re-deliver pending entries of
+   * any consumer idle at least this long (delivery count +1), then new ones.
+   * XREADGROUP ... CLAIM on Redis >= 8.4, XAUTOCLAIM + XREADGROUP otherwise.
+   */
+  readonly claimIdleMs?: number
+}
+
+export interface WaitOptions extends GroupAddress {
+  /** Wait at most this long. */
+  readonly timeoutMs: number
+  /** Wait for entries after this id; default: the group's last-delivered id. */
+  readonly afterId?: string
+}
+
+/** Where a group stands on a shard (for resharding: docs/resharding.md). */
+export interface DrainState {
+  /** The shard belongs to an earlier layout generation: appends are refused. */
+  readonly sealed: boolean
+  /** Entries appended after the group's last-delivered id (never delivered to it). */
+  readonly undelivered: number
+  /** Entries delivered to the group and not yet acknowledged. */
+  readonly pending: number
+  /** Sealed, everything delivered and acknowledged: the group is done with the shard. */
+  readonly drained: boolean
 }
 
 export interface AckOptions extends FencedAddress {
@@ -143,26 +174,46 @@ export const ownerTokenKey = (stream: string, shard: number, group: string): str
 // ---------------------------------------------------------------------------
 // the port
 
+/**
+ * Every operation may also fail with a `DataPlaneError` (backend unreachable,
+ * a foreign value under our keys, an argument the backend cannot hold); the
+ * memory implementation never does.
+ */
 export interface ShardStreamsShape {
-  /** Producer: append an entry to a shard; returns its id. */
-  readonly append: (stream: string, shard: number, fields: Fields) => Effect.Effect<string>
+  /**
+   * Producer: append an entry to a shard; returns its id. A shard sealed by a
+   * reshard refuses it (`ShardSealed`): refresh the layout and route again.
+   */
+  readonly append: (
+    stream: string,
+    shard: number,
+    fields: Fields,
+  ) => Effect.Effect<string, ShardSealed | DataPlaneError>
   /**
    * Coordinator's fence: raise the group's owner token for the shard (equal is
    * a no-op, lower is refused). Other groups' tokens are untouched.
    */
-  readonly setOwnerToken: (options: FencedAddress) => Effect.Effect<void, OwnerTokenRegression>
+  readonly setOwnerToken: (
+    options: FencedAddress,
+  ) => Effect.Effect<void, OwnerTokenRegression | DataPlaneError>
   /** The group's owner token for the shard (0 if never fenced). */
-  readonly ownerToken: (address: GroupAddress) => Effect.Effect<number>
+  readonly ownerToken: (address: GroupAddress) => Effect.Effect<number, DataPlaneError>
   /** Fenced consumer-group read: a batch in stream order (creates the group at `0` if absent). */
-  readonly read: (options: ReadOptions) => Effect.Effect<ReadonlyArray<StreamMessage>, StaleOwner>
+  readonly read: (
+    options: ReadOptions,
+  ) => Effect.Effect<ReadonlyArray<StreamMessage>, StaleOwner | DataPlaneError>
   /** Fenced ack; returns how many entries were pending and are now acknowledged. */
-  readonly ack: (options: AckOptions) => Effect.Effect<number, StaleOwner | InvalidEntryId>
+  readonly ack: (
+    options: AckOptions,
+  ) => Effect.Effect<number, StaleOwner | InvalidEntryId | DataPlaneError>
   /** Fenced negative ack: the entry stays pending, its delivery count grows, its idle time resets. */
-  readonly nack: (options: NackOptions) => Effect.Effect<boolean, StaleOwner | InvalidEntryId>
+  readonly nack: (
+    options: NackOptions,
+  ) => Effect.Effect<boolean, StaleOwner | InvalidEntryId | DataPlaneError>
   /** Fenced takeover of pending entries idle long enough (XAUTOCLAIM); delivery count +1. */
   readonly claimPending: (
     options: ClaimOptions,
-  ) => Effect.Effect<ClaimResult, StaleOwner | InvalidEntryId>
+  ) => Effect.Effect<ClaimResult, StaleOwner | InvalidEntryId | DataPlaneError>
   /**
    * Fenced, atomic: copy the pending entry to the shard's dead-letter stream
    * and ack it. Returns the dead-letter entry id, or undefined when the entry
@@ -170,15 +221,27 @@ export interface ShardStreamsShape {
    */
   readonly deadLetter: (
     options: DeadLetterOptions,
-  ) => Effect.Effect<string | undefined, StaleOwner | InvalidEntryId>
+  ) => Effect.Effect<string | undefined, StaleOwner | InvalidEntryId | DataPlaneError>
   /** XPENDING: the group's pending entries in id order, optionally for one consumer. */
   readonly pending: (
     options: GroupAddress & { readonly consumer?: string },
-  ) => Effect.Effect<ReadonlyArray<PendingEntry>>
+  ) => Effect.Effect<ReadonlyArray<PendingEntry>, DataPlaneError>
   /** XINFO STREAM / GROUPS. */
-  readonly info: (stream: string, shard: number) => Effect.Effect<ShardInfo>
+  readonly info: (stream: string, shard: number) => Effect.Effect<ShardInfo, DataPlaneError>
   /** XRANGE of any key (shard or dead-letter stream), for tests and tools. */
-  readonly range: (key: string) => Effect.Effect<ReadonlyArray<{ id: string; fields: Fields }>>
+  readonly range: (
+    key: string,
+  ) => Effect.Effect<ReadonlyArray<{ id: string; fields: Fields }>, DataPlaneError>
+  /**
+   * The idle shard's wake-up: true as soon as the shard has entries after the
+   * group's last-delivered id (or `afterId`), false after `timeoutMs`; then do
+   * the fenced `read`. Never a busy loop, never a long sleep.
+   */
+  readonly waitForEntries: (options: WaitOptions) => Effect.Effect<boolean, DataPlaneError>
+  /** Seal a shard of an earlier layout generation: every later append is refused. Idempotent. */
+  readonly seal: (stream: string, shard: number) => Effect.Effect<void, DataPlaneError>
+  /** Where the group stands on the shard: sealed, undelivered, pending, drained. */
+  readonly drainState: (address: GroupAddress) => Effect.Effect<DrainState, DataPlaneError>
 }
 
 export class ShardStreams extends Context.Service<ShardStreams, ShardStreamsShape>()(
@@ -223,6 +286,16 @@ interface StreamState {
 export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
   const streams = new Map<string, StreamState>()
   const tokens = new Map<string, number>()
+  const sealed = new Set<string>()
+  /** shard key -> wake-ups of `waitForEntries` calls waiting on it */
+  const waiters = new Map<string, Set<() => void>>()
+
+  const wake = (key: string) => {
+    const set = waiters.get(key)
+    if (set === undefined) return
+    waiters.delete(key)
+    for (const resume of set) resume()
+  }
 
   const streamOf = (key: string): StreamState => {
     let state = streams.get(key)
@@ -313,7 +386,20 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
     state.last = id
     const text = StreamId.format(id)
     state.entries.push({ id, text, fields: { ...fields } })
+    wake(key)
     return text
+  }
+
+  /** Entries of the shard after `after` (or after the group's last-delivered id)? */
+  const hasEntriesAfter = (o: WaitOptions): boolean => {
+    const state = streams.get(shardKey(o.stream, o.shard))
+    if (state === undefined) return false
+    const after =
+      o.afterId !== undefined
+        ? StreamId.parse(o.afterId)
+        : (state.groups.get(o.group)?.lastDelivered ?? StreamId.ZERO)
+    const last = state.entries[state.entries.length - 1]
+    return after !== undefined && last !== undefined && StreamId.compare(last.id, after) > 0
   }
 
   const removeEntry = (state: StreamState, text: string) => {
@@ -323,7 +409,12 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
 
   const service: ShardStreamsShape = {
     append: (stream, shard, fields) =>
-      Effect.map(Clock.currentTimeMillis, (now) => append(shardKey(stream, shard), fields, now)),
+      Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const key = shardKey(stream, shard)
+        return sealed.has(key)
+          ? Effect.fail(new ShardSealed({ stream, shard }))
+          : Effect.succeed(append(key, fields, now))
+      }),
 
     setOwnerToken: (o) =>
       Effect.suspend(() => {
@@ -350,6 +441,24 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
         const group = groupOf(state, o.group)
         group.consumers.add(o.consumer)
         const out: Array<StreamMessage> = []
+        if (o.claimIdleMs !== undefined && o.from !== "pending") {
+          // takeover: idle pending entries of any consumer first, in id order
+          const idle = [...group.pel]
+            .filter(([, p]) => now - p.deliveredAt >= o.claimIdleMs!)
+            .sort(([a], [b]) => StreamId.compare(StreamId.parse(a)!, StreamId.parse(b)!))
+          for (const [text, p] of idle) {
+            if (out.length >= o.count) break
+            const entry = findEntry(state, text)
+            if (entry === undefined) {
+              group.pel.delete(text)
+              continue
+            }
+            p.consumer = o.consumer
+            p.deliveryCount++
+            p.deliveredAt = now
+            out.push({ id: text, fields: entry.fields, deliveryCount: p.deliveryCount })
+          }
+        }
         if (o.from === "pending") {
           const mine = [...group.pel]
             .filter(([, p]) => p.consumer === o.consumer)
@@ -493,6 +602,50 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
       Effect.sync(() =>
         (streams.get(key)?.entries ?? []).map((e) => ({ id: e.text, fields: e.fields })),
       ),
+
+    waitForEntries: (o) =>
+      Effect.suspend(() => {
+        if (hasEntriesAfter(o)) return Effect.succeed(true)
+        const key = shardKey(o.stream, o.shard)
+        const appended = Effect.callback<boolean>((resume) => {
+          let set = waiters.get(key)
+          if (set === undefined) {
+            set = new Set()
+            waiters.set(key, set)
+          }
+          const wakeUp = () => resume(Effect.succeed(true))
+          set.add(wakeUp)
+          return Effect.sync(() => {
+            waiters.get(key)?.delete(wakeUp)
+          })
+        })
+        return Effect.raceFirst(appended, Effect.as(Effect.sleep(o.timeoutMs), false))
+      }),
+
+    seal: (stream, shard) =>
+      Effect.sync(() => {
+        sealed.add(shardKey(stream, shard))
+      }),
+
+    drainState: (o) =>
+      Effect.sync(() => {
+        const state = streams.get(shardKey(o.stream, o.shard))
+        const group = state?.groups.get(o.group)
+        const after = group?.lastDelivered ?? StreamId.ZERO
+        let undelivered = 0
+        for (let i = (state?.entries.length ?? 0) - 1; i >= 0; i--) {
+          if (StreamId.compare(state!.entries[i]!.id, after) <= 0) break
+          undelivered++
+        }
+        const pending = group?.pel.size ?? 0
+        const isSealed = sealed.has(shardKey(o.stream, o.shard))
+        return {
+          sealed: isSealed,
+          undelivered,
+          pending,
+          drained: isSealed && undelivered === 0 && pending === 0,
+        }
+      }),
   }
   return service
 })

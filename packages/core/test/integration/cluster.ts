@@ -432,7 +432,7 @@ export const makeCluster = Effect.fnUntraced(function* (options: ClusterOptions)
       for (let i = 0; i < count; i++) {
         const n = nextMessage++
         const shard = n % options.shardCount
-        const id = yield* streams.append(stream, shard, { n: String(n) })
+        const id = yield* Effect.orDie(streams.append(stream, shard, { n: String(n) }))
         produced.push(keyOf(shard, id))
       }
     })
