@@ -524,15 +524,18 @@ describe("finding 12: the layout reaches a joining member", () => {
     const state = MemberMachine.make({ ...memberConfig, group: "g" }, 0)
     const { seq, request: join } = MemberMachine.nextRequest(state, 0)
     const r = h.hb(join)
-    expect(r.response.layout).toEqual({ shardCount: 4, generation: 0 })
+    expect(r.response.layout).toEqual({ shardCount: 4, generation: 0, firstShard: 0 })
     const commands = MemberMachine.step(state, {
       _tag: "ResponseReceived",
       seq,
       response: r.response,
       now: 1,
     })
-    expect(commands[0]).toEqual({ _tag: "LayoutChanged", layout: { shardCount: 4, generation: 0 } })
-    expect(state.layout).toEqual({ shardCount: 4, generation: 0 })
+    expect(commands[0]).toEqual({
+      _tag: "LayoutChanged",
+      layout: { shardCount: 4, generation: 0, firstShard: 0 },
+    })
+    expect(state.layout).toEqual({ shardCount: 4, generation: 0, firstShard: 0 })
   })
 })
 
