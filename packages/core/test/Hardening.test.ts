@@ -475,11 +475,19 @@ describe("finding 9: a second host with a different config", () => {
     expect(changed.result.shardDeadlines).toHaveLength(1)
   })
 
-  it("the same config is no change; another shard count or identity is refused with the fields named", () => {
+  it("the same config is no change, nor is a shard count (it only seeds a new stream); another identity is refused", () => {
     const h = new Harness()
     expect(Coordinator.configure(h.state, config(), 0)._tag).toBe("Unchanged")
-    const shardCount = Coordinator.configure(h.state, config({ shardCount: 8 }), 0)
-    expect(shardCount._tag === "Refused" && shardCount.reason).toContain("shardCount 8")
+    expect(Coordinator.configure(h.state, config({ shardCount: 8 }), 0)._tag).toBe("Unchanged")
+    const both = Coordinator.configure(
+      h.state,
+      config({ shardCount: 8, sessionTimeoutMs: 9_000 }),
+      0,
+    )
+    expect(both._tag === "Changed" && both.result.records[0]).toEqual({
+      _tag: "GroupConfigChanged",
+      config: config({ sessionTimeoutMs: 9_000 }), // the stored shard count is kept
+    })
     const other = Coordinator.configure(h.state, config({ stream: "payments" }), 0)
     expect(other._tag === "Refused" && other.reason).toContain("payments")
   })

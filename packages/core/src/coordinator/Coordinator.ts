@@ -92,18 +92,16 @@ export const createGroup = (
   config: GroupConfig,
   now: number,
   elected?: CoordinatorEpoch,
+  /** The stream's oldest live generation (docs/resharding.md); default: generation 0 of config.shardCount. */
+  layout: ShardLayout = { shardCount: config.shardCount, generation: 0, firstShard: 0 },
 ): ReadonlyArray<CoordinatorRecord> => [
-  {
-    _tag: "GroupCreated",
-    config,
-    layout: { shardCount: config.shardCount, generation: 0, firstShard: 0 },
-  },
+  { _tag: "GroupCreated", config, layout },
   {
     _tag: "Audit",
     event: {
       at: now,
       kind: "GroupCreated",
-      reason: `group ${config.groupId} created with ${config.shardCount} shards`,
+      reason: `group ${config.groupId} created on generation ${layout.generation} (${layout.shardCount} shards)`,
       before: { groupEpoch: 0, assignmentEpoch: 0 },
       after: { groupEpoch: 0, assignmentEpoch: 0 },
     },
@@ -237,7 +235,8 @@ const sameWeights = (a: GroupConfig["memberWeights"], b: GroupConfig["memberWeig
  * Change the stored group config to `config` (docs/protocol.md rule 12): a
  * `GroupConfigChanged` record, audited with every field that differs; new
  * weights also re-weigh the members, bump `groupEpoch` and recompute the
- * target. The group's identity and its shard count cannot change here.
+ * target. The group's identity cannot change here, and a different shard count
+ * is not a change (it only seeds a new stream's layout: use a reshard).
  */
 export const configure = (
   state: CoordinatorState,
@@ -250,11 +249,7 @@ export const configure = (
       _tag: "Refused",
       reason: `group ${config.groupId} on ${config.stream} is not the stored group ${stored.groupId} on ${stored.stream}`,
     }
-  if (config.shardCount !== stored.shardCount)
-    return {
-      _tag: "Refused",
-      reason: `shardCount ${config.shardCount} differs from the stored ${stored.shardCount}; the shard count changes only through a reshard`,
-    }
+  // shardCount only seeds a new stream's layout; the layout changes through a reshard
   const changes: Array<string> = []
   for (const field of ["sessionTimeoutMs", "rebalanceTimeoutMs", "heartbeatIntervalMs"] as const)
     if (config[field] !== stored[field])
@@ -281,9 +276,13 @@ export const configure = (
   draft.audit("GroupConfigChanged", changes.join("; "), { groupEpochBefore: before })
   if (draft.groupEpoch !== before) recomputeTarget(draft, "member weights changed")
   const result = done(draft, undefined)
+  const kept = { ...config, shardCount: stored.shardCount }
   return {
     _tag: "Changed",
-    result: { ...result, records: [{ _tag: "GroupConfigChanged", config }, ...result.records] },
+    result: {
+      ...result,
+      records: [{ _tag: "GroupConfigChanged", config: kept }, ...result.records],
+    },
   }
 }
 
@@ -356,11 +355,13 @@ const recomputeTarget = (draft: Draft, reason: string, except?: string): void =>
   draft.assignmentEpoch += 1
   draft.audit("TargetAssignmentChanged", reason, { shards: changed, assignmentEpochBefore: before })
   const revoked = new Map<string, Array<number>>()
+  const view = draft.layoutView()
   for (const s of changed) {
     const cur = draft.currentOf(s)
     const to = draft.targetOf(s)
     if (cur === null) {
-      draft.notify(to, except)
+      // a shard held back for earlier generations is no news yet
+      if (!blocked(view, s)) draft.notify(to, except)
     } else if (cur.memberId !== to && draft.revocationOf(s) === null) {
       // The current owner is registered (an owner leaves the registry only with its shards).
       draft.startRevocation(s, draft.member(cur.memberId)!)
