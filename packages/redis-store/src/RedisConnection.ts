@@ -63,7 +63,11 @@ export interface RedisConnectionShape {
     operation: string,
     run: (connection: Client) => Promise<A>,
   ) => Effect.Effect<A, RedisUnavailable>
-  /** The shared subscriber connection (created on first use). */
+  /**
+   * The shared subscriber connection (created on first use). In a cluster it
+   * uses sharded pub/sub (SSUBSCRIBE, "smessage"): a channel lives on the
+   * node of its hash slot, so a group's notices stay on one node, in order.
+   */
   readonly subscriber: () => Client
   /** Wraps a command-connection promise, mapping failures to RedisUnavailable. */
   readonly command: <A>(
@@ -208,7 +212,13 @@ export const fromClient = (
       features,
       blocking,
       subscriber: () => {
-        if (sub === undefined) sub = dedicated()
+        if (sub === undefined) {
+          sub =
+            client instanceof Cluster
+              ? client.duplicate([], { shardedSubscribers: true })
+              : client.duplicate()
+          sub.on("error", () => {})
+        }
         return sub
       },
       command,

@@ -12,8 +12,9 @@
  *   connection, runs the handler (the coordinator commits before it
  *   answers), RPUSHes the answer to the reply list with a TTL, and keeps a
  *   presence key `...:hb:serving` alive while its scope is open.
- * - notices: PUBLISH on `...:notice:<memberId>`; one subscriber connection
- *   per RedisConnection. A missed notice costs at most one heartbeat
+ * - notices: PUBLISH on `...:notice:<memberId>` (SPUBLISH in a cluster, so a
+ *   group's notices stay on its slot's node); one subscriber connection per
+ *   RedisConnection. A missed notice costs at most one heartbeat
  *   interval: the member's regular heartbeat is the fallback, and a
  *   subscriber that reconnects emits a notice to every subscription.
  */
@@ -73,7 +74,7 @@ const makeNoticeHub = (connection: RedisConnectionShape) => {
     if (attached) return connection.subscriber()
     attached = true
     const sub = connection.subscriber()
-    sub.on("message", (channel: string) => {
+    sub.on(connection.isCluster ? "smessage" : "message", (channel: string) => {
       for (const queue of channels.get(channel) ?? []) Queue.offerUnsafe(queue, undefined)
     })
     // after a reconnect notices may have been missed: everyone looks again
@@ -97,7 +98,9 @@ const makeNoticeHub = (connection: RedisConnectionShape) => {
       set.add(queue)
       if (!first) return Effect.void
       // subscribed when this returns; a failure leaves the heartbeat as the fallback
-      return Effect.tryPromise(() => sub.subscribe(channel)).pipe(
+      return Effect.tryPromise(() =>
+        connection.isCluster ? sub.ssubscribe(channel) : sub.subscribe(channel),
+      ).pipe(
         Effect.catch((error) =>
           Effect.logWarning(`notices: SUBSCRIBE ${channel} failed; heartbeats still run`, error),
         ),
@@ -111,7 +114,12 @@ const makeNoticeHub = (connection: RedisConnectionShape) => {
       set?.delete(queue)
       if (set === undefined || set.size > 0) return Effect.void
       channels.delete(channel)
-      return Effect.ignore(Effect.tryPromise(() => connection.subscriber().unsubscribe(channel)))
+      const sub = connection.subscriber()
+      return Effect.ignore(
+        Effect.tryPromise(() =>
+          connection.isCluster ? sub.sunsubscribe(channel) : sub.unsubscribe(channel),
+        ),
+      )
     })
 
   return { add, remove }
@@ -249,7 +257,11 @@ export const makeWith = (
 
     notify: (key, memberId) =>
       Effect.ignore(
-        connection.command("notify (PUBLISH)", (c) => c.publish(noticeChannel(key, memberId), "")),
+        connection.command("notify (PUBLISH / SPUBLISH)", (c) =>
+          connection.isCluster
+            ? c.spublish(noticeChannel(key, memberId), "")
+            : c.publish(noticeChannel(key, memberId), ""),
+        ),
       ),
   }
 }

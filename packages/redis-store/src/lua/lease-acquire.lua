@@ -6,7 +6,8 @@
 -- -> {0, token} | {4, holder, pttl} held by another | {2, key, msg}
 return run(function()
   local lease, counter, holder = KEYS[1], KEYS[2], ARGV[1]
-  local current = ccall(lease, 'HMGET', lease, 'holder', 'token')
+  local fields = ccall(lease, 'HMGET', lease, 'holder', 'token')
+  local current = { str(fields[1]), str(fields[2]) }
   local exists = ccall(lease, 'EXISTS', lease) == 1
   if exists and (not current[1] or not current[2] or not string.match(current[2], '^%d+$')) then
     foreign(lease, 'lease hash without holder and integer token')
@@ -14,7 +15,7 @@ return run(function()
   if exists and current[1] ~= holder then
     return { 4, current[1], ccall(lease, 'PTTL', lease) }
   end
-  local stored = rcall(counter, 'GET', counter)
+  local stored = str(ccall(counter, 'GET', counter))
   if stored and not string.match(stored, '^%d+$') then
     foreign(counter, 'lease counter is not a non-negative integer: ' .. string.sub(stored, 1, 40))
   end
@@ -22,9 +23,9 @@ return run(function()
   -- a counter lost (or reset) below a live lease's token must not hand out that token again
   if exists and token <= tonumber(current[2]) then
     token = tonumber(current[2]) + 1
-    ccall(counter, 'SET', counter, token)
+    ccall(counter, 'SET', counter, string.format('%d', token))
   end
-  ccall(lease, 'HSET', lease, 'holder', holder, 'token', token)
+  ccall(lease, 'HSET', lease, 'holder', holder, 'token', string.format('%d', token))
   ccall(lease, 'PEXPIRE', lease, ARGV[2])
   return { 0, token }
 end)

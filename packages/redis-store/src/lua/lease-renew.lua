@@ -5,7 +5,7 @@
 return run(function()
   local lease = KEYS[1]
   local current = ccall(lease, 'HMGET', lease, 'holder', 'token')
-  if current[1] ~= ARGV[1] or current[2] ~= ARGV[2] then return { 5 } end
+  if str(current[1]) ~= ARGV[1] or str(current[2]) ~= ARGV[2] then return { 5 } end
   if ARGV[3] == 'renew' then
     ccall(lease, 'PEXPIRE', lease, ARGV[4])
   else

@@ -34,6 +34,14 @@ local function ccall(key, ...)
   return reply
 end
 
+-- A bulk-string reply, or nil for a missing value (false in Redis; a JS
+-- null in ioredis-mock's Lua).
+local function str(v)
+  if type(v) == 'string' then return v end
+  if type(v) == 'number' then return string.format('%d', v) end
+  return nil
+end
+
 local function is_err(reply, prefix)
   return type(reply) == 'table' and reply.err ~= nil and string.sub(reply.err, 1, #prefix) == prefix
 end
