@@ -1,3 +1,4 @@
+export * as Acl from "./acl.js"
 export * from "./Errors.js"
 export * as Keys from "./keys.js"
 export type * from "./ports.js"

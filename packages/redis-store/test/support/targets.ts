@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, inject, it } from "vitest"
 import * as RedisConnection from "../../src/RedisConnection.js"
 
 export interface RedisTarget {
+  readonly kind: "redis7" | "redis8" | "valkey8" | "cluster7"
   readonly name: string
   readonly options?: RedisConnection.RedisConnectionOptions
   /** Why the server is not there (one line): the suite is one failing test. */
@@ -21,8 +22,12 @@ export const redisTargets = (): ReadonlyArray<RedisTarget> => {
   const single = (name: string, key: "redis7" | "redis8" | "valkey8"): RedisTarget => {
     const info = inject(key)
     return info.ok
-      ? { name: `${name} ${info.version}`, options: { host: info.host, port: info.port } }
-      : { name, error: info.error }
+      ? {
+          kind: key,
+          name: `${name} ${info.version}`,
+          options: { host: info.host, port: info.port },
+        }
+      : { kind: key, name, error: info.error }
   }
   const cluster = inject("cluster7")
   return [
@@ -31,10 +36,11 @@ export const redisTargets = (): ReadonlyArray<RedisTarget> => {
     single("valkey", "valkey8"),
     cluster.ok
       ? {
+          kind: "cluster7",
           name: `cluster of ${cluster.nodes.length} (redis ${cluster.version})`,
           options: { cluster: { nodes: cluster.nodes } },
         }
-      : { name: "cluster", error: cluster.error },
+      : { kind: "cluster7", name: "cluster", error: cluster.error },
   ]
 }
 
