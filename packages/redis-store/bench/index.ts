@@ -92,15 +92,30 @@ const readAck = async (
 
     await raw.config("RESETSTAT")
     let t = performance.now()
-    for (;;) {
-      const batch = await Effect.runPromise(
-        streams.read({ stream, shard: 0, group: "g", consumer: "c", token: 1, count: BATCH }),
-      )
-      if (batch.length === 0) break
-      await Effect.runPromise(
-        streams.ack({ stream, shard: 0, group: "g", token: 1, ids: batch.map((m) => m.id), mode }),
-      )
-    }
+    // one fiber for the whole loop, as a read loop of the member runtime runs
+    await Effect.runPromise(
+      Effect.gen(function* () {
+        for (;;) {
+          const batch = yield* streams.read({
+            stream,
+            shard: 0,
+            group: "g",
+            consumer: "c",
+            token: 1,
+            count: BATCH,
+          })
+          if (batch.length === 0) return
+          yield* streams.ack({
+            stream,
+            shard: 0,
+            group: "g",
+            token: 1,
+            ids: batch.map((m) => m.id),
+            mode,
+          })
+        }
+      }),
+    )
     ours.push(ENTRIES / ((performance.now() - t) / 1_000))
     oursServer.push(await serverUsec(raw))
 
@@ -317,7 +332,7 @@ const benchServer = async (kind: ServerKind) => {
   const scope = Scope.makeUnsafe()
   try {
     const connection = await run(
-      RedisConnection.make({ host: server.host, port: server.port, maxIdleBlocking: 64 }),
+      RedisConnection.make({ host: server.host, port: server.port }),
       scope,
     )
     const f = connection.features

@@ -34,7 +34,10 @@ export interface RedisConnectionOptions {
   readonly redis?: RedisOptions
   /** Override the probed features, e.g. to force the Lua fallbacks on Redis 8. */
   readonly features?: Partial<ServerFeatures>
-  /** Idle dedicated connections kept for blocking commands (default 8). */
+  /**
+   * Idle dedicated connections kept for blocking commands (default 128): at
+   * least the number of shards that wait at once, or connections churn.
+   */
   readonly maxIdleBlocking?: number
 }
 
@@ -159,7 +162,7 @@ export const fromClient = (
   options: { readonly maxIdleBlocking?: number } = {},
 ): Effect.Effect<RedisConnectionShape, never, Scope.Scope> =>
   Effect.gen(function* () {
-    const maxIdle = options.maxIdleBlocking ?? 8
+    const maxIdle = options.maxIdleBlocking ?? 128
     const idle: Array<Client> = []
     const busy = new Set<Client>()
     let sub: Client | undefined
