@@ -18,6 +18,9 @@ export default defineConfig({
     // one set of real servers (Redis 7.0, Redis 8.x, Valkey 8, a 3-node
     // cluster) for the whole run; a missing binary becomes one failing test
     globalSetup: ["test/globalSetup.ts"],
+    // the suites mostly wait on Redis and on timeouts, not on the CPU: run
+    // more files at once than the default (cores - 1 = 1 on 2 cores)
+    maxWorkers: 4,
     testTimeout: 60_000,
     hookTimeout: 60_000,
     passWithNoTests: false,

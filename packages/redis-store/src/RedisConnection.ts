@@ -144,13 +144,30 @@ export const probe = (client: Client): Promise<ServerFeatures> =>
     }
   })
 
-const quit = (client: Client): Promise<void> =>
-  client
-    .quit()
-    .then(() => undefined)
-    .catch(() => {
+/** QUIT when connected (lets pending replies arrive), else or after 1 s: disconnect. */
+const quit = (client: Client): Promise<void> => {
+  if (client.status !== "ready") {
+    client.disconnect()
+    return Promise.resolve()
+  }
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(() => {
       client.disconnect()
-    })
+      resolve()
+    }, 1_000)
+    client.quit().then(
+      () => {
+        clearTimeout(timer)
+        resolve()
+      },
+      () => {
+        clearTimeout(timer)
+        client.disconnect()
+        resolve()
+      },
+    )
+  })
+}
 
 /**
  * Wraps an existing client (for instance ioredis-mock); the caller keeps

@@ -68,7 +68,7 @@ const parseEnvelope = (raw: string): { id: string; request: unknown } | undefine
 const makeNoticeHub = (connection: RedisConnectionShape) => {
   const channels = new Map<string, Set<Queue.Queue<void>>>()
   let attached = false
-  let connectedOnce = false
+  let lost = false
 
   const attach = () => {
     if (attached) return connection.subscriber()
@@ -77,11 +77,15 @@ const makeNoticeHub = (connection: RedisConnectionShape) => {
     sub.on(connection.isCluster ? "smessage" : "message", (channel: string) => {
       for (const queue of channels.get(channel) ?? []) Queue.offerUnsafe(queue, undefined)
     })
-    // after a reconnect notices may have been missed: everyone looks again
+    // after a lost connection notices may have been missed: once it is back
+    // (ioredis resubscribes), everyone looks again
+    sub.on("close", () => {
+      lost = true
+    })
     sub.on("ready", () => {
-      if (connectedOnce)
-        for (const set of channels.values()) for (const q of set) Queue.offerUnsafe(q, undefined)
-      connectedOnce = true
+      if (!lost) return
+      lost = false
+      for (const set of channels.values()) for (const q of set) Queue.offerUnsafe(q, undefined)
     })
     return sub
   }
@@ -198,7 +202,20 @@ export const makeWith = (
             (cause) => new TransportError({ reason: "Decode", message: cause.message, cause }),
           ),
         )
-      }),
+      }).pipe(
+        // BLPOP's own timeout runs on the server; this bounds the rest
+        // (connecting, a Redis that does not answer) on the member's side
+        Effect.timeoutOrElse({
+          duration: timeoutMs + 1_000,
+          orElse: () =>
+            Effect.fail(
+              new TransportError({
+                reason: "Timeout",
+                message: `no answer within ${timeoutMs} ms`,
+              }),
+            ),
+        }),
+      ),
 
     notices: (key, memberId) =>
       Effect.gen(function* () {
@@ -213,7 +230,10 @@ export const makeWith = (
       Effect.gen(function* () {
         const serverId = randomUUID()
         // added first so it runs last: after the loops below have stopped
-        yield* Effect.addFinalizer(() => Effect.ignore(serving(key, serverId, "clear")))
+        // bounded: with Redis away the mark simply expires
+        yield* Effect.addFinalizer(() =>
+          Effect.ignore(serving(key, serverId, "clear").pipe(Effect.timeout(1_000))),
+        )
         yield* Effect.ignore(serving(key, serverId, "claim"))
         const permits = yield* Semaphore.make(maxInFlight)
         const scope = yield* Effect.scope

@@ -15,7 +15,7 @@ import type {
 import { unique } from "../support/targets.js"
 
 /** The member's timeout in every transport under test. */
-export const TIMEOUT_MS = 400
+export const TIMEOUT_MS = 750
 
 const requestOf = (key: GroupKey, memberId = "m0", memberEpoch = 0): StreamHeartbeatRequest => ({
   stream: key.stream,
@@ -96,21 +96,25 @@ export const coordinatorTransportContract = (subject: () => CoordinatorTransport
       }),
   )
 
+  // The handlers below wait for a gate the test opens once the member has
+  // timed out, so "too late" never depends on how fast the machine is.
   it.live(
     "a coordinator too slow to answer: the member times out; the coordinator finishes its work",
     () =>
       Effect.gen(function* () {
         const t = subject()
         const key = freshKey()
+        const gate = yield* Deferred.make<void>()
         const finished = yield* Deferred.make<void>()
         yield* t.serve(key, (raw) =>
-          Effect.sleep(TIMEOUT_MS + 200).pipe(
+          Deferred.await(gate).pipe(
             Effect.andThen(handler()(raw)),
             Effect.tap(() => Deferred.succeed(finished, undefined)),
           ),
         )
         const error = yield* Effect.flip(t.heartbeat(requestOf(key)))
         assert.strictEqual(error.reason, "Timeout")
+        yield* Deferred.succeed(gate, undefined)
         yield* Deferred.await(finished)
       }),
   )
@@ -119,22 +123,24 @@ export const coordinatorTransportContract = (subject: () => CoordinatorTransport
     Effect.gen(function* () {
       const t = subject()
       const key = freshKey()
+      const gate = yield* Deferred.make<void>()
       const lateDone = yield* Deferred.make<void>()
       let calls = 0
       yield* t.serve(key, (raw) => {
         calls++
-        const first = calls === 1
-        return Effect.sleep(first ? TIMEOUT_MS + 100 : 0).pipe(
-          Effect.andThen(handler(first ? 1000 : 1)(raw)),
-          Effect.tap(() => (first ? Deferred.succeed(lateDone, undefined) : Effect.void)),
+        if (calls > 1) return handler(1)(raw)
+        return Deferred.await(gate).pipe(
+          Effect.andThen(handler(1000)(raw)),
+          Effect.tap(() => Deferred.succeed(lateDone, undefined)),
         )
       })
       assert.strictEqual(
         (yield* Effect.flip(t.heartbeat(requestOf(key, "m0", 1)))).reason,
         "Timeout",
       )
+      yield* Deferred.succeed(gate, undefined)
       yield* Deferred.await(lateDone)
-      // the answer to the first request (epoch 1001) arrived after its member gave up
+      // the answer to the first request (epoch 1001) comes after its member gave up
       assert.strictEqual((yield* t.heartbeat(requestOf(key, "m0", 2))).memberEpoch, 3)
       assert.strictEqual((yield* t.heartbeat(requestOf(key, "m0", 5))).memberEpoch, 6)
     }),

@@ -227,7 +227,7 @@ export const shardStreamsContract = (subject: () => Streams) => {
         const { stream, base } = fresh()
         yield* s.append(stream, 3, { k: "a" })
         const [m] = yield* s.read({ ...base, consumer: "c1", token: 0, count: 1 })
-        yield* Effect.sleep(30)
+        yield* Effect.sleep(150)
         const [before] = yield* s.pending(base)
         assert.isTrue(yield* s.nack({ ...base, token: 0, id: m!.id }))
         const [p] = yield* s.pending(base)
