@@ -432,3 +432,38 @@ export const startClusterForTests = async (
     return { info: { ok: false, kind, error: oneLine(error) }, stop: async () => {} }
   }
 }
+
+/**
+ * Everything a vitest `globalSetup` needs: starts the given server kinds and
+ * (optionally) a cluster in parallel, never throwing; hand `infos` to the test
+ * files with `project.provide` and call `stop` from the teardown.
+ *
+ * ```ts
+ * export default async function setup(project: TestProject) {
+ *   const servers = await startTestServers({ kinds: ["redis7"], cluster: "redis7" })
+ *   project.provide("redis7", servers.infos.redis7!)
+ *   return servers.stop
+ * }
+ * ```
+ */
+export const startTestServers = async (options: {
+  readonly kinds?: ReadonlyArray<ServerKind>
+  readonly cluster?: ServerKind | false
+}): Promise<{
+  readonly infos: Partial<Record<ServerKind, ServerInfo>>
+  readonly cluster: ClusterInfo | undefined
+  readonly stop: () => Promise<void>
+}> => {
+  const kinds = options.kinds ?? SERVER_KINDS
+  const [singles, cluster] = await Promise.all([
+    Promise.all(kinds.map((kind) => startForTests(kind))),
+    options.cluster ? startClusterForTests(options.cluster) : Promise.resolve(undefined),
+  ])
+  return {
+    infos: Object.fromEntries(singles.map((s) => [s.info.kind, s.info])),
+    cluster: cluster?.info,
+    stop: async () => {
+      await Promise.all([...singles, ...(cluster ? [cluster] : [])].map((s) => s.stop()))
+    },
+  }
+}

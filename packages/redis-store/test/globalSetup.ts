@@ -4,12 +4,7 @@
  * handed over as its one-line reason, and the suites on it fail with it.
  */
 import type { TestProject } from "vitest/node"
-import {
-  type ClusterInfo,
-  type ServerInfo,
-  startClusterForTests,
-  startForTests,
-} from "../src/testing.js"
+import { type ClusterInfo, type ServerInfo, startTestServers } from "../src/testing.js"
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -21,17 +16,13 @@ declare module "vitest" {
 }
 
 export default async function setup(project: TestProject) {
-  const [redis7, redis8, valkey8, cluster7] = await Promise.all([
-    startForTests("redis7"),
-    startForTests("redis8"),
-    startForTests("valkey8"),
-    startClusterForTests("redis7"),
-  ])
-  project.provide("redis7", redis7.info)
-  project.provide("redis8", redis8.info)
-  project.provide("valkey8", valkey8.info)
-  project.provide("cluster7", cluster7.info)
-  return async () => {
-    await Promise.all([redis7, redis8, valkey8, cluster7].map((s) => s.stop()))
-  }
+  const servers = await startTestServers({
+    kinds: ["redis7", "redis8", "valkey8"],
+    cluster: "redis7",
+  })
+  project.provide("redis7", servers.infos.redis7!)
+  project.provide("redis8", servers.infos.redis8!)
+  project.provide("valkey8", servers.infos.valkey8!)
+  project.provide("cluster7", servers.cluster!)
+  return servers.stop
 }

@@ -27,7 +27,7 @@ export const redisTargets = (): ReadonlyArray<RedisTarget> => {
           name: `${name} ${info.version}`,
           options: { host: info.host, port: info.port },
         }
-      : { kind: key, name, error: info.error }
+      : { kind: key, name: `${name} ${key.slice(-1)}`, error: info.error }
   }
   const cluster = inject("cluster7")
   return [
