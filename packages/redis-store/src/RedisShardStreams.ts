@@ -44,10 +44,12 @@ const PENDING_PAGE = 1_000
 
 const invalid = (message: string) => Effect.fail(new InvalidArgument({ message }))
 
-const checkToken = (token: number) =>
-  Number.isSafeInteger(token) && token >= 0
+const checkNonNegative = (name: string, value: number) =>
+  Number.isSafeInteger(value) && value >= 0
     ? Effect.void
-    : invalid(`owner token must be a non-negative integer, got ${token}`)
+    : invalid(`${name} must be a non-negative integer, got ${value}`)
+
+const checkToken = (token: number) => checkNonNegative("owner token", token)
 
 const checkPositive = (name: string, value: number) =>
   Number.isSafeInteger(value) && value >= 1
@@ -156,7 +158,7 @@ export const makeWith = (connection: RedisConnectionShape): RedisShardStreams =>
         yield* checkToken(o.token)
         yield* checkPositive("count", o.count)
         const claim = o.claimIdleMs !== undefined && o.from !== "pending"
-        if (claim) yield* checkToken(o.claimIdleMs!) // a non-negative integer as well
+        if (claim) yield* checkNonNegative("claimIdleMs", o.claimIdleMs!)
         const mode = o.from === "pending" ? "pending" : claim ? "claim" : "new"
         const reply = yield* fenced(
           "read",
@@ -207,7 +209,7 @@ export const makeWith = (connection: RedisConnectionShape): RedisShardStreams =>
       Effect.gen(function* () {
         yield* checkToken(o.token)
         yield* checkPositive("count", o.count)
-        yield* checkToken(o.minIdleMs)
+        yield* checkNonNegative("minIdleMs", o.minIdleMs)
         const start = o.start ?? "0-0"
         yield* checkIds([start])
         const reply = yield* fenced(

@@ -1,6 +1,6 @@
 /** Decoding script replies and ioredis errors into typed errors. */
 import { Effect } from "effect"
-import { ForeignValue, RedisUnavailable } from "../Errors.js"
+import { ForeignValue, type RedisUnavailable } from "../Errors.js"
 import type { Client, RedisConnectionShape } from "../RedisConnection.js"
 import { unavailable } from "../RedisConnection.js"
 import { runScript, type Script } from "../scripts.js"
@@ -69,9 +69,6 @@ export const keyCommand = <A>(
   run: (client: Client) => Promise<A>,
 ): Effect.Effect<A, RedisUnavailable | ForeignValue> =>
   refineWrongType(key)(connection.command(operation, run))
-
-export const isUnavailable = (error: unknown): error is RedisUnavailable =>
-  error instanceof RedisUnavailable
 
 /** Flat `[field, value, ...]` to a record (a later duplicate field wins). */
 export const fieldsOf = (flat: unknown): Record<string, string> => {
