@@ -1,1 +1,8 @@
-export {}
+export * as Acl from "./acl.js"
+export * from "./Errors.js"
+export * as Keys from "./keys.js"
+export type * from "./ports.js"
+export * as RedisConnection from "./RedisConnection.js"
+export * as RedisCoordinatorLease from "./RedisCoordinatorLease.js"
+export * as RedisCoordinatorTransport from "./RedisCoordinatorTransport.js"
+export * as RedisShardStreams from "./RedisShardStreams.js"
