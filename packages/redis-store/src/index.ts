@@ -1,7 +1,6 @@
 export * as Acl from "./acl.js"
 export * from "./Errors.js"
 export * as Keys from "./keys.js"
-export type * from "./ports.js"
 export * as RedisConnection from "./RedisConnection.js"
 export * as RedisCoordinatorLease from "./RedisCoordinatorLease.js"
 export * as RedisCoordinatorTransport from "./RedisCoordinatorTransport.js"

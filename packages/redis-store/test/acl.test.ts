@@ -71,11 +71,18 @@ for (const target of redisTargets()) {
         yield* streams.range(ShardKey.dlq(stream, 0))
         assert.isFalse(yield* streams.waitForEntries({ ...base, timeoutMs: 20 }))
         assert.strictEqual(yield* streams.ownerToken(base), 1)
+        yield* streams.seal(stream, 0)
+        assert.strictEqual(
+          (yield* Effect.flip(streams.append(stream, 0, { k: "late" })))._tag,
+          "ShardSealed",
+        )
+        assert.isTrue((yield* streams.drainState(base)).drained)
+        yield* streams.retireShard(stream, 0, ["g"])
 
         const key = { stream, group: "g" }
         const grant = yield* lease.acquire(key, "coordinator", 5_000)
         yield* lease.renew(grant, 5_000)
-        assert.isTrue(yield* lease.check(grant))
+        yield* lease.check(grant)
         yield* lease.release(grant)
 
         yield* transport.serve(key, (raw) =>
@@ -87,6 +94,8 @@ for (const target of redisTargets()) {
             assigned: [],
             pending: [],
             heartbeatIntervalMs: 1_000,
+            sessionTimeoutMs: 10_000,
+            rebalanceTimeoutMs: 10_000,
           }),
         )
         const notices = yield* transport.notices(key, "m0")
@@ -94,6 +103,8 @@ for (const target of redisTargets()) {
         const response = yield* transport.heartbeat({
           ...key,
           memberId: "m0",
+          incarnation: 1,
+          seq: 1,
           memberEpoch: 0,
           assignmentEpoch: 0,
           metadataVersion: 0,
