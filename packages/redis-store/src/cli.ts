@@ -25,7 +25,7 @@ import {
   ShardStreams,
   StreamLayouts,
 } from "@shardline/core"
-import { Context, Data, Effect, Exit, Layer, Option, type Scope } from "effect"
+import { Context, Data, Effect, Exit, Layer, Option, Scope } from "effect"
 import { leaseKey } from "./keys.js"
 import * as RedisConnection from "./RedisConnection.js"
 import * as RedisPorts from "./RedisPorts.js"
@@ -522,15 +522,25 @@ const coordinator = (args: Args) => {
         Effect.provide(ports),
         Effect.mapError((e) => new CliFailure({ message: oneLine(e) })),
       )
-      yield* transport.serve(key, host.heartbeat)
-      yield* emit({ event: "serving", holder, stream, group })
+      yield* emit({ event: "started", holder, stream, group })
       yield* host.elect
+      // serve the group's heartbeats only while this host is its coordinator
+      // (a standby serving would take the requests and answer NOT_COORDINATOR);
       // report every change of role (stdout, one JSON line each) until SIGTERM
+      const outer = yield* Effect.scope
+      let serving: Scope.Closeable | undefined
       let was: boolean | undefined
       let lastReason: string | undefined
       const watch = Effect.gen(function* () {
         const is = yield* host.isCoordinator
         const reason = Option.getOrUndefined(yield* host.lastError)
+        if (is && serving === undefined) {
+          serving = yield* Scope.fork(outer)
+          yield* transport.serve(key, host.heartbeat).pipe(Scope.provide(serving))
+        } else if (!is && serving !== undefined) {
+          yield* Scope.close(serving, Exit.void)
+          serving = undefined
+        }
         if (is !== was || (!is && reason !== lastReason)) {
           const state = Option.getOrUndefined(yield* host.state)
           yield* emit({

@@ -151,19 +151,41 @@ export const makeGroup = Effect.fnUntraced(function* (
   const transport = Context.get(ports, CoordinatorTransport.CoordinatorTransport)
   const layouts = Context.get(ports, StreamLayouts.StreamLayouts)
 
-  /** A coordinator candidate serving the group through the Redis transport, in its own scope. */
-  const startHost = (holder: string, hostPorts: Ports = ports) =>
+  /**
+   * A coordinator candidate in its own scope, serving the group through the
+   * Redis transport while it is the coordinator (a standby does not serve).
+   */
+  const startHostWith = (
+    holder: string,
+    hostPorts: Ports,
+    extra: { readonly leaseTtlMs?: number } = {},
+  ) =>
     Effect.gen(function* () {
       const hostScope = yield* Scope.fork(scope)
       const hostTransport = Context.get(hostPorts, CoordinatorTransport.CoordinatorTransport)
       const host = yield* makeCoordinatorHost({
         config,
         holder,
+        ...extra,
         onNotice: (memberId) => hostTransport.notify(key, memberId),
       }).pipe(Scope.provide(hostScope), Effect.provide(hostPorts), Effect.orDie)
-      yield* hostTransport.serve(key, host.heartbeat).pipe(Scope.provide(hostScope))
+      let serving: Scope.Closeable | undefined
+      const follow = Effect.gen(function* () {
+        const is = yield* host.isCoordinator
+        if (is && serving === undefined) {
+          serving = yield* Scope.fork(hostScope)
+          yield* hostTransport.serve(key, host.heartbeat).pipe(Scope.provide(serving))
+        } else if (!is && serving !== undefined) {
+          yield* Scope.close(serving, Exit.void)
+          serving = undefined
+        }
+      })
+      yield* host.elect
+      yield* follow
+      yield* Effect.forkIn(Effect.forever(Effect.andThen(Effect.sleep(25), follow)), hostScope)
       return { host, close: Scope.close(hostScope, Exit.void) }
     })
+  const startHost = (holder: string) => startHostWith(holder, ports)
 
   const members = new Map<string, Member>()
   const handled = new Map<string, number>()
@@ -416,6 +438,13 @@ export const makeGroup = Effect.fnUntraced(function* (
     }
   })
 
+  /** Settled, and no member owns more than one shard more than another. */
+  const balanced = () => {
+    if (!settled()) return false
+    const counts = live().map((m) => MemberMachine.ownedShards(m.machine).length)
+    return Math.max(...counts) - Math.min(...counts) <= 1
+  }
+
   const ownership = () =>
     new Map(live().map((m) => [m.id, MemberMachine.ownedShards(m.machine)] as const))
 
@@ -426,10 +455,12 @@ export const makeGroup = Effect.fnUntraced(function* (
     handled,
     acked,
     startHost,
+    startHostWith,
     addMember,
     drive,
     crash,
     settled,
+    balanced,
     refreshShards,
     ownership,
     keyOf,
@@ -551,3 +582,43 @@ export const overlappingOwnership = (events: ReadonlyArray<Event>): Array<string
 /** Close a scope from outside (hosts, groups). */
 export const closeScope = (scope: Scope.Closeable) =>
   Scope.close(scope, { _tag: "Success", value: undefined } as never)
+
+/**
+ * Two owners at once, from successful reads: a member reads a shard while
+ * another member of the group still has an open loop on it that has read
+ * since it opened. (A loop that never read, e.g. refused by the fence, is
+ * not an owner.)
+ */
+export const concurrentReaders = (events: ReadonlyArray<Event>): Array<string> => {
+  const open = new Map<string, Map<string, boolean>>() // key -> member -> has read
+  const problems: Array<string> = []
+  for (const e of events) {
+    if (e.shard === undefined) continue
+    const k = `${e.group}/${e.shard}`
+    let loops = open.get(k)
+    if (loops === undefined) {
+      loops = new Map()
+      open.set(k, loops)
+    }
+    switch (e.kind) {
+      case "start":
+        loops.set(e.member, false)
+        break
+      case "drained":
+      case "stopAll":
+      case "crash":
+        loops.delete(e.member)
+        break
+      case "read":
+      case "claim":
+        for (const [other, read] of loops)
+          if (other !== e.member && read)
+            problems.push(`#${e.seq}: ${e.member} reads ${k} while ${other} reads it too`)
+        loops.set(e.member, true)
+        break
+      default:
+        break
+    }
+  }
+  return problems
+}
