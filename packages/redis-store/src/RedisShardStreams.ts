@@ -99,10 +99,89 @@ const parseToken = (key: string, raw: string | null) => {
 }
 
 /** ShardStreams over an existing connection. */
+export interface ShardStreamsOptions {
+  /**
+   * How `read` of new entries is fenced (docs/redis.md, "Optimistic fence"):
+   * - `optimistic` (default on a single node): on a dedicated connection,
+   *   WATCH the owner token, GET it, then MULTI / XREADGROUP / EXEC; EXEC
+   *   aborts (and the check runs again) if a new owner was fenced in
+   *   between, so entries never pass through Lua;
+   * - `script` (always in a cluster): one Lua script (token check +
+   *   XREADGROUP), entries returned through Lua.
+   * Pending and takeover reads always use the script.
+   */
+  readonly read?: "optimistic" | "script"
+}
+
+type OptimisticRead =
+  | { readonly _tag: "Read"; readonly messages: Array<StreamMessage> }
+  | { readonly _tag: "Stale"; readonly current: number }
+  | { readonly _tag: "Foreign"; readonly key: string; readonly message: string }
+  | { readonly _tag: "Fallback" }
+
+const TOKEN = /^\d{1,15}$/
+
+/** XREADGROUP's reply (`[[stream, [[id, [field, value, ...]], ...]]]` or null) as messages. */
+const xreadMessages = (reply: unknown): Array<StreamMessage> => {
+  const entries = Array.isArray(reply) && Array.isArray(reply[0]) ? reply[0][1] : []
+  return (Array.isArray(entries) ? entries : []).map((e: [string, Array<string>]) => ({
+    id: e[0],
+    fields: fieldsOf(e[1]),
+    deliveryCount: 1,
+  }))
+}
+
 export const makeWith = (
   connection: RedisConnection.RedisConnectionShape,
+  options: ShardStreamsOptions = {},
 ): ShardStreams.ShardStreamsShape => {
   const { features } = connection
+  const optimistic = !connection.isCluster && (options.read ?? "optimistic") === "optimistic"
+
+  /**
+   * The optimistic fence: WATCH + GET the owner token (one round trip), then
+   * MULTI / XREADGROUP / EXEC (one round trip). Between WATCH and EXEC the
+   * token key is unchanged, so the check holds at EXEC as it would inside a
+   * script; a change aborts EXEC and the check runs again.
+   */
+  const optimisticRead = (o: ShardStreams.ReadOptions) => {
+    const owner = ownerTokenKey(o.stream, o.shard, o.group)
+    const stream = shardKey(o.stream, o.shard)
+    return connection.blocking("read (WATCH/MULTI)", async (c): Promise<OptimisticRead> => {
+      for (let attempt = 0; attempt < 3; attempt++) {
+        const checked = await c.pipeline().watch(owner).get(owner).exec()
+        const [error, raw] = checked?.[1] ?? [new Error("no reply"), null]
+        if (error !== null || (raw !== null && !TOKEN.test(String(raw)))) {
+          await c.unwatch()
+          if (error !== null && !error.message.startsWith("WRONGTYPE")) throw error
+          return {
+            _tag: "Foreign",
+            key: owner,
+            message:
+              error?.message ??
+              `owner token is not a non-negative integer: ${String(raw).slice(0, 40)}`,
+          }
+        }
+        const current = raw === null ? 0 : Number(raw)
+        if (o.token < current) {
+          await c.unwatch()
+          return { _tag: "Stale", current }
+        }
+        const done = await c
+          .multi()
+          .xreadgroup("GROUP", o.group, o.consumer, "COUNT", o.count, "STREAMS", stream, ">")
+          .exec()
+        if (done === null) continue // a new owner was fenced in meanwhile: check again
+        const [readError, reply] = done[0] ?? [new Error("no reply"), null]
+        if (readError === null) return { _tag: "Read", messages: xreadMessages(reply) }
+        if (readError.message.startsWith("NOGROUP")) return { _tag: "Fallback" }
+        if (readError.message.startsWith("WRONGTYPE"))
+          return { _tag: "Foreign", key: stream, message: readError.message }
+        throw readError
+      }
+      return { _tag: "Fallback" }
+    })
+  }
 
   /** Runs a fenced script; StaleOwner on code 1. */
   const fenced = (
@@ -185,6 +264,21 @@ export const makeWith = (
         const claim = o.claimIdleMs !== undefined && o.from !== "pending"
         if (claim) yield* checkNonNegative("claimIdleMs", o.claimIdleMs!)
         const mode = o.from === "pending" ? "pending" : claim ? "claim" : "new"
+        if (mode === "new" && optimistic) {
+          const result = yield* optimisticRead(o)
+          if (result._tag === "Read") return result.messages
+          if (result._tag === "Stale")
+            return yield* new StaleOwner({
+              stream: o.stream,
+              shard: o.shard,
+              group: o.group,
+              token: o.token,
+              currentToken: result.current,
+            })
+          if (result._tag === "Foreign")
+            return yield* new ForeignValue({ key: result.key, message: result.message })
+          // "Fallback": no group yet (the script creates it) or the owner kept changing
+        }
         const reply = yield* fenced(
           "read",
           o,
@@ -418,7 +512,7 @@ export const make: Effect.Effect<
   ShardStreams.ShardStreamsShape,
   never,
   RedisConnection.RedisConnection
-> = RedisConnection.RedisConnection.useSync(makeWith)
+> = RedisConnection.RedisConnection.useSync((connection) => makeWith(connection))
 
 /** `ShardStreams` on the `RedisConnection` in context. */
 export const layerFromConnection: Layer.Layer<

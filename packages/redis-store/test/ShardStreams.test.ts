@@ -29,6 +29,17 @@ for (const target of redisTargets()) {
     shardStreamsContract(() => subject().streams),
   )
 
+  // the script-fenced read (a cluster's only one) on the single nodes too
+  if (target.kind !== "cluster7")
+    describeTarget(
+      "ShardStreams contract (script-fenced reads)",
+      target,
+      Effect.map(connect(target), (connection) =>
+        RedisShardStreams.makeWith(connection, { read: "script" }),
+      ),
+      (subject) => shardStreamsContract(subject),
+    )
+
   describeTarget("ShardStreams bad input", target, acquire, (subject) => {
     const fresh = () => {
       const stream = unique("bad")
