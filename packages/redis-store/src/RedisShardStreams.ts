@@ -113,6 +113,16 @@ export interface ShardStreamsOptions {
   readonly read?: "optimistic" | "script"
 }
 
+interface StickyReader {
+  readonly lease: {
+    readonly client: RedisConnection.Client
+    readonly release: (healthy: boolean) => void
+  }
+  /** The owner token seen by the armed WATCH's GET (undefined: no WATCH armed). */
+  checked: number | undefined
+  busy: boolean
+}
+
 type OptimisticRead =
   | { readonly _tag: "Read"; readonly messages: Array<StreamMessage> }
   | { readonly _tag: "Stale"; readonly current: number }
@@ -137,6 +147,134 @@ export const makeWith = (
 ): ShardStreams.ShardStreamsShape => {
   const { features } = connection
   const optimistic = !connection.isCluster && (options.read ?? "optimistic") === "optimistic"
+
+  /**
+   * Sticky readers: a read loop (stream, shard, group, consumer) keeps a
+   * dedicated connection whose WATCH on the owner token stays armed between
+   * calls. Each read is then ONE round trip: MULTI / XREADGROUP / EXEC
+   * (aborted if the token key changed since the WATCH), then WATCH + GET for
+   * the next call, in one pipeline. Safety is the same as a script's: an EXEC
+   * runs only if the token key is unchanged since a WATCH whose GET showed a
+   * token not above the caller's.
+   */
+  const readers = new Map<string, StickyReader>()
+  const MAX_READERS = 256
+
+  const dropReader = (k: string, reader: StickyReader, healthy: boolean) => {
+    if (readers.get(k) === reader) readers.delete(k)
+    if (!healthy) return reader.lease.release(false)
+    reader.lease.client.unwatch().then(
+      () => reader.lease.release(true),
+      () => reader.lease.release(false),
+    )
+  }
+
+  const stickyRead = (o: ShardStreams.ReadOptions): Effect.Effect<OptimisticRead, DataPlaneError> =>
+    Effect.suspend(() => {
+      const k = JSON.stringify([o.stream, o.shard, o.group, o.consumer])
+      let reader = readers.get(k)
+      if (reader?.busy) return optimisticRead(o) // a second loop on one consumer: no shared WATCH
+      if (reader === undefined) {
+        if (readers.size >= MAX_READERS) {
+          const [oldest, r] = readers.entries().next().value as [string, StickyReader]
+          if (!r.busy) dropReader(oldest, r, true)
+        }
+        reader = { lease: connection.lease(), checked: undefined, busy: false }
+        readers.set(k, reader)
+      } else {
+        // most recently used last (eviction takes the oldest)
+        readers.delete(k)
+        readers.set(k, reader)
+      }
+      const r = reader
+      r.busy = true
+      return Effect.tryPromise({
+        try: () => runSticky(r, o),
+        catch: (cause) => RedisConnection.unavailable("read (sticky WATCH/MULTI)", cause),
+      }).pipe(
+        Effect.onExit((exit) =>
+          Effect.sync(() => {
+            r.busy = false
+            if (exit._tag === "Failure") dropReader(k, r, false)
+          }),
+        ),
+      )
+    })
+
+  const runSticky = async (
+    r: StickyReader,
+    o: ShardStreams.ReadOptions,
+  ): Promise<OptimisticRead> => {
+    const c = r.lease.client
+    const owner = ownerTokenKey(o.stream, o.shard, o.group)
+    const stream = shardKey(o.stream, o.shard)
+    /** A WATCH + GET reply pair: the token now, or why not. */
+    const judge = async (
+      error: Error | null,
+      raw: unknown,
+    ): Promise<OptimisticRead | undefined> => {
+      if (error !== null || (raw !== null && !TOKEN.test(String(raw)))) {
+        r.checked = undefined
+        await c.unwatch()
+        if (error !== null && !error.message.startsWith("WRONGTYPE")) throw error
+        return {
+          _tag: "Foreign",
+          key: owner,
+          message:
+            error?.message ??
+            `owner token is not a non-negative integer: ${String(raw).slice(0, 40)}`,
+        }
+      }
+      const current = raw === null ? 0 : Number(raw)
+      if (o.token < current) {
+        r.checked = undefined
+        await c.unwatch()
+        return { _tag: "Stale", current }
+      }
+      r.checked = current
+      return undefined
+    }
+    for (let attempt = 0; attempt < 3; attempt++) {
+      if (r.checked === undefined || o.token < r.checked) {
+        const res = await c.pipeline().watch(owner).get(owner).exec()
+        const [error, raw] = res?.[1] ?? [new Error("no reply"), null]
+        const verdict = await judge(error, raw)
+        if (verdict !== undefined) return verdict
+      }
+      const res = await c
+        .pipeline([
+          ["multi"],
+          ["xreadgroup", "GROUP", o.group, o.consumer, "COUNT", o.count, "STREAMS", stream, ">"],
+          ["exec"],
+          ["watch", owner],
+          ["get", owner],
+        ])
+        .exec()
+      if (res === null || res.length < 5) throw new Error("no reply to MULTI/EXEC")
+      const [execError, exec] = res[2]!
+      const [getError, raw] = res[4]!
+      if (execError !== null) throw execError
+      if (exec === null) {
+        // the token key changed since the WATCH: nothing was read; judge the new one
+        const verdict = await judge(getError, raw)
+        if (verdict !== undefined) return verdict
+        continue
+      }
+      const inner = (exec as Array<unknown>)[0]
+      // the read ran under the WATCH; the new WATCH + GET arms (or disarms) the next one
+      await judge(getError, raw).catch(() => undefined)
+      if (inner instanceof Error) {
+        r.checked = undefined
+        await c.unwatch()
+        if (inner.message.startsWith("NOGROUP")) return { _tag: "Fallback" }
+        if (inner.message.startsWith("WRONGTYPE"))
+          return { _tag: "Foreign", key: stream, message: inner.message }
+        throw inner
+      }
+      return { _tag: "Read", messages: xreadMessages(inner) }
+    }
+    return { _tag: "Fallback" }
+  }
 
   /**
    * The optimistic fence: WATCH + GET the owner token (one round trip), then
@@ -265,7 +403,7 @@ export const makeWith = (
         if (claim) yield* checkNonNegative("claimIdleMs", o.claimIdleMs!)
         const mode = o.from === "pending" ? "pending" : claim ? "claim" : "new"
         if (mode === "new" && optimistic) {
-          const result = yield* optimisticRead(o)
+          const result = yield* stickyRead(o)
           if (result._tag === "Read") return result.messages
           if (result._tag === "Stale")
             return yield* new StaleOwner({
