@@ -50,6 +50,10 @@ const IDLE_SECONDS = QUICK ? 5 : 10
 const entriesFor = (batch: number) =>
   Math.round((QUICK ? 0.2 : 1) * (batch === 1 ? 10_000 : batch === 10 ? 40_000 : 100_000))
 
+/** `SHARDLINE_BENCH_ONLY=a,b`: run only those parts (a read+ack, b heartbeats, c commits, d handoff, e notices/idle). */
+const ONLY = process.env.SHARDLINE_BENCH_ONLY?.split(",")
+const part = (name: string) => ONLY === undefined || ONLY.includes(name)
+
 const results: Record<string, unknown> = {}
 const lines: Array<string> = []
 const say = (line: string) => {
@@ -199,9 +203,13 @@ const response: HeartbeatResponse = {
  * turn, each member at most once in flight.
  */
 const CONCURRENCY = 64
-const heartbeats = async (server: RedisServer, members: number) => {
+const heartbeats = async (server: RedisServer, members: number, autoPipelining = false) => {
   const scope = Scope.makeUnsafe()
-  const options = { host: server.host, port: server.port }
+  const options = {
+    host: server.host,
+    port: server.port,
+    ...(autoPipelining ? { redis: { enableAutoPipelining: true } } : {}),
+  }
   const ports = await run(
     Layer.build(
       RedisPorts.layer({
@@ -291,7 +299,7 @@ const heartbeats = async (server: RedisServer, members: number) => {
   const ours = counts.reduce((a, b) => a + b, 0) / HB_SECONDS
   const revisionAfter = Option.getOrThrow(await Effect.runPromise(host.monitor)).storeRevision
   await Effect.runPromise(Scope.close(scope, Exit.void))
-  const base = await rawRoundTrips(server, members)
+  const base = autoPipelining ? Number.NaN : await rawRoundTrips(server, members)
   return {
     ours,
     base,
@@ -596,80 +604,90 @@ const benchServer = async (kind: ServerKind) => {
     const f = connection.features
     out.server = { kind, version: server.version, xackdel: f.xackdel, readClaim: f.readClaim }
     say(`\n## ${kind} ${server.version} (XACKDEL: ${f.xackdel}, XREADGROUP CLAIM: ${f.readClaim})`)
-    say(
-      `\n### (a) fenced read + ack vs raw XREADGROUP + XACK, same batch size (${ROUNDS} rounds, median)\n`,
-    )
-    say(
-      "| batch | fence | ours entries/s | raw entries/s | ratio | server CPU per entry: ours / raw |",
-    )
-    say("|---:|---|---:|---:|---:|---:|")
-    const curve: Array<unknown> = []
-    for (const batch of [1, 10, 100])
-      for (const read of ["optimistic", "script"] as const) {
-        const r = await readAck(server, connection, "ack", batch, read)
-        const ratio = r.ours / r.base
-        curve.push({
-          batch,
-          fence: read,
-          ours: r.ours,
-          raw: r.base,
-          ratio,
-          serverUsPer100: [r.oursServer, r.baseServer],
-        })
-        say(
-          `| ${batch} | ${read} | ${fmt(r.ours)} | ${fmt(r.base)} | **${ratio.toFixed(2)}x** | ${(r.oursServer / 100).toFixed(1)} / ${(r.baseServer / 100).toFixed(1)} us |`,
-        )
-      }
-    out.readAck = curve
-    const xd = await readAck(server, connection, "xackdel", 100, "optimistic")
-    out.readXackdel = { batch: 100, ours: xd.ours, raw: xd.base, ratio: xd.ours / xd.base }
-    say(
-      `\nfenced read + xackdel (batch 100, optimistic) vs raw XREADGROUP + MULTI(XACK, XDEL): ${fmt(xd.ours)} vs ${fmt(xd.base)} entries/s -> **${(xd.ours / xd.base).toFixed(2)}x**`,
-    )
-
-    say(
-      "\n### (b) heartbeats, 2,000 members in steady state (transport + CoordinatorHost + Redis Store)\n",
-    )
-    const hb = await heartbeats(server, 2_000)
-    out.heartbeats = hb
-    say(
-      `${fmt(hb.ours)} heartbeats/s vs raw ioredis LPUSH/BLMPOP/RPUSH/BLPOP round trips ${fmt(hb.base)}/s -> **${(hb.ours / hb.base).toFixed(2)}x** ` +
-        `(${hb.members} members x ${hb.shards} shards, ${CONCURRENCY} in flight; joined and settled in ${(hb.settleMs / 1_000).toFixed(1)} s; ${hb.commitsDuringSteady} commits during the steady run)`,
-    )
-
-    say("\n### (c) commit cost of a one-member change\n")
-    say("| members | snapshot bytes | p50 | p99 | mean | compaction (every 64 commits) |")
-    say("|---:|---:|---:|---:|---:|---:|")
-    const commits: Array<unknown> = []
-    for (const members of [100, 10_000]) {
-      const c = await commitCost(server, members)
-      commits.push(c)
+    if (part("a")) {
       say(
-        `| ${fmt(members)} | ${fmt(c.snapshotBytes)} | ${fmt(c.p50)} us | ${fmt(c.p99)} us | ${fmt(c.mean)} us | ${fmt(c.compaction)} us |`,
+        `\n### (a) fenced read + ack vs raw XREADGROUP + XACK, same batch size (${ROUNDS} rounds, median)\n`,
+      )
+      say(
+        "| batch | fence | ours entries/s | raw entries/s | ratio | server CPU per entry: ours / raw |",
+      )
+      say("|---:|---|---:|---:|---:|---:|")
+      const curve: Array<unknown> = []
+      for (const batch of [1, 10, 100])
+        for (const read of ["optimistic", "script"] as const) {
+          const r = await readAck(server, connection, "ack", batch, read)
+          const ratio = r.ours / r.base
+          curve.push({
+            batch,
+            fence: read,
+            ours: r.ours,
+            raw: r.base,
+            ratio,
+            serverUsPer100: [r.oursServer, r.baseServer],
+          })
+          say(
+            `| ${batch} | ${read} | ${fmt(r.ours)} | ${fmt(r.base)} | **${ratio.toFixed(2)}x** | ${(r.oursServer / 100).toFixed(1)} / ${(r.baseServer / 100).toFixed(1)} us |`,
+          )
+        }
+      out.readAck = curve
+      const xd = await readAck(server, connection, "xackdel", 100, "optimistic")
+      out.readXackdel = { batch: 100, ours: xd.ours, raw: xd.base, ratio: xd.ours / xd.base }
+      say(
+        `\nfenced read + xackdel (batch 100, optimistic) vs raw XREADGROUP + MULTI(XACK, XDEL): ${fmt(xd.ours)} vs ${fmt(xd.base)} entries/s -> **${(xd.ours / xd.base).toFixed(2)}x**`,
       )
     }
-    out.commits = commits
-
-    say(
-      "\n### (d) handoff: revoke accepted -> the new owner's read loop starts (3 s heartbeat interval)\n",
-    )
-    const h = await handoff(server, QUICK ? 3 : 7)
-    out.handoff = h
-    say(
-      `median ${h.median.toFixed(1)} ms, max ${h.max.toFixed(1)} ms over ${h.samples.length} handoffs (samples: ${h.samples.map((x) => x.toFixed(1)).join(", ")} ms)`,
-    )
-
-    say("\n### notices and idle load\n")
-    const n = await noticeLatency(connection)
-    out.notices = n
-    say(
-      `notice latency (notify -> the member's stream): median ${n.median.toFixed(2)} ms, p99 ${n.p99.toFixed(2)} ms`,
-    )
-    const idle = await idleLoad(server, connection)
-    out.idle = idle
-    say(
-      `idle load: ${idle.perShard.toFixed(2)} commands/s per idle shard (${IDLE_SHARDS} shards, optimistic read + waitForEntries 5 s); ${idle.perGroup.toFixed(2)} commands/s per idle served group`,
-    )
+    if (part("b")) {
+      say(
+        "\n### (b) heartbeats, 2,000 members in steady state (transport + CoordinatorHost + Redis Store)\n",
+      )
+      const hb = await heartbeats(server, 2_000)
+      const piped = await heartbeats(server, 2_000, true)
+      out.heartbeats = { ...hb, autoPipelined: piped.ours }
+      say(
+        `${fmt(hb.ours)} heartbeats/s vs raw ioredis LPUSH/BLMPOP/RPUSH/BLPOP round trips ${fmt(hb.base)}/s -> **${(hb.ours / hb.base).toFixed(2)}x** ` +
+          `(${hb.members} members x ${hb.shards} shards, ${CONCURRENCY} in flight; joined and settled in ${(hb.settleMs / 1_000).toFixed(1)} s; ${hb.commitsDuringSteady} commits during the steady run)`,
+      )
+      say(
+        `with ioredis enableAutoPipelining on the ports' connection: ${fmt(piped.ours)} heartbeats/s -> **${(piped.ours / hb.base).toFixed(2)}x** of the same raw baseline`,
+      )
+    }
+    if (part("c")) {
+      say("\n### (c) commit cost of a one-member change\n")
+      say("| members | snapshot bytes | p50 | p99 | mean | compaction (every 64 commits) |")
+      say("|---:|---:|---:|---:|---:|---:|")
+      const commits: Array<unknown> = []
+      for (const members of [100, 10_000]) {
+        const c = await commitCost(server, members)
+        commits.push(c)
+        say(
+          `| ${fmt(members)} | ${fmt(c.snapshotBytes)} | ${fmt(c.p50)} us | ${fmt(c.p99)} us | ${fmt(c.mean)} us | ${fmt(c.compaction)} us |`,
+        )
+      }
+      out.commits = commits
+    }
+    if (part("d")) {
+      say(
+        "\n### (d) handoff: revoke accepted -> the new owner's read loop starts (3 s heartbeat interval)\n",
+      )
+      const h = await handoff(server, QUICK ? 3 : 7)
+      out.handoff = h
+      say(
+        `median ${h.median.toFixed(1)} ms, max ${h.max.toFixed(1)} ms over ${h.samples.length} handoffs (samples: ${h.samples.map((x) => x.toFixed(1)).join(", ")} ms)`,
+      )
+    }
+    if (part("e")) {
+      say("\n### notices and idle load\n")
+      const n = await noticeLatency(connection)
+      out.notices = n
+      say(
+        `notice latency (notify -> the member's stream): median ${n.median.toFixed(2)} ms, p99 ${n.p99.toFixed(2)} ms`,
+      )
+      const idle = await idleLoad(server, connection)
+      out.idle = idle
+      say(
+        `idle load: ${idle.perShard.toFixed(2)} commands/s per idle shard (${IDLE_SHARDS} shards, optimistic read + waitForEntries 5 s); ${idle.perGroup.toFixed(2)} commands/s per idle served group`,
+      )
+    }
   } finally {
     await Effect.runPromise(Scope.close(scope, Exit.void))
     await server.stop()

@@ -113,7 +113,16 @@ export interface ShardStreamsOptions {
   readonly read?: "optimistic" | "script"
 }
 
+type StickyAck =
+  | { readonly _tag: "Acked"; readonly count: number }
+  | { readonly _tag: "Stale"; readonly current: number }
+  | { readonly _tag: "Foreign"; readonly key: string; readonly message: string }
+
 interface StickyReader {
+  /** Its key in the readers map: [stream, shard, group, consumer]. */
+  readonly key: string
+  /** [stream, shard, group]: acks of that group on that shard may use this reader's WATCH. */
+  readonly groupKey: string
   readonly lease: {
     readonly client: RedisConnection.Client
     readonly release: (healthy: boolean) => void
@@ -158,10 +167,13 @@ export const makeWith = (
    * token not above the caller's.
    */
   const readers = new Map<string, StickyReader>()
+  /** The last reader used per (stream, shard, group), for acks. */
+  const lastReader = new Map<string, StickyReader>()
   const MAX_READERS = 256
 
   const dropReader = (k: string, reader: StickyReader, healthy: boolean) => {
     if (readers.get(k) === reader) readers.delete(k)
+    if (lastReader.get(reader.groupKey) === reader) lastReader.delete(reader.groupKey)
     if (!healthy) return reader.lease.release(false)
     reader.lease.client.unwatch().then(
       () => reader.lease.release(true),
@@ -179,7 +191,13 @@ export const makeWith = (
           const [oldest, r] = readers.entries().next().value as [string, StickyReader]
           if (!r.busy) dropReader(oldest, r, true)
         }
-        reader = { lease: connection.lease(), checked: undefined, busy: false }
+        reader = {
+          key: k,
+          groupKey: JSON.stringify([o.stream, o.shard, o.group]),
+          lease: connection.lease(),
+          checked: undefined,
+          busy: false,
+        }
         readers.set(k, reader)
       } else {
         // most recently used last (eviction takes the oldest)
@@ -188,6 +206,7 @@ export const makeWith = (
       }
       const r = reader
       r.busy = true
+      lastReader.set(r.groupKey, r)
       return Effect.tryPromise({
         try: () => runSticky(r, o),
         catch: (cause) => RedisConnection.unavailable("read (sticky WATCH/MULTI)", cause),
@@ -200,6 +219,94 @@ export const makeWith = (
         ),
       )
     })
+
+  /**
+   * An ack through the armed WATCH of a read loop of the same (stream, shard,
+   * group): MULTI / XACK (XACKDEL on Redis >= 8.2) / EXEC, then WATCH + GET
+   * again, one round trip, no Lua. Undefined: no armed reader is free (the
+   * script acks instead).
+   */
+  const stickyAck = (
+    o: ShardStreams.AckOptions,
+  ): Effect.Effect<StickyAck | undefined, DataPlaneError> =>
+    Effect.suspend(() => {
+      const r = lastReader.get(JSON.stringify([o.stream, o.shard, o.group]))
+      if (r === undefined || r.busy || r.checked === undefined || o.token < r.checked)
+        return Effect.succeed(undefined)
+      r.busy = true
+      return Effect.tryPromise({
+        try: () => runStickyAck(r, o),
+        catch: (cause) => RedisConnection.unavailable("ack (sticky MULTI/XACK)", cause),
+      }).pipe(
+        Effect.onExit((exit) =>
+          Effect.sync(() => {
+            r.busy = false
+            if (exit._tag === "Failure") dropReader(r.key, r, false)
+          }),
+        ),
+      )
+    })
+
+  const runStickyAck = async (
+    r: StickyReader,
+    o: ShardStreams.AckOptions,
+  ): Promise<StickyAck | undefined> => {
+    const c = r.lease.client
+    const owner = ownerTokenKey(o.stream, o.shard, o.group)
+    const stream = shardKey(o.stream, o.shard)
+    const command =
+      o.mode === "ack"
+        ? ["xack", stream, o.group, ...o.ids]
+        : ["xackdel", stream, o.group, "IDS", String(o.ids.length), ...o.ids]
+    const res = await c
+      .pipeline([["multi"], command, ["exec"], ["watch", owner], ["get", owner]])
+      .exec()
+    if (res === null || res.length < 5) throw new Error("no reply to MULTI/EXEC")
+    const [execError, exec] = res[2]!
+    if (execError !== null) throw execError
+    const [getError, raw] = res[4]!
+    const verdict = await judgeReader(r, owner, o.token, getError, raw)
+    if (exec === null) return verdict ?? undefined // changed since the WATCH: nothing acked
+    const inner = (exec as Array<unknown>)[0]
+    if (inner instanceof Error) {
+      if (inner.message.startsWith("WRONGTYPE"))
+        return { _tag: "Foreign", key: stream, message: inner.message }
+      throw inner
+    }
+    const count = Array.isArray(inner) ? inner.filter((x) => Number(x) === 1).length : Number(inner)
+    return { _tag: "Acked", count }
+  }
+
+  /** Judge a WATCH + GET reply of a reader: undefined when armed for `token`. */
+  const judgeReader = async (
+    r: StickyReader,
+    owner: string,
+    token: number,
+    error: Error | null,
+    raw: unknown,
+  ): Promise<Exclude<OptimisticRead, { _tag: "Read" | "Fallback" }> | undefined> => {
+    const c = r.lease.client
+    if (error !== null || (raw !== null && !TOKEN.test(String(raw)))) {
+      r.checked = undefined
+      await c.unwatch()
+      if (error !== null && !error.message.startsWith("WRONGTYPE")) throw error
+      return {
+        _tag: "Foreign",
+        key: owner,
+        message:
+          error?.message ??
+          `owner token is not a non-negative integer: ${String(raw).slice(0, 40)}`,
+      }
+    }
+    const current = raw === null ? 0 : Number(raw)
+    if (token < current) {
+      r.checked = undefined
+      await c.unwatch()
+      return { _tag: "Stale", current }
+    }
+    r.checked = current
+    return undefined
+  }
 
   const runSticky = async (
     r: StickyReader,
@@ -438,6 +545,22 @@ export const makeWith = (
       Effect.gen(function* () {
         yield* checkToken(o.token)
         yield* checkIds(o.ids)
+        if (o.ids.length > 0 && (o.mode === "ack" || features.xackdel)) {
+          const sticky = yield* stickyAck(o)
+          if (sticky !== undefined) {
+            if (sticky._tag === "Acked") return sticky.count
+            if (sticky._tag === "Stale")
+              return yield* new StaleOwner({
+                stream: o.stream,
+                shard: o.shard,
+                group: o.group,
+                token: o.token,
+                currentToken: sticky.current,
+              })
+            if (sticky._tag === "Foreign")
+              return yield* new ForeignValue({ key: sticky.key, message: sticky.message })
+          }
+        }
         const reply = yield* fenced(
           "ack",
           o,

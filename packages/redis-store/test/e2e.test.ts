@@ -94,7 +94,8 @@ for (const target of redisTargets())
                 ),
               [],
             )
-            assert.deepStrictEqual(overlappingOwnership(log.events), [])
+            const twoOwners = overlappingOwnership(log.events)
+            assert.deepStrictEqual(twoOwners, [], `two owners: ${JSON.stringify(twoOwners)}`)
           }),
         60_000,
       )
@@ -130,9 +131,14 @@ for (const target of redisTargets())
               log.events.filter((e) => e.kind === "staleOwner"),
               [],
             )
-            assert.deepStrictEqual(overlappingOwnership(log.events), [])
+            const twoOwners = overlappingOwnership(log.events)
+            assert.deepStrictEqual(twoOwners, [], `two owners: ${JSON.stringify(twoOwners)}`)
             for (const group of ["billing", "search"])
-              assert.deepStrictEqual(perKeyOrder(log.events.filter((e) => e.group === group)), [])
+              assert.deepStrictEqual(
+                perKeyOrder(log.events.filter((e) => e.group === group)),
+                [],
+                "per-key order",
+              )
             // per-group owner tokens on every shard
             const streams = Context.get(
               ports(),
@@ -214,12 +220,11 @@ for (const target of redisTargets())
             assert.isAtLeast(record.groups.g2!.drainedBelow, 1)
             for (const g of [g1, g2]) {
               for (const k of producer.produced) assert.isTrue(g.acked.has(k), k)
-              assert.deepStrictEqual(
-                perKeyOrder(log.events.filter((e) => e.group === g.key.group)),
-                [],
-              )
+              const order = perKeyOrder(log.events.filter((e) => e.group === g.key.group))
+              assert.deepStrictEqual(order, [], `per-key order: ${JSON.stringify(order)}`)
             }
-            assert.deepStrictEqual(overlappingOwnership(log.events), [])
+            const twoOwners = overlappingOwnership(log.events)
+            assert.deepStrictEqual(twoOwners, [], `two owners: ${JSON.stringify(twoOwners)}`)
             // the old shards are gone, sealed (late producers refused), their tokens dropped
             for (let shard = 0; shard < 4; shard++) {
               assert.strictEqual((yield* streams.info(stream, shard)).length, 0)
