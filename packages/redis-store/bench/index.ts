@@ -685,7 +685,7 @@ const benchServer = async (kind: ServerKind) => {
       const idle = await idleLoad(server, connection)
       out.idle = idle
       say(
-        `idle load: ${idle.perShard.toFixed(2)} commands/s per idle shard (${IDLE_SHARDS} shards, optimistic read + waitForEntries 5 s); ${idle.perGroup.toFixed(2)} commands/s per idle served group`,
+        `idle load: ${idle.perShard.toFixed(2)} commands/s per idle shard (${IDLE_SHARDS} shards, script-fenced read + waitForEntries 5 s); ${idle.perGroup.toFixed(2)} commands/s per idle served group`,
       )
     }
   } finally {

@@ -101,13 +101,15 @@ const parseToken = (key: string, raw: string | null) => {
 /** ShardStreams over an existing connection. */
 export interface ShardStreamsOptions {
   /**
-   * How `read` of new entries is fenced (docs/redis.md, "Optimistic fence"):
-   * - `optimistic` (default on a single node): on a dedicated connection,
-   *   WATCH the owner token, GET it, then MULTI / XREADGROUP / EXEC; EXEC
-   *   aborts (and the check runs again) if a new owner was fenced in
-   *   between, so entries never pass through Lua;
-   * - `script` (always in a cluster): one Lua script (token check +
-   *   XREADGROUP), entries returned through Lua.
+   * How `read` of new entries (and `ack`) is fenced (docs/redis.md, "The
+   * optimistic fence"):
+   * - `script` (default, and always in a cluster): one Lua script (token
+   *   check + XREADGROUP), entries returned through Lua;
+   * - `optimistic` (single node): a read loop keeps a dedicated connection
+   *   whose WATCH on the owner token stays armed; each read is MULTI /
+   *   XREADGROUP / EXEC (aborted if a new owner was fenced in meanwhile) +
+   *   WATCH / GET, one round trip, entries never pass through Lua; acks of
+   *   the same shard and group go through it too.
    * Pending and takeover reads always use the script.
    */
   readonly read?: "optimistic" | "script"
@@ -155,7 +157,7 @@ export const makeWith = (
   options: ShardStreamsOptions = {},
 ): ShardStreams.ShardStreamsShape => {
   const { features } = connection
-  const optimistic = !connection.isCluster && (options.read ?? "optimistic") === "optimistic"
+  const optimistic = !connection.isCluster && options.read === "optimistic"
 
   /**
    * Sticky readers: a read loop (stream, shard, group, consumer) keeps a
@@ -781,6 +783,14 @@ export const layerFromConnection: Layer.Layer<
   never,
   RedisConnection.RedisConnection
 > = Layer.effect(ShardStreams.ShardStreams, make)
+
+export const layerFromConnectionWith = (
+  options: ShardStreamsOptions = {},
+): Layer.Layer<ShardStreams.ShardStreams, never, RedisConnection.RedisConnection> =>
+  Layer.effect(
+    ShardStreams.ShardStreams,
+    RedisConnection.RedisConnection.useSync((connection) => makeWith(connection, options)),
+  )
 
 /** `ShardStreams` on a connection of its own (closed with the layer). */
 export const layer = (

@@ -29,13 +29,13 @@ for (const target of redisTargets()) {
     shardStreamsContract(() => subject().streams),
   )
 
-  // the script-fenced read (a cluster's only one) on the single nodes too
+  // the optimistic fence (single nodes; a cluster always uses the script)
   if (target.kind !== "cluster7")
     describeTarget(
-      "ShardStreams contract (script-fenced reads)",
+      "ShardStreams contract (optimistic fence)",
       target,
       Effect.map(connect(target), (connection) =>
-        RedisShardStreams.makeWith(connection, { read: "script" }),
+        RedisShardStreams.makeWith(connection, { read: "optimistic" }),
       ),
       (subject) => shardStreamsContract(subject),
     )
