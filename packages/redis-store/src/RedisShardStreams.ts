@@ -259,7 +259,8 @@ export const makeWith = (
     const command =
       o.mode === "ack"
         ? ["xack", stream, o.group, ...o.ids]
-        : ["xackdel", stream, o.group, "IDS", String(o.ids.length), ...o.ids]
+        : // ioredis has no XACKDEL method: a raw call
+          ["call", "XACKDEL", stream, o.group, "IDS", String(o.ids.length), ...o.ids]
     const res = await c
       .pipeline([["multi"], command, ["exec"], ["watch", owner], ["get", owner]])
       .exec()
