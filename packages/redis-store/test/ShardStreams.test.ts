@@ -56,7 +56,10 @@ for (const target of redisTargets()) {
               const stream = unique("sticky")
               const base = { stream, shard: 0, group: "g" }
               yield* s.setOwnerToken({ ...base, token: 3 })
-              for (const k of ["a", "b", "c", "d"]) yield* s.append(stream, 0, { k })
+              for (const k of ["z", "a", "b", "c", "d"]) yield* s.append(stream, 0, { k })
+              // the first read creates the group (through the script); the next ones arm the WATCH
+              const [z] = yield* s.read({ ...base, consumer: "c", token: 3, count: 1 })
+              yield* s.ack({ ...base, token: 3, ids: [z!.id], mode: "xackdel" })
               const [a, b] = yield* s.read({ ...base, consumer: "c", token: 3, count: 2 })
               assert.strictEqual(yield* s.ack({ ...base, token: 3, ids: [a!.id], mode: "ack" }), 1)
               assert.strictEqual(
