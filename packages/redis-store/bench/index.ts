@@ -19,6 +19,7 @@
  * Results: packages/bench/results/redis.{md,json} and bench/results/latest.{txt,json}.
  */
 import { writeFileSync } from "node:fs"
+import os from "node:os"
 import path from "node:path"
 import { performance } from "node:perf_hooks"
 import {
@@ -700,7 +701,11 @@ const main = async () => {
   say(`# Redis benchmark`)
   say(
     `\nCommand: \`pnpm --filter @shardline/redis-store bench\`${QUICK ? " (SHARDLINE_BENCH_QUICK=1)" : ""} (Node ${process.version}, 2 cores, ${started}). ` +
-      "Every number is against a baseline measured on the same server in the same run; servers start on loopback with no persistence.",
+      "Every number is against a baseline measured on the same server in the same run; servers start on loopback with no persistence. " +
+      `Load average at the start: ${os
+        .loadavg()
+        .map((x) => x.toFixed(1))
+        .join(" / ")}.`,
   )
   for (const kind of ["redis7", "redis8"] as const) await benchServer(kind)
   const root = path.resolve(import.meta.dirname, "..")
