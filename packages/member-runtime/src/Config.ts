@@ -197,6 +197,7 @@ export const RuntimeOptionsSchema = Schema.Struct({
   eventBufferCapacity: Schema.optional(PositiveInt),
   metricRegistry: Schema.optional(Schema.Unknown),
   onEvent: Schema.optional(Fn),
+  eventHub: Schema.optional(Schema.Unknown),
 })
 
 // ---------------------------------------------------------------------------

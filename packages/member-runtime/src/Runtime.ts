@@ -74,6 +74,12 @@ export interface RuntimeOptions {
   readonly eventBufferCapacity?: number
   /** Subscribed before anything starts, so it sees every event. */
   readonly onEvent?: EventListener
+  /**
+   * The hub events go to (default: a new `makeEventHub`). Give several
+   * runtimes one hub for one event stream in emission order; a custom hub's
+   * `emit` must return at once (it runs on the members' fibers).
+   */
+  readonly eventHub?: EventHub
 }
 
 export interface StartOptions extends RuntimeOptions {
@@ -186,9 +192,9 @@ export const make = (
     const coordinatorScope = yield* Scope.fork(outer)
     const memberScope = yield* Scope.fork(outer)
     const clock = yield* Clock.Clock
-    const events = makeEventHub(
-      o.eventBufferCapacity !== undefined ? { capacity: o.eventBufferCapacity } : {},
-    )
+    const events =
+      options.eventHub ??
+      makeEventHub(o.eventBufferCapacity !== undefined ? { capacity: o.eventBufferCapacity } : {})
     if (options.onEvent !== undefined) events.on(options.onEvent)
     const fence = yield* OwnerFence.make
 

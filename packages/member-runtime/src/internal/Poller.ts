@@ -72,8 +72,8 @@ export const makePoller = (env: PollerOptions): Effect.Effect<Poller> =>
   Effect.gen(function* () {
     const ready = yield* Queue.unbounded<Runner>()
     const runners = new Map<number, Runner>()
-    /** Turns still running of loops stopped at once (StopAllShards), by shard. */
-    const leftovers = new Map<number, Deferred.Deferred<void>>()
+    /** Loops stopped at once (StopAllShards) whose user code may still run, by shard. */
+    const leftovers = new Map<number, Runner>()
 
     const makeReady = (r: Runner): void => {
       if (!r.alive || r.stopping) {
@@ -180,7 +180,7 @@ export const makePoller = (env: PollerOptions): Effect.Effect<Poller> =>
       start: (shard, token) => {
         const previous = runners.get(shard)
         if (previous?.alive) abandon(previous, "restarted")
-        const predecessor = leftovers.get(shard) ?? previous?.turnDone
+        const predecessor = leftovers.get(shard) ?? previous
         leftovers.delete(shard)
         const r = makeRunner(shard, token, predecessor)
         runners.set(shard, r)
@@ -222,7 +222,7 @@ export const makePoller = (env: PollerOptions): Effect.Effect<Poller> =>
       stopAll: (reason) => {
         const shards = [...runners.keys()].sort((a, b) => a - b)
         for (const r of runners.values()) {
-          if (r.state === "running" && r.turnDone !== undefined) leftovers.set(r.shard, r.turnDone)
+          if (r.state === "running" || r.userCalls > 0) leftovers.set(r.shard, r)
           abandon(r, reason)
           cancelWaiter(r)
           r.state = "stopped"

@@ -68,8 +68,11 @@ export interface Runner {
   /** Signals of the handler calls in flight. */
   readonly controllers: Set<AbortController>
   readonly seeks: Array<PendingSeek>
-  /** A previous loop of this shard in this member that may still be finishing. */
-  readonly predecessor: Deferred.Deferred<void> | undefined
+  /** A previous loop of this shard in this member whose user code may still run. */
+  readonly predecessor: Runner | undefined
+  /** User calls (handlers, hooks) not settled yet, including abandoned ones still running. */
+  userCalls: number
+  readonly userIdle: Array<Deferred.Deferred<void>>
   /** Turns taken (fairness tests and benchmarks count them). */
   turns: number
   readonly progress: {
@@ -83,7 +86,7 @@ export interface Runner {
 export const makeRunner = (
   shard: number,
   token: number,
-  predecessor: Deferred.Deferred<void> | undefined,
+  predecessor: Runner | undefined,
 ): Runner => ({
   shard,
   token,
@@ -102,6 +105,8 @@ export const makeRunner = (
   controllers: new Set(),
   seeks: [],
   predecessor,
+  userCalls: 0,
+  userIdle: [],
   turns: 0,
   progress: { lastId: undefined, acked: 0, inFlight: 0, lag: undefined },
 })
@@ -126,6 +131,28 @@ export const abandon = (r: Runner, reason: string): void => {
       ),
     )
 }
+
+/** Count a user call in; the returned function counts it out (once). */
+const enterUser = (r: Runner): (() => void) => {
+  r.userCalls++
+  let done = false
+  return () => {
+    if (done) return
+    done = true
+    r.userCalls--
+    if (r.userCalls === 0) for (const d of r.userIdle.splice(0)) Deferred.doneUnsafe(d, Effect.void)
+  }
+}
+
+/** Completes once the runner's turn ended and none of its user code runs any more. */
+export const awaitQuiet = (r: Runner): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const turn = r.turnDone === undefined ? Effect.void : Deferred.await(r.turnDone)
+    if (r.userCalls === 0) return turn
+    const idle = Deferred.makeUnsafe<void>()
+    r.userIdle.push(idle)
+    return Effect.andThen(turn, Deferred.await(idle))
+  })
 
 export const progressOf = (r: Runner): ShardProgress => ({
   shard: r.shard,
@@ -186,13 +213,13 @@ type Call = { readonly ok: true } | { readonly ok: false; readonly error: unknow
 const bounded = (
   r: Runner,
   ms: number,
-  body: (signal: AbortSignal) => Effect.Effect<void, UserCodeFailed>,
+  body: (signal: AbortSignal, settled: () => void) => Effect.Effect<void, UserCodeFailed>,
   timeoutMessage: string,
 ): Effect.Effect<Call> =>
   Effect.suspend(() => {
     const controller = new AbortController()
     r.controllers.add(controller)
-    const call = body(controller.signal).pipe(
+    const call = body(controller.signal, enterUser(r)).pipe(
       Effect.timeoutOrElse({
         duration: ms,
         orElse: () => {
@@ -237,9 +264,11 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
 
     if (!r.started) {
       const budget = env.drainBudgetMs()
+      // one loop per shard: a previous loop's handlers (abandoned on a fence,
+      // but a promise cannot be cancelled) finish first, within the drain budget
       if (r.predecessor !== undefined)
         yield* Effect.raceFirst(
-          Effect.timeoutOption(Deferred.await(r.predecessor), budget),
+          Effect.timeoutOption(awaitQuiet(r.predecessor), budget),
           Deferred.await(r.abandoned),
         )
       const hook = env.hooks.onAssigned
@@ -247,13 +276,16 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
         yield* bounded(
           r,
           budget,
-          () =>
-            hook({
-              stream: settings.stream,
-              group: settings.group,
-              memberId: env.memberId,
-              shard: r.shard,
-            }),
+          (_signal, settled) =>
+            Effect.ensuring(
+              hook({
+                stream: settings.stream,
+                group: settings.group,
+                memberId: env.memberId,
+                shard: r.shard,
+              }),
+              Effect.sync(settled),
+            ),
           "onAssigned timed out",
         )
       r.started = true
@@ -373,8 +405,14 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
     })
     return result.outcome
   }).pipe(
+    // A defect mid-batch (a bug, never a handler's failure): what was read stays
+    // pending, so read this consumer's pending entries again after a backoff.
     Effect.catchCause((cause) =>
-      Effect.succeed<Outcome>(r.alive ? wait(env.settings.retryInitialMs) : Abandoned).pipe(
+      Effect.sync((): Outcome => {
+        r.retrying = true
+        r.progress.inFlight = 0
+        return r.alive ? wait(env.settings.retryInitialMs) : Abandoned
+      }).pipe(
         Effect.tap(() =>
           Effect.sync(() =>
             env.emit({
@@ -515,7 +553,11 @@ const handleEach = (
   r: Runner,
   address: Address,
   messages: ReadonlyArray<Message>,
-  run: (m: Message, ctx: ReturnType<typeof contextOf>) => Effect.Effect<void, UserCodeFailed>,
+  run: (
+    m: Message,
+    ctx: ReturnType<typeof contextOf>,
+    settled: () => void,
+  ) => Effect.Effect<void, UserCodeFailed>,
 ): Effect.Effect<Handled> =>
   Effect.gen(function* () {
     let toAck: Array<string> = []
@@ -532,7 +574,7 @@ const handleEach = (
       const call = yield* bounded(
         r,
         env.settings.handlerTimeoutMs,
-        (signal) => run(m, contextOf(env, r, signal)),
+        (signal, settled) => run(m, contextOf(env, r, signal), settled),
         `handler timed out after ${env.settings.handlerTimeoutMs} ms`,
       )
       if (call === "abandoned" || !r.alive) return yield* finish(Abandoned)
@@ -574,7 +616,7 @@ const handleBatch = (
     const call = yield* bounded(
       r,
       env.settings.handlerTimeoutMs,
-      (signal) => {
+      (signal, settled) => {
         const ctx: BatchContext = {
           ...contextOf(env, r, signal),
           resolve: (message) => {
@@ -583,7 +625,7 @@ const handleBatch = (
             if (index > resolvedUpTo) resolvedUpTo = index
           },
         }
-        return handler.run(batch, ctx)
+        return handler.run(batch, ctx, settled)
       },
       `batch handler timed out after ${env.settings.handlerTimeoutMs} ms`,
     )

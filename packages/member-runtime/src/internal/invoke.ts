@@ -15,23 +15,41 @@ export class UserCodeFailed {
   constructor(readonly error: unknown) {}
 }
 
-/** Run `f` (sync or async user code); its throw or rejection is a `UserCodeFailed` failure. */
-export const callUser = (f: () => unknown): Effect.Effect<void, UserCodeFailed> =>
+const noop = () => {}
+
+/**
+ * Run `f` (sync or async user code); its throw or rejection is a
+ * `UserCodeFailed` failure. `settled` is called once the user code has really
+ * finished, even when this Effect was interrupted long before (a promise
+ * cannot be cancelled: the runtime waits for it before a shard's next loop).
+ */
+export const callUser = (
+  f: () => unknown,
+  settled: () => void = noop,
+): Effect.Effect<void, UserCodeFailed> =>
   Effect.callback<void, UserCodeFailed>((resume) => {
     let result: unknown
     try {
       result = f()
     } catch (error) {
+      settled()
       resume(Effect.fail(new UserCodeFailed(error)))
       return
     }
     if (!isPromiseLike(result)) {
+      settled()
       resume(Effect.void)
       return
     }
     result.then(
-      () => resume(Effect.void),
-      (error: unknown) => resume(Effect.fail(new UserCodeFailed(error))),
+      () => {
+        settled()
+        resume(Effect.void)
+      },
+      (error: unknown) => {
+        settled()
+        resume(Effect.fail(new UserCodeFailed(error)))
+      },
     )
   })
 
@@ -41,8 +59,10 @@ export const callUser = (f: () => unknown): Effect.Effect<void, UserCodeFailed> 
  */
 export const callUserEffect = (
   f: () => Effect.Effect<void, unknown>,
+  settled: () => void = noop,
 ): Effect.Effect<void, UserCodeFailed> =>
   Effect.suspend(f).pipe(
+    Effect.ensuring(Effect.sync(settled)),
     Effect.catchCause((cause) =>
       Cause.hasInterruptsOnly(cause)
         ? Effect.failCause(cause as Cause.Cause<never>)

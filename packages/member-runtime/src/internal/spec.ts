@@ -22,15 +22,28 @@ import { logicalMemberIds } from "../Identity.js"
 import type { Batch, BatchContext, Message, MessageContext } from "../Message.js"
 import { callUser, callUserEffect, type UserCodeFailed } from "./invoke.js"
 
+/**
+ * A handler as the poller calls it. `settled` is called once the user code
+ * has really finished (a promise keeps running after the runtime stopped
+ * waiting for it).
+ */
 export type InternalHandler =
   | {
       readonly kind: "message"
-      readonly run: (m: Message, ctx: MessageContext) => Effect.Effect<void, UserCodeFailed>
+      readonly run: (
+        m: Message,
+        ctx: MessageContext,
+        settled: () => void,
+      ) => Effect.Effect<void, UserCodeFailed>
     }
   | {
       readonly kind: "batch"
       readonly autoResolve: boolean
-      readonly run: (b: Batch, ctx: BatchContext) => Effect.Effect<void, UserCodeFailed>
+      readonly run: (
+        b: Batch,
+        ctx: BatchContext,
+        settled: () => void,
+      ) => Effect.Effect<void, UserCodeFailed>
     }
 
 export interface InternalHooks {
@@ -51,19 +64,25 @@ export interface ConsumerSpec {
 
 type AnyFn = (...args: ReadonlyArray<never>) => unknown
 
-const wrap = (style: "promise" | "effect", f: AnyFn | undefined) => {
-  if (f === undefined) return undefined
-  const g = f as (...args: ReadonlyArray<unknown>) => unknown
-  return style === "effect"
-    ? (...args: ReadonlyArray<unknown>) =>
-        callUserEffect(() => g(...args) as Effect.Effect<void, unknown>)
-    : (...args: ReadonlyArray<unknown>) => callUser(() => g(...args))
+const wrap =
+  (style: "promise" | "effect", f: AnyFn) =>
+  (settled: (() => void) | undefined, ...args: ReadonlyArray<unknown>) => {
+    const g = f as (...args: ReadonlyArray<unknown>) => unknown
+    return style === "effect"
+      ? callUserEffect(() => g(...args) as Effect.Effect<void, unknown>, settled)
+      : callUser(() => g(...args), settled)
+  }
+
+const hookOf = <I>(style: "promise" | "effect", f: unknown) => {
+  if (typeof f !== "function") return undefined
+  const call = wrap(style, f as AnyFn)
+  return (info: I) => call(undefined, info)
 }
 
 const hooksOf = (style: "promise" | "effect", o: Record<string, unknown>): InternalHooks => ({
-  onAssigned: wrap(style, o.onAssigned as AnyFn | undefined),
-  onRevoked: wrap(style, o.onRevoked as AnyFn | undefined),
-  onLost: wrap(style, o.onLost as AnyFn | undefined),
+  onAssigned: hookOf<ShardHookInfo>(style, o.onAssigned),
+  onRevoked: hookOf<ShardHookInfo>(style, o.onRevoked),
+  onLost: hookOf<LostHookInfo>(style, o.onLost),
 })
 
 const handlerOf = (
@@ -72,10 +91,10 @@ const handlerOf = (
   f: AnyFn,
   autoResolve: boolean,
 ): InternalHandler => {
-  const run = wrap(style, f)!
+  const run = wrap(style, f)
   return kind === "message"
-    ? { kind, run: (m, ctx) => run(m, ctx) }
-    : { kind, autoResolve, run: (b, ctx) => run(b, ctx) }
+    ? { kind, run: (m, ctx, settled) => run(settled, m, ctx) }
+    : { kind, autoResolve, run: (b, ctx, settled) => run(settled, b, ctx) }
 }
 
 /** Resolve one declaration; `label` names it in errors. */
