@@ -322,8 +322,8 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
         }
         continue
       }
-      Deferred.doneUnsafe(seek.done, Effect.void)
       env.emit({ ...base(), type: "seeked", shard: r.shard, position: seek.position })
+      Deferred.doneUnsafe(seek.done, Effect.void)
     }
     if (env.isPaused(r.shard)) return Paused
     if (!canAct()) return r.alive ? wait(50) : Abandoned
