@@ -27,6 +27,7 @@ export interface Ports {
 
 /** In-memory ports whose instances are shared by every runtime given them. */
 export interface MemoryPorts extends Ports {
+  readonly layer: Layer.Layer<PortServices>
   readonly streams: ShardStreams.ShardStreamsShape
   readonly transport: CoordinatorTransport.CoordinatorTransportShape
   readonly store: Store.StoreShape
