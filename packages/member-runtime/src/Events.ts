@@ -31,6 +31,8 @@ export type RuntimeEvent =
   | (MemberBase & { readonly type: "joined"; readonly memberEpoch: number })
   /** The member may read this shard now (after `onAssigned`). */
   | (MemberBase & { readonly type: "assigned"; readonly shard: number; readonly token: number })
+  /** The coordinator took the shard away: no new reads; its in-flight batch drains. */
+  | (MemberBase & { readonly type: "revoking"; readonly shard: number })
   /** The shard was drained and is being released (after `onRevoked`). */
   | (MemberBase & { readonly type: "revoked"; readonly shard: number; readonly abandoned: boolean })
   /** Ownership was dropped at once (fence, unknown member, self-fence, superseded). */

@@ -142,22 +142,36 @@ export const makeLogicalMember = (
     const emit = (event: RuntimeEvent) => env.events.emit(event)
     const drainBudgetMs = () => settings.drainTimeoutMs ?? Math.floor(rebalanceTimeoutMs / 2)
 
+    // the group's metrics, labelled once (not per update)
+    const m = {
+      handled: Metrics.forGroup(Metrics.messagesHandled, key),
+      acked: Metrics.forGroup(Metrics.messagesAcked, key),
+      handlerErrors: Metrics.forGroup(Metrics.handlerErrors, key),
+      deadLettered: Metrics.forGroup(Metrics.deadLettered, key),
+      staleOwner: Metrics.forGroup(Metrics.staleOwner, key),
+      batches: Metrics.forGroup(Metrics.batches, key),
+      batchDuration: Metrics.forGroup(Metrics.batchDuration, key),
+      heartbeats: Metrics.forGroup(Metrics.heartbeats, key),
+      heartbeatFailures: Metrics.forGroup(Metrics.heartbeatFailures, key),
+      rebalances: Metrics.forGroup(Metrics.rebalances, key),
+      fences: Metrics.forGroup(Metrics.fences, key),
+    }
     const record = (what: TurnRecord): Effect.Effect<void> => {
       switch (what._tag) {
         case "Handled":
-          return Metric.update(Metrics.forGroup(Metrics.messagesHandled, key), what.count)
+          return Metric.update(m.handled, what.count)
         case "Acked":
-          return Metric.update(Metrics.forGroup(Metrics.messagesAcked, key), what.count)
+          return Metric.update(m.acked, what.count)
         case "HandlerError":
-          return Metric.update(Metrics.forGroup(Metrics.handlerErrors, key), 1)
+          return Metric.update(m.handlerErrors, 1)
         case "DeadLettered":
-          return Metric.update(Metrics.forGroup(Metrics.deadLettered, key), 1)
+          return Metric.update(m.deadLettered, 1)
         case "StaleOwner":
-          return Metric.update(Metrics.forGroup(Metrics.staleOwner, key), 1)
+          return Metric.update(m.staleOwner, 1)
         case "Batch":
           return Effect.andThen(
-            Metric.update(Metrics.forGroup(Metrics.batches, key), 1),
-            Metric.update(Metrics.forGroup(Metrics.batchDuration, key), what.durationMs),
+            Metric.update(m.batches, 1),
+            Metric.update(m.batchDuration, what.durationMs),
           )
       }
     }
@@ -190,7 +204,7 @@ export const makeLogicalMember = (
     const send = (t: number) =>
       Effect.gen(function* () {
         const { seq, request } = MemberMachine.nextRequest(machine, t)
-        yield* Metric.update(Metrics.forGroup(Metrics.heartbeats, key), 1)
+        yield* Metric.update(m.heartbeats, 1)
         yield* Effect.forkIn(
           Effect.gen(function* () {
             let progress = poller.progress()
@@ -246,6 +260,7 @@ export const makeLogicalMember = (
               break
             case "StopShard": {
               const shard = c.shard
+              emit({ ...base(), type: "revoking", shard })
               yield* Effect.forkIn(
                 Effect.flatMap(poller.drain(shard, drainBudgetMs()), (drained) =>
                   Queue.offer(inbox, {
@@ -263,7 +278,7 @@ export const makeLogicalMember = (
               lastStopReason = c.reason
               const shards = poller.stopAll(c.reason)
               if (shards.length > 0 && c.reason !== "left") {
-                yield* Metric.update(Metrics.forGroup(Metrics.fences, key), 1)
+                yield* Metric.update(m.fences, 1)
                 emit({ ...base(), type: "lost", shards, reason: c.reason })
                 if (c.reason === "self-fence") emit({ ...base(), type: "leaseLost", shards })
                 const hook = env.spec.hooks.onLost
@@ -309,7 +324,7 @@ export const makeLogicalMember = (
           case "Response": {
             const { result } = input
             if (Result.isFailure(result)) {
-              yield* Metric.update(Metrics.forGroup(Metrics.heartbeatFailures, key), 1)
+              yield* Metric.update(m.heartbeatFailures, 1)
               emit({
                 ...base(),
                 type: "heartbeat",
@@ -342,7 +357,7 @@ export const makeLogicalMember = (
             if (joined) emit({ ...base(), type: "joined", memberEpoch: machine.memberEpoch })
             yield* exec(commands, t)
             if (machine.lifecycle === "active" && machine.assignmentEpoch !== assignmentEpoch) {
-              yield* Metric.update(Metrics.forGroup(Metrics.rebalances, key), 1)
+              yield* Metric.update(m.rebalances, 1)
               emit({
                 ...base(),
                 type: "rebalance",

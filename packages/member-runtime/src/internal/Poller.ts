@@ -18,6 +18,7 @@ import { Deferred, Effect, Queue, type Scope } from "effect"
 import { SeekFailed, ShardNotOwned } from "../Errors.js"
 import {
   abandon,
+  abortLateCalls,
   makeRunner,
   type Outcome,
   progressOf,
@@ -175,6 +176,22 @@ export const makePoller = (env: PollerOptions): Effect.Effect<Poller> =>
       }
     })
     for (let i = 0; i < env.workers; i++) yield* Effect.forkIn(worker, env.scope)
+
+    // One watchdog aborts user calls past their deadline (handler timeout,
+    // hook budget): no timer per call. It looks every tenth of the handler
+    // timeout (5 ms to 1 s), so a call is aborted within that much of its deadline.
+    const watchEvery = Math.min(1_000, Math.max(5, Math.floor(env.settings.handlerTimeoutMs / 10)))
+    const watchdog = Effect.forever(
+      Effect.andThen(
+        Effect.sleep(watchEvery),
+        Effect.sync(() => {
+          const now = env.now()
+          for (const r of runners.values()) abortLateCalls(r, now)
+          for (const r of leftovers.values()) abortLateCalls(r, now)
+        }),
+      ),
+    )
+    yield* Effect.forkIn(watchdog, env.scope)
 
     const poller: Poller = {
       start: (shard, token) => {

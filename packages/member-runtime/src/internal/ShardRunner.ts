@@ -31,8 +31,22 @@ import type { ConsumerSettings } from "../Config.js"
 import { SeekFailed } from "../Errors.js"
 import type { RuntimeEvent } from "../Events.js"
 import { type Batch, type BatchContext, type Message, toMessage } from "../Message.js"
-import { UserCodeFailed } from "./invoke.js"
+import type { CallAborted, UserCodeFailed } from "./invoke.js"
 import type { InternalHandler, InternalHooks } from "./spec.js"
+
+/** One user call in flight: its signal's controller and when it times out. */
+export interface CallSlot {
+  readonly controller: AbortController
+  readonly deadline: number
+  readonly timeoutMessage: string
+}
+
+/** Abort the calls of `r` whose deadline passed (the poller's watchdog calls it). */
+export const abortLateCalls = (r: Runner, now: number): void => {
+  for (const call of r.calls)
+    if (now >= call.deadline && !call.controller.signal.aborted)
+      call.controller.abort(new Error(call.timeoutMessage))
+}
 
 export type RunnerState = "ready" | "running" | "idle" | "backoff" | "paused" | "stopped"
 
@@ -65,8 +79,10 @@ export interface Runner {
   turnDone: Deferred.Deferred<void> | undefined
   /** Completed when the runner is abandoned: in-flight handlers stop being awaited. */
   readonly abandoned: Deferred.Deferred<void>
-  /** Signals of the handler calls in flight. */
-  readonly controllers: Set<AbortController>
+  /** User calls in flight with their deadlines (the poller's watchdog aborts late ones). */
+  readonly calls: Set<CallSlot>
+  /** The signal handler calls of this turn share until one aborts (then a new one). */
+  controller: AbortController | undefined
   readonly seeks: Array<PendingSeek>
   /** A previous loop of this shard in this member whose user code may still run. */
   readonly predecessor: Runner | undefined
@@ -102,7 +118,8 @@ export const makeRunner = (
   wakeGen: 0,
   turnDone: undefined,
   abandoned: Deferred.makeUnsafe<void>(),
-  controllers: new Set(),
+  calls: new Set(),
+  controller: undefined,
   seeks: [],
   predecessor,
   userCalls: 0,
@@ -115,8 +132,10 @@ export const makeRunner = (
 export const abandon = (r: Runner, reason: string): void => {
   r.alive = false
   r.stopping = true
-  for (const c of r.controllers) c.abort(new Error(reason))
-  r.controllers.clear()
+  const error = new Error(reason)
+  r.controller?.abort(error)
+  for (const call of r.calls) call.controller.abort(error)
+  r.calls.clear()
   Deferred.doneUnsafe(r.abandoned, Effect.void)
   for (const seek of r.seeks.splice(0))
     Deferred.doneUnsafe(
@@ -209,33 +228,42 @@ export type TurnRecord =
 
 type Call = { readonly ok: true } | { readonly ok: false; readonly error: unknown } | "abandoned"
 
-/** A handler or hook call bounded by `ms`, raced against the runner's abandonment. */
+/**
+ * A handler or hook call: it gets the turn's signal, times out at `ms` (the
+ * poller's watchdog aborts the signal, with no timer per call) and ends at
+ * once when the runner is abandoned (the signal aborts too).
+ */
 const bounded = (
+  env: TurnEnv,
   r: Runner,
   ms: number,
-  body: (signal: AbortSignal, settled: () => void) => Effect.Effect<void, UserCodeFailed>,
+  body: (
+    signal: AbortSignal,
+    settled: () => void,
+  ) => Effect.Effect<void, UserCodeFailed | CallAborted>,
   timeoutMessage: string,
 ): Effect.Effect<Call> =>
   Effect.suspend(() => {
-    const controller = new AbortController()
-    r.controllers.add(controller)
-    const call = body(controller.signal, enterUser(r)).pipe(
-      Effect.timeoutOrElse({
-        duration: ms,
-        orElse: () => {
-          controller.abort(new Error(timeoutMessage))
-          return Effect.fail(new UserCodeFailed(new Error(timeoutMessage)))
-        },
-      }),
+    if (!r.alive) return Effect.succeed<Call>("abandoned")
+    let controller = r.controller
+    if (controller === undefined || controller.signal.aborted) {
+      controller = new AbortController()
+      r.controller = controller
+    }
+    const slot: CallSlot = { controller, deadline: env.now() + ms, timeoutMessage }
+    r.calls.add(slot)
+    return body(controller.signal, enterUser(r)).pipe(
       Effect.match({
         onSuccess: (): Call => ({ ok: true }),
-        onFailure: (e): Call => ({ ok: false, error: e.error }),
+        onFailure: (e): Call =>
+          e._tag === "UserCodeFailed"
+            ? { ok: false, error: e.error }
+            : r.alive
+              ? { ok: false, error: e.reason }
+              : "abandoned",
       }),
+      Effect.ensuring(Effect.sync(() => r.calls.delete(slot))),
     )
-    return Effect.raceFirst(
-      call,
-      Effect.as(Deferred.await(r.abandoned), "abandoned" as const),
-    ).pipe(Effect.ensuring(Effect.sync(() => r.controllers.delete(controller))))
   })
 
 export const backoffMs = (settings: ConsumerSettings, deliveryCount: number): number =>
@@ -274,6 +302,7 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
       const hook = env.hooks.onAssigned
       if (hook !== undefined && r.alive)
         yield* bounded(
+          env,
           r,
           budget,
           (_signal, settled) =>
@@ -557,7 +586,7 @@ const handleEach = (
     m: Message,
     ctx: ReturnType<typeof contextOf>,
     settled: () => void,
-  ) => Effect.Effect<void, UserCodeFailed>,
+  ) => Effect.Effect<void, UserCodeFailed | CallAborted>,
 ): Effect.Effect<Handled> =>
   Effect.gen(function* () {
     let toAck: Array<string> = []
@@ -572,6 +601,7 @@ const handleEach = (
       })
     for (const m of messages) {
       const call = yield* bounded(
+        env,
         r,
         env.settings.handlerTimeoutMs,
         (signal, settled) => run(m, contextOf(env, r, signal), settled),
@@ -614,6 +644,7 @@ const handleBatch = (
       messages,
     }
     const call = yield* bounded(
+      env,
       r,
       env.settings.handlerTimeoutMs,
       (signal, settled) => {

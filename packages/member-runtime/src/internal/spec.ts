@@ -20,10 +20,11 @@ import type { ConsumerDefinition } from "../Consumer.js"
 import type { InvalidRuntimeConfig } from "../Errors.js"
 import { logicalMemberIds } from "../Identity.js"
 import type { Batch, BatchContext, Message, MessageContext } from "../Message.js"
-import { callUser, callUserEffect, type UserCodeFailed } from "./invoke.js"
+import { type CallAborted, callUser, callUserEffect, type UserCodeFailed } from "./invoke.js"
 
 /**
- * A handler as the poller calls it. `settled` is called once the user code
+ * A handler as the poller calls it: it ends early with `CallAborted` when
+ * the context's signal aborts, and `settled` is called once the user code
  * has really finished (a promise keeps running after the runtime stopped
  * waiting for it).
  */
@@ -34,7 +35,7 @@ export type InternalHandler =
         m: Message,
         ctx: MessageContext,
         settled: () => void,
-      ) => Effect.Effect<void, UserCodeFailed>
+      ) => Effect.Effect<void, UserCodeFailed | CallAborted>
     }
   | {
       readonly kind: "batch"
@@ -43,7 +44,7 @@ export type InternalHandler =
         b: Batch,
         ctx: BatchContext,
         settled: () => void,
-      ) => Effect.Effect<void, UserCodeFailed>
+      ) => Effect.Effect<void, UserCodeFailed | CallAborted>
     }
 
 export interface InternalHooks {
@@ -66,17 +67,23 @@ type AnyFn = (...args: ReadonlyArray<never>) => unknown
 
 const wrap =
   (style: "promise" | "effect", f: AnyFn) =>
-  (settled: (() => void) | undefined, ...args: ReadonlyArray<unknown>) => {
+  (
+    settled: (() => void) | undefined,
+    signal: AbortSignal | undefined,
+    ...args: ReadonlyArray<unknown>
+  ) => {
     const g = f as (...args: ReadonlyArray<unknown>) => unknown
     return style === "effect"
-      ? callUserEffect(() => g(...args) as Effect.Effect<void, unknown>, settled)
-      : callUser(() => g(...args), settled)
+      ? callUserEffect(() => g(...args) as Effect.Effect<void, unknown>, settled, signal)
+      : callUser(() => g(...args), settled, signal)
   }
 
+/** Hooks: a failure is reported as a `UserCodeFailed`; they are bounded by the caller. */
 const hookOf = <I>(style: "promise" | "effect", f: unknown) => {
   if (typeof f !== "function") return undefined
   const call = wrap(style, f as AnyFn)
-  return (info: I) => call(undefined, info)
+  return (info: I): Effect.Effect<void, UserCodeFailed> =>
+    call(undefined, undefined, info) as Effect.Effect<void, UserCodeFailed>
 }
 
 const hooksOf = (style: "promise" | "effect", o: Record<string, unknown>): InternalHooks => ({
@@ -93,8 +100,8 @@ const handlerOf = (
 ): InternalHandler => {
   const run = wrap(style, f)
   return kind === "message"
-    ? { kind, run: (m, ctx, settled) => run(settled, m, ctx) }
-    : { kind, autoResolve, run: (b, ctx, settled) => run(settled, b, ctx) }
+    ? { kind, run: (m, ctx, settled) => run(settled, ctx.signal, m, ctx) }
+    : { kind, autoResolve, run: (b, ctx, settled) => run(settled, ctx.signal, b, ctx) }
 }
 
 /** Resolve one declaration; `label` names it in errors. */

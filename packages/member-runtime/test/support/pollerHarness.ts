@@ -112,7 +112,7 @@ export const makeHarness = (options: HarnessOptions = {}) =>
     const untrack = (shard: number) => inFlight.set(shard, (inFlight.get(shard) ?? 1) - 1)
 
     /** Wrap user code so that it is tracked and may return a Promise, an Effect or nothing. */
-    const call = (shard: number, body: () => unknown, settled: () => void) =>
+    const call = (shard: number, body: () => unknown, settled: () => void, signal: AbortSignal) =>
       Effect.suspend(() => {
         let result: unknown
         let thrown: { readonly error: unknown } | undefined
@@ -123,12 +123,16 @@ export const makeHarness = (options: HarnessOptions = {}) =>
         }
         const effect =
           thrown !== undefined
-            ? callUser(() => {
-                throw thrown.error
-              }, settled)
+            ? callUser(
+                () => {
+                  throw thrown.error
+                },
+                settled,
+                signal,
+              )
             : isEffect(result)
-              ? callUserEffect(() => result, settled)
-              : callUser(() => result, settled)
+              ? callUserEffect(() => result, settled, signal)
+              : callUser(() => result, settled, signal)
         return Effect.ensuring(
           effect,
           Effect.sync(() => untrack(shard)),
@@ -149,7 +153,7 @@ export const makeHarness = (options: HarnessOptions = {}) =>
                   key: m.key,
                   deliveryCount: m.deliveryCount,
                 })
-              return call(b.shard, () => options.eachBatch!(b, ctx), settled)
+              return call(b.shard, () => options.eachBatch!(b, ctx), settled, ctx.signal)
             },
           }
         : {
@@ -163,7 +167,7 @@ export const makeHarness = (options: HarnessOptions = {}) =>
                 deliveryCount: m.deliveryCount,
               })
               return Effect.tap(
-                call(m.shard, () => options.eachMessage?.(m, ctx), settled),
+                call(m.shard, () => options.eachMessage?.(m, ctx), settled, ctx.signal),
                 () => Effect.sync(() => log.push({ kind: "handled", shard: m.shard, id: m.id })),
               )
             },
