@@ -29,6 +29,15 @@ export {
   type EffectConsumerOptions,
   effectConsumer,
 } from "./Consumer.js"
+export {
+  type CoordinatedGroup,
+  type CoordinatorOptions,
+  type EffectCoordinator,
+  groupConfigOf,
+  makeCoordinator,
+  type StandaloneCoordinator,
+  startCoordinator,
+} from "./Coordinator.js"
 export * from "./Errors.js"
 export {
   type EventHub,
