@@ -25,6 +25,10 @@ const standardDecorators: Plugin = {
 
 export default defineConfig({
   plugins: [standardDecorators],
+  // examples import the package by name, as users do
+  resolve: {
+    alias: { "@shardline/member-runtime": new URL("./src/index.ts", import.meta.url).pathname },
+  },
   test: {
     include: ["test/**/*.test.ts"],
     testTimeout: 60_000,
