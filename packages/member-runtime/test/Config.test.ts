@@ -11,6 +11,11 @@ import { StreamListener, type StreamListenerOptions } from "../src/StreamListene
 
 const ok: ConsumerOptions = { stream: "orders", group: "g", eachMessage: () => {} }
 
+class OneListener {
+  @StreamListener({ stream: "orders", group: "g" })
+  async handle() {}
+}
+
 /** The error `make` fails with for these options (and that nothing started: no member, no coordinator). */
 const failureOf = (options: RuntimeOptions) =>
   Effect.gen(function* () {
@@ -141,6 +146,11 @@ const cases: ReadonlyArray<readonly [string, RuntimeOptions, string]> = [
     "shutdownTimeoutMs",
   ],
   ["an empty member base", { memberBase: "", consumers: [consumer(ok)] }, "memberBase"],
+  [
+    "a member base so long that <base>-m0 exceeds 256 characters",
+    { memberBase: "h".repeat(255), listeners: [new OneListener()] },
+    "memberBase",
+  ],
 ]
 
 describe("configuration is validated at start and errors name the field", () => {

@@ -171,6 +171,13 @@ export const checkAcross = (
   for (const spec of specs) {
     const group = JSON.stringify([spec.settings.stream, spec.settings.group])
     for (const id of spec.memberIds) {
+      if (id.length > 256)
+        return Result.fail(
+          invalid(
+            spec.kind === "member" ? `${spec.label}.memberId` : "memberBase",
+            `member id ${id.slice(0, 40)}... is longer than 256 characters`,
+          ),
+        )
       const key = JSON.stringify([spec.settings.stream, spec.settings.group, id])
       const other = ids.get(key)
       if (other !== undefined)
