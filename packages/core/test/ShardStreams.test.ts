@@ -481,28 +481,28 @@ describe("ShardStreams (memory): seek, trimming and idempotent appends", () => {
           yield* s.setOwnerToken({ ...base, token: 2 })
           const ids: Array<string> = []
           for (const k of ["a", "b", "c"]) ids.push(yield* s.append(S, 3, { k }))
-          yield* s.setGroupPosition({ ...base, token: 2, position: "end" })
+          yield* s.setGroupPosition!({ ...base, token: 2, position: "end" })
           assert.deepStrictEqual(yield* s.read({ ...base, consumer: "c", token: 2, count: 10 }), [])
           const waiting = yield* Effect.forkChild(s.waitForEntries({ ...base, timeoutMs: 1_000 }))
           yield* TestClock.adjust(10)
-          yield* s.setGroupPosition({ ...base, token: 2, position: ids[0]! })
+          yield* s.setGroupPosition!({ ...base, token: 2, position: ids[0]! })
           assert.isTrue(yield* Fiber.join(waiting))
           const after = yield* s.read({ ...base, consumer: "c", token: 2, count: 10 })
           assert.deepStrictEqual(
             after.map((m) => m.fields.k),
             ["b", "c"],
           )
-          yield* s.setGroupPosition({ ...base, token: 2, position: "start" })
+          yield* s.setGroupPosition!({ ...base, token: 2, position: "start" })
           assert.strictEqual((yield* s.drainState(base)).undelivered, 3)
           // pending entries stay pending (XGROUP SETID keeps the PEL)
           assert.strictEqual((yield* s.pending(base)).length, 2)
           const stale = yield* Effect.flip(
-            s.setGroupPosition({ ...base, token: 1, position: "end" }),
+            s.setGroupPosition!({ ...base, token: 1, position: "end" }),
           )
           assert.strictEqual(stale._tag, "StaleOwner")
           assert.strictEqual((yield* s.drainState(base)).undelivered, 3)
           const bad = yield* Effect.flip(
-            s.setGroupPosition({ ...base, token: 2, position: "nonsense" }),
+            s.setGroupPosition!({ ...base, token: 2, position: "nonsense" }),
           )
           assert.strictEqual(bad._tag, "InvalidEntryId")
         }),

@@ -665,6 +665,18 @@ describe("polling adapter: pause, resume, seek", () => {
     }),
   )
 
+  it.effect("on ports that cannot seek, a seek fails SeekFailed and the shard reads on", () =>
+    Effect.gen(function* () {
+      const h = yield* makeHarness({ withoutSeek: true })
+      yield* h.start(0)
+      yield* TestClock.adjust(10)
+      const error = yield* Effect.flip(h.poller.seek(0, "end"))
+      assert.strictEqual(error._tag, "SeekFailed")
+      yield* h.produce(0, 2)
+      yield* h.runUntil("handled", () => h.acked().length === 2)
+    }),
+  )
+
   it.effect("seek of a shard this member does not own fails with ShardNotOwned", () =>
     Effect.gen(function* () {
       const h = yield* makeHarness()

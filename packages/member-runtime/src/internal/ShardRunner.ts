@@ -328,9 +328,23 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
         r.seeks.unshift(seek)
         return r.alive ? wait(50) : Abandoned
       }
-      const moved = yield* Effect.result(
-        streams.setGroupPosition({ ...address, position: seek.position }),
-      )
+      const setPosition = streams.setGroupPosition
+      if (setPosition === undefined) {
+        Deferred.doneUnsafe(
+          seek.done,
+          Effect.fail(
+            new SeekFailed({
+              stream: settings.stream,
+              group: settings.group,
+              shard: r.shard,
+              message:
+                "these ports cannot move a group's position (no ShardStreams.setGroupPosition)",
+            }),
+          ),
+        )
+        continue
+      }
+      const moved = yield* Effect.result(setPosition({ ...address, position: seek.position }))
       if (moved._tag === "Failure") {
         const error = moved.failure
         Deferred.doneUnsafe(

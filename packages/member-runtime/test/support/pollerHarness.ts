@@ -44,6 +44,8 @@ export interface HarnessOptions {
   readonly eachBatch?: (b: Batch, ctx: BatchContext) => unknown
   readonly autoResolve?: boolean
   readonly hooks?: Partial<InternalHooks>
+  /** Ports without `ShardStreams.setGroupPosition` (a backend that cannot seek yet). */
+  readonly withoutSeek?: boolean
 }
 
 const isEffect = (u: unknown): u is Effect.Effect<void, unknown> => Effect.isEffect(u)
@@ -64,7 +66,7 @@ export const makeHarness = (options: HarnessOptions = {}) =>
     const inFlight = new Map<number, number>()
     let maxInFlightPerShard = 0
 
-    const streams: ShardStreams.ShardStreamsShape = {
+    const full: ShardStreams.ShardStreamsShape = {
       ...memory,
       read: (o) =>
         Effect.tap(memory.read(o), (batch) =>
@@ -89,7 +91,7 @@ export const makeHarness = (options: HarnessOptions = {}) =>
           Effect.sync(() => log.push({ kind: "deadLetter", shard: o.shard, id: o.id })),
         ),
       setGroupPosition: (o) =>
-        Effect.tap(memory.setGroupPosition(o), () =>
+        Effect.tap(memory.setGroupPosition!(o), () =>
           Effect.sync(() => log.push({ kind: "seek", shard: o.shard, position: o.position })),
         ),
       waitForEntries: (o) =>
@@ -98,6 +100,8 @@ export const makeHarness = (options: HarnessOptions = {}) =>
           memory.waitForEntries(o),
         ),
     }
+    const { setGroupPosition: _, ...cannotSeek } = full
+    const streams: ShardStreams.ShardStreamsShape = options.withoutSeek ? cannotSeek : full
 
     const settingsResult = resolveSettings({ stream, group, ...options.settings } as never, "")
     if (settingsResult._tag === "Failure") return yield* Effect.die(settingsResult.failure)
