@@ -166,6 +166,8 @@ const response: HeartbeatResponse = {
   assigned: [{ shard: 0, token: 1 }],
   pending: [],
   heartbeatIntervalMs: 1_000,
+  sessionTimeoutMs: 10_000,
+  rebalanceTimeoutMs: 10_000,
 }
 
 /** heartbeat round trips/s through the transport vs raw ioredis list round trips. */
@@ -184,6 +186,8 @@ const heartbeats = async (
   const request = {
     ...key,
     memberId: "m0",
+    incarnation: 1,
+    seq: 1,
     memberEpoch: 1,
     assignmentEpoch: 1,
     metadataVersion: 0,

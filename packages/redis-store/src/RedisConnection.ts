@@ -9,9 +9,9 @@
  * docs/redis.md lists every command and key the ports use, for an ACL user.
  */
 import type { ConnectionOptions as TlsOptions } from "node:tls"
+import { BackendUnavailable } from "@shardline/core"
 import { Context, Effect, Exit, Layer, type Scope } from "effect"
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from "ioredis"
-import { RedisUnavailable } from "./Errors.js"
 import { ioredisScripts } from "./scripts.js"
 
 export interface RedisConnectionOptions {
@@ -65,26 +65,26 @@ export interface RedisConnectionShape {
   readonly blocking: <A>(
     operation: string,
     run: (connection: Client) => Promise<A>,
-  ) => Effect.Effect<A, RedisUnavailable>
+  ) => Effect.Effect<A, BackendUnavailable>
   /**
    * The shared subscriber connection (created on first use). In a cluster it
    * uses sharded pub/sub (SSUBSCRIBE, "smessage"): a channel lives on the
    * node of its hash slot, so a group's notices stay on one node, in order.
    */
   readonly subscriber: () => Client
-  /** Wraps a command-connection promise, mapping failures to RedisUnavailable. */
+  /** Wraps a command-connection promise, mapping failures to BackendUnavailable. */
   readonly command: <A>(
     operation: string,
     run: (client: Client) => Promise<A>,
-  ) => Effect.Effect<A, RedisUnavailable>
+  ) => Effect.Effect<A, BackendUnavailable>
 }
 
 export class RedisConnection extends Context.Service<RedisConnection, RedisConnectionShape>()(
   "@shardline/redis-store/RedisConnection",
 ) {}
 
-export const unavailable = (operation: string, cause: unknown): RedisUnavailable =>
-  new RedisUnavailable({
+export const unavailable = (operation: string, cause: unknown): BackendUnavailable =>
+  new BackendUnavailable({
     operation,
     message: cause instanceof Error ? cause.message : String(cause),
     cause,
@@ -248,7 +248,7 @@ export const fromClient = (
 /** Connects, probes the server and closes everything when the scope closes. */
 export const make = (
   options: RedisConnectionOptions,
-): Effect.Effect<RedisConnectionShape, RedisUnavailable, Scope.Scope> =>
+): Effect.Effect<RedisConnectionShape, BackendUnavailable, Scope.Scope> =>
   Effect.gen(function* () {
     const client = yield* Effect.acquireRelease(
       Effect.sync(() => {
@@ -272,4 +272,4 @@ export const make = (
 
 export const layer = (
   options: RedisConnectionOptions,
-): Layer.Layer<RedisConnection, RedisUnavailable> => Layer.effect(RedisConnection, make(options))
+): Layer.Layer<RedisConnection, BackendUnavailable> => Layer.effect(RedisConnection, make(options))

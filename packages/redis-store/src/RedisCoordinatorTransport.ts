@@ -19,12 +19,17 @@
  *   subscriber that reconnects emits a notice to every subscription.
  */
 import { randomUUID } from "node:crypto"
-import { HeartbeatResponse, TransportError } from "@shardline/core"
-import { Effect, Fiber, Queue, Schema, Semaphore, Stream } from "effect"
+import {
+  type BackendUnavailable,
+  CoordinatorTransport,
+  type GroupKey,
+  HeartbeatResponse,
+  TransportError,
+} from "@shardline/core"
+import { Effect, Fiber, Layer, Queue, Schema, Semaphore, Stream } from "effect"
 import { Code, evalScript } from "./internal/reply.js"
 import { noticeChannel, replyKey, requestsKey, servingKey } from "./keys.js"
-import type { CoordinatorTransportShape, GroupKey, HeartbeatHandler } from "./ports.js"
-import { RedisConnection, type RedisConnectionShape } from "./RedisConnection.js"
+import * as RedisConnection from "./RedisConnection.js"
 import { Scripts } from "./scripts.js"
 
 export interface RedisTransportOptions {
@@ -43,7 +48,8 @@ export interface RedisTransportOptions {
   readonly maxInFlight?: number
 }
 
-export type RedisCoordinatorTransport = CoordinatorTransportShape
+type HeartbeatHandler = CoordinatorTransport.HeartbeatHandler
+type RedisConnectionShape = RedisConnection.RedisConnectionShape
 
 const decodeResponse = Schema.decodeUnknownEffect(HeartbeatResponse)
 
@@ -132,7 +138,7 @@ const makeNoticeHub = (connection: RedisConnectionShape) => {
 export const makeWith = (
   connection: RedisConnectionShape,
   options: RedisTransportOptions = {},
-): RedisCoordinatorTransport => {
+): CoordinatorTransport.CoordinatorTransportShape => {
   const timeoutMs = options.timeoutMs ?? 5_000
   const replyTtlMs = options.replyTtlMs ?? 30_000
   const queueCap = options.queueCap ?? 10_000
@@ -289,7 +295,19 @@ export const makeWith = (
 /** CoordinatorTransport on the `RedisConnection` in context. */
 export const make = (
   options: RedisTransportOptions = {},
-): Effect.Effect<RedisCoordinatorTransport, never, RedisConnection> =>
-  Effect.gen(function* () {
-    return makeWith(yield* RedisConnection, options)
-  })
+): Effect.Effect<
+  CoordinatorTransport.CoordinatorTransportShape,
+  never,
+  RedisConnection.RedisConnection
+> => RedisConnection.RedisConnection.useSync((connection) => makeWith(connection, options))
+
+export const layerFromConnection = (
+  options: RedisTransportOptions = {},
+): Layer.Layer<CoordinatorTransport.CoordinatorTransport, never, RedisConnection.RedisConnection> =>
+  Layer.effect(CoordinatorTransport.CoordinatorTransport, make(options))
+
+/** `CoordinatorTransport` on a connection of its own (closed with the layer). */
+export const layer = (
+  options: RedisConnection.RedisConnectionOptions & { readonly transport?: RedisTransportOptions },
+): Layer.Layer<CoordinatorTransport.CoordinatorTransport, BackendUnavailable> =>
+  layerFromConnection(options.transport).pipe(Layer.provide(RedisConnection.layer(options)))

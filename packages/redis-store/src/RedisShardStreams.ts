@@ -7,15 +7,30 @@
  * `{<stream>:<shard>}:dlq`. The script checks the group's owner token and
  * the keys' types before its first write, so a refused call changes nothing.
  *
+ * `append` is a script too: it refuses a shard sealed by a reshard
+ * (`{<stream>:<shard>}:sealed`, written by `seal`) with `ShardSealed`.
+ * `drainState` reads seal, lag and pending in one script; `retireShard`
+ * deletes the shard stream and the named groups' owner tokens, keeping the
+ * seal marker (late producers are still refused) and the dead-letter stream.
+ *
  * Native commands where the server has them (probed once by
  * RedisConnection): XACKDEL (Redis >= 8.2) for `xackdel`, XREADGROUP ...
  * CLAIM (Redis >= 8.4) for the takeover read; Lua XACK+XDEL and XAUTOCLAIM
  * otherwise. Redis refuses BLOCK inside Lua, so an idle shard waits with
  * `waitForEntries`: a blocking XREAD on a dedicated connection.
  */
-import { InvalidEntryId, OwnerTokenRegression, ShardStreams, StaleOwner } from "@shardline/core"
-import { Effect } from "effect"
-import { ForeignValue, InvalidArgument, type RedisStoreError } from "./Errors.js"
+import {
+  type BackendUnavailable,
+  type DataPlaneError,
+  ForeignValue,
+  InvalidArgument,
+  InvalidEntryId,
+  OwnerTokenRegression,
+  ShardSealed,
+  ShardStreams,
+  StaleOwner,
+} from "@shardline/core"
+import { Effect, Layer } from "effect"
 import {
   Code,
   evalScript,
@@ -25,18 +40,15 @@ import {
   refineWrongType,
 } from "./internal/reply.js"
 import * as StreamId from "./internal/streamId.js"
-import { deadLetterKey, ownerTokenKey, shardKey } from "./keys.js"
-import type {
-  FencedAddress,
-  GroupInfo,
-  PendingEntry,
-  ShardStreamsShape,
-  StreamMessage,
-} from "./ports.js"
-import { RedisConnection, type RedisConnectionShape } from "./RedisConnection.js"
+import { deadLetterKey, ownerTokenKey, sealedKey, shardKey } from "./keys.js"
+import * as RedisConnection from "./RedisConnection.js"
 import { Scripts } from "./scripts.js"
 
-export type RedisShardStreams = ShardStreamsShape<RedisStoreError>
+type FencedAddress = ShardStreams.FencedAddress
+type GroupInfo = ShardStreams.GroupInfo
+type PendingEntry = ShardStreams.PendingEntry
+type StreamMessage = ShardStreams.StreamMessage
+type RedisStoreError = DataPlaneError
 
 const { DeadLetterFields } = ShardStreams
 
@@ -87,7 +99,9 @@ const parseToken = (key: string, raw: string | null) => {
 }
 
 /** ShardStreams over an existing connection. */
-export const makeWith = (connection: RedisConnectionShape): RedisShardStreams => {
+export const makeWith = (
+  connection: RedisConnection.RedisConnectionShape,
+): ShardStreams.ShardStreamsShape => {
   const { features } = connection
 
   /** Runs a fenced script; StaleOwner on code 1. */
@@ -106,6 +120,7 @@ export const makeWith = (connection: RedisConnectionShape): RedisShardStreams =>
               new StaleOwner({
                 stream: address.stream,
                 shard: address.shard,
+                group: address.group,
                 token: address.token,
                 currentToken: Number(reply[1]),
               }),
@@ -116,14 +131,23 @@ export const makeWith = (connection: RedisConnectionShape): RedisShardStreams =>
   const ownerKey = (a: { stream: string; shard: number; group: string }) =>
     ownerTokenKey(a.stream, a.shard, a.group)
 
-  const service: RedisShardStreams = {
+  const service: ShardStreams.ShardStreamsShape = {
     append: (stream, shard, fields) =>
-      Effect.suspend((): Effect.Effect<string, RedisStoreError> => {
+      Effect.suspend((): Effect.Effect<string, ShardSealed | RedisStoreError> => {
         const flat = Object.entries(fields).flat()
         if (flat.length === 0) return invalid("an entry needs at least one field (XADD)")
-        const key = shardKey(stream, shard)
-        return keyCommand(connection, "append (XADD)", key, (c) => c.xadd(key, "*", ...flat)).pipe(
-          Effect.map((id) => String(id)),
+        return evalScript(
+          connection,
+          "append",
+          Scripts.append,
+          [shardKey(stream, shard), sealedKey(stream, shard)],
+          flat,
+        ).pipe(
+          Effect.flatMap((reply) =>
+            reply[0] === Code.Sealed
+              ? Effect.fail(new ShardSealed({ stream, shard }))
+              : Effect.succeed(String(reply[1])),
+          ),
         )
       }),
 
@@ -141,6 +165,7 @@ export const makeWith = (connection: RedisConnectionShape): RedisShardStreams =>
           return yield* new OwnerTokenRegression({
             stream: o.stream,
             shard: o.shard,
+            group: o.group,
             token: o.token,
             currentToken: Number(reply[1]),
           })
@@ -348,13 +373,62 @@ export const makeWith = (connection: RedisConnectionShape): RedisShardStreams =>
         )
         return reply !== null && reply.length > 0
       }),
+
+    seal: (stream, shard) =>
+      Effect.asVoid(evalScript(connection, "seal", Scripts.seal, [sealedKey(stream, shard)], [])),
+
+    drainState: (o) =>
+      Effect.map(
+        evalScript(
+          connection,
+          "drainState",
+          Scripts.drainState,
+          [shardKey(o.stream, o.shard), sealedKey(o.stream, o.shard)],
+          [o.group],
+        ),
+        (reply): ShardStreams.DrainState => {
+          const sealed = Number(reply[1]) === 1
+          const undelivered = Number(reply[2])
+          const pending = Number(reply[3])
+          return {
+            sealed,
+            undelivered,
+            pending,
+            drained: sealed && undelivered === 0 && pending === 0,
+          }
+        },
+      ),
+
+    retireShard: (stream, shard, groups) =>
+      Effect.asVoid(
+        evalScript(
+          connection,
+          "retireShard",
+          Scripts.retireShard,
+          [shardKey(stream, shard), ...groups.map((g) => ownerTokenKey(stream, shard, g))],
+          [],
+        ),
+      ),
   }
   return service
 }
 
 /** ShardStreams on the `RedisConnection` in context. */
-export const make: Effect.Effect<RedisShardStreams, never, RedisConnection> = Effect.gen(
-  function* () {
-    return makeWith(yield* RedisConnection)
-  },
-)
+export const make: Effect.Effect<
+  ShardStreams.ShardStreamsShape,
+  never,
+  RedisConnection.RedisConnection
+> = RedisConnection.RedisConnection.useSync(makeWith)
+
+/** `ShardStreams` on the `RedisConnection` in context. */
+export const layerFromConnection: Layer.Layer<
+  ShardStreams.ShardStreams,
+  never,
+  RedisConnection.RedisConnection
+> = Layer.effect(ShardStreams.ShardStreams, make)
+
+/** `ShardStreams` on a connection of its own (closed with the layer). */
+export const layer = (
+  options: RedisConnection.RedisConnectionOptions,
+): Layer.Layer<ShardStreams.ShardStreams, BackendUnavailable> =>
+  layerFromConnection.pipe(Layer.provide(RedisConnection.layer(options)))

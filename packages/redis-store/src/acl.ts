@@ -18,7 +18,8 @@ export const aclKeyPatterns: ReadonlyArray<string> = [
   "{*:*}", // shard stream {<stream>:<shard>}
   "{*:*}:owner:*", // owner token per group
   "{*:*}:dlq", // dead-letter stream
-  "{shardline:*}:*", // lease, heartbeat queues, presence, reply lists (and the Store's keys)
+  "{*:*}:sealed", // seal marker of a shard of an earlier layout generation
+  "{shardline:*}:*", // lease, heartbeat queues, presence, reply lists, Store, audit, layouts
 ]
 
 export const aclChannelPatterns: ReadonlyArray<string> = ["{shardline:*}:notice:*"]
@@ -51,14 +52,18 @@ export const aclCommands = (options: AclOptions): ReadonlyArray<string> => [
   "xinfo|consumers",
   "get",
   "set",
+  "type",
+  "exists",
+  "del",
   // CoordinatorLease
   "hmget",
   "hset",
-  "exists",
   "pttl",
   "incr",
   "pexpire",
-  "del",
+  // Store (revision, snapshot, batches, audit stream) and StreamLayouts (a hash)
+  "lrange",
+  "hget",
   // CoordinatorTransport
   "lpush",
   "ltrim",

@@ -49,7 +49,7 @@ for (const kind of ["redis7", "redis8", "valkey8"] as const) {
     )
 }
 
-it.live("an unreachable server is RedisUnavailable, not a hang or a defect", () =>
+it.live("an unreachable server is BackendUnavailable, not a hang or a defect", () =>
   Effect.gen(function* () {
     const error = yield* Effect.flip(
       RedisConnection.make({
@@ -58,6 +58,6 @@ it.live("an unreachable server is RedisUnavailable, not a hang or a defect", () 
         redis: { maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false },
       }),
     )
-    assert.strictEqual(error._tag, "RedisUnavailable")
+    assert.strictEqual(error._tag, "BackendUnavailable")
   }),
 )

@@ -8,13 +8,15 @@ import { Effect } from "effect"
 import { ownerTokenKey } from "../src/keys.js"
 import * as RedisShardStreams from "../src/RedisShardStreams.js"
 import { shardStreamsContract } from "./contract/ShardStreams.js"
-import { memoryShardStreams } from "./support/memory.js"
 import { connect, describeTarget, redisTargets, unique } from "./support/targets.js"
 
 const { deadLetterKey, shardKey } = ShardStreams
 
-describeTarget("ShardStreams contract", { name: "memory (core)" }, memoryShardStreams, (subject) =>
-  shardStreamsContract(subject),
+describeTarget(
+  "ShardStreams contract",
+  { name: "memory (core)" },
+  ShardStreams.makeMemory,
+  (subject) => shardStreamsContract(subject),
 )
 
 for (const target of redisTargets()) {

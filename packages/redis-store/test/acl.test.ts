@@ -4,13 +4,17 @@
  * use were missing from the rules, an operation here would fail NOPERM.
  */
 import { assert, it } from "@effect/vitest"
-import { Effect, Fiber, Stream } from "effect"
+import { Coordinator, Layout } from "@shardline/core"
+import { Effect, Fiber, Option, Stream } from "effect"
 import { Cluster, type Redis } from "ioredis"
 import { aclRules } from "../src/acl.js"
 import * as RedisConnection from "../src/RedisConnection.js"
 import * as RedisCoordinatorLease from "../src/RedisCoordinatorLease.js"
 import * as RedisCoordinatorTransport from "../src/RedisCoordinatorTransport.js"
 import * as RedisShardStreams from "../src/RedisShardStreams.js"
+import * as RedisStore from "../src/RedisStore.js"
+import * as RedisStreamLayouts from "../src/RedisStreamLayouts.js"
+import { bump, configFor } from "./contract/Store.js"
 import { connect, describeTarget, redisTargets, unique } from "./support/targets.js"
 
 const USER = "shardline-test"
@@ -71,11 +75,28 @@ for (const target of redisTargets()) {
         yield* streams.range(ShardKey.dlq(stream, 0))
         assert.isFalse(yield* streams.waitForEntries({ ...base, timeoutMs: 20 }))
         assert.strictEqual(yield* streams.ownerToken(base), 1)
+        yield* streams.seal(stream, 0)
+        assert.strictEqual(
+          (yield* Effect.flip(streams.append(stream, 0, { k: "late" })))._tag,
+          "ShardSealed",
+        )
+        assert.isTrue((yield* streams.drainState(base)).drained)
+        yield* streams.retireShard(stream, 0, ["g"])
 
         const key = { stream, group: "g" }
+        // Store (commits, compaction, audit) and StreamLayouts
+        const store = RedisStore.makeWith(connection, { compactEvery: 2, auditMaxLen: 100 })
+        yield* store.commit(key, 0, Coordinator.createGroup(configFor(key), 0))
+        for (let i = 1; i <= 3; i++) yield* store.commit(key, i, bump(i))
+        assert.strictEqual(Option.getOrThrow(yield* store.load(key)).storeRevision, 4)
+        assert.strictEqual((yield* RedisStore.auditEvents(connection, key, 10)).length, 4)
+        const layouts = RedisStreamLayouts.makeWith(connection)
+        yield* layouts.save(stream, 0, Layout.StreamLayout.create(stream, 4))
+        assert.strictEqual(Option.getOrThrow(yield* layouts.load(stream)).revision, 1)
+
         const grant = yield* lease.acquire(key, "coordinator", 5_000)
         yield* lease.renew(grant, 5_000)
-        assert.isTrue(yield* lease.check(grant))
+        yield* lease.check(grant)
         yield* lease.release(grant)
 
         yield* transport.serve(key, (raw) =>
@@ -87,6 +108,8 @@ for (const target of redisTargets()) {
             assigned: [],
             pending: [],
             heartbeatIntervalMs: 1_000,
+            sessionTimeoutMs: 10_000,
+            rebalanceTimeoutMs: 10_000,
           }),
         )
         const notices = yield* transport.notices(key, "m0")
@@ -94,6 +117,8 @@ for (const target of redisTargets()) {
         const response = yield* transport.heartbeat({
           ...key,
           memberId: "m0",
+          incarnation: 1,
+          seq: 1,
           memberEpoch: 0,
           assignmentEpoch: 0,
           metadataVersion: 0,

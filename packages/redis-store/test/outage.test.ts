@@ -29,6 +29,8 @@ it.live("a heartbeat while Redis is down is a TransportError, bounded by the tim
       transport.heartbeat({
         ...key,
         memberId: "m0",
+        incarnation: 1,
+        seq: 1,
         memberEpoch: 0,
         assignmentEpoch: 0,
         metadataVersion: 0,

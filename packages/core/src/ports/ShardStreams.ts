@@ -496,7 +496,9 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
         const group = state.groups.get(o.group)
         let acked = 0
         for (const id of o.ids) {
-          if (group?.pel.delete(id)) acked++
+          // as XACKDEL (KEEPREF): only an entry this call acknowledged is deleted
+          if (!group?.pel.delete(id)) continue
+          acked++
           if (o.mode === "xackdel") removeEntry(state, id)
         }
         return acked

@@ -1,6 +1,7 @@
 /** Decoding script replies and ioredis errors into typed errors. */
+
+import { type BackendUnavailable, ForeignValue } from "@shardline/core"
 import { Effect } from "effect"
-import { ForeignValue, type RedisUnavailable } from "../Errors.js"
 import type { Client, RedisConnectionShape } from "../RedisConnection.js"
 import { unavailable } from "../RedisConnection.js"
 import { runScript, type Script } from "../scripts.js"
@@ -17,11 +18,12 @@ export const Code = {
   Lost: 5,
   Unavailable: 6,
   Replaced: 7,
+  Sealed: 8,
   Unexpected: 9,
 } as const
 
 /**
- * Runs a script and fails with ForeignValue (code 2) or RedisUnavailable
+ * Runs a script and fails with ForeignValue (code 2) or BackendUnavailable
  * (code 9, or a reply that is not a coded table); other codes are the caller's.
  */
 export const evalScript = (
@@ -30,10 +32,10 @@ export const evalScript = (
   script: Script,
   keys: ReadonlyArray<string>,
   args: ReadonlyArray<string>,
-): Effect.Effect<Reply, RedisUnavailable | ForeignValue> =>
+): Effect.Effect<Reply, BackendUnavailable | ForeignValue> =>
   Effect.flatMap(
     connection.command(operation, (c) => runScript(c, script, keys, args)),
-    (raw): Effect.Effect<Reply, RedisUnavailable | ForeignValue> => {
+    (raw): Effect.Effect<Reply, BackendUnavailable | ForeignValue> => {
       if (!Array.isArray(raw) || typeof raw[0] !== "number")
         return Effect.fail(
           unavailable(operation, new Error(`unexpected reply: ${JSON.stringify(raw)}`)),
@@ -46,16 +48,16 @@ export const evalScript = (
     },
   )
 
-/** A WRONGTYPE reply on `key` is a ForeignValue; anything else stays RedisUnavailable. */
+/** A WRONGTYPE reply on `key` is a ForeignValue; anything else stays BackendUnavailable. */
 export const refineWrongType =
   (key: string) =>
   <A, R>(
-    effect: Effect.Effect<A, RedisUnavailable, R>,
-  ): Effect.Effect<A, RedisUnavailable | ForeignValue, R> =>
+    effect: Effect.Effect<A, BackendUnavailable, R>,
+  ): Effect.Effect<A, BackendUnavailable | ForeignValue, R> =>
     Effect.catchTag(
       effect,
-      "RedisUnavailable",
-      (error): Effect.Effect<never, RedisUnavailable | ForeignValue> =>
+      "BackendUnavailable",
+      (error): Effect.Effect<never, BackendUnavailable | ForeignValue> =>
         error.message.startsWith("WRONGTYPE")
           ? Effect.fail(new ForeignValue({ key, message: error.message }))
           : Effect.fail(error),
@@ -67,7 +69,7 @@ export const keyCommand = <A>(
   operation: string,
   key: string,
   run: (client: Client) => Promise<A>,
-): Effect.Effect<A, RedisUnavailable | ForeignValue> =>
+): Effect.Effect<A, BackendUnavailable | ForeignValue> =>
   refineWrongType(key)(connection.command(operation, run))
 
 /** Flat `[field, value, ...]` to a record (a later duplicate field wins). */

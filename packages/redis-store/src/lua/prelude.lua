@@ -10,6 +10,7 @@
 --   {5}                 LOST: the lease is not held with this token
 --   {6}                 UNAVAILABLE: nobody serves the group
 --   {7, other}          REPLACED: another coordinator serves the group now
+--   {8}                 SEALED: the shard refuses appends (a reshard sealed it)
 --   {9, message}        unexpected error (bug or server refusal)
 -- Every check happens before the first write, so a refused call changes nothing.
 
@@ -79,4 +80,40 @@ local function deliveries(stream, group, id)
   local p = ccall(stream, 'XPENDING', stream, group, id, id, 1)
   if #p == 0 then return nil end
   return p[1][4]
+end
+
+-- The type of `key` ('none' when absent).
+local function type_of(key)
+  local t = ccall(key, 'TYPE', key)
+  if type(t) == 'table' then return t.ok end
+  return t
+end
+
+-- FOREIGN unless `key` is absent or of type `want`.
+local function expect_type(key, want)
+  local t = type_of(key)
+  if t ~= 'none' and t ~= want then foreign(key, 'holds a ' .. t .. ', expected a ' .. want) end
+  return t ~= 'none'
+end
+
+-- A group's Store keys, checked: the revision (0 when absent) and whether a
+-- snapshot exists. FOREIGN for a key of the wrong type, a revision that is
+-- not a decimal integer, or a snapshot or batches without a revision.
+-- `keys`: { revision, snapshot, batches }.
+local function store_revision(keys)
+  local rev_key, snapshot_key, batches_key = keys[1], keys[2], keys[3]
+  local has_rev = expect_type(rev_key, 'string')
+  local has_snapshot = expect_type(snapshot_key, 'string')
+  local has_batches = expect_type(batches_key, 'list')
+  if not has_rev then
+    if has_snapshot or has_batches then
+      foreign(rev_key, 'a snapshot or batches are stored without a revision')
+    end
+    return 0, false
+  end
+  local raw = redis.call('GET', rev_key)
+  if not string.match(raw, '^%d+$') or #raw > 15 then
+    foreign(rev_key, 'store revision is not a non-negative integer: ' .. string.sub(raw, 1, 40))
+  end
+  return tonumber(raw), has_snapshot
 end

@@ -4,23 +4,28 @@
  * within `TIMEOUT_MS`; live clock.
  */
 import { assert, it } from "@effect/vitest"
-import { HeartbeatRequest as HeartbeatRequestSchema, type HeartbeatResponse } from "@shardline/core"
+import {
+  type CoordinatorTransport,
+  type GroupKey,
+  type HeartbeatRequest,
+  HeartbeatRequest as HeartbeatRequestSchema,
+  type HeartbeatResponse,
+} from "@shardline/core"
 import { Deferred, Effect, Exit, Fiber, Schema, Scope, Stream } from "effect"
-import type {
-  CoordinatorTransportShape,
-  GroupKey,
-  HeartbeatHandler,
-  StreamHeartbeatRequest,
-} from "../../src/ports.js"
 import { unique } from "../support/targets.js"
+
+type CoordinatorTransportShape = CoordinatorTransport.CoordinatorTransportShape
+type HeartbeatHandler = CoordinatorTransport.HeartbeatHandler
 
 /** The member's timeout in every transport under test. */
 export const TIMEOUT_MS = 750
 
-const requestOf = (key: GroupKey, memberId = "m0", memberEpoch = 0): StreamHeartbeatRequest => ({
+const requestOf = (key: GroupKey, memberId = "m0", memberEpoch = 0): HeartbeatRequest => ({
   stream: key.stream,
   group: key.group,
   memberId,
+  incarnation: 1,
+  seq: 1,
   memberEpoch,
   assignmentEpoch: 0,
   metadataVersion: 0,
@@ -37,6 +42,8 @@ const answer = (memberId: string, memberEpoch: number): HeartbeatResponse => ({
   assigned: [{ shard: 0, token: 1 }],
   pending: [],
   heartbeatIntervalMs: 1_000,
+  sessionTimeoutMs: 10_000,
+  rebalanceTimeoutMs: 10_000,
 })
 
 const decode = Schema.decodeUnknownEffect(HeartbeatRequestSchema)

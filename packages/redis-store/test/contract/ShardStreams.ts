@@ -6,13 +6,11 @@
 import { assert, it } from "@effect/vitest"
 import { ShardStreams } from "@shardline/core"
 import { Effect, Fiber } from "effect"
-import type { RedisStoreError } from "../../src/Errors.js"
-import type { ShardStreamsShape } from "../../src/ports.js"
 import { unique } from "../support/targets.js"
 
 const { DeadLetterFields, deadLetterKey, shardKey } = ShardStreams
 
-type Streams = ShardStreamsShape<RedisStoreError>
+type Streams = ShardStreams.ShardStreamsShape
 
 /** A fresh stream name and the usual address on it. */
 const fresh = () => {
@@ -499,6 +497,136 @@ export const shardStreamsContract = (subject: () => Streams) => {
         // an explicit afterId
         assert.isTrue(yield* s.waitForEntries({ ...base, timeoutMs: 5_000, afterId: "0-0" }))
         assert.isFalse(yield* s.waitForEntries({ ...base, timeoutMs: 30, afterId: b!.id }))
+      }),
+  )
+
+  it.live("seal: appends fail ShardSealed and add nothing; reads and acks go on; idempotent", () =>
+    Effect.gen(function* () {
+      const s = subject()
+      const { stream, base } = fresh()
+      const a = yield* s.append(stream, 3, { k: "a" })
+      yield* s.seal(stream, 3)
+      yield* s.seal(stream, 3)
+      const refused = yield* Effect.flip(s.append(stream, 3, { k: "late" }))
+      assert.strictEqual(refused._tag, "ShardSealed")
+      if (refused._tag === "ShardSealed") {
+        assert.strictEqual(refused.stream, stream)
+        assert.strictEqual(refused.shard, 3)
+      }
+      assert.deepStrictEqual(
+        (yield* s.range(shardKey(stream, 3))).map((e) => e.id),
+        [a],
+      )
+      // the other shards of the stream are not sealed
+      yield* s.append(stream, 4, { k: "b" })
+      // the group still drains the sealed shard
+      const [m] = yield* s.read({ ...base, consumer: "c", token: 0, count: 10 })
+      assert.strictEqual(m!.id, a)
+      assert.strictEqual(yield* s.ack({ ...base, token: 0, ids: [a], mode: "ack" }), 1)
+    }),
+  )
+
+  it.live(
+    "drainState: undelivered after the last-delivered id, pending; drained once sealed and both 0",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { stream, base } = fresh()
+        const state = () => s.drainState(base)
+        // nothing there at all
+        assert.deepStrictEqual(yield* state(), {
+          sealed: false,
+          undelivered: 0,
+          pending: 0,
+          drained: false,
+        })
+        for (const k of ["a", "b", "c"]) yield* s.append(stream, 3, { k })
+        // a group that never read: everything is undelivered
+        assert.deepStrictEqual(yield* state(), {
+          sealed: false,
+          undelivered: 3,
+          pending: 0,
+          drained: false,
+        })
+        const [a, b] = yield* s.read({ ...base, consumer: "c", token: 0, count: 2 })
+        assert.deepStrictEqual(yield* state(), {
+          sealed: false,
+          undelivered: 1,
+          pending: 2,
+          drained: false,
+        })
+        yield* s.seal(stream, 3)
+        yield* s.ack({ ...base, token: 0, ids: [a!.id], mode: "xackdel" })
+        assert.deepStrictEqual(yield* state(), {
+          sealed: true,
+          undelivered: 1,
+          pending: 1,
+          drained: false,
+        })
+        const [c] = yield* s.read({ ...base, consumer: "c", token: 0, count: 10 })
+        yield* s.ack({ ...base, token: 0, ids: [b!.id, c!.id], mode: "ack" })
+        assert.deepStrictEqual(yield* state(), {
+          sealed: true,
+          undelivered: 0,
+          pending: 0,
+          drained: true,
+        })
+        // another group on the same shard has its own state
+        assert.deepStrictEqual(yield* s.drainState({ ...base, group: "other" }), {
+          sealed: true,
+          undelivered: 2,
+          pending: 0,
+          drained: false,
+        })
+        // an entry deleted past the group's position (another group's XACKDEL)
+        // is not counted as undelivered
+        const [o] = yield* s.read({ ...base, group: "other", consumer: "x", token: 0, count: 1 })
+        yield* s.ack({ ...base, group: "other", token: 0, ids: [o!.id], mode: "xackdel" })
+        assert.deepStrictEqual(yield* s.drainState({ ...base, group: "other" }), {
+          sealed: true,
+          undelivered: 1,
+          pending: 0,
+          drained: false,
+        })
+      }),
+  )
+
+  it.live(
+    "retireShard: the stream and the named groups' tokens go; the seal and dead letters stay",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { stream, base } = fresh()
+        for (const k of ["a", "b"]) yield* s.append(stream, 3, { k })
+        yield* s.setOwnerToken({ ...base, token: 4 })
+        yield* s.setOwnerToken({ ...base, group: "g2", token: 6 })
+        yield* s.setOwnerToken({ ...base, group: "kept", token: 2 })
+        const [a, b] = yield* s.read({ ...base, consumer: "c", token: 4, count: 2 })
+        const dlq = yield* s.deadLetter({ ...base, token: 4, id: a!.id, reason: "poison" })
+        yield* s.ack({ ...base, token: 4, ids: [b!.id], mode: "ack" })
+        yield* s.seal(stream, 3)
+        yield* s.retireShard(stream, 3, ["g", "g2"])
+        yield* s.retireShard(stream, 3, ["g", "g2"])
+        assert.deepStrictEqual(yield* s.range(shardKey(stream, 3)), [])
+        assert.strictEqual((yield* s.info(stream, 3)).length, 0)
+        assert.strictEqual(yield* s.ownerToken(base), 0)
+        assert.strictEqual(yield* s.ownerToken({ ...base, group: "g2" }), 0)
+        assert.strictEqual(yield* s.ownerToken({ ...base, group: "kept" }), 2)
+        assert.deepStrictEqual(
+          (yield* s.range(deadLetterKey(stream, 3))).map((e) => e.id),
+          [dlq!],
+        )
+        // still sealed: a late producer is refused, the shard is not recreated
+        assert.strictEqual(
+          (yield* Effect.flip(s.append(stream, 3, { k: "late" })))._tag,
+          "ShardSealed",
+        )
+        assert.deepStrictEqual(yield* s.drainState(base), {
+          sealed: true,
+          undelivered: 0,
+          pending: 0,
+          drained: true,
+        })
       }),
   )
 }

@@ -6,11 +6,10 @@
  * mostly wait for timeouts).
  */
 import { assert, it } from "@effect/vitest"
-import { HeartbeatRequest, type HeartbeatResponse } from "@shardline/core"
+import { type GroupKey, HeartbeatRequest, type HeartbeatResponse } from "@shardline/core"
 import { Deferred, Effect, Exit, Fiber, Schema, Scope, Stream } from "effect"
 import { Cluster, type Redis } from "ioredis"
 import { replyKey, requestsKey, servingKey } from "../../src/keys.js"
-import type { GroupKey, StreamHeartbeatRequest } from "../../src/ports.js"
 import * as RedisConnection from "../../src/RedisConnection.js"
 import * as RedisCoordinatorTransport from "../../src/RedisCoordinatorTransport.js"
 import { coordinatorTransportContract, TIMEOUT_MS } from "../contract/CoordinatorTransport.js"
@@ -23,9 +22,11 @@ const options: RedisCoordinatorTransport.RedisTransportOptions = {
   popBlockMs: 500,
 }
 
-const request = (key: GroupKey, memberEpoch = 0): StreamHeartbeatRequest => ({
+const request = (key: GroupKey, memberEpoch = 0): HeartbeatRequest => ({
   ...key,
   memberId: "m0",
+  incarnation: 1,
+  seq: 1,
   memberEpoch,
   assignmentEpoch: 0,
   metadataVersion: 0,
@@ -45,6 +46,8 @@ const echo = (raw: unknown) =>
         assigned: [],
         pending: [],
         heartbeatIntervalMs: 1_000,
+        sessionTimeoutMs: 10_000,
+        rebalanceTimeoutMs: 10_000,
       }),
     ),
     Effect.orDie,
