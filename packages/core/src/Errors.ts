@@ -242,3 +242,32 @@ export class ShardSealed extends Schema.TaggedError<ShardSealed>()("ShardSealed"
   stream: Schema.String,
   shard: Schema.Number,
 }) {}
+
+// stream layouts (resharding)
+
+/** A layout change (`reshard`, `rollback`) was refused; the stream's layout is unchanged. */
+export class ReshardRefused extends Schema.TaggedError<ReshardRefused>()("ReshardRefused", {
+  stream: Schema.String,
+  reason: Schema.Literals([
+    "InvalidShardCount",
+    "SameShardCount",
+    "MigrationRunning",
+    "NoMigration",
+    "RollbackRunning",
+    "UnknownStream",
+  ]),
+  message: Schema.String,
+}) {}
+
+/** The stream's layout changed since it was read (compare-and-set on its revision). */
+export class StaleLayout extends Schema.TaggedError<StaleLayout>()("StaleLayout", {
+  stream: Schema.String,
+  expectedRevision: Schema.Int,
+  actualRevision: Schema.Int,
+}) {}
+
+/** The stored layout of a stream does not decode; it is left untouched. */
+export class CorruptLayout extends Schema.TaggedError<CorruptLayout>()("CorruptLayout", {
+  stream: Schema.String,
+  message: Schema.String,
+}) {}

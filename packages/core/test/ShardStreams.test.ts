@@ -122,6 +122,26 @@ describe("ShardStreams (memory)", () => {
       ),
   )
 
+  it.effect("xackdel deletes only the entries it acknowledged (as XACKDEL)", () =>
+    withStreams((s) =>
+      Effect.gen(function* () {
+        for (const k of ["a", "b", "c"]) yield* s.append(S, 3, { k })
+        const [a] = yield* s.read({ ...base, consumer: "c1", token: 0, count: 1 })
+        const ids = (yield* s.range(shardKey(S, 3))).map((e) => e.id)
+        // a is pending; b and c were never delivered to the group
+        assert.strictEqual(yield* s.ack({ ...base, token: 0, ids, mode: "xackdel" }), 1)
+        assert.deepStrictEqual(
+          (yield* s.range(shardKey(S, 3))).map((e) => e.id),
+          ids.filter((id) => id !== a!.id),
+        )
+        // another group's pending entry is not deleted by this group's xackdel
+        const [b] = yield* s.read({ ...base, group: "other", consumer: "x", token: 0, count: 1 })
+        assert.strictEqual(yield* s.ack({ ...base, token: 0, ids: [b!.id], mode: "xackdel" }), 0)
+        assert.strictEqual((yield* s.info(S, 3)).length, 2)
+      }),
+    ),
+  )
+
   it.effect("ack removes from the PEL and keeps the entry; xackdel also deletes the entry", () =>
     withStreams((s) =>
       Effect.gen(function* () {

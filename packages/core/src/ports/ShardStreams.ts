@@ -296,6 +296,15 @@ export interface ShardStreamsShape {
   readonly seal: (stream: string, shard: number) => Effect.Effect<void, DataPlaneError>
   /** Where the group stands on the shard: sealed, undelivered, pending, drained. */
   readonly drainState: (address: GroupAddress) => Effect.Effect<DrainState, DataPlaneError>
+  /**
+   * Delete a retired shard's stream (every group has drained it) and the
+   * named groups' owner tokens; its dead-letter stream is kept. Idempotent.
+   */
+  readonly retireShard: (
+    stream: string,
+    shard: number,
+    groups: ReadonlyArray<string>,
+  ) => Effect.Effect<void, DataPlaneError>
 }
 
 export class ShardStreams extends Context.Service<ShardStreams, ShardStreamsShape>()(
@@ -586,7 +595,9 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
         const group = state.groups.get(o.group)
         let acked = 0
         for (const id of o.ids) {
-          if (group?.pel.delete(id)) acked++
+          // as XACKDEL (KEEPREF): only an entry this call acknowledged is deleted
+          if (!group?.pel.delete(id)) continue
+          acked++
           if (o.mode === "xackdel") removeEntry(state, id)
         }
         return acked
@@ -740,6 +751,12 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
     seal: (stream, shard) =>
       Effect.sync(() => {
         sealed.add(shardKey(stream, shard))
+      }),
+
+    retireShard: (stream, shard, groups) =>
+      Effect.sync(() => {
+        streams.delete(shardKey(stream, shard))
+        for (const group of groups) tokens.delete(ownerTokenKey(stream, shard, group))
       }),
 
     drainState: (o) =>

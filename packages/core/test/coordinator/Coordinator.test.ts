@@ -537,12 +537,12 @@ describe("steady state, notices, layout", () => {
   it("the response carries the layout on a join and when the member's metadataVersion is stale", () => {
     const h = new Harness()
     const snap = toSnapshot(h.state)
-    const state = fromSnapshot({ ...snap, layout: { shardCount: 4, generation: 1 } })
+    const state = fromSnapshot({ ...snap, layout: { shardCount: 4, generation: 1, firstShard: 0 } })
     const stale = Coordinator.heartbeat(state, request({ memberId: "a", metadataVersion: 0 }), 0)
-    expect(stale.response.layout).toEqual({ shardCount: 4, generation: 1 })
+    expect(stale.response.layout).toEqual({ shardCount: 4, generation: 1, firstShard: 0 })
     // rule 12: a join learns the layout even at generation 0
     const join = h.hb({ memberId: "a" })
-    expect(join.response.layout).toEqual({ shardCount: 4, generation: 0 })
+    expect(join.response.layout).toEqual({ shardCount: 4, generation: 0, firstShard: 0 })
     const steady = h.hb({
       memberId: "a",
       memberEpoch: join.response.memberEpoch,
