@@ -55,3 +55,13 @@ export class SeekFailed extends Schema.TaggedError<SeekFailed>()("SeekFailed", {
   message: Schema.String,
   cause: Schema.optional(Schema.Defect()),
 }) {}
+
+/** The stream's layout could not be read (backend unavailable, corrupt record). */
+export class LayoutUnavailable extends Schema.TaggedError<LayoutUnavailable>()(
+  "LayoutUnavailable",
+  {
+    stream: Schema.String,
+    message: Schema.String,
+    cause: Schema.optional(Schema.Defect()),
+  },
+) {}

@@ -89,6 +89,8 @@ export type RuntimeEvent =
   /** A newer process joined with this member id; this one is a standby now. */
   | (MemberBase & { readonly type: "superseded"; readonly error: MemberSuperseded })
   | (MemberBase & { readonly type: "requestRejected"; readonly error: HeartbeatRejected })
+  /** The shard is sealed by a reshard and drained for the group: reported, no more reads. */
+  | (MemberBase & { readonly type: "exhausted"; readonly shard: number })
   /** The storage refused the member's owner token: the shard moved; its loop stopped. */
   | (MemberBase & { readonly type: "staleOwner"; readonly shard: number })
   /** A data-plane call failed (backend unavailable, ...); the shard retries after a backoff. */

@@ -1,7 +1,9 @@
 /**
  * The ports a runtime runs on (docs/runtime.md, "Ports"): the data plane
  * (`ShardStreams`), the heartbeat transport, and, for the embedded
- * coordinator, the group `Store` and the `CoordinatorLease`. The memory
+ * coordinator, the group `Store` and the `CoordinatorLease`; optionally the
+ * `StreamLayouts` (resharding: coordinators follow it, producers route by
+ * it). The memory
  * ports run everything in one process; the Redis ports (next round) will be
  * the same four services, so switching is one option:
  *
@@ -11,7 +13,13 @@
  * const b = await start({ ports, memberBase: "pod-b", listeners: [new Billing()] })
  * // later: start({ ports: redisPorts({ url }), ... })
  */
-import { CoordinatorLease, CoordinatorTransport, ShardStreams, Store } from "@shardline/core"
+import {
+  CoordinatorLease,
+  CoordinatorTransport,
+  ShardStreams,
+  Store,
+  StreamLayouts,
+} from "@shardline/core"
 import { Context, Effect, Layer } from "effect"
 
 export type PortServices =
@@ -25,10 +33,15 @@ export interface Ports {
   readonly layer: Layer.Layer<PortServices, unknown>
 }
 
-/** In-memory ports whose instances are shared by every runtime given them. */
+/**
+ * In-memory ports whose instances are shared by every runtime given them,
+ * with a `StreamLayouts` too: coordinators then follow the stream's layout
+ * (resharding) and producers route by it.
+ */
 export interface MemoryPorts extends Ports {
-  readonly layer: Layer.Layer<PortServices>
+  readonly layer: Layer.Layer<PortServices | StreamLayouts.StreamLayouts>
   readonly streams: ShardStreams.ShardStreamsShape
+  readonly layouts: StreamLayouts.StreamLayoutsShape
   readonly transport: CoordinatorTransport.CoordinatorTransportShape
   readonly store: Store.StoreShape
   readonly lease: CoordinatorLease.CoordinatorLeaseShape
@@ -49,7 +62,8 @@ export const memoryPorts = (options: MemoryPortsOptions = {}): MemoryPorts => {
   )
   const store = Effect.runSync(Store.makeMemory)
   const lease = Effect.runSync(CoordinatorLease.makeMemory)
-  return fromServices({ streams, transport, store, lease })
+  const layouts = Effect.runSync(StreamLayouts.makeMemory)
+  return fromServices({ streams, transport, store, lease, layouts })
 }
 
 /** Ports over service instances you built (tests wrap or fault them). */
@@ -58,13 +72,19 @@ export const fromServices = (services: {
   readonly transport: CoordinatorTransport.CoordinatorTransportShape
   readonly store: Store.StoreShape
   readonly lease: CoordinatorLease.CoordinatorLeaseShape
-}): MemoryPorts => ({
-  ...services,
-  layer: Layer.succeedContext(
-    Context.make(ShardStreams.ShardStreams, services.streams).pipe(
-      Context.add(CoordinatorTransport.CoordinatorTransport, services.transport),
-      Context.add(Store.Store, services.store),
-      Context.add(CoordinatorLease.CoordinatorLease, services.lease),
+  readonly layouts?: StreamLayouts.StreamLayoutsShape
+}): MemoryPorts => {
+  const layouts = services.layouts ?? Effect.runSync(StreamLayouts.makeMemory)
+  return {
+    ...services,
+    layouts,
+    layer: Layer.succeedContext(
+      Context.make(ShardStreams.ShardStreams, services.streams).pipe(
+        Context.add(CoordinatorTransport.CoordinatorTransport, services.transport),
+        Context.add(Store.Store, services.store),
+        Context.add(CoordinatorLease.CoordinatorLease, services.lease),
+        Context.add(StreamLayouts.StreamLayouts, layouts),
+      ),
     ),
-  ),
-})
+  }
+}

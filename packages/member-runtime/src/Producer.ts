@@ -23,7 +23,7 @@
 import { randomUUID } from "node:crypto"
 import { Layout, type ShardStreams } from "@shardline/core"
 import { Deferred, Effect, Queue, type Scope } from "effect"
-import { RuntimeStopped, SendFailed, type UnknownStream } from "./Errors.js"
+import { type LayoutUnavailable, RuntimeStopped, SendFailed, type UnknownStream } from "./Errors.js"
 import type { LayoutSource } from "./LayoutSource.js"
 import { KEY_FIELD } from "./Message.js"
 
@@ -62,7 +62,7 @@ export interface OutgoingMessage {
   readonly options?: SendOptions
 }
 
-export type SendError = SendFailed | UnknownStream | RuntimeStopped
+export type SendError = SendFailed | UnknownStream | LayoutUnavailable | RuntimeStopped
 
 /** The producer with Effect results. */
 export interface EffectProducer {

@@ -27,6 +27,7 @@ import {
   type MemberSuperseded,
   OwnerFence,
   ShardStreams,
+  StreamLayouts,
 } from "@shardline/core"
 import { Clock, Effect, Exit, Layer, ManagedRuntime, Metric, Option, Result, Scope } from "effect"
 import { DEFAULTS, decodeOptions, invalid, RuntimeOptionsSchema } from "./Config.js"
@@ -188,6 +189,7 @@ export const make = (
     // ports and scopes ------------------------------------------------------------
     const streams = yield* ShardStreams.ShardStreams
     const transport = yield* CoordinatorTransport.CoordinatorTransport
+    const layouts = yield* Effect.serviceOption(StreamLayouts.StreamLayouts)
     const outer = yield* Scope.Scope
     const coordinatorScope = yield* Scope.fork(outer)
     const memberScope = yield* Scope.fork(outer)
@@ -334,15 +336,21 @@ export const make = (
             ? Effect.fail(new ShardNotOwned({ stream, group, shard }))
             : owner.poller.seek(shard, position)
         }),
-      producer: (stream, producerOptions = {}) =>
-        makeProducer(streams, stream, {
+      producer: (stream, producerOptions = {}) => {
+        // the stream's stored layout when the ports have one (it follows
+        // reshards), else the declared shard counts at generation 0
+        const declared = LayoutSource.fixed(
+          Object.fromEntries(specs.map((s) => [s.settings.stream, s.settings.shardCount])),
+        )
+        return makeProducer(streams, stream, {
           ...producerOptions,
           layout:
             producerOptions.layout ??
-            LayoutSource.fixed(
-              Object.fromEntries(specs.map((s) => [s.settings.stream, s.settings.shardCount])),
-            ),
-        }),
+            (Option.isSome(layouts)
+              ? LayoutSource.fromStreamLayouts(layouts.value, declared)
+              : declared),
+        })
+      },
       monitor: (stream, group) => {
         const candidate = candidates.get(groupKeyString(stream, group))
         return candidate === undefined

@@ -553,6 +553,30 @@ describe("polling adapter: takeover, revoke, fence, stale owner", () => {
     }),
   )
 
+  it.effect(
+    "a shard sealed by a reshard is reported exhausted once drained, then never read again",
+    () =>
+      Effect.gen(function* () {
+        const h = yield* makeHarness()
+        yield* h.produce(0, 3)
+        yield* h.produce(1, 1)
+        yield* h.streams.seal(stream, 0)
+        yield* h.start(0)
+        yield* h.start(1)
+        // the backlog of the sealed shard is still handled and acked first
+        yield* h.runUntil("exhausted", () => h.exhausted.length === 1)
+        assert.strictEqual(h.acked().filter((a) => a.shard === 0).length, 3)
+        assert.deepStrictEqual(h.exhausted, [0])
+        const reads0 = reads(h.log).filter((r) => r.shard === 0).length
+        yield* TestClock.adjust(60_000)
+        assert.strictEqual(reads(h.log).filter((r) => r.shard === 0).length, reads0)
+        assert.deepStrictEqual(h.exhausted, [0])
+        // the unsealed shard is not reported; a revoke of the exhausted one drains at once
+        const result = yield* h.poller.drain(0, 10_000)
+        assert.isFalse(result.abandoned)
+      }),
+  )
+
   it.effect("onAssigned runs before the first read; a throwing hook does not stop the shard", () =>
     Effect.gen(function* () {
       let assignedAt = -1

@@ -6,7 +6,7 @@
  * handling outside an ownership interval).
  */
 import { assert, describe, it } from "@effect/vitest"
-import type { HeartbeatResponse } from "@shardline/core"
+import { type HeartbeatResponse, Layout, ShardStreams, StreamLayouts } from "@shardline/core"
 import { Clock, Effect } from "effect"
 import { TestClock } from "effect/testing"
 import { consumer } from "../src/Consumer.js"
@@ -178,6 +178,49 @@ describe("runtime: several processes sharing the memory ports", () => {
       yield* w.runUntil("all handled", w.allHandled)
       assert.deepStrictEqual(ownershipProblems(w.log), [])
     }),
+  )
+})
+
+const { Reshard } = Layout
+
+describe("runtime: resharding", () => {
+  it.effect(
+    "a reshard 4 -> 8 while a producer writes: old shards drain and are reported exhausted, new ones are read; per-key order, nothing lost",
+    () =>
+      Effect.gen(function* () {
+        const w = yield* makeWorld({ shardCount: 4 })
+        const consumerOf = () => w.recordingConsumer({ shardCount: 4 })
+        const a = yield* w.startRuntime("pod-a", { consumers: [consumerOf()] })
+        yield* w.startRuntime("pod-b", { consumers: [consumerOf()] })
+        yield* w.runUntil("layout created", () => w.eventsOf("assigned").length >= 4)
+        const producer = yield* a.runtime.producer(stream)
+        for (let i = 0; i < 5; i++) {
+          yield* w.produceVia(producer, 20)
+          yield* TestClock.adjust(100)
+        }
+        yield* Reshard.reshardStream(stream, 8).pipe(
+          Effect.provideService(StreamLayouts.StreamLayouts, w.layouts),
+          Effect.provideService(ShardStreams.ShardStreams, w.streams),
+        )
+        for (let i = 0; i < 30; i++) {
+          yield* w.produceVia(producer, 10)
+          yield* TestClock.adjust(100)
+        }
+        yield* w.runUntil("all handled", w.allHandled)
+        yield* w.runUntil("old shards exhausted and new ones owned", () => {
+          const exhausted = new Set(w.eventsOf("exhausted").map((e) => e.shard))
+          const owned = new Set(w.eventsOf("assigned").map((e) => e.shard))
+          return (
+            [0, 1, 2, 3].every((s) => exhausted.has(s)) &&
+            [4, 5, 6, 7, 8, 9, 10, 11].every((s) => owned.has(s))
+          )
+        })
+        assert.deepStrictEqual(orderProblems(w.log, w.producedByKey), [])
+        assert.deepStrictEqual(ownershipProblems(w.log), [])
+        assert.strictEqual(w.handles().length, w.produced())
+        // messages after the reshard went to generation 1's shards
+        assert.isTrue(w.handles().some((h) => h.shard >= 4))
+      }),
   )
 })
 

@@ -49,6 +49,7 @@ type Input =
       readonly abandoned: boolean
     }
   | { readonly _tag: "Leave" }
+  | { readonly _tag: "Exhausted"; readonly shard: number }
   | { readonly _tag: "Wake" }
 
 export interface MemberEnv {
@@ -194,6 +195,10 @@ export const makeLogicalMember = (
       onStaleOwner: (shard) => {
         emit({ ...base(), type: "staleOwner", shard })
         Queue.offerUnsafe(inbox, { _tag: "Notice" })
+      },
+      onExhausted: (shard) => {
+        emit({ ...base(), type: "exhausted", shard })
+        Queue.offerUnsafe(inbox, { _tag: "Exhausted", shard })
       },
     })
 
@@ -383,6 +388,11 @@ export const makeLogicalMember = (
           }
           case "Leave":
             return yield* exec(MemberMachine.step(machine, { _tag: "LeaveRequested", now: t }), t)
+          case "Exhausted":
+            return yield* exec(
+              MemberMachine.step(machine, { _tag: "ShardExhausted", shard: input.shard }),
+              t,
+            )
           case "Wake":
             return
         }

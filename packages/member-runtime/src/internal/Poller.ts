@@ -33,6 +33,8 @@ export interface PollerOptions extends TurnEnv {
   readonly scope: Scope.Scope
   /** The storage refused this member's token for the shard: heartbeat now. */
   readonly onStaleOwner: (shard: number) => void
+  /** The shard is sealed and drained for the group: report `ShardExhausted`. */
+  readonly onExhausted: (shard: number) => void
 }
 
 export interface DrainResult {
@@ -153,6 +155,11 @@ export const makePoller = (env: PollerOptions): Effect.Effect<Poller> =>
           return Effect.void
         case "Abandoned":
           r.state = "stopped"
+          return Effect.void
+        case "Exhausted":
+          // no more reads: a sealed shard gets no new entries; the coordinator revokes it
+          r.state = "exhausted"
+          env.onExhausted(r.shard)
           return Effect.void
       }
     }

@@ -48,7 +48,14 @@ export const abortLateCalls = (r: Runner, now: number): void => {
       call.controller.abort(new Error(call.timeoutMessage))
 }
 
-export type RunnerState = "ready" | "running" | "idle" | "backoff" | "paused" | "stopped"
+export type RunnerState =
+  | "ready"
+  | "running"
+  | "idle"
+  | "backoff"
+  | "paused"
+  | "exhausted"
+  | "stopped"
 
 export interface PendingSeek {
   readonly position: string
@@ -192,12 +199,15 @@ export type Outcome =
   | { readonly _tag: "Wait"; readonly ms: number } // retry backoff, data-plane error, no lease
   | { readonly _tag: "Stale" } // the storage refused the token: the shard moved
   | { readonly _tag: "Abandoned" }
+  /** Sealed by a reshard, everything delivered and acked: report it, read no more. */
+  | { readonly _tag: "Exhausted" }
 
 const More: Outcome = { _tag: "More" }
 const Empty: Outcome = { _tag: "Empty" }
 const Stale: Outcome = { _tag: "Stale" }
 const Abandoned: Outcome = { _tag: "Abandoned" }
 const Paused: Outcome = { _tag: "Paused" }
+const Exhausted: Outcome = { _tag: "Exhausted" }
 const wait = (ms: number): Outcome => ({ _tag: "Wait", ms })
 
 export interface TurnEnv {
@@ -417,7 +427,15 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
       return wait(settings.retryInitialMs)
     }
     const entries = got.success
-    if (entries.length === 0) return fromPending ? More : Empty
+    if (entries.length === 0) {
+      if (fromPending) return More
+      // nothing new: is the shard sealed by a reshard and drained for this
+      // group? Then the member reports it (docs/resharding.md) and reads no more.
+      const drain = yield* Effect.result(
+        streams.drainState({ stream: settings.stream, shard: r.shard, group: settings.group }),
+      )
+      return drain._tag === "Success" && drain.success.drained ? Exhausted : Empty
+    }
     if (!r.alive) return Abandoned
 
     const messages = entries.map((e) => toMessage(address, e))

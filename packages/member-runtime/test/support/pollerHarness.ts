@@ -60,6 +60,7 @@ export const makeHarness = (options: HarnessOptions = {}) =>
     const events: Array<RuntimeEvent> = []
     const records: Array<TurnRecord> = []
     const stale: Array<number> = []
+    const exhausted: Array<number> = []
     let leaseValid = true
     const paused = new Set<number>()
     /** In-flight handler calls per shard (must never exceed 1). */
@@ -197,6 +198,7 @@ export const makeHarness = (options: HarnessOptions = {}) =>
       workers: options.workers ?? 1,
       scope,
       onStaleOwner: (shard) => stale.push(shard),
+      onExhausted: (shard) => exhausted.push(shard),
     })
 
     const tokens = new Map<number, number>()
@@ -260,6 +262,7 @@ export const makeHarness = (options: HarnessOptions = {}) =>
       events,
       records,
       stale,
+      exhausted,
       settings,
       paused,
       start,

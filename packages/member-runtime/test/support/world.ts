@@ -13,6 +13,7 @@ import {
   Layout,
   ShardStreams,
   Store,
+  StreamLayouts,
 } from "@shardline/core"
 import { CoordinatorTransport as TestingTransport } from "@shardline/core/testing"
 import { Context, Effect, Exit, Fiber, Layer, Scope } from "effect"
@@ -21,6 +22,7 @@ import { type ConsumerOptions, consumer } from "../../src/Consumer.js"
 import type { EventHub, RuntimeEvent } from "../../src/Events.js"
 import { KEY_FIELD, type Message } from "../../src/Message.js"
 import type { PortServices } from "../../src/Ports.js"
+import type { EffectProducer } from "../../src/Producer.js"
 import { type EffectRuntime, make, type RuntimeOptions } from "../../src/Runtime.js"
 
 export const stream = "orders"
@@ -75,10 +77,12 @@ export const makeWorld = (options: WorldOptions = {}) =>
     const streams = yield* ShardStreams.makeMemory
     const store = yield* Store.makeMemory
     const lease = yield* CoordinatorLease.makeMemory
+    const layouts = yield* StreamLayouts.makeMemory
     const context = Context.make(ShardStreams.ShardStreams, streams).pipe(
       Context.add(TestingTransport.CoordinatorTransport, transport),
       Context.add(Store.Store, store),
       Context.add(CoordinatorLease.CoordinatorLease, lease),
+      Context.add(StreamLayouts.StreamLayouts, layouts),
     )
     const ports = Layer.succeedContext(context) as Layer.Layer<PortServices>
 
@@ -104,6 +108,17 @@ export const makeWorld = (options: WorldOptions = {}) =>
           const key = `key-${n % keys}`
           const shard = Layout.shardOf(generation, key)
           yield* streams.append(stream, shard, { [KEY_FIELD]: key, n: String(n) })
+          producedByKey.set(key, [...(producedByKey.get(key) ?? []), n])
+        }
+      })
+
+    /** Send `count` keyed messages through a producer (it routes by the stream's layout). */
+    const produceVia = (producer: EffectProducer, count: number, keys = 20) =>
+      Effect.gen(function* () {
+        for (let i = 0; i < count; i++) {
+          const n = produced++
+          const key = `key-${n % keys}`
+          yield* Effect.orDie(producer.send(key, { n: String(n) }))
           producedByKey.set(key, [...(producedByKey.get(key) ?? []), n])
         }
       })
@@ -188,10 +203,12 @@ export const makeWorld = (options: WorldOptions = {}) =>
       faults,
       store,
       lease,
+      layouts,
       requests,
       log,
       shardCount,
       produce,
+      produceVia,
       recordingConsumer,
       startRuntime,
       stopRuntime,
