@@ -319,6 +319,11 @@ export const makeLogicalMember = (
               emit({ ...base(), type: "left", reason: lastStopReason })
               finished = true
               break
+            default: {
+              // a command core adds must be executed here: fail the build until it is
+              const unhandled: never = c
+              return unhandled
+            }
           }
         }
       })
