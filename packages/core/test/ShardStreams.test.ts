@@ -491,3 +491,103 @@ describe("ShardStreams (memory): wake-up, takeover read, seal and drain", () => 
       ),
   )
 })
+
+describe("ShardStreams (memory): seek, trimming and idempotent appends", () => {
+  it.effect(
+    "setGroupPosition moves the group's read position (start, end, an id), fenced by the token, and wakes waiters",
+    () =>
+      withStreams((s) =>
+        Effect.gen(function* () {
+          yield* s.setOwnerToken({ ...base, token: 2 })
+          const ids: Array<string> = []
+          for (const k of ["a", "b", "c"]) ids.push(yield* s.append(S, 3, { k }))
+          yield* s.setGroupPosition!({ ...base, token: 2, position: "end" })
+          assert.deepStrictEqual(yield* s.read({ ...base, consumer: "c", token: 2, count: 10 }), [])
+          const waiting = yield* Effect.forkChild(s.waitForEntries({ ...base, timeoutMs: 1_000 }))
+          yield* TestClock.adjust(10)
+          yield* s.setGroupPosition!({ ...base, token: 2, position: ids[0]! })
+          assert.isTrue(yield* Fiber.join(waiting))
+          const after = yield* s.read({ ...base, consumer: "c", token: 2, count: 10 })
+          assert.deepStrictEqual(
+            after.map((m) => m.fields.k),
+            ["b", "c"],
+          )
+          yield* s.setGroupPosition!({ ...base, token: 2, position: "start" })
+          assert.strictEqual((yield* s.drainState(base)).undelivered, 3)
+          // pending entries stay pending (XGROUP SETID keeps the PEL)
+          assert.strictEqual((yield* s.pending(base)).length, 2)
+          const stale = yield* Effect.flip(
+            s.setGroupPosition!({ ...base, token: 1, position: "end" }),
+          )
+          assert.strictEqual(stale._tag, "StaleOwner")
+          assert.strictEqual((yield* s.drainState(base)).undelivered, 3)
+          const bad = yield* Effect.flip(
+            s.setGroupPosition!({ ...base, token: 2, position: "nonsense" }),
+          )
+          assert.strictEqual(bad._tag, "InvalidEntryId")
+        }),
+      ),
+  )
+
+  it.effect("append trims by MAXLEN or MINID", () =>
+    withStreams((s) =>
+      Effect.gen(function* () {
+        const ids: Array<string> = []
+        for (const k of ["a", "b", "c", "d"])
+          ids.push(yield* s.append(S, 3, { k }, { trim: { maxLen: 2, approximate: true } }))
+        assert.deepStrictEqual(
+          (yield* s.range(shardKey(S, 3))).map((e) => e.fields.k),
+          ["c", "d"],
+        )
+        yield* s.append(S, 3, { k: "e" }, { trim: { minId: ids[3]! } })
+        assert.deepStrictEqual(
+          (yield* s.range(shardKey(S, 3))).map((e) => e.fields.k),
+          ["d", "e"],
+        )
+      }),
+    ),
+  )
+
+  it.effect(
+    "an idempotent append seen within the window adds nothing and returns the first id",
+    () =>
+      withStreams((s) =>
+        Effect.gen(function* () {
+          const idem = { producerId: "p1", messageId: "7" }
+          const first = yield* s.append(S, 3, { k: "a" }, { idempotency: idem })
+          const again = yield* s.append(S, 3, { k: "a" }, { idempotency: idem })
+          assert.strictEqual(again, first)
+          // another producer, or another shard, is another window
+          const other = yield* s.append(
+            S,
+            3,
+            { k: "a" },
+            { idempotency: { ...idem, producerId: "p2" } },
+          )
+          assert.notStrictEqual(other, first)
+          yield* s.append(S, 4, { k: "a" }, { idempotency: idem })
+          assert.strictEqual((yield* s.info(S, 3)).length, 2)
+          // past the window's duration the id may be reused
+          yield* TestClock.adjust(ShardStreams.IDEMPOTENCY_WINDOW.durationMs)
+          const later = yield* s.append(S, 3, { k: "a" }, { idempotency: idem })
+          assert.notStrictEqual(later, first)
+          // the window keeps at most maxSize ids per producer: the oldest is forgotten
+          for (let i = 0; i < ShardStreams.IDEMPOTENCY_WINDOW.maxSize; i++)
+            yield* s.append(
+              S,
+              5,
+              { i: String(i) },
+              { idempotency: { producerId: "p", messageId: String(i) } },
+            )
+          yield* s.append(S, 5, { i: "0" }, { idempotency: { producerId: "p", messageId: "0" } })
+          assert.strictEqual((yield* s.info(S, 5)).length, ShardStreams.IDEMPOTENCY_WINDOW.maxSize)
+          yield* s.append(S, 5, { i: "x" }, { idempotency: { producerId: "p", messageId: "x" } })
+          yield* s.append(S, 5, { i: "0" }, { idempotency: { producerId: "p", messageId: "0" } })
+          assert.strictEqual(
+            (yield* s.info(S, 5)).length,
+            ShardStreams.IDEMPOTENCY_WINDOW.maxSize + 2,
+          )
+        }),
+      ),
+  )
+})

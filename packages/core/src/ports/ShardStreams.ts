@@ -10,13 +10,14 @@
  *
  * | operation       | Redis                                                        |
  * |-----------------|--------------------------------------------------------------|
- * | `append`        | XADD `{s:n}` *                                               |
+ * | `append`        | XADD `{s:n}` [IDMP pid iid] [MAXLEN/MINID ~ n] *             |
  * | `setOwnerToken` | SET `{s:n}:owner:<group>` if greater                         |
  * | `read`          | token check + XREADGROUP (`>` new, `0` own pending)          |
  * | `ack`           | token check + XACK, or XACKDEL / XACK+XDEL (`xackdel`)       |
  * | `nack`          | token check + XCLAIM to the same consumer (count +1)         |
  * | `claimPending`  | token check + XAUTOCLAIM                                     |
  * | `deadLetter`    | token check + XRANGE + XADD `{s:n}:dlq` + XACK, one script   |
+ * | `setGroupPosition` | token check + XGROUP SETID (CREATE if absent)             |
  * | `pending`/`info`| XPENDING / XINFO                                             |
  *
  * A fenced operation with a token lower than its group's current token for
@@ -92,6 +93,48 @@ export interface DrainState {
   readonly pending: number
   /** Sealed, everything delivered and acknowledged: the group is done with the shard. */
   readonly drained: boolean
+}
+
+/**
+ * Trimming on append (XADD MAXLEN / MINID): keep at most `maxLen` entries, or
+ * drop entries with ids below `minId`. `approximate` (`~`) lets Redis trim
+ * lazily (it never keeps fewer entries than asked); memory trims exactly.
+ * Trimming may drop entries that are still pending: a later claim reports
+ * them as `deleted`.
+ */
+export type TrimOptions =
+  | { readonly maxLen: number; readonly approximate?: boolean }
+  | { readonly minId: string; readonly approximate?: boolean }
+
+/**
+ * Idempotent production (XADD IDMP, Redis >= 8.6): an append whose
+ * (`producerId`, `messageId`) pair was seen within the stream's window adds
+ * nothing and returns the id of the entry it added the first time. Redis keeps
+ * a window per producer (`IDEMPOTENCY_WINDOW`: 100 s, 100 ids by default); the
+ * memory implementation keeps the same window.
+ */
+export interface IdempotencyKey {
+  readonly producerId: string
+  readonly messageId: string
+}
+
+export interface AppendOptions {
+  readonly trim?: TrimOptions
+  readonly idempotency?: IdempotencyKey
+}
+
+/** The dedupe window of idempotent appends, per shard and producer (Redis' IDMP defaults). */
+export const IDEMPOTENCY_WINDOW = { durationMs: 100_000, maxSize: 100 } as const
+
+/** Where `setGroupPosition` moves a group: a stream id, the start (`0-0`) or the end (`$`). */
+export type GroupPosition = "start" | "end" | (string & {})
+
+export interface SetPositionOptions extends FencedAddress {
+  /**
+   * The group's new last-delivered id: later `read`s deliver entries after it.
+   * Entries already pending stay pending (XGROUP SETID keeps the PEL).
+   */
+  readonly position: GroupPosition
 }
 
 export interface AckOptions extends FencedAddress {
@@ -188,6 +231,7 @@ export interface ShardStreamsShape {
     stream: string,
     shard: number,
     fields: Fields,
+    options?: AppendOptions,
   ) => Effect.Effect<string, ShardSealed | DataPlaneError>
   /**
    * Coordinator's fence: raise the group's owner token for the shard (equal is
@@ -222,6 +266,16 @@ export interface ShardStreamsShape {
   readonly deadLetter: (
     options: DeadLetterOptions,
   ) => Effect.Effect<string | undefined, StaleOwner | InvalidEntryId | DataPlaneError>
+  /**
+   * Fenced seek (XGROUP SETID): move the group's last-delivered id on the shard
+   * to an id, the start or the end; creates the group there if absent. Wakes
+   * `waitForEntries` callers, since a backward move makes entries readable.
+   * Optional until every backend has it (memory does; Redis next): without
+   * it a member runtime's seek fails instead of moving anything.
+   */
+  readonly setGroupPosition?: (
+    options: SetPositionOptions,
+  ) => Effect.Effect<void, StaleOwner | InvalidEntryId | DataPlaneError>
   /** XPENDING: the group's pending entries in id order, optionally for one consumer. */
   readonly pending: (
     options: GroupAddress & { readonly consumer?: string },
@@ -298,6 +352,8 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
   const sealed = new Set<string>()
   /** shard key -> wake-ups of `waitForEntries` calls waiting on it */
   const waiters = new Map<string, Set<() => void>>()
+  /** shard key + producer -> messageId -> the entry it added and when (insertion order = age) */
+  const idempotency = new Map<string, Map<string, { readonly id: string; readonly at: number }>>()
 
   const wake = (key: string) => {
     const set = waiters.get(key)
@@ -399,6 +455,49 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
     return text
   }
 
+  const trim = (key: string, options: TrimOptions) => {
+    const state = streamOf(key)
+    if ("maxLen" in options) {
+      const excess = state.entries.length - Math.max(0, options.maxLen)
+      if (excess > 0) state.entries.splice(0, excess)
+      return
+    }
+    const min = StreamId.parse(options.minId) ?? StreamId.ZERO
+    let drop = 0
+    while (drop < state.entries.length && StreamId.compare(state.entries[drop]!.id, min) < 0) drop++
+    if (drop > 0) state.entries.splice(0, drop)
+  }
+
+  /** XADD with IDMP and trimming, in one synchronous step. */
+  const appendWith = (key: string, fields: Fields, options: AppendOptions, now: number): string => {
+    const idem = options.idempotency
+    let window: Map<string, { readonly id: string; readonly at: number }> | undefined
+    if (idem !== undefined) {
+      const windowKey = JSON.stringify([key, idem.producerId])
+      window = idempotency.get(windowKey)
+      if (window === undefined) {
+        window = new Map()
+        idempotency.set(windowKey, window)
+      }
+      for (const [messageId, seen] of window) {
+        if (now - seen.at < IDEMPOTENCY_WINDOW.durationMs) break
+        window.delete(messageId)
+      }
+      const seen = window.get(idem.messageId)
+      if (seen !== undefined) return seen.id
+    }
+    const id = append(key, fields, now)
+    if (idem !== undefined && window !== undefined) {
+      window.set(idem.messageId, { id, at: now })
+      for (const messageId of window.keys()) {
+        if (window.size <= IDEMPOTENCY_WINDOW.maxSize) break
+        window.delete(messageId)
+      }
+    }
+    if (options.trim !== undefined) trim(key, options.trim)
+    return id
+  }
+
   /** Entries of the shard after `after` (or after the group's last-delivered id)? */
   const hasEntriesAfter = (o: WaitOptions): boolean => {
     const state = streams.get(shardKey(o.stream, o.shard))
@@ -417,12 +516,12 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
   }
 
   const service: ShardStreamsShape = {
-    append: (stream, shard, fields) =>
+    append: (stream, shard, fields, options = {}) =>
       Effect.flatMap(Clock.currentTimeMillis, (now) => {
         const key = shardKey(stream, shard)
         return sealed.has(key)
           ? Effect.fail(new ShardSealed({ stream, shard }))
-          : Effect.succeed(append(key, fields, now))
+          : Effect.succeed(appendWith(key, fields, options, now))
       }),
 
     setOwnerToken: (o) =>
@@ -577,6 +676,22 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
         group.pel.delete(o.id)
         return dlqId
       }),
+
+    setGroupPosition: (o) => {
+      const explicit = o.position !== "start" && o.position !== "end"
+      return fenced(o, explicit ? [o.position] : [], () => {
+        const key = shardKey(o.stream, o.shard)
+        const state = streamOf(key)
+        const group = groupOf(state, o.group)
+        group.lastDelivered =
+          o.position === "start"
+            ? StreamId.ZERO
+            : o.position === "end"
+              ? state.last
+              : StreamId.parse(o.position)!
+        wake(key)
+      })
+    },
 
     pending: (o) =>
       Effect.map(Clock.currentTimeMillis, (now) => {
