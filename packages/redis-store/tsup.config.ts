@@ -1,7 +1,12 @@
 import { defineConfig } from "tsup"
 
 export default defineConfig({
-  entry: { index: "src/index.ts", testing: "src/testing.ts", bench: "bench/index.ts" },
+  entry: {
+    index: "src/index.ts",
+    testing: "src/testing.ts",
+    cli: "src/cli.ts",
+    bench: "bench/index.ts",
+  },
   format: ["esm"],
   dts: { entry: { index: "src/index.ts", testing: "src/testing.ts" } },
   // the Lua scripts are bundled as strings (src/scripts.ts)

@@ -72,6 +72,12 @@ export interface RedisConnectionShape {
    * node of its hash slot, so a group's notices stay on one node, in order.
    */
   readonly subscriber: () => Client
+  /**
+   * A dedicated connection held by the caller until it releases it (e.g. a
+   * read loop keeping a WATCH across calls); `release(true)` returns it to the
+   * pool (the caller has cleared any WATCH), `release(false)` closes it.
+   */
+  readonly lease: () => { readonly client: Client; readonly release: (healthy: boolean) => void }
   /** Wraps a command-connection promise, mapping failures to BackendUnavailable. */
   readonly command: <A>(
     operation: string,
@@ -223,6 +229,22 @@ export const fromClient = (
         )
       })
 
+    const lease = () => {
+      const c = idle.pop() ?? dedicated()
+      busy.add(c)
+      let released = false
+      return {
+        client: c,
+        release: (healthy: boolean) => {
+          if (released) return
+          released = true
+          busy.delete(c)
+          if (healthy && !closed && idle.length < maxIdle) idle.push(c)
+          else c.disconnect()
+        },
+      }
+    }
+
     const command = <A>(operation: string, run: (c: Client) => Promise<A>) =>
       Effect.tryPromise({ try: () => run(client), catch: (cause) => unavailable(operation, cause) })
 
@@ -231,6 +253,7 @@ export const fromClient = (
       isCluster: client instanceof Cluster,
       features,
       blocking,
+      lease,
       subscriber: () => {
         if (sub === undefined) {
           sub =

@@ -34,6 +34,7 @@ import * as RedisStreamLayouts from "./RedisStreamLayouts.js"
 export interface RedisPortsOptions extends RedisConnection.RedisConnectionOptions {
   readonly store?: RedisStore.RedisStoreOptions
   readonly transport?: RedisCoordinatorTransport.RedisTransportOptions
+  readonly shardStreams?: RedisShardStreams.ShardStreamsOptions
 }
 
 export type RedisPorts =
@@ -58,7 +59,9 @@ export const layerFromConnection = (
     RedisCoordinatorLease.layerFromConnection,
     RedisCoordinatorTransport.layerFromConnection(options.transport),
     RedisStreamLayouts.layerFromConnection,
-    OwnerFence.layer.pipe(Layer.provideMerge(RedisShardStreams.layerFromConnection)),
+    OwnerFence.layer.pipe(
+      Layer.provideMerge(RedisShardStreams.layerFromConnectionWith(options.shardStreams)),
+    ),
   )
 
 /** Every port on one connection of their own (closed with the layer). */

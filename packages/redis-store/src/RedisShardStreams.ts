@@ -99,10 +99,337 @@ const parseToken = (key: string, raw: string | null) => {
 }
 
 /** ShardStreams over an existing connection. */
+export interface ShardStreamsOptions {
+  /**
+   * How `read` of new entries (and `ack`) is fenced (docs/redis.md, "The
+   * optimistic fence"):
+   * - `script` (default, and always in a cluster): one Lua script (token
+   *   check + XREADGROUP), entries returned through Lua;
+   * - `optimistic` (single node): a read loop keeps a dedicated connection
+   *   whose WATCH on the owner token stays armed; each read is MULTI /
+   *   XREADGROUP / EXEC (aborted if a new owner was fenced in meanwhile) +
+   *   WATCH / GET, one round trip, entries never pass through Lua; acks of
+   *   the same shard and group go through it too.
+   * Pending and takeover reads always use the script.
+   */
+  readonly read?: "optimistic" | "script"
+}
+
+type StickyAck =
+  | { readonly _tag: "Acked"; readonly count: number }
+  | { readonly _tag: "Stale"; readonly current: number }
+  | { readonly _tag: "Foreign"; readonly key: string; readonly message: string }
+
+interface StickyReader {
+  /** Its key in the readers map: [stream, shard, group, consumer]. */
+  readonly key: string
+  /** [stream, shard, group]: acks of that group on that shard may use this reader's WATCH. */
+  readonly groupKey: string
+  readonly lease: {
+    readonly client: RedisConnection.Client
+    readonly release: (healthy: boolean) => void
+  }
+  /** The owner token seen by the armed WATCH's GET (undefined: no WATCH armed). */
+  checked: number | undefined
+  busy: boolean
+}
+
+type OptimisticRead =
+  | { readonly _tag: "Read"; readonly messages: Array<StreamMessage> }
+  | { readonly _tag: "Stale"; readonly current: number }
+  | { readonly _tag: "Foreign"; readonly key: string; readonly message: string }
+  | { readonly _tag: "Fallback" }
+
+const TOKEN = /^\d{1,15}$/
+
+/** XREADGROUP's reply (`[[stream, [[id, [field, value, ...]], ...]]]` or null) as messages. */
+const xreadMessages = (reply: unknown): Array<StreamMessage> => {
+  const entries = Array.isArray(reply) && Array.isArray(reply[0]) ? reply[0][1] : []
+  return (Array.isArray(entries) ? entries : []).map((e: [string, Array<string>]) => ({
+    id: e[0],
+    fields: fieldsOf(e[1]),
+    deliveryCount: 1,
+  }))
+}
+
 export const makeWith = (
   connection: RedisConnection.RedisConnectionShape,
+  options: ShardStreamsOptions = {},
 ): ShardStreams.ShardStreamsShape => {
   const { features } = connection
+  const optimistic = !connection.isCluster && options.read === "optimistic"
+
+  /**
+   * Sticky readers: a read loop (stream, shard, group, consumer) keeps a
+   * dedicated connection whose WATCH on the owner token stays armed between
+   * calls. Each read is then ONE round trip: MULTI / XREADGROUP / EXEC
+   * (aborted if the token key changed since the WATCH), then WATCH + GET for
+   * the next call, in one pipeline. Safety is the same as a script's: an EXEC
+   * runs only if the token key is unchanged since a WATCH whose GET showed a
+   * token not above the caller's.
+   */
+  const readers = new Map<string, StickyReader>()
+  /** The last reader used per (stream, shard, group), for acks. */
+  const lastReader = new Map<string, StickyReader>()
+  const MAX_READERS = 256
+
+  const dropReader = (k: string, reader: StickyReader, healthy: boolean) => {
+    if (readers.get(k) === reader) readers.delete(k)
+    if (lastReader.get(reader.groupKey) === reader) lastReader.delete(reader.groupKey)
+    if (!healthy) return reader.lease.release(false)
+    reader.lease.client.unwatch().then(
+      () => reader.lease.release(true),
+      () => reader.lease.release(false),
+    )
+  }
+
+  const stickyRead = (o: ShardStreams.ReadOptions): Effect.Effect<OptimisticRead, DataPlaneError> =>
+    Effect.suspend(() => {
+      const k = JSON.stringify([o.stream, o.shard, o.group, o.consumer])
+      let reader = readers.get(k)
+      if (reader?.busy) return optimisticRead(o) // a second loop on one consumer: no shared WATCH
+      if (reader === undefined) {
+        if (readers.size >= MAX_READERS) {
+          const [oldest, r] = readers.entries().next().value as [string, StickyReader]
+          if (!r.busy) dropReader(oldest, r, true)
+        }
+        reader = {
+          key: k,
+          groupKey: JSON.stringify([o.stream, o.shard, o.group]),
+          lease: connection.lease(),
+          checked: undefined,
+          busy: false,
+        }
+        readers.set(k, reader)
+      } else {
+        // most recently used last (eviction takes the oldest)
+        readers.delete(k)
+        readers.set(k, reader)
+      }
+      const r = reader
+      r.busy = true
+      lastReader.set(r.groupKey, r)
+      return Effect.tryPromise({
+        try: () => runSticky(r, o),
+        catch: (cause) => RedisConnection.unavailable("read (sticky WATCH/MULTI)", cause),
+      }).pipe(
+        Effect.onExit((exit) =>
+          Effect.sync(() => {
+            r.busy = false
+            if (exit._tag === "Failure") dropReader(k, r, false)
+          }),
+        ),
+      )
+    })
+
+  /**
+   * An ack through the armed WATCH of a read loop of the same (stream, shard,
+   * group): MULTI / XACK (XACKDEL on Redis >= 8.2) / EXEC, then WATCH + GET
+   * again, one round trip, no Lua. Undefined: no armed reader is free (the
+   * script acks instead).
+   */
+  const stickyAck = (
+    o: ShardStreams.AckOptions,
+  ): Effect.Effect<StickyAck | undefined, DataPlaneError> =>
+    Effect.suspend(() => {
+      const r = lastReader.get(JSON.stringify([o.stream, o.shard, o.group]))
+      if (r === undefined || r.busy || r.checked === undefined || o.token < r.checked)
+        return Effect.succeed(undefined)
+      r.busy = true
+      return Effect.tryPromise({
+        try: () => runStickyAck(r, o),
+        catch: (cause) => RedisConnection.unavailable("ack (sticky MULTI/XACK)", cause),
+      }).pipe(
+        Effect.onExit((exit) =>
+          Effect.sync(() => {
+            r.busy = false
+            if (exit._tag === "Failure") dropReader(r.key, r, false)
+          }),
+        ),
+      )
+    })
+
+  const runStickyAck = async (
+    r: StickyReader,
+    o: ShardStreams.AckOptions,
+  ): Promise<StickyAck | undefined> => {
+    const c = r.lease.client
+    const owner = ownerTokenKey(o.stream, o.shard, o.group)
+    const stream = shardKey(o.stream, o.shard)
+    const command =
+      o.mode === "ack"
+        ? ["xack", stream, o.group, ...o.ids]
+        : // ioredis has no XACKDEL method: a raw call
+          ["call", "XACKDEL", stream, o.group, "IDS", String(o.ids.length), ...o.ids]
+    const res = await c
+      .pipeline([["multi"], command, ["exec"], ["watch", owner], ["get", owner]])
+      .exec()
+    if (res === null || res.length < 5) throw new Error("no reply to MULTI/EXEC")
+    const [execError, exec] = res[2]!
+    if (execError !== null) throw execError
+    const [getError, raw] = res[4]!
+    const verdict = await judgeReader(r, owner, o.token, getError, raw)
+    if (exec === null) return verdict ?? undefined // changed since the WATCH: nothing acked
+    const inner = (exec as Array<unknown>)[0]
+    if (inner instanceof Error) {
+      if (inner.message.startsWith("WRONGTYPE"))
+        return { _tag: "Foreign", key: stream, message: inner.message }
+      throw inner
+    }
+    const count = Array.isArray(inner) ? inner.filter((x) => Number(x) === 1).length : Number(inner)
+    return { _tag: "Acked", count }
+  }
+
+  /** Judge a WATCH + GET reply of a reader: undefined when armed for `token`. */
+  const judgeReader = async (
+    r: StickyReader,
+    owner: string,
+    token: number,
+    error: Error | null,
+    raw: unknown,
+  ): Promise<Exclude<OptimisticRead, { _tag: "Read" | "Fallback" }> | undefined> => {
+    const c = r.lease.client
+    if (error !== null || (raw !== null && !TOKEN.test(String(raw)))) {
+      r.checked = undefined
+      await c.unwatch()
+      if (error !== null && !error.message.startsWith("WRONGTYPE")) throw error
+      return {
+        _tag: "Foreign",
+        key: owner,
+        message:
+          error?.message ??
+          `owner token is not a non-negative integer: ${String(raw).slice(0, 40)}`,
+      }
+    }
+    const current = raw === null ? 0 : Number(raw)
+    if (token < current) {
+      r.checked = undefined
+      await c.unwatch()
+      return { _tag: "Stale", current }
+    }
+    r.checked = current
+    return undefined
+  }
+
+  const runSticky = async (
+    r: StickyReader,
+    o: ShardStreams.ReadOptions,
+  ): Promise<OptimisticRead> => {
+    const c = r.lease.client
+    const owner = ownerTokenKey(o.stream, o.shard, o.group)
+    const stream = shardKey(o.stream, o.shard)
+    /** A WATCH + GET reply pair: the token now, or why not. */
+    const judge = async (
+      error: Error | null,
+      raw: unknown,
+    ): Promise<OptimisticRead | undefined> => {
+      if (error !== null || (raw !== null && !TOKEN.test(String(raw)))) {
+        r.checked = undefined
+        await c.unwatch()
+        if (error !== null && !error.message.startsWith("WRONGTYPE")) throw error
+        return {
+          _tag: "Foreign",
+          key: owner,
+          message:
+            error?.message ??
+            `owner token is not a non-negative integer: ${String(raw).slice(0, 40)}`,
+        }
+      }
+      const current = raw === null ? 0 : Number(raw)
+      if (o.token < current) {
+        r.checked = undefined
+        await c.unwatch()
+        return { _tag: "Stale", current }
+      }
+      r.checked = current
+      return undefined
+    }
+    for (let attempt = 0; attempt < 3; attempt++) {
+      if (r.checked === undefined || o.token < r.checked) {
+        const res = await c.pipeline().watch(owner).get(owner).exec()
+        const [error, raw] = res?.[1] ?? [new Error("no reply"), null]
+        const verdict = await judge(error, raw)
+        if (verdict !== undefined) return verdict
+      }
+      const res = await c
+        .pipeline([
+          ["multi"],
+          ["xreadgroup", "GROUP", o.group, o.consumer, "COUNT", o.count, "STREAMS", stream, ">"],
+          ["exec"],
+          ["watch", owner],
+          ["get", owner],
+        ])
+        .exec()
+      if (res === null || res.length < 5) throw new Error("no reply to MULTI/EXEC")
+      const [execError, exec] = res[2]!
+      const [getError, raw] = res[4]!
+      if (execError !== null) throw execError
+      if (exec === null) {
+        // the token key changed since the WATCH: nothing was read; judge the new one
+        const verdict = await judge(getError, raw)
+        if (verdict !== undefined) return verdict
+        continue
+      }
+      const inner = (exec as Array<unknown>)[0]
+      // the read ran under the WATCH; the new WATCH + GET arms (or disarms) the next one
+      await judge(getError, raw).catch(() => undefined)
+      if (inner instanceof Error) {
+        r.checked = undefined
+        await c.unwatch()
+        if (inner.message.startsWith("NOGROUP")) return { _tag: "Fallback" }
+        if (inner.message.startsWith("WRONGTYPE"))
+          return { _tag: "Foreign", key: stream, message: inner.message }
+        throw inner
+      }
+      return { _tag: "Read", messages: xreadMessages(inner) }
+    }
+    return { _tag: "Fallback" }
+  }
+
+  /**
+   * The optimistic fence: WATCH + GET the owner token (one round trip), then
+   * MULTI / XREADGROUP / EXEC (one round trip). Between WATCH and EXEC the
+   * token key is unchanged, so the check holds at EXEC as it would inside a
+   * script; a change aborts EXEC and the check runs again.
+   */
+  const optimisticRead = (o: ShardStreams.ReadOptions) => {
+    const owner = ownerTokenKey(o.stream, o.shard, o.group)
+    const stream = shardKey(o.stream, o.shard)
+    return connection.blocking("read (WATCH/MULTI)", async (c): Promise<OptimisticRead> => {
+      for (let attempt = 0; attempt < 3; attempt++) {
+        const checked = await c.pipeline().watch(owner).get(owner).exec()
+        const [error, raw] = checked?.[1] ?? [new Error("no reply"), null]
+        if (error !== null || (raw !== null && !TOKEN.test(String(raw)))) {
+          await c.unwatch()
+          if (error !== null && !error.message.startsWith("WRONGTYPE")) throw error
+          return {
+            _tag: "Foreign",
+            key: owner,
+            message:
+              error?.message ??
+              `owner token is not a non-negative integer: ${String(raw).slice(0, 40)}`,
+          }
+        }
+        const current = raw === null ? 0 : Number(raw)
+        if (o.token < current) {
+          await c.unwatch()
+          return { _tag: "Stale", current }
+        }
+        const done = await c
+          .multi()
+          .xreadgroup("GROUP", o.group, o.consumer, "COUNT", o.count, "STREAMS", stream, ">")
+          .exec()
+        if (done === null) continue // a new owner was fenced in meanwhile: check again
+        const [readError, reply] = done[0] ?? [new Error("no reply"), null]
+        if (readError === null) return { _tag: "Read", messages: xreadMessages(reply) }
+        if (readError.message.startsWith("NOGROUP")) return { _tag: "Fallback" }
+        if (readError.message.startsWith("WRONGTYPE"))
+          return { _tag: "Foreign", key: stream, message: readError.message }
+        throw readError
+      }
+      return { _tag: "Fallback" }
+    })
+  }
 
   /** Runs a fenced script; StaleOwner on code 1. */
   const fenced = (
@@ -185,6 +512,21 @@ export const makeWith = (
         const claim = o.claimIdleMs !== undefined && o.from !== "pending"
         if (claim) yield* checkNonNegative("claimIdleMs", o.claimIdleMs!)
         const mode = o.from === "pending" ? "pending" : claim ? "claim" : "new"
+        if (mode === "new" && optimistic) {
+          const result = yield* stickyRead(o)
+          if (result._tag === "Read") return result.messages
+          if (result._tag === "Stale")
+            return yield* new StaleOwner({
+              stream: o.stream,
+              shard: o.shard,
+              group: o.group,
+              token: o.token,
+              currentToken: result.current,
+            })
+          if (result._tag === "Foreign")
+            return yield* new ForeignValue({ key: result.key, message: result.message })
+          // "Fallback": no group yet (the script creates it) or the owner kept changing
+        }
         const reply = yield* fenced(
           "read",
           o,
@@ -206,6 +548,22 @@ export const makeWith = (
       Effect.gen(function* () {
         yield* checkToken(o.token)
         yield* checkIds(o.ids)
+        if (o.ids.length > 0 && (o.mode === "ack" || features.xackdel)) {
+          const sticky = yield* stickyAck(o)
+          if (sticky !== undefined) {
+            if (sticky._tag === "Acked") return sticky.count
+            if (sticky._tag === "Stale")
+              return yield* new StaleOwner({
+                stream: o.stream,
+                shard: o.shard,
+                group: o.group,
+                token: o.token,
+                currentToken: sticky.current,
+              })
+            if (sticky._tag === "Foreign")
+              return yield* new ForeignValue({ key: sticky.key, message: sticky.message })
+          }
+        }
         const reply = yield* fenced(
           "ack",
           o,
@@ -418,7 +776,7 @@ export const make: Effect.Effect<
   ShardStreams.ShardStreamsShape,
   never,
   RedisConnection.RedisConnection
-> = RedisConnection.RedisConnection.useSync(makeWith)
+> = RedisConnection.RedisConnection.useSync((connection) => makeWith(connection))
 
 /** `ShardStreams` on the `RedisConnection` in context. */
 export const layerFromConnection: Layer.Layer<
@@ -426,6 +784,14 @@ export const layerFromConnection: Layer.Layer<
   never,
   RedisConnection.RedisConnection
 > = Layer.effect(ShardStreams.ShardStreams, make)
+
+export const layerFromConnectionWith = (
+  options: ShardStreamsOptions = {},
+): Layer.Layer<ShardStreams.ShardStreams, never, RedisConnection.RedisConnection> =>
+  Layer.effect(
+    ShardStreams.ShardStreams,
+    RedisConnection.RedisConnection.useSync((connection) => makeWith(connection, options)),
+  )
 
 /** `ShardStreams` on a connection of its own (closed with the layer). */
 export const layer = (

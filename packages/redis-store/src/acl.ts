@@ -33,6 +33,11 @@ export const aclCommands = (options: AclOptions): ReadonlyArray<string> => [
   "command|docs",
   "evalsha",
   "eval",
+  // the optimistic fence of ShardStreams.read (WATCH, GET, MULTI, XREADGROUP, EXEC)
+  "watch",
+  "unwatch",
+  "multi",
+  "exec",
   // ShardStreams (direct, and inside read/ack/nack/claim/dead-letter scripts)
   "xadd",
   "xrange",

@@ -50,6 +50,12 @@ export interface RedisServer {
   readonly pid: number
   /** Sends a command through `redis-cli` and returns its raw output (for test setup only). */
   readonly cli: (...args: ReadonlyArray<string>) => string
+  /**
+   * Kills the server (SIGKILL: a crash, nothing flushed beyond what its
+   * persistence already wrote) and starts it again on the same port and
+   * directory with the same arguments. Without persistence it comes back empty.
+   */
+  readonly restart: () => Promise<void>
   readonly stop: () => Promise<void>
 }
 
@@ -250,18 +256,15 @@ const startOne = async (
 ): Promise<RedisServer> => {
   const dir = mkdtempSync(path.join(os.tmpdir(), `shardline-${binaries.kind}-`))
   const persistence = options.persistence
-    ? ["--appendonly", "yes"]
+    ? ["--appendonly", "yes", "--appendfsync", "always"]
     : ["--save", "", "--appendonly", "no"]
   let lastError: unknown
   // a free port can be taken between the probe and the bind: try a few
   for (let attempt = 0; attempt < 3; attempt++) {
     const port = await freePort()
     try {
-      const child = await spawnServer(binaries, dir, port, [
-        ...persistence,
-        ...extraArgs,
-        ...(options.args ?? []),
-      ])
+      const serverArgs = [...persistence, ...extraArgs, ...(options.args ?? [])]
+      let child = await spawnServer(binaries, dir, port, serverArgs)
       const info = await rawCommand(port, "INFO server")
       const version =
         infoField(info, "valkey_version") ?? infoField(info, "redis_version") ?? "unknown"
@@ -283,6 +286,14 @@ const startOne = async (
         })
         return stopped
       }
+      const restart = async () => {
+        if (child.exitCode === null && child.signalCode === null) {
+          const gone = new Promise((resolve) => child.once("exit", resolve))
+          child.kill("SIGKILL")
+          await gone
+        }
+        child = await spawnServer(binaries, dir, port, serverArgs)
+      }
       return {
         kind: binaries.kind,
         host: HOST,
@@ -290,8 +301,11 @@ const startOne = async (
         url: `redis://${HOST}:${port}`,
         version,
         dir,
-        pid: child.pid!,
+        get pid() {
+          return child.pid!
+        },
         cli,
+        restart,
         stop,
       }
     } catch (error) {

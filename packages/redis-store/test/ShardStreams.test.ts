@@ -29,6 +29,61 @@ for (const target of redisTargets()) {
     shardStreamsContract(() => subject().streams),
   )
 
+  // the optimistic fence (single nodes; a cluster always uses the script)
+  if (target.kind !== "cluster7")
+    describeTarget(
+      "ShardStreams contract (optimistic fence)",
+      target,
+      Effect.map(connect(target), (connection) =>
+        RedisShardStreams.makeWith(connection, { read: "optimistic" }),
+      ),
+      (subject) => shardStreamsContract(subject),
+    )
+
+  if (target.kind !== "cluster7")
+    describeTarget(
+      "ShardStreams optimistic fence",
+      target,
+      Effect.map(connect(target), (connection) =>
+        RedisShardStreams.makeWith(connection, { read: "optimistic" }),
+      ),
+      (subject) => {
+        it.live(
+          "acks through an armed reader: ack and xackdel, then a stale token is refused",
+          () =>
+            Effect.gen(function* () {
+              const s = subject()
+              const stream = unique("sticky")
+              const base = { stream, shard: 0, group: "g" }
+              yield* s.setOwnerToken({ ...base, token: 3 })
+              for (const k of ["z", "a", "b", "c", "d"]) yield* s.append(stream, 0, { k })
+              // the first read creates the group (through the script); the next ones arm the WATCH
+              const [z] = yield* s.read({ ...base, consumer: "c", token: 3, count: 1 })
+              yield* s.ack({ ...base, token: 3, ids: [z!.id], mode: "xackdel" })
+              const [a, b] = yield* s.read({ ...base, consumer: "c", token: 3, count: 2 })
+              assert.strictEqual(yield* s.ack({ ...base, token: 3, ids: [a!.id], mode: "ack" }), 1)
+              assert.strictEqual(
+                yield* s.ack({ ...base, token: 3, ids: [b!.id], mode: "xackdel" }),
+                1,
+              )
+              assert.strictEqual((yield* s.info(stream, 0)).length, 3)
+              const [c] = yield* s.read({ ...base, consumer: "c", token: 3, count: 1 })
+              yield* s.setOwnerToken({ ...base, token: 4 })
+              const stale = yield* Effect.flip(
+                s.ack({ ...base, token: 3, ids: [c!.id], mode: "ack" }),
+              )
+              assert.strictEqual(stale._tag, "StaleOwner")
+              assert.strictEqual((yield* s.pending(base)).length, 1)
+              const late = yield* Effect.flip(
+                s.read({ ...base, consumer: "c", token: 3, count: 1 }),
+              )
+              assert.strictEqual(late._tag, "StaleOwner")
+              assert.strictEqual((yield* s.drainState(base)).undelivered, 1)
+            }),
+        )
+      },
+    )
+
   describeTarget("ShardStreams bad input", target, acquire, (subject) => {
     const fresh = () => {
       const stream = unique("bad")

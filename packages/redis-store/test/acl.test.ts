@@ -45,6 +45,8 @@ for (const target of redisTargets()) {
       Effect.gen(function* () {
         const { connection } = subject()
         const streams = RedisShardStreams.makeWith(connection)
+        // the optimistic fence needs WATCH / MULTI / EXEC: read and ack through it too
+        const optimistic = RedisShardStreams.makeWith(connection, { read: "optimistic" })
         const lease = RedisCoordinatorLease.makeWith(connection)
         const transport = RedisCoordinatorTransport.makeWith(connection, { timeoutMs: 2_000 })
         const stream = unique("acl")
@@ -75,6 +77,13 @@ for (const target of redisTargets()) {
         yield* streams.range(ShardKey.dlq(stream, 0))
         assert.isFalse(yield* streams.waitForEntries({ ...base, timeoutMs: 20 }))
         assert.strictEqual(yield* streams.ownerToken(base), 1)
+        yield* streams.append(stream, 0, { k: "e" })
+        const viaWatch = yield* optimistic.read({ ...base, consumer: "c3", token: 1, count: 10 })
+        assert.strictEqual(viaWatch.length, 1)
+        assert.strictEqual(
+          yield* optimistic.ack({ ...base, token: 1, ids: viaWatch.map((m) => m.id), mode: "ack" }),
+          1,
+        )
         yield* streams.seal(stream, 0)
         assert.strictEqual(
           (yield* Effect.flip(streams.append(stream, 0, { k: "late" })))._tag,
