@@ -678,3 +678,19 @@ describe("findings 1 and 9 through CoordinatorHost", () => {
       }).pipe(Effect.scoped),
   )
 })
+
+describe("owner tokens follow the coordinator's clock", () => {
+  it("a group recreated after its metadata was lost grants tokens above every earlier one", () => {
+    const h1 = new Harness()
+    h1.now = 5_000
+    const a = new SimMember("a")
+    settle(h1, a)
+    const old = Math.max(...a.owned.values())
+    // the store is wiped (Redis without persistence): a fresh group, later
+    const h2 = new Harness()
+    h2.now = 6_000
+    const b = new SimMember("b")
+    settle(h2, b)
+    for (const token of b.owned.values()) expect(token).toBeGreaterThan(old)
+  })
+})

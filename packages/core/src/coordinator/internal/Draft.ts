@@ -15,6 +15,13 @@ import type {
 } from "../Records.js"
 import type { LayoutView } from "./ShardSpace.js"
 
+/**
+ * Grants per millisecond a shard's token counter takes before it runs ahead of
+ * the clock. One keeps tokens at 13 digits for centuries: the Redis fence
+ * refuses tokens past 15 digits (Lua formats numbers with 14 significant digits).
+ */
+export const TOKENS_PER_MS = 1
+
 export interface Fence {
   readonly shard: number
   readonly token: number
@@ -175,9 +182,16 @@ export class Draft {
     this.deadline(shard, member.memberId)
   }
 
-  /** Grant `shard` to `member` with the next token; its confirmation gets a deadline. */
+  /**
+   * Grant `shard` to `member` with the next token. Tokens also follow the
+   * coordinator's clock (at least `now` x TOKENS_PER_MS), so a grant made
+   * after the group's metadata was lost or restored from an older copy (Redis
+   * without persistence, a point-in-time restore) outranks every token issued
+   * before it (docs/redis.md, durability), unless coordinator clocks are
+   * skewed by more than the time in between. Its confirmation gets a deadline.
+   */
   grant(shard: number, member: MemberEntry): number {
-    const token = this.tokenOf(shard) + 1
+    const token = Math.max(this.tokenOf(shard) + 1, Math.floor(this.now) * TOKENS_PER_MS)
     this.setOwner(shard, {
       memberId: member.memberId,
       memberEpoch: member.memberEpoch,
