@@ -66,7 +66,8 @@ export interface RuntimeOptions {
   /**
    * `embedded` (default): this process is a lease-elected coordinator
    * candidate for each of its groups. `standalone`: a separate process runs
-   * the coordinators (`shardline-coordinator`).
+   * the coordinators (`shardline coordinator`, the bin of @shardline/redis-store,
+   * or `startCoordinator`).
    */
   readonly coordinator?: "embedded" | "standalone"
   /** Base of member ids (default: POD_IP, then HOSTNAME, then an interface address). */
