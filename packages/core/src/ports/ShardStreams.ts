@@ -775,7 +775,8 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
         const state = streams.get(shardKey(o.stream, o.shard))
         const group = state?.groups.get(o.group)
         const after = group?.lastDelivered ?? StreamId.ZERO
-        const undelivered = state === undefined ? 0 : state.entries.length - firstAfter(state, after)
+        const undelivered =
+          state === undefined ? 0 : state.entries.length - firstAfter(state, after)
         const pending = group?.pel.size ?? 0
         const isSealed = sealed.has(shardKey(o.stream, o.shard))
         return {
