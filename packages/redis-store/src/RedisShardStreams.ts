@@ -588,6 +588,20 @@ export const makeWith = (
         return reply[1] === 1
       }),
 
+    setGroupPosition: (o) =>
+      Effect.gen(function* () {
+        yield* checkToken(o.token)
+        const position = o.position === "start" ? "0-0" : o.position === "end" ? "$" : o.position
+        if (position !== "$") yield* checkIds([position])
+        yield* fenced(
+          "setGroupPosition",
+          o,
+          Scripts.setPosition,
+          [shardKey(o.stream, o.shard), ownerKey(o)],
+          [o.group, position],
+        )
+      }),
+
     claimPending: (o) =>
       Effect.gen(function* () {
         yield* checkToken(o.token)

@@ -46,6 +46,7 @@ export const aclCommands = (options: AclOptions): ReadonlyArray<string> => [
   "xreadgroup",
   "xgroup|create",
   "xgroup|createconsumer",
+  "xgroup|setid",
   "xack",
   "xdel",
   ...(options.xackdel ? ["xackdel"] : []),

@@ -76,6 +76,10 @@ for (const target of redisTargets()) {
         assert.strictEqual((yield* streams.info(stream, 0)).groups[0]!.ownerToken, 1)
         yield* streams.range(ShardKey.dlq(stream, 0))
         assert.isFalse(yield* streams.waitForEntries({ ...base, timeoutMs: 20 }))
+        // seek (XGROUP SETID) forward to the end and back to where it was
+        const { lastDeliveredId } = (yield* streams.info(stream, 0)).groups[0]!
+        yield* streams.setGroupPosition!({ ...base, token: 1, position: "end" })
+        yield* streams.setGroupPosition!({ ...base, token: 1, position: lastDeliveredId })
         assert.strictEqual(yield* streams.ownerToken(base), 1)
         yield* streams.append(stream, 0, { k: "e" })
         const viaWatch = yield* optimistic.read({ ...base, consumer: "c3", token: 1, count: 10 })

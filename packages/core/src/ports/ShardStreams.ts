@@ -270,8 +270,8 @@ export interface ShardStreamsShape {
    * Fenced seek (XGROUP SETID): move the group's last-delivered id on the shard
    * to an id, the start or the end; creates the group there if absent. Wakes
    * `waitForEntries` callers, since a backward move makes entries readable.
-   * Optional until every backend has it (memory does; Redis next): without
-   * it a member runtime's seek fails instead of moving anything.
+   * Optional in the port (memory and redis-store have it): without it a
+   * member runtime's seek fails instead of moving anything.
    */
   readonly setGroupPosition?: (
     options: SetPositionOptions,

@@ -629,4 +629,46 @@ export const shardStreamsContract = (subject: () => Streams) => {
         })
       }),
   )
+
+  it.live(
+    "setGroupPosition moves the group's read position (end, an id, start), fenced; pending stays pending",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const seek = s.setGroupPosition
+        assert.isDefined(seek)
+        if (seek === undefined) return
+        const { stream, base } = fresh()
+        yield* s.setOwnerToken({ ...base, token: 2 })
+        // on a shard with no stream yet: creates the group there
+        yield* seek({ ...base, token: 2, position: "end" })
+        const ids: Array<string> = []
+        for (const k of ["a", "b", "c"]) ids.push(yield* s.append(stream, 3, { k }))
+        yield* seek({ ...base, token: 2, position: "end" })
+        assert.deepStrictEqual(yield* s.read({ ...base, consumer: "c", token: 2, count: 10 }), [])
+        yield* seek({ ...base, token: 2, position: ids[0]! })
+        const after = yield* s.read({ ...base, consumer: "c", token: 2, count: 10 })
+        assert.deepStrictEqual(
+          after.map((m) => m.fields.k),
+          ["b", "c"],
+        )
+        yield* seek({ ...base, token: 2, position: "start" })
+        assert.strictEqual((yield* s.drainState(base)).undelivered, 3)
+        // pending entries stay pending (XGROUP SETID keeps the PEL)
+        assert.strictEqual((yield* s.pending(base)).length, 2)
+        // a stale owner moves nothing
+        const stale = yield* Effect.flip(seek({ ...base, token: 1, position: "end" }))
+        assert.strictEqual(stale._tag, "StaleOwner")
+        assert.strictEqual((yield* s.drainState(base)).undelivered, 3)
+        const bad = yield* Effect.flip(seek({ ...base, token: 2, position: "nonsense" }))
+        assert.strictEqual(bad._tag, "InvalidEntryId")
+        // another group of the shard is created where it is put, and reads from there
+        yield* seek({ ...base, group: "late", token: 0, position: ids[1]! })
+        const late = yield* s.read({ ...base, group: "late", consumer: "c", token: 0, count: 10 })
+        assert.deepStrictEqual(
+          late.map((m) => m.fields.k),
+          ["c"],
+        )
+      }),
+  )
 }
