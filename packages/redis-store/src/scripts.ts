@@ -43,7 +43,7 @@ const script = (name: string, numberOfKeys: number, body: string): Script => ({
 })
 
 export const Scripts = {
-  append: script("append", 2, append),
+  append: script("append", 3, append),
   seal: script("seal", 1, seal),
   drainState: script("drainState", 2, drainState),
   // variadic keys (the groups' owner tokens): numberOfKeys is passed per call

@@ -54,6 +54,18 @@ for (const target of redisTargets()) {
 
         yield* streams.setOwnerToken({ ...base, token: 1 })
         for (const k of ["a", "b", "c", "d"]) yield* streams.append(stream, 0, { k })
+        // an idempotent, trimmed append on another shard (the producer's window hash)
+        const idem = { producerId: "p", messageId: "1" }
+        const once = yield* streams.append(
+          stream,
+          1,
+          { k: "x" },
+          { idempotency: idem, trim: { maxLen: 10 } },
+        )
+        assert.strictEqual(
+          yield* streams.append(stream, 1, { k: "x" }, { idempotency: idem }),
+          once,
+        )
         const [a, b] = yield* streams.read({ ...base, consumer: "c1", token: 1, count: 2 })
         assert.strictEqual(yield* streams.ack({ ...base, token: 1, ids: [a!.id], mode: "ack" }), 1)
         assert.isTrue(yield* streams.nack({ ...base, token: 1, id: b!.id }))

@@ -107,11 +107,12 @@ export type TrimOptions =
   | { readonly minId: string; readonly approximate?: boolean }
 
 /**
- * Idempotent production (XADD IDMP, Redis >= 8.6): an append whose
- * (`producerId`, `messageId`) pair was seen within the stream's window adds
- * nothing and returns the id of the entry it added the first time. Redis keeps
- * a window per producer (`IDEMPOTENCY_WINDOW`: 100 s, 100 ids by default); the
- * memory implementation keeps the same window.
+ * Idempotent production: an append whose (`producerId`, `messageId`) pair was
+ * seen within the shard's window adds nothing and returns the id of the entry
+ * it added the first time. The window is per shard and producer
+ * (`IDEMPOTENCY_WINDOW`: 100 s, 100 ids, as Redis 8.6's XADD IDMP defaults);
+ * the memory implementation and redis-store (a hash beside the shard,
+ * checked by its append script) keep the same window.
  */
 export interface IdempotencyKey {
   readonly producerId: string

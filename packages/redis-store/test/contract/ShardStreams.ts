@@ -671,4 +671,63 @@ export const shardStreamsContract = (subject: () => Streams) => {
         )
       }),
   )
+
+  it.live("append trims by MAXLEN or MINID", () =>
+    Effect.gen(function* () {
+      const s = subject()
+      const { stream } = fresh()
+      const ids: Array<string> = []
+      for (const k of ["a", "b", "c", "d"])
+        ids.push(yield* s.append(stream, 3, { k }, { trim: { maxLen: 2 } }))
+      assert.deepStrictEqual(
+        (yield* s.range(shardKey(stream, 3))).map((e) => e.fields.k),
+        ["c", "d"],
+      )
+      yield* s.append(stream, 3, { k: "e" }, { trim: { minId: ids[3]! } })
+      assert.deepStrictEqual(
+        (yield* s.range(shardKey(stream, 3))).map((e) => e.fields.k),
+        ["d", "e"],
+      )
+      // approximate trimming never keeps fewer entries than asked
+      for (const k of ["f", "g"])
+        yield* s.append(stream, 3, { k }, { trim: { maxLen: 3, approximate: true } })
+      assert.isAtLeast((yield* s.info(stream, 3)).length, 3)
+    }),
+  )
+
+  it.live(
+    "an idempotent append seen within the window adds nothing and returns the first id; the window keeps the last 100 ids",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { stream } = fresh()
+        const idem = { producerId: "p1", messageId: "7" }
+        const first = yield* s.append(stream, 3, { k: "a" }, { idempotency: idem })
+        const again = yield* s.append(stream, 3, { k: "a" }, { idempotency: idem })
+        assert.strictEqual(again, first)
+        // another producer, or another shard, is another window
+        const other = yield* s.append(
+          stream,
+          3,
+          { k: "a" },
+          { idempotency: { ...idem, producerId: "p2" } },
+        )
+        assert.notStrictEqual(other, first)
+        yield* s.append(stream, 4, { k: "a" }, { idempotency: idem })
+        assert.strictEqual((yield* s.info(stream, 3)).length, 2)
+        // the window keeps at most maxSize ids per producer: the oldest is forgotten
+        const max = ShardStreams.IDEMPOTENCY_WINDOW.maxSize
+        const send = (messageId: string) =>
+          s.append(stream, 5, { i: messageId }, { idempotency: { producerId: "p", messageId } })
+        for (let i = 0; i < max; i++) yield* send(String(i))
+        yield* send("0")
+        assert.strictEqual((yield* s.info(stream, 5)).length, max)
+        yield* send("x")
+        yield* send("0")
+        assert.strictEqual((yield* s.info(stream, 5)).length, max + 2)
+        // ... and the newest ones are still remembered
+        yield* send(String(max - 1))
+        assert.strictEqual((yield* s.info(stream, 5)).length, max + 2)
+      }),
+  )
 }
