@@ -131,6 +131,15 @@ export const deleteStreamKeys = async (redis: RedisOptions, stream: string): Pro
   const client = RedisConnection.makeClient(decoded.success)
   client.on("error", () => {})
   try {
+    // a cluster client knows its masters once it has loaded the slots
+    if (client instanceof Cluster && client.status !== "ready")
+      await new Promise<void>((resolve, reject) => {
+        client.once("ready", () => resolve())
+        setTimeout(
+          () => reject(new Error("the cluster did not become ready in 10 s")),
+          10_000,
+        ).unref()
+      })
     const nodes = client instanceof Cluster ? client.nodes("master") : [client]
     let deleted = 0
     for (const node of nodes)

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest"
 import { renderSummary, runDemo } from "../../src/demo/run.js"
-import { useRedisServer } from "../support/redis.js"
+import { useRedisCluster, useRedisServer } from "../support/redis.js"
 
 describe("the demo on a real Redis", () => {
   const server = useRedisServer("redis7")
@@ -32,5 +32,25 @@ describe("the demo on a real Redis", () => {
     // the run wrote shard streams, owner tokens and group records, then deleted them all
     expect(summary.keysDeleted).toBeGreaterThan(8)
     expect(server().cli("DBSIZE").trim()).toBe("0")
+  })
+})
+
+describe("the demo on a 3-node Redis Cluster (--redis-cluster)", () => {
+  const cluster = useRedisCluster("redis7")
+
+  it("the same checks pass; its keys are deleted from every node", async () => {
+    const summary = await runDemo({
+      messages: 2_000,
+      keys: 50,
+      shards: 8,
+      redis: { nodes: cluster().nodes.map((n) => `${n.host}:${n.port}`) },
+    })
+    const text = renderSummary(summary)
+    expect(summary.ok, text).toBe(true)
+    expect(summary.missing, text).toBe(0)
+    expect(summary.duplicates, text).toBe(0)
+    expect(summary.orderViolations, text).toBe(0)
+    expect(summary.keysDeleted).toBeGreaterThan(8)
+    for (const server of cluster().servers) expect(server.cli("DBSIZE").trim()).toBe("0")
   })
 })
