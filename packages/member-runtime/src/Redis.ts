@@ -60,6 +60,8 @@ const URL_PROTOCOLS = new Set(["redis:", "rediss:"])
 
 const RedisUrl = Schema.String.check(
   Schema.makeFilter((u: string) => {
+    if (!u.includes("://"))
+      return `must be a redis:// or rediss:// URL (redis://host:6379), got ${JSON.stringify(u)}`
     let parsed: URL
     try {
       parsed = new URL(u)
