@@ -367,9 +367,7 @@ describe("expiry and revoke timeout (docs/protocol.md rules 4, 5)", () => {
     const r = h.hb(b.request())
     expect(shards(r.response)).toEqual([0, 1, 2, 3])
     // every shard, revoked (2, 3) or not (0, 1), gets a token above a's (1), following the clock
-    expect(r.response.assigned.map((g) => g.token)).toEqual([
-      30_001, 30_001, 30_001, 30_001,
-    ])
+    expect(r.response.assigned.map((g) => g.token)).toEqual([30_001, 30_001, 30_001, 30_001])
   })
 
   it("a member that does not finish a revoke within the revoke timeout is fenced", () => {
