@@ -251,7 +251,7 @@ export class Simulation {
         if (!members.deferred(a, kind, b, p)) members.noticeArrived(a)
         return false
       case K.DRAINED:
-        if (!members.deferred(a, kind, b, p)) members.drained(a, b)
+        if (!members.deferred(a, kind, b, p)) members.drained(a, b, p as number)
         return false
       case K.REQ_AT_COORD:
         if (!coord.deferred(a, kind, b, p)) coord.request(a, p as Req)
@@ -342,6 +342,12 @@ export class Simulation {
     counters["requests:staleJudged"] = checks.requests.staleJudged
     counters["requests:forgedJudged"] = checks.requests.forgedJudged
     counters["requests:forgedFenced"] = checks.requests.forgedFenced
+    counters["requests:honestFreshJudged"] = checks.requests.freshJudged
+    if (checks.exactness !== undefined) {
+      counters["exact:episodes"] = checks.exactness.episodes
+      counters["exact:singleChangeEpisodes"] = checks.exactness.singleChangeEpisodes
+      counters["exact:worstConvergenceMs"] = Math.round(checks.exactness.worstMs)
+    }
     return {
       options,
       faults: mix,

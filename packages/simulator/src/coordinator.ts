@@ -21,6 +21,7 @@ import {
   type Step,
 } from "@shardline/core"
 import type { Ctx } from "./ctx.js"
+import type { Members } from "./members.js"
 import type { Req } from "./network.js"
 import { timing } from "./options.js"
 import { type Clock, K, local, toTrue } from "./world.js"
@@ -55,6 +56,11 @@ const notCoordinator = (memberId: string): HeartbeatResponse => ({
 
 export class CoordinatorHost {
   readonly nodes: Array<CoordNode> = []
+  /** Per process: the highest request seq any candidate received (fresh = above it). */
+  private readonly lastSeq: Array<number> = []
+  /** Per process: its last few NONE answers by seq, to spot two answers to one request. */
+  private readonly answers: Array<Array<{ seq: number; response: HeartbeatResponse }> | undefined> =
+    []
   /** When the current leader started serving (election commit or resume). */
   private servingFrom = 0
 
@@ -101,35 +107,59 @@ export class CoordinatorHost {
     const c = this.nodes[node]!
     if (!c.alive) return
     const { w, checks, members } = this.ctx
-    const slot = members.procs[req.pid]!.slot.idx
+    const proc = members.procs[req.pid]!
+    const slot = proc.slot.idx
+    const fresh = req.seq > (this.lastSeq[req.pid] ?? 0)
+    if (fresh) this.lastSeq[req.pid] = req.seq
+    const honest =
+      req.forgery === undefined &&
+      proc.byzantine === undefined &&
+      proc.forged === 0 &&
+      !proc.carriesOldLifecycle &&
+      !proc.mayApplyOlderAnswer
+    this.ctx.net.handled(slot)
     for (let attempt = 0; attempt < 2; attempt++) {
       const shell = c.shell
       if (shell === null) break
       const step = shell.heartbeat(req.request, local(c.clock, w.now))
       const leader = this.serving() === c
       if (leader)
-        checks.requests.judge(
-          w.now,
-          req.request,
-          req.forgery,
-          checks.view,
-          step.records.length,
-          step.response,
-          step.records.some(
-            (r) => r._tag === "MemberRemoved" && r.memberId === req.request.memberId,
-          ),
-        )
+        checks.requests.judge(w.now, req.request, req.forgery, checks.view, step, fresh, honest)
       const ok = this.commit(c, step)
       if (ok === "retry") continue
       if (!ok) break
       const response = step.response
       if (leader && response.errorCode === "NONE" && response.memberEpoch > 0)
         checks.view.touch(req.request.memberId, response.memberEpoch, w.now)
+      if (response.errorCode === "NONE") this.answered(proc, req.seq, response)
       this.ctx.net.toMember(slot, req.pid, req.seq, response)
       this.armTimer(c)
       return
     }
     this.ctx.net.toMember(slot, req.pid, req.seq, notCoordinator(req.request.memberId))
+  }
+
+  /**
+   * A network duplicate of a request is handled twice and may get two
+   * different answers (the group moved in between), the later one possibly
+   * newer than the answer to the member's next request; the member applies
+   * answers by request seq and may end up with the older state (finding F2
+   * in docs/simulator.md). Such a process's next reports are not held to the
+   * honest-report rule until it drops everything.
+   */
+  private answered(proc: Members["procs"][number], seq: number, response: HeartbeatResponse): void {
+    let recent = this.answers[proc.pid]
+    if (recent === undefined) {
+      recent = []
+      this.answers[proc.pid] = recent
+    }
+    const earlier = recent.find((a) => a.seq === seq)
+    if (earlier !== undefined && !sameAnswer(earlier.response, response)) {
+      proc.mayApplyOlderAnswer = true
+      this.ctx.w.count("finding:twoAnswersToOneRequest")
+    }
+    recent.push({ seq, response })
+    if (recent.length > 8) recent.shift()
   }
 
   /** Due deadlines (deliberately without a lease check: see the module comment). */
@@ -264,6 +294,16 @@ export class CoordinatorHost {
     }
   }
 }
+
+const sameAnswer = (a: HeartbeatResponse, b: HeartbeatResponse): boolean =>
+  a.memberEpoch === b.memberEpoch &&
+  a.assignmentEpoch === b.assignmentEpoch &&
+  a.assigned.length === b.assigned.length &&
+  a.pending.length === b.pending.length &&
+  a.assigned.every(
+    (g, i) => g.shard === b.assigned[i]!.shard && g.token === b.assigned[i]!.token,
+  ) &&
+  a.pending.every((s, i) => s === b.pending[i])
 
 const groupConfig = (shards: number) =>
   makeGroupConfig({

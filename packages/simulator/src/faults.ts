@@ -82,13 +82,30 @@ export const FAULTS: Partial<Record<FaultKind, FaultDef>> = {
    * A stalled or slow connection, each direction on its own: `hold` queues
    * messages and flushes them, reordered, when it heals (requests delayed
    * past a self-fence and a rejoin), `lag` delays each by a fixed 2-12 s
-   * (answers that arrive after their lease), `drop` loses them.
+   * (answers that arrive after their lease), `drop` loses them. One in three
+   * is a stall: right after the coordinator received the member's next
+   * request the link breaks, requests are lost for 10-20 s and the answer
+   * already on its way arrives 2-8 s late (accepted: sent within the lease).
    */
   clog: {
     scope: "member",
     rate: 1,
     inject: (ctx, r) => {
       const slot = anySlot(ctx, r)
+      if (r.chance(1 / 3)) {
+        const lag = r.range(2_000, 8_000)
+        const out = r.range(10_000, 20_000)
+        ctx.net.arm(slot.idx, () => {
+          ctx.w.count("clog:stalls")
+          ctx.w.mark("fault", `stall ${slot.id}: answers ${Math.round(lag)} ms late, requests lost`)
+          ctx.faults.open(FAULT_KINDS.indexOf("clog"), link(ctx, slot, "out", "drop", out))
+          ctx.faults.open(
+            FAULT_KINDS.indexOf("clog"),
+            link(ctx, slot, "in", "lag", lag + 1_000, lag),
+          )
+        })
+        return none
+      }
       const modes: ReadonlyArray<LinkMode> = ["hold", "lag", "drop", "ok"]
       let out = modes[r.int(4)]!
       const inn = modes[r.int(4)]!
@@ -231,14 +248,22 @@ export const FAULTS: Partial<Record<FaultKind, FaultDef>> = {
       return eps
     },
   },
-  /** The member's next 1-3 heartbeats carry a forged ownership report. */
+  /**
+   * The member's next heartbeats carry a forged ownership report: a claim
+   * of a shard it does not hold, a REVOKING of a shard not its own, a REVOKED
+   * of a shard it still reads (fence on only), or, whenever one of its
+   * shards is being revoked, a REVOKED naming an older grant's token for it
+   * (1-3 lies).
+   */
   forge: {
     scope: "member",
     rate: 0.5,
     inject: (ctx, r) => {
       const p = anyProc(ctx, r)
       if (p === undefined) return none
-      p.forgeLeft += 1 + r.int(3)
+      p.forgeKind = r.int(ctx.data.storageFence ? 4 : 3)
+      if (p.forgeKind === 2 && !ctx.data.storageFence) p.forgeKind = 3
+      p.forgeLeft = 1 + r.int(3)
       ctx.w.mark("fault", `forge ${p.label}`)
       return none
     },
@@ -253,17 +278,17 @@ export const FAULTS: Partial<Record<FaultKind, FaultDef>> = {
     },
   },
   /**
-   * Back-to-back rebalances inside the revoke timeout: 2-4 members leave or
-   * join 0.1-1.5 s apart; the episode restores them.
+   * Back-to-back rebalances inside the revoke timeout: 2-5 members leave or
+   * join at random times within 1.2 revoke timeouts; the episode restores
+   * them 5-15 s later.
    */
   burst: {
     scope: "group",
-    rate: 1,
+    rate: 3,
     inject: (ctx, r) => {
       const { w, members } = ctx
-      const n = 2 + r.int(3)
+      const n = 2 + r.int(4)
       const toggled: Array<Slot> = []
-      let t = w.now
       let wanted = members.slots.filter((s) => s.wanted).length
       for (let i = 0; i < n; i++) {
         const slot = anySlot(ctx, r)
@@ -271,8 +296,12 @@ export const FAULTS: Partial<Record<FaultKind, FaultDef>> = {
         if (slot.wanted && wanted <= 1) continue
         wanted += slot.wanted ? -1 : 1
         toggled.push(slot)
-        w.q.push(t, K.ACTION, slot.wanted ? 1 : 0, slot.idx)
-        t += r.range(100, 1_500)
+        w.q.push(
+          w.now + r.range(0, timing.revokeTimeoutMs * 1.2),
+          K.ACTION,
+          slot.wanted ? 1 : 0,
+          slot.idx,
+        )
       }
       if (toggled.length === 0) return none
       w.count("burst:episodes")
@@ -296,7 +325,7 @@ const restart = (ctx: Ctx, slot: Slot) => {
 }
 
 export class Faults {
-  private readonly open = new Map<number, Episode>()
+  private readonly episodes = new Map<number, Episode>()
   private nextId = 1
 
   constructor(
@@ -331,25 +360,29 @@ export class Faults {
     const episodes = FAULTS[kind]!.inject(this.ctx, w.rng.faultEvents)
     w.count(`fault:${kind}`)
     sampler.changed()
-    for (const ep of episodes) {
-      const id = this.nextId++
-      this.open.set(id, ep)
-      w.q.push(w.now + ep.afterMs, K.HEAL, k, id)
-    }
+    for (const ep of episodes) this.open(k, ep)
+  }
+
+  /** Registers an episode of kind `k` (healed after `ep.afterMs`, or at the liveness phase). */
+  open(k: number, ep: Episode): void {
+    const w = this.ctx.w
+    const id = this.nextId++
+    this.episodes.set(id, ep)
+    w.q.push(w.now + ep.afterMs, K.HEAL, k, id)
   }
 
   heal(_k: number, id: number): void {
-    const ep = this.open.get(id)
+    const ep = this.episodes.get(id)
     if (ep === undefined) return
-    this.open.delete(id)
+    this.episodes.delete(id)
     ep.heal()
     this.ctx.sampler.changed()
   }
 
   /** Liveness phase: heal every open episode now. */
   healAll(): void {
-    const eps = [...this.open.values()]
-    this.open.clear()
+    const eps = [...this.episodes.values()]
+    this.episodes.clear()
     for (const ep of eps) ep.heal()
   }
 }

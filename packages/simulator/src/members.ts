@@ -26,7 +26,9 @@
 import {
   type HeartbeatRequest,
   type HeartbeatResponse,
+  MAX_MEMBER_WEIGHT,
   MemberMachine,
+  MIN_MEMBER_WEIGHT,
   type ShardLayout,
 } from "@shardline/core"
 import type { DrainFact, Holder, LeaseFact } from "./checkers/index.js"
@@ -86,10 +88,26 @@ export class Proc {
   layout: ShardLayout | undefined = undefined
   /** Shards this process lied about (REVOKED while still reading them). */
   byzantine: Set<number> | undefined = undefined
-  /** Requests left to forge (the `forge` fault). */
+  /**
+   * The machine moved to another lifecycle without a fence (it applied an
+   * answer with a new member epoch while holding the old one's shards): its
+   * reports may carry the old lifecycle's shards until its next StopAllShards
+   * (finding F1 in docs/simulator.md).
+   */
+  carriesOldLifecycle = false
+  /** Two different answers to one of its requests are on their way (finding F2). */
+  mayApplyOlderAnswer = false
+  /** Requests left to forge (the `forge` fault), what to forge, and forged so far. */
   forgeLeft = 0
+  forgeKind = 0
+  forged = 0
   /** Told FENCED_INSTANCE_ID: a standby until its join is answered. */
   superseded = false
+  /**
+   * Bumped when every loop is dropped (StopAllShards): a drain report still
+   * on its way from a dropped loop must not reach the machine.
+   */
+  loops = 0
   readonly label: string
 
   constructor(
@@ -134,10 +152,16 @@ export class Members {
   ) {
     this.weights = new Float64Array(settings.length)
     for (let i = 0; i < settings.length; i++) {
-      const slot = new Slot(i, memberId(i), settings[i]!, ctx.w.drawClock(clocksOn))
+      const s = settings[i]!
+      const slot = new Slot(i, memberId(i), s, ctx.w.drawClock(clocksOn))
       this.slots.push(slot)
       this.byId.set(slot.id, slot)
-      this.weights[i] = settings[i]!.weight
+      this.weights[i] = s.weight
+      if (s.weight !== 1) ctx.w.count("members:weighted")
+      if (s.weight === MIN_MEMBER_WEIGHT || s.weight === MAX_MEMBER_WEIGHT)
+        ctx.w.count("members:weightAtBound")
+      for (const edge of s.edge.split(", "))
+        if (edge !== "" && !edge.startsWith("weight")) ctx.w.count(`members:config:${edge}`)
     }
   }
 
@@ -338,11 +362,12 @@ export class Members {
     let sent = request
     let forgery: Forgery | undefined
     if (p.forgeLeft > 0 && request.memberEpoch > 0) {
-      p.forgeLeft--
       const forged = this.forge(p, request)
+      if (forged !== undefined || p.forgeKind !== 3) p.forgeLeft--
       if (forged !== undefined) {
         sent = forged.request
         forgery = forged.forgery
+        p.forged++
       }
     }
     p.inFlight = seq
@@ -370,6 +395,8 @@ export class Members {
       }
     }
     const wasStandby = p.superseded
+    const epochBefore = p.state.memberEpoch
+    const heldBefore = p.state.shards.size
     this.exec(
       p,
       MemberMachine.step(p.state, {
@@ -379,6 +406,17 @@ export class Members {
         now: p.local(w.now),
       }),
     )
+    const epochAfter = p.state.memberEpoch
+    if (
+      p.alive &&
+      epochBefore > 0 &&
+      epochAfter > 0 &&
+      epochAfter !== epochBefore &&
+      heldBefore > 0
+    ) {
+      p.carriesOldLifecycle = true
+      w.count("finding:lifecycleSwitchWithoutFence")
+    }
     if (wasStandby && p.state.lifecycle === "active") {
       p.superseded = false
       w.count("twin:standbyTookOver")
@@ -408,9 +446,13 @@ export class Members {
     this.exec(p, MemberMachine.step(p.state, { _tag: "NoticeReceived" }))
   }
 
-  drained(pid: number, shard: number): void {
+  drained(pid: number, shard: number, loops: number): void {
     const p = this.procs[pid]!
     if (!p.alive) return
+    if (loops !== p.loops) {
+      this.ctx.w.count("member:drainReportOfDroppedLoop")
+      return
+    }
     this.exec(p, MemberMachine.step(p.state, { _tag: "ShardDrained", shard }))
   }
 
@@ -425,6 +467,7 @@ export class Members {
         shard,
         p.layout === undefined ? "none" : `${p.layout.shardCount} shards`,
       )
+    if (!p.leaseValid(w.now)) checks.runtime.startWithoutLease(w.now, p.label, shard)
     const existing = p.runs.get(shard)
     if (existing !== undefined) {
       checks.runtime.startWhileRunning(w.now, p.label, shard)
@@ -461,7 +504,7 @@ export class Members {
     const { w, data, sampler } = this.ctx
     const run = p.runs.get(shard)
     if (run === undefined) {
-      w.q.push(w.now, K.DRAINED, p.pid, shard)
+      w.q.push(w.now, K.DRAINED, p.pid, shard, p.loops)
       return
     }
     if (run.draining) return
@@ -479,7 +522,7 @@ export class Members {
     checks.intent.release(shard, p.pid)
     // Slow drain with nothing in flight: the drain report itself comes late.
     const late = p.slot.slowDrain && !drainedBatch ? timing.revokeTimeoutMs * 1.5 : 0
-    w.q.push(w.now + late, K.DRAINED, p.pid, shard)
+    w.q.push(w.now + late, K.DRAINED, p.pid, shard, p.loops)
   }
 
   /** Stops a loop at once (crash, StopAllShards): the in-flight batch is abandoned. */
@@ -494,6 +537,9 @@ export class Members {
   }
 
   private dropAll(p: Proc): void {
+    p.loops++
+    p.carriesOldLifecycle = false
+    p.mayApplyOlderAnswer = false
     for (const [shard, run] of p.runs) this.dropRun(p, shard, run)
     p.runs.clear()
     p.rotation = []
@@ -640,7 +686,51 @@ export class Members {
       }
       return undefined
     }
-    const kind = r.int(data.storageFence ? 3 : 2)
+    const kind = p.forgeKind
+    if (kind === 3) {
+      // A REVOKED naming an older grant's token, for a shard the member still
+      // reads (a confirmed grant: leaving it out of the owned list once is
+      // harmless) or still drains, while the coordinator revokes it: it must
+      // be ignored (rule 10: a report names the grant it gives up).
+      const view = checks.view
+      const candidates: Array<{ shard: number; token: number; reading: boolean }> = []
+      for (const x of request.revokingShards)
+        if (x.state === "REVOKING" && x.token > 1)
+          candidates.push({ shard: x.shard, token: x.token, reading: false })
+      for (const shard of request.ownedShards) {
+        const o = view.owner[shard]
+        const run = p.runs.get(shard)
+        if (
+          o?.memberId === p.id &&
+          o.confirmed &&
+          o.token > 1 &&
+          run !== undefined &&
+          run.token === o.token
+        )
+          candidates.push({ shard, token: o.token, reading: true })
+      }
+      // The adversary knows the committed state and waits for a shard being
+      // revoked from the member: that is where a wrongly accepted report
+      // would free a shard the member still reads or drains.
+      const revoked = candidates.filter((x) => view.revocation[x.shard]?.memberId === p.id)
+      if (revoked.length === 0) return undefined
+      const c = revoked[r.int(revoked.length)]!
+      w.count("forge:staleTokenRevoked")
+      const stale = { shard: c.shard, state: "REVOKED" as const, token: c.token - 1 }
+      return {
+        request: c.reading
+          ? {
+              ...request,
+              ownedShards: request.ownedShards.filter((x) => x !== c.shard),
+              revokingShards: [...request.revokingShards, stale],
+            }
+          : {
+              ...request,
+              revokingShards: request.revokingShards.map((y) => (y.shard === c.shard ? stale : y)),
+            },
+        forgery: { claims: [], revoking: [], revokedWhileReading: [] },
+      }
+    }
     if (kind === 0) {
       const s = foreign()
       if (s === undefined) return undefined

@@ -1,9 +1,10 @@
 /**
  * The simulator's side of the mutation harness (`pnpm mutate`, see
  * scripts/mutate.mjs): a fixed list of runs on seeds outside the CI seed set
- * (CI uses seeds below 100,000; these start at 1,000,001), cheap exact
- * scenarios first, then fault mixes with drawn shapes, with the storage fence
- * on and off. A mutant is caught at its first run with a violation (or a
+ * (CI uses seeds below 100,000; these start at 1,000,001): cheap exact
+ * scenarios first (bursts of rebalances among them), then liars and echoes
+ * among bursts, then fault mixes (swarm with drawn shapes, partition storms,
+ * coordinator failovers), with the storage fence on and off. A mutant is caught at its first run with a violation (or a
  * crash of the simulator, which a mutant can cause by throwing).
  *
  * @module
@@ -34,6 +35,17 @@ export const mutationSeeds = (): Array<SimOptions> => {
   let seed = SEED_BASE
   for (const scenario of ["scale-out", "scale-in", "churn", "rolling-restart", "steady"] as const)
     for (let i = 0; i < 3; i++) out.push(small(scenario, ++seed))
+  for (let i = 0; i < 12; i++) out.push(small("churn", ++seed, { ratePerShard: 8, workers: 4 }))
+  // Liars and echoes among back-to-back rebalances.
+  for (let i = 0; i < 20; i++)
+    out.push(
+      small("churn", ++seed, {
+        ratePerShard: 8,
+        workers: 4,
+        faults: "burst,forge,replay,dup",
+        fence: i % 2 === 0 ? "on" : "off",
+      }),
+    )
   for (let i = 0; i < 40; i++) {
     for (const scenario of ["swarm", "partition-storm", "coordinator-failover"] as const) {
       const s = ++seed

@@ -51,6 +51,8 @@ export class Network {
   readonly links: Array<Link>
   /** Per member: its last requests (any process, any lifecycle), for `replay`. */
   private readonly history: Array<Array<Req>>
+  /** Per member: what to do right after a coordinator received its next request (a `stall`). */
+  private readonly armed: Array<(() => void) | undefined>
 
   constructor(
     private readonly ctx: Ctx,
@@ -60,6 +62,20 @@ export class Network {
     this.options = options
     this.links = Array.from({ length: members }, () => new Link())
     this.history = Array.from({ length: members }, () => [])
+    this.armed = new Array(members).fill(undefined)
+  }
+
+  /** Runs `then` right after a coordinator receives member `slot`'s next request. */
+  arm(slot: number, then: () => void): void {
+    this.armed[slot] = then
+  }
+
+  /** A coordinator received a request of member `slot` (before it answers). */
+  handled(slot: number): void {
+    const then = this.armed[slot]
+    if (then === undefined) return
+    this.armed[slot] = undefined
+    then()
   }
 
   delay(): number {
@@ -173,6 +189,7 @@ export class Network {
   /** Liveness phase: no loss, duplication or extra delay; every link heals. */
   heal(): void {
     this.options = { lossP: 0, dupP: 0, delayMeanMs: 1 }
+    this.armed.fill(undefined)
     for (let i = 0; i < this.links.length; i++) {
       this.set(i, "out", "ok")
       this.set(i, "in", "ok")

@@ -26,6 +26,8 @@ export interface RunTotals {
 export class ExactnessChecker {
   episodes = 0
   singleChangeEpisodes = 0
+  /** Longest time from an episode's last change to balance. */
+  worstMs = 0
 
   constructor(
     private readonly report: Report,
@@ -40,6 +42,7 @@ export class ExactnessChecker {
     lowerBound: number | undefined,
   ): void {
     this.episodes++
+    if (durationMs > this.worstMs) this.worstMs = durationMs
     if (durationMs > this.boundMs)
       this.report({
         checker: "exactness",

@@ -7,14 +7,21 @@
  *   member id, an older member epoch of the same incarnation, or a join older
  *   than the one that started the current lifecycle: docs/protocol.md rules
  *   7, 9 and 13) changes nothing and is not answered NONE;
+ * - the join that started the current lifecycle, received again, changes
+ *   nothing (rule 13);
  * - a forged ownership report (the fault injector knows what it forged:
  *   claims of shards the member's lifecycle does not hold, REVOKING of a
  *   shard that is not its own) fences the member (rule 2);
+ * - an honest report is never fenced: a request of the current lifecycle,
+ *   delivered for the first time and after every earlier request of its
+ *   process (not a network duplicate, replay or straggler), from a process
+ *   that never lied, describes what the member really holds, which is what
+ *   the coordinator granted it (rules 2, 3, 7);
  * - an honest request is never INVALID_REQUEST.
  *
  * @module
  */
-import type { HeartbeatRequest, HeartbeatResponse } from "@shardline/core"
+import type { CoordinatorRecord, HeartbeatRequest, HeartbeatResponse } from "@shardline/core"
 import { fmt, type Report } from "./types.js"
 import type { CommittedView } from "./view.js"
 
@@ -33,19 +40,40 @@ export class RequestChecker {
   staleJudged = 0
   forgedJudged = 0
   forgedFenced = 0
+  freshJudged = 0
 
   constructor(private readonly report: Report) {}
 
+  /**
+   * `fresh`: the first delivery of the request and no later request of its
+   * process was delivered before it; `honest`: neither it nor an earlier
+   * request of its process was forged.
+   */
   judge(
     time: number,
     request: HeartbeatRequest,
     forgery: Forgery | undefined,
     view: CommittedView,
-    records: number,
-    response: HeartbeatResponse | undefined,
-    removesMember: boolean,
+    step: {
+      readonly records: ReadonlyArray<CoordinatorRecord>
+      readonly response: HeartbeatResponse | undefined
+    },
+    fresh: boolean,
+    honest: boolean,
   ): void {
-    const m = view.members.get(request.memberId)
+    const response = step.response
+    const records = step.records.length
+    const id = request.memberId
+    const removesMember = step.records.some((r) => r._tag === "MemberRemoved" && r.memberId === id)
+    const m = view.members.get(id)
+    const newLifecycle =
+      m !== undefined &&
+      step.records.some(
+        (r) =>
+          r._tag === "MemberUpserted" &&
+          r.member.memberId === id &&
+          r.member.memberEpoch !== m.epoch,
+      )
     const code = response?.errorCode
     if (code === "INVALID_REQUEST" && forgery === undefined)
       this.report({
@@ -75,7 +103,29 @@ export class RequestChecker {
         })
       return
     }
-    if (forgery === undefined || request.memberEpoch !== m.epoch) return
+    if (
+      request.memberEpoch === 0 &&
+      request.incarnation === m.incarnation &&
+      request.seq === m.joinSeq &&
+      (newLifecycle || removesMember)
+    )
+      this.report({
+        checker: "requests",
+        time,
+        message: `the join that started ${id}'s lifecycle (seq ${request.seq}), received again, started another at ${fmt(time)}`,
+      })
+    if (request.memberEpoch !== m.epoch) return
+    if (forgery === undefined) {
+      if (!fresh || !honest) return
+      this.freshJudged++
+      if (code === "FENCED_MEMBER_EPOCH" || removesMember)
+        this.report({
+          checker: "requests",
+          time,
+          message: `an honest, in-order report of ${request.memberId} (seq ${request.seq}, epoch ${request.memberEpoch}) was fenced at ${fmt(time)}: ${response?.errorMessage ?? "removed"}`,
+        })
+      return
+    }
     const invalid: Array<string> = []
     for (const s of forgery.claims) {
       const o = view.owner[s]

@@ -3,7 +3,8 @@
  * simulated runtime executes the machine's commands (docs/member.md, Runtime
  * obligations): at most one request in flight (the machine asks for one only
  * when none is outstanding), a read loop only for a shard of a layout the
- * member knows, and a shard started again only after its previous loop ended.
+ * member knows and only while the machine's lease is valid (it may not read
+ * otherwise), and a shard started again only after its previous loop ended.
  *
  * @module
  */
@@ -26,6 +27,15 @@ export class RuntimeChecker {
       time,
       shard,
       message: `${label} started shard ${shard} at ${fmt(time)} without knowing the layout (${known})`,
+    })
+  }
+
+  startWithoutLease(time: number, label: string, shard: number): void {
+    this.report({
+      checker: "runtime",
+      time,
+      shard,
+      message: `${label} was told to start shard ${shard} at ${fmt(time)} while its lease is not valid`,
     })
   }
 
