@@ -149,7 +149,12 @@ export class Simulation {
         report,
         (pid) => ctx.members.procs[pid]!.label,
       ),
-      intent: new IntentChecker(options.shards, report, (id, epoch) => view.ended(id, epoch)),
+      intent: new IntentChecker(
+        options.shards,
+        report,
+        (id, epoch) => view.ended(id, epoch),
+        options.strict !== true,
+      ),
       drain: new DrainChecker(report),
       lease: new LeaseChecker(report),
       deadlines: new DeadlineChecker(report),

@@ -33,6 +33,7 @@ options:
   --swarm N              run N seeds (from --from-seed, default 1) on --jobs threads (default: all cores);
                          members, shards, workers and rate not given are drawn per seed
   --broken KIND          test-only protocol breakage: ${BROKEN.join(" | ")}
+  --strict               do not excuse the known protocol findings F1, F2 (docs/simulator.md)
 `
 
 export class UsageError extends Error {}
@@ -150,6 +151,9 @@ export const parseArgs = (argv: ReadonlyArray<string>): Cli => {
         o = { ...o, broken: known }
         break
       }
+      case "--strict":
+        o = { ...o, strict: true }
+        break
       case "--json":
         cli.json = true
         break

@@ -643,7 +643,7 @@ export class Members {
       (end !== undefined &&
         (end.kind === "MemberFenced" ||
           end.kind === "MemberReplaced" ||
-          end.kind === "MemberRejoined"))
+          (end.kind === "MemberRejoined" && this.ctx.options.strict !== true)))
     ) {
       data.zombieAcks++
       return false

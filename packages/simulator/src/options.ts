@@ -104,6 +104,12 @@ export interface SimOptions {
    */
   readonly fence: "on" | "off"
   readonly broken?: Broken | undefined
+  /**
+   * Do not excuse the known protocol findings F1 and F2 (docs/simulator.md):
+   * a zombie of a lifecycle its own process's newer join ended, and reports
+   * of a member that may have applied an older answer. Their seeds then fail.
+   */
+  readonly strict?: boolean | undefined
   /** Record ownership segments for the HTML report. */
   readonly timeline?: boolean | undefined
 }

@@ -47,6 +47,8 @@ export class IntentChecker {
     shards: number,
     private readonly report: Report,
     private readonly ended: (memberId: string, epoch: number) => LifecycleEnd | undefined,
+    /** Excuse own-rejoin zombies (finding F1); off with `--strict`. */
+    private readonly excuseOwnRejoin = true,
   ) {
     this.holders = Array.from({ length: shards }, () => [])
   }
@@ -106,11 +108,11 @@ export class IntentChecker {
     if (end === undefined) return false
     if (end.kind === "MemberFenced") return end.rev < owner.grantRev
     if (end.kind === "MemberReplaced") return end.rev <= owner.grantRev
-    if (end.kind === "MemberRejoined" && end.rev <= owner.grantRev) {
+    if (this.excuseOwnRejoin && end.kind === "MemberRejoined" && end.rev <= owner.grantRev) {
       // The zombie's own process sent a newer join while an older one was
       // still in the network and accepted the older one's answer; the newer
       // join then ended that lifecycle. Only the storage fence stops it
-      // (finding: docs/simulator.md, "Own-rejoin zombie").
+      // (finding F1 in docs/simulator.md).
       this.ownRejoin++
       return true
     }
