@@ -215,6 +215,7 @@ const summary = {
     simulatorMs: baseSim.wallMs,
     simulatorRuns: baseSim.runs,
   },
+  wallMs: Math.round(performance.now() - started),
   results,
 }
 log(

@@ -58,9 +58,11 @@ export class CoordinatorHost {
   readonly nodes: Array<CoordNode> = []
   /** Per process: the highest request seq any candidate received (fresh = above it). */
   private readonly lastSeq: Array<number> = []
-  /** Per process: its last few NONE answers by seq, to spot two answers to one request. */
-  private readonly answers: Array<Array<{ seq: number; response: HeartbeatResponse }> | undefined> =
-    []
+  /** Per process: its last few NONE answers (a ring of seqs and answers), to spot two answers to one request. */
+  private readonly answers: Array<
+    | { readonly seqs: Int32Array; readonly responses: Array<HeartbeatResponse>; next: number }
+    | undefined
+  > = []
   /** When the current leader started serving (election commit or resume). */
   private servingFrom = 0
 
@@ -147,18 +149,20 @@ export class CoordinatorHost {
    * honest-report rule until it drops everything.
    */
   private answered(proc: Members["procs"][number], seq: number, response: HeartbeatResponse): void {
-    let recent = this.answers[proc.pid]
-    if (recent === undefined) {
-      recent = []
-      this.answers[proc.pid] = recent
+    let ring = this.answers[proc.pid]
+    if (ring === undefined) {
+      ring = { seqs: new Int32Array(8), responses: [], next: 0 }
+      this.answers[proc.pid] = ring
     }
-    const earlier = recent.find((a) => a.seq === seq)
-    if (earlier !== undefined && !sameAnswer(earlier.response, response)) {
-      proc.mayApplyOlderAnswer = true
-      this.ctx.w.count("finding:twoAnswersToOneRequest")
-    }
-    recent.push({ seq, response })
-    if (recent.length > 8) recent.shift()
+    for (let i = 0; i < 8; i++)
+      if (ring.seqs[i] === seq && !sameAnswer(ring.responses[i]!, response)) {
+        proc.mayApplyOlderAnswer = true
+        this.ctx.w.count("finding:twoAnswersToOneRequest")
+        break
+      }
+    ring.seqs[ring.next] = seq
+    ring.responses[ring.next] = response
+    ring.next = (ring.next + 1) & 7
   }
 
   /** Due deadlines (deliberately without a lease check: see the module comment). */

@@ -12,6 +12,8 @@
  *
  * @module
  */
+import type { HeartbeatRequest } from "@shardline/core"
+import type { Forgery } from "./checkers/requests.js"
 import type { Ctx } from "./ctx.js"
 import type { Prng } from "./engine/Prng.js"
 import type { Proc, Slot } from "./members.js"
@@ -384,5 +386,115 @@ export class Faults {
     const eps = [...this.episodes.values()]
     this.episodes.clear()
     for (const ep of eps) ep.heal()
+  }
+}
+
+/**
+ * Forges the request's ownership report (the `forge` fault): a claim of a
+ * shard the member does not hold, a REVOKING of a shard that is not its
+ * own, or (storage fence on only) a REVOKED of a shard it still reads.
+ */
+export const forgeReport = (
+  ctx: Ctx,
+  p: Proc,
+  request: HeartbeatRequest,
+): { request: HeartbeatRequest; forgery: Forgery } | undefined => {
+  const { w, checks, data } = ctx
+  const r = w.rng.forge
+  const S = w.S
+  const taken = new Set<number>(request.ownedShards)
+  for (const x of request.revokingShards) taken.add(x.shard)
+  const foreign = (): number | undefined => {
+    const from = r.int(S)
+    for (let k = 0; k < S; k++) {
+      const s = (from + k) % S
+      if (!taken.has(s) && checks.view.owner[s]?.memberId !== p.id) return s
+    }
+    return undefined
+  }
+  const kind = p.forgeKind
+  if (kind === 3) {
+    // A REVOKED naming an older grant's token, for a shard the member still
+    // reads (a confirmed grant: leaving it out of the owned list once is
+    // harmless) or still drains, while the coordinator revokes it: it must
+    // be ignored (rule 10: a report names the grant it gives up).
+    const view = checks.view
+    const candidates: Array<{ shard: number; token: number; reading: boolean }> = []
+    for (const x of request.revokingShards)
+      if (x.state === "REVOKING" && x.token > 1)
+        candidates.push({ shard: x.shard, token: x.token, reading: false })
+    for (const shard of request.ownedShards) {
+      const o = view.owner[shard]
+      const run = p.runs.get(shard)
+      if (
+        o?.memberId === p.id &&
+        o.confirmed &&
+        o.token > 1 &&
+        run !== undefined &&
+        run.token === o.token
+      )
+        candidates.push({ shard, token: o.token, reading: true })
+    }
+    // The adversary knows the committed state and waits for a shard being
+    // revoked from the member: that is where a wrongly accepted report
+    // would free a shard the member still reads or drains.
+    const revoked = candidates.filter((x) => view.revocation[x.shard]?.memberId === p.id)
+    if (revoked.length === 0) return undefined
+    const c = revoked[r.int(revoked.length)]!
+    w.count("forge:staleTokenRevoked")
+    const stale = { shard: c.shard, state: "REVOKED" as const, token: c.token - 1 }
+    return {
+      request: c.reading
+        ? {
+            ...request,
+            ownedShards: request.ownedShards.filter((x) => x !== c.shard),
+            revokingShards: [...request.revokingShards, stale],
+          }
+        : {
+            ...request,
+            revokingShards: request.revokingShards.map((y) => (y.shard === c.shard ? stale : y)),
+          },
+      forgery: { claims: [], revoking: [], revokedWhileReading: [] },
+    }
+  }
+  if (kind === 0) {
+    const s = foreign()
+    if (s === undefined) return undefined
+    w.count("forge:claim")
+    return {
+      request: { ...request, ownedShards: [...request.ownedShards, s] },
+      forgery: { claims: [s], revoking: [], revokedWhileReading: [] },
+    }
+  }
+  if (kind === 1) {
+    const s = foreign()
+    if (s === undefined) return undefined
+    w.count("forge:revokingNotOwn")
+    const token = Math.max(1, checks.view.owner[s]?.token ?? data.fence[s]!)
+    return {
+      request: {
+        ...request,
+        revokingShards: [...request.revokingShards, { shard: s, state: "REVOKING", token }],
+      },
+      forgery: { claims: [], revoking: [s], revokedWhileReading: [] },
+    }
+  }
+  const reading = request.ownedShards.filter((s) => {
+    const run = p.runs.get(s)
+    return run !== undefined && !run.draining
+  })
+  if (reading.length === 0) return undefined
+  const s = reading[r.int(reading.length)]!
+  const token = p.runs.get(s)!.token
+  w.count("forge:revokedWhileReading")
+  p.byzantine ??= new Set()
+  p.byzantine.add(s)
+  return {
+    request: {
+      ...request,
+      ownedShards: request.ownedShards.filter((x) => x !== s),
+      revokingShards: [...request.revokingShards, { shard: s, state: "REVOKED", token }],
+    },
+    forgery: { claims: [], revoking: [], revokedWhileReading: [s] },
   }
 }

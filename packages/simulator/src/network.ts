@@ -51,6 +51,7 @@ export class Network {
   readonly links: Array<Link>
   /** Per member: its last requests (any process, any lifecycle), for `replay`. */
   private readonly history: Array<Array<Req>>
+  private readonly historyAt: Int32Array
   /** Per member: what to do right after a coordinator received its next request (a `stall`). */
   private readonly armed: Array<(() => void) | undefined>
 
@@ -62,6 +63,7 @@ export class Network {
     this.options = options
     this.links = Array.from({ length: members }, () => new Link())
     this.history = Array.from({ length: members }, () => [])
+    this.historyAt = new Int32Array(members)
     this.armed = new Array(members).fill(undefined)
   }
 
@@ -95,8 +97,9 @@ export class Network {
     const w = this.ctx.w
     if (record) {
       const h = this.history[slot]!
-      h.push(req)
-      if (h.length > HISTORY) h.shift()
+      if (h.length < HISTORY) h.push(req)
+      else h[this.historyAt[slot]!] = req
+      this.historyAt[slot] = (this.historyAt[slot]! + 1) % HISTORY
     }
     const target = this.ctx.lease.holder
     if (target < 0) return

@@ -79,7 +79,9 @@ export class Sampler {
       }
     this.episode.changes.add(`${slot}:${kind}`)
     this.episode.lastChange = w.now
-    this.evaluate()
+    // A leave may balance the group at once (the leaver read nothing); a
+    // start cannot unless its quota is 0, which the next sample sees.
+    if (kind === "leave") this.evaluate()
   }
 
   /** Process `pid` started (or stopped) reading `shard`. */
