@@ -38,6 +38,8 @@ export interface Holder {
 
 export class IntentChecker {
   private readonly holders: Array<Array<Holder>>
+  /** Pairs already reported (shard, two processes): one violation each. */
+  private readonly reported = new Set<string>()
   exempted = 0
   /** Of `exempted`: zombies of a lifecycle ended by the same process's newer join. */
   ownRejoin = 0
@@ -85,6 +87,9 @@ export class IntentChecker {
         this.exempted++
         continue
       }
+      const key = `${shard}:${Math.min(h.proc, other.proc)}:${Math.max(h.proc, other.proc)}`
+      if (this.reported.has(key)) return
+      this.reported.add(key)
       this.report({
         checker: "intent",
         time,
