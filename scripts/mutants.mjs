@@ -57,9 +57,8 @@ export const mutants = [
     name: "non-sticky-assignor",
     why: "the target is recomputed from scratch (no previous owners): stickiness dropped",
     file: C,
-    find: "  const next = stickyAssign({ shardCount: state.layout.shardCount, members, previous })\n",
-    replace:
-      "  const next = stickyAssign({ shardCount: state.layout.shardCount, members, previous: [] })\n",
+    find: "  const next = stickyAssign({ shardCount: shards.length, members, previous })\n",
+    replace: "  const next = stickyAssign({ shardCount: shards.length, members, previous: [] })\n",
   },
   {
     name: "ignore-one-revoked",
@@ -182,7 +181,7 @@ export const mutants = [
     name: "grant-reuses-token",
     why: "a grant does not raise the shard's owner token",
     file: D,
-    find: "    const token = this.tokenOf(shard) + 1\n",
+    find: "    const token = Math.max(this.tokenOf(shard) + 1, Math.floor(this.now) * TOKENS_PER_MS)\n",
     replace: "    const token = Math.max(1, this.tokenOf(shard))\n",
   },
   {

@@ -1,7 +1,13 @@
 import { defineConfig } from "tsup"
 
 export default defineConfig({
-  entry: ["src/index.ts", "src/coordinator.ts", "src/simulator.ts"],
+  entry: [
+    "src/index.ts",
+    "src/coordinator.ts",
+    "src/simulator.ts",
+    "src/runtime.ts",
+    "src/assignorWalkthrough.ts",
+  ],
   format: ["esm"],
   dts: true,
   sourcemap: true,

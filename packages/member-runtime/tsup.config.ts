@@ -1,9 +1,13 @@
 import { defineConfig } from "tsup"
 
 export default defineConfig({
-  entry: ["src/index.ts", "src/demo.ts"],
+  entry: {
+    index: "src/index.ts",
+    demo: "src/demo.ts",
+    shardline: "src/cli/main.ts",
+  },
   format: ["esm"],
-  dts: true,
+  dts: { entry: { index: "src/index.ts" } },
   sourcemap: true,
   clean: true,
   target: "node20",

@@ -1,6 +1,34 @@
-import { defineConfig } from "vitest/config"
+import ts from "typescript"
+import { defineConfig, type Plugin } from "vitest/config"
+
+/**
+ * Standard (TC39) decorators, as `@StreamListener` uses: Vite 8's transformer
+ * (oxc) lowers only legacy decorators, so test and example files that use
+ * them go through TypeScript first (tsup's esbuild lowers them for the build).
+ */
+const standardDecorators: Plugin = {
+  name: "shardline:standard-decorators",
+  enforce: "pre",
+  transform(code, id) {
+    if (!id.endsWith(".ts") || !/^\s*@[A-Za-z]/m.test(code)) return undefined
+    const out = ts.transpileModule(code, {
+      fileName: id,
+      compilerOptions: {
+        target: ts.ScriptTarget.ES2022,
+        module: ts.ModuleKind.ESNext,
+        sourceMap: true,
+      },
+    })
+    return { code: out.outputText, map: out.sourceMapText ?? null }
+  },
+}
 
 export default defineConfig({
+  plugins: [standardDecorators],
+  // examples import the package by name, as users do
+  resolve: {
+    alias: { "@shardline/member-runtime": new URL("./src/index.ts", import.meta.url).pathname },
+  },
   test: {
     include: ["test/**/*.test.ts"],
     testTimeout: 60_000,

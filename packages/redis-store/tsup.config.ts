@@ -1,9 +1,16 @@
 import { defineConfig } from "tsup"
 
 export default defineConfig({
-  entry: ["src/index.ts"],
+  entry: {
+    index: "src/index.ts",
+    testing: "src/testing.ts",
+    cli: "src/cli.ts",
+    bench: "bench/index.ts",
+  },
   format: ["esm"],
-  dts: true,
+  dts: { entry: { index: "src/index.ts", testing: "src/testing.ts" } },
+  // the Lua scripts are bundled as strings (src/scripts.ts)
+  loader: { ".lua": "text" },
   sourcemap: true,
   clean: true,
   target: "node20",

@@ -10,6 +10,14 @@
  *
  * The group is (config.stream, config.groupId): the host's lease, snapshot
  * and fences are that key's, so same-named groups on two streams never meet.
+ *
+ * On every takeover it applies the config it was given as an explicit,
+ * audited change (docs/protocol.md rule 12). With a `StreamLayouts` service
+ * it follows the stream's layout (docs/resharding.md): it creates the layout
+ * with the group, registers the group on it, adopts newer generations (on
+ * takeover and at every lease renewal), seals earlier generations' shards
+ * (with a `ShardStreams` service) and records, once the group's migration
+ * completed, that it drained them, retiring generations every group drained.
  */
 import {
   Clock,
@@ -32,6 +40,8 @@ import type { CoordinatorState } from "./coordinator/CoordinatorState.js"
 import { decodeGroupConfig, type GroupConfig } from "./coordinator/GroupConfig.js"
 import { type GroupMonitor, monitor } from "./coordinator/Monitoring.js"
 import { ElectionRefused, FenceWriteFailed, type InvalidGroupConfig } from "./Errors.js"
+import * as Reshard from "./layout/Reshard.js"
+import * as StreamLayout from "./layout/StreamLayout.js"
 import {
   CoordinatorLease,
   type LeaseGrant,
@@ -39,7 +49,9 @@ import {
 } from "./ports/CoordinatorLease.js"
 import { type GroupKey, groupKeyOf } from "./ports/GroupKey.js"
 import { layerNoop as fenceNoop, OwnerFence } from "./ports/OwnerFence.js"
+import { ShardStreams } from "./ports/ShardStreams.js"
 import { Store, layerMemory as storeMemory } from "./ports/Store.js"
+import { StreamLayouts } from "./ports/StreamLayouts.js"
 import { HeartbeatRequest, type HeartbeatResponse } from "./protocol/Heartbeat.js"
 
 export interface CoordinatorHostOptions {
@@ -90,6 +102,8 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
   const fence = yield* OwnerFence
   const scope = yield* Scope.Scope
   const key = groupKeyOf(config)
+  const streamLayouts = yield* Effect.serviceOption(StreamLayouts)
+  const dataPlane = yield* Effect.serviceOption(ShardStreams)
   const ttl = options.leaseTtlMs ?? config.sessionTimeoutMs
   const maxAttempts = options.maxCommitAttempts ?? 3
   const lock = yield* Semaphore.make(1)
@@ -176,9 +190,15 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
       for (let attempt = 1; ; attempt++) {
         const now = yield* Clock.currentTimeMillis
         const snapshot = yield* store.load(key)
+        // a new group starts on the stream's oldest live generation
+        const origin = Option.isSome(snapshot) ? undefined : yield* streamOrigin
         held = yield* leases.renew(held, ttl)
         const start: Takeover = Option.isNone(snapshot)
-          ? { _tag: "Elected", ...CoordinatorShell.create(config, now, candidate), fences: [] }
+          ? {
+              _tag: "Elected",
+              ...CoordinatorShell.create(config, now, candidate, origin),
+              fences: [],
+            }
           : CoordinatorShell.load(snapshot.value, now, candidate)
         if (start._tag === "Refused")
           return yield* new ElectionRefused({
@@ -201,6 +221,92 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
         yield* writeFences(fences)
         return { lease: held, shell } satisfies Leader
       }
+    })
+
+  /** The stream's oldest live generation (creating the stream's layout), if layouts are kept. */
+  const streamOrigin = Option.match(streamLayouts, {
+    onNone: () => Effect.succeed(undefined),
+    onSome: (layouts) =>
+      Reshard.loadOrCreate(key.stream, config.shardCount).pipe(
+        Effect.provideService(StreamLayouts, layouts),
+        Effect.map((stored) => stored.record.generations[0]),
+      ),
+  })
+
+  /**
+   * Bring the leader in line with what it was given and with its stream:
+   * the config (an audited change when it differs), the stream's layout
+   * generations, seals of earlier generations after adopting one, and the
+   * report that the group drained them once its migration completed. A
+   * failure is reported in `lastError`; the host keeps serving. Under `lock`.
+   */
+  const reconcileLeader = (first: boolean): Effect.Effect<void> =>
+    Effect.gen(function* () {
+      if (first) yield* runStep((shell, now) => shell.configure(config, now), "a config change")
+      if (Option.isNone(streamLayouts)) return
+      const provide = Effect.provideService(StreamLayouts, streamLayouts.value)
+      const stored = yield* Effect.result(provide(Reshard.registerGroup(key.stream, key.group)))
+      if (Result.isFailure(stored)) {
+        lastError = `stream layout: ${stored.failure._tag}: ${stored.failure.message}`
+        return
+      }
+      const record = stored.success.record
+      const adopted = yield* runStep(
+        (shell, now) => shell.followLayout(record.generations, now),
+        "following the stream layout",
+      )
+      if ((adopted || first) && Option.isSome(dataPlane) && record.generations.length > 1) {
+        const sealed = yield* Effect.result(
+          Reshard.sealEarlier(record).pipe(Effect.provideService(ShardStreams, dataPlane.value)),
+        )
+        if (Result.isFailure(sealed)) lastError = `sealing: ${sealed.failure.message}`
+      }
+      const state = leader?.shell.state
+      if (
+        state !== undefined &&
+        state.resharding._tag === "Idle" &&
+        (record.groups[key.group]?.drainedBelow ?? 0) < state.layout.generation
+      ) {
+        const reported = yield* Effect.result(
+          Option.isSome(dataPlane)
+            ? Reshard.groupDrainedBelow(key.stream, key.group, state.layout.generation).pipe(
+                provide,
+                Effect.provideService(ShardStreams, dataPlane.value),
+              )
+            : provide(
+                Reshard.update(key.stream, (r) =>
+                  Result.succeed(
+                    StreamLayout.groupDrainedBelow(r, key.group, state.layout.generation),
+                  ),
+                ),
+              ),
+        )
+        if (Result.isFailure(reported))
+          lastError = `stream layout: ${reported.failure._tag}: ${reported.failure.message}`
+      }
+    })
+
+  /** Run one record-producing shell computation; true if it changed anything. Under `lock`. */
+  const runStep = (
+    compute: (shell: CoordinatorShell, now: number) => Step<void> | undefined | string,
+    what: string,
+  ): Effect.Effect<boolean> =>
+    Effect.gen(function* () {
+      const now = yield* Clock.currentTimeMillis
+      let refusal: string | undefined
+      const ran = yield* execute((shell) => {
+        const r = compute(shell, now)
+        if (typeof r === "string") {
+          refusal = r
+          return undefined
+        }
+        return r
+      }, what).pipe(
+        Effect.tap(() => rearm),
+        Effect.catch((e: NotServing) => Effect.as(stepDown(e.reason), Option.none())),
+      )
+      if (refusal !== undefined) lastError = `${what} refused: ${refusal}`
+      return Option.isSome(ran)
     })
 
   /** Become (or stay) the coordinator; must run under `lock`. */
@@ -226,6 +332,7 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
     leader = loaded.success
     lastError = null
     yield* rearm
+    yield* reconcileLeader(true)
     return leader
   })
 
@@ -334,7 +441,10 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
       }
       const renewed = yield* Effect.result(leases.renew(l.lease, ttl))
       if (Result.isFailure(renewed)) yield* stepDown("lease lost")
-      else l.lease = renewed.success
+      else {
+        l.lease = renewed.success
+        yield* reconcileLeader(false)
+      }
     }),
   )
   yield* Effect.forkIn(

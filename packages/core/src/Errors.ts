@@ -198,3 +198,76 @@ export class MemberSuperseded extends Schema.TaggedError<MemberSuperseded>()("Me
   incarnation: Schema.Number,
   message: Schema.String,
 }) {}
+
+// backends (Redis and other real stores)
+
+/**
+ * The backend of a port (Redis, ...) could not be reached, or refused a
+ * command for a reason that is not about our data (connection closed,
+ * NOPERM, OOM, an unexpected reply). Whether the command ran is unknown:
+ * callers retry idempotent operations only. The memory backends never fail so.
+ */
+export class BackendUnavailable extends Schema.TaggedError<BackendUnavailable>()(
+  "BackendUnavailable",
+  {
+    operation: Schema.String,
+    message: Schema.String,
+    cause: Schema.optional(Schema.Defect()),
+  },
+) {}
+
+/**
+ * A key Shardline owns holds a value Shardline did not write (a string where
+ * a stream belongs, a non-integer owner token, ...). Nothing was changed: it
+ * is checked before anything is written, and never overwritten.
+ */
+export class ForeignValue extends Schema.TaggedError<ForeignValue>()("ForeignValue", {
+  key: Schema.String,
+  message: Schema.String,
+}) {}
+
+/** An argument the backend cannot represent (an entry without fields, a fractional token, ...). */
+export class InvalidArgument extends Schema.TaggedError<InvalidArgument>()("InvalidArgument", {
+  message: Schema.String,
+}) {}
+
+/** What any data-plane operation may fail with besides its own errors. */
+export type DataPlaneError = BackendUnavailable | ForeignValue | InvalidArgument
+
+/**
+ * An append to a shard of an earlier layout generation, sealed by a reshard
+ * (docs/resharding.md): refresh the stream's layout and route the key again.
+ */
+export class ShardSealed extends Schema.TaggedError<ShardSealed>()("ShardSealed", {
+  stream: Schema.String,
+  shard: Schema.Number,
+}) {}
+
+// stream layouts (resharding)
+
+/** A layout change (`reshard`, `rollback`) was refused; the stream's layout is unchanged. */
+export class ReshardRefused extends Schema.TaggedError<ReshardRefused>()("ReshardRefused", {
+  stream: Schema.String,
+  reason: Schema.Literals([
+    "InvalidShardCount",
+    "SameShardCount",
+    "MigrationRunning",
+    "NoMigration",
+    "RollbackRunning",
+    "UnknownStream",
+  ]),
+  message: Schema.String,
+}) {}
+
+/** The stream's layout changed since it was read (compare-and-set on its revision). */
+export class StaleLayout extends Schema.TaggedError<StaleLayout>()("StaleLayout", {
+  stream: Schema.String,
+  expectedRevision: Schema.Int,
+  actualRevision: Schema.Int,
+}) {}
+
+/** The stored layout of a stream does not decode; it is left untouched. */
+export class CorruptLayout extends Schema.TaggedError<CorruptLayout>()("CorruptLayout", {
+  stream: Schema.String,
+  message: Schema.String,
+}) {}

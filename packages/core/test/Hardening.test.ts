@@ -4,10 +4,12 @@
  * test harness, which applies results as a host does) and `MemberMachine`.
  * docs/protocol.md states the rules they pin down.
  */
-import { Schema } from "effect"
+import { assert, it as effectIt } from "@effect/vitest"
+import { Effect, Exit, Layer, Option, Schema, Scope } from "effect"
 import { describe, expect, it } from "vitest"
 import {
   Coordinator,
+  CoordinatorLease,
   GroupConfig,
   HeartbeatRequest,
   type HeartbeatResponse,
@@ -15,7 +17,12 @@ import {
   MAX_MEMBER_WEIGHT,
   MemberMachine,
   MIN_MEMBER_WEIGHT,
+  makeCoordinatorHost,
+  OwnerFence,
+  ShardStreams,
+  Store,
 } from "../src/index.js"
+import { Store as TestingStore } from "../src/testing.js"
 import { config, Harness, info, request, SimMember, shards } from "./coordinator/harness.js"
 
 const revokedFrom = (h: Harness): Array<string | null> =>
@@ -475,11 +482,19 @@ describe("finding 9: a second host with a different config", () => {
     expect(changed.result.shardDeadlines).toHaveLength(1)
   })
 
-  it("the same config is no change; another shard count or identity is refused with the fields named", () => {
+  it("the same config is no change, nor is a shard count (it only seeds a new stream); another identity is refused", () => {
     const h = new Harness()
     expect(Coordinator.configure(h.state, config(), 0)._tag).toBe("Unchanged")
-    const shardCount = Coordinator.configure(h.state, config({ shardCount: 8 }), 0)
-    expect(shardCount._tag === "Refused" && shardCount.reason).toContain("shardCount 8")
+    expect(Coordinator.configure(h.state, config({ shardCount: 8 }), 0)._tag).toBe("Unchanged")
+    const both = Coordinator.configure(
+      h.state,
+      config({ shardCount: 8, sessionTimeoutMs: 9_000 }),
+      0,
+    )
+    expect(both._tag === "Changed" && both.result.records[0]).toEqual({
+      _tag: "GroupConfigChanged",
+      config: config({ sessionTimeoutMs: 9_000 }), // the stored shard count is kept
+    })
     const other = Coordinator.configure(h.state, config({ stream: "payments" }), 0)
     expect(other._tag === "Refused" && other.reason).toContain("payments")
   })
@@ -524,15 +539,18 @@ describe("finding 12: the layout reaches a joining member", () => {
     const state = MemberMachine.make({ ...memberConfig, group: "g" }, 0)
     const { seq, request: join } = MemberMachine.nextRequest(state, 0)
     const r = h.hb(join)
-    expect(r.response.layout).toEqual({ shardCount: 4, generation: 0 })
+    expect(r.response.layout).toEqual({ shardCount: 4, generation: 0, firstShard: 0 })
     const commands = MemberMachine.step(state, {
       _tag: "ResponseReceived",
       seq,
       response: r.response,
       now: 1,
     })
-    expect(commands[0]).toEqual({ _tag: "LayoutChanged", layout: { shardCount: 4, generation: 0 } })
-    expect(state.layout).toEqual({ shardCount: 4, generation: 0 })
+    expect(commands[0]).toEqual({
+      _tag: "LayoutChanged",
+      layout: { shardCount: 4, generation: 0, firstShard: 0 },
+    })
+    expect(state.layout).toEqual({ shardCount: 4, generation: 0, firstShard: 0 })
   })
 })
 
@@ -571,3 +589,108 @@ const answer = (state: MemberMachine.MemberState, response: HeartbeatResponse, n
   const commands = MemberMachine.step(state, { _tag: "ResponseReceived", seq, response, now })
   return { request, commands }
 }
+
+// --- through CoordinatorHost (the public host API) --------------------------
+
+describe("findings 1 and 9 through CoordinatorHost", () => {
+  effectIt.effect(
+    "a second process with the same member id: its join fences the first at the storage, the first's requests change nothing",
+    () =>
+      Effect.gen(function* () {
+        const streams = yield* ShardStreams.makeMemory
+        const fence = yield* OwnerFence.make.pipe(
+          Effect.provideService(ShardStreams.ShardStreams, streams),
+        )
+        const host = yield* makeCoordinatorHost({ config: config(), holder: "c1" }).pipe(
+          Effect.provide(
+            Layer.mergeAll(
+              Store.layerMemory,
+              CoordinatorLease.layerMemory,
+              Layer.succeed(OwnerFence.OwnerFence, fence),
+            ),
+          ),
+        )
+        const address = (shard: number, token: number) => ({
+          stream: "orders",
+          shard,
+          group: "g",
+          token,
+        })
+        yield* streams.append("orders", 0, { k: "x" })
+        const p1 = new SimMember("pod-a", undefined, 100)
+        for (let i = 0; i < 3; i++) p1.onResponse(yield* host.heartbeat(request(p1.request())))
+        const oldToken = p1.owned.get(0)!
+        assert.isNumber(oldToken)
+        const p2 = new SimMember("pod-a", undefined, 200)
+        const joined = yield* host.heartbeat(request(p2.request()))
+        assert.strictEqual(joined.errorCode, "NONE")
+        p2.onResponse(joined)
+        // the first process is refused at the storage: its token is below the new one
+        const read = yield* Effect.flip(
+          streams.read({ ...address(0, oldToken), consumer: "pod-a", count: 10 }),
+        )
+        assert.strictEqual(read._tag, "StaleOwner")
+        // and by the coordinator, for every kind of request, with no state change
+        const before = Option.getOrThrow(yield* host.state).storeRevision
+        for (const stale of [p1.request(), p1.leaveRequest()]) {
+          const r = yield* host.heartbeat(request(stale))
+          assert.strictEqual(r.errorCode, "FENCED_INSTANCE_ID")
+        }
+        assert.strictEqual(Option.getOrThrow(yield* host.state).storeRevision, before)
+        // the new process reads with its own token
+        const batch = yield* streams.read({
+          ...address(0, p2.owned.get(0)!),
+          consumer: "pod-a",
+          count: 10,
+        })
+        assert.strictEqual(batch.length, 1)
+      }).pipe(Effect.scoped),
+  )
+
+  effectIt.effect(
+    "a host started with a different config applies it on takeover as an audited GroupConfigChanged",
+    () =>
+      Effect.gen(function* () {
+        const store = TestingStore.makeMemoryUnsafe()
+        const lease = yield* CoordinatorLease.makeMemory
+        const layer = Layer.mergeAll(
+          Layer.succeed(Store.Store, store),
+          Layer.succeed(CoordinatorLease.CoordinatorLease, lease),
+          OwnerFence.layerNoop,
+        )
+        const s1 = yield* Scope.make()
+        const h1 = yield* makeCoordinatorHost({ config: config(), holder: "c1" }).pipe(
+          Effect.provide(layer),
+          Scope.provide(s1),
+        )
+        yield* h1.heartbeat(request({ memberId: "a" }))
+        yield* Scope.close(s1, Exit.void)
+        const h2 = yield* makeCoordinatorHost({
+          config: config({ sessionTimeoutMs: 45_000 }),
+          holder: "c2",
+        }).pipe(Effect.provide(layer))
+        const r = yield* h2.heartbeat(request({ memberId: "b" }))
+        assert.strictEqual(r.errorCode, "NONE")
+        assert.strictEqual(r.sessionTimeoutMs, 45_000)
+        const events = store.auditLog({ stream: "orders", group: "g" })
+        const change = events.find((e) => e.kind === "GroupConfigChanged")
+        assert.include(change?.reason ?? "", "sessionTimeoutMs 30000 -> 45000")
+      }).pipe(Effect.scoped),
+  )
+})
+
+describe("owner tokens follow the coordinator's clock", () => {
+  it("a group recreated after its metadata was lost grants tokens above every earlier one", () => {
+    const h1 = new Harness()
+    h1.now = 5_000
+    const a = new SimMember("a")
+    settle(h1, a)
+    const old = Math.max(...a.owned.values())
+    // the store is wiped (Redis without persistence): a fresh group, later
+    const h2 = new Harness()
+    h2.now = 6_000
+    const b = new SimMember("b")
+    settle(h2, b)
+    for (const token of b.owned.values()) expect(token).toBeGreaterThan(old)
+  })
+})

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
 import { ShardStreams } from "../src/index.js"
 
@@ -120,6 +120,26 @@ describe("ShardStreams (memory)", () => {
           )
         }),
       ),
+  )
+
+  it.effect("xackdel deletes only the entries it acknowledged (as XACKDEL)", () =>
+    withStreams((s) =>
+      Effect.gen(function* () {
+        for (const k of ["a", "b", "c"]) yield* s.append(S, 3, { k })
+        const [a] = yield* s.read({ ...base, consumer: "c1", token: 0, count: 1 })
+        const ids = (yield* s.range(shardKey(S, 3))).map((e) => e.id)
+        // a is pending; b and c were never delivered to the group
+        assert.strictEqual(yield* s.ack({ ...base, token: 0, ids, mode: "xackdel" }), 1)
+        assert.deepStrictEqual(
+          (yield* s.range(shardKey(S, 3))).map((e) => e.id),
+          ids.filter((id) => id !== a!.id),
+        )
+        // another group's pending entry is not deleted by this group's xackdel
+        const [b] = yield* s.read({ ...base, group: "other", consumer: "x", token: 0, count: 1 })
+        assert.strictEqual(yield* s.ack({ ...base, token: 0, ids: [b!.id], mode: "xackdel" }), 0)
+        assert.strictEqual((yield* s.info(S, 3)).length, 2)
+      }),
+    ),
   )
 
   it.effect("ack removes from the PEL and keeps the entry; xackdel also deletes the entry", () =>
@@ -358,7 +378,9 @@ describe("ShardStreams (memory)", () => {
           assert.strictEqual(yield* s.ack({ ...g2, token: 1, ids: [r2[0]!.id], mode: "ack" }), 1)
           // g1's token is no fence for g2, and the other way round
           const stale = yield* Effect.flip(s.read({ ...g1, consumer: "x", token: 1, count: 1 }))
-          assert.deepStrictEqual([stale.group, stale.currentToken], ["g1", 7])
+          assert.strictEqual(stale._tag, "StaleOwner")
+          if (stale._tag === "StaleOwner")
+            assert.deepStrictEqual([stale.group, stale.currentToken], ["g1", 7])
           assert.strictEqual(ShardStreams.ownerTokenKey(S, 3, "g1"), "{orders:3}:owner:g1")
           const info = yield* s.info(S, 3)
           assert.deepStrictEqual(
@@ -367,6 +389,203 @@ describe("ShardStreams (memory)", () => {
               ["g1", 7],
               ["g2", 1],
             ],
+          )
+        }),
+      ),
+  )
+})
+
+describe("ShardStreams (memory): wake-up, takeover read, seal and drain", () => {
+  it.effect(
+    "waitForEntries: true at once when entries wait, on the next append, false on timeout",
+    () =>
+      withStreams((s) =>
+        Effect.gen(function* () {
+          assert.isFalse(yield* s.waitForEntries({ ...base, timeoutMs: 0 }))
+          const waiting = yield* Effect.forkChild(s.waitForEntries({ ...base, timeoutMs: 1_000 }))
+          yield* TestClock.adjust(10)
+          yield* s.append(S, 3, { k: "a" })
+          assert.isTrue(yield* Fiber.join(waiting))
+          assert.isTrue(yield* s.waitForEntries({ ...base, timeoutMs: 1_000 }))
+          yield* s.read({ ...base, consumer: "c", token: 0, count: 10 })
+          const idle = yield* Effect.forkChild(s.waitForEntries({ ...base, timeoutMs: 1_000 }))
+          yield* TestClock.adjust(1_000)
+          assert.isFalse(yield* Fiber.join(idle))
+          // another shard's append does not wake it
+          const other = yield* Effect.forkChild(s.waitForEntries({ ...base, timeoutMs: 500 }))
+          yield* s.append(S, 4, { k: "b" })
+          yield* TestClock.adjust(500)
+          assert.isFalse(yield* Fiber.join(other))
+        }),
+      ),
+  )
+
+  it.effect(
+    "a takeover read re-delivers idle pending entries of any consumer first, then new ones",
+    () =>
+      withStreams((s) =>
+        Effect.gen(function* () {
+          for (const k of ["a", "b", "c"]) yield* s.append(S, 3, { k })
+          yield* s.read({ ...base, consumer: "old", token: 1, count: 2 })
+          yield* TestClock.adjust(5_000)
+          const batch = yield* s.read({
+            ...base,
+            consumer: "new",
+            token: 2,
+            count: 10,
+            claimIdleMs: 1_000,
+          })
+          assert.deepStrictEqual(
+            batch.map((m) => [m.fields.k, m.deliveryCount]),
+            [
+              ["a", 2],
+              ["b", 2],
+              ["c", 1],
+            ],
+          )
+          const pending = yield* s.pending(base)
+          assert.deepStrictEqual([...new Set(pending.map((p) => p.consumer))], ["new"])
+        }),
+      ),
+  )
+
+  it.effect(
+    "a sealed shard refuses appends (ShardSealed) and is drained once everything is acked",
+    () =>
+      withStreams((s) =>
+        Effect.gen(function* () {
+          yield* s.append(S, 3, { k: "a" })
+          yield* s.append(S, 3, { k: "b" })
+          assert.deepStrictEqual(yield* s.drainState(base), {
+            sealed: false,
+            undelivered: 2,
+            pending: 0,
+            drained: false,
+          })
+          yield* s.seal(S, 3)
+          yield* s.seal(S, 3) // idempotent
+          const refused = yield* Effect.flip(s.append(S, 3, { k: "late" }))
+          assert.strictEqual(refused._tag, "ShardSealed")
+          assert.strictEqual((yield* s.info(S, 3)).length, 2)
+          const batch = yield* s.read({ ...base, consumer: "c", token: 0, count: 1 })
+          assert.deepStrictEqual(yield* s.drainState(base), {
+            sealed: true,
+            undelivered: 1,
+            pending: 1,
+            drained: false,
+          })
+          yield* s.ack({ ...base, token: 0, ids: batch.map((m) => m.id), mode: "ack" })
+          const rest = yield* s.read({ ...base, consumer: "c", token: 0, count: 10 })
+          yield* s.ack({ ...base, token: 0, ids: rest.map((m) => m.id), mode: "xackdel" })
+          assert.deepStrictEqual(yield* s.drainState(base), {
+            sealed: true,
+            undelivered: 0,
+            pending: 0,
+            drained: true,
+          })
+          // drained is per group: another group has everything still to read
+          assert.isFalse((yield* s.drainState({ ...base, group: "other" })).drained)
+          // other shards are not sealed
+          assert.isString(yield* s.append(S, 4, { k: "ok" }))
+        }),
+      ),
+  )
+})
+
+describe("ShardStreams (memory): seek, trimming and idempotent appends", () => {
+  it.effect(
+    "setGroupPosition moves the group's read position (start, end, an id), fenced by the token, and wakes waiters",
+    () =>
+      withStreams((s) =>
+        Effect.gen(function* () {
+          yield* s.setOwnerToken({ ...base, token: 2 })
+          const ids: Array<string> = []
+          for (const k of ["a", "b", "c"]) ids.push(yield* s.append(S, 3, { k }))
+          yield* s.setGroupPosition!({ ...base, token: 2, position: "end" })
+          assert.deepStrictEqual(yield* s.read({ ...base, consumer: "c", token: 2, count: 10 }), [])
+          const waiting = yield* Effect.forkChild(s.waitForEntries({ ...base, timeoutMs: 1_000 }))
+          yield* TestClock.adjust(10)
+          yield* s.setGroupPosition!({ ...base, token: 2, position: ids[0]! })
+          assert.isTrue(yield* Fiber.join(waiting))
+          const after = yield* s.read({ ...base, consumer: "c", token: 2, count: 10 })
+          assert.deepStrictEqual(
+            after.map((m) => m.fields.k),
+            ["b", "c"],
+          )
+          yield* s.setGroupPosition!({ ...base, token: 2, position: "start" })
+          assert.strictEqual((yield* s.drainState(base)).undelivered, 3)
+          // pending entries stay pending (XGROUP SETID keeps the PEL)
+          assert.strictEqual((yield* s.pending(base)).length, 2)
+          const stale = yield* Effect.flip(
+            s.setGroupPosition!({ ...base, token: 1, position: "end" }),
+          )
+          assert.strictEqual(stale._tag, "StaleOwner")
+          assert.strictEqual((yield* s.drainState(base)).undelivered, 3)
+          const bad = yield* Effect.flip(
+            s.setGroupPosition!({ ...base, token: 2, position: "nonsense" }),
+          )
+          assert.strictEqual(bad._tag, "InvalidEntryId")
+        }),
+      ),
+  )
+
+  it.effect("append trims by MAXLEN or MINID", () =>
+    withStreams((s) =>
+      Effect.gen(function* () {
+        const ids: Array<string> = []
+        for (const k of ["a", "b", "c", "d"])
+          ids.push(yield* s.append(S, 3, { k }, { trim: { maxLen: 2, approximate: true } }))
+        assert.deepStrictEqual(
+          (yield* s.range(shardKey(S, 3))).map((e) => e.fields.k),
+          ["c", "d"],
+        )
+        yield* s.append(S, 3, { k: "e" }, { trim: { minId: ids[3]! } })
+        assert.deepStrictEqual(
+          (yield* s.range(shardKey(S, 3))).map((e) => e.fields.k),
+          ["d", "e"],
+        )
+      }),
+    ),
+  )
+
+  it.effect(
+    "an idempotent append seen within the window adds nothing and returns the first id",
+    () =>
+      withStreams((s) =>
+        Effect.gen(function* () {
+          const idem = { producerId: "p1", messageId: "7" }
+          const first = yield* s.append(S, 3, { k: "a" }, { idempotency: idem })
+          const again = yield* s.append(S, 3, { k: "a" }, { idempotency: idem })
+          assert.strictEqual(again, first)
+          // another producer, or another shard, is another window
+          const other = yield* s.append(
+            S,
+            3,
+            { k: "a" },
+            { idempotency: { ...idem, producerId: "p2" } },
+          )
+          assert.notStrictEqual(other, first)
+          yield* s.append(S, 4, { k: "a" }, { idempotency: idem })
+          assert.strictEqual((yield* s.info(S, 3)).length, 2)
+          // past the window's duration the id may be reused
+          yield* TestClock.adjust(ShardStreams.IDEMPOTENCY_WINDOW.durationMs)
+          const later = yield* s.append(S, 3, { k: "a" }, { idempotency: idem })
+          assert.notStrictEqual(later, first)
+          // the window keeps at most maxSize ids per producer: the oldest is forgotten
+          for (let i = 0; i < ShardStreams.IDEMPOTENCY_WINDOW.maxSize; i++)
+            yield* s.append(
+              S,
+              5,
+              { i: String(i) },
+              { idempotency: { producerId: "p", messageId: String(i) } },
+            )
+          yield* s.append(S, 5, { i: "0" }, { idempotency: { producerId: "p", messageId: "0" } })
+          assert.strictEqual((yield* s.info(S, 5)).length, ShardStreams.IDEMPOTENCY_WINDOW.maxSize)
+          yield* s.append(S, 5, { i: "x" }, { idempotency: { producerId: "p", messageId: "x" } })
+          yield* s.append(S, 5, { i: "0" }, { idempotency: { producerId: "p", messageId: "0" } })
+          assert.strictEqual(
+            (yield* s.info(S, 5)).length,
+            ShardStreams.IDEMPOTENCY_WINDOW.maxSize + 2,
           )
         }),
       ),

@@ -1,1 +1,10 @@
-export {}
+export * as Acl from "./acl.js"
+export * from "./Errors.js"
+export * as Keys from "./keys.js"
+export * as RedisConnection from "./RedisConnection.js"
+export * as RedisCoordinatorLease from "./RedisCoordinatorLease.js"
+export * as RedisCoordinatorTransport from "./RedisCoordinatorTransport.js"
+export * as RedisPorts from "./RedisPorts.js"
+export * as RedisShardStreams from "./RedisShardStreams.js"
+export * as RedisStore from "./RedisStore.js"
+export * as RedisStreamLayouts from "./RedisStreamLayouts.js"

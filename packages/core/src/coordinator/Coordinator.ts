@@ -8,7 +8,12 @@
  * mutate the state, never read a clock and never do I/O.
  */
 import { stickyAssign } from "../assignor/stickyAssign.js"
-import type { HeartbeatRequest, HeartbeatResponse, ShardGrant } from "../protocol/Heartbeat.js"
+import type {
+  HeartbeatRequest,
+  HeartbeatResponse,
+  ShardGrant,
+  ShardLayout,
+} from "../protocol/Heartbeat.js"
 import {
   type CoordinatorState,
   fromSnapshot,
@@ -20,6 +25,14 @@ import {
 } from "./CoordinatorState.js"
 import type { GroupConfig } from "./GroupConfig.js"
 import { Draft, type Fence } from "./internal/Draft.js"
+import {
+  activeShards,
+  blocked,
+  dependents,
+  isEarlier,
+  type LayoutView,
+  shardSpace,
+} from "./internal/ShardSpace.js"
 import type { AuditKind, CoordinatorEpoch, CoordinatorRecord, MemberState } from "./Records.js"
 import type { Snapshot } from "./Snapshot.js"
 
@@ -79,18 +92,16 @@ export const createGroup = (
   config: GroupConfig,
   now: number,
   elected?: CoordinatorEpoch,
+  /** The stream's oldest live generation (docs/resharding.md); default: generation 0 of config.shardCount. */
+  layout: ShardLayout = { shardCount: config.shardCount, generation: 0, firstShard: 0 },
 ): ReadonlyArray<CoordinatorRecord> => [
-  {
-    _tag: "GroupCreated",
-    config,
-    layout: { shardCount: config.shardCount, generation: 0 },
-  },
+  { _tag: "GroupCreated", config, layout },
   {
     _tag: "Audit",
     event: {
       at: now,
       kind: "GroupCreated",
-      reason: `group ${config.groupId} created with ${config.shardCount} shards`,
+      reason: `group ${config.groupId} created on generation ${layout.generation} (${layout.shardCount} shards)`,
       before: { groupEpoch: 0, assignmentEpoch: 0 },
       after: { groupEpoch: 0, assignmentEpoch: 0 },
     },
@@ -224,7 +235,8 @@ const sameWeights = (a: GroupConfig["memberWeights"], b: GroupConfig["memberWeig
  * Change the stored group config to `config` (docs/protocol.md rule 12): a
  * `GroupConfigChanged` record, audited with every field that differs; new
  * weights also re-weigh the members, bump `groupEpoch` and recompute the
- * target. The group's identity and its shard count cannot change here.
+ * target. The group's identity cannot change here, and a different shard count
+ * is not a change (it only seeds a new stream's layout: use a reshard).
  */
 export const configure = (
   state: CoordinatorState,
@@ -237,11 +249,7 @@ export const configure = (
       _tag: "Refused",
       reason: `group ${config.groupId} on ${config.stream} is not the stored group ${stored.groupId} on ${stored.stream}`,
     }
-  if (config.shardCount !== stored.shardCount)
-    return {
-      _tag: "Refused",
-      reason: `shardCount ${config.shardCount} differs from the stored ${stored.shardCount}; the shard count changes only through a reshard`,
-    }
+  // shardCount only seeds a new stream's layout; the layout changes through a reshard
   const changes: Array<string> = []
   for (const field of ["sessionTimeoutMs", "rebalanceTimeoutMs", "heartbeatIntervalMs"] as const)
     if (config[field] !== stored[field])
@@ -268,10 +276,56 @@ export const configure = (
   draft.audit("GroupConfigChanged", changes.join("; "), { groupEpochBefore: before })
   if (draft.groupEpoch !== before) recomputeTarget(draft, "member weights changed")
   const result = done(draft, undefined)
+  const kept = { ...config, shardCount: stored.shardCount }
   return {
     _tag: "Changed",
-    result: { ...result, records: [{ _tag: "GroupConfigChanged", config }, ...result.records] },
+    result: {
+      ...result,
+      records: [{ _tag: "GroupConfigChanged", config: kept }, ...result.records],
+    },
   }
+}
+
+/**
+ * The group follows its stream to newer layout generations
+ * (docs/resharding.md). `layouts` are the stream's live generations, oldest
+ * first; those newer than the group's current layout are adopted in order:
+ * each a `MigrationStarted` record (the current layout joins the generations
+ * being drained), `groupEpoch` +1, audited; then the target is recomputed
+ * over the shards the group works with. New shards are granted only once the
+ * earlier shards overlapping them are drained.
+ */
+export const followLayout = (
+  state: CoordinatorState,
+  layouts: ReadonlyArray<ShardLayout>,
+  now: number,
+): Reconfiguration => {
+  const newer = layouts.filter((l) => l.generation > state.layout.generation)
+  if (newer.length === 0) return { _tag: "Unchanged" }
+  let prev = state.layout
+  for (const l of newer) {
+    if (l.generation !== prev.generation + 1 || l.firstShard !== prev.firstShard + prev.shardCount)
+      return {
+        _tag: "Refused",
+        reason: `layout generation ${l.generation} (first shard ${l.firstShard}) does not follow generation ${prev.generation} (shards ${prev.firstShard}..${prev.firstShard + prev.shardCount - 1})`,
+      }
+    prev = l
+  }
+  const draft = new Draft(state, now)
+  for (const l of newer) {
+    const from = draft.layout
+    draft.startMigration(l)
+    const before = draft.groupEpoch
+    draft.groupEpoch += 1
+    draft.audit(
+      "ReshardStarted",
+      `generation ${from.generation} (${from.shardCount} shards) -> generation ${l.generation} (${l.shardCount} shards)`,
+      { groupEpochBefore: before },
+    )
+  }
+  // an earlier generation with nothing left (e.g. drained before a rollback) needs no drain
+  recomputeTarget(draft, `layout generation ${draft.layout.generation}`)
+  return { _tag: "Changed", result: done(draft, undefined) }
 }
 
 // ---------------------------------------------------------------------------
@@ -280,20 +334,20 @@ export const configure = (
 
 /** Recompute the target with the assignor; start revocations for moved shards (seed step 1). */
 const recomputeTarget = (draft: Draft, reason: string, except?: string): void => {
-  const state = draft.state
   const members = draft
     .assignableMembers()
     .map((m) => ({ id: m.memberId, weight: m.weight }))
     .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
-  const previous: Array<string | null> = []
-  for (let s = 0; s < state.layout.shardCount; s++) previous.push(draft.targetOf(s))
-  const next = stickyAssign({ shardCount: state.layout.shardCount, members, previous })
+  // the shards the group works with (earlier generations' undrained ones too)
+  const shards = activeShards(draft.layoutView())
+  const previous = shards.map((s) => draft.targetOf(s))
+  const next = stickyAssign({ shardCount: shards.length, members, previous })
   const changed: Array<number> = []
-  for (let s = 0; s < state.layout.shardCount; s++) {
-    const to = next[s] ?? null
-    if (to !== previous[s]) {
-      changed.push(s)
-      draft.target.set(s, to)
+  for (let i = 0; i < shards.length; i++) {
+    const to = next[i] ?? null
+    if (to !== previous[i]) {
+      changed.push(shards[i]!)
+      draft.target.set(shards[i]!, to)
     }
   }
   if (changed.length === 0) return
@@ -301,11 +355,13 @@ const recomputeTarget = (draft: Draft, reason: string, except?: string): void =>
   draft.assignmentEpoch += 1
   draft.audit("TargetAssignmentChanged", reason, { shards: changed, assignmentEpochBefore: before })
   const revoked = new Map<string, Array<number>>()
+  const view = draft.layoutView()
   for (const s of changed) {
     const cur = draft.currentOf(s)
     const to = draft.targetOf(s)
     if (cur === null) {
-      draft.notify(to, except)
+      // a shard held back for earlier generations is no news yet
+      if (!blocked(view, s)) draft.notify(to, except)
     } else if (cur.memberId !== to && draft.revocationOf(s) === null) {
       // The current owner is registered (an owner leaves the registry only with its shards).
       draft.startRevocation(s, draft.member(cur.memberId)!)
@@ -378,9 +434,11 @@ const reconcile = (draft: Draft, memberId: string): Reconciled => {
   const assigned: Array<ShardGrant> = []
   const pending: Array<number> = []
   const granted: Array<number> = []
+  const view = draft.layoutView()
   for (const s of draft.targetedTo(memberId)) {
     const cur = draft.currentOf(s)
-    if (draft.revocationOf(s) !== null) pending.push(s)
+    // revoked elsewhere, or waiting for earlier generations to drain: not yet
+    if (draft.revocationOf(s) !== null || (cur === null && blocked(view, s))) pending.push(s)
     else if (cur === null) {
       assigned.push({ shard: s, token: draft.grant(s, member) })
       granted.push(s)
@@ -441,27 +499,35 @@ export const validateRequest = (
     return `metadataVersion ${req.metadataVersion} is ahead of layout generation ${state.layout.generation}`
   if (req.assignmentEpoch > state.assignmentEpoch)
     return `assignmentEpoch ${req.assignmentEpoch} is ahead of ${state.assignmentEpoch}`
-  const n = state.layout.shardCount
+  const n = shardSpace(state.layout)
   const seen = new Set<number>()
   for (const s of req.ownedShards) {
-    if (s >= n) return `owned shard ${s} is out of range (shardCount ${n})`
+    if (s >= n) return `owned shard ${s} is out of range (shard ids below ${n})`
     if (seen.has(s)) return `owned shard ${s} is listed twice`
     seen.add(s)
   }
   const revoking = new Set<number>()
   for (const r of req.revokingShards) {
-    if (r.shard >= n) return `revoking shard ${r.shard} is out of range (shardCount ${n})`
+    if (r.shard >= n) return `revoking shard ${r.shard} is out of range (shard ids below ${n})`
     if (revoking.has(r.shard)) return `revoking shard ${r.shard} is listed twice`
     if (seen.has(r.shard)) return `shard ${r.shard} is both owned and revoking`
     revoking.add(r.shard)
   }
   for (const p of req.progress ?? [])
-    if (p.shard >= n) return `progress shard ${p.shard} is out of range (shardCount ${n})`
+    if (p.shard >= n) return `progress shard ${p.shard} is out of range (shard ids below ${n})`
+  const drained = new Set<number>()
+  for (const d of req.drainedShards ?? []) {
+    if (d.shard >= n) return `drained shard ${d.shard} is out of range (shard ids below ${n})`
+    if (drained.has(d.shard)) return `drained shard ${d.shard} is listed twice`
+    drained.add(d.shard)
+  }
   if (req.memberEpoch === 0) {
     if (req.memberInfo === undefined) return "memberEpoch 0 (join) requires memberInfo"
     if (req.ownedShards.length > 0 || req.revokingShards.length > 0)
       return "a (re)joining member must not report owned or revoking shards"
     if (req.leaving === true) return "a (re)joining member cannot be leaving"
+    if ((req.drainedShards ?? []).length > 0)
+      return "a (re)joining member must not report drained shards"
   }
   return undefined
 }
@@ -621,7 +687,11 @@ const validateOwnership = (
   req: HeartbeatRequest,
 ):
   | { readonly violation: string }
-  | { readonly revoked: Array<number>; readonly confirm: Array<number> } => {
+  | {
+      readonly revoked: Array<number>
+      readonly confirm: Array<number>
+      readonly drained: Array<number>
+    } => {
   const confirm: Array<number> = []
   for (const s of req.ownedShards) {
     const cur = draft.currentOf(s)
@@ -649,7 +719,73 @@ const validateOwnership = (
     // else: a terminal REVOKED of an older grant (already accepted, or superseded by a
     // re-grant), or the drain of an older grant of a shard granted to it again: ignored.
   }
-  return { revoked, confirm }
+  const drained: Array<number> = []
+  const view = draft.layoutView()
+  for (const d of req.drainedShards ?? []) {
+    // already drained, or a shard of a generation the group retired: nothing to do
+    if (draft.isDrained(d.shard) || d.shard < firstLiveShard(view)) continue
+    if (!isEarlier(view, d.shard))
+      return {
+        violation: `reports shard ${d.shard} drained, which belongs to the current layout`,
+      }
+    const cur = draft.currentOf(d.shard)
+    // a report about an older grant of the shard is stale: ignored
+    if (cur?.memberId === memberId && cur.token === d.token) drained.push(d.shard)
+  }
+  return { revoked, confirm, drained }
+}
+
+const firstLiveShard = (view: LayoutView): number =>
+  view.generations[0]?.firstShard ?? view.layout.firstShard
+
+/**
+ * docs/resharding.md: the owner found shards of earlier generations drained
+ * (sealed, everything delivered and acknowledged). They leave the group's
+ * target (their owner stops its read loop and reports REVOKED as for any
+ * revocation), the shards of later generations they held back may now be
+ * granted (their targets get a notice), and when every earlier generation is
+ * drained the migration completes.
+ */
+const acceptDrained = (draft: Draft, member: MemberEntry, shards: ReadonlyArray<number>) => {
+  let retargeted = false
+  for (const s of shards) {
+    draft.drainedNow.add(s)
+    if (draft.targetOf(s) !== null) {
+      draft.target.set(s, null)
+      retargeted = true
+    }
+    if (draft.revocationOf(s) === null) draft.startRevocation(s, member)
+  }
+  if (retargeted) draft.assignmentEpoch += 1
+  draft.audit("ShardsDrained", "owner reported drained shards of an earlier generation", {
+    memberId: member.memberId,
+    shards,
+  })
+  const view = draft.layoutView()
+  for (const s of shards)
+    for (const t of dependents(view, s))
+      if (draft.currentOf(t) === null && !blocked(view, t))
+        draft.notify(draft.targetOf(t), member.memberId)
+  if (view.generations.every((g) => allDrained(draft, g))) completeMigration(draft)
+}
+
+const allDrained = (draft: Draft, g: ShardLayout): boolean => {
+  for (let s = g.firstShard; s < g.firstShard + g.shardCount; s++)
+    if (!draft.isDrained(s)) return false
+  return true
+}
+
+/** Every earlier generation is drained: one layout again; the target is rebalanced over it. */
+const completeMigration = (draft: Draft): void => {
+  draft.migrationCompleted = true
+  const before = draft.groupEpoch
+  draft.groupEpoch += 1
+  draft.audit(
+    "ReshardCompleted",
+    `every shard of the earlier generations is drained: generation ${draft.layout.generation} (${draft.layout.shardCount} shards) only`,
+    { groupEpochBefore: before },
+  )
+  recomputeTarget(draft, "reshard completed")
 }
 
 /**
@@ -754,6 +890,7 @@ export const heartbeat = (
       shards: checked.confirm,
     })
   }
+  if (checked.drained.length > 0) acceptDrained(draft, current, checked.drained)
   return answer(draft, req, member.memberEpoch)
 }
 

@@ -25,7 +25,7 @@
  * shell.apply(hb, hb.records.length > 0 ? yield* store.commit(key, shell.revision, hb.records) : undefined)
  * yield* fence.write(key, hb.fences) // then answer hb.response, publish hb.notices
  */
-import type { HeartbeatRequest, HeartbeatResponse } from "../protocol/Heartbeat.js"
+import type { HeartbeatRequest, HeartbeatResponse, ShardLayout } from "../protocol/Heartbeat.js"
 import * as Coordinator from "./Coordinator.js"
 import {
   applyVolatile,
@@ -82,11 +82,19 @@ export class CoordinatorShell {
     readonly state: CoordinatorState,
   ) {}
 
-  /** Create a group (with the creator's election when `elected` is given). */
-  static create(config: GroupConfig, now: number, elected?: CoordinatorEpoch): Created {
+  /**
+   * Create a group (with the creator's election when `elected` is given), on
+   * `layout` (the stream's oldest live generation; default generation 0).
+   */
+  static create(
+    config: GroupConfig,
+    now: number,
+    elected?: CoordinatorEpoch,
+    layout?: ShardLayout,
+  ): Created {
     return {
       shell: new CoordinatorShell(initialState(config)),
-      step: recordsOnly(Coordinator.createGroup(config, now, elected)),
+      step: recordsOnly(Coordinator.createGroup(config, now, elected, layout)),
     }
   }
 
@@ -127,6 +135,24 @@ export class CoordinatorShell {
   dueTimer(now: number): Step<void> | undefined {
     const due = this.timers.takeDue(now)
     return due === undefined ? undefined : Coordinator.onTimer(this.state, due.key, now)
+  }
+
+  /**
+   * Change the stored config to `config` (docs/protocol.md rule 12): a step,
+   * undefined when nothing differs, or the refusal.
+   */
+  configure(config: GroupConfig, now: number): Step<void> | undefined | string {
+    const r = Coordinator.configure(this.state, config, now)
+    return r._tag === "Changed" ? r.result : r._tag === "Refused" ? r.reason : undefined
+  }
+
+  /**
+   * Follow the stream's live layout generations (docs/resharding.md): a step,
+   * undefined when the group is already on the newest, or the refusal.
+   */
+  followLayout(layouts: ReadonlyArray<ShardLayout>, now: number): Step<void> | undefined | string {
+    const r = Coordinator.followLayout(this.state, layouts, now)
+    return r._tag === "Changed" ? r.result : r._tag === "Refused" ? r.reason : undefined
   }
 
   /** The earliest armed deadline (the runtime's one sleeping timer waits for it). */

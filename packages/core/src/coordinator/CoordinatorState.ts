@@ -61,7 +61,8 @@ export interface CoordinatorState {
   tokens: Array<number>
   /** The last elected coordinator (`CoordinatorElected`); null before the first election. */
   coordinator: CoordinatorEpoch | null
-  // derived indexes: memberId -> shards
+  // derived indexes: drained shards of earlier generations; memberId -> shards
+  readonly drained: Set<number>
   readonly targetOf: Map<string, Set<number>>
   readonly ownedBy: Map<string, Set<number>>
   readonly revokingFrom: Map<string, Set<number>>
@@ -81,7 +82,7 @@ const filled = <A>(n: number, a: A): Array<A> => new Array<A>(n).fill(a)
 /** The state of a freshly created group (what `GroupCreated` produces). */
 export const initialState = (config: GroupConfig): CoordinatorState => ({
   config,
-  layout: { shardCount: config.shardCount, generation: 0 },
+  layout: { shardCount: config.shardCount, generation: 0, firstShard: 0 },
   resharding: { _tag: "Idle" },
   groupEpoch: 0,
   assignmentEpoch: 0,
@@ -93,6 +94,7 @@ export const initialState = (config: GroupConfig): CoordinatorState => ({
   revocations: filled(config.shardCount, null),
   tokens: filled(config.shardCount, 0),
   coordinator: null,
+  drained: new Set(),
   targetOf: new Map(),
   ownedBy: new Map(),
   revokingFrom: new Map(),
@@ -137,6 +139,7 @@ export const replay = (state: CoordinatorState, record: CoordinatorRecord): void
       // The coordinator epoch only moves forward, even across a re-creation.
       state.coordinator = elected
       state.members.clear()
+      state.drained.clear()
       state.targetOf.clear()
       state.ownedBy.clear()
       state.revokingFrom.clear()
@@ -195,6 +198,35 @@ export const replay = (state: CoordinatorState, record: CoordinatorRecord): void
     }
     case "GroupConfigChanged": {
       state.config = record.config
+      return
+    }
+    case "MigrationStarted": {
+      const earlier = state.resharding._tag === "Migrating" ? state.resharding.generations : []
+      state.resharding = {
+        _tag: "Migrating",
+        generations: [...earlier, state.layout],
+        drained: state.resharding._tag === "Migrating" ? state.resharding.drained : [],
+      }
+      state.layout = record.layout
+      // the new generation's shard ids come after every earlier one
+      const n = record.layout.firstShard + record.layout.shardCount
+      while (state.target.length < n) {
+        state.target.push(null)
+        state.current.push(null)
+        state.revocations.push(null)
+        state.tokens.push(0)
+      }
+      return
+    }
+    case "ShardsDrained": {
+      if (state.resharding._tag !== "Migrating") return
+      for (const shard of record.shards) state.drained.add(shard)
+      state.resharding = { ...state.resharding, drained: [...state.drained].sort((a, b) => a - b) }
+      return
+    }
+    case "MigrationCompleted": {
+      state.resharding = { _tag: "Idle" }
+      state.drained.clear()
       return
     }
     case "CoordinatorElected": {
@@ -261,14 +293,30 @@ export const toSnapshot = (state: CoordinatorState): Snapshot => ({
 
 /** Checks a decoded snapshot for internal consistency; returns a problem or undefined. */
 export const checkSnapshot = (s: Snapshot): string | undefined => {
-  const n = s.layout.shardCount
+  const n = s.layout.firstShard + s.layout.shardCount
   for (const [name, arr] of [
     ["target", s.target],
     ["current", s.current],
     ["revocations", s.revocations],
     ["tokens", s.tokens],
   ] as const) {
-    if (arr.length !== n) return `${name} has ${arr.length} entries, layout has ${n} shards`
+    if (arr.length !== n) return `${name} has ${arr.length} entries, the layout has ${n} shard ids`
+  }
+  if (s.resharding._tag === "Migrating") {
+    const chain = [...s.resharding.generations, s.layout]
+    for (let i = 1; i < chain.length; i++) {
+      const prev = chain[i - 1]!
+      const g = chain[i]!
+      if (g.generation <= prev.generation || g.firstShard < prev.firstShard + prev.shardCount)
+        return `layout generation ${g.generation} does not follow generation ${prev.generation}`
+    }
+    const earlier = (shard: number) =>
+      s.resharding._tag === "Migrating" &&
+      s.resharding.generations.some(
+        (g) => shard >= g.firstShard && shard < g.firstShard + g.shardCount,
+      )
+    for (const d of s.resharding.drained)
+      if (!earlier(d)) return `drained shard ${d} is not a shard of an earlier generation`
   }
   const ids = new Set<string>()
   for (const m of s.members) {
@@ -306,7 +354,8 @@ export const fromSnapshot = (s: Snapshot): CoordinatorState => {
   state.revocations = [...s.revocations]
   state.tokens = [...s.tokens]
   state.coordinator = s.coordinator ?? null
-  for (let i = 0; i < s.layout.shardCount; i++) {
+  if (s.resharding._tag === "Migrating") for (const d of s.resharding.drained) state.drained.add(d)
+  for (let i = 0; i < s.layout.firstShard + s.layout.shardCount; i++) {
     indexMove(state.targetOf, i, null, s.target[i])
     indexMove(state.ownedBy, i, null, s.current[i]?.memberId)
     indexMove(state.revokingFrom, i, null, s.revocations[i]?.memberId)

@@ -4,7 +4,7 @@
  */
 import { Effect, Result, Schema } from "effect"
 import { InvalidGroupConfig } from "../Errors.js"
-import { MemberWeight } from "../protocol/Heartbeat.js"
+import { MAX_SHARD_COUNT, MemberWeight } from "../protocol/Heartbeat.js"
 
 const PositiveInt = Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))
 const Id = Schema.NonEmptyString.check(Schema.isMaxLength(256))
@@ -13,7 +13,7 @@ export const GroupConfig = Schema.Struct({
   groupId: Id,
   stream: Id,
   /** Initial shard count of the layout (generation 0). */
-  shardCount: PositiveInt.check(Schema.isLessThanOrEqualTo(65_536)),
+  shardCount: PositiveInt.check(Schema.isLessThanOrEqualTo(MAX_SHARD_COUNT)),
   /** A member that does not heartbeat for this long is expired. */
   sessionTimeoutMs: PositiveInt,
   /** Revoke timeout: a member must report REVOKED within this long or it is fenced. */

@@ -69,8 +69,20 @@ export const Revocation = Schema.Struct({
 })
 export type Revocation = typeof Revocation.Type
 
-/** Resharding state; only Idle exists today, migrations add tagged cases later. */
-export const ReshardingState = Schema.Union([Schema.TaggedStruct("Idle", {})])
+/**
+ * The group's side of a layout migration (docs/resharding.md). `Idle`: one
+ * generation. `Migrating`: `generations` are the earlier generations whose
+ * shards the group is still draining (oldest first), `drained` their shards
+ * it has drained; a shard may be read only when every shard of an earlier
+ * generation overlapping its hash range is drained.
+ */
+export const ReshardingState = Schema.Union([
+  Schema.TaggedStruct("Idle", {}),
+  Schema.TaggedStruct("Migrating", {
+    generations: Schema.Array(ShardLayout),
+    drained: Schema.Array(Shard),
+  }),
+])
 export type ReshardingState = typeof ReshardingState.Type
 
 /**
@@ -107,6 +119,9 @@ export const AuditKind = Schema.Literals([
   "RevokeAccepted",
   "CoordinatorElected",
   "GroupConfigChanged",
+  "ReshardStarted",
+  "ShardsDrained",
+  "ReshardCompleted",
 ])
 export type AuditKind = typeof AuditKind.Type
 
@@ -145,6 +160,15 @@ export const CoordinatorRecord = Schema.Union([
   }),
   /** An explicit change of the group's timing or weights (never of its layout). */
   Schema.TaggedStruct("GroupConfigChanged", { config: GroupConfig }),
+  /**
+   * The group follows the stream to a newer layout generation (a reshard or
+   * a rollback): the current layout joins the generations being drained.
+   */
+  Schema.TaggedStruct("MigrationStarted", { layout: ShardLayout }),
+  /** Shards of earlier generations the group has drained (reported by their owners). */
+  Schema.TaggedStruct("ShardsDrained", { shards: Schema.Array(Shard) }),
+  /** Every earlier generation is drained: the group reads the current layout only. */
+  Schema.TaggedStruct("MigrationCompleted", {}),
   /** A new leader took over (its first commit); changes no group epoch. */
   Schema.TaggedStruct("CoordinatorElected", {
     holder: Schema.String,

@@ -57,15 +57,11 @@ export const shardOfHash = (g: Generation, h: number): number => {
  */
 export const shardOf = (g: Generation, key: string): number => shardOfHash(g, keyHash(key))
 
-/** Shards of `earlier` whose hash ranges overlap shard `shard` of `later`, ascending. */
-export const overlapping = (
-  earlier: Generation,
-  later: Generation,
-  shard: number,
-): Array<number> => {
-  const [lo, hi] = hashRange(later, shard)
-  const first = shardOfHash(earlier, lo)
-  const last = shardOfHash(earlier, hi - 1)
+/** Shards of `of` whose hash ranges overlap shard `shard` of `g`, ascending (either may be older). */
+export const overlapping = (of: Generation, g: Generation, shard: number): Array<number> => {
+  const [lo, hi] = hashRange(g, shard)
+  const first = shardOfHash(of, lo)
+  const last = shardOfHash(of, hi - 1)
   const out: Array<number> = []
   for (let s = first; s <= last; s++) out.push(s)
   return out

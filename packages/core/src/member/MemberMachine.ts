@@ -107,6 +107,12 @@ export interface ShardEntry {
   token: number
   /** Sequence number of the first request that reported this shard REVOKED. */
   revokedReportedFromSeq: number
+  /**
+   * The read loop found the shard drained (a shard of an earlier layout
+   * generation: sealed, everything delivered and acknowledged): reported in
+   * `drainedShards` until the coordinator takes the shard away.
+   */
+  exhausted?: boolean
 }
 
 export interface MemberState {
@@ -179,6 +185,11 @@ export type MemberEvent =
   | { readonly _tag: "ShardStarted"; readonly shard: number }
   /** A stopped shard finished its in-flight work. */
   | { readonly _tag: "ShardDrained"; readonly shard: number }
+  /**
+   * A read loop found its shard drained for the group: sealed by a reshard,
+   * everything delivered and acknowledged (`ShardStreams.drainState`).
+   */
+  | { readonly _tag: "ShardExhausted"; readonly shard: number }
   /** Time passes: due heartbeats, self-fencing, the leave timeout. */
   | { readonly _tag: "Tick"; readonly now: number }
   | { readonly _tag: "LeaveRequested"; readonly now: number }
@@ -345,6 +356,14 @@ export const revokingShards = (state: MemberState): Array<RevokingShard> => {
   return out.sort((a, b) => a.shard - b.shard)
 }
 
+/** Owned shards the read loops found drained, with their tokens (docs/resharding.md). */
+export const drainedShards = (state: MemberState): Array<{ shard: number; token: number }> => {
+  const out: Array<{ shard: number; token: number }> = []
+  for (const [shard, entry] of state.shards)
+    if (entry.exhausted === true && isOwned(entry.status)) out.push({ shard, token: entry.token })
+  return out.sort((a, b) => a.shard - b.shard)
+}
+
 /** The owner token the member currently uses for `shard`, if it owns it. */
 export const tokenOf = (state: MemberState, shard: number): number | undefined => {
   const entry = state.shards.get(shard)
@@ -431,7 +450,12 @@ export const buildRequest = (state: MemberState, seq = state.nextSeq): Heartbeat
     revokingShards: revokingShards(state),
   }
   if (state.memberEpoch === 0) return { ...base, memberInfo: config.memberInfo }
-  return leaving ? { ...base, leaving: true } : base
+  const drained = drainedShards(state)
+  return {
+    ...base,
+    ...(drained.length > 0 ? { drainedShards: drained } : {}),
+    ...(leaving ? { leaving: true } : {}),
+  }
 }
 
 /**
@@ -498,6 +522,15 @@ export const step = (state: MemberState, event: MemberEvent): Array<MemberComman
     case "ShardDrained":
       onDrained(state, event.shard, out)
       break
+    case "ShardExhausted": {
+      const entry = state.shards.get(event.shard)
+      if (entry !== undefined && isOwned(entry.status) && entry.exhausted !== true) {
+        entry.exhausted = true
+        // tell the coordinator now: shards of the next generation wait for it
+        requestSend(state, out)
+      }
+      break
+    }
     case "Tick":
       selfFenceIfDue(state, event.now, out)
       if (
@@ -728,6 +761,7 @@ const onDrained = (state: MemberState, shard: number, out: Array<MemberCommand>)
     // Given back (or re-granted with a new token) while draining: read again.
     entry.status = "starting"
     entry.token = token
+    entry.exhausted = false
     out.push({ _tag: "StartShard", shard, token })
     return
   }

@@ -2,7 +2,7 @@
  * A consumer group is identified by (stream, group): Redis consumer-group
  * names are per stream, so `workers` on `orders` and `workers` on `payments`
  * are two groups with two coordinators, two snapshots, two leases and two
- * sets of owner tokens (DESIGN.md section 4). Every port is keyed by it.
+ * sets of owner tokens (docs/redis.md). Every port is keyed by it.
  */
 
 export interface GroupKey {

@@ -54,7 +54,10 @@ export const make: Effect.Effect<OwnerFenceShape, never, ShardStreams> = ShardSt
             new FenceWriteFailed({
               stream: key.stream,
               group: key.group,
-              message: `${cause._tag}: shard ${cause.shard} token ${cause.token} is below ${cause.currentToken}`,
+              message:
+                cause._tag === "OwnerTokenRegression"
+                  ? `${cause._tag}: shard ${cause.shard} token ${cause.token} is below ${cause.currentToken}`
+                  : `${cause._tag}: ${cause.message}`,
               cause,
             }),
         ),

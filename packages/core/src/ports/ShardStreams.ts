@@ -2,7 +2,7 @@
  * The data plane port: one Redis Stream per shard, read by consumer groups,
  * fenced by an owner token per (shard, group): several groups consume one
  * stream (fan-out), and one group's coordinator must never fence another's
- * members (DESIGN.md section 3, "Fencing at the storage").
+ * members (docs/member.md, ShardStreams).
  *
  * Operations are Redis-shaped so the Redis implementation is one Lua script
  * per operation, every key under the shard's hash tag `{<stream>:<shard>}`
@@ -10,13 +10,14 @@
  *
  * | operation       | Redis                                                        |
  * |-----------------|--------------------------------------------------------------|
- * | `append`        | XADD `{s:n}` *                                               |
+ * | `append`        | XADD `{s:n}` [IDMP pid iid] [MAXLEN/MINID ~ n] *             |
  * | `setOwnerToken` | SET `{s:n}:owner:<group>` if greater                         |
  * | `read`          | token check + XREADGROUP (`>` new, `0` own pending)          |
  * | `ack`           | token check + XACK, or XACKDEL / XACK+XDEL (`xackdel`)       |
  * | `nack`          | token check + XCLAIM to the same consumer (count +1)         |
  * | `claimPending`  | token check + XAUTOCLAIM                                     |
  * | `deadLetter`    | token check + XRANGE + XADD `{s:n}:dlq` + XACK, one script   |
+ * | `setGroupPosition` | token check + XGROUP SETID (CREATE if absent)             |
  * | `pending`/`info`| XPENDING / XINFO                                             |
  *
  * A fenced operation with a token lower than its group's current token for
@@ -28,7 +29,13 @@
  * const batch = yield* streams.read({ stream: "orders", shard: 3, group: "g", consumer: "pod-1-m0", token: 7, count: 100 })
  */
 import { Clock, Context, Effect, Layer } from "effect"
-import { InvalidEntryId, OwnerTokenRegression, StaleOwner } from "../Errors.js"
+import {
+  type DataPlaneError,
+  InvalidEntryId,
+  OwnerTokenRegression,
+  ShardSealed,
+  StaleOwner,
+} from "../Errors.js"
 import * as StreamId from "../internal/streamId.js"
 
 // ---------------------------------------------------------------------------
@@ -61,6 +68,73 @@ export interface ReadOptions extends FencedAddress {
   /** `new` (default): entries never delivered to the group (XREADGROUP `>`).
    * `pending`: this consumer's own pending entries (XREADGROUP `0`), for retries. */
   readonly from?: "new" | "pending"
+  /**
+   * Takeover read (with `from: "new"`): first re-deliver pending entries of
+   * any consumer idle at least this long (delivery count +1), then new ones.
+   * XREADGROUP ... CLAIM on Redis >= 8.4, XAUTOCLAIM + XREADGROUP otherwise.
+   */
+  readonly claimIdleMs?: number
+}
+
+export interface WaitOptions extends GroupAddress {
+  /** Wait at most this long. */
+  readonly timeoutMs: number
+  /** Wait for entries after this id; default: the group's last-delivered id. */
+  readonly afterId?: string
+}
+
+/** Where a group stands on a shard (for resharding: docs/resharding.md). */
+export interface DrainState {
+  /** The shard belongs to an earlier layout generation: appends are refused. */
+  readonly sealed: boolean
+  /** Entries appended after the group's last-delivered id (never delivered to it). */
+  readonly undelivered: number
+  /** Entries delivered to the group and not yet acknowledged. */
+  readonly pending: number
+  /** Sealed, everything delivered and acknowledged: the group is done with the shard. */
+  readonly drained: boolean
+}
+
+/**
+ * Trimming on append (XADD MAXLEN / MINID): keep at most `maxLen` entries, or
+ * drop entries with ids below `minId`. `approximate` (`~`) lets Redis trim
+ * lazily (it never keeps fewer entries than asked); memory trims exactly.
+ * Trimming may drop entries that are still pending: a later claim reports
+ * them as `deleted`.
+ */
+export type TrimOptions =
+  | { readonly maxLen: number; readonly approximate?: boolean }
+  | { readonly minId: string; readonly approximate?: boolean }
+
+/**
+ * Idempotent production (XADD IDMP, Redis >= 8.6): an append whose
+ * (`producerId`, `messageId`) pair was seen within the stream's window adds
+ * nothing and returns the id of the entry it added the first time. Redis keeps
+ * a window per producer (`IDEMPOTENCY_WINDOW`: 100 s, 100 ids by default); the
+ * memory implementation keeps the same window.
+ */
+export interface IdempotencyKey {
+  readonly producerId: string
+  readonly messageId: string
+}
+
+export interface AppendOptions {
+  readonly trim?: TrimOptions
+  readonly idempotency?: IdempotencyKey
+}
+
+/** The dedupe window of idempotent appends, per shard and producer (Redis' IDMP defaults). */
+export const IDEMPOTENCY_WINDOW = { durationMs: 100_000, maxSize: 100 } as const
+
+/** Where `setGroupPosition` moves a group: a stream id, the start (`0-0`) or the end (`$`). */
+export type GroupPosition = "start" | "end" | (string & {})
+
+export interface SetPositionOptions extends FencedAddress {
+  /**
+   * The group's new last-delivered id: later `read`s deliver entries after it.
+   * Entries already pending stay pending (XGROUP SETID keeps the PEL).
+   */
+  readonly position: GroupPosition
 }
 
 export interface AckOptions extends FencedAddress {
@@ -143,26 +217,47 @@ export const ownerTokenKey = (stream: string, shard: number, group: string): str
 // ---------------------------------------------------------------------------
 // the port
 
+/**
+ * Every operation may also fail with a `DataPlaneError` (backend unreachable,
+ * a foreign value under our keys, an argument the backend cannot hold); the
+ * memory implementation never does.
+ */
 export interface ShardStreamsShape {
-  /** Producer: append an entry to a shard; returns its id. */
-  readonly append: (stream: string, shard: number, fields: Fields) => Effect.Effect<string>
+  /**
+   * Producer: append an entry to a shard; returns its id. A shard sealed by a
+   * reshard refuses it (`ShardSealed`): refresh the layout and route again.
+   */
+  readonly append: (
+    stream: string,
+    shard: number,
+    fields: Fields,
+    options?: AppendOptions,
+  ) => Effect.Effect<string, ShardSealed | DataPlaneError>
   /**
    * Coordinator's fence: raise the group's owner token for the shard (equal is
    * a no-op, lower is refused). Other groups' tokens are untouched.
    */
-  readonly setOwnerToken: (options: FencedAddress) => Effect.Effect<void, OwnerTokenRegression>
+  readonly setOwnerToken: (
+    options: FencedAddress,
+  ) => Effect.Effect<void, OwnerTokenRegression | DataPlaneError>
   /** The group's owner token for the shard (0 if never fenced). */
-  readonly ownerToken: (address: GroupAddress) => Effect.Effect<number>
+  readonly ownerToken: (address: GroupAddress) => Effect.Effect<number, DataPlaneError>
   /** Fenced consumer-group read: a batch in stream order (creates the group at `0` if absent). */
-  readonly read: (options: ReadOptions) => Effect.Effect<ReadonlyArray<StreamMessage>, StaleOwner>
+  readonly read: (
+    options: ReadOptions,
+  ) => Effect.Effect<ReadonlyArray<StreamMessage>, StaleOwner | DataPlaneError>
   /** Fenced ack; returns how many entries were pending and are now acknowledged. */
-  readonly ack: (options: AckOptions) => Effect.Effect<number, StaleOwner | InvalidEntryId>
+  readonly ack: (
+    options: AckOptions,
+  ) => Effect.Effect<number, StaleOwner | InvalidEntryId | DataPlaneError>
   /** Fenced negative ack: the entry stays pending, its delivery count grows, its idle time resets. */
-  readonly nack: (options: NackOptions) => Effect.Effect<boolean, StaleOwner | InvalidEntryId>
+  readonly nack: (
+    options: NackOptions,
+  ) => Effect.Effect<boolean, StaleOwner | InvalidEntryId | DataPlaneError>
   /** Fenced takeover of pending entries idle long enough (XAUTOCLAIM); delivery count +1. */
   readonly claimPending: (
     options: ClaimOptions,
-  ) => Effect.Effect<ClaimResult, StaleOwner | InvalidEntryId>
+  ) => Effect.Effect<ClaimResult, StaleOwner | InvalidEntryId | DataPlaneError>
   /**
    * Fenced, atomic: copy the pending entry to the shard's dead-letter stream
    * and ack it. Returns the dead-letter entry id, or undefined when the entry
@@ -170,15 +265,46 @@ export interface ShardStreamsShape {
    */
   readonly deadLetter: (
     options: DeadLetterOptions,
-  ) => Effect.Effect<string | undefined, StaleOwner | InvalidEntryId>
+  ) => Effect.Effect<string | undefined, StaleOwner | InvalidEntryId | DataPlaneError>
+  /**
+   * Fenced seek (XGROUP SETID): move the group's last-delivered id on the shard
+   * to an id, the start or the end; creates the group there if absent. Wakes
+   * `waitForEntries` callers, since a backward move makes entries readable.
+   * Optional until every backend has it (memory does; Redis next): without
+   * it a member runtime's seek fails instead of moving anything.
+   */
+  readonly setGroupPosition?: (
+    options: SetPositionOptions,
+  ) => Effect.Effect<void, StaleOwner | InvalidEntryId | DataPlaneError>
   /** XPENDING: the group's pending entries in id order, optionally for one consumer. */
   readonly pending: (
     options: GroupAddress & { readonly consumer?: string },
-  ) => Effect.Effect<ReadonlyArray<PendingEntry>>
+  ) => Effect.Effect<ReadonlyArray<PendingEntry>, DataPlaneError>
   /** XINFO STREAM / GROUPS. */
-  readonly info: (stream: string, shard: number) => Effect.Effect<ShardInfo>
+  readonly info: (stream: string, shard: number) => Effect.Effect<ShardInfo, DataPlaneError>
   /** XRANGE of any key (shard or dead-letter stream), for tests and tools. */
-  readonly range: (key: string) => Effect.Effect<ReadonlyArray<{ id: string; fields: Fields }>>
+  readonly range: (
+    key: string,
+  ) => Effect.Effect<ReadonlyArray<{ id: string; fields: Fields }>, DataPlaneError>
+  /**
+   * The idle shard's wake-up: true as soon as the shard has entries after the
+   * group's last-delivered id (or `afterId`), false after `timeoutMs`; then do
+   * the fenced `read`. Never a busy loop, never a long sleep.
+   */
+  readonly waitForEntries: (options: WaitOptions) => Effect.Effect<boolean, DataPlaneError>
+  /** Seal a shard of an earlier layout generation: every later append is refused. Idempotent. */
+  readonly seal: (stream: string, shard: number) => Effect.Effect<void, DataPlaneError>
+  /** Where the group stands on the shard: sealed, undelivered, pending, drained. */
+  readonly drainState: (address: GroupAddress) => Effect.Effect<DrainState, DataPlaneError>
+  /**
+   * Delete a retired shard's stream (every group has drained it) and the
+   * named groups' owner tokens; its dead-letter stream is kept. Idempotent.
+   */
+  readonly retireShard: (
+    stream: string,
+    shard: number,
+    groups: ReadonlyArray<string>,
+  ) => Effect.Effect<void, DataPlaneError>
 }
 
 export class ShardStreams extends Context.Service<ShardStreams, ShardStreamsShape>()(
@@ -223,6 +349,18 @@ interface StreamState {
 export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
   const streams = new Map<string, StreamState>()
   const tokens = new Map<string, number>()
+  const sealed = new Set<string>()
+  /** shard key -> wake-ups of `waitForEntries` calls waiting on it */
+  const waiters = new Map<string, Set<() => void>>()
+  /** shard key + producer -> messageId -> the entry it added and when (insertion order = age) */
+  const idempotency = new Map<string, Map<string, { readonly id: string; readonly at: number }>>()
+
+  const wake = (key: string) => {
+    const set = waiters.get(key)
+    if (set === undefined) return
+    waiters.delete(key)
+    for (const resume of set) resume()
+  }
 
   const streamOf = (key: string): StreamState => {
     let state = streams.get(key)
@@ -313,7 +451,63 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
     state.last = id
     const text = StreamId.format(id)
     state.entries.push({ id, text, fields: { ...fields } })
+    wake(key)
     return text
+  }
+
+  const trim = (key: string, options: TrimOptions) => {
+    const state = streamOf(key)
+    if ("maxLen" in options) {
+      const excess = state.entries.length - Math.max(0, options.maxLen)
+      if (excess > 0) state.entries.splice(0, excess)
+      return
+    }
+    const min = StreamId.parse(options.minId) ?? StreamId.ZERO
+    let drop = 0
+    while (drop < state.entries.length && StreamId.compare(state.entries[drop]!.id, min) < 0) drop++
+    if (drop > 0) state.entries.splice(0, drop)
+  }
+
+  /** XADD with IDMP and trimming, in one synchronous step. */
+  const appendWith = (key: string, fields: Fields, options: AppendOptions, now: number): string => {
+    const idem = options.idempotency
+    let window: Map<string, { readonly id: string; readonly at: number }> | undefined
+    if (idem !== undefined) {
+      const windowKey = JSON.stringify([key, idem.producerId])
+      window = idempotency.get(windowKey)
+      if (window === undefined) {
+        window = new Map()
+        idempotency.set(windowKey, window)
+      }
+      for (const [messageId, seen] of window) {
+        if (now - seen.at < IDEMPOTENCY_WINDOW.durationMs) break
+        window.delete(messageId)
+      }
+      const seen = window.get(idem.messageId)
+      if (seen !== undefined) return seen.id
+    }
+    const id = append(key, fields, now)
+    if (idem !== undefined && window !== undefined) {
+      window.set(idem.messageId, { id, at: now })
+      for (const messageId of window.keys()) {
+        if (window.size <= IDEMPOTENCY_WINDOW.maxSize) break
+        window.delete(messageId)
+      }
+    }
+    if (options.trim !== undefined) trim(key, options.trim)
+    return id
+  }
+
+  /** Entries of the shard after `after` (or after the group's last-delivered id)? */
+  const hasEntriesAfter = (o: WaitOptions): boolean => {
+    const state = streams.get(shardKey(o.stream, o.shard))
+    if (state === undefined) return false
+    const after =
+      o.afterId !== undefined
+        ? StreamId.parse(o.afterId)
+        : (state.groups.get(o.group)?.lastDelivered ?? StreamId.ZERO)
+    const last = state.entries[state.entries.length - 1]
+    return after !== undefined && last !== undefined && StreamId.compare(last.id, after) > 0
   }
 
   const removeEntry = (state: StreamState, text: string) => {
@@ -322,8 +516,13 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
   }
 
   const service: ShardStreamsShape = {
-    append: (stream, shard, fields) =>
-      Effect.map(Clock.currentTimeMillis, (now) => append(shardKey(stream, shard), fields, now)),
+    append: (stream, shard, fields, options = {}) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const key = shardKey(stream, shard)
+        return sealed.has(key)
+          ? Effect.fail(new ShardSealed({ stream, shard }))
+          : Effect.succeed(appendWith(key, fields, options, now))
+      }),
 
     setOwnerToken: (o) =>
       Effect.suspend(() => {
@@ -350,6 +549,24 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
         const group = groupOf(state, o.group)
         group.consumers.add(o.consumer)
         const out: Array<StreamMessage> = []
+        if (o.claimIdleMs !== undefined && o.from !== "pending") {
+          // takeover: idle pending entries of any consumer first, in id order
+          const idle = [...group.pel]
+            .filter(([, p]) => now - p.deliveredAt >= o.claimIdleMs!)
+            .sort(([a], [b]) => StreamId.compare(StreamId.parse(a)!, StreamId.parse(b)!))
+          for (const [text, p] of idle) {
+            if (out.length >= o.count) break
+            const entry = findEntry(state, text)
+            if (entry === undefined) {
+              group.pel.delete(text)
+              continue
+            }
+            p.consumer = o.consumer
+            p.deliveryCount++
+            p.deliveredAt = now
+            out.push({ id: text, fields: entry.fields, deliveryCount: p.deliveryCount })
+          }
+        }
         if (o.from === "pending") {
           const mine = [...group.pel]
             .filter(([, p]) => p.consumer === o.consumer)
@@ -378,7 +595,9 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
         const group = state.groups.get(o.group)
         let acked = 0
         for (const id of o.ids) {
-          if (group?.pel.delete(id)) acked++
+          // as XACKDEL (KEEPREF): only an entry this call acknowledged is deleted
+          if (!group?.pel.delete(id)) continue
+          acked++
           if (o.mode === "xackdel") removeEntry(state, id)
         }
         return acked
@@ -458,6 +677,22 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
         return dlqId
       }),
 
+    setGroupPosition: (o) => {
+      const explicit = o.position !== "start" && o.position !== "end"
+      return fenced(o, explicit ? [o.position] : [], () => {
+        const key = shardKey(o.stream, o.shard)
+        const state = streamOf(key)
+        const group = groupOf(state, o.group)
+        group.lastDelivered =
+          o.position === "start"
+            ? StreamId.ZERO
+            : o.position === "end"
+              ? state.last
+              : StreamId.parse(o.position)!
+        wake(key)
+      })
+    },
+
     pending: (o) =>
       Effect.map(Clock.currentTimeMillis, (now) => {
         const group = streams.get(shardKey(o.stream, o.shard))?.groups.get(o.group)
@@ -493,6 +728,56 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
       Effect.sync(() =>
         (streams.get(key)?.entries ?? []).map((e) => ({ id: e.text, fields: e.fields })),
       ),
+
+    waitForEntries: (o) =>
+      Effect.suspend(() => {
+        if (hasEntriesAfter(o)) return Effect.succeed(true)
+        const key = shardKey(o.stream, o.shard)
+        const appended = Effect.callback<boolean>((resume) => {
+          let set = waiters.get(key)
+          if (set === undefined) {
+            set = new Set()
+            waiters.set(key, set)
+          }
+          const wakeUp = () => resume(Effect.succeed(true))
+          set.add(wakeUp)
+          return Effect.sync(() => {
+            waiters.get(key)?.delete(wakeUp)
+          })
+        })
+        return Effect.raceFirst(appended, Effect.as(Effect.sleep(o.timeoutMs), false))
+      }),
+
+    seal: (stream, shard) =>
+      Effect.sync(() => {
+        sealed.add(shardKey(stream, shard))
+      }),
+
+    retireShard: (stream, shard, groups) =>
+      Effect.sync(() => {
+        streams.delete(shardKey(stream, shard))
+        for (const group of groups) tokens.delete(ownerTokenKey(stream, shard, group))
+      }),
+
+    drainState: (o) =>
+      Effect.sync(() => {
+        const state = streams.get(shardKey(o.stream, o.shard))
+        const group = state?.groups.get(o.group)
+        const after = group?.lastDelivered ?? StreamId.ZERO
+        let undelivered = 0
+        for (let i = (state?.entries.length ?? 0) - 1; i >= 0; i--) {
+          if (StreamId.compare(state!.entries[i]!.id, after) <= 0) break
+          undelivered++
+        }
+        const pending = group?.pel.size ?? 0
+        const isSealed = sealed.has(shardKey(o.stream, o.shard))
+        return {
+          sealed: isSealed,
+          undelivered,
+          pending,
+          drained: isSealed && undelivered === 0 && pending === 0,
+        }
+      }),
   }
   return service
 })

@@ -14,7 +14,11 @@
 import { Schema } from "effect"
 import { MAX_MEMBER_WEIGHT, MIN_MEMBER_WEIGHT } from "../assignor/types.js"
 
-/** Index of a shard within the current layout: 0 .. shardCount-1. */
+/**
+ * A shard id. Every layout generation numbers its shards from its own
+ * `firstShard` on, and ids are never reused, so an id alone names the shard's
+ * stream key `{<stream>:<id>}` (docs/resharding.md).
+ */
 export const ShardId = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
 export type ShardId = typeof ShardId.Type
 
@@ -39,10 +43,21 @@ export const Incarnation = Schema.Int.check(
   Schema.isLessThanOrEqualTo(Number.MAX_SAFE_INTEGER),
 )
 
-/** Versioned shard layout; `generation` is the metadata version members track. */
+/** Most shards one layout generation may have. */
+export const MAX_SHARD_COUNT = 65_536
+
+/**
+ * Versioned shard layout: a generation of `shardCount` contiguous hash ranges
+ * whose shard ids start at `firstShard` (docs/resharding.md). `generation` is
+ * the metadata version members and producers track.
+ */
 export const ShardLayout = Schema.Struct({
-  shardCount: Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)),
+  shardCount: Schema.Int.check(
+    Schema.isGreaterThanOrEqualTo(1),
+    Schema.isLessThanOrEqualTo(MAX_SHARD_COUNT),
+  ),
   generation: Epoch,
+  firstShard: Epoch,
 })
 export type ShardLayout = typeof ShardLayout.Type
 
@@ -124,6 +139,16 @@ export const HeartbeatRequest = Schema.Struct({
   ownedShards: Schema.Array(ShardId),
   /** Shards the member is giving up, and whether it has finished draining them. */
   revokingShards: Schema.Array(RevokingShard),
+  /**
+   * Shards of an earlier layout generation the member found drained for the
+   * group (sealed, everything delivered and acknowledged), with the owner
+   * token it holds them with (docs/resharding.md).
+   */
+  drainedShards: Schema.optional(
+    Schema.Array(
+      Schema.Struct({ shard: ShardId, token: Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)) }),
+    ),
+  ),
   /**
    * The member is leaving gracefully and still draining: its shards move to
    * others as soon as each is reported REVOKED; epoch -1 follows once drained.

@@ -366,8 +366,8 @@ describe("expiry and revoke timeout (docs/protocol.md rules 4, 5)", () => {
     expect(h.notices).toContain("b")
     const r = h.hb(b.request())
     expect(shards(r.response)).toEqual([0, 1, 2, 3])
-    // every shard, revoked (2, 3) or not (0, 1), gets a token above a's
-    expect(r.response.assigned.map((g) => g.token)).toEqual([2, 2, 2, 2])
+    // every shard, revoked (2, 3) or not (0, 1), gets a token above a's (1), following the clock
+    expect(r.response.assigned.map((g) => g.token)).toEqual([30_001, 30_001, 30_001, 30_001])
   })
 
   it("a member that does not finish a revoke within the revoke timeout is fenced", () => {
@@ -537,12 +537,12 @@ describe("steady state, notices, layout", () => {
   it("the response carries the layout on a join and when the member's metadataVersion is stale", () => {
     const h = new Harness()
     const snap = toSnapshot(h.state)
-    const state = fromSnapshot({ ...snap, layout: { shardCount: 4, generation: 1 } })
+    const state = fromSnapshot({ ...snap, layout: { shardCount: 4, generation: 1, firstShard: 0 } })
     const stale = Coordinator.heartbeat(state, request({ memberId: "a", metadataVersion: 0 }), 0)
-    expect(stale.response.layout).toEqual({ shardCount: 4, generation: 1 })
+    expect(stale.response.layout).toEqual({ shardCount: 4, generation: 1, firstShard: 0 })
     // rule 12: a join learns the layout even at generation 0
     const join = h.hb({ memberId: "a" })
-    expect(join.response.layout).toEqual({ shardCount: 4, generation: 0 })
+    expect(join.response.layout).toEqual({ shardCount: 4, generation: 0, firstShard: 0 })
     const steady = h.hb({
       memberId: "a",
       memberEpoch: join.response.memberEpoch,

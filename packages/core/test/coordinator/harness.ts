@@ -164,6 +164,8 @@ export class SimMember {
   left = false
   /** Leaving gracefully: says `leaving`, takes no new shards, sends epoch -1 once drained. */
   leaving = false
+  /** Owned shards of an earlier layout generation found drained (reported until taken away). */
+  readonly exhausted = new Set<number>()
 
   constructor(
     readonly id: string,
@@ -188,6 +190,13 @@ export class SimMember {
       revokingShards: [...this.revoking].map(([shard, r]) => ({ shard, ...r })),
       ...(this.epoch === 0 ? { memberInfo: info(this.id, this.weight) } : {}),
       ...(this.leaving && this.epoch !== 0 ? { leaving: true } : {}),
+      ...(this.exhausted.size > 0 && this.epoch !== 0
+        ? {
+            drainedShards: [...this.exhausted]
+              .filter((s) => this.owned.has(s))
+              .map((shard) => ({ shard, token: this.owned.get(shard)! })),
+          }
+        : {}),
     }
   }
 
@@ -216,6 +225,7 @@ export class SimMember {
   /** Drop everything (UNKNOWN_MEMBER_ID, FENCED, self-fencing). */
   reset(): void {
     this.leaving = false
+    this.exhausted.clear()
     this.epoch = 0
     this.assignmentEpoch = 0
     this.owned.clear()
@@ -251,6 +261,7 @@ export class SimMember {
     for (const [s, token] of [...this.owned])
       if (!assigned.has(s)) {
         this.owned.delete(s)
+        this.exhausted.delete(s)
         this.revoking.set(s, { state: "REVOKING", token })
       }
     if (this.leaving) return

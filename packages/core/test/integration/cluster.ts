@@ -24,10 +24,12 @@ import {
   CoordinatorLease,
   type CoordinatorState,
   type HeartbeatResponse,
+  Layout,
   MemberMachine,
   makeCoordinatorHost,
   OwnerFence,
   ShardStreams,
+  StreamLayouts,
   type TransportError,
 } from "../../src/index.js"
 import { Store, CoordinatorTransport as TestingTransport } from "../../src/testing.js"
@@ -45,6 +47,7 @@ export interface SharedPorts {
   readonly lease: CoordinatorLease.CoordinatorLeaseShape
   readonly transport: TestingTransport.CoordinatorTransportShape
   readonly faults: TestingTransport.TransportFaultsShape
+  readonly layouts: StreamLayouts.StreamLayoutsShape
   readonly produced: Array<string>
 }
 
@@ -59,6 +62,7 @@ export const makeSharedPorts = (transportTimeoutMs = 500) =>
       lease: yield* CoordinatorLease.makeMemory,
       transport,
       faults,
+      layouts: yield* StreamLayouts.makeMemory,
       produced: [],
     }
     return ports
@@ -76,6 +80,7 @@ export type EventKind =
   | "staleOwner" // the data plane refused the member's token
   | "hbFailed" // a heartbeat failed (transport error)
   | "leaveSent" // a heartbeat with memberEpoch -1 was sent (gives every shard back)
+  | "exhausted" // a read loop found its (sealed) shard drained for the group
   | "left"
 
 export interface Event {
@@ -88,6 +93,9 @@ export interface Event {
   readonly token?: number
   readonly id?: string
   readonly count?: number
+  /** For "handle": the message's key and its produce order (keyed producer). */
+  readonly msgKey?: string
+  readonly n?: number
 }
 
 interface Loop {
@@ -95,6 +103,7 @@ interface Loop {
   readonly token: number
   stopping: boolean
   claiming: boolean
+  exhausted: boolean
   cursor: string
   inflight: ReadonlyArray<ShardStreams.StreamMessage> | undefined
 }
@@ -145,7 +154,7 @@ export const makeCluster = Effect.fnUntraced(function* (options: ClusterOptions)
     heartbeatIntervalMs,
   }
   const shared = options.shared ?? (yield* makeSharedPorts(options.transportTimeoutMs))
-  const { streams, store, lease, transport, faults, produced } = shared
+  const { streams, store, lease, transport, faults, layouts, produced } = shared
 
   const events: Array<Event> = []
   let round = 0
@@ -179,6 +188,8 @@ export const makeCluster = Effect.fnUntraced(function* (options: ClusterOptions)
             Layer.succeed(Store.Store, storeShape),
             Layer.succeed(CoordinatorLease.CoordinatorLease, lease),
             Layer.succeed(OwnerFence.OwnerFence, fence),
+            Layer.succeed(StreamLayouts.StreamLayouts, layouts),
+            Layer.succeed(ShardStreams.ShardStreams, streams),
           ),
         ),
         Effect.orDie,
@@ -240,6 +251,7 @@ export const makeCluster = Effect.fnUntraced(function* (options: ClusterOptions)
             token: c.token,
             stopping: false,
             claiming: true,
+            exhausted: false,
             cursor: "0-0",
             inflight: undefined,
           })
@@ -265,6 +277,8 @@ export const makeCluster = Effect.fnUntraced(function* (options: ClusterOptions)
           break
         case "LayoutChanged":
         case "RequestRejected":
+        case "LeaseUnusable":
+        case "Superseded":
           break
       }
     }
@@ -304,7 +318,16 @@ export const makeCluster = Effect.fnUntraced(function* (options: ClusterOptions)
           const list = handled.get(key) ?? []
           list.push({ member: m.id, round, deliveryCount: msg.deliveryCount })
           handled.set(key, list)
-          log({ member: m.id, kind: "handle", shard: loop.shard, token: loop.token, id: msg.id })
+          log({
+            member: m.id,
+            kind: "handle",
+            shard: loop.shard,
+            token: loop.token,
+            id: msg.id,
+            ...(msg.fields.key !== undefined
+              ? { msgKey: msg.fields.key, n: Number(msg.fields.n) }
+              : {}),
+          })
           const n = yield* Effect.result(
             streams.ack({ ...address(loop), ids: [msg.id], mode: "ack" }),
           )
@@ -360,6 +383,14 @@ export const makeCluster = Effect.fnUntraced(function* (options: ClusterOptions)
           token: loop.token,
           count: r.success.length,
         })
+      } else if (!loop.exhausted) {
+        // nothing to read: a sealed shard of an earlier generation may be done for the group
+        const state = yield* Effect.orDie(streams.drainState(address(loop)))
+        if (state.drained) {
+          loop.exhausted = true
+          log({ member: m.id, kind: "exhausted", shard: loop.shard, token: loop.token })
+          exec(m, MemberMachine.step(m.machine, { _tag: "ShardExhausted", shard: loop.shard }))
+        }
       }
     })
 
@@ -432,10 +463,48 @@ export const makeCluster = Effect.fnUntraced(function* (options: ClusterOptions)
       for (let i = 0; i < count; i++) {
         const n = nextMessage++
         const shard = n % options.shardCount
-        const id = yield* streams.append(stream, shard, { n: String(n) })
+        const id = yield* Effect.orDie(streams.append(stream, shard, { n: String(n) }))
         produced.push(keyOf(shard, id))
       }
     })
+
+  /**
+   * A keyed producer: routes each key with the stream's current layout
+   * (`Layout.shardOf`), and on ShardSealed reloads the layout and routes again,
+   * as member-runtime's producer does. Fields: the key and its produce order `n`.
+   */
+  const produceKeyed = (keys: ReadonlyArray<string>) =>
+    Effect.gen(function* () {
+      for (const k of keys) {
+        const n = nextMessage++
+        for (let attempt = 0; ; attempt++) {
+          const stored = yield* Effect.orDie(layouts.load(stream))
+          const layout = Option.match(stored, {
+            onNone: () => ({ generation: 0, firstShard: 0, shardCount: options.shardCount }),
+            onSome: (l) => Layout.StreamLayout.current(l.record),
+          })
+          const shard = Layout.shardOf(layout, k)
+          const id = yield* Effect.result(streams.append(stream, shard, { key: k, n: String(n) }))
+          if (Result.isSuccess(id)) {
+            produced.push(keyOf(shard, id.success))
+            break
+          }
+          if (id.failure._tag !== "ShardSealed" || attempt > 3) return yield* Effect.die(id.failure)
+        }
+      }
+    })
+
+  /** Reshard the stream (the operator's command; the host follows at its next renewal). */
+  const reshard = (shardCount: number) =>
+    Layout.Reshard.reshardStream(stream, shardCount).pipe(
+      Effect.provideService(StreamLayouts.StreamLayouts, layouts),
+      Effect.provideService(ShardStreams.ShardStreams, streams),
+    )
+
+  const rollback = Layout.Reshard.rollbackStream(stream).pipe(
+    Effect.provideService(StreamLayouts.StreamLayouts, layouts),
+    Effect.provideService(ShardStreams.ShardStreams, streams),
+  )
 
   const allAcked = () => produced.every((k) => (acked.get(k) ?? 0) >= 1)
 
@@ -509,6 +578,9 @@ export const makeCluster = Effect.fnUntraced(function* (options: ClusterOptions)
     serve,
     addMember,
     produce,
+    produceKeyed,
+    reshard,
+    rollback,
     tick,
     drive,
     settled,
@@ -529,6 +601,30 @@ export type Cluster = Effect.Success<ReturnType<typeof makeCluster>>
 
 // ---------------------------------------------------------------------------
 // checks over the event log
+
+/**
+ * Per-key order (docs/resharding.md): for every key, messages are first
+ * handled in the order they were produced. With one producer per key this is
+ * the resharding guarantee: a message written under an older layout is
+ * handled (and acked, the driver acks right after handling) before any later
+ * message of the key, which a newer layout may have put on another shard.
+ */
+export const perKeyOrder = (events: ReadonlyArray<Event>): Array<string> => {
+  const last = new Map<string, number>()
+  const seen = new Set<string>()
+  const problems: Array<string> = []
+  for (const e of events) {
+    if (e.kind !== "handle" || e.msgKey === undefined || e.n === undefined) continue
+    const id = `${e.msgKey}/${e.n}`
+    if (seen.has(id)) continue // a redelivery of a message handled before
+    seen.add(id)
+    const before = last.get(e.msgKey)
+    if (before !== undefined && e.n < before)
+      problems.push(`#${e.seq}: key ${e.msgKey} message ${e.n} handled after message ${before}`)
+    last.set(e.msgKey, Math.max(before ?? -1, e.n))
+  }
+  return problems
+}
 
 /** No two members ever have an open read loop for the same shard at the same time. */
 export const overlappingOwnership = (events: ReadonlyArray<Event>): Array<string> => {

@@ -363,9 +363,14 @@ describe("MemberMachine", () => {
     const state = stableMember()
     const { commands } = roundTrip(
       state,
-      response({ assigned: grants(0, 1, 2), layout: { shardCount: 8, generation: 3 } }),
+      response({
+        assigned: grants(0, 1, 2),
+        layout: { shardCount: 8, generation: 3, firstShard: 20 },
+      }),
     )
-    expect(commands).toEqual([{ _tag: "LayoutChanged", layout: { shardCount: 8, generation: 3 } }])
+    expect(commands).toEqual([
+      { _tag: "LayoutChanged", layout: { shardCount: 8, generation: 3, firstShard: 20 } },
+    ])
     expect(state.metadataVersion).toBe(3)
     expect(MemberMachine.buildRequest(state).metadataVersion).toBe(3)
   })

@@ -4,6 +4,7 @@
  * `finish` turns the overlay into records (small deltas, in replay order).
  */
 
+import type { ShardLayout } from "../../protocol/Heartbeat.js"
 import type { CoordinatorState, MemberEntry, ShardDeadline, Timer } from "../CoordinatorState.js"
 import type {
   AuditEvent,
@@ -12,6 +13,14 @@ import type {
   Revocation,
   ShardOwner,
 } from "../Records.js"
+import type { LayoutView } from "./ShardSpace.js"
+
+/**
+ * Grants per millisecond a shard's token counter takes before it runs ahead of
+ * the clock. One keeps tokens at 13 digits for centuries: the Redis fence
+ * refuses tokens past 15 digits (Lua formats numbers with 14 significant digits).
+ */
+export const TOKENS_PER_MS = 1
 
 export interface Fence {
   readonly shard: number
@@ -32,6 +41,16 @@ export class Draft {
   groupEpoch: number
   assignmentEpoch: number
   maxMemberEpoch: number
+  /** The current layout (a migration started by this draft replaces it). */
+  layout: ShardLayout
+  /** Earlier generations being drained, oldest first. */
+  generations: ReadonlyArray<ShardLayout>
+  /** Generations this draft starts migrating to, in order (the last is `layout`). */
+  readonly started: Array<ShardLayout> = []
+  /** Shards of earlier generations drained in this draft. */
+  readonly drainedNow = new Set<number>()
+  /** This draft completes the migration (every earlier generation drained). */
+  migrationCompleted = false
   private readonly memberOrder: Array<string> = []
   private readonly rebalanceTimerArmed = new Set<string>()
 
@@ -42,6 +61,28 @@ export class Draft {
     this.groupEpoch = state.groupEpoch
     this.assignmentEpoch = state.assignmentEpoch
     this.maxMemberEpoch = state.maxMemberEpoch
+    this.layout = state.layout
+    this.generations = state.resharding._tag === "Migrating" ? state.resharding.generations : []
+  }
+
+  /** Move to a newer generation: the current one joins those being drained. */
+  startMigration(layout: ShardLayout): void {
+    this.generations = [...this.generations, this.layout]
+    this.layout = layout
+    this.started.push(layout)
+  }
+
+  isDrained(shard: number): boolean {
+    return this.state.drained.has(shard) || this.drainedNow.has(shard)
+  }
+
+  /** The group's layouts as this draft sees them. */
+  layoutView(): LayoutView {
+    return {
+      layout: this.layout,
+      generations: this.migrationCompleted ? [] : this.generations,
+      isDrained: (shard) => this.isDrained(shard),
+    }
   }
 
   member(id: string): MemberEntry | undefined {
@@ -141,9 +182,16 @@ export class Draft {
     this.deadline(shard, member.memberId)
   }
 
-  /** Grant `shard` to `member` with the next token; its confirmation gets a deadline. */
+  /**
+   * Grant `shard` to `member` with the next token. Tokens also follow the
+   * coordinator's clock (at least `now` x TOKENS_PER_MS), so a grant made
+   * after the group's metadata was lost or restored from an older copy (Redis
+   * without persistence, a point-in-time restore) outranks every token issued
+   * before it (docs/redis.md, durability), unless coordinator clocks are
+   * skewed by more than the time in between. Its confirmation gets a deadline.
+   */
   grant(shard: number, member: MemberEntry): number {
-    const token = this.tokenOf(shard) + 1
+    const token = Math.max(this.tokenOf(shard) + 1, Math.floor(this.now) * TOKENS_PER_MS)
     this.setOwner(shard, {
       memberId: member.memberId,
       memberEpoch: member.memberEpoch,
@@ -209,6 +257,8 @@ export class Draft {
 
   finish(): Array<CoordinatorRecord> {
     const records: Array<CoordinatorRecord> = []
+    // first: the arrays grow to the new generation's shard ids before anything writes them
+    for (const layout of this.started) records.push({ _tag: "MigrationStarted", layout })
     for (const id of this.memberOrder) {
       const m = this.members.get(id)
       if (m === null) records.push({ _tag: "MemberRemoved", memberId: id })
@@ -233,6 +283,9 @@ export class Draft {
       .filter(([s, o]) => (this.state.current[s] ?? null) !== o)
       .map(([shard, owner]) => ({ shard, owner }))
     if (owners.length > 0) records.push({ _tag: "ShardOwnersChanged", shards: owners })
+    if (this.drainedNow.size > 0)
+      records.push({ _tag: "ShardsDrained", shards: [...this.drainedNow].sort((a, b) => a - b) })
+    if (this.migrationCompleted) records.push({ _tag: "MigrationCompleted" })
     for (const event of this.audits) records.push({ _tag: "Audit", event })
     return records
   }

@@ -1,0 +1,324 @@
+/**
+ * Consumer and runtime options, validated with Effect Schema at start,
+ * before anything connects (docs/runtime.md, "Configuration"). A bad value is
+ * an `InvalidRuntimeConfig` naming the field (`consumers[1].concurrency`,
+ * `OrderHandlers.handle.ack`, `shutdownTimeoutMs`, ...). Unknown option names
+ * are refused too, so a typo never silently falls back to a default.
+ */
+import { MemberWeight } from "@shardline/core"
+import { Result, Schema, SchemaIssue } from "effect"
+import { InvalidRuntimeConfig } from "./Errors.js"
+
+// ---------------------------------------------------------------------------
+// public option types
+
+/** What happens to a message whose handler succeeded: XACK, or XACK + delete the entry. */
+export type AckPolicy = "ack" | "xackdel"
+
+export interface RetryBackoff {
+  /** Delay before the first retry of a failed message (default 100 ms). */
+  readonly initialMs?: number
+  /** Cap of the delay, which doubles per delivery (default 30,000 ms). */
+  readonly maxMs?: number
+}
+
+/** Options shared by `@StreamListener`, `consumer` and `effectConsumer`. */
+export interface CommonOptions {
+  readonly stream: string
+  readonly group: string
+  /** On success (default `ack`). Failures are retried, then dead-lettered. */
+  readonly ack?: AckPolicy
+  /** Entries read per batch of a shard (default 32). */
+  readonly batchSize?: number
+  /**
+   * Deliveries before a failing message goes to the shard's dead-letter
+   * stream, atomically with its ack (default 5). 1 dead-letters on the first failure.
+   */
+  readonly maxDeliveries?: number
+  readonly retryBackoff?: RetryBackoff
+  /** A handler call running longer is aborted (its signal fires) and counts as failed (default 300,000 ms). */
+  readonly handlerTimeoutMs?: number
+  /**
+   * How long a revoked shard's in-flight batch may take before its handler
+   * is aborted and the shard is released without acking it (default: half the
+   * group's rebalance timeout). Must be below `rebalanceTimeoutMs`.
+   */
+  readonly drainTimeoutMs?: number
+  /** An idle shard re-checks for entries at least this often (default 5,000 ms); appends wake it at once. */
+  readonly idleWaitMs?: number
+  /** Shards of the stream (generation 0) when the embedded coordinator creates the group (default 16). */
+  readonly shardCount?: number
+  /** The group's session timeout, for the coordinator (default 30,000 ms). */
+  readonly sessionTimeoutMs?: number
+  /** The group's revoke timeout, for the coordinator (default 60,000 ms). */
+  readonly rebalanceTimeoutMs?: number
+  /** The group's heartbeat interval, for the coordinator (default 3,000 ms); below the session timeout. */
+  readonly heartbeatIntervalMs?: number
+  /** Self-fence this long before the session timeout would expire the member (default: a fifth of it). */
+  readonly safetyMarginMs?: number
+  /** A heartbeat without an answer for this long has failed (default 5,000 ms, at most a third of the session timeout). */
+  readonly heartbeatTimeoutMs?: number
+  /** Configured assignment weight of each logical member (default 1). */
+  readonly weight?: number
+}
+
+/** Shard lifecycle hooks, all optional; each receives the member and shard. */
+export interface ShardHookInfo {
+  readonly stream: string
+  readonly group: string
+  readonly memberId: string
+  readonly shard: number
+}
+
+export interface LostHookInfo {
+  readonly stream: string
+  readonly group: string
+  readonly memberId: string
+  readonly shards: ReadonlyArray<number>
+  readonly reason: string
+}
+
+// ---------------------------------------------------------------------------
+// resolved specs (internal)
+
+export interface GroupSettings {
+  readonly shardCount: number
+  readonly sessionTimeoutMs: number
+  readonly rebalanceTimeoutMs: number
+  readonly heartbeatIntervalMs: number
+}
+
+export interface ConsumerSettings extends GroupSettings {
+  readonly stream: string
+  readonly group: string
+  readonly ack: AckPolicy
+  readonly batchSize: number
+  readonly maxDeliveries: number
+  readonly retryInitialMs: number
+  readonly retryMaxMs: number
+  readonly handlerTimeoutMs: number
+  readonly drainTimeoutMs: number | undefined
+  readonly idleWaitMs: number
+  readonly safetyMarginMs: number | undefined
+  readonly heartbeatTimeoutMs: number
+  readonly weight: number | undefined
+}
+
+export const DEFAULTS = {
+  ack: "ack",
+  batchSize: 32,
+  maxDeliveries: 5,
+  retryInitialMs: 100,
+  retryMaxMs: 30_000,
+  handlerTimeoutMs: 300_000,
+  idleWaitMs: 5_000,
+  shardCount: 16,
+  sessionTimeoutMs: 30_000,
+  rebalanceTimeoutMs: 60_000,
+  heartbeatIntervalMs: 3_000,
+  heartbeatTimeoutMs: 5_000,
+  shutdownTimeoutMs: 30_000,
+} as const
+
+// ---------------------------------------------------------------------------
+// schemas
+
+const PositiveInt = Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))
+const Name = Schema.String.check(
+  Schema.isNonEmpty({ message: "must be a non-empty string" }),
+  Schema.isMaxLength(256),
+)
+const Fn = Schema.declare(
+  (u: unknown): u is (...args: ReadonlyArray<never>) => unknown => typeof u === "function",
+  { expected: "a function" },
+)
+
+const commonFields = {
+  stream: Name,
+  group: Name,
+  ack: Schema.optional(Schema.Literals(["ack", "xackdel"])),
+  batchSize: Schema.optional(PositiveInt.check(Schema.isLessThanOrEqualTo(10_000))),
+  maxDeliveries: Schema.optional(PositiveInt.check(Schema.isLessThanOrEqualTo(1_000_000))),
+  retryBackoff: Schema.optional(
+    Schema.Struct({ initialMs: Schema.optional(PositiveInt), maxMs: Schema.optional(PositiveInt) }),
+  ),
+  handlerTimeoutMs: Schema.optional(PositiveInt),
+  drainTimeoutMs: Schema.optional(PositiveInt),
+  idleWaitMs: Schema.optional(PositiveInt),
+  shardCount: Schema.optional(PositiveInt.check(Schema.isLessThanOrEqualTo(65_536))),
+  sessionTimeoutMs: Schema.optional(PositiveInt),
+  rebalanceTimeoutMs: Schema.optional(PositiveInt),
+  heartbeatIntervalMs: Schema.optional(PositiveInt),
+  safetyMarginMs: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
+  heartbeatTimeoutMs: Schema.optional(PositiveInt),
+  weight: Schema.optional(MemberWeight),
+  onAssigned: Schema.optional(Fn),
+  onRevoked: Schema.optional(Fn),
+  onLost: Schema.optional(Fn),
+} as const
+
+/** `@StreamListener` options. */
+export const ListenerOptionsSchema = Schema.Struct({
+  ...commonFields,
+  /** Logical members this listener creates in the process (`<base>-m0` ..). */
+  concurrency: Schema.optional(PositiveInt.check(Schema.isLessThanOrEqualTo(1_024))),
+  /** Local workers of each logical member (default 1). */
+  workersPerMember: Schema.optional(PositiveInt.check(Schema.isLessThanOrEqualTo(1_024))),
+  /** The method takes a batch (`EachBatch`) instead of one message. */
+  batch: Schema.optional(Schema.Boolean),
+  autoResolve: Schema.optional(Schema.Boolean),
+})
+
+/** `consumer` / `effectConsumer` options: one explicit member. */
+export const MemberOptionsSchema = Schema.Struct({
+  ...commonFields,
+  /** This member's id (default: the process's base id). */
+  memberId: Schema.optional(Name),
+  /** Local workers of this one member; never creates members, never caps shards (default 1). */
+  runtimeMaxConcurrency: Schema.optional(PositiveInt.check(Schema.isLessThanOrEqualTo(1_024))),
+  eachMessage: Schema.optional(Fn),
+  eachBatch: Schema.optional(Fn),
+  autoResolve: Schema.optional(Schema.Boolean),
+})
+
+export const RuntimeOptionsSchema = Schema.Struct({
+  consumers: Schema.optional(Schema.Array(Schema.Unknown)),
+  listeners: Schema.optional(Schema.Array(Schema.Unknown)),
+  ports: Schema.optional(Schema.Unknown),
+  /** `embedded` (default): this process is a coordinator candidate for its groups. */
+  coordinator: Schema.optional(Schema.Literals(["embedded", "standalone"])),
+  /** Base of the member ids (default: POD_IP, HOSTNAME, then an interface address). */
+  memberBase: Schema.optional(Name),
+  /** `stop()` (and SIGTERM/SIGINT) finishes within this long (default 30,000 ms). */
+  shutdownTimeoutMs: Schema.optional(PositiveInt),
+  /** Stop gracefully on SIGTERM and SIGINT, then exit (default true for `start`, false for `make`). */
+  handleSignals: Schema.optional(Schema.Boolean),
+  /** Capacity of each event listener's buffer (default 10,000). */
+  eventBufferCapacity: Schema.optional(PositiveInt),
+  metricRegistry: Schema.optional(Schema.Unknown),
+  onEvent: Schema.optional(Fn),
+  eventHub: Schema.optional(Schema.Unknown),
+})
+
+// ---------------------------------------------------------------------------
+// decoding with named fields
+
+const formatter = SchemaIssue.makeFormatterStandardSchemaV1()
+
+const fieldName = (prefix: string, path: ReadonlyArray<unknown>): string =>
+  path.reduce<string>(
+    (acc, key) =>
+      typeof key === "number"
+        ? `${acc}[${key}]`
+        : acc === ""
+          ? String(key)
+          : `${acc}.${String(key)}`,
+    prefix,
+  )
+
+/** Decode `input` with `schema`; the first problem becomes an `InvalidRuntimeConfig` naming its field. */
+export const decodeOptions = <S extends Schema.Top & { readonly DecodingServices: never }>(
+  schema: S,
+  input: unknown,
+  prefix: string,
+): Result.Result<S["Type"], InvalidRuntimeConfig> => {
+  const decoded = Schema.decodeUnknownResult(schema as never, { onExcessProperty: "error" })(input)
+  if (Result.isSuccess(decoded)) return Result.succeed(decoded.success as S["Type"])
+  const issue = formatter(decoded.failure.issue).issues[0]
+  const field = fieldName(prefix, issue?.path ?? [])
+  return Result.fail(
+    new InvalidRuntimeConfig({
+      field: field === "" ? "options" : field,
+      message: `${field === "" ? "options" : field}: ${issue?.message ?? "invalid"}`,
+    }),
+  )
+}
+
+export const invalid = (field: string, message: string): InvalidRuntimeConfig =>
+  new InvalidRuntimeConfig({ field, message: `${field}: ${message}` })
+
+const CommonSchema = Schema.Struct(commonFields)
+type CommonDecoded = typeof CommonSchema.Type
+
+/** Defaults plus the checks across fields; `prefix` names the consumer in errors. */
+export const resolveSettings = (
+  o: CommonDecoded,
+  prefix: string,
+): Result.Result<ConsumerSettings, InvalidRuntimeConfig> => {
+  const at = (field: string) => (prefix === "" ? field : `${prefix}.${field}`)
+  const sessionTimeoutMs = o.sessionTimeoutMs ?? DEFAULTS.sessionTimeoutMs
+  const heartbeatIntervalMs = o.heartbeatIntervalMs ?? DEFAULTS.heartbeatIntervalMs
+  const rebalanceTimeoutMs = o.rebalanceTimeoutMs ?? DEFAULTS.rebalanceTimeoutMs
+  const retryInitialMs = o.retryBackoff?.initialMs ?? DEFAULTS.retryInitialMs
+  const retryMaxMs = o.retryBackoff?.maxMs ?? Math.max(DEFAULTS.retryMaxMs, retryInitialMs)
+  const heartbeatTimeoutMs =
+    o.heartbeatTimeoutMs ??
+    Math.max(1, Math.min(DEFAULTS.heartbeatTimeoutMs, Math.floor(sessionTimeoutMs / 3)))
+  if (heartbeatIntervalMs >= sessionTimeoutMs)
+    return Result.fail(
+      invalid(
+        at("heartbeatIntervalMs"),
+        `must be below sessionTimeoutMs (${heartbeatIntervalMs} >= ${sessionTimeoutMs})`,
+      ),
+    )
+  const margin = o.safetyMarginMs ?? Math.floor(sessionTimeoutMs / 5)
+  if (sessionTimeoutMs - margin <= heartbeatIntervalMs)
+    return Result.fail(
+      invalid(
+        at("safetyMarginMs"),
+        `sessionTimeoutMs - safetyMarginMs (${sessionTimeoutMs - margin}) must exceed heartbeatIntervalMs (${heartbeatIntervalMs})`,
+      ),
+    )
+  if (o.drainTimeoutMs !== undefined && o.drainTimeoutMs >= rebalanceTimeoutMs)
+    return Result.fail(
+      invalid(
+        at("drainTimeoutMs"),
+        `must be below rebalanceTimeoutMs (${o.drainTimeoutMs} >= ${rebalanceTimeoutMs}), or the coordinator fences the member before it drains`,
+      ),
+    )
+  if (retryMaxMs < retryInitialMs)
+    return Result.fail(
+      invalid(at("retryBackoff.maxMs"), `must be at least initialMs (${retryInitialMs})`),
+    )
+  if (heartbeatTimeoutMs >= sessionTimeoutMs)
+    return Result.fail(
+      invalid(
+        at("heartbeatTimeoutMs"),
+        `must be below sessionTimeoutMs (${heartbeatTimeoutMs} >= ${sessionTimeoutMs})`,
+      ),
+    )
+  return Result.succeed({
+    stream: o.stream,
+    group: o.group,
+    ack: o.ack ?? DEFAULTS.ack,
+    batchSize: o.batchSize ?? DEFAULTS.batchSize,
+    maxDeliveries: o.maxDeliveries ?? DEFAULTS.maxDeliveries,
+    retryInitialMs,
+    retryMaxMs,
+    handlerTimeoutMs: o.handlerTimeoutMs ?? DEFAULTS.handlerTimeoutMs,
+    drainTimeoutMs: o.drainTimeoutMs,
+    idleWaitMs: o.idleWaitMs ?? DEFAULTS.idleWaitMs,
+    shardCount: o.shardCount ?? DEFAULTS.shardCount,
+    sessionTimeoutMs,
+    rebalanceTimeoutMs,
+    heartbeatIntervalMs,
+    safetyMarginMs: o.safetyMarginMs,
+    heartbeatTimeoutMs,
+    weight: o.weight,
+  })
+}
+
+/** The group settings two declarations of one (stream, group) in a process must agree on. */
+export const groupSettingsDiffer = (
+  a: GroupSettings,
+  b: GroupSettings,
+): keyof GroupSettings | undefined => {
+  for (const field of [
+    "shardCount",
+    "sessionTimeoutMs",
+    "rebalanceTimeoutMs",
+    "heartbeatIntervalMs",
+  ] as const)
+    if (a[field] !== b[field]) return field
+  return undefined
+}

@@ -1,0 +1,67 @@
+/**
+ * Typed errors of `@shardline/member-runtime` (one module per package, as in
+ * core). Every error is a `Schema.TaggedError`: match it with
+ * `Effect.catchTag`, or with `error._tag` from the Promise API.
+ */
+import { Schema } from "effect"
+
+/**
+ * A runtime, consumer, listener or producer option failed validation at
+ * start, before anything connected. `field` names the option
+ * (`consumers[0].concurrency`, `ack`, `heartbeatIntervalMs`, ...).
+ */
+export class InvalidRuntimeConfig extends Schema.TaggedError<InvalidRuntimeConfig>()(
+  "InvalidRuntimeConfig",
+  {
+    field: Schema.String,
+    message: Schema.String,
+  },
+) {}
+
+/** `pause`, `resume` or `seek` named a shard no logical member of this process owns now. */
+export class ShardNotOwned extends Schema.TaggedError<ShardNotOwned>()("ShardNotOwned", {
+  stream: Schema.String,
+  group: Schema.String,
+  shard: Schema.Number,
+}) {}
+
+/** The runtime (or the producer) is stopping or stopped: nothing new is accepted. */
+export class RuntimeStopped extends Schema.TaggedError<RuntimeStopped>()("RuntimeStopped", {
+  message: Schema.String,
+}) {}
+
+/** The producer knows no layout for the stream (its `LayoutSource` has none). */
+export class UnknownStream extends Schema.TaggedError<UnknownStream>()("UnknownStream", {
+  stream: Schema.String,
+}) {}
+
+/**
+ * A send could not be appended: the shard stayed sealed after the layout was
+ * refreshed `attempts` times, or the data plane failed (`cause`).
+ */
+export class SendFailed extends Schema.TaggedError<SendFailed>()("SendFailed", {
+  stream: Schema.String,
+  key: Schema.String,
+  attempts: Schema.Number,
+  message: Schema.String,
+  cause: Schema.optional(Schema.Defect()),
+}) {}
+
+/** A seek could not be applied: the owner lost the shard first, or the data plane refused it. */
+export class SeekFailed extends Schema.TaggedError<SeekFailed>()("SeekFailed", {
+  stream: Schema.String,
+  group: Schema.String,
+  shard: Schema.Number,
+  message: Schema.String,
+  cause: Schema.optional(Schema.Defect()),
+}) {}
+
+/** The stream's layout could not be read (backend unavailable, corrupt record). */
+export class LayoutUnavailable extends Schema.TaggedError<LayoutUnavailable>()(
+  "LayoutUnavailable",
+  {
+    stream: Schema.String,
+    message: Schema.String,
+    cause: Schema.optional(Schema.Defect()),
+  },
+) {}

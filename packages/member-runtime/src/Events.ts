@@ -1,0 +1,198 @@
+/**
+ * Runtime events (docs/runtime.md, "Events"). Listeners subscribe with
+ * `runtime.on(listener)`; each listener has its own buffer and is called in
+ * order, one event at a time (a returned promise is awaited before its next
+ * event), away from the member's fibers: a slow, throwing or never-resolving
+ * listener never blocks a member. A buffer holds at most `capacity` events
+ * (default 10,000); beyond that the oldest are dropped and counted.
+ */
+import type {
+  ErrorCode,
+  HeartbeatRejected,
+  LeaseUnusable,
+  MemberMachine,
+  MemberSuperseded,
+  ShardLayout,
+} from "@shardline/core"
+
+interface Base {
+  readonly stream: string
+  readonly group: string
+  /** Clock time of the event (ms). */
+  readonly at: number
+}
+
+interface MemberBase extends Base {
+  readonly memberId: string
+}
+
+export type RuntimeEvent =
+  /** The member (re)joined: the coordinator answered its epoch-0 heartbeat. */
+  | (MemberBase & { readonly type: "joined"; readonly memberEpoch: number })
+  /** The member may read this shard now (after `onAssigned`). */
+  | (MemberBase & { readonly type: "assigned"; readonly shard: number; readonly token: number })
+  /** The coordinator took the shard away: no new reads; its in-flight batch drains. */
+  | (MemberBase & { readonly type: "revoking"; readonly shard: number })
+  /** The shard was drained and is being released (after `onRevoked`). */
+  | (MemberBase & { readonly type: "revoked"; readonly shard: number; readonly abandoned: boolean })
+  /** Ownership was dropped at once (fence, unknown member, self-fence, superseded). */
+  | (MemberBase & {
+      readonly type: "lost"
+      readonly shards: ReadonlyArray<number>
+      readonly reason: MemberMachine.StopReason
+    })
+  /** The member applied a new assignment epoch. */
+  | (MemberBase & {
+      readonly type: "rebalance"
+      readonly assignmentEpoch: number
+      readonly owned: ReadonlyArray<number>
+    })
+  /** A heartbeat ended: the coordinator's error code, or `TRANSPORT_ERROR`. */
+  | (MemberBase & {
+      readonly type: "heartbeat"
+      readonly errorCode: ErrorCode | "TRANSPORT_ERROR"
+      readonly latencyMs: number
+    })
+  | (MemberBase & {
+      readonly type: "batchStart"
+      readonly shard: number
+      readonly count: number
+      /** Entries of the shard not yet delivered to the group, when known. */
+      readonly lag: number | undefined
+    })
+  | (MemberBase & {
+      readonly type: "batchEnd"
+      readonly shard: number
+      readonly count: number
+      readonly acked: number
+      readonly failed: number
+      readonly durationMs: number
+    })
+  | (MemberBase & {
+      readonly type: "handlerError"
+      readonly shard: number
+      readonly messageId: string
+      readonly deliveryCount: number
+      readonly error: unknown
+    })
+  | (MemberBase & {
+      readonly type: "deadLettered"
+      readonly shard: number
+      readonly messageId: string
+      readonly deadLetterId: string
+      readonly deliveryCount: number
+      readonly reason: string
+    })
+  /** No heartbeat succeeded within the member's lease: it stopped everything itself. */
+  | (MemberBase & { readonly type: "leaseLost"; readonly shards: ReadonlyArray<number> })
+  | (MemberBase & { readonly type: "leaseUnusable"; readonly error: LeaseUnusable })
+  /** A newer process joined with this member id; this one is a standby now. */
+  | (MemberBase & { readonly type: "superseded"; readonly error: MemberSuperseded })
+  | (MemberBase & { readonly type: "requestRejected"; readonly error: HeartbeatRejected })
+  /** The shard is sealed by a reshard and drained for the group: reported, no more reads. */
+  | (MemberBase & { readonly type: "exhausted"; readonly shard: number })
+  /** The storage refused the member's owner token: the shard moved; its loop stopped. */
+  | (MemberBase & { readonly type: "staleOwner"; readonly shard: number })
+  /** A data-plane call failed (backend unavailable, ...); the shard retries after a backoff. */
+  | (MemberBase & {
+      readonly type: "dataPlaneError"
+      readonly shard: number
+      readonly error: unknown
+    })
+  | (MemberBase & { readonly type: "layoutChanged"; readonly layout: ShardLayout })
+  | (MemberBase & { readonly type: "paused" | "resumed"; readonly shard: number })
+  | (MemberBase & { readonly type: "seeked"; readonly shard: number; readonly position: string })
+  /** The member left the group (or gave up leaving at its leave timeout). */
+  | (MemberBase & { readonly type: "left"; readonly reason: MemberMachine.StopReason })
+  /** This process became the group's coordinator and serves its heartbeats. */
+  | (Base & { readonly type: "coordinatorElected"; readonly holder: string })
+  /** This process stopped being the group's coordinator. */
+  | (Base & { readonly type: "coordinatorResigned"; readonly holder: string })
+
+export type RuntimeEventType = RuntimeEvent["type"]
+
+export type EventListener = (event: RuntimeEvent) => void | Promise<void>
+
+export interface EventHubStats {
+  /** Events dropped because a listener's buffer was full. */
+  readonly dropped: number
+  /** Listener calls that threw or rejected. */
+  readonly listenerErrors: number
+}
+
+export interface EventHub {
+  readonly emit: (event: RuntimeEvent) => void
+  /** Subscribe; returns the unsubscribe function. */
+  readonly on: (listener: EventListener) => () => void
+  readonly stats: () => EventHubStats
+}
+
+interface Subscriber {
+  readonly listener: EventListener
+  readonly buffer: Array<RuntimeEvent>
+  running: boolean
+  active: boolean
+}
+
+const isPromiseLike = (u: unknown): u is PromiseLike<unknown> =>
+  typeof u === "object" && u !== null && typeof (u as { then?: unknown }).then === "function"
+
+/** A hub whose `emit` never waits for a listener. */
+export const makeEventHub = (options: { readonly capacity?: number } = {}): EventHub => {
+  const capacity = options.capacity ?? 10_000
+  const subscribers = new Set<Subscriber>()
+  let dropped = 0
+  let listenerErrors = 0
+
+  /** Deliver a subscriber's buffer in order, off the emitter's stack. */
+  const pump = (s: Subscriber): void => {
+    if (s.running) return
+    s.running = true
+    const next = (): void => {
+      const event = s.buffer.shift()
+      if (event === undefined || !s.active) {
+        s.running = false
+        return
+      }
+      let result: unknown
+      try {
+        result = s.listener(event)
+      } catch {
+        listenerErrors++
+      }
+      if (isPromiseLike(result))
+        result.then(
+          () => setImmediate(next),
+          () => {
+            listenerErrors++
+            setImmediate(next)
+          },
+        )
+      else setImmediate(next)
+    }
+    setImmediate(next)
+  }
+
+  return {
+    emit: (event) => {
+      for (const s of subscribers) {
+        s.buffer.push(event)
+        if (s.buffer.length > capacity) {
+          s.buffer.shift()
+          dropped++
+        }
+        pump(s)
+      }
+    },
+    on: (listener) => {
+      const s: Subscriber = { listener, buffer: [], running: false, active: true }
+      subscribers.add(s)
+      return () => {
+        s.active = false
+        s.buffer.length = 0
+        subscribers.delete(s)
+      }
+    },
+    stats: () => ({ dropped, listenerErrors }),
+  }
+}

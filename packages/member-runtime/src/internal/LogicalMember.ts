@@ -1,0 +1,465 @@
+/**
+ * One logical member: core's `MemberMachine` driven over the
+ * `CoordinatorTransport` and `ShardStreams` ports (docs/member.md, "Runtime
+ * obligations"; docs/runtime.md, "Logical members"). The machine decides;
+ * this module only executes its commands:
+ *
+ * - one actor fiber owns the machine: it takes inputs (heartbeat results,
+ *   notices, drained shards, leave) from one queue, steps the machine, ticks
+ *   it, and sleeps until `MemberMachine.nextDeadline` (a member that cannot
+ *   reach its coordinator is woken at its self-fence deadline, never later);
+ * - `SendHeartbeat` sends exactly the request `nextRequest` built (plus this
+ *   member's progress) and reports its end, answered or failed on timeout;
+ * - `StartShard` starts the shard's loop in the poller, `StopShard` drains it
+ *   (in-flight batch, then `onRevoked`) and reports `ShardDrained` for that
+ *   very loop, `StopAllShards` stops every loop at once (signals abort, no
+ *   more reads or acks);
+ * - a `StaleOwner` from the storage stops that loop and asks for a heartbeat.
+ */
+import {
+  type CoordinatorTransport,
+  type HeartbeatRejected,
+  type HeartbeatResponse,
+  type LeaseUnusable,
+  MemberMachine,
+  type MemberSuperseded,
+  type ShardStreams,
+  TransportError,
+} from "@shardline/core"
+import { Clock, Deferred, Effect, Exit, Metric, Option, Queue, Result, Scope, Stream } from "effect"
+import { InvalidRuntimeConfig } from "../Errors.js"
+import type { EventHub, RuntimeEvent } from "../Events.js"
+import * as Metrics from "../Metrics.js"
+import { makePoller, type Poller } from "./Poller.js"
+import type { Runner, TurnRecord } from "./ShardRunner.js"
+import type { ConsumerSpec } from "./spec.js"
+
+type Input =
+  | {
+      readonly _tag: "Response"
+      readonly seq: number
+      readonly result: Result.Result<HeartbeatResponse, TransportError>
+      readonly latencyMs: number
+    }
+  | { readonly _tag: "Notice" }
+  | {
+      readonly _tag: "Drained"
+      readonly shard: number
+      readonly runner: Runner | undefined
+      readonly abandoned: boolean
+    }
+  | { readonly _tag: "Leave" }
+  | { readonly _tag: "Exhausted"; readonly shard: number }
+  | { readonly _tag: "Wake" }
+
+export interface MemberEnv {
+  readonly spec: ConsumerSpec
+  readonly memberId: string
+  readonly incarnation: number
+  /** Reported in memberInfo.host. */
+  readonly host: string
+  readonly streams: ShardStreams.ShardStreamsShape
+  readonly transport: CoordinatorTransport.CoordinatorTransportShape
+  readonly events: EventHub
+  /** The consumer's pause flags (shared by its logical members). */
+  readonly isPaused: (shard: number) => boolean
+  /** A leave that cannot finish ends after this long. */
+  readonly leaveTimeoutMs: number
+}
+
+export interface LogicalMember {
+  readonly memberId: string
+  readonly incarnation: number
+  /** The machine's state (read-only use). */
+  readonly machine: MemberMachine.MemberState
+  readonly poller: Poller
+  /** Ask the member to leave the group (drain, `leaving` heartbeats, epoch -1). */
+  readonly requestLeave: Effect.Effect<void>
+  /** Completes when the member has left (or was stopped). */
+  readonly left: Effect.Effect<void>
+  readonly hasLeft: () => boolean
+  /** Stop at once: abort every handler, read and ack nothing more, end the member. */
+  readonly stopNow: (reason: string) => Effect.Effect<void>
+  /** Ask for a heartbeat now (as a coordinator notice would). */
+  readonly nudge: Effect.Effect<void>
+  /** The last error the coordinator or the lease surfaced (superseded, lease unusable, rejected). */
+  readonly lastError: () => MemberSuperseded | LeaseUnusable | HeartbeatRejected | undefined
+}
+
+/** Build and start a logical member in the scope in context (its own child scope). */
+export const makeLogicalMember = (
+  env: MemberEnv,
+): Effect.Effect<LogicalMember, InvalidRuntimeConfig, Scope.Scope> =>
+  Effect.gen(function* () {
+    const parent = yield* Scope.Scope
+    const scope = yield* Scope.fork(parent)
+    const clock = yield* Clock.Clock
+    const now = () => clock.currentTimeMillisUnsafe()
+    const { settings } = env.spec
+    const key = { stream: settings.stream, group: settings.group }
+    const attributes = { stream: settings.stream, group: settings.group }
+    const memberAttributes = { ...attributes, member: env.memberId }
+
+    const machine = yield* Effect.try({
+      try: () =>
+        MemberMachine.make(
+          {
+            group: settings.group,
+            stream: settings.stream,
+            memberId: env.memberId,
+            incarnation: env.incarnation,
+            memberInfo: {
+              consumerName: env.memberId,
+              host: env.host,
+              runtimeMaxConcurrency: env.spec.workersPerMember,
+              ...(settings.weight !== undefined ? { weight: settings.weight } : {}),
+            },
+            heartbeatIntervalMs: settings.heartbeatIntervalMs,
+            leaveTimeoutMs: env.leaveTimeoutMs,
+            ...(settings.safetyMarginMs !== undefined
+              ? { safetyMarginMs: settings.safetyMarginMs }
+              : {}),
+          },
+          now(),
+        ),
+      catch: (e) => {
+        const field = (e as { field?: string }).field ?? "memberId"
+        return new InvalidRuntimeConfig({
+          field: `${env.spec.label}.${field}`,
+          message: `${env.spec.label}.${field}: ${(e as Error).message}`,
+        })
+      },
+    })
+
+    const inbox = yield* Queue.unbounded<Input>()
+    const leftSignal = yield* Deferred.make<void>()
+    let finished = false
+    let rebalanceTimeoutMs = settings.rebalanceTimeoutMs
+    let lastStopReason: MemberMachine.StopReason = "left"
+    let lastLagAt = Number.NEGATIVE_INFINITY
+    let lastError: MemberSuperseded | LeaseUnusable | HeartbeatRejected | undefined
+
+    const base = () => ({ ...key, memberId: env.memberId, at: now() })
+    const emit = (event: RuntimeEvent) => env.events.emit(event)
+    const drainBudgetMs = () => settings.drainTimeoutMs ?? Math.floor(rebalanceTimeoutMs / 2)
+
+    // the group's metrics, labelled once (not per update)
+    const m = {
+      handled: Metrics.forGroup(Metrics.messagesHandled, key),
+      acked: Metrics.forGroup(Metrics.messagesAcked, key),
+      handlerErrors: Metrics.forGroup(Metrics.handlerErrors, key),
+      deadLettered: Metrics.forGroup(Metrics.deadLettered, key),
+      staleOwner: Metrics.forGroup(Metrics.staleOwner, key),
+      batches: Metrics.forGroup(Metrics.batches, key),
+      batchDuration: Metrics.forGroup(Metrics.batchDuration, key),
+      heartbeats: Metrics.forGroup(Metrics.heartbeats, key),
+      heartbeatFailures: Metrics.forGroup(Metrics.heartbeatFailures, key),
+      rebalances: Metrics.forGroup(Metrics.rebalances, key),
+      fences: Metrics.forGroup(Metrics.fences, key),
+    }
+    const record = (what: TurnRecord): Effect.Effect<void> => {
+      switch (what._tag) {
+        case "Handled":
+          return Metric.update(m.handled, what.count)
+        case "Acked":
+          return Metric.update(m.acked, what.count)
+        case "HandlerError":
+          return Metric.update(m.handlerErrors, 1)
+        case "DeadLettered":
+          return Metric.update(m.deadLettered, 1)
+        case "StaleOwner":
+          return Metric.update(m.staleOwner, 1)
+        case "Batch":
+          return Effect.andThen(
+            Metric.update(m.batches, 1),
+            Metric.update(m.batchDuration, what.durationMs),
+          )
+      }
+    }
+
+    const poller = yield* makePoller({
+      streams: env.streams,
+      settings,
+      handler: env.spec.handler,
+      hooks: env.spec.hooks,
+      memberId: env.memberId,
+      consumerName: env.memberId,
+      now,
+      mayAct: () => MemberMachine.leaseValid(machine, now()),
+      isPaused: env.isPaused,
+      drainBudgetMs,
+      emit,
+      record,
+      workers: env.spec.workersPerMember,
+      scope,
+      onStaleOwner: (shard) => {
+        emit({ ...base(), type: "staleOwner", shard })
+        Queue.offerUnsafe(inbox, { _tag: "Notice" })
+      },
+      onExhausted: (shard) => {
+        emit({ ...base(), type: "exhausted", shard })
+        Queue.offerUnsafe(inbox, { _tag: "Exhausted", shard })
+      },
+    })
+
+    const ownedGauge = Metric.withAttributes(Metrics.ownedShards, memberAttributes)
+    const lagGauge = Metric.withAttributes(Metrics.lag, memberAttributes)
+
+    // heartbeats ---------------------------------------------------------------
+    const send = (t: number) =>
+      Effect.gen(function* () {
+        const { seq, request } = MemberMachine.nextRequest(machine, t)
+        yield* Metric.update(m.heartbeats, 1)
+        yield* Effect.forkIn(
+          Effect.gen(function* () {
+            let progress = poller.progress()
+            if (progress.length > 0 && now() - lastLagAt >= settings.heartbeatIntervalMs) {
+              lastLagAt = now()
+              yield* poller.refreshLag
+              progress = poller.progress()
+              yield* Metric.update(
+                lagGauge,
+                progress.reduce((sum, p) => sum + (p.lag ?? 0), 0),
+              )
+            }
+            const full =
+              progress.length > 0 && request.memberEpoch > 0 ? { ...request, progress } : request
+            const sentAt = now()
+            const result = yield* Effect.result(
+              env.transport.heartbeat(full).pipe(
+                Effect.timeoutOrElse({
+                  duration: settings.heartbeatTimeoutMs,
+                  orElse: () =>
+                    Effect.fail(
+                      new TransportError({
+                        reason: "Timeout",
+                        message: `no answer within ${settings.heartbeatTimeoutMs} ms`,
+                      }),
+                    ),
+                }),
+              ),
+            )
+            yield* Queue.offer(inbox, {
+              _tag: "Response",
+              seq,
+              result,
+              latencyMs: now() - sentAt,
+            })
+          }),
+          scope,
+        )
+      })
+
+    // executing the machine's commands ---------------------------------------------
+    const exec = (
+      commands: ReadonlyArray<MemberMachine.MemberCommand>,
+      t: number,
+    ): Effect.Effect<void> =>
+      Effect.gen(function* () {
+        for (const c of commands) {
+          switch (c._tag) {
+            case "StartShard":
+              poller.start(c.shard, c.token)
+              emit({ ...base(), type: "assigned", shard: c.shard, token: c.token })
+              yield* exec(MemberMachine.step(machine, { _tag: "ShardStarted", shard: c.shard }), t)
+              break
+            case "StopShard": {
+              const shard = c.shard
+              emit({ ...base(), type: "revoking", shard })
+              yield* Effect.forkIn(
+                Effect.flatMap(poller.drain(shard, drainBudgetMs()), (drained) =>
+                  Queue.offer(inbox, {
+                    _tag: "Drained",
+                    shard,
+                    runner: drained.runner,
+                    abandoned: drained.abandoned,
+                  }),
+                ),
+                scope,
+              )
+              break
+            }
+            case "StopAllShards": {
+              lastStopReason = c.reason
+              const shards = poller.stopAll(c.reason)
+              if (shards.length > 0 && c.reason !== "left") {
+                yield* Metric.update(m.fences, 1)
+                emit({ ...base(), type: "lost", shards, reason: c.reason })
+                if (c.reason === "self-fence") emit({ ...base(), type: "leaseLost", shards })
+                const hook = env.spec.hooks.onLost
+                if (hook !== undefined)
+                  yield* Effect.forkIn(
+                    Effect.ignore(
+                      hook({ ...key, memberId: env.memberId, shards, reason: c.reason }),
+                    ),
+                    scope,
+                  )
+              }
+              break
+            }
+            case "SendHeartbeat":
+              yield* send(t)
+              break
+            case "LayoutChanged":
+              emit({ ...base(), type: "layoutChanged", layout: c.layout })
+              break
+            case "RequestRejected":
+              lastError = c.error
+              emit({ ...base(), type: "requestRejected", error: c.error })
+              break
+            case "LeaseUnusable":
+              lastError = c.error
+              emit({ ...base(), type: "leaseUnusable", error: c.error })
+              break
+            case "Superseded":
+              lastError = c.error
+              emit({ ...base(), type: "superseded", error: c.error })
+              break
+            case "Left":
+              emit({ ...base(), type: "left", reason: lastStopReason })
+              finished = true
+              break
+            default: {
+              // a command core adds must be executed here: fail the build until it is
+              const unhandled: never = c
+              return unhandled
+            }
+          }
+        }
+      })
+
+    const handle = (input: Input, t: number): Effect.Effect<void> =>
+      Effect.gen(function* () {
+        switch (input._tag) {
+          case "Response": {
+            const { result } = input
+            if (Result.isFailure(result)) {
+              yield* Metric.update(m.heartbeatFailures, 1)
+              emit({
+                ...base(),
+                type: "heartbeat",
+                errorCode: "TRANSPORT_ERROR",
+                latencyMs: input.latencyMs,
+              })
+              return yield* exec(
+                MemberMachine.step(machine, { _tag: "HeartbeatFailed", seq: input.seq, now: t }),
+                t,
+              )
+            }
+            const response = result.success
+            rebalanceTimeoutMs = response.rebalanceTimeoutMs
+            const lifecycle = machine.lifecycle
+            const assignmentEpoch = machine.assignmentEpoch
+            emit({
+              ...base(),
+              type: "heartbeat",
+              errorCode: response.errorCode,
+              latencyMs: input.latencyMs,
+            })
+            const commands = MemberMachine.step(machine, {
+              _tag: "ResponseReceived",
+              seq: input.seq,
+              response,
+              now: t,
+            })
+            const joined =
+              (lifecycle === "joining" || lifecycle === "fenced") && machine.lifecycle === "active"
+            if (joined) emit({ ...base(), type: "joined", memberEpoch: machine.memberEpoch })
+            yield* exec(commands, t)
+            if (machine.lifecycle === "active" && machine.assignmentEpoch !== assignmentEpoch) {
+              yield* Metric.update(m.rebalances, 1)
+              emit({
+                ...base(),
+                type: "rebalance",
+                assignmentEpoch: machine.assignmentEpoch,
+                owned: MemberMachine.ownedShards(machine),
+              })
+            }
+            return
+          }
+          case "Notice":
+            return yield* exec(MemberMachine.step(machine, { _tag: "NoticeReceived" }), t)
+          case "Drained": {
+            // only the drain of the loop the shard still has counts (a stale
+            // drain after a fence and a restart must not report the new loop)
+            const runner = input.runner
+            if (runner === undefined || poller.current(input.shard) !== runner) return
+            poller.remove(input.shard, runner)
+            emit({ ...base(), type: "revoked", shard: input.shard, abandoned: input.abandoned })
+            return yield* exec(
+              MemberMachine.step(machine, { _tag: "ShardDrained", shard: input.shard }),
+              t,
+            )
+          }
+          case "Leave":
+            return yield* exec(MemberMachine.step(machine, { _tag: "LeaveRequested", now: t }), t)
+          case "Exhausted":
+            return yield* exec(
+              MemberMachine.step(machine, { _tag: "ShardExhausted", shard: input.shard }),
+              t,
+            )
+          case "Wake":
+            return
+        }
+      })
+
+    // the actor ------------------------------------------------------------------
+    const actor = Effect.gen(function* () {
+      let zeroWaits = 0
+      while (!finished) {
+        const deadline = MemberMachine.nextDeadline(machine)
+        if (deadline === undefined) break
+        const waitMs = deadline - now()
+        let input: Option.Option<Input>
+        if (waitMs === Number.POSITIVE_INFINITY) input = Option.some(yield* Queue.take(inbox))
+        else if (waitMs <= 0 && zeroWaits < 64) input = yield* Queue.poll(inbox)
+        else input = yield* Effect.timeoutOption(Queue.take(inbox), Math.max(1, waitMs))
+        zeroWaits = waitMs <= 0 && Option.isNone(input) ? zeroWaits + 1 : 0
+        let t = now()
+        if (Option.isSome(input)) yield* handle(input.value, t)
+        // everything else already queued, without waiting
+        for (let i = 0; i < 256 && !finished; i++) {
+          const more = yield* Queue.poll(inbox)
+          if (Option.isNone(more)) break
+          yield* handle(more.value, now())
+        }
+        if (finished) break
+        t = now()
+        yield* exec(MemberMachine.step(machine, { _tag: "Tick", now: t }), t)
+        yield* Metric.update(ownedGauge, poller.owned().length)
+      }
+      finished = true
+      yield* Metric.update(ownedGauge, 0)
+      yield* Deferred.succeed(leftSignal, undefined)
+    })
+
+    const notices = yield* env.transport.notices(key, env.memberId).pipe(Scope.provide(scope))
+    yield* Effect.forkIn(
+      Stream.runForEach(notices, () => Queue.offer(inbox, { _tag: "Notice" })),
+      scope,
+    )
+    yield* Effect.forkIn(actor, scope)
+
+    const member: LogicalMember = {
+      memberId: env.memberId,
+      incarnation: env.incarnation,
+      machine,
+      poller,
+      requestLeave: Effect.asVoid(Queue.offer(inbox, { _tag: "Leave" })),
+      left: Deferred.await(leftSignal),
+      hasLeft: () => finished,
+      stopNow: (reason) =>
+        Effect.gen(function* () {
+          if (!finished) {
+            poller.stopAll(reason)
+            finished = true
+            yield* Queue.offer(inbox, { _tag: "Wake" })
+          }
+          yield* Deferred.succeed(leftSignal, undefined)
+          yield* Scope.close(scope, Exit.void)
+        }),
+      nudge: Effect.asVoid(Queue.offer(inbox, { _tag: "Notice" })),
+      lastError: () => lastError,
+    }
+    return member
+  })

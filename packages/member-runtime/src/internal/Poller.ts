@@ -1,0 +1,337 @@
+/**
+ * The polling adapter of one logical member (docs/runtime.md, "Polling
+ * adapter"; docs/requirements.md, "Ownership and consumer concurrency"):
+ *
+ * - at most one read loop per shard, ever: a shard is a `Runner` in exactly
+ *   one state (ready, running, idle, backoff, paused, stopped); only a worker
+ *   that takes a ready runner runs its turn (one batch);
+ * - workers rotate: a shard that read something goes back to the TAIL of one
+ *   FIFO ready queue, so with N ready shards and W workers every backlogged
+ *   shard gets a turn before any shard gets two more: no starvation, the
+ *   highest shard indexes included, whatever the number of shards per worker;
+ * - an idle shard waits with `ShardStreams.waitForEntries` (woken by an
+ *   append, re-checked after `idleWaitMs`), never a busy loop;
+ * - a failed message makes its shard sleep a backoff; other shards go on.
+ */
+import type { ShardProgress } from "@shardline/core"
+import { Deferred, Effect, Queue, type Scope } from "effect"
+import { SeekFailed, ShardNotOwned } from "../Errors.js"
+import {
+  abandon,
+  abortLateCalls,
+  makeRunner,
+  type Outcome,
+  progressOf,
+  type Runner,
+  type TurnEnv,
+  turn,
+} from "./ShardRunner.js"
+
+export interface PollerOptions extends TurnEnv {
+  readonly workers: number
+  /** The member's scope: workers, idle waits and backoff sleeps live in it. */
+  readonly scope: Scope.Scope
+  /** The storage refused this member's token for the shard: heartbeat now. */
+  readonly onStaleOwner: (shard: number) => void
+  /** The shard is sealed and drained for the group: report `ShardExhausted`. */
+  readonly onExhausted: (shard: number) => void
+}
+
+export interface DrainResult {
+  readonly runner: Runner | undefined
+  /** The in-flight batch did not finish within the drain budget and was abandoned. */
+  readonly abandoned: boolean
+}
+
+export interface Poller {
+  /** Start the shard's read loop (after its predecessor in this member, if any, ends). */
+  readonly start: (shard: number, token: number) => void
+  /**
+   * Stop new reads of the shard, let the in-flight batch finish (abandoned
+   * past `budgetMs`), then run `onRevoked`. The caller then reports ShardDrained.
+   */
+  readonly drain: (shard: number, budgetMs: number) => Effect.Effect<DrainResult>
+  /** Stop every loop now: signals abort, nothing more is read or acked. Returns the shards. */
+  readonly stopAll: (reason: string) => ReadonlyArray<number>
+  /** The runner the shard has now (for matching a drain to the loop it drained). */
+  readonly current: (shard: number) => Runner | undefined
+  readonly remove: (shard: number, runner: Runner) => void
+  /** Make a paused shard ready again (after its pause flag was cleared). */
+  readonly resume: (shard: number) => boolean
+  /** Queue a seek; it runs between batches, before the next read. */
+  readonly seek: (
+    shard: number,
+    position: string,
+  ) => Effect.Effect<void, SeekFailed | ShardNotOwned>
+  readonly owned: () => ReadonlyArray<number>
+  readonly progress: () => ReadonlyArray<ShardProgress>
+  /** Refresh each owned shard's lag (entries not yet delivered to the group). */
+  readonly refreshLag: Effect.Effect<void>
+  /** Live runners by shard (read-only use: tests and benchmarks count turns). */
+  readonly runners: ReadonlyMap<number, Runner>
+}
+
+export const makePoller = (env: PollerOptions): Effect.Effect<Poller> =>
+  Effect.gen(function* () {
+    const ready = yield* Queue.unbounded<Runner>()
+    const runners = new Map<number, Runner>()
+    /** Loops stopped at once (StopAllShards) whose user code may still run, by shard. */
+    const leftovers = new Map<number, Runner>()
+
+    const makeReady = (r: Runner): void => {
+      if (!r.alive || r.stopping) {
+        r.state = "stopped"
+        return
+      }
+      if (env.isPaused(r.shard) && r.seeks.length === 0) {
+        r.state = "paused"
+        return
+      }
+      r.state = "ready"
+      if (!r.queued) {
+        r.queued = true
+        Queue.offerUnsafe(ready, r)
+      }
+    }
+
+    const cancelWaiter = (r: Runner): void => {
+      r.wakeGen++
+      const waiter = r.waiter
+      r.waiter = undefined
+      waiter?.interruptUnsafe()
+    }
+
+    /** Sleep (or wait for entries), then make the runner ready, unless superseded meanwhile. */
+    const park = (
+      r: Runner,
+      state: "idle" | "backoff",
+      body: Effect.Effect<unknown, unknown>,
+    ): Effect.Effect<void> =>
+      Effect.gen(function* () {
+        r.state = state
+        const gen = ++r.wakeGen
+        const fiber = yield* Effect.forkIn(
+          Effect.andThen(
+            Effect.ignore(body),
+            Effect.sync(() => {
+              if (r.wakeGen !== gen) return
+              r.waiter = undefined
+              if (r.state === state) makeReady(r)
+            }),
+          ),
+          env.scope,
+        )
+        if (r.wakeGen === gen && r.state === state) r.waiter = fiber
+      })
+
+    const schedule = (r: Runner, outcome: Outcome): Effect.Effect<void> => {
+      if (!r.alive || r.stopping) {
+        r.state = "stopped"
+        return Effect.void
+      }
+      switch (outcome._tag) {
+        case "More":
+          return Effect.sync(() => makeReady(r))
+        case "Paused":
+          r.state = "paused"
+          return Effect.void
+        case "Empty":
+          return park(
+            r,
+            "idle",
+            env.streams.waitForEntries({
+              stream: env.settings.stream,
+              shard: r.shard,
+              group: env.settings.group,
+              timeoutMs: env.settings.idleWaitMs,
+            }),
+          )
+        case "Wait":
+          return park(r, "backoff", Effect.sleep(outcome.ms))
+        case "Stale":
+          r.alive = false
+          r.state = "stopped"
+          env.onStaleOwner(r.shard)
+          return Effect.void
+        case "Abandoned":
+          r.state = "stopped"
+          return Effect.void
+        case "Exhausted":
+          // no more reads: a sealed shard gets no new entries; the coordinator revokes it
+          r.state = "exhausted"
+          env.onExhausted(r.shard)
+          return Effect.void
+      }
+    }
+
+    const worker = Effect.gen(function* () {
+      while (true) {
+        const r = yield* Queue.take(ready)
+        r.queued = false
+        if (r.state !== "ready") continue
+        if (!r.alive || r.stopping) {
+          r.state = "stopped"
+          continue
+        }
+        r.state = "running"
+        const done = Deferred.makeUnsafe<void>()
+        r.turnDone = done
+        const outcome = yield* turn(env, r)
+        r.turns++
+        Deferred.doneUnsafe(done, Effect.void)
+        yield* schedule(r, outcome)
+      }
+    })
+    for (let i = 0; i < env.workers; i++) yield* Effect.forkIn(worker, env.scope)
+
+    // One watchdog aborts user calls past their deadline (handler timeout,
+    // hook budget): no timer per call. It looks every tenth of the handler
+    // timeout (5 ms to 1 s), so a call is aborted within that much of its deadline.
+    const watchEvery = Math.min(1_000, Math.max(5, Math.floor(env.settings.handlerTimeoutMs / 10)))
+    const watchdog = Effect.forever(
+      Effect.andThen(
+        Effect.sleep(watchEvery),
+        Effect.sync(() => {
+          const now = env.now()
+          for (const r of runners.values()) abortLateCalls(r, now)
+          for (const r of leftovers.values()) abortLateCalls(r, now)
+        }),
+      ),
+    )
+    yield* Effect.forkIn(watchdog, env.scope)
+
+    const poller: Poller = {
+      start: (shard, token) => {
+        const previous = runners.get(shard)
+        if (previous?.alive) abandon(previous, "restarted")
+        const predecessor = leftovers.get(shard) ?? previous
+        leftovers.delete(shard)
+        const r = makeRunner(shard, token, predecessor)
+        runners.set(shard, r)
+        makeReady(r)
+      },
+
+      drain: (shard, budgetMs) =>
+        Effect.gen(function* () {
+          const r = runners.get(shard)
+          if (r === undefined) return { runner: undefined, abandoned: false }
+          r.stopping = true
+          cancelWaiter(r)
+          let abandoned = false
+          if (r.state === "running" && r.turnDone !== undefined) {
+            const finished = yield* Effect.timeoutOption(Deferred.await(r.turnDone), budgetMs)
+            if (finished._tag === "None") {
+              abandon(r, `revoked: the in-flight batch did not finish within ${budgetMs} ms`)
+              abandoned = true
+            }
+          }
+          abandon(r, "revoked")
+          r.state = "stopped"
+          const hook = env.hooks.onRevoked
+          if (hook !== undefined)
+            yield* Effect.ignore(
+              Effect.timeoutOption(
+                hook({
+                  stream: env.settings.stream,
+                  group: env.settings.group,
+                  memberId: env.memberId,
+                  shard,
+                }),
+                budgetMs,
+              ),
+            )
+          return { runner: r, abandoned }
+        }),
+
+      stopAll: (reason) => {
+        const shards = [...runners.keys()].sort((a, b) => a - b)
+        for (const r of runners.values()) {
+          if (r.state === "running" || r.userCalls > 0) leftovers.set(r.shard, r)
+          abandon(r, reason)
+          cancelWaiter(r)
+          r.state = "stopped"
+        }
+        runners.clear()
+        return shards
+      },
+
+      current: (shard) => runners.get(shard),
+
+      remove: (shard, runner) => {
+        if (runners.get(shard) === runner) runners.delete(shard)
+      },
+
+      resume: (shard) => {
+        const r = runners.get(shard)
+        if (r === undefined || !r.alive || r.stopping) return false
+        if (r.state === "paused") makeReady(r)
+        return true
+      },
+
+      seek: (shard, position) =>
+        Effect.suspend((): Effect.Effect<void, SeekFailed | ShardNotOwned> => {
+          const r = runners.get(shard)
+          if (r === undefined || !r.alive || r.stopping)
+            return Effect.fail(
+              new ShardNotOwned({ stream: env.settings.stream, group: env.settings.group, shard }),
+            )
+          const done = Deferred.makeUnsafe<void, SeekFailed>()
+          r.seeks.push({ position, done })
+          if (r.state === "idle" || r.state === "backoff" || r.state === "paused") {
+            cancelWaiter(r)
+            r.state = "ready"
+            if (!r.queued) {
+              r.queued = true
+              Queue.offerUnsafe(ready, r)
+            }
+          }
+          return Deferred.await(done).pipe(
+            Effect.mapError(
+              (e) =>
+                new SeekFailed({
+                  stream: env.settings.stream,
+                  group: env.settings.group,
+                  shard,
+                  message: e.message,
+                  cause: e.cause,
+                }),
+            ),
+          )
+        }),
+
+      owned: () =>
+        [...runners.values()]
+          .filter((r) => r.alive && !r.stopping)
+          .map((r) => r.shard)
+          .sort((a, b) => a - b),
+
+      progress: () =>
+        [...runners.values()]
+          .filter((r) => r.alive && !r.stopping)
+          .sort((a, b) => a.shard - b.shard)
+          .map(progressOf),
+
+      refreshLag: Effect.suspend(() =>
+        Effect.forEach(
+          [...runners.values()].filter((r) => r.alive && !r.stopping),
+          (r) =>
+            Effect.ignore(
+              Effect.map(
+                env.streams.drainState({
+                  stream: env.settings.stream,
+                  shard: r.shard,
+                  group: env.settings.group,
+                }),
+                (state) => {
+                  r.progress.lag = state.undelivered
+                },
+              ),
+            ),
+          { discard: true },
+        ),
+      ),
+
+      runners,
+    }
+    return poller
+  })

@@ -1,0 +1,715 @@
+/**
+ * One owned shard of one logical member: its state in the polling adapter
+ * and its turn, i.e. one batch (docs/runtime.md, "Polling adapter"):
+ *
+ * 1. first turn only: wait (bounded) for a previous loop of the same shard
+ *    in this member to end, then run `onAssigned`;
+ * 2. apply queued seeks (fenced `setGroupPosition`);
+ * 3. read: the previous owner's pending entries first (takeover:
+ *    `claimPending` until its cursor is done), then this consumer's own
+ *    pending entries after a failure (retry), then new entries;
+ * 4. handle in stream order and acknowledge by policy; a failure acks what
+ *    succeeded before it, then nacks the message (retry after a backoff) or,
+ *    at `maxDeliveries`, dead-letters it atomically with its ack and goes on.
+ *
+ * Every storage call first checks that the runner is alive (not stopped,
+ * fenced or abandoned) and that the member's lease is valid; the storage's
+ * owner token is the final guard (`StaleOwner`).
+ */
+import type {
+  DataPlaneError,
+  InvalidEntryId,
+  ShardProgress,
+  ShardStreams,
+  StaleOwner,
+} from "@shardline/core"
+
+type DataPlaneFailure = StaleOwner | InvalidEntryId | DataPlaneError
+
+import { Deferred, Effect, type Fiber } from "effect"
+import type { ConsumerSettings } from "../Config.js"
+import { SeekFailed } from "../Errors.js"
+import type { RuntimeEvent } from "../Events.js"
+import { type Batch, type BatchContext, type Message, toMessage } from "../Message.js"
+import type { CallAborted, UserCodeFailed } from "./invoke.js"
+import type { InternalHandler, InternalHooks } from "./spec.js"
+
+/** One user call in flight: its signal's controller and when it times out. */
+export interface CallSlot {
+  readonly controller: AbortController
+  readonly deadline: number
+  readonly timeoutMessage: string
+}
+
+/** Abort the calls of `r` whose deadline passed (the poller's watchdog calls it). */
+export const abortLateCalls = (r: Runner, now: number): void => {
+  for (const call of r.calls)
+    if (now >= call.deadline && !call.controller.signal.aborted)
+      call.controller.abort(new Error(call.timeoutMessage))
+}
+
+export type RunnerState =
+  | "ready"
+  | "running"
+  | "idle"
+  | "backoff"
+  | "paused"
+  | "exhausted"
+  | "stopped"
+
+export interface PendingSeek {
+  readonly position: string
+  readonly done: Deferred.Deferred<void, SeekFailed>
+}
+
+export interface Runner {
+  readonly shard: number
+  readonly token: number
+  state: RunnerState
+  /** In the ready queue (at most once). */
+  queued: boolean
+  /** May read and ack; false once stopped, fenced or abandoned. */
+  alive: boolean
+  /** StopShard or StopAllShards: no new turn. */
+  stopping: boolean
+  /** The takeover scan of pending entries (`claimPending`) is complete. */
+  claimDone: boolean
+  claimCursor: string
+  /** Re-read this consumer's own pending entries before new ones (after a failure). */
+  retrying: boolean
+  /** onAssigned ran and the predecessor ended. */
+  started: boolean
+  /** Idle wait or backoff sleep; `wakeGen` invalidates a superseded one. */
+  waiter: Fiber.Fiber<void> | undefined
+  wakeGen: number
+  /** Completed when the running turn ends. */
+  turnDone: Deferred.Deferred<void> | undefined
+  /** Completed when the runner is abandoned: in-flight handlers stop being awaited. */
+  readonly abandoned: Deferred.Deferred<void>
+  /** User calls in flight with their deadlines (the poller's watchdog aborts late ones). */
+  readonly calls: Set<CallSlot>
+  /** The signal handler calls of this turn share until one aborts (then a new one). */
+  controller: AbortController | undefined
+  readonly seeks: Array<PendingSeek>
+  /** A previous loop of this shard in this member whose user code may still run. */
+  readonly predecessor: Runner | undefined
+  /** User calls (handlers, hooks) not settled yet, including abandoned ones still running. */
+  userCalls: number
+  readonly userIdle: Array<Deferred.Deferred<void>>
+  /** Turns taken (fairness tests and benchmarks count them). */
+  turns: number
+  readonly progress: {
+    lastId: string | undefined
+    acked: number
+    inFlight: number
+    lag: number | undefined
+  }
+}
+
+export const makeRunner = (
+  shard: number,
+  token: number,
+  predecessor: Runner | undefined,
+): Runner => ({
+  shard,
+  token,
+  state: "stopped",
+  queued: false,
+  alive: true,
+  stopping: false,
+  claimDone: false,
+  claimCursor: "0-0",
+  retrying: false,
+  started: false,
+  waiter: undefined,
+  wakeGen: 0,
+  turnDone: undefined,
+  abandoned: Deferred.makeUnsafe<void>(),
+  calls: new Set(),
+  controller: undefined,
+  seeks: [],
+  predecessor,
+  userCalls: 0,
+  userIdle: [],
+  turns: 0,
+  progress: { lastId: undefined, acked: 0, inFlight: 0, lag: undefined },
+})
+
+/** Stop awaiting the runner's handlers: abort their signals; no storage call follows. */
+export const abandon = (r: Runner, reason: string): void => {
+  r.alive = false
+  r.stopping = true
+  const error = new Error(reason)
+  r.controller?.abort(error)
+  for (const call of r.calls) call.controller.abort(error)
+  r.calls.clear()
+  Deferred.doneUnsafe(r.abandoned, Effect.void)
+  for (const seek of r.seeks.splice(0))
+    Deferred.doneUnsafe(
+      seek.done,
+      Effect.fail(
+        new SeekFailed({
+          stream: "",
+          group: "",
+          shard: r.shard,
+          message: `the shard was released before the seek ran (${reason})`,
+        }),
+      ),
+    )
+}
+
+/** Count a user call in; the returned function counts it out (once). */
+const enterUser = (r: Runner): (() => void) => {
+  r.userCalls++
+  let done = false
+  return () => {
+    if (done) return
+    done = true
+    r.userCalls--
+    if (r.userCalls === 0) for (const d of r.userIdle.splice(0)) Deferred.doneUnsafe(d, Effect.void)
+  }
+}
+
+/** Completes once the runner's turn ended and none of its user code runs any more. */
+export const awaitQuiet = (r: Runner): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const turn = r.turnDone === undefined ? Effect.void : Deferred.await(r.turnDone)
+    if (r.userCalls === 0) return turn
+    const idle = Deferred.makeUnsafe<void>()
+    r.userIdle.push(idle)
+    return Effect.andThen(turn, Deferred.await(idle))
+  })
+
+export const progressOf = (r: Runner): ShardProgress => ({
+  shard: r.shard,
+  ...(r.progress.lastId !== undefined ? { lastId: r.progress.lastId } : {}),
+  acked: r.progress.acked,
+  pending: r.progress.inFlight,
+  ...(r.progress.lag !== undefined ? { lag: r.progress.lag } : {}),
+})
+
+// ---------------------------------------------------------------------------
+// the turn
+
+/** What a turn ended with; the poller schedules the runner's next turn from it. */
+export type Outcome =
+  | { readonly _tag: "More" } // read something: back to the ready queue's tail
+  | { readonly _tag: "Empty" } // nothing to read: wait for entries
+  | { readonly _tag: "Paused" }
+  | { readonly _tag: "Wait"; readonly ms: number } // retry backoff, data-plane error, no lease
+  | { readonly _tag: "Stale" } // the storage refused the token: the shard moved
+  | { readonly _tag: "Abandoned" }
+  /** Sealed by a reshard, everything delivered and acked: report it, read no more. */
+  | { readonly _tag: "Exhausted" }
+
+const More: Outcome = { _tag: "More" }
+const Empty: Outcome = { _tag: "Empty" }
+const Stale: Outcome = { _tag: "Stale" }
+const Abandoned: Outcome = { _tag: "Abandoned" }
+const Paused: Outcome = { _tag: "Paused" }
+const Exhausted: Outcome = { _tag: "Exhausted" }
+const wait = (ms: number): Outcome => ({ _tag: "Wait", ms })
+
+export interface TurnEnv {
+  readonly streams: ShardStreams.ShardStreamsShape
+  readonly settings: ConsumerSettings
+  readonly handler: InternalHandler
+  readonly hooks: InternalHooks
+  readonly memberId: string
+  readonly consumerName: string
+  readonly now: () => number
+  /** The member's lease is valid now (MemberMachine.leaseValid). */
+  readonly mayAct: () => boolean
+  readonly isPaused: (shard: number) => boolean
+  /** Drain budget of the group (ms), also bounds hooks and waiting for a predecessor. */
+  readonly drainBudgetMs: () => number
+  readonly emit: (event: RuntimeEvent) => void
+  readonly record: (what: TurnRecord) => Effect.Effect<void>
+}
+
+/** Counters a turn reports (metrics). */
+export type TurnRecord =
+  | { readonly _tag: "Handled"; readonly count: number }
+  | { readonly _tag: "Acked"; readonly count: number }
+  | { readonly _tag: "HandlerError" }
+  | { readonly _tag: "DeadLettered" }
+  | { readonly _tag: "Batch"; readonly durationMs: number }
+  | { readonly _tag: "StaleOwner" }
+
+type Call = { readonly ok: true } | { readonly ok: false; readonly error: unknown } | "abandoned"
+
+/**
+ * A handler or hook call: it gets the turn's signal, times out at `ms` (the
+ * poller's watchdog aborts the signal, with no timer per call) and ends at
+ * once when the runner is abandoned (the signal aborts too).
+ */
+const bounded = (
+  env: TurnEnv,
+  r: Runner,
+  ms: number,
+  body: (
+    signal: AbortSignal,
+    settled: () => void,
+  ) => Effect.Effect<void, UserCodeFailed | CallAborted>,
+  timeoutMessage: string,
+): Effect.Effect<Call> =>
+  Effect.suspend(() => {
+    if (!r.alive) return Effect.succeed<Call>("abandoned")
+    let controller = r.controller
+    if (controller === undefined || controller.signal.aborted) {
+      controller = new AbortController()
+      r.controller = controller
+    }
+    const slot: CallSlot = { controller, deadline: env.now() + ms, timeoutMessage }
+    r.calls.add(slot)
+    return body(controller.signal, enterUser(r)).pipe(
+      Effect.match({
+        onSuccess: (): Call => ({ ok: true }),
+        onFailure: (e): Call =>
+          e._tag === "UserCodeFailed"
+            ? { ok: false, error: e.error }
+            : r.alive
+              ? { ok: false, error: e.reason }
+              : "abandoned",
+      }),
+      Effect.ensuring(Effect.sync(() => r.calls.delete(slot))),
+    )
+  })
+
+export const backoffMs = (settings: ConsumerSettings, deliveryCount: number): number =>
+  Math.min(settings.retryMaxMs, settings.retryInitialMs * 2 ** Math.min(deliveryCount - 1, 30))
+
+const describe = (error: unknown): string =>
+  error instanceof Error ? `${error.name}: ${error.message}` : String(error)
+
+/** One turn of runner `r`. Never fails: every failure is an `Outcome`. */
+export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
+  Effect.gen(function* () {
+    const { settings, streams } = env
+    const address = {
+      stream: settings.stream,
+      shard: r.shard,
+      group: settings.group,
+      token: r.token,
+    }
+    const base = () => ({
+      stream: settings.stream,
+      group: settings.group,
+      memberId: env.memberId,
+      at: env.now(),
+    })
+    const canAct = () => r.alive && env.mayAct()
+
+    if (!r.started) {
+      const budget = env.drainBudgetMs()
+      // one loop per shard: a previous loop's handlers (abandoned on a fence,
+      // but a promise cannot be cancelled) finish first, within the drain budget
+      if (r.predecessor !== undefined)
+        yield* Effect.raceFirst(
+          Effect.timeoutOption(awaitQuiet(r.predecessor), budget),
+          Deferred.await(r.abandoned),
+        )
+      const hook = env.hooks.onAssigned
+      if (hook !== undefined && r.alive)
+        yield* bounded(
+          env,
+          r,
+          budget,
+          (_signal, settled) =>
+            Effect.ensuring(
+              hook({
+                stream: settings.stream,
+                group: settings.group,
+                memberId: env.memberId,
+                shard: r.shard,
+              }),
+              Effect.sync(settled),
+            ),
+          "onAssigned timed out",
+        )
+      r.started = true
+    }
+    if (!r.alive || r.stopping) return Abandoned
+
+    // seeks, between batches only (never while a batch is handled)
+    while (r.seeks.length > 0) {
+      const seek = r.seeks.shift()!
+      if (!canAct()) {
+        r.seeks.unshift(seek)
+        return r.alive ? wait(50) : Abandoned
+      }
+      const setPosition = streams.setGroupPosition
+      if (setPosition === undefined) {
+        Deferred.doneUnsafe(
+          seek.done,
+          Effect.fail(
+            new SeekFailed({
+              stream: settings.stream,
+              group: settings.group,
+              shard: r.shard,
+              message:
+                "these ports cannot move a group's position (no ShardStreams.setGroupPosition)",
+            }),
+          ),
+        )
+        continue
+      }
+      const moved = yield* Effect.result(setPosition({ ...address, position: seek.position }))
+      if (moved._tag === "Failure") {
+        const error = moved.failure
+        Deferred.doneUnsafe(
+          seek.done,
+          Effect.fail(
+            new SeekFailed({
+              stream: settings.stream,
+              group: settings.group,
+              shard: r.shard,
+              message: describe(error),
+              cause: error,
+            }),
+          ),
+        )
+        if (error._tag === "StaleOwner") {
+          yield* env.record({ _tag: "StaleOwner" })
+          return Stale
+        }
+        continue
+      }
+      env.emit({ ...base(), type: "seeked", shard: r.shard, position: seek.position })
+      Deferred.doneUnsafe(seek.done, Effect.void)
+    }
+    if (env.isPaused(r.shard)) return Paused
+    if (!canAct()) return r.alive ? wait(50) : Abandoned
+
+    // read: takeover first, then own pending (retry), then new entries
+    let fromPending = false
+    const read: Effect.Effect<
+      ReadonlyArray<ShardStreams.StreamMessage>,
+      DataPlaneFailure
+    > = !r.claimDone
+      ? Effect.map(
+          streams.claimPending({
+            ...address,
+            consumer: env.consumerName,
+            minIdleMs: 0,
+            count: settings.batchSize,
+            start: r.claimCursor,
+          }),
+          (claimed) => {
+            r.claimCursor = claimed.next
+            if (claimed.next === "0-0") r.claimDone = true
+            fromPending = true
+            return claimed.messages
+          },
+        )
+      : r.retrying
+        ? Effect.map(
+            streams.read({
+              ...address,
+              consumer: env.consumerName,
+              count: settings.batchSize,
+              from: "pending",
+            }),
+            (entries) => {
+              fromPending = true
+              if (entries.length === 0) r.retrying = false
+              return entries
+            },
+          )
+        : streams.read({ ...address, consumer: env.consumerName, count: settings.batchSize })
+    const got = yield* Effect.result(read)
+    if (got._tag === "Failure") {
+      if (got.failure._tag === "StaleOwner") {
+        yield* env.record({ _tag: "StaleOwner" })
+        return Stale
+      }
+      env.emit({ ...base(), type: "dataPlaneError", shard: r.shard, error: got.failure })
+      return wait(settings.retryInitialMs)
+    }
+    const entries = got.success
+    if (entries.length === 0) {
+      if (fromPending) return More
+      // nothing new: is the shard sealed by a reshard and drained for this
+      // group? Then the member reports it (docs/resharding.md) and reads no more.
+      const drain = yield* Effect.result(
+        streams.drainState({ stream: settings.stream, shard: r.shard, group: settings.group }),
+      )
+      return drain._tag === "Success" && drain.success.drained ? Exhausted : Empty
+    }
+    if (!r.alive) return Abandoned
+
+    const messages = entries.map((e) => toMessage(address, e))
+    const started = env.now()
+    r.progress.inFlight = messages.length
+    env.emit({
+      ...base(),
+      type: "batchStart",
+      shard: r.shard,
+      count: messages.length,
+      lag: r.progress.lag,
+    })
+    const result =
+      env.handler.kind === "message"
+        ? yield* handleEach(env, r, address, messages, env.handler.run)
+        : yield* handleBatch(env, r, address, messages, env.handler)
+    r.progress.inFlight = 0
+    const durationMs = env.now() - started
+    yield* env.record({ _tag: "Batch", durationMs })
+    env.emit({
+      ...base(),
+      type: "batchEnd",
+      shard: r.shard,
+      count: messages.length,
+      acked: result.acked,
+      failed: result.failed,
+      durationMs,
+    })
+    return result.outcome
+  }).pipe(
+    // A defect mid-batch (a bug, never a handler's failure): what was read stays
+    // pending, so read this consumer's pending entries again after a backoff.
+    Effect.catchCause((cause) =>
+      Effect.sync((): Outcome => {
+        r.retrying = true
+        r.progress.inFlight = 0
+        return r.alive ? wait(env.settings.retryInitialMs) : Abandoned
+      }).pipe(
+        Effect.tap(() =>
+          Effect.sync(() =>
+            env.emit({
+              stream: env.settings.stream,
+              group: env.settings.group,
+              memberId: env.memberId,
+              at: env.now(),
+              type: "dataPlaneError",
+              shard: r.shard,
+              error: cause,
+            }),
+          ),
+        ),
+      ),
+    ),
+  )
+
+interface Handled {
+  readonly outcome: Outcome
+  readonly acked: number
+  readonly failed: number
+}
+
+type Address = ShardStreams.FencedAddress
+
+/** Acknowledge `ids` by policy; Stale / Abandoned when it may not or was refused. */
+const ackIds = (
+  env: TurnEnv,
+  r: Runner,
+  address: Address,
+  ids: ReadonlyArray<string>,
+): Effect.Effect<Outcome | number> =>
+  Effect.gen(function* () {
+    if (ids.length === 0) return 0
+    if (!r.alive || !env.mayAct()) return Abandoned
+    const acked = yield* Effect.result(env.streams.ack({ ...address, ids, mode: env.settings.ack }))
+    if (acked._tag === "Failure") {
+      if (acked.failure._tag === "StaleOwner") {
+        yield* env.record({ _tag: "StaleOwner" })
+        return Stale
+      }
+      env.emit({
+        stream: address.stream,
+        group: address.group,
+        memberId: env.memberId,
+        at: env.now(),
+        type: "dataPlaneError",
+        shard: r.shard,
+        error: acked.failure,
+      })
+      // not acknowledged: still pending, handled again on the retry read
+      r.retrying = true
+      return wait(env.settings.retryInitialMs)
+    }
+    r.progress.acked += ids.length
+    r.progress.lastId = ids[ids.length - 1]
+    yield* env.record({ _tag: "Acked", count: ids.length })
+    return ids.length
+  })
+
+/**
+ * A failed message: dead-letter it at `maxDeliveries` (then go on), else
+ * nack it and retry this shard from it after a backoff.
+ */
+const fail = (
+  env: TurnEnv,
+  r: Runner,
+  address: Address,
+  m: Message,
+  error: unknown,
+): Effect.Effect<Outcome | "continue"> =>
+  Effect.gen(function* () {
+    yield* env.record({ _tag: "HandlerError" })
+    env.emit({
+      stream: address.stream,
+      group: address.group,
+      memberId: env.memberId,
+      at: env.now(),
+      type: "handlerError",
+      shard: r.shard,
+      messageId: m.id,
+      deliveryCount: m.deliveryCount,
+      error,
+    })
+    if (!r.alive || !env.mayAct()) return Abandoned
+    if (m.deliveryCount >= env.settings.maxDeliveries) {
+      const reason = `failed ${m.deliveryCount} deliveries; last error: ${describe(error)}`.slice(
+        0,
+        1_000,
+      )
+      const moved = yield* Effect.result(env.streams.deadLetter({ ...address, id: m.id, reason }))
+      if (moved._tag === "Failure") {
+        if (moved.failure._tag === "StaleOwner") {
+          yield* env.record({ _tag: "StaleOwner" })
+          return Stale
+        }
+        r.retrying = true
+        return wait(env.settings.retryInitialMs)
+      }
+      if (moved.success !== undefined) {
+        yield* env.record({ _tag: "DeadLettered" })
+        r.progress.acked++
+        r.progress.lastId = m.id
+        env.emit({
+          stream: address.stream,
+          group: address.group,
+          memberId: env.memberId,
+          at: env.now(),
+          type: "deadLettered",
+          shard: r.shard,
+          messageId: m.id,
+          deadLetterId: moved.success,
+          deliveryCount: m.deliveryCount,
+          reason,
+        })
+      }
+      return "continue"
+    }
+    const nacked = yield* Effect.result(env.streams.nack({ ...address, id: m.id }))
+    if (nacked._tag === "Failure" && nacked.failure._tag === "StaleOwner") {
+      yield* env.record({ _tag: "StaleOwner" })
+      return Stale
+    }
+    r.retrying = true
+    return wait(backoffMs(env.settings, m.deliveryCount))
+  })
+
+const contextOf = (env: TurnEnv, r: Runner, signal: AbortSignal) => ({
+  stream: env.settings.stream,
+  group: env.settings.group,
+  shard: r.shard,
+  memberId: env.memberId,
+  signal,
+})
+
+const handleEach = (
+  env: TurnEnv,
+  r: Runner,
+  address: Address,
+  messages: ReadonlyArray<Message>,
+  run: (
+    m: Message,
+    ctx: ReturnType<typeof contextOf>,
+    settled: () => void,
+  ) => Effect.Effect<void, UserCodeFailed | CallAborted>,
+): Effect.Effect<Handled> =>
+  Effect.gen(function* () {
+    let toAck: Array<string> = []
+    let handled = 0
+    let acked = 0
+    let failed = 0
+    const finish = (outcome: Outcome) =>
+      Effect.as(handled > 0 ? env.record({ _tag: "Handled", count: handled }) : Effect.void, {
+        outcome,
+        acked,
+        failed,
+      })
+    for (const m of messages) {
+      const call = yield* bounded(
+        env,
+        r,
+        env.settings.handlerTimeoutMs,
+        (signal, settled) => run(m, contextOf(env, r, signal), settled),
+        `handler timed out after ${env.settings.handlerTimeoutMs} ms`,
+      )
+      if (call === "abandoned" || !r.alive) return yield* finish(Abandoned)
+      if (call.ok) {
+        handled++
+        toAck.push(m.id)
+        continue
+      }
+      failed++
+      // keep per-shard order: acknowledge what succeeded before the failure first
+      const flushed = yield* ackIds(env, r, address, toAck)
+      toAck = []
+      if (typeof flushed !== "number") return yield* finish(flushed)
+      acked += flushed
+      const next = yield* fail(env, r, address, m, call.error)
+      if (next !== "continue") return yield* finish(next)
+    }
+    const flushed = yield* ackIds(env, r, address, toAck)
+    if (typeof flushed !== "number") return yield* finish(flushed)
+    acked += flushed
+    return yield* finish(More)
+  })
+
+const handleBatch = (
+  env: TurnEnv,
+  r: Runner,
+  address: Address,
+  messages: ReadonlyArray<Message>,
+  handler: Extract<InternalHandler, { kind: "batch" }>,
+): Effect.Effect<Handled> =>
+  Effect.gen(function* () {
+    let resolvedUpTo = -1
+    const batch: Batch = {
+      stream: address.stream,
+      group: address.group,
+      shard: r.shard,
+      messages,
+    }
+    const call = yield* bounded(
+      env,
+      r,
+      env.settings.handlerTimeoutMs,
+      (signal, settled) => {
+        const ctx: BatchContext = {
+          ...contextOf(env, r, signal),
+          resolve: (message) => {
+            const id = typeof message === "string" ? message : message.id
+            const index = messages.findIndex((m) => m.id === id)
+            if (index > resolvedUpTo) resolvedUpTo = index
+          },
+        }
+        return handler.run(batch, ctx, settled)
+      },
+      `batch handler timed out after ${env.settings.handlerTimeoutMs} ms`,
+    )
+    if (call === "abandoned" || !r.alive) return { outcome: Abandoned, acked: 0, failed: 0 }
+    const upTo = call.ok && handler.autoResolve ? messages.length - 1 : resolvedUpTo
+    const done = messages.slice(0, upTo + 1)
+    if (done.length > 0) yield* env.record({ _tag: "Handled", count: done.length })
+    const flushed = yield* ackIds(
+      env,
+      r,
+      address,
+      done.map((m) => m.id),
+    )
+    if (typeof flushed !== "number") return { outcome: flushed, acked: 0, failed: 0 }
+    if (upTo === messages.length - 1) return { outcome: More, acked: flushed, failed: 0 }
+    const first = messages[upTo + 1]!
+    const error = call.ok
+      ? new Error("the batch handler returned without resolving every message")
+      : call.error
+    const next = yield* fail(env, r, address, first, error)
+    // the rest of the batch is still pending: read it again from this consumer's PEL
+    r.retrying = true
+    return { outcome: next === "continue" ? More : next, acked: flushed, failed: 1 }
+  })

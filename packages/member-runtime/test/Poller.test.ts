@@ -1,0 +1,714 @@
+/**
+ * The polling adapter of one logical member, on the memory data plane and
+ * the TestClock (no coordinator: the harness fences and starts shards).
+ * Count-based checks only: no assertion depends on wall time.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { ShardStreams } from "@shardline/core"
+import { Deferred, Effect, Fiber } from "effect"
+import { TestClock } from "effect/testing"
+import { group, type LogEntry, makeHarness, stream } from "./support/pollerHarness.js"
+
+const reads = (log: ReadonlyArray<LogEntry>) =>
+  log.filter((e): e is Extract<LogEntry, { kind: "read" }> => e.kind === "read")
+
+/** Handle events per shard, in order. */
+const handledByShard = (log: ReadonlyArray<LogEntry>) => {
+  const out = new Map<number, Array<string>>()
+  for (const e of log)
+    if (e.kind === "handled") out.set(e.shard, [...(out.get(e.shard) ?? []), e.id])
+  return out
+}
+
+const sortedIds = (ids: ReadonlyArray<string>) =>
+  [...ids].sort((a, b) => {
+    const [am, as] = a.split("-").map(Number) as [number, number]
+    const [bm, bs] = b.split("-").map(Number) as [number, number]
+    return am !== bm ? am - bm : as - bs
+  })
+
+/**
+ * Service order of backlogged shards: the turns that read something, in the
+ * order they read. For each shard, the most turns of other shards between two
+ * of its turns while it still had backlog.
+ */
+const worstWait = (order: ReadonlyArray<number>, backlog: ReadonlyMap<number, number>) => {
+  const remaining = new Map(backlog)
+  const last = new Map<number, number>()
+  let worst = 0
+  order.forEach((shard, i) => {
+    const prev = last.get(shard)
+    if (prev !== undefined) worst = Math.max(worst, i - prev - 1)
+    last.set(shard, i)
+    remaining.set(shard, (remaining.get(shard) ?? 0) - 1)
+  })
+  // a shard never served while others were is a starved shard
+  for (const shard of backlog.keys()) if (!last.has(shard)) worst = Number.POSITIVE_INFINITY
+  return worst
+}
+
+const findLast = (log: ReadonlyArray<LogEntry>, p: (e: LogEntry) => boolean) => {
+  for (let i = log.length - 1; i >= 0; i--) if (p(log[i]!)) return i
+  return -1
+}
+
+const jain = (xs: ReadonlyArray<number>) => {
+  const sum = xs.reduce((a, b) => a + b, 0)
+  const squares = xs.reduce((a, b) => a + b * b, 0)
+  return squares === 0 ? 1 : (sum * sum) / (xs.length * squares)
+}
+
+describe("polling adapter: one loop per shard, order, rotation", () => {
+  it.effect("at most one batch per shard in flight, in stream order, with 4 workers", () =>
+    Effect.gen(function* () {
+      const h = yield* makeHarness({
+        workers: 4,
+        settings: { batchSize: 3 },
+        eachMessage: (m) => Effect.sleep((Number(m.fields.n) % 3) + 1),
+      })
+      const produced = new Map<number, Array<string>>()
+      for (let s = 0; s < 8; s++) produced.set(s, yield* h.produce(s, 20))
+      for (let s = 0; s < 8; s++) yield* h.start(s)
+      yield* h.runUntil("all handled", () => h.handled().length === 160)
+      assert.strictEqual(h.maxInFlightPerShard(), 1)
+      const byShard = handledByShard(h.log)
+      for (let s = 0; s < 8; s++) assert.deepStrictEqual(byShard.get(s), produced.get(s))
+      // no read of a shard while one of its handlers runs
+      let open = new Set<number>()
+      for (const e of h.log) {
+        if (e.kind === "handle") open.add(e.shard)
+        if (e.kind === "handled" || e.kind === "ack")
+          open = new Set([...open].filter((s) => s !== e.shard))
+        if (e.kind === "read")
+          assert.isFalse(open.has(e.shard), `read of shard ${e.shard} during a batch`)
+      }
+      assert.strictEqual(h.acked().length, 160)
+    }),
+  )
+
+  for (const workers of [1, 4])
+    it.effect(
+      `${workers} worker(s) x 64 shards, skewed backlogs: every backlogged shard is served every round, the highest indexes included`,
+      () =>
+        Effect.gen(function* () {
+          const h = yield* makeHarness({
+            workers,
+            settings: { batchSize: 2 },
+            eachMessage: () => (workers > 1 ? Effect.sleep(1) : undefined),
+          })
+          const N = 64
+          const backlog = new Map<number, number>()
+          // skewed: shard 63 has 400 entries, low shards few; every shard at least 6 batches
+          for (let s = 0; s < N; s++) {
+            const n = s === N - 1 ? 400 : 12 + ((s * 7) % 40)
+            backlog.set(s, Math.ceil(n / 2))
+            yield* h.produce(s, n)
+          }
+          for (let s = 0; s < N; s++) yield* h.start(s)
+          const total = [...backlog.values()].reduce((a, b) => a + b, 0)
+          yield* h.runUntil(
+            "all handled",
+            () => reads(h.log).filter((r) => r.count > 0).length >= total,
+            200_000,
+          )
+          const order = reads(h.log)
+            .filter((r) => r.count > 0)
+            .map((r) => r.shard)
+          // while every shard has backlog (the first 6 rounds), service is exactly fair
+          const rounds = 6
+          const window = order.slice(0, rounds * N)
+          const counts = Array.from({ length: N }, (_, s) => window.filter((x) => x === s).length)
+          assert.isAtLeast(jain(counts), 0.99)
+          // the highest index is served in the first round
+          assert.isBelow(order.indexOf(N - 1), N)
+          // while a shard has backlog it waits at most one round (+ the other workers' turns)
+          const firstRounds = new Map([...backlog].map(([s, b]) => [s, Math.min(b, rounds)]))
+          assert.isAtMost(worstWait(window, firstRounds), N - 1 + (workers - 1))
+          assert.strictEqual(h.maxInFlightPerShard(), 1)
+        }),
+    )
+
+  it.effect("idle shards wait for entries (no busy polling) and wake on an append", () =>
+    Effect.gen(function* () {
+      const h = yield* makeHarness({ settings: { idleWaitMs: 5_000 } })
+      for (let s = 0; s < 4; s++) yield* h.start(s)
+      yield* TestClock.adjust(60_000)
+      // 60 s idle: each shard re-checks once per idleWaitMs at most, plus its first read
+      for (let s = 0; s < 4; s++)
+        assert.isAtMost(
+          reads(h.log).filter((r) => r.shard === s && r.from === "new").length,
+          1 + 60_000 / 5_000,
+        )
+      yield* h.produce(2, 1)
+      const steps = yield* h.runUntil("woken", () => h.handled().length === 1)
+      assert.isAtMost(steps, 1)
+    }),
+  )
+})
+
+describe("polling adapter: acknowledgement policies and failures", () => {
+  it.effect("ack keeps the entry in the stream; xackdel deletes it; both empty the PEL", () =>
+    Effect.gen(function* () {
+      for (const ack of ["ack", "xackdel"] as const) {
+        const h = yield* makeHarness({ settings: { ack } })
+        yield* h.produce(0, 5)
+        yield* h.start(0)
+        yield* h.runUntil("handled", () => h.handled().length === 5)
+        assert.strictEqual((yield* h.pending(0)).length, 0)
+        const left = yield* h.streams.range(ShardStreams.shardKey(stream, 0))
+        assert.strictEqual(left.length, ack === "ack" ? 5 : 0)
+      }
+    }),
+  )
+
+  it.effect(
+    "a handler that throws, rejects, fails or dies is retried with backoff, in order, and loses nothing",
+    () =>
+      Effect.gen(function* () {
+        const failures = new Map<string, number>()
+        const modes = ["throw", "reject", "fail", "die", "throw-undefined"] as const
+        const h = yield* makeHarness({
+          settings: { maxDeliveries: 10, retryBackoff: { initialMs: 100, maxMs: 1_000 } },
+          eachMessage: (m) => {
+            const i = Number(m.fields.n)
+            if (i % 2 === 1 || m.deliveryCount > 2) return undefined
+            failures.set(m.id, (failures.get(m.id) ?? 0) + 1)
+            const mode = modes[(i / 2) % modes.length]!
+            switch (mode) {
+              case "throw":
+                throw new Error("boom")
+              case "throw-undefined":
+                throw undefined
+              case "reject":
+                return Promise.reject(new Error("async boom"))
+              case "fail":
+                return Effect.fail("typed failure")
+              case "die":
+                return Effect.die(new Error("defect"))
+            }
+          },
+        })
+        const ids = yield* h.produce(0, 10)
+        yield* h.start(0)
+        yield* h.runUntil("all acked", () => h.acked().length === 10, 50_000, 10)
+        // every failing message was delivered 3 times, then succeeded; order held
+        for (const [, n] of failures) assert.strictEqual(n, 2)
+        assert.deepStrictEqual(handledByShard(h.log).get(0), ids)
+        assert.strictEqual((yield* h.pending(0)).length, 0)
+        assert.strictEqual(h.events.filter((e) => e.type === "handlerError").length, 10)
+        assert.strictEqual(h.log.filter((e) => e.kind === "deadLetter").length, 0)
+      }),
+  )
+
+  it.effect(
+    "a poison message goes to the dead-letter stream after maxDeliveries, atomically with its ack, and the shard goes on",
+    () =>
+      Effect.gen(function* () {
+        const h = yield* makeHarness({
+          settings: { maxDeliveries: 3, retryBackoff: { initialMs: 100, maxMs: 400 } },
+          eachMessage: (m) => {
+            if (m.fields.n === "2") throw new Error("poison")
+          },
+        })
+        const ids = yield* h.produce(0, 6)
+        yield* h.start(0)
+        yield* h.runUntil("others handled", () => h.handled().length === 5, 50_000, 10)
+        const dlq = yield* h.streams.range(ShardStreams.deadLetterKey(stream, 0))
+        assert.strictEqual(dlq.length, 1)
+        const entry = dlq[0]!.fields
+        assert.strictEqual(entry[ShardStreams.DeadLetterFields.originalId], ids[2])
+        assert.strictEqual(entry[ShardStreams.DeadLetterFields.deliveryCount], "3")
+        assert.include(entry[ShardStreams.DeadLetterFields.reason], "poison")
+        assert.strictEqual(entry.n, "2")
+        assert.strictEqual((yield* h.pending(0)).length, 0)
+        const deliveries = h.log.filter(
+          (e) => (e.kind === "handle" ? e.id : undefined) === ids[2],
+        ).length
+        assert.strictEqual(deliveries, 3)
+        // messages after the poison one were handled only after it was dead-lettered
+        const dl = h.log.findIndex((e) => e.kind === "deadLetter")
+        const after = h.log.findIndex((e) => e.kind === "handled" && e.id === ids[3])
+        assert.isBelow(dl, after)
+        const events = h.events.filter((e) => e.type === "deadLettered")
+        assert.strictEqual(events.length, 1)
+      }),
+  )
+
+  it.effect("maxDeliveries 1 dead-letters on the first failure", () =>
+    Effect.gen(function* () {
+      const h = yield* makeHarness({
+        settings: { maxDeliveries: 1 },
+        eachMessage: () => {
+          throw new Error("no retries")
+        },
+      })
+      yield* h.produce(0, 3)
+      yield* h.start(0)
+      yield* h.runUntil(
+        "all dead-lettered",
+        () => h.log.filter((e) => e.kind === "deadLetter").length === 3,
+      )
+      assert.strictEqual(h.log.filter((e) => e.kind === "nack").length, 0)
+      assert.strictEqual((yield* h.pending(0)).length, 0)
+    }),
+  )
+
+  it.effect(
+    "a handler that never returns is aborted at handlerTimeoutMs, counts as failed, and frees its worker",
+    () =>
+      Effect.gen(function* () {
+        const signals: Array<AbortSignal> = []
+        const h = yield* makeHarness({
+          workers: 1,
+          settings: { handlerTimeoutMs: 1_000, maxDeliveries: 2, retryBackoff: { initialMs: 10 } },
+          eachMessage: (m, ctx) => {
+            if (m.shard === 0) {
+              signals.push(ctx.signal)
+              return new Promise<void>(() => {})
+            }
+            return undefined
+          },
+        })
+        yield* h.produce(0, 1)
+        yield* h.produce(1, 3)
+        yield* h.start(0)
+        yield* h.start(1)
+        yield* h.runUntil("shard 1 handled", () => h.handled().length === 3, 50_000, 10)
+        yield* h.runUntil(
+          "hung message dead-lettered",
+          () => h.log.some((e) => e.kind === "deadLetter"),
+          50_000,
+          10,
+        )
+        assert.strictEqual(signals.length, 2)
+        assert.isTrue(signals.every((s) => s.aborted))
+      }),
+  )
+
+  it.effect("a message with no fields is handled with empty fields and no key", () =>
+    Effect.gen(function* () {
+      const seen: Array<unknown> = []
+      const h = yield* makeHarness({ eachMessage: (m) => void seen.push([m.key, m.fields]) })
+      yield* h.streams.append(stream, 0, {})
+      yield* h.start(0)
+      yield* h.runUntil("handled", () => seen.length === 1)
+      assert.deepStrictEqual(seen, [[undefined, {}]])
+    }),
+  )
+})
+
+describe("polling adapter: batch handlers", () => {
+  it.effect(
+    "resolve acknowledges up to a message; a throw then retries from the first unresolved",
+    () =>
+      Effect.gen(function* () {
+        let calls = 0
+        const h = yield* makeHarness({
+          settings: { batchSize: 5, retryBackoff: { initialMs: 10 } },
+          eachBatch: (batch, ctx) => {
+            calls++
+            if (calls === 1) {
+              ctx.resolve(batch.messages[1]!)
+              throw new Error("after two")
+            }
+          },
+        })
+        const ids = yield* h.produce(0, 5)
+        yield* h.start(0)
+        yield* h.runUntil("all acked", () => h.acked().length === 5, 10_000, 10)
+        const acks = h.log.filter((e) => e.kind === "ack")
+        assert.deepStrictEqual(acks[0]!.kind === "ack" ? acks[0]!.ids : undefined, ids.slice(0, 2))
+        assert.deepStrictEqual(
+          h.log.filter((e) => e.kind === "nack").map((e) => (e.kind === "nack" ? e.id : undefined)),
+          [ids[2]],
+        )
+        // the retry batch starts at the first unresolved message, in order
+        const second = h.log.filter((e) => e.kind === "handle").slice(5)
+        assert.deepStrictEqual(
+          second.map((e) => (e.kind === "handle" ? e.id : undefined)),
+          ids.slice(2),
+        )
+      }),
+  )
+
+  it.effect("without autoResolve, returning without resolving everything retries the rest", () =>
+    Effect.gen(function* () {
+      let calls = 0
+      const h = yield* makeHarness({
+        autoResolve: false,
+        settings: { batchSize: 4, retryBackoff: { initialMs: 10 } },
+        eachBatch: (batch, ctx) => {
+          calls++
+          ctx.resolve(calls === 1 ? batch.messages[0]! : batch.messages[batch.messages.length - 1]!)
+        },
+      })
+      yield* h.produce(0, 4)
+      yield* h.start(0)
+      yield* h.runUntil("all acked", () => h.acked().length === 4, 10_000, 10)
+      assert.strictEqual(calls, 2)
+      assert.strictEqual((yield* h.pending(0)).length, 0)
+    }),
+  )
+})
+
+describe("polling adapter: takeover, revoke, fence, stale owner", () => {
+  it.effect(
+    "a new owner first re-delivers the previous owner's pending entries, then new ones",
+    () =>
+      Effect.gen(function* () {
+        const h = yield* makeHarness({ settings: { batchSize: 10 } })
+        const old = yield* h.produce(0, 4)
+        // the previous owner read them and crashed before acking
+        yield* h.streams.read({
+          stream,
+          shard: 0,
+          group,
+          consumer: "old-owner",
+          token: 0,
+          count: 10,
+        })
+        const fresh = yield* h.produce(0, 3)
+        yield* h.start(0)
+        yield* h.runUntil("all handled", () => h.handled().length === 7)
+        const storage = h.log.filter((e) => e.kind === "claim" || e.kind === "read")
+        assert.strictEqual(storage[0]!.kind, "claim")
+        const handles = h.log.filter((e) => e.kind === "handle")
+        assert.deepStrictEqual(
+          handles.map((e) => (e.kind === "handle" ? e.id : undefined)),
+          [...old, ...fresh],
+        )
+        assert.deepStrictEqual(
+          handles.map((e) => (e.kind === "handle" ? e.deliveryCount : undefined)),
+          [2, 2, 2, 2, 1, 1, 1],
+        )
+      }),
+  )
+
+  it.effect(
+    "revoke: stop new reads, finish the in-flight batch and ack it, then report drained",
+    () =>
+      Effect.gen(function* () {
+        const gate = yield* Deferred.make<void>()
+        let revokedAt = -1
+        const h = yield* makeHarness({
+          settings: { batchSize: 2 },
+          eachMessage: () => Deferred.await(gate),
+          hooks: {
+            onRevoked: () =>
+              Effect.sync(() => {
+                revokedAt = h.log.length
+              }),
+          },
+        })
+        yield* h.produce(0, 6)
+        yield* h.start(0)
+        yield* h.runUntil("in flight", () => h.log.some((e) => e.kind === "handle"))
+        const drain = yield* Effect.forkChild(h.poller.drain(0, 10_000))
+        yield* TestClock.adjust(100)
+        assert.isUndefined(drain.pollUnsafe(), "drained while a batch was in flight")
+        yield* Deferred.succeed(gate, undefined)
+        const result = yield* Fiber.join(drain)
+        assert.isFalse(result.abandoned)
+        // the in-flight batch (2) was acked before the drain finished; nothing read after
+        assert.strictEqual(h.acked().length, 2)
+        assert.strictEqual(reads(h.log).filter((r) => r.count > 0).length, 1)
+        assert.isAbove(
+          revokedAt,
+          findLast(h.log, (e) => e.kind === "ack"),
+        )
+        yield* TestClock.adjust(10_000)
+        assert.strictEqual(reads(h.log).length, 1)
+      }),
+  )
+
+  it.effect(
+    "revoke past the drain deadline: the handler's signal fires and the batch is released unacked",
+    () =>
+      Effect.gen(function* () {
+        const signals: Array<AbortSignal> = []
+        const h = yield* makeHarness({
+          eachMessage: (_m, ctx) => {
+            signals.push(ctx.signal)
+            return new Promise<void>(() => {})
+          },
+        })
+        yield* h.produce(0, 2)
+        yield* h.start(0)
+        yield* h.runUntil("in flight", () => signals.length === 1)
+        const drain = yield* Effect.forkChild(h.poller.drain(0, 1_000))
+        yield* TestClock.adjust(1_000)
+        const result = yield* Fiber.join(drain)
+        assert.isTrue(result.abandoned)
+        assert.isTrue(signals[0]!.aborted)
+        assert.strictEqual(h.acked().length, 0)
+        assert.strictEqual((yield* h.pending(0)).length, 2)
+      }),
+  )
+
+  it.effect("fence (stopAll): signals abort at once, nothing more is read or acked", () =>
+    Effect.gen(function* () {
+      const signals: Array<AbortSignal> = []
+      const release = yield* Deferred.make<void>()
+      const h = yield* makeHarness({
+        workers: 2,
+        eachMessage: (_m, ctx) => {
+          signals.push(ctx.signal)
+          // a handler that ignores its signal and returns later
+          return Deferred.await(release)
+        },
+      })
+      yield* h.produce(0, 3)
+      yield* h.produce(1, 3)
+      yield* h.start(0)
+      yield* h.start(1)
+      yield* h.runUntil("both in flight", () => signals.length === 2)
+      const before = h.log.length
+      const lost = h.poller.stopAll("fenced")
+      assert.deepStrictEqual(lost, [0, 1])
+      assert.isTrue(signals.every((s) => s.aborted))
+      yield* Deferred.succeed(release, undefined)
+      yield* TestClock.adjust(10_000)
+      const after = h.log.slice(before)
+      assert.isFalse(after.some((e) => e.kind === "ack" || e.kind === "read" || e.kind === "claim"))
+      // the whole batches stay pending for the next owner
+      assert.strictEqual((yield* h.pending(0)).length, 3)
+      assert.strictEqual((yield* h.pending(1)).length, 3)
+    }),
+  )
+
+  it.effect("a restarted shard waits for its previous loop's unfinished handler (bounded)", () =>
+    Effect.gen(function* () {
+      let release: () => void = () => {}
+      let calls = 0
+      const h = yield* makeHarness({
+        settings: { drainTimeoutMs: 5_000 },
+        // a Promise handler that ignores its signal: it keeps running after the fence
+        eachMessage: () =>
+          ++calls === 1
+            ? new Promise<void>((resolve) => {
+                release = resolve
+              })
+            : undefined,
+      })
+      yield* h.produce(0, 2)
+      yield* h.start(0)
+      yield* h.runUntil("in flight", () => calls === 1)
+      h.poller.stopAll("fenced")
+      yield* h.start(0)
+      yield* TestClock.adjust(100)
+      assert.strictEqual(calls, 1, "the new loop read while the old handler was still running")
+      release()
+      yield* h.runUntil("new loop handles", () => calls >= 3)
+    }),
+  )
+
+  it.effect(
+    "a previous loop's handler that never settles delays the restart by the drain budget only",
+    () =>
+      Effect.gen(function* () {
+        let calls = 0
+        const h = yield* makeHarness({
+          settings: { drainTimeoutMs: 5_000 },
+          eachMessage: () => (++calls === 1 ? new Promise<void>(() => {}) : undefined),
+        })
+        yield* h.produce(0, 2)
+        yield* h.start(0)
+        yield* h.runUntil("in flight", () => calls === 1)
+        h.poller.stopAll("fenced")
+        yield* h.start(0)
+        yield* TestClock.adjust(4_999)
+        assert.strictEqual(calls, 1)
+        yield* h.runUntil("restarted after the budget", () => calls === 3)
+      }),
+  )
+
+  it.effect("no lease: no reads or acks until it is valid again", () =>
+    Effect.gen(function* () {
+      const h = yield* makeHarness()
+      yield* h.produce(0, 3)
+      h.setLease(false)
+      yield* h.start(0)
+      yield* TestClock.adjust(1_000)
+      assert.strictEqual(h.log.filter((e) => e.kind !== "wait").length, 0)
+      h.setLease(true)
+      yield* h.runUntil("handled", () => h.acked().length === 3)
+    }),
+  )
+
+  it.effect("a stale owner token stops the loop and asks for a heartbeat", () =>
+    Effect.gen(function* () {
+      const h = yield* makeHarness()
+      yield* h.produce(0, 2)
+      yield* h.start(0)
+      yield* h.runUntil("handled", () => h.acked().length === 2)
+      yield* h.steal(0)
+      yield* h.produce(0, 2)
+      yield* h.runUntil("stale", () => h.stale.length === 1)
+      const readsBefore = reads(h.log).length
+      yield* h.produce(0, 2)
+      yield* TestClock.adjust(10_000)
+      assert.strictEqual(reads(h.log).length, readsBefore)
+      assert.strictEqual(h.acked().length, 2)
+      assert.isTrue(h.records.some((r) => r._tag === "StaleOwner"))
+    }),
+  )
+
+  it.effect(
+    "a shard sealed by a reshard is reported exhausted once drained, then never read again",
+    () =>
+      Effect.gen(function* () {
+        const h = yield* makeHarness()
+        yield* h.produce(0, 3)
+        yield* h.produce(1, 1)
+        yield* h.streams.seal(stream, 0)
+        yield* h.start(0)
+        yield* h.start(1)
+        // the backlog of the sealed shard is still handled and acked first
+        yield* h.runUntil("exhausted", () => h.exhausted.length === 1)
+        assert.strictEqual(h.acked().filter((a) => a.shard === 0).length, 3)
+        assert.deepStrictEqual(h.exhausted, [0])
+        const reads0 = reads(h.log).filter((r) => r.shard === 0).length
+        yield* TestClock.adjust(60_000)
+        assert.strictEqual(reads(h.log).filter((r) => r.shard === 0).length, reads0)
+        assert.deepStrictEqual(h.exhausted, [0])
+        // the unsealed shard is not reported; a revoke of the exhausted one drains at once
+        const result = yield* h.poller.drain(0, 10_000)
+        assert.isFalse(result.abandoned)
+      }),
+  )
+
+  it.effect("onAssigned runs before the first read; a throwing hook does not stop the shard", () =>
+    Effect.gen(function* () {
+      let assignedAt = -1
+      const h = yield* makeHarness({
+        hooks: {
+          onAssigned: () =>
+            Effect.suspend(() => {
+              assignedAt = h.log.length
+              return Effect.fail(new Error("hook failed") as never)
+            }),
+        },
+      })
+      yield* h.produce(0, 1)
+      yield* h.start(0)
+      yield* h.runUntil("handled", () => h.acked().length === 1)
+      assert.strictEqual(assignedAt, 0)
+    }),
+  )
+})
+
+describe("polling adapter: pause, resume, seek", () => {
+  it.effect(
+    "a paused shard is not read (others are); it keeps its loop and token; resume reads on",
+    () =>
+      Effect.gen(function* () {
+        const h = yield* makeHarness()
+        yield* h.produce(0, 3)
+        yield* h.produce(1, 3)
+        h.paused.add(0)
+        yield* h.start(0)
+        yield* h.start(1)
+        yield* h.runUntil("shard 1 handled", () => h.acked().length === 3)
+        yield* TestClock.adjust(10_000)
+        assert.isFalse(reads(h.log).some((r) => r.shard === 0 && r.count > 0))
+        assert.deepStrictEqual(h.poller.owned(), [0, 1])
+        h.paused.delete(0)
+        assert.isTrue(h.poller.resume(0))
+        yield* h.runUntil("shard 0 handled", () => h.acked().length === 6)
+      }),
+  )
+
+  it.effect("a shard revoked while paused drains at once", () =>
+    Effect.gen(function* () {
+      const h = yield* makeHarness()
+      yield* h.produce(0, 3)
+      h.paused.add(0)
+      yield* h.start(0)
+      yield* TestClock.adjust(100)
+      const result = yield* h.poller.drain(0, 10_000)
+      assert.isFalse(result.abandoned)
+      assert.strictEqual(h.acked().length, 0)
+    }),
+  )
+
+  it.effect(
+    "seek to the end skips the backlog, to the start re-reads, to an id reads after it",
+    () =>
+      Effect.gen(function* () {
+        const h = yield* makeHarness()
+        yield* h.start(0)
+        yield* TestClock.adjust(10)
+        const ids = yield* h.produce(0, 0)
+        h.paused.add(0)
+        const backlog = yield* h.produce(0, 5)
+        yield* h.poller.seek(0, "end")
+        h.paused.delete(0)
+        h.poller.resume(0)
+        yield* TestClock.adjust(1_000)
+        assert.strictEqual(h.handled().length, 0)
+        const fresh = yield* h.produce(0, 1)
+        yield* h.runUntil("new one handled", () => h.handled().length === 1)
+        assert.deepStrictEqual(
+          h.handled().map((e) => (e.kind === "handled" ? e.id : undefined)),
+          [...ids, ...fresh],
+        )
+        yield* h.poller.seek(0, backlog[2]!)
+        yield* h.runUntil("re-read after id", () => h.handled().length === 4)
+        assert.deepStrictEqual(
+          h
+            .handled()
+            .slice(1)
+            .map((e) => (e.kind === "handled" ? e.id : undefined)),
+          [backlog[3], backlog[4], fresh[0]],
+        )
+        yield* h.poller.seek(0, "start")
+        yield* h.runUntil("re-read all", () => h.handled().length === 10)
+      }),
+  )
+
+  it.effect("a seek while a batch is in flight runs after that batch, before the next read", () =>
+    Effect.gen(function* () {
+      const gate = yield* Deferred.make<void>()
+      const h = yield* makeHarness({
+        settings: { batchSize: 2 },
+        eachMessage: () => Deferred.await(gate),
+      })
+      yield* h.produce(0, 4)
+      yield* h.start(0)
+      yield* h.runUntil("in flight", () => h.log.some((e) => e.kind === "handle"))
+      const seek = yield* Effect.forkChild(h.poller.seek(0, "end"))
+      yield* TestClock.adjust(10)
+      assert.isFalse(h.log.some((e) => e.kind === "seek"))
+      yield* Deferred.succeed(gate, undefined)
+      yield* Fiber.join(seek)
+      const seekAt = h.log.findIndex((e) => e.kind === "seek")
+      const lastAck = findLast(h.log, (e) => e.kind === "ack")
+      assert.isBelow(lastAck, seekAt)
+      yield* TestClock.adjust(1_000)
+      assert.strictEqual(h.handled().length, 2)
+    }),
+  )
+
+  it.effect("on ports that cannot seek, a seek fails SeekFailed and the shard reads on", () =>
+    Effect.gen(function* () {
+      const h = yield* makeHarness({ withoutSeek: true })
+      yield* h.start(0)
+      yield* TestClock.adjust(10)
+      const error = yield* Effect.flip(h.poller.seek(0, "end"))
+      assert.strictEqual(error._tag, "SeekFailed")
+      yield* h.produce(0, 2)
+      yield* h.runUntil("handled", () => h.acked().length === 2)
+    }),
+  )
+
+  it.effect("seek of a shard this member does not own fails with ShardNotOwned", () =>
+    Effect.gen(function* () {
+      const h = yield* makeHarness()
+      const error = yield* Effect.flip(h.poller.seek(3, "end"))
+      assert.strictEqual(error._tag, "ShardNotOwned")
+    }),
+  )
+})
+
+// keep sortedIds referenced for ad-hoc debugging of id order
+void sortedIds

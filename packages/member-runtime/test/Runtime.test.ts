@@ -1,0 +1,424 @@
+/**
+ * End to end in memory: several runtimes (as several processes) share one
+ * set of memory ports, each an embedded coordinator candidate, on the
+ * TestClock. Every handled message is checked for per-key order, and the
+ * event log for ownership (never two members on one shard at once; no
+ * handling outside an ownership interval).
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { type HeartbeatResponse, Layout, ShardStreams, StreamLayouts } from "@shardline/core"
+import { Clock, Effect } from "effect"
+import { TestClock } from "effect/testing"
+import { consumer } from "../src/Consumer.js"
+import type { RuntimeEvent } from "../src/Events.js"
+import type { Message, MessageContext } from "../src/Message.js"
+import { StreamListener } from "../src/StreamListener.js"
+import {
+  group,
+  makeWorld,
+  orderProblems,
+  ownershipProblems,
+  stream,
+  timing,
+} from "./support/world.js"
+
+const ownedBy = (events: ReadonlyArray<RuntimeEvent>) => {
+  const owner = new Map<number, string>()
+  for (const e of events) {
+    if (e.type === "assigned") owner.set(e.shard, e.memberId)
+    if (e.type === "revoked" && owner.get(e.shard) === e.memberId) owner.delete(e.shard)
+    if (e.type === "lost")
+      for (const s of e.shards) if (owner.get(s) === e.memberId) owner.delete(s)
+  }
+  return owner
+}
+
+const countsByMember = (owner: ReadonlyMap<number, string>) => {
+  const counts = new Map<string, number>()
+  for (const m of owner.values()) counts.set(m, (counts.get(m) ?? 0) + 1)
+  return counts
+}
+
+describe("runtime: several processes sharing the memory ports", () => {
+  it.effect(
+    "listeners, explicit members and a producer: every message handled once, per-key order, one owner per shard, balanced",
+    () =>
+      Effect.gen(function* () {
+        const w = yield* makeWorld()
+        yield* w.produce(200)
+        // pod-a: a @StreamListener with concurrency 2 (pod-a-m0, pod-a-m1)
+        class Orders {
+          @StreamListener({ stream, group, ...timing, concurrency: 2 })
+          async onOrder(m: Message, ctx: MessageContext) {
+            w.log.push({
+              kind: "handle",
+              memberId: ctx.memberId,
+              shard: m.shard,
+              id: m.id,
+              key: m.key,
+              n: Number(m.fields.n),
+              deliveryCount: m.deliveryCount,
+            })
+          }
+        }
+        const a = yield* w.startRuntime("pod-a", { listeners: [new Orders()] })
+        const b = yield* w.startRuntime("pod-b", {
+          consumers: [w.recordingConsumer({ runtimeMaxConcurrency: 3 })],
+        })
+        const c = yield* w.startRuntime("pod-c", { consumers: [w.recordingConsumer({})] })
+        for (let i = 0; i < 10; i++) {
+          yield* w.produce(40)
+          yield* TestClock.adjust(100)
+        }
+        yield* w.runUntil("all handled", w.allHandled)
+        yield* w.runUntil("balanced", () => {
+          const counts = [...countsByMember(ownedBy(w.events())).values()]
+          return counts.length === 4 && Math.max(...counts) - Math.min(...counts) <= 1
+        })
+        assert.deepStrictEqual(ownershipProblems(w.log), [])
+        assert.deepStrictEqual(orderProblems(w.log, w.producedByKey), [])
+        assert.strictEqual(w.handles().length, w.produced())
+        assert.deepStrictEqual(
+          a.runtime.members().map((m) => m.memberId),
+          ["pod-a-m0", "pod-a-m1"],
+        )
+        assert.deepStrictEqual([...countsByMember(ownedBy(w.events())).keys()].sort(), [
+          "pod-a-m0",
+          "pod-a-m1",
+          "pod-b",
+          "pod-c",
+        ])
+        // exactly one coordinator was elected and serves
+        assert.strictEqual(w.eventsOf("coordinatorElected").length, 1)
+        for (let shard = 0; shard < w.shardCount; shard++)
+          assert.strictEqual((yield* w.streams.pending({ stream, shard, group })).length, 0)
+        void [a, b, c]
+      }),
+  )
+
+  it.effect(
+    "scale in and out while messages flow: a graceful stop re-delivers nothing, every handoff is revoke-before-assign",
+    () =>
+      Effect.gen(function* () {
+        const w = yield* makeWorld()
+        const slow = { handle: () => Effect.runPromise(Effect.void) }
+        const a = yield* w.startRuntime("pod-a", { consumers: [w.recordingConsumer(slow)] })
+        const b = yield* w.startRuntime("pod-b", { consumers: [w.recordingConsumer(slow)] })
+        yield* w.runUntil("both own shards", () => countsByMember(ownedBy(w.events())).size === 2)
+        for (let i = 0; i < 5; i++) {
+          yield* w.produce(30)
+          yield* TestClock.adjust(100)
+        }
+        // stop b mid-run while a third process joins
+        const stopping = yield* Effect.forkChild(w.stopRuntime(b))
+        const c = yield* w.startRuntime("pod-c", { consumers: [w.recordingConsumer(slow)] })
+        for (let i = 0; i < 5; i++) {
+          yield* w.produce(30)
+          yield* TestClock.adjust(100)
+        }
+        yield* w.runUntil("b stopped", () => stopping.pollUnsafe() !== undefined)
+        yield* w.runUntil("all handled", w.allHandled)
+        assert.deepStrictEqual(ownershipProblems(w.log), [])
+        assert.deepStrictEqual(orderProblems(w.log, w.producedByKey), [])
+        // no re-delivery: each message handled exactly once, first delivery
+        assert.strictEqual(w.handles().length, w.produced())
+        assert.isTrue(w.handles().every((h) => h.deliveryCount === 1))
+        // b left: leaving heartbeats then epoch -1
+        const bRequests = w.requests.filter((r) => r.memberId === "pod-b")
+        assert.isTrue(bRequests.some((r) => r.leaving === true))
+        assert.strictEqual(bRequests[bRequests.length - 1]!.memberEpoch, -1)
+        assert.isTrue(w.eventsOf("left").some((e) => e.memberId === "pod-b"))
+        // its shards were revoked (drained) before they moved
+        assert.isAbove(w.eventsOf("revoked").filter((e) => e.memberId === "pod-b").length, 0)
+        void [a, c]
+      }),
+  )
+
+  it.effect(
+    "listener concurrency makes logical members <base>-m0.., an explicit member owns more shards than its workers",
+    () =>
+      Effect.gen(function* () {
+        const w = yield* makeWorld()
+        const r = yield* w.startRuntime("10.0.0.7", {
+          consumers: [
+            consumer({
+              stream: "payments",
+              group: "solo",
+              ...timing,
+              runtimeMaxConcurrency: 2,
+              eachMessage: () => {},
+            }),
+          ],
+        })
+        yield* w.runUntil("solo owns all", () =>
+          r.runtime.members().some((m) => m.owned.length === timing.shardCount),
+        )
+        const [solo] = r.runtime.members()
+        assert.strictEqual(solo!.memberId, "10.0.0.7")
+        assert.strictEqual(solo!.workers, 2)
+        assert.strictEqual(r.runtime.members().length, 1)
+      }),
+  )
+
+  it.effect("the embedded coordinator fails over when the process holding the lease stops", () =>
+    Effect.gen(function* () {
+      const w = yield* makeWorld()
+      const a = yield* w.startRuntime("pod-a", { consumers: [w.recordingConsumer({})] })
+      const b = yield* w.startRuntime("pod-b", { consumers: [w.recordingConsumer({})] })
+      yield* w.runUntil("two owners", () => countsByMember(ownedBy(w.events())).size === 2)
+      assert.isTrue(w.eventsOf("coordinatorElected")[0]!.holder.startsWith("pod-a#"))
+      yield* w.stopRuntime(a)
+      yield* w.runUntil("b elected", () =>
+        w.eventsOf("coordinatorElected").some((e) => e.holder.startsWith("pod-b#")),
+      )
+      yield* w.runUntil("b owns all", () =>
+        b.runtime.members().some((m) => m.owned.length === timing.shardCount),
+      )
+      yield* w.produce(50)
+      yield* w.runUntil("all handled", w.allHandled)
+      assert.deepStrictEqual(ownershipProblems(w.log), [])
+    }),
+  )
+})
+
+const { Reshard } = Layout
+
+describe("runtime: resharding", () => {
+  it.effect(
+    "a reshard 4 -> 8 while a producer writes: old shards drain and are reported exhausted, new ones are read; per-key order, nothing lost",
+    () =>
+      Effect.gen(function* () {
+        const w = yield* makeWorld({ shardCount: 4 })
+        const consumerOf = () => w.recordingConsumer({ shardCount: 4 })
+        const a = yield* w.startRuntime("pod-a", { consumers: [consumerOf()] })
+        yield* w.startRuntime("pod-b", { consumers: [consumerOf()] })
+        yield* w.runUntil("layout created", () => w.eventsOf("assigned").length >= 4)
+        const producer = yield* a.runtime.producer(stream)
+        for (let i = 0; i < 5; i++) {
+          yield* w.produceVia(producer, 20)
+          yield* TestClock.adjust(100)
+        }
+        yield* Reshard.reshardStream(stream, 8).pipe(
+          Effect.provideService(StreamLayouts.StreamLayouts, w.layouts),
+          Effect.provideService(ShardStreams.ShardStreams, w.streams),
+        )
+        for (let i = 0; i < 30; i++) {
+          yield* w.produceVia(producer, 10)
+          yield* TestClock.adjust(100)
+        }
+        yield* w.runUntil("all handled", w.allHandled)
+        yield* w.runUntil("old shards exhausted and new ones owned", () => {
+          const exhausted = new Set(w.eventsOf("exhausted").map((e) => e.shard))
+          const owned = new Set(w.eventsOf("assigned").map((e) => e.shard))
+          return (
+            [0, 1, 2, 3].every((s) => exhausted.has(s)) &&
+            [4, 5, 6, 7, 8, 9, 10, 11].every((s) => owned.has(s))
+          )
+        })
+        assert.deepStrictEqual(orderProblems(w.log, w.producedByKey), [])
+        assert.deepStrictEqual(ownershipProblems(w.log), [])
+        assert.strictEqual(w.handles().length, w.produced())
+        // messages after the reshard went to generation 1's shards
+        assert.isTrue(w.handles().some((h) => h.shard >= 4))
+      }),
+  )
+})
+
+describe("runtime: fences, lease and identity", () => {
+  it.effect(
+    "UNKNOWN_MEMBER_ID: reads and acks stop at once, signals abort, the member rejoins with epoch 0 and the same id",
+    () =>
+      Effect.gen(function* () {
+        let fenceNext = false
+        const w = yield* makeWorld({
+          rewrite: (request, response): HeartbeatResponse => {
+            if (!fenceNext || request.memberEpoch <= 0) return response
+            fenceNext = false
+            return { ...response, errorCode: "UNKNOWN_MEMBER_ID", assigned: [], pending: [] }
+          },
+        })
+        const signals: Array<AbortSignal> = []
+        let hang = true
+        const r = yield* w.startRuntime("pod-a", {
+          consumers: [
+            w.recordingConsumer({
+              handle: (_m, ctx) => {
+                signals.push(ctx.signal)
+                return hang ? new Promise<void>(() => {}) : undefined
+              },
+            }),
+          ],
+        })
+        yield* w.produce(30)
+        yield* w.runUntil("in flight", () => signals.length > 0)
+        const joinsBefore = w.eventsOf("joined").length
+        fenceNext = true
+        yield* w.runUntil("fenced", () => w.eventsOf("lost").length > 0)
+        const lost = w.eventsOf("lost")[0]!
+        assert.strictEqual(lost.reason, "unknown-member")
+        assert.isTrue(signals.every((s) => s.aborted))
+        const at = w.requests.length
+        hang = false
+        yield* w.runUntil("rejoined", () => w.eventsOf("joined").length > joinsBefore)
+        const rejoin = w.requests.slice(at).find((q) => q.memberEpoch === 0)!
+        assert.strictEqual(rejoin.memberId, "pod-a")
+        assert.isDefined(rejoin.memberInfo)
+        assert.deepStrictEqual(rejoin.ownedShards, [])
+        yield* w.runUntil("all handled", w.allHandled)
+        assert.deepStrictEqual(orderProblems(w.log, w.producedByKey, { allowRedelivery: true }), [])
+        void r
+      }),
+  )
+
+  it.effect(
+    "a member that cannot reach its coordinator fences itself at its lease deadline, then rejoins",
+    () =>
+      Effect.gen(function* () {
+        const w = yield* makeWorld({ transportTimeoutMs: 200 })
+        const r = yield* w.startRuntime("pod-a", { consumers: [w.recordingConsumer({})] })
+        yield* w.runUntil("owns all", () =>
+          r.runtime.members().some((m) => m.owned.length === timing.shardCount),
+        )
+        yield* w.faults.dropRequests(1_000_000)
+        const start = yield* Clock.currentTimeMillis
+        yield* w.runUntil("self-fenced", () => w.eventsOf("leaseLost").length > 0)
+        const fencedAt = w.eventsOf("leaseLost")[0]!.at
+        // never later than the lease: session timeout minus the safety margin after the last success
+        assert.isAtMost(fencedAt - start, timing.sessionTimeoutMs - timing.safetyMarginMs)
+        assert.strictEqual(w.eventsOf("lost")[0]!.reason, "self-fence")
+        assert.deepStrictEqual(r.runtime.members()[0]!.owned, [])
+        yield* w.faults.dropRequests(0)
+        yield* w.produce(20)
+        yield* w.runUntil("rejoined and handled", w.allHandled)
+        assert.isAtLeast(w.eventsOf("joined").length, 2)
+      }),
+  )
+
+  it.effect(
+    "a second process with the same member id supersedes the first (an event, no crash)",
+    () =>
+      Effect.gen(function* () {
+        const w = yield* makeWorld()
+        const old = yield* w.startRuntime("pod-a", { consumers: [w.recordingConsumer({})] })
+        yield* w.runUntil("owns", () => old.runtime.members()[0]!.owned.length > 0)
+        const fresh = yield* w.startRuntime("pod-a", {
+          coordinator: "standalone",
+          consumers: [w.recordingConsumer({})],
+        })
+        yield* w.runUntil("superseded", () => w.eventsOf("superseded").length > 0)
+        assert.strictEqual(old.runtime.members()[0]!.lastError?._tag, "MemberSuperseded")
+        yield* w.runUntil(
+          "the newer process owns everything",
+          () => fresh.runtime.members()[0]!.owned.length === timing.shardCount,
+        )
+        yield* w.produce(20)
+        yield* w.runUntil("handled", w.allHandled)
+        assert.isTrue(w.handles().every((h) => h.deliveryCount === 1))
+      }),
+  )
+
+  it.effect(
+    "a group whose session leaves no lease for this member's margin: LeaseUnusable, the member leaves",
+    () =>
+      Effect.gen(function* () {
+        const w = yield* makeWorld()
+        // the group is created with a 3 s session by the first process
+        yield* w.startRuntime("pod-a", { consumers: [w.recordingConsumer({})] })
+        yield* w.runUntil("a joined", () => w.eventsOf("joined").length === 1)
+        // a member configured for a 30 s session with a 2.9 s margin: valid locally,
+        // but the group's 3 s session leaves it 100 ms, below the 300 ms heartbeat
+        yield* w.startRuntime("pod-b", {
+          coordinator: "standalone",
+          consumers: [
+            w.recordingConsumer({
+              sessionTimeoutMs: 30_000,
+              safetyMarginMs: 2_900,
+              rebalanceTimeoutMs: 4_000,
+            }),
+          ],
+        })
+        yield* w.runUntil("unusable", () => w.eventsOf("leaseUnusable").length > 0)
+        assert.strictEqual(w.eventsOf("leaseUnusable")[0]!.error.reason, "MarginTooLarge")
+        yield* w.runUntil("b left", () => w.eventsOf("left").some((e) => e.memberId === "pod-b"))
+      }),
+  )
+})
+
+describe("runtime: shutdown, progress, pause and seek", () => {
+  it.effect("stop finishes within its deadline even when a handler never returns", () =>
+    Effect.gen(function* () {
+      const w = yield* makeWorld()
+      const signals: Array<AbortSignal> = []
+      const r = yield* w.startRuntime("pod-a", {
+        shutdownTimeoutMs: 2_000,
+        consumers: [
+          w.recordingConsumer({
+            drainTimeoutMs: 1_000,
+            handle: (_m, ctx) => {
+              signals.push(ctx.signal)
+              return new Promise<void>(() => {})
+            },
+          }),
+        ],
+      })
+      yield* w.produce(5)
+      yield* w.runUntil("in flight", () => signals.length > 0)
+      const t0 = yield* Clock.currentTimeMillis
+      yield* w.stopRuntime(r)
+      const t1 = yield* Clock.currentTimeMillis
+      assert.isAtMost(t1 - t0, 2_000)
+      assert.isTrue(signals[0]!.aborted)
+    }),
+  )
+
+  it.effect("heartbeats carry progress: last acked id, acked count and lag per shard", () =>
+    Effect.gen(function* () {
+      const w = yield* makeWorld()
+      const r = yield* w.startRuntime("pod-a", { consumers: [w.recordingConsumer({})] })
+      yield* w.produce(60)
+      yield* w.runUntil("handled", w.allHandled)
+      yield* TestClock.adjust(2 * timing.heartbeatIntervalMs)
+      const last = [...w.requests].reverse().find((q) => q.progress !== undefined)!
+      const acked = last.progress!.reduce((sum, p) => sum + p.acked, 0)
+      assert.strictEqual(acked, 60)
+      assert.isTrue(last.progress!.every((p) => p.lag === 0))
+      assert.isTrue(last.progress!.some((p) => p.lastId !== undefined))
+      const monitor = yield* r.runtime.monitor(stream, group)
+      assert.isDefined(monitor)
+    }),
+  )
+
+  it.effect("pause keeps the shard (owner and fence) but reads nothing; resume and seek", () =>
+    Effect.gen(function* () {
+      const w = yield* makeWorld({ shardCount: 1 })
+      const r = yield* w.startRuntime("pod-a", {
+        consumers: [w.recordingConsumer({ shardCount: 1 })],
+      })
+      yield* w.runUntil("owns", () => r.runtime.members()[0]!.owned.length === 1)
+      yield* r.runtime.pause(stream, group, 0)
+      yield* w.produce(10)
+      yield* TestClock.adjust(5_000)
+      assert.strictEqual(w.handles().length, 0)
+      assert.deepStrictEqual(r.runtime.members()[0]!.owned, [0])
+      yield* r.runtime.seek(stream, group, 0, "end")
+      yield* r.runtime.resume(stream, group, 0)
+      yield* TestClock.adjust(1_000)
+      assert.strictEqual(w.handles().length, 0)
+      yield* w.produce(3)
+      yield* w.runUntil("after the seek", () => w.handles().length === 3)
+      assert.deepStrictEqual(
+        w.handles().map((h) => h.n),
+        [10, 11, 12],
+      )
+      const notOwned = yield* Effect.flip(r.runtime.seek(stream, "other-group", 0, "start"))
+      assert.strictEqual(notOwned._tag, "ShardNotOwned")
+      assert.deepStrictEqual(
+        w
+          .events()
+          .filter((e) => e.type === "paused" || e.type === "resumed" || e.type === "seeked")
+          .map((e) => e.type),
+        ["paused", "seeked", "resumed"],
+      )
+    }),
+  )
+})

@@ -1,0 +1,282 @@
+/**
+ * Drives one logical member's polling adapter (`makePoller`) directly, on the
+ * memory ShardStreams and effect's TestClock, without a coordinator: the
+ * harness fences each shard with token 1 and starts loops itself. Every
+ * data-plane call and handler call goes to one ordered log.
+ */
+import { type DataPlaneError, ShardStreams } from "@shardline/core"
+import { Clock, Effect, Scope } from "effect"
+import { TestClock } from "effect/testing"
+import { type ConsumerSettings, resolveSettings } from "../../src/Config.js"
+import type { RuntimeEvent } from "../../src/Events.js"
+import { callUser, callUserEffect } from "../../src/internal/invoke.js"
+import { makePoller, type Poller } from "../../src/internal/Poller.js"
+import type { TurnRecord } from "../../src/internal/ShardRunner.js"
+import type { InternalHandler, InternalHooks } from "../../src/internal/spec.js"
+import type { Batch, BatchContext, Message, MessageContext } from "../../src/Message.js"
+import { KEY_FIELD } from "../../src/Message.js"
+
+export const stream = "orders"
+export const group = "g"
+
+export type LogEntry =
+  | { readonly kind: "read"; readonly shard: number; readonly count: number; readonly from: string }
+  | { readonly kind: "claim"; readonly shard: number; readonly count: number }
+  | { readonly kind: "ack"; readonly shard: number; readonly ids: ReadonlyArray<string> }
+  | { readonly kind: "nack"; readonly shard: number; readonly id: string }
+  | { readonly kind: "deadLetter"; readonly shard: number; readonly id: string }
+  | { readonly kind: "seek"; readonly shard: number; readonly position: string }
+  | { readonly kind: "wait"; readonly shard: number }
+  | {
+      readonly kind: "handle"
+      readonly shard: number
+      readonly id: string
+      readonly key: string | undefined
+      readonly deliveryCount: number
+    }
+  | { readonly kind: "handled"; readonly shard: number; readonly id: string }
+
+export interface HarnessOptions {
+  readonly workers?: number
+  readonly settings?: Partial<Parameters<typeof resolveSettings>[0]>
+  /** Per-message handler (default: succeed); may return a Promise or an Effect. */
+  readonly eachMessage?: (m: Message, ctx: MessageContext) => unknown
+  readonly eachBatch?: (b: Batch, ctx: BatchContext) => unknown
+  readonly autoResolve?: boolean
+  readonly hooks?: Partial<InternalHooks>
+  /** Ports without `ShardStreams.setGroupPosition` (a backend that cannot seek yet). */
+  readonly withoutSeek?: boolean
+}
+
+const isEffect = (u: unknown): u is Effect.Effect<void, unknown> => Effect.isEffect(u)
+
+export const makeHarness = (options: HarnessOptions = {}) =>
+  Effect.gen(function* () {
+    const scope = yield* Scope.Scope
+    const clock = yield* Clock.Clock
+    const now = () => clock.currentTimeMillisUnsafe()
+    const memory = yield* ShardStreams.makeMemory
+    const log: Array<LogEntry> = []
+    const events: Array<RuntimeEvent> = []
+    const records: Array<TurnRecord> = []
+    const stale: Array<number> = []
+    const exhausted: Array<number> = []
+    let leaseValid = true
+    const paused = new Set<number>()
+    /** In-flight handler calls per shard (must never exceed 1). */
+    const inFlight = new Map<number, number>()
+    let maxInFlightPerShard = 0
+
+    const full: ShardStreams.ShardStreamsShape = {
+      ...memory,
+      read: (o) =>
+        Effect.tap(memory.read(o), (batch) =>
+          Effect.sync(() =>
+            log.push({ kind: "read", shard: o.shard, count: batch.length, from: o.from ?? "new" }),
+          ),
+        ),
+      claimPending: (o) =>
+        Effect.tap(memory.claimPending(o), (r) =>
+          Effect.sync(() => log.push({ kind: "claim", shard: o.shard, count: r.messages.length })),
+        ),
+      ack: (o) =>
+        Effect.tap(memory.ack(o), () =>
+          Effect.sync(() => log.push({ kind: "ack", shard: o.shard, ids: o.ids })),
+        ),
+      nack: (o) =>
+        Effect.tap(memory.nack(o), () =>
+          Effect.sync(() => log.push({ kind: "nack", shard: o.shard, id: o.id })),
+        ),
+      deadLetter: (o) =>
+        Effect.tap(memory.deadLetter(o), () =>
+          Effect.sync(() => log.push({ kind: "deadLetter", shard: o.shard, id: o.id })),
+        ),
+      setGroupPosition: (o) =>
+        Effect.tap(memory.setGroupPosition!(o), () =>
+          Effect.sync(() => log.push({ kind: "seek", shard: o.shard, position: o.position })),
+        ),
+      waitForEntries: (o) =>
+        Effect.andThen(
+          Effect.sync(() => log.push({ kind: "wait", shard: o.shard })),
+          memory.waitForEntries(o),
+        ),
+    }
+    const { setGroupPosition: _, ...cannotSeek } = full
+    const streams: ShardStreams.ShardStreamsShape = options.withoutSeek ? cannotSeek : full
+
+    const settingsResult = resolveSettings({ stream, group, ...options.settings } as never, "")
+    if (settingsResult._tag === "Failure") return yield* Effect.die(settingsResult.failure)
+    const settings: ConsumerSettings = settingsResult.success
+
+    const track = <A>(shard: number, body: () => A): A => {
+      const n = (inFlight.get(shard) ?? 0) + 1
+      inFlight.set(shard, n)
+      maxInFlightPerShard = Math.max(maxInFlightPerShard, n)
+      return body()
+    }
+    const untrack = (shard: number) => inFlight.set(shard, (inFlight.get(shard) ?? 1) - 1)
+
+    /** Wrap user code so that it is tracked and may return a Promise, an Effect or nothing. */
+    const call = (shard: number, body: () => unknown, settled: () => void, signal: AbortSignal) =>
+      Effect.suspend(() => {
+        let result: unknown
+        let thrown: { readonly error: unknown } | undefined
+        try {
+          result = track(shard, body)
+        } catch (error) {
+          thrown = { error }
+        }
+        const effect =
+          thrown !== undefined
+            ? callUser(
+                () => {
+                  throw thrown.error
+                },
+                settled,
+                signal,
+              )
+            : isEffect(result)
+              ? callUserEffect(() => result, settled, signal)
+              : callUser(() => result, settled, signal)
+        return Effect.ensuring(
+          effect,
+          Effect.sync(() => untrack(shard)),
+        )
+      })
+
+    const handler: InternalHandler =
+      options.eachBatch !== undefined
+        ? {
+            kind: "batch",
+            autoResolve: options.autoResolve ?? true,
+            run: (b, ctx, settled) => {
+              for (const m of b.messages)
+                log.push({
+                  kind: "handle",
+                  shard: m.shard,
+                  id: m.id,
+                  key: m.key,
+                  deliveryCount: m.deliveryCount,
+                })
+              return call(b.shard, () => options.eachBatch!(b, ctx), settled, ctx.signal)
+            },
+          }
+        : {
+            kind: "message",
+            run: (m, ctx, settled) => {
+              log.push({
+                kind: "handle",
+                shard: m.shard,
+                id: m.id,
+                key: m.key,
+                deliveryCount: m.deliveryCount,
+              })
+              return Effect.tap(
+                call(m.shard, () => options.eachMessage?.(m, ctx), settled, ctx.signal),
+                () => Effect.sync(() => log.push({ kind: "handled", shard: m.shard, id: m.id })),
+              )
+            },
+          }
+
+    const poller: Poller = yield* makePoller({
+      streams,
+      settings,
+      handler,
+      hooks: {
+        onAssigned: options.hooks?.onAssigned,
+        onRevoked: options.hooks?.onRevoked,
+        onLost: options.hooks?.onLost,
+      },
+      memberId: "m0",
+      consumerName: "m0",
+      now,
+      mayAct: () => leaseValid,
+      isPaused: (shard) => paused.has(shard),
+      drainBudgetMs: () => settings.drainTimeoutMs ?? Math.floor(settings.rebalanceTimeoutMs / 2),
+      emit: (e) => events.push(e),
+      record: (r) => Effect.sync(() => records.push(r)),
+      workers: options.workers ?? 1,
+      scope,
+      onStaleOwner: (shard) => stale.push(shard),
+      onExhausted: (shard) => exhausted.push(shard),
+    })
+
+    const tokens = new Map<number, number>()
+    /** Fence the shard for this member (token + 1) and start its loop. */
+    const start = (shard: number) =>
+      Effect.gen(function* () {
+        const token = (tokens.get(shard) ?? 0) + 1
+        tokens.set(shard, token)
+        yield* memory.setOwnerToken({ stream, shard, group, token })
+        poller.start(shard, token)
+        return token
+      })
+
+    /** Another member takes the shard: raise its token past ours. */
+    const steal = (shard: number) =>
+      Effect.gen(function* () {
+        const token = (tokens.get(shard) ?? 0) + 1
+        tokens.set(shard, token)
+        yield* memory.setOwnerToken({ stream, shard, group, token })
+      })
+
+    let produced = 0
+    /** Append `n` messages to `shard` with keys `k<shard>-<i mod keys>`. */
+    const produce = (shard: number, n: number, keys = 1) =>
+      Effect.gen(function* () {
+        const ids: Array<string> = []
+        for (let i = 0; i < n; i++)
+          ids.push(
+            yield* memory.append(stream, shard, {
+              [KEY_FIELD]: `k${shard}-${i % keys}`,
+              n: String(produced++),
+            }),
+          )
+        return ids
+      })
+
+    /** Advance the TestClock in `stepMs` steps until `done()` (dies after `maxSteps`). */
+    const runUntil = (what: string, done: () => boolean, maxSteps = 20_000, stepMs = 1) =>
+      Effect.gen(function* () {
+        for (let i = 0; i < maxSteps; i++) {
+          if (done()) return i
+          yield* TestClock.adjust(stepMs)
+        }
+        if (done()) return maxSteps
+        return yield* Effect.die(new Error(`not reached after ${maxSteps} steps: ${what}`))
+      })
+
+    const handled = () => log.filter((e) => e.kind === "handled")
+    const acked = () =>
+      log.flatMap((e) => (e.kind === "ack" ? e.ids.map((id) => ({ shard: e.shard, id })) : []))
+
+    const streamsView: ShardStreams.ShardStreamsShape = memory
+    const pending = (
+      shard: number,
+    ): Effect.Effect<ReadonlyArray<ShardStreams.PendingEntry>, DataPlaneError> =>
+      memory.pending({ stream, shard, group })
+    return {
+      streams: streamsView,
+      poller,
+      log,
+      events,
+      records,
+      stale,
+      exhausted,
+      settings,
+      paused,
+      start,
+      steal,
+      produce,
+      runUntil,
+      handled,
+      acked,
+      setLease: (valid: boolean) => {
+        leaseValid = valid
+      },
+      maxInFlightPerShard: () => maxInFlightPerShard,
+      pending,
+    }
+  })
+
+export type Harness = Effect.Success<ReturnType<typeof makeHarness>>

@@ -1,0 +1,800 @@
+/**
+ * ShardStreams on Redis: the data plane (docs/redis.md, "ShardStreams").
+ *
+ * Each fenced operation (read, ack, nack, claimPending, deadLetter) and
+ * setOwnerToken is ONE Lua script over keys of the shard's hash slot:
+ * `{<stream>:<shard>}`, `{<stream>:<shard>}:owner:<group>`,
+ * `{<stream>:<shard>}:dlq`. The script checks the group's owner token and
+ * the keys' types before its first write, so a refused call changes nothing.
+ *
+ * `append` is a script too: it refuses a shard sealed by a reshard
+ * (`{<stream>:<shard>}:sealed`, written by `seal`) with `ShardSealed`.
+ * `drainState` reads seal, lag and pending in one script; `retireShard`
+ * deletes the shard stream and the named groups' owner tokens, keeping the
+ * seal marker (late producers are still refused) and the dead-letter stream.
+ *
+ * Native commands where the server has them (probed once by
+ * RedisConnection): XACKDEL (Redis >= 8.2) for `xackdel`, XREADGROUP ...
+ * CLAIM (Redis >= 8.4) for the takeover read; Lua XACK+XDEL and XAUTOCLAIM
+ * otherwise. Redis refuses BLOCK inside Lua, so an idle shard waits with
+ * `waitForEntries`: a blocking XREAD on a dedicated connection.
+ */
+import {
+  type BackendUnavailable,
+  type DataPlaneError,
+  ForeignValue,
+  InvalidArgument,
+  InvalidEntryId,
+  OwnerTokenRegression,
+  ShardSealed,
+  ShardStreams,
+  StaleOwner,
+} from "@shardline/core"
+import { Effect, Layer } from "effect"
+import {
+  Code,
+  evalScript,
+  fieldsOf,
+  keyCommand,
+  pairsOf,
+  refineWrongType,
+} from "./internal/reply.js"
+import * as StreamId from "./internal/streamId.js"
+import { deadLetterKey, ownerTokenKey, sealedKey, shardKey } from "./keys.js"
+import * as RedisConnection from "./RedisConnection.js"
+import { Scripts } from "./scripts.js"
+
+type FencedAddress = ShardStreams.FencedAddress
+type GroupInfo = ShardStreams.GroupInfo
+type PendingEntry = ShardStreams.PendingEntry
+type StreamMessage = ShardStreams.StreamMessage
+type RedisStoreError = DataPlaneError
+
+const { DeadLetterFields } = ShardStreams
+
+const PENDING_PAGE = 1_000
+
+const invalid = (message: string) => Effect.fail(new InvalidArgument({ message }))
+
+const checkNonNegative = (name: string, value: number) =>
+  Number.isSafeInteger(value) && value >= 0
+    ? Effect.void
+    : invalid(`${name} must be a non-negative integer, got ${value}`)
+
+const checkToken = (token: number) => checkNonNegative("owner token", token)
+
+const checkPositive = (name: string, value: number) =>
+  Number.isSafeInteger(value) && value >= 1
+    ? Effect.void
+    : invalid(`${name} must be a positive integer, got ${value}`)
+
+const checkIds = (ids: ReadonlyArray<string>) => {
+  for (const id of ids) if (!StreamId.isValid(id)) return Effect.fail(new InvalidEntryId({ id }))
+  return Effect.void
+}
+
+const messagesOf = (raw: unknown): Array<StreamMessage> =>
+  (Array.isArray(raw) ? raw : []).map((m: ReadonlyArray<unknown>) => ({
+    id: String(m[0]),
+    fields: fieldsOf(m[1]),
+    deliveryCount: Number(m[2]),
+  }))
+
+const compareIds = (a: string, b: string): number => {
+  const [am, as] = a.split("-").map(BigInt) as [bigint, bigint]
+  const [bm, bs] = b.split("-").map(BigInt) as [bigint, bigint]
+  return am !== bm ? (am < bm ? -1 : 1) : as === bs ? 0 : as < bs ? -1 : 1
+}
+
+const parseToken = (key: string, raw: string | null) => {
+  if (raw === null) return Effect.succeed(0)
+  return /^\d{1,15}$/.test(raw)
+    ? Effect.succeed(Number(raw))
+    : Effect.fail(
+        new ForeignValue({
+          key,
+          message: `owner token is not a non-negative integer: ${raw.slice(0, 40)}`,
+        }),
+      )
+}
+
+/** ShardStreams over an existing connection. */
+export interface ShardStreamsOptions {
+  /**
+   * How `read` of new entries (and `ack`) is fenced (docs/redis.md, "The
+   * optimistic fence"):
+   * - `script` (default, and always in a cluster): one Lua script (token
+   *   check + XREADGROUP), entries returned through Lua;
+   * - `optimistic` (single node): a read loop keeps a dedicated connection
+   *   whose WATCH on the owner token stays armed; each read is MULTI /
+   *   XREADGROUP / EXEC (aborted if a new owner was fenced in meanwhile) +
+   *   WATCH / GET, one round trip, entries never pass through Lua; acks of
+   *   the same shard and group go through it too.
+   * Pending and takeover reads always use the script.
+   */
+  readonly read?: "optimistic" | "script"
+}
+
+type StickyAck =
+  | { readonly _tag: "Acked"; readonly count: number }
+  | { readonly _tag: "Stale"; readonly current: number }
+  | { readonly _tag: "Foreign"; readonly key: string; readonly message: string }
+
+interface StickyReader {
+  /** Its key in the readers map: [stream, shard, group, consumer]. */
+  readonly key: string
+  /** [stream, shard, group]: acks of that group on that shard may use this reader's WATCH. */
+  readonly groupKey: string
+  readonly lease: {
+    readonly client: RedisConnection.Client
+    readonly release: (healthy: boolean) => void
+  }
+  /** The owner token seen by the armed WATCH's GET (undefined: no WATCH armed). */
+  checked: number | undefined
+  busy: boolean
+}
+
+type OptimisticRead =
+  | { readonly _tag: "Read"; readonly messages: Array<StreamMessage> }
+  | { readonly _tag: "Stale"; readonly current: number }
+  | { readonly _tag: "Foreign"; readonly key: string; readonly message: string }
+  | { readonly _tag: "Fallback" }
+
+const TOKEN = /^\d{1,15}$/
+
+/** XREADGROUP's reply (`[[stream, [[id, [field, value, ...]], ...]]]` or null) as messages. */
+const xreadMessages = (reply: unknown): Array<StreamMessage> => {
+  const entries = Array.isArray(reply) && Array.isArray(reply[0]) ? reply[0][1] : []
+  return (Array.isArray(entries) ? entries : []).map((e: [string, Array<string>]) => ({
+    id: e[0],
+    fields: fieldsOf(e[1]),
+    deliveryCount: 1,
+  }))
+}
+
+export const makeWith = (
+  connection: RedisConnection.RedisConnectionShape,
+  options: ShardStreamsOptions = {},
+): ShardStreams.ShardStreamsShape => {
+  const { features } = connection
+  const optimistic = !connection.isCluster && options.read === "optimistic"
+
+  /**
+   * Sticky readers: a read loop (stream, shard, group, consumer) keeps a
+   * dedicated connection whose WATCH on the owner token stays armed between
+   * calls. Each read is then ONE round trip: MULTI / XREADGROUP / EXEC
+   * (aborted if the token key changed since the WATCH), then WATCH + GET for
+   * the next call, in one pipeline. Safety is the same as a script's: an EXEC
+   * runs only if the token key is unchanged since a WATCH whose GET showed a
+   * token not above the caller's.
+   */
+  const readers = new Map<string, StickyReader>()
+  /** The last reader used per (stream, shard, group), for acks. */
+  const lastReader = new Map<string, StickyReader>()
+  const MAX_READERS = 256
+
+  const dropReader = (k: string, reader: StickyReader, healthy: boolean) => {
+    if (readers.get(k) === reader) readers.delete(k)
+    if (lastReader.get(reader.groupKey) === reader) lastReader.delete(reader.groupKey)
+    if (!healthy) return reader.lease.release(false)
+    reader.lease.client.unwatch().then(
+      () => reader.lease.release(true),
+      () => reader.lease.release(false),
+    )
+  }
+
+  const stickyRead = (o: ShardStreams.ReadOptions): Effect.Effect<OptimisticRead, DataPlaneError> =>
+    Effect.suspend(() => {
+      const k = JSON.stringify([o.stream, o.shard, o.group, o.consumer])
+      let reader = readers.get(k)
+      if (reader?.busy) return optimisticRead(o) // a second loop on one consumer: no shared WATCH
+      if (reader === undefined) {
+        if (readers.size >= MAX_READERS) {
+          const [oldest, r] = readers.entries().next().value as [string, StickyReader]
+          if (!r.busy) dropReader(oldest, r, true)
+        }
+        reader = {
+          key: k,
+          groupKey: JSON.stringify([o.stream, o.shard, o.group]),
+          lease: connection.lease(),
+          checked: undefined,
+          busy: false,
+        }
+        readers.set(k, reader)
+      } else {
+        // most recently used last (eviction takes the oldest)
+        readers.delete(k)
+        readers.set(k, reader)
+      }
+      const r = reader
+      r.busy = true
+      lastReader.set(r.groupKey, r)
+      return Effect.tryPromise({
+        try: () => runSticky(r, o),
+        catch: (cause) => RedisConnection.unavailable("read (sticky WATCH/MULTI)", cause),
+      }).pipe(
+        Effect.onExit((exit) =>
+          Effect.sync(() => {
+            r.busy = false
+            if (exit._tag === "Failure") dropReader(k, r, false)
+          }),
+        ),
+      )
+    })
+
+  /**
+   * An ack through the armed WATCH of a read loop of the same (stream, shard,
+   * group): MULTI / XACK (XACKDEL on Redis >= 8.2) / EXEC, then WATCH + GET
+   * again, one round trip, no Lua. Undefined: no armed reader is free (the
+   * script acks instead).
+   */
+  const stickyAck = (
+    o: ShardStreams.AckOptions,
+  ): Effect.Effect<StickyAck | undefined, DataPlaneError> =>
+    Effect.suspend(() => {
+      const r = lastReader.get(JSON.stringify([o.stream, o.shard, o.group]))
+      if (r === undefined || r.busy || r.checked === undefined || o.token < r.checked)
+        return Effect.succeed(undefined)
+      r.busy = true
+      return Effect.tryPromise({
+        try: () => runStickyAck(r, o),
+        catch: (cause) => RedisConnection.unavailable("ack (sticky MULTI/XACK)", cause),
+      }).pipe(
+        Effect.onExit((exit) =>
+          Effect.sync(() => {
+            r.busy = false
+            if (exit._tag === "Failure") dropReader(r.key, r, false)
+          }),
+        ),
+      )
+    })
+
+  const runStickyAck = async (
+    r: StickyReader,
+    o: ShardStreams.AckOptions,
+  ): Promise<StickyAck | undefined> => {
+    const c = r.lease.client
+    const owner = ownerTokenKey(o.stream, o.shard, o.group)
+    const stream = shardKey(o.stream, o.shard)
+    const command =
+      o.mode === "ack"
+        ? ["xack", stream, o.group, ...o.ids]
+        : // ioredis has no XACKDEL method: a raw call
+          ["call", "XACKDEL", stream, o.group, "IDS", String(o.ids.length), ...o.ids]
+    const res = await c
+      .pipeline([["multi"], command, ["exec"], ["watch", owner], ["get", owner]])
+      .exec()
+    if (res === null || res.length < 5) throw new Error("no reply to MULTI/EXEC")
+    const [execError, exec] = res[2]!
+    if (execError !== null) throw execError
+    const [getError, raw] = res[4]!
+    const verdict = await judgeReader(r, owner, o.token, getError, raw)
+    if (exec === null) return verdict ?? undefined // changed since the WATCH: nothing acked
+    const inner = (exec as Array<unknown>)[0]
+    if (inner instanceof Error) {
+      if (inner.message.startsWith("WRONGTYPE"))
+        return { _tag: "Foreign", key: stream, message: inner.message }
+      throw inner
+    }
+    const count = Array.isArray(inner) ? inner.filter((x) => Number(x) === 1).length : Number(inner)
+    return { _tag: "Acked", count }
+  }
+
+  /** Judge a WATCH + GET reply of a reader: undefined when armed for `token`. */
+  const judgeReader = async (
+    r: StickyReader,
+    owner: string,
+    token: number,
+    error: Error | null,
+    raw: unknown,
+  ): Promise<Exclude<OptimisticRead, { _tag: "Read" | "Fallback" }> | undefined> => {
+    const c = r.lease.client
+    if (error !== null || (raw !== null && !TOKEN.test(String(raw)))) {
+      r.checked = undefined
+      await c.unwatch()
+      if (error !== null && !error.message.startsWith("WRONGTYPE")) throw error
+      return {
+        _tag: "Foreign",
+        key: owner,
+        message:
+          error?.message ??
+          `owner token is not a non-negative integer: ${String(raw).slice(0, 40)}`,
+      }
+    }
+    const current = raw === null ? 0 : Number(raw)
+    if (token < current) {
+      r.checked = undefined
+      await c.unwatch()
+      return { _tag: "Stale", current }
+    }
+    r.checked = current
+    return undefined
+  }
+
+  const runSticky = async (
+    r: StickyReader,
+    o: ShardStreams.ReadOptions,
+  ): Promise<OptimisticRead> => {
+    const c = r.lease.client
+    const owner = ownerTokenKey(o.stream, o.shard, o.group)
+    const stream = shardKey(o.stream, o.shard)
+    /** A WATCH + GET reply pair: the token now, or why not. */
+    const judge = async (
+      error: Error | null,
+      raw: unknown,
+    ): Promise<OptimisticRead | undefined> => {
+      if (error !== null || (raw !== null && !TOKEN.test(String(raw)))) {
+        r.checked = undefined
+        await c.unwatch()
+        if (error !== null && !error.message.startsWith("WRONGTYPE")) throw error
+        return {
+          _tag: "Foreign",
+          key: owner,
+          message:
+            error?.message ??
+            `owner token is not a non-negative integer: ${String(raw).slice(0, 40)}`,
+        }
+      }
+      const current = raw === null ? 0 : Number(raw)
+      if (o.token < current) {
+        r.checked = undefined
+        await c.unwatch()
+        return { _tag: "Stale", current }
+      }
+      r.checked = current
+      return undefined
+    }
+    for (let attempt = 0; attempt < 3; attempt++) {
+      if (r.checked === undefined || o.token < r.checked) {
+        const res = await c.pipeline().watch(owner).get(owner).exec()
+        const [error, raw] = res?.[1] ?? [new Error("no reply"), null]
+        const verdict = await judge(error, raw)
+        if (verdict !== undefined) return verdict
+      }
+      const res = await c
+        .pipeline([
+          ["multi"],
+          ["xreadgroup", "GROUP", o.group, o.consumer, "COUNT", o.count, "STREAMS", stream, ">"],
+          ["exec"],
+          ["watch", owner],
+          ["get", owner],
+        ])
+        .exec()
+      if (res === null || res.length < 5) throw new Error("no reply to MULTI/EXEC")
+      const [execError, exec] = res[2]!
+      const [getError, raw] = res[4]!
+      if (execError !== null) throw execError
+      if (exec === null) {
+        // the token key changed since the WATCH: nothing was read; judge the new one
+        const verdict = await judge(getError, raw)
+        if (verdict !== undefined) return verdict
+        continue
+      }
+      const inner = (exec as Array<unknown>)[0]
+      // the read ran under the WATCH; the new WATCH + GET arms (or disarms) the next one
+      await judge(getError, raw).catch(() => undefined)
+      if (inner instanceof Error) {
+        r.checked = undefined
+        await c.unwatch()
+        if (inner.message.startsWith("NOGROUP")) return { _tag: "Fallback" }
+        if (inner.message.startsWith("WRONGTYPE"))
+          return { _tag: "Foreign", key: stream, message: inner.message }
+        throw inner
+      }
+      return { _tag: "Read", messages: xreadMessages(inner) }
+    }
+    return { _tag: "Fallback" }
+  }
+
+  /**
+   * The optimistic fence: WATCH + GET the owner token (one round trip), then
+   * MULTI / XREADGROUP / EXEC (one round trip). Between WATCH and EXEC the
+   * token key is unchanged, so the check holds at EXEC as it would inside a
+   * script; a change aborts EXEC and the check runs again.
+   */
+  const optimisticRead = (o: ShardStreams.ReadOptions) => {
+    const owner = ownerTokenKey(o.stream, o.shard, o.group)
+    const stream = shardKey(o.stream, o.shard)
+    return connection.blocking("read (WATCH/MULTI)", async (c): Promise<OptimisticRead> => {
+      for (let attempt = 0; attempt < 3; attempt++) {
+        const checked = await c.pipeline().watch(owner).get(owner).exec()
+        const [error, raw] = checked?.[1] ?? [new Error("no reply"), null]
+        if (error !== null || (raw !== null && !TOKEN.test(String(raw)))) {
+          await c.unwatch()
+          if (error !== null && !error.message.startsWith("WRONGTYPE")) throw error
+          return {
+            _tag: "Foreign",
+            key: owner,
+            message:
+              error?.message ??
+              `owner token is not a non-negative integer: ${String(raw).slice(0, 40)}`,
+          }
+        }
+        const current = raw === null ? 0 : Number(raw)
+        if (o.token < current) {
+          await c.unwatch()
+          return { _tag: "Stale", current }
+        }
+        const done = await c
+          .multi()
+          .xreadgroup("GROUP", o.group, o.consumer, "COUNT", o.count, "STREAMS", stream, ">")
+          .exec()
+        if (done === null) continue // a new owner was fenced in meanwhile: check again
+        const [readError, reply] = done[0] ?? [new Error("no reply"), null]
+        if (readError === null) return { _tag: "Read", messages: xreadMessages(reply) }
+        if (readError.message.startsWith("NOGROUP")) return { _tag: "Fallback" }
+        if (readError.message.startsWith("WRONGTYPE"))
+          return { _tag: "Foreign", key: stream, message: readError.message }
+        throw readError
+      }
+      return { _tag: "Fallback" }
+    })
+  }
+
+  /** Runs a fenced script; StaleOwner on code 1. */
+  const fenced = (
+    operation: string,
+    address: FencedAddress,
+    script: (typeof Scripts)[keyof typeof Scripts],
+    keys: ReadonlyArray<string>,
+    args: ReadonlyArray<string>,
+  ) =>
+    Effect.flatMap(
+      evalScript(connection, operation, script, keys, [String(address.token), ...args]),
+      (reply) =>
+        reply[0] === Code.Stale
+          ? Effect.fail(
+              new StaleOwner({
+                stream: address.stream,
+                shard: address.shard,
+                group: address.group,
+                token: address.token,
+                currentToken: Number(reply[1]),
+              }),
+            )
+          : Effect.succeed(reply),
+    )
+
+  const ownerKey = (a: { stream: string; shard: number; group: string }) =>
+    ownerTokenKey(a.stream, a.shard, a.group)
+
+  const service: ShardStreams.ShardStreamsShape = {
+    append: (stream, shard, fields) =>
+      Effect.suspend((): Effect.Effect<string, ShardSealed | RedisStoreError> => {
+        const flat = Object.entries(fields).flat()
+        if (flat.length === 0) return invalid("an entry needs at least one field (XADD)")
+        return evalScript(
+          connection,
+          "append",
+          Scripts.append,
+          [shardKey(stream, shard), sealedKey(stream, shard)],
+          flat,
+        ).pipe(
+          Effect.flatMap((reply) =>
+            reply[0] === Code.Sealed
+              ? Effect.fail(new ShardSealed({ stream, shard }))
+              : Effect.succeed(String(reply[1])),
+          ),
+        )
+      }),
+
+    setOwnerToken: (o) =>
+      Effect.gen(function* () {
+        yield* checkToken(o.token)
+        const reply = yield* evalScript(
+          connection,
+          "setOwnerToken",
+          Scripts.setOwnerToken,
+          [ownerKey(o)],
+          [String(o.token)],
+        )
+        if (reply[0] === Code.Regression)
+          return yield* new OwnerTokenRegression({
+            stream: o.stream,
+            shard: o.shard,
+            group: o.group,
+            token: o.token,
+            currentToken: Number(reply[1]),
+          })
+      }),
+
+    ownerToken: (o) =>
+      Effect.gen(function* () {
+        const key = ownerKey(o)
+        const raw = yield* keyCommand(connection, "ownerToken (GET)", key, (c) => c.get(key))
+        return yield* parseToken(key, raw)
+      }),
+
+    read: (o) =>
+      Effect.gen(function* () {
+        yield* checkToken(o.token)
+        yield* checkPositive("count", o.count)
+        const claim = o.claimIdleMs !== undefined && o.from !== "pending"
+        if (claim) yield* checkNonNegative("claimIdleMs", o.claimIdleMs!)
+        const mode = o.from === "pending" ? "pending" : claim ? "claim" : "new"
+        if (mode === "new" && optimistic) {
+          const result = yield* stickyRead(o)
+          if (result._tag === "Read") return result.messages
+          if (result._tag === "Stale")
+            return yield* new StaleOwner({
+              stream: o.stream,
+              shard: o.shard,
+              group: o.group,
+              token: o.token,
+              currentToken: result.current,
+            })
+          if (result._tag === "Foreign")
+            return yield* new ForeignValue({ key: result.key, message: result.message })
+          // "Fallback": no group yet (the script creates it) or the owner kept changing
+        }
+        const reply = yield* fenced(
+          "read",
+          o,
+          Scripts.read,
+          [shardKey(o.stream, o.shard), ownerKey(o)],
+          [
+            o.group,
+            o.consumer,
+            String(o.count),
+            mode,
+            String(o.claimIdleMs ?? 0),
+            features.readClaim ? "1" : "0",
+          ],
+        )
+        return messagesOf(reply[1])
+      }),
+
+    ack: (o) =>
+      Effect.gen(function* () {
+        yield* checkToken(o.token)
+        yield* checkIds(o.ids)
+        if (o.ids.length > 0 && (o.mode === "ack" || features.xackdel)) {
+          const sticky = yield* stickyAck(o)
+          if (sticky !== undefined) {
+            if (sticky._tag === "Acked") return sticky.count
+            if (sticky._tag === "Stale")
+              return yield* new StaleOwner({
+                stream: o.stream,
+                shard: o.shard,
+                group: o.group,
+                token: o.token,
+                currentToken: sticky.current,
+              })
+            if (sticky._tag === "Foreign")
+              return yield* new ForeignValue({ key: sticky.key, message: sticky.message })
+          }
+        }
+        const reply = yield* fenced(
+          "ack",
+          o,
+          Scripts.ack,
+          [shardKey(o.stream, o.shard), ownerKey(o)],
+          [o.group, o.mode, features.xackdel ? "1" : "0", ...o.ids],
+        )
+        return Number(reply[1])
+      }),
+
+    nack: (o) =>
+      Effect.gen(function* () {
+        yield* checkToken(o.token)
+        yield* checkIds([o.id])
+        const reply = yield* fenced(
+          "nack",
+          o,
+          Scripts.nack,
+          [shardKey(o.stream, o.shard), ownerKey(o)],
+          [o.group, o.id],
+        )
+        return reply[1] === 1
+      }),
+
+    claimPending: (o) =>
+      Effect.gen(function* () {
+        yield* checkToken(o.token)
+        yield* checkPositive("count", o.count)
+        yield* checkNonNegative("minIdleMs", o.minIdleMs)
+        const start = o.start ?? "0-0"
+        yield* checkIds([start])
+        const reply = yield* fenced(
+          "claimPending",
+          o,
+          Scripts.claimPending,
+          [shardKey(o.stream, o.shard), ownerKey(o)],
+          [o.group, o.consumer, String(o.minIdleMs), start, String(o.count)],
+        )
+        return {
+          next: String(reply[1]),
+          messages: messagesOf(reply[2]),
+          deleted: (Array.isArray(reply[3]) ? reply[3] : []).map(String),
+        }
+      }),
+
+    deadLetter: (o) =>
+      Effect.gen(function* () {
+        yield* checkToken(o.token)
+        yield* checkIds([o.id])
+        const reply = yield* fenced(
+          "deadLetter",
+          o,
+          Scripts.deadLetter,
+          [shardKey(o.stream, o.shard), ownerKey(o), deadLetterKey(o.stream, o.shard)],
+          [
+            o.group,
+            o.id,
+            o.reason,
+            DeadLetterFields.originalId,
+            DeadLetterFields.reason,
+            DeadLetterFields.group,
+            DeadLetterFields.deliveryCount,
+          ],
+        )
+        return reply.length > 1 ? String(reply[1]) : undefined
+      }),
+
+    pending: (o) =>
+      Effect.gen(function* () {
+        const key = shardKey(o.stream, o.shard)
+        const out: Array<PendingEntry> = []
+        let start = "-"
+        for (;;) {
+          const args: Array<string | number> = [key, o.group, start, "+", PENDING_PAGE]
+          if (o.consumer !== undefined) args.push(o.consumer)
+          const page = yield* keyCommand(connection, "pending (XPENDING)", key, (c) =>
+            (c.call("XPENDING", ...args) as Promise<Array<[string, string, number, number]>>).catch(
+              (error: unknown) => {
+                // no such key or group: nothing pending
+                if (error instanceof Error && error.message.startsWith("NOGROUP")) return []
+                throw error
+              },
+            ),
+          )
+          for (const [id, consumer, idleMs, deliveryCount] of page)
+            out.push({ id, consumer, idleMs: Number(idleMs), deliveryCount: Number(deliveryCount) })
+          if (page.length < PENDING_PAGE) return out
+          start = `(${page[page.length - 1]![0]}`
+        }
+      }),
+
+    info: (stream, shard) =>
+      Effect.gen(function* () {
+        const key = shardKey(stream, shard)
+        const raw = yield* keyCommand(connection, "info (XINFO STREAM)", key, (c) =>
+          c.call("XINFO", "STREAM", key).catch((error: unknown) => {
+            if (error instanceof Error && /no such key/i.test(error.message)) return null
+            throw error
+          }),
+        )
+        if (raw === null) return { length: 0, lastId: "0-0", groups: [] }
+        const streamInfo = pairsOf(raw)
+        const groupsRaw = yield* keyCommand(connection, "info (XINFO GROUPS)", key, (c) =>
+          c.call("XINFO", "GROUPS", key),
+        )
+        const groups: Array<GroupInfo> = []
+        for (const g of Array.isArray(groupsRaw) ? groupsRaw : []) {
+          const info = pairsOf(g)
+          const name = String(info.get("name"))
+          const consumersRaw = yield* keyCommand(connection, "info (XINFO CONSUMERS)", key, (c) =>
+            c.call("XINFO", "CONSUMERS", key, name),
+          )
+          const owner = ownerTokenKey(stream, shard, name)
+          const token = yield* keyCommand(connection, "info (GET owner)", owner, (c) =>
+            c.get(owner),
+          ).pipe(Effect.flatMap((t) => parseToken(owner, t)))
+          groups.push({
+            name,
+            lastDeliveredId: String(info.get("last-delivered-id")),
+            pending: Number(info.get("pending")),
+            consumers: (Array.isArray(consumersRaw) ? consumersRaw : [])
+              .map((c) => String(pairsOf(c).get("name")))
+              .sort(),
+            ownerToken: token,
+          })
+        }
+        return {
+          length: Number(streamInfo.get("length")),
+          lastId: String(streamInfo.get("last-generated-id")),
+          groups,
+        }
+      }),
+
+    range: (key) =>
+      keyCommand(connection, "range (XRANGE)", key, (c) => c.xrange(key, "-", "+")).pipe(
+        Effect.map((entries) => entries.map(([id, flat]) => ({ id, fields: fieldsOf(flat) }))),
+      ),
+
+    waitForEntries: (o) =>
+      Effect.gen(function* () {
+        const key = shardKey(o.stream, o.shard)
+        let after = o.afterId
+        if (after !== undefined && !StreamId.isValid(after))
+          return yield* invalid(`afterId is not a stream id: ${after}`)
+        if (after === undefined) {
+          // entries after the group's last-delivered id already there: no wait
+          const reply = yield* evalScript(
+            connection,
+            "waitForEntries",
+            Scripts.lastDelivered,
+            [key],
+            [o.group],
+          )
+          const lastDelivered = String(reply[1])
+          if (compareIds(String(reply[2]), lastDelivered) > 0) return true
+          after = lastDelivered
+        }
+        const from = after
+        const block = Math.max(1, Math.ceil(o.timeoutMs))
+        // an entry appended after the check has an id above `from`: XREAD sees it
+        const reply = yield* refineWrongType(key)(
+          connection.blocking("waitForEntries (XREAD BLOCK)", (c) =>
+            c.xread("COUNT", 1, "BLOCK", block, "STREAMS", key, from),
+          ),
+        )
+        return reply !== null && reply.length > 0
+      }),
+
+    seal: (stream, shard) =>
+      Effect.asVoid(evalScript(connection, "seal", Scripts.seal, [sealedKey(stream, shard)], [])),
+
+    drainState: (o) =>
+      Effect.map(
+        evalScript(
+          connection,
+          "drainState",
+          Scripts.drainState,
+          [shardKey(o.stream, o.shard), sealedKey(o.stream, o.shard)],
+          [o.group],
+        ),
+        (reply): ShardStreams.DrainState => {
+          const sealed = Number(reply[1]) === 1
+          const undelivered = Number(reply[2])
+          const pending = Number(reply[3])
+          return {
+            sealed,
+            undelivered,
+            pending,
+            drained: sealed && undelivered === 0 && pending === 0,
+          }
+        },
+      ),
+
+    retireShard: (stream, shard, groups) =>
+      Effect.asVoid(
+        evalScript(
+          connection,
+          "retireShard",
+          Scripts.retireShard,
+          [shardKey(stream, shard), ...groups.map((g) => ownerTokenKey(stream, shard, g))],
+          [],
+        ),
+      ),
+  }
+  return service
+}
+
+/** ShardStreams on the `RedisConnection` in context. */
+export const make: Effect.Effect<
+  ShardStreams.ShardStreamsShape,
+  never,
+  RedisConnection.RedisConnection
+> = RedisConnection.RedisConnection.useSync((connection) => makeWith(connection))
+
+/** `ShardStreams` on the `RedisConnection` in context. */
+export const layerFromConnection: Layer.Layer<
+  ShardStreams.ShardStreams,
+  never,
+  RedisConnection.RedisConnection
+> = Layer.effect(ShardStreams.ShardStreams, make)
+
+export const layerFromConnectionWith = (
+  options: ShardStreamsOptions = {},
+): Layer.Layer<ShardStreams.ShardStreams, never, RedisConnection.RedisConnection> =>
+  Layer.effect(
+    ShardStreams.ShardStreams,
+    RedisConnection.RedisConnection.useSync((connection) => makeWith(connection, options)),
+  )
+
+/** `ShardStreams` on a connection of its own (closed with the layer). */
+export const layer = (
+  options: RedisConnection.RedisConnectionOptions,
+): Layer.Layer<ShardStreams.ShardStreams, BackendUnavailable> =>
+  layerFromConnection.pipe(Layer.provide(RedisConnection.layer(options)))

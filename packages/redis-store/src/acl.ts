@@ -1,0 +1,95 @@
+/**
+ * The least-privilege ACL rules of a Shardline user (docs/redis.md, "ACL"):
+ * every command the ports send, directly or from their Lua scripts (Redis
+ * checks a script's commands against the caller's ACL), and every key and
+ * channel pattern they touch.
+ *
+ *   ACL SETUSER shardline on >secret resetkeys resetchannels -@all <rules...>
+ */
+export interface AclOptions {
+  /** The server has XACKDEL (Redis >= 8.2): older servers refuse the rule. */
+  readonly xackdel: boolean
+  /** Add what a Redis Cluster client needs (CLUSTER SLOTS, and CLUSTER INFO for its ready check). */
+  readonly cluster?: boolean
+}
+
+/** Key patterns: shard streams, owner tokens, dead-letter streams, group control keys. */
+export const aclKeyPatterns: ReadonlyArray<string> = [
+  "{*:*}", // shard stream {<stream>:<shard>}
+  "{*:*}:owner:*", // owner token per group
+  "{*:*}:dlq", // dead-letter stream
+  "{*:*}:sealed", // seal marker of a shard of an earlier layout generation
+  "{shardline:*}:*", // lease, heartbeat queues, presence, reply lists, Store, audit, layouts
+]
+
+export const aclChannelPatterns: ReadonlyArray<string> = ["{shardline:*}:notice:*"]
+
+export const aclCommands = (options: AclOptions): ReadonlyArray<string> => [
+  // connection: ioredis's ready check, the feature probe, scripts
+  "info",
+  "ping",
+  "select",
+  "client|setname",
+  "command|docs",
+  "evalsha",
+  "eval",
+  // the optimistic fence of ShardStreams.read (WATCH, GET, MULTI, XREADGROUP, EXEC)
+  "watch",
+  "unwatch",
+  "multi",
+  "exec",
+  // ShardStreams (direct, and inside read/ack/nack/claim/dead-letter scripts)
+  "xadd",
+  "xrange",
+  "xrevrange",
+  "xread",
+  "xreadgroup",
+  "xgroup|create",
+  "xgroup|createconsumer",
+  "xack",
+  "xdel",
+  ...(options.xackdel ? ["xackdel"] : []),
+  "xclaim",
+  "xautoclaim",
+  "xpending",
+  "xinfo|stream",
+  "xinfo|groups",
+  "xinfo|consumers",
+  "get",
+  "set",
+  "type",
+  "exists",
+  "del",
+  // CoordinatorLease
+  "hmget",
+  "hset",
+  "pttl",
+  "incr",
+  "pexpire",
+  // Store (revision, snapshot, batches, audit stream) and StreamLayouts (a hash)
+  "lrange",
+  "hget",
+  // CoordinatorTransport
+  "lpush",
+  "ltrim",
+  "rpush",
+  "blpop",
+  "blmpop",
+  "publish",
+  "subscribe",
+  "unsubscribe",
+  "spublish",
+  "ssubscribe",
+  "sunsubscribe",
+  ...(options.cluster ? ["cluster|slots", "cluster|info"] : []),
+]
+
+/** The arguments after `ACL SETUSER <name> on ><password>`. */
+export const aclRules = (options: AclOptions): ReadonlyArray<string> => [
+  "resetkeys",
+  "resetchannels",
+  "-@all",
+  ...aclKeyPatterns.map((p) => `~${p}`),
+  ...aclChannelPatterns.map((p) => `&${p}`),
+  ...aclCommands(options).map((c) => `+${c}`),
+]

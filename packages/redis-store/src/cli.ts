@@ -1,0 +1,629 @@
+#!/usr/bin/env node
+/**
+ * `shardline`: inspect a group, reshard a stream, run a coordinator, all on
+ * Redis alone (docs/redis.md, "CLI").
+ *
+ *   shardline inspect --redis <url> --stream S --group G [--json] [--audit N]
+ *   shardline reshard --redis <url> --stream S --shards M
+ *   shardline reshard --redis <url> --stream S --rollback
+ *   shardline coordinator --redis <url> --stream S --group G [--shards N]
+ *       [--session-timeout ms] [--heartbeat-interval ms] [--rebalance-timeout ms]
+ *       [--lease-ttl ms] [--holder id]
+ *
+ * `--cluster host:port,...` instead of `--redis` for a Redis Cluster. A group
+ * that does not exist, a refusal, or a Redis that cannot be reached is one
+ * line on stderr and exit code 2; bad usage is exit code 64.
+ */
+import os from "node:os"
+import {
+  CoordinatorTransport,
+  type GroupInspection,
+  type GroupKey,
+  inspectGroup,
+  Layout,
+  makeCoordinatorHost,
+  ShardStreams,
+  StreamLayouts,
+} from "@shardline/core"
+import { Context, Data, Effect, Exit, Layer, Option, Scope } from "effect"
+import { leaseKey } from "./keys.js"
+import * as RedisConnection from "./RedisConnection.js"
+import * as RedisPorts from "./RedisPorts.js"
+import { auditEvents } from "./RedisStore.js"
+
+/** A failure the CLI reports as one line (exit 2). */
+class CliFailure extends Data.TaggedError("CliFailure")<{ readonly message: string }> {}
+
+class UsageError {
+  readonly _tag = "UsageError"
+  constructor(readonly message: string) {}
+}
+
+const USAGE = `usage:
+  shardline inspect --redis <url> --stream S --group G [--json] [--audit N]
+  shardline reshard --redis <url> --stream S (--shards M | --rollback)
+  shardline coordinator --redis <url> --stream S --group G [--shards N]
+      [--session-timeout ms] [--heartbeat-interval ms] [--rebalance-timeout ms]
+      [--lease-ttl ms] [--holder id]
+  (--cluster host:port,... instead of --redis for a Redis Cluster)`
+
+interface Args {
+  readonly command: string
+  readonly flags: Map<string, string | true>
+}
+
+const BOOLEAN_FLAGS = new Set(["json", "rollback", "help"])
+
+export const parseArgs = (argv: ReadonlyArray<string>): Args => {
+  const [command = "help", ...rest] = argv
+  const flags = new Map<string, string | true>()
+  for (let i = 0; i < rest.length; i++) {
+    const arg = rest[i]!
+    if (!arg.startsWith("--")) throw new UsageError(`unexpected argument: ${arg}`)
+    const eq = arg.indexOf("=")
+    const name = eq > 0 ? arg.slice(2, eq) : arg.slice(2)
+    if (eq > 0) flags.set(name, arg.slice(eq + 1))
+    else if (BOOLEAN_FLAGS.has(name)) flags.set(name, true)
+    else {
+      const value = rest[++i]
+      if (value === undefined) throw new UsageError(`--${name} needs a value`)
+      flags.set(name, value)
+    }
+  }
+  return { command, flags }
+}
+
+const text = (args: Args, name: string): string => {
+  const v = args.flags.get(name)
+  if (typeof v !== "string" || v === "") throw new UsageError(`--${name} is required`)
+  return v
+}
+
+const optionalInt = (args: Args, name: string): number | undefined => {
+  const v = args.flags.get(name)
+  if (v === undefined) return undefined
+  const n = Number(v)
+  if (typeof v !== "string" || !Number.isSafeInteger(n) || n < 1)
+    throw new UsageError(`--${name} must be a positive integer, got ${String(v)}`)
+  return n
+}
+
+/** Connection options from --redis / --cluster; `failFast`: no reconnection (one-shot commands). */
+const connectionOptions = (
+  args: Args,
+  failFast: boolean,
+): RedisConnection.RedisConnectionOptions => {
+  const redis = failFast
+    ? { retryStrategy: () => null, maxRetriesPerRequest: 0, connectTimeout: 3_000 }
+    : { connectTimeout: 3_000 }
+  const cluster = args.flags.get("cluster")
+  if (typeof cluster === "string")
+    return {
+      cluster: {
+        nodes: cluster.split(","),
+        options: failFast ? { clusterRetryStrategy: () => null } : {},
+      },
+      redis,
+    }
+  return { url: text(args, "redis"), redis }
+}
+
+/** The ports on one connection, or a one-line failure when Redis cannot be reached. */
+const withPorts = <A, E>(
+  args: Args,
+  failFast: boolean,
+  transport: RedisPorts.RedisPortsOptions["transport"],
+  use: (ports: Context.Context<RedisPorts.RedisPorts>) => Effect.Effect<A, E, Scope.Scope>,
+): Effect.Effect<A, E | CliFailure> =>
+  Effect.scoped(
+    Effect.flatMap(
+      Layer.build(
+        RedisPorts.layer({
+          ...connectionOptions(args, failFast),
+          ...(transport === undefined ? {} : { transport }),
+        }),
+      ).pipe(
+        Effect.mapError(
+          (e) =>
+            new CliFailure({
+              message: `cannot reach Redis (${describeTarget(args)}): ${e.message}`,
+            }),
+        ),
+      ),
+      use,
+    ),
+  )
+
+const describeTarget = (args: Args) =>
+  String(args.flags.get("cluster") ?? args.flags.get("redis") ?? "?")
+
+const oneLine = (e: { readonly _tag: string; readonly message?: string }) =>
+  `${e._tag}: ${(e.message ?? "").split("\n")[0]}`
+
+// ---------------------------------------------------------------------------
+// inspect
+
+interface ShardRow {
+  readonly shard: number
+  readonly generation: number
+  readonly length: number
+  readonly pending: number
+  readonly lag: number
+  readonly ownerToken: number
+  readonly sealed: boolean
+  readonly drained: boolean
+}
+
+export interface InspectReport {
+  readonly stream: string
+  readonly group: string
+  readonly storeRevision: number
+  readonly groupEpoch: number
+  readonly assignmentEpoch: number
+  readonly coordinator: { readonly holder: string; readonly leaseToken: number } | undefined
+  readonly lease: { readonly holder: string; readonly token: number; readonly ttlMs: number } | null
+  readonly members: ReadonlyArray<{
+    readonly memberId: string
+    readonly memberEpoch: number
+    readonly incarnation: number
+    readonly state: string
+    readonly host: string
+    readonly weight: number
+    readonly owned: ReadonlyArray<number>
+    readonly target: ReadonlyArray<number>
+  }>
+  readonly assignment: ReadonlyArray<{
+    readonly shard: number
+    readonly target: string | null
+    readonly owner: string | null
+    readonly token: number
+    readonly confirmed: boolean
+    readonly revokingFrom: string | null
+  }>
+  readonly pendingRevocations: ReadonlyArray<{ readonly shard: number; readonly from: string }>
+  readonly imbalance: number
+  readonly targetImbalance: number
+  readonly rebalanceInProgress: boolean
+  readonly resharding: {
+    readonly phase: string
+    readonly layout: {
+      readonly generation: number
+      readonly firstShard: number
+      readonly shardCount: number
+    }
+    readonly draining: ReadonlyArray<{
+      readonly generation: number
+      readonly firstShard: number
+      readonly shardCount: number
+    }>
+    readonly shardsDrained: number
+    readonly shardsToDrain: number
+    readonly backlogLeft: number
+    readonly streamGenerations: ReadonlyArray<{
+      readonly generation: number
+      readonly firstShard: number
+      readonly shardCount: number
+    }>
+    readonly groupsDrainedBelow: Readonly<Record<string, number>>
+  }
+  readonly shards: ReadonlyArray<ShardRow>
+  readonly audit: ReadonlyArray<unknown>
+}
+
+const inspect = (args: Args) => {
+  const key: GroupKey = { stream: text(args, "stream"), group: text(args, "group") }
+  const auditCount = optionalInt(args, "audit") ?? 10
+  return withPorts(args, true, undefined, (ports) =>
+    Effect.gen(function* () {
+      const found = yield* inspectGroup(key).pipe(
+        Effect.provide(ports),
+        Effect.mapError((e) => new CliFailure({ message: oneLine(e) })),
+      )
+      if (Option.isNone(found))
+        return yield* new CliFailure({
+          message: `group ${key.group} on stream ${key.stream} does not exist (nothing stored for it)`,
+        })
+      const report = yield* collect(ports, key, found.value, auditCount)
+      return args.flags.has("json") ? JSON.stringify(report, null, 2) : table(report)
+    }),
+  )
+}
+
+const collect = (
+  ports: Context.Context<RedisPorts.RedisPorts>,
+  key: GroupKey,
+  found: GroupInspection,
+  auditCount: number,
+) =>
+  Effect.gen(function* () {
+    const { snapshot, monitor } = found
+    const connection = Context.get(ports, RedisConnection.RedisConnection)
+    const streams = Context.get(ports, ShardStreams.ShardStreams)
+    const layouts = Context.get(ports, StreamLayouts.StreamLayouts)
+    const fail = (e: { readonly _tag: string; readonly message?: string }) =>
+      new CliFailure({ message: oneLine(e) })
+    const stored = yield* Effect.mapError(layouts.load(key.stream), fail)
+    const generations = Option.match(stored, {
+      onNone: () => [snapshot.layout],
+      onSome: (s) => s.record.generations,
+    })
+    const shards: Array<ShardRow> = []
+    for (const g of generations)
+      for (let shard = g.firstShard; shard < g.firstShard + g.shardCount; shard++) {
+        const info = yield* Effect.mapError(streams.info(key.stream, shard), fail)
+        const state = yield* Effect.mapError(streams.drainState({ ...key, shard }), fail)
+        const mine = info.groups.find((x) => x.name === key.group)
+        shards.push({
+          shard,
+          generation: g.generation,
+          length: info.length,
+          pending: state.pending,
+          lag: state.undelivered,
+          ownerToken:
+            mine?.ownerToken ??
+            (yield* Effect.mapError(streams.ownerToken({ ...key, shard }), fail)),
+          sealed: state.sealed,
+          drained: state.drained,
+        })
+      }
+    const lk = leaseKey(key)
+    const lease = yield* connection
+      .command("inspect (lease)", (c) => Promise.all([c.hmget(lk, "holder", "token"), c.pttl(lk)]))
+      .pipe(Effect.mapError(fail))
+    const audit = yield* Effect.mapError(auditEvents(connection, key, auditCount), fail)
+    const owned = new Map<string, Array<number>>()
+    const target = new Map<string, Array<number>>()
+    snapshot.current.forEach((o, shard) => {
+      if (o !== null) owned.set(o.memberId, [...(owned.get(o.memberId) ?? []), shard])
+    })
+    snapshot.target.forEach((m, shard) => {
+      if (m !== null) target.set(m, [...(target.get(m) ?? []), shard])
+    })
+    const draining = new Set(
+      monitor.resharding.draining.flatMap((g) =>
+        Array.from({ length: g.shardCount }, (_, i) => g.firstShard + i),
+      ),
+    )
+    const backlog = shards
+      .filter((s) => draining.has(s.shard))
+      .reduce((n, s) => n + s.pending + s.lag, 0)
+    const report: InspectReport = {
+      stream: key.stream,
+      group: key.group,
+      storeRevision: snapshot.storeRevision,
+      groupEpoch: snapshot.groupEpoch,
+      assignmentEpoch: snapshot.assignmentEpoch,
+      coordinator: snapshot.coordinator,
+      lease:
+        lease[0][0] === null
+          ? null
+          : { holder: String(lease[0][0]), token: Number(lease[0][1]), ttlMs: Number(lease[1]) },
+      members: snapshot.members.map((m) => ({
+        memberId: m.memberId,
+        memberEpoch: m.memberEpoch,
+        incarnation: m.incarnation,
+        state: m.state,
+        host: m.memberInfo.host,
+        weight: m.weight,
+        owned: owned.get(m.memberId) ?? [],
+        target: target.get(m.memberId) ?? [],
+      })),
+      assignment: snapshot.target.map((t, shard) => ({
+        shard,
+        target: t,
+        owner: snapshot.current[shard]?.memberId ?? null,
+        token: snapshot.tokens[shard] ?? 0,
+        confirmed: snapshot.current[shard]?.confirmed ?? false,
+        revokingFrom: snapshot.revocations[shard]?.memberId ?? null,
+      })),
+      pendingRevocations: snapshot.revocations.flatMap((r, shard) =>
+        r === null ? [] : [{ shard, from: r.memberId }],
+      ),
+      imbalance: monitor.imbalance,
+      targetImbalance: monitor.targetImbalance,
+      rebalanceInProgress: monitor.rebalanceInProgress,
+      resharding: {
+        phase: monitor.resharding.phase,
+        layout: monitor.resharding.layout,
+        draining: monitor.resharding.draining,
+        shardsDrained: monitor.resharding.shardsDrained,
+        shardsToDrain: monitor.resharding.shardsToDrain,
+        backlogLeft: backlog,
+        streamGenerations: generations,
+        groupsDrainedBelow: Option.match(stored, {
+          onNone: () => ({}),
+          onSome: (s) =>
+            Object.fromEntries(
+              Object.entries(s.record.groups).map(([g, v]) => [g, v.drainedBelow]),
+            ),
+        }),
+      },
+      shards,
+      audit: audit.map((a) => {
+        try {
+          return JSON.parse(a.event) as unknown
+        } catch {
+          return a.event
+        }
+      }),
+    }
+    return report
+  })
+
+const pad = (rows: ReadonlyArray<ReadonlyArray<string>>): string => {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length)))
+  return rows
+    .map((r) =>
+      r
+        .map((c, i) => c.padEnd(widths[i]!))
+        .join("  ")
+        .trimEnd(),
+    )
+    .join("\n")
+}
+
+const ranges = (shards: ReadonlyArray<number>): string => {
+  if (shards.length === 0) return "-"
+  const out: Array<string> = []
+  let start = shards[0]!
+  let prev = start
+  for (const s of [...shards.slice(1), Number.NaN]) {
+    if (s === prev + 1) {
+      prev = s
+      continue
+    }
+    out.push(start === prev ? `${start}` : `${start}-${prev}`)
+    start = s
+    prev = s
+  }
+  return out.join(",")
+}
+
+export const table = (r: InspectReport): string => {
+  const lines: Array<string> = []
+  lines.push(`group ${r.group} on stream ${r.stream}`)
+  lines.push(
+    `  storeRevision ${r.storeRevision}  groupEpoch ${r.groupEpoch}  assignmentEpoch ${r.assignmentEpoch}`,
+  )
+  lines.push(
+    `  coordinator ${r.coordinator === undefined ? "-" : `${r.coordinator.holder} (lease token ${r.coordinator.leaseToken})`}; lease ${r.lease === null ? "free" : `held by ${r.lease.holder}, token ${r.lease.token}, ${r.lease.ttlMs} ms left`}`,
+  )
+  lines.push(
+    `  imbalance ${r.imbalance} (target ${r.targetImbalance}); rebalance ${r.rebalanceInProgress ? "in progress" : "settled"}; pending revocations ${r.pendingRevocations.length === 0 ? "none" : r.pendingRevocations.map((p) => `${p.shard} from ${p.from}`).join(", ")}`,
+  )
+  lines.push("")
+  lines.push(
+    pad([
+      ["member", "epoch", "incarnation", "state", "owned", "target", "host"],
+      ...r.members.map((m) => [
+        m.memberId,
+        String(m.memberEpoch),
+        String(m.incarnation),
+        m.state,
+        ranges(m.owned),
+        ranges(m.target),
+        m.host,
+      ]),
+    ]),
+  )
+  lines.push("")
+  const rs = r.resharding
+  lines.push(
+    `resharding: ${rs.phase}; layout generation ${rs.layout.generation} (${rs.layout.shardCount} shards from ${rs.layout.firstShard})${rs.phase === "migrating" ? `; draining ${rs.draining.map((g) => `gen ${g.generation}`).join(", ")}: ${rs.shardsDrained}/${rs.shardsToDrain} shards drained, backlog ${rs.backlogLeft}` : ""}`,
+  )
+  lines.push(
+    `  stream generations ${rs.streamGenerations.map((g) => `${g.generation}:${g.firstShard}+${g.shardCount}`).join(" ")}; groups drained below ${
+      Object.entries(rs.groupsDrainedBelow)
+        .map(([g, n]) => `${g}=${n}`)
+        .join(" ") || "-"
+    }`,
+  )
+  lines.push("")
+  const assignment = new Map(r.assignment.map((a) => [a.shard, a]))
+  lines.push(
+    pad([
+      ["shard", "gen", "length", "pending", "lag", "token", "owner", "target", "sealed"],
+      ...r.shards.map((s) => {
+        const a = assignment.get(s.shard)
+        return [
+          String(s.shard),
+          String(s.generation),
+          String(s.length),
+          String(s.pending),
+          String(s.lag),
+          String(s.ownerToken),
+          a === undefined
+            ? "-"
+            : `${a.owner ?? "-"}${a.owner !== null && !a.confirmed ? "?" : ""}${a.revokingFrom !== null ? " (revoking)" : ""}`,
+          a?.target ?? "-",
+          s.sealed ? (s.drained ? "drained" : "yes") : "",
+        ]
+      }),
+    ]),
+  )
+  lines.push("")
+  lines.push(`last ${r.audit.length} audit events:`)
+  for (const e of r.audit) {
+    const ev = e as { at?: number; kind?: string; memberId?: string; reason?: string }
+    lines.push(
+      `  ${ev.at === undefined ? "?" : new Date(ev.at).toISOString()}  ${ev.kind ?? "?"}${ev.memberId === undefined ? "" : ` ${ev.memberId}`}: ${ev.reason ?? ""}`,
+    )
+  }
+  return lines.join("\n")
+}
+
+// ---------------------------------------------------------------------------
+// reshard
+
+const reshard = (args: Args) => {
+  const stream = text(args, "stream")
+  const rollback = args.flags.has("rollback")
+  const shards = rollback ? undefined : optionalInt(args, "shards")
+  if (!rollback && shards === undefined)
+    throw new UsageError("--shards M or --rollback is required")
+  return withPorts(args, true, undefined, (ports) =>
+    Effect.gen(function* () {
+      const operation =
+        shards === undefined
+          ? Layout.Reshard.rollbackStream(stream)
+          : Layout.Reshard.reshardStream(stream, shards)
+      const stored = yield* operation.pipe(
+        Effect.provide(ports),
+        Effect.mapError((e) =>
+          e._tag === "ReshardRefused"
+            ? new CliFailure({ message: `refused (${e.reason}): ${e.message}` })
+            : new CliFailure({ message: oneLine(e) }),
+        ),
+      )
+      const current = Layout.StreamLayout.current(stored.record)
+      return `${rollback ? "rolled back" : "resharded"} stream ${stream}: generation ${current.generation}, ${current.shardCount} shards from ${current.firstShard} (layout revision ${stored.revision}); ${stored.record.generations.length - 1} earlier generation(s) sealed and draining`
+    }),
+  )
+}
+
+// ---------------------------------------------------------------------------
+// coordinator
+
+const emit = (event: Record<string, unknown>) =>
+  Effect.sync(() => {
+    process.stdout.write(`${JSON.stringify({ at: Date.now(), ...event })}\n`)
+  })
+
+const coordinator = (args: Args) => {
+  const stream = text(args, "stream")
+  const group = text(args, "group")
+  const sessionTimeoutMs = optionalInt(args, "session-timeout") ?? 30_000
+  const config = {
+    groupId: group,
+    stream,
+    shardCount: optionalInt(args, "shards") ?? 16,
+    sessionTimeoutMs,
+    rebalanceTimeoutMs: optionalInt(args, "rebalance-timeout") ?? sessionTimeoutMs,
+    heartbeatIntervalMs: optionalInt(args, "heartbeat-interval") ?? 3_000,
+  }
+  const holder = String(args.flags.get("holder") ?? `${os.hostname()}-${process.pid}`)
+  const leaseTtlMs = optionalInt(args, "lease-ttl")
+  const servingTtlMs = optionalInt(args, "serving-ttl")
+  const popBlockMs = optionalInt(args, "pop-block")
+  const transportOptions = {
+    ...(servingTtlMs === undefined ? {} : { servingTtlMs }),
+    ...(popBlockMs === undefined ? {} : { popBlockMs }),
+  }
+  return withPorts(args, false, transportOptions, (ports) =>
+    Effect.gen(function* () {
+      const transport = Context.get(ports, CoordinatorTransport.CoordinatorTransport)
+      const key = { stream, group }
+      const host = yield* makeCoordinatorHost({
+        config,
+        holder,
+        ...(leaseTtlMs === undefined ? {} : { leaseTtlMs }),
+        onNotice: (memberId) => transport.notify(key, memberId),
+      }).pipe(
+        Effect.provide(ports),
+        Effect.mapError((e) => new CliFailure({ message: oneLine(e) })),
+      )
+      yield* emit({ event: "started", holder, stream, group })
+      yield* host.elect
+      // serve the group's heartbeats only while this host is its coordinator
+      // (a standby serving would take the requests and answer NOT_COORDINATOR);
+      // report every change of role (stdout, one JSON line each) until SIGTERM
+      const outer = yield* Effect.scope
+      let serving: Scope.Closeable | undefined
+      let was: boolean | undefined
+      let lastReason: string | undefined
+      const watch = Effect.gen(function* () {
+        const is = yield* host.isCoordinator
+        const reason = Option.getOrUndefined(yield* host.lastError)
+        if (is && serving === undefined) {
+          serving = yield* Scope.fork(outer)
+          yield* transport.serve(key, host.heartbeat).pipe(Scope.provide(serving))
+        } else if (!is && serving !== undefined) {
+          yield* Scope.close(serving, Exit.void)
+          serving = undefined
+        }
+        if (is !== was || (!is && reason !== lastReason)) {
+          const state = Option.getOrUndefined(yield* host.state)
+          yield* emit({
+            event: is ? "coordinator" : "standby",
+            holder,
+            ...(state === undefined ? {} : { storeRevision: state.storeRevision }),
+            ...(reason === undefined ? {} : { reason }),
+          })
+          was = is
+          lastReason = reason
+        }
+      })
+      yield* Effect.forkScoped(Effect.forever(Effect.andThen(watch, Effect.sleep(50))))
+      yield* Effect.callback<void>((resume) => {
+        const stop = () => resume(Effect.void)
+        process.once("SIGTERM", stop)
+        process.once("SIGINT", stop)
+      })
+      yield* emit({ event: "stopping", holder })
+      return undefined
+    }),
+  )
+}
+
+// ---------------------------------------------------------------------------
+// main
+
+export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
+  let program: Effect.Effect<string | undefined, CliFailure>
+  try {
+    const args = parseArgs(argv)
+    if (args.command === "help" || args.flags.has("help")) {
+      process.stdout.write(`${USAGE}\n`)
+      return 0
+    }
+    switch (args.command) {
+      case "inspect":
+        program = inspect(args)
+        break
+      case "reshard":
+        program = reshard(args)
+        break
+      case "coordinator":
+        program = coordinator(args)
+        break
+      default:
+        throw new UsageError(`unknown command: ${args.command}`)
+    }
+  } catch (e) {
+    if (e instanceof UsageError) {
+      process.stderr.write(`shardline: ${e.message}\n${USAGE}\n`)
+      return 64
+    }
+    throw e
+  }
+  const exit = await Effect.runPromiseExit(program)
+  if (Exit.isSuccess(exit)) {
+    if (exit.value !== undefined) process.stdout.write(`${exit.value}\n`)
+    return 0
+  }
+  const failure = exit.cause.reasons.find((r) => r._tag === "Fail")
+  const message =
+    failure !== undefined && failure._tag === "Fail" && failure.error instanceof CliFailure
+      ? failure.error.message
+      : `unexpected failure: ${String(exit.cause).split("\n")[0]}`
+  process.stderr.write(`shardline: ${message}\n`)
+  return 2
+}
+
+const isEntry = (() => {
+  const entry = process.argv[1]
+  return entry !== undefined && /(^|[\\/])cli\.(js|ts|mjs)$|[\\/]shardline$/.test(entry)
+})()
+
+if (isEntry)
+  main(process.argv.slice(2)).then(
+    (code) => {
+      process.exitCode = code
+      // close whatever ioredis left open (a one-shot command is done)
+      setTimeout(() => process.exit(code), 100).unref()
+    },
+    (error: unknown) => {
+      process.stderr.write(`shardline: unexpected failure: ${String(error)}\n`)
+      process.exit(2)
+    },
+  )

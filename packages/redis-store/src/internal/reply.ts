@@ -1,0 +1,89 @@
+/** Decoding script replies and ioredis errors into typed errors. */
+
+import { type BackendUnavailable, ForeignValue } from "@shardline/core"
+import { Effect } from "effect"
+import type { Client, RedisConnectionShape } from "../RedisConnection.js"
+import { unavailable } from "../RedisConnection.js"
+import { runScript, type Script } from "../scripts.js"
+
+export type Reply = ReadonlyArray<unknown>
+
+/** ok; the other codes are listed in src/lua/prelude.lua. */
+export const Code = {
+  Ok: 0,
+  Stale: 1,
+  Foreign: 2,
+  Regression: 3,
+  Held: 4,
+  Lost: 5,
+  Unavailable: 6,
+  Replaced: 7,
+  Sealed: 8,
+  Unexpected: 9,
+} as const
+
+/**
+ * Runs a script and fails with ForeignValue (code 2) or BackendUnavailable
+ * (code 9, or a reply that is not a coded table); other codes are the caller's.
+ */
+export const evalScript = (
+  connection: RedisConnectionShape,
+  operation: string,
+  script: Script,
+  keys: ReadonlyArray<string>,
+  args: ReadonlyArray<string>,
+): Effect.Effect<Reply, BackendUnavailable | ForeignValue> =>
+  Effect.flatMap(
+    connection.command(operation, (c) => runScript(c, script, keys, args)),
+    (raw): Effect.Effect<Reply, BackendUnavailable | ForeignValue> => {
+      if (!Array.isArray(raw) || typeof raw[0] !== "number")
+        return Effect.fail(
+          unavailable(operation, new Error(`unexpected reply: ${JSON.stringify(raw)}`)),
+        )
+      if (raw[0] === Code.Foreign)
+        return Effect.fail(new ForeignValue({ key: String(raw[1]), message: String(raw[2]) }))
+      if (raw[0] === Code.Unexpected)
+        return Effect.fail(unavailable(operation, new Error(String(raw[1]))))
+      return Effect.succeed(raw as Reply)
+    },
+  )
+
+/** A WRONGTYPE reply on `key` is a ForeignValue; anything else stays BackendUnavailable. */
+export const refineWrongType =
+  (key: string) =>
+  <A, R>(
+    effect: Effect.Effect<A, BackendUnavailable, R>,
+  ): Effect.Effect<A, BackendUnavailable | ForeignValue, R> =>
+    Effect.catchTag(
+      effect,
+      "BackendUnavailable",
+      (error): Effect.Effect<never, BackendUnavailable | ForeignValue> =>
+        error.message.startsWith("WRONGTYPE")
+          ? Effect.fail(new ForeignValue({ key, message: error.message }))
+          : Effect.fail(error),
+    )
+
+/** A command on the command connection, WRONGTYPE on `key` refined to ForeignValue. */
+export const keyCommand = <A>(
+  connection: RedisConnectionShape,
+  operation: string,
+  key: string,
+  run: (client: Client) => Promise<A>,
+): Effect.Effect<A, BackendUnavailable | ForeignValue> =>
+  refineWrongType(key)(connection.command(operation, run))
+
+/** Flat `[field, value, ...]` to a record (a later duplicate field wins). */
+export const fieldsOf = (flat: unknown): Record<string, string> => {
+  const out: Record<string, string> = {}
+  if (!Array.isArray(flat)) return out
+  for (let i = 0; i + 1 < flat.length; i += 2) out[String(flat[i])] = String(flat[i + 1])
+  return out
+}
+
+/** Flat `[name, value, ...]` (XINFO) to a map. */
+export const pairsOf = (flat: unknown): Map<string, unknown> => {
+  const out = new Map<string, unknown>()
+  if (!Array.isArray(flat)) return out
+  for (let i = 0; i + 1 < flat.length; i += 2) out.set(String(flat[i]), flat[i + 1])
+  return out
+}

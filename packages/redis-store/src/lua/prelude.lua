@@ -1,0 +1,119 @@
+-- Prelude of every Shardline script: the loader prepends it (src/scripts.ts),
+-- so the helpers below exist in each script. Scripts never raise a Redis
+-- error reply: they return a table whose first element is a code (ioredis-mock
+-- turns {err=...} into undefined), and the TypeScript side maps it:
+--   {0, ...}            ok, with the script's payload
+--   {1, current}        STALE: the caller's owner token is below `current`
+--   {2, key, message}   FOREIGN: `key` holds a value Shardline did not write
+--   {3, current}        REGRESSION: a token lower than `current` was to be set
+--   {4, holder, pttl}   HELD: the lease is held by `holder` for `pttl` ms
+--   {5}                 LOST: the lease is not held with this token
+--   {6}                 UNAVAILABLE: nobody serves the group
+--   {7, other}          REPLACED: another coordinator serves the group now
+--   {8}                 SEALED: the shard refuses appends (a reshard sealed it)
+--   {9, message}        unexpected error (bug or server refusal)
+-- Every check happens before the first write, so a refused call changes nothing.
+
+local function foreign(key, message)
+  error({ shardline = 2, key = key, message = message })
+end
+
+-- redis.pcall that turns WRONGTYPE on `key` into FOREIGN and returns any
+-- other error reply (a table with .err) for the caller to inspect.
+local function rcall(key, ...)
+  local reply = redis.pcall(...)
+  if type(reply) == 'table' and reply.err and string.find(reply.err, 'WRONGTYPE', 1, true) then
+    foreign(key, reply.err)
+  end
+  return reply
+end
+
+-- rcall that treats any error reply as unexpected.
+local function ccall(key, ...)
+  local reply = rcall(key, ...)
+  if type(reply) == 'table' and reply.err then error(reply) end
+  return reply
+end
+
+-- A bulk-string reply, or nil for a missing value (false in Redis; a JS
+-- null in ioredis-mock's Lua).
+local function str(v)
+  if type(v) == 'string' then return v end
+  if type(v) == 'number' then return string.format('%d', v) end
+  return nil
+end
+
+local function is_err(reply, prefix)
+  return type(reply) == 'table' and reply.err ~= nil and string.sub(reply.err, 1, #prefix) == prefix
+end
+
+-- The owner token stored at `key`: 0 when absent; FOREIGN unless a decimal integer.
+local function owner_token(key)
+  local raw = rcall(key, 'GET', key)
+  if is_err(raw, '') then error(raw) end
+  if raw == false then return 0 end
+  if not string.match(raw, '^%d+$') or #raw > 15 then
+    foreign(key, 'owner token is not a non-negative integer: ' .. string.sub(raw, 1, 40))
+  end
+  return tonumber(raw)
+end
+
+-- STALE unless `token` is at least the stored owner token.
+local function fence(key, token)
+  local current = owner_token(key)
+  if token < current then error({ shardline = 1, current = current }) end
+end
+
+local function run(main)
+  local ok, result = pcall(main)
+  if ok then return result end
+  if type(result) == 'table' then
+    if result.shardline == 1 then return { 1, result.current } end
+    if result.shardline == 2 then return { 2, result.key, result.message } end
+    if result.err then return { 9, result.err } end
+  end
+  return { 9, tostring(result) }
+end
+
+-- The delivery count of a pending entry (XPENDING extended form), or nil.
+local function deliveries(stream, group, id)
+  local p = ccall(stream, 'XPENDING', stream, group, id, id, 1)
+  if #p == 0 then return nil end
+  return p[1][4]
+end
+
+-- The type of `key` ('none' when absent).
+local function type_of(key)
+  local t = ccall(key, 'TYPE', key)
+  if type(t) == 'table' then return t.ok end
+  return t
+end
+
+-- FOREIGN unless `key` is absent or of type `want`.
+local function expect_type(key, want)
+  local t = type_of(key)
+  if t ~= 'none' and t ~= want then foreign(key, 'holds a ' .. t .. ', expected a ' .. want) end
+  return t ~= 'none'
+end
+
+-- A group's Store keys, checked: the revision (0 when absent) and whether a
+-- snapshot exists. FOREIGN for a key of the wrong type, a revision that is
+-- not a decimal integer, or a snapshot or batches without a revision.
+-- `keys`: { revision, snapshot, batches }.
+local function store_revision(keys)
+  local rev_key, snapshot_key, batches_key = keys[1], keys[2], keys[3]
+  local has_rev = expect_type(rev_key, 'string')
+  local has_snapshot = expect_type(snapshot_key, 'string')
+  local has_batches = expect_type(batches_key, 'list')
+  if not has_rev then
+    if has_snapshot or has_batches then
+      foreign(rev_key, 'a snapshot or batches are stored without a revision')
+    end
+    return 0, false
+  end
+  local raw = redis.call('GET', rev_key)
+  if not string.match(raw, '^%d+$') or #raw > 15 then
+    foreign(rev_key, 'store revision is not a non-negative integer: ' .. string.sub(raw, 1, 40))
+  end
+  return tonumber(raw), has_snapshot
+end

@@ -1,0 +1,78 @@
+-- read: fenced consumer-group read of one shard, in stream order.
+-- KEYS[1] shard stream {<stream>:<shard>}   KEYS[2] owner token {<stream>:<shard>}:owner:<group>
+-- ARGV[1] token  ARGV[2] group  ARGV[3] consumer  ARGV[4] count
+-- ARGV[5] mode: "new" (XREADGROUP >), "pending" (this consumer's own PEL),
+--               "claim" (idle pending entries of any consumer first, then new)
+-- ARGV[6] claim min idle ms ("claim" only)
+-- ARGV[7] "1": the server has XREADGROUP ... CLAIM (Redis >= 8.4), else XAUTOCLAIM
+-- Creates the group at 0 when absent (as the memory port does).
+-- -> {0, {{id, {field, value, ...}, deliveryCount}, ...}} | {1, current} | {2, key, msg}
+return run(function()
+  local stream, owner = KEYS[1], KEYS[2]
+  local group, consumer, count, mode = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
+  fence(owner, tonumber(ARGV[1]))
+
+  local function ensure_group(reply)
+    if is_err(reply, 'NOGROUP') then
+      ccall(stream, 'XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
+      return true
+    end
+    if type(reply) == 'table' and reply.err then error(reply) end
+    return false
+  end
+
+  local out = {}
+  -- XREADGROUP > (optionally with CLAIM); the group is created on NOGROUP.
+  local function read_new(n, claim_idle)
+    local args = { 'XREADGROUP', 'GROUP', group, consumer, 'COUNT', n }
+    if claim_idle then
+      args[#args + 1] = 'CLAIM'
+      args[#args + 1] = claim_idle
+    end
+    args[#args + 1] = 'STREAMS'
+    args[#args + 1] = stream
+    args[#args + 1] = '>'
+    local reply = rcall(stream, unpack(args))
+    if ensure_group(reply) then reply = ccall(stream, unpack(args)) end
+    if not reply then return end
+    for _, e in ipairs(reply[1][2]) do
+      -- with CLAIM each entry is {id, fields, idle, previous delivery count} (0 for new ones)
+      local previous = e[4] or 0
+      out[#out + 1] = { e[1], e[2], previous + 1 }
+    end
+  end
+
+  if mode == 'new' then
+    read_new(count, nil)
+  elseif mode == 'claim' and ARGV[7] == '1' then
+    read_new(count, ARGV[6])
+  elseif mode == 'claim' then
+    local reply = rcall(stream, 'XAUTOCLAIM', stream, group, consumer, ARGV[6], '0-0', 'COUNT', count)
+    if ensure_group(reply) then reply = { '0-0', {}, {} } end
+    for _, e in ipairs(reply[2]) do
+      out[#out + 1] = { e[1], e[2], deliveries(stream, group, e[1]) }
+    end
+    -- new entries only once every idle pending entry was scanned, so a
+    -- takeover re-delivers the previous owner's entries before new ones
+    if #out < count and reply[1] == '0-0' then read_new(count - #out, nil) end
+  else
+    -- "pending": this consumer's PEL in id order; entries deleted from the
+    -- stream are skipped (claimPending reports them), so page until `count`
+    local reply = rcall(stream, 'XGROUP', 'CREATECONSUMER', stream, group, consumer)
+    if ensure_group(reply) then
+      ccall(stream, 'XGROUP', 'CREATECONSUMER', stream, group, consumer)
+      return { 0, out }
+    end
+    local start = '-'
+    while #out < count do
+      local page = ccall(stream, 'XPENDING', stream, group, start, '+', count, consumer)
+      for _, p in ipairs(page) do
+        local entry = ccall(stream, 'XRANGE', stream, p[1], p[1])
+        if #entry > 0 and #out < count then out[#out + 1] = { p[1], entry[1][2], p[4] } end
+      end
+      if #page < count then break end
+      start = '(' .. page[#page][1]
+    end
+  end
+  return { 0, out }
+end)

@@ -1,0 +1,99 @@
+/**
+ * The Lua scripts (src/lua/*.lua, each documenting its KEYS and ARGV), with
+ * the shared prelude prepended. They are registered as ioredis commands
+ * (`scripts` option), so ioredis sends EVALSHA and falls back to EVAL on
+ * NOSCRIPT, on a single node and in a cluster (routed by the first key).
+ */
+import type { Cluster, Redis } from "ioredis"
+import ack from "./lua/ack.lua"
+import append from "./lua/append.lua"
+import claimPending from "./lua/claim-pending.lua"
+import deadLetter from "./lua/dead-letter.lua"
+import drainState from "./lua/drain-state.lua"
+import hbPush from "./lua/hb-push.lua"
+import hbReply from "./lua/hb-reply.lua"
+import hbServing from "./lua/hb-serving.lua"
+import lastDelivered from "./lua/last-delivered.lua"
+import layoutLoad from "./lua/layout-load.lua"
+import layoutSave from "./lua/layout-save.lua"
+import leaseAcquire from "./lua/lease-acquire.lua"
+import leaseRenew from "./lua/lease-renew.lua"
+import nack from "./lua/nack.lua"
+import prelude from "./lua/prelude.lua"
+import read from "./lua/read.lua"
+import retireShard from "./lua/retire-shard.lua"
+import seal from "./lua/seal.lua"
+import setOwnerToken from "./lua/set-owner-token.lua"
+import storeAppend from "./lua/store-append.lua"
+import storeLoad from "./lua/store-load.lua"
+import storeReplace from "./lua/store-replace.lua"
+
+export interface Script {
+  /** The ioredis command name it is registered under. */
+  readonly name: string
+  readonly numberOfKeys: number
+  readonly lua: string
+}
+
+const script = (name: string, numberOfKeys: number, body: string): Script => ({
+  name: `shardline_${name}`,
+  numberOfKeys,
+  lua: `${prelude}\n${body}`,
+})
+
+export const Scripts = {
+  append: script("append", 2, append),
+  seal: script("seal", 1, seal),
+  drainState: script("drainState", 2, drainState),
+  // variadic keys (the groups' owner tokens): numberOfKeys is passed per call
+  retireShard: script("retireShard", -1, retireShard),
+  setOwnerToken: script("setOwnerToken", 1, setOwnerToken),
+  read: script("read", 2, read),
+  ack: script("ack", 2, ack),
+  nack: script("nack", 2, nack),
+  claimPending: script("claimPending", 2, claimPending),
+  deadLetter: script("deadLetter", 3, deadLetter),
+  lastDelivered: script("lastDelivered", 1, lastDelivered),
+  leaseAcquire: script("leaseAcquire", 2, leaseAcquire),
+  leaseRenew: script("leaseRenew", 1, leaseRenew),
+  hbPush: script("hbPush", 2, hbPush),
+  hbReply: script("hbReply", 1, hbReply),
+  hbServing: script("hbServing", 1, hbServing),
+  storeLoad: script("storeLoad", 3, storeLoad),
+  storeAppend: script("storeAppend", 4, storeAppend),
+  storeReplace: script("storeReplace", 3, storeReplace),
+  layoutLoad: script("layoutLoad", 1, layoutLoad),
+  layoutSave: script("layoutSave", 1, layoutSave),
+} as const
+
+/** The `scripts` option of `new Redis(...)` / `new Redis.Cluster(...)`. */
+export const ioredisScripts: Record<string, { lua: string; numberOfKeys?: number }> =
+  Object.fromEntries(
+    Object.values(Scripts).map((s) => [
+      s.name,
+      s.numberOfKeys < 0 ? { lua: s.lua } : { lua: s.lua, numberOfKeys: s.numberOfKeys },
+    ]),
+  )
+
+type ScriptCommand = (...args: ReadonlyArray<string>) => Promise<unknown>
+
+/** Runs a registered script (EVALSHA, EVAL on NOSCRIPT). */
+export const runScript = (
+  client: Redis | Cluster,
+  s: Script,
+  keys: ReadonlyArray<string>,
+  args: ReadonlyArray<string>,
+): Promise<unknown> => {
+  const command = (client as unknown as Record<string, ScriptCommand | undefined>)[s.name]
+  if (command === undefined) {
+    // a client made elsewhere (RedisConnection.fromClient): register on first use
+    client.defineCommand(
+      s.name,
+      s.numberOfKeys < 0 ? { lua: s.lua } : { lua: s.lua, numberOfKeys: s.numberOfKeys },
+    )
+    return runScript(client, s, keys, args)
+  }
+  return s.numberOfKeys < 0
+    ? command.call(client, String(keys.length), ...keys, ...args)
+    : command.call(client, ...keys, ...args)
+}

@@ -1,0 +1,483 @@
+/**
+ * Real Redis servers for tests: `@shardline/redis-store/testing`.
+ *
+ * Starts `redis-server` (or `valkey-server`) on a free loopback port with its
+ * own temp directory, waits until it answers PING, and stops it again (and
+ * kills it when the test process exits, even on SIGKILL, through a tiny
+ * watchdog). A 3-node Redis Cluster is three such servers joined by
+ * `redis-cli --cluster create`.
+ *
+ * Server kinds (docs/redis.md, "Test servers"):
+ * - `redis7`: Debian 12's `redis-server` 7.0 from PATH, or `$SHARDLINE_REDIS7_BIN`
+ * - `redis8`: Redis 8.x built by `scripts/build-redis8.sh` into
+ *   `$SHARDLINE_REDIS8_DIR` (default `~/.cache/shardline/redis-8`)
+ * - `valkey8`: Valkey 8 from bookworm-backports (`valkey-server`), or `$SHARDLINE_VALKEY_BIN`
+ *
+ * A missing binary is a `ServerMissing` error whose message is one line that
+ * says how to install it. Tests must fail with it, never skip.
+ */
+import { type ChildProcess, execFileSync, spawn } from "node:child_process"
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import net from "node:net"
+import os from "node:os"
+import path from "node:path"
+
+export type ServerKind = "redis7" | "redis8" | "valkey8"
+
+export const SERVER_KINDS: ReadonlyArray<ServerKind> = ["redis7", "redis8", "valkey8"]
+
+/** A server binary is not installed; the message is one line saying how to install it. */
+export class ServerMissing extends Error {
+  override readonly name = "ServerMissing"
+}
+
+export interface ServerBinaries {
+  readonly kind: ServerKind
+  readonly server: string
+  readonly cli: string
+  /** `redis-server --version` output, e.g. `Redis server v=7.0.15 ...`. */
+  readonly version: string
+}
+
+export interface RedisServer {
+  readonly kind: ServerKind
+  readonly host: string
+  readonly port: number
+  readonly url: string
+  /** Server version from INFO (`redis_version`, or `valkey_version` on Valkey). */
+  readonly version: string
+  readonly dir: string
+  readonly pid: number
+  /** Sends a command through `redis-cli` and returns its raw output (for test setup only). */
+  readonly cli: (...args: ReadonlyArray<string>) => string
+  /**
+   * Kills the server (SIGKILL: a crash, nothing flushed beyond what its
+   * persistence already wrote) and starts it again on the same port and
+   * directory with the same arguments. Without persistence it comes back empty.
+   */
+  readonly restart: () => Promise<void>
+  readonly stop: () => Promise<void>
+}
+
+export interface RedisCluster {
+  readonly kind: ServerKind
+  readonly nodes: ReadonlyArray<{ readonly host: string; readonly port: number }>
+  readonly servers: ReadonlyArray<RedisServer>
+  readonly version: string
+  readonly stop: () => Promise<void>
+}
+
+export interface StartOptions {
+  readonly kind?: ServerKind
+  /** Keep RDB snapshots / AOF in the temp dir (default: no persistence at all). */
+  readonly persistence?: boolean
+  /** Extra `redis-server` arguments, e.g. `["--maxmemory", "10mb"]`. */
+  readonly args?: ReadonlyArray<string>
+}
+
+const HOST = "127.0.0.1"
+
+const onPath = (name: string): string | undefined => {
+  for (const dir of (process.env.PATH ?? "").split(path.delimiter)) {
+    const candidate = path.join(dir, name)
+    if (dir !== "" && existsSync(candidate)) return candidate
+  }
+  return undefined
+}
+
+const versionOf = (binary: string): string =>
+  execFileSync(binary, ["--version"], { encoding: "utf8" }).trim()
+
+const sibling = (server: string, name: string): string | undefined => {
+  const candidate = path.join(path.dirname(server), name)
+  return existsSync(candidate) ? candidate : onPath(name)
+}
+
+/** The default cache directory of the Redis 8 build (`scripts/build-redis8.sh`). */
+export const redis8Dir = (): string =>
+  process.env.SHARDLINE_REDIS8_DIR ?? path.join(os.homedir(), ".cache", "shardline", "redis-8")
+
+/** Finds the binaries of a server kind; throws `ServerMissing` (one line) when absent. */
+export const resolveBinaries = (kind: ServerKind): ServerBinaries => {
+  switch (kind) {
+    case "redis7": {
+      const server = process.env.SHARDLINE_REDIS7_BIN ?? onPath("redis-server")
+      if (server === undefined || !existsSync(server))
+        throw new ServerMissing(
+          'redis-server not found: run "apt-get install redis-server" (or set SHARDLINE_REDIS7_BIN)',
+        )
+      const version = versionOf(server)
+      if (!/ v=7\./.test(version))
+        throw new ServerMissing(
+          `${server} is not Redis 7 (${version}): install Debian 12's redis-server or set SHARDLINE_REDIS7_BIN`,
+        )
+      const cli = sibling(server, "redis-cli")
+      if (cli === undefined)
+        throw new ServerMissing('redis-cli not found: run "apt-get install redis-tools"')
+      return { kind, server, cli, version }
+    }
+    case "redis8": {
+      const dir = redis8Dir()
+      const server = path.join(dir, "bin", "redis-server")
+      const cli = path.join(dir, "bin", "redis-cli")
+      if (!existsSync(server) || !existsSync(cli))
+        throw new ServerMissing(`Redis 8 not built: run scripts/build-redis8.sh (looked in ${dir})`)
+      return { kind, server, cli, version: versionOf(server) }
+    }
+    case "valkey8": {
+      const server = process.env.SHARDLINE_VALKEY_BIN ?? onPath("valkey-server")
+      const cli = server === undefined ? undefined : sibling(server, "valkey-cli")
+      if (server === undefined || cli === undefined || !existsSync(server))
+        throw new ServerMissing(
+          'valkey-server not found: run "apt-get install -t bookworm-backports valkey-server" (or set SHARDLINE_VALKEY_BIN)',
+        )
+      return { kind, server, cli, version: versionOf(server) }
+    }
+  }
+}
+
+/** A free loopback TCP port (bind to 0, read, close). */
+export const freePort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const server = net.createServer()
+    server.unref()
+    server.on("error", reject)
+    server.listen(0, HOST, () => {
+      const address = server.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      server.close(() => resolve(port))
+    })
+  })
+
+/** Sends one inline command over a raw socket and resolves with the raw reply text. */
+const rawCommand = (port: number, command: string, timeoutMs = 500): Promise<string> =>
+  new Promise((resolve, reject) => {
+    const socket = net.connect({ host: HOST, port })
+    let data = ""
+    const timer = setTimeout(() => {
+      socket.destroy()
+      reject(new Error("timeout"))
+    }, timeoutMs)
+    socket.on("connect", () => socket.write(`${command}\r\n`))
+    socket.on("data", (chunk) => {
+      data += chunk.toString("utf8")
+      // one complete reply: a simple line, or a bulk string with its body
+      const bulk = /^\$(\d+)\r\n/.exec(data)
+      if (
+        (bulk === null && data.endsWith("\r\n")) ||
+        (bulk !== null && data.length >= bulk[0].length + Number(bulk[1]) + 2)
+      ) {
+        clearTimeout(timer)
+        socket.end()
+        resolve(data)
+      }
+    })
+    socket.on("error", (error) => {
+      clearTimeout(timer)
+      reject(error)
+    })
+  })
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+const waitFor = async (what: string, check: () => Promise<boolean>, timeoutMs: number) => {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    if (await check().catch(() => false)) return
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await sleep(20)
+  }
+}
+
+const live = new Set<ChildProcess>()
+let exitHookInstalled = false
+const installExitHook = () => {
+  if (exitHookInstalled) return
+  exitHookInstalled = true
+  process.on("exit", () => {
+    for (const child of live) child.kill("SIGKILL")
+  })
+}
+
+/**
+ * Kills `pid` once this process is gone, even if it dies by SIGKILL (no exit
+ * hook runs then): a detached shell polling both pids once a second.
+ */
+const watchdog = (pid: number) => {
+  const script = `while kill -0 ${process.pid} 2>/dev/null && kill -0 ${pid} 2>/dev/null; do sleep 1; done; kill -9 ${pid} 2>/dev/null`
+  const child = spawn("sh", ["-c", script], { detached: true, stdio: "ignore" })
+  child.unref()
+}
+
+const spawnServer = async (
+  binaries: ServerBinaries,
+  dir: string,
+  port: number,
+  args: ReadonlyArray<string>,
+): Promise<ChildProcess> => {
+  const child = spawn(
+    binaries.server,
+    ["--port", String(port), "--bind", HOST, "--dir", dir, "--logfile", "server.log", ...args],
+    { stdio: "ignore" },
+  )
+  installExitHook()
+  live.add(child)
+  child.on("exit", () => live.delete(child))
+  if (child.pid !== undefined) watchdog(child.pid)
+  let exited = false
+  child.on("exit", () => {
+    exited = true
+  })
+  try {
+    await waitFor(
+      `${binaries.kind} on port ${port}`,
+      async () => {
+        if (exited) throw new Error("exited")
+        return (await rawCommand(port, "PING")).startsWith("+PONG")
+      },
+      10_000,
+    )
+  } catch (error) {
+    child.kill("SIGKILL")
+    const log = path.join(dir, "server.log")
+    const tail = existsSync(log) ? readFileSync(log, "utf8").split("\n").slice(-5).join(" | ") : ""
+    throw new Error(`${binaries.kind} did not start on port ${port}: ${String(error)} ${tail}`)
+  }
+  return child
+}
+
+const infoField = (info: string, field: string): string | undefined =>
+  new RegExp(`^${field}:(.*)$`, "m").exec(info)?.[1]?.trim()
+
+const startOne = async (
+  binaries: ServerBinaries,
+  options: StartOptions,
+  extraArgs: ReadonlyArray<string>,
+): Promise<RedisServer> => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), `shardline-${binaries.kind}-`))
+  const persistence = options.persistence
+    ? ["--appendonly", "yes", "--appendfsync", "always"]
+    : ["--save", "", "--appendonly", "no"]
+  let lastError: unknown
+  // a free port can be taken between the probe and the bind: try a few
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const port = await freePort()
+    try {
+      const serverArgs = [...persistence, ...extraArgs, ...(options.args ?? [])]
+      let child = await spawnServer(binaries, dir, port, serverArgs)
+      const info = await rawCommand(port, "INFO server")
+      const version =
+        infoField(info, "valkey_version") ?? infoField(info, "redis_version") ?? "unknown"
+      const cli = (...args: ReadonlyArray<string>) =>
+        execFileSync(binaries.cli, ["-h", HOST, "-p", String(port), ...args], {
+          encoding: "utf8",
+        })
+      let stopped: Promise<void> | undefined
+      const stop = () => {
+        stopped ??= new Promise<void>((resolve) => {
+          const done = () => {
+            rmSync(dir, { recursive: true, force: true })
+            resolve()
+          }
+          if (child.exitCode !== null || child.signalCode !== null) return done()
+          child.once("exit", done)
+          child.kill("SIGTERM")
+          setTimeout(() => child.kill("SIGKILL"), 3_000).unref()
+        })
+        return stopped
+      }
+      const restart = async () => {
+        if (child.exitCode === null && child.signalCode === null) {
+          const gone = new Promise((resolve) => child.once("exit", resolve))
+          child.kill("SIGKILL")
+          await gone
+        }
+        child = await spawnServer(binaries, dir, port, serverArgs)
+      }
+      return {
+        kind: binaries.kind,
+        host: HOST,
+        port,
+        url: `redis://${HOST}:${port}`,
+        version,
+        dir,
+        get pid() {
+          return child.pid!
+        },
+        cli,
+        restart,
+        stop,
+      }
+    } catch (error) {
+      lastError = error
+    }
+  }
+  rmSync(dir, { recursive: true, force: true })
+  throw lastError
+}
+
+/** Starts one server on a free loopback port; `stop()` ends it and removes its directory. */
+export const startRedis = (options: StartOptions = {}): Promise<RedisServer> =>
+  startOne(resolveBinaries(options.kind ?? "redis7"), options, [])
+
+/**
+ * Starts a Redis Cluster of `nodes` masters (default 3, no replicas) and
+ * waits until every node reports `cluster_state:ok`.
+ */
+export const startRedisCluster = async (
+  options: StartOptions & { readonly nodes?: number } = {},
+): Promise<RedisCluster> => {
+  const binaries = resolveBinaries(options.kind ?? "redis7")
+  const count = options.nodes ?? 3
+  const servers: Array<RedisServer> = []
+  const stop = async () => {
+    await Promise.all(servers.map((s) => s.stop()))
+  }
+  try {
+    for (let i = 0; i < count; i++) {
+      // the cluster bus gets its own free port (default would be port + 10000)
+      const busPort = await freePort()
+      servers.push(
+        await startOne(binaries, options, [
+          "--cluster-enabled",
+          "yes",
+          "--cluster-config-file",
+          "nodes.conf",
+          "--cluster-node-timeout",
+          "2000",
+          "--cluster-port",
+          String(busPort),
+        ]),
+      )
+    }
+    execFileSync(
+      binaries.cli,
+      [
+        "--cluster",
+        "create",
+        ...servers.map((s) => `${s.host}:${s.port}`),
+        "--cluster-replicas",
+        "0",
+        "--cluster-yes",
+      ],
+      { stdio: "ignore", timeout: 30_000 },
+    )
+    await waitFor(
+      "cluster_state:ok on every node",
+      async () => {
+        const infos = await Promise.all(servers.map((s) => rawCommand(s.port, "CLUSTER INFO")))
+        return infos.every((info) => info.includes("cluster_state:ok"))
+      },
+      30_000,
+    )
+  } catch (error) {
+    await stop()
+    throw error
+  }
+  return {
+    kind: binaries.kind,
+    nodes: servers.map((s) => ({ host: s.host, port: s.port })),
+    servers,
+    version: servers[0]!.version,
+    stop,
+  }
+}
+
+/**
+ * What a vitest `globalSetup` hands to test files through `provide`/`inject`:
+ * where a server runs, or the one-line reason it could not start.
+ */
+export type ServerInfo =
+  | {
+      readonly ok: true
+      readonly kind: ServerKind
+      readonly version: string
+      readonly url: string
+      readonly host: string
+      readonly port: number
+    }
+  | { readonly ok: false; readonly kind: ServerKind; readonly error: string }
+
+export type ClusterInfo =
+  | {
+      readonly ok: true
+      readonly kind: ServerKind
+      readonly version: string
+      readonly nodes: ReadonlyArray<{ readonly host: string; readonly port: number }>
+    }
+  | { readonly ok: false; readonly kind: ServerKind; readonly error: string }
+
+const oneLine = (error: unknown): string =>
+  (error instanceof Error ? error.message : String(error)).split("\n")[0]!
+
+/** Starts a server and describes it as a `ServerInfo`, never throwing. */
+export const startForTests = async (
+  kind: ServerKind,
+): Promise<{ readonly info: ServerInfo; readonly stop: () => Promise<void> }> => {
+  try {
+    const server = await startRedis({ kind })
+    return {
+      info: {
+        ok: true,
+        kind,
+        version: server.version,
+        url: server.url,
+        host: server.host,
+        port: server.port,
+      },
+      stop: server.stop,
+    }
+  } catch (error) {
+    return { info: { ok: false, kind, error: oneLine(error) }, stop: async () => {} }
+  }
+}
+
+/** Starts a cluster and describes it as a `ClusterInfo`, never throwing. */
+export const startClusterForTests = async (
+  kind: ServerKind,
+): Promise<{ readonly info: ClusterInfo; readonly stop: () => Promise<void> }> => {
+  try {
+    const cluster = await startRedisCluster({ kind })
+    return {
+      info: { ok: true, kind, version: cluster.version, nodes: cluster.nodes },
+      stop: cluster.stop,
+    }
+  } catch (error) {
+    return { info: { ok: false, kind, error: oneLine(error) }, stop: async () => {} }
+  }
+}
+
+/**
+ * Everything a vitest `globalSetup` needs: starts the given server kinds and
+ * (optionally) a cluster in parallel, never throwing; hand `infos` to the test
+ * files with `project.provide` and call `stop` from the teardown.
+ *
+ * ```ts
+ * export default async function setup(project: TestProject) {
+ *   const servers = await startTestServers({ kinds: ["redis7"], cluster: "redis7" })
+ *   project.provide("redis7", servers.infos.redis7!)
+ *   return servers.stop
+ * }
+ * ```
+ */
+export const startTestServers = async (options: {
+  readonly kinds?: ReadonlyArray<ServerKind>
+  readonly cluster?: ServerKind | false
+}): Promise<{
+  readonly infos: Partial<Record<ServerKind, ServerInfo>>
+  readonly cluster: ClusterInfo | undefined
+  readonly stop: () => Promise<void>
+}> => {
+  const kinds = options.kinds ?? SERVER_KINDS
+  const [singles, cluster] = await Promise.all([
+    Promise.all(kinds.map((kind) => startForTests(kind))),
+    options.cluster ? startClusterForTests(options.cluster) : Promise.resolve(undefined),
+  ])
+  return {
+    infos: Object.fromEntries(singles.map((s) => [s.info.kind, s.info])),
+    cluster: cluster?.info,
+    stop: async () => {
+      await Promise.all([...singles, ...(cluster ? [cluster] : [])].map((s) => s.stop()))
+    },
+  }
+}

@@ -1,0 +1,211 @@
+/**
+ * The ShardStreams contract on core's memory port and on every Redis target,
+ * then what only a real store can get: foreign values under our keys.
+ */
+import { assert, it } from "@effect/vitest"
+import { ShardStreams } from "@shardline/core"
+import { Effect } from "effect"
+import { ownerTokenKey } from "../src/keys.js"
+import * as RedisShardStreams from "../src/RedisShardStreams.js"
+import { shardStreamsContract } from "./contract/ShardStreams.js"
+import { connect, describeTarget, redisTargets, unique } from "./support/targets.js"
+
+const { deadLetterKey, shardKey } = ShardStreams
+
+describeTarget(
+  "ShardStreams contract",
+  { name: "memory (core)" },
+  ShardStreams.makeMemory,
+  (subject) => shardStreamsContract(subject),
+)
+
+for (const target of redisTargets()) {
+  const acquire = Effect.map(connect(target), (connection) => ({
+    connection,
+    streams: RedisShardStreams.makeWith(connection),
+  }))
+
+  describeTarget("ShardStreams contract", target, acquire, (subject) =>
+    shardStreamsContract(() => subject().streams),
+  )
+
+  // the optimistic fence (single nodes; a cluster always uses the script)
+  if (target.kind !== "cluster7")
+    describeTarget(
+      "ShardStreams contract (optimistic fence)",
+      target,
+      Effect.map(connect(target), (connection) =>
+        RedisShardStreams.makeWith(connection, { read: "optimistic" }),
+      ),
+      (subject) => shardStreamsContract(subject),
+    )
+
+  if (target.kind !== "cluster7")
+    describeTarget(
+      "ShardStreams optimistic fence",
+      target,
+      Effect.map(connect(target), (connection) =>
+        RedisShardStreams.makeWith(connection, { read: "optimistic" }),
+      ),
+      (subject) => {
+        it.live(
+          "acks through an armed reader: ack and xackdel, then a stale token is refused",
+          () =>
+            Effect.gen(function* () {
+              const s = subject()
+              const stream = unique("sticky")
+              const base = { stream, shard: 0, group: "g" }
+              yield* s.setOwnerToken({ ...base, token: 3 })
+              for (const k of ["z", "a", "b", "c", "d"]) yield* s.append(stream, 0, { k })
+              // the first read creates the group (through the script); the next ones arm the WATCH
+              const [z] = yield* s.read({ ...base, consumer: "c", token: 3, count: 1 })
+              yield* s.ack({ ...base, token: 3, ids: [z!.id], mode: "xackdel" })
+              const [a, b] = yield* s.read({ ...base, consumer: "c", token: 3, count: 2 })
+              assert.strictEqual(yield* s.ack({ ...base, token: 3, ids: [a!.id], mode: "ack" }), 1)
+              assert.strictEqual(
+                yield* s.ack({ ...base, token: 3, ids: [b!.id], mode: "xackdel" }),
+                1,
+              )
+              assert.strictEqual((yield* s.info(stream, 0)).length, 3)
+              const [c] = yield* s.read({ ...base, consumer: "c", token: 3, count: 1 })
+              yield* s.setOwnerToken({ ...base, token: 4 })
+              const stale = yield* Effect.flip(
+                s.ack({ ...base, token: 3, ids: [c!.id], mode: "ack" }),
+              )
+              assert.strictEqual(stale._tag, "StaleOwner")
+              assert.strictEqual((yield* s.pending(base)).length, 1)
+              const late = yield* Effect.flip(
+                s.read({ ...base, consumer: "c", token: 3, count: 1 }),
+              )
+              assert.strictEqual(late._tag, "StaleOwner")
+              assert.strictEqual((yield* s.drainState(base)).undelivered, 1)
+            }),
+        )
+      },
+    )
+
+  describeTarget("ShardStreams bad input", target, acquire, (subject) => {
+    const fresh = () => {
+      const stream = unique("bad")
+      return { stream, base: { stream, shard: 0, group: "g" } }
+    }
+    const raw = () => subject().connection.client
+
+    it.live(
+      "a non-stream at the shard key is ForeignValue for every operation; it is left as is",
+      () =>
+        Effect.gen(function* () {
+          const { streams: s } = subject()
+          const { stream, base } = fresh()
+          const key = shardKey(stream, 0)
+          yield* Effect.promise(() => raw().set(key, "not a stream"))
+          const errors = [
+            yield* Effect.flip(s.append(stream, 0, { k: "v" })),
+            yield* Effect.flip(s.read({ ...base, consumer: "c", token: 0, count: 1 })),
+            yield* Effect.flip(
+              s.read({ ...base, consumer: "c", token: 0, count: 1, from: "pending" }),
+            ),
+            yield* Effect.flip(
+              s.read({ ...base, consumer: "c", token: 0, count: 1, claimIdleMs: 0 }),
+            ),
+            yield* Effect.flip(s.ack({ ...base, token: 0, ids: ["1-0"], mode: "ack" })),
+            yield* Effect.flip(s.ack({ ...base, token: 0, ids: ["1-0"], mode: "xackdel" })),
+            yield* Effect.flip(s.nack({ ...base, token: 0, id: "1-0" })),
+            yield* Effect.flip(
+              s.claimPending({ ...base, token: 0, consumer: "c", minIdleMs: 0, count: 1 }),
+            ),
+            yield* Effect.flip(s.deadLetter({ ...base, token: 0, id: "1-0", reason: "r" })),
+            yield* Effect.flip(s.pending(base)),
+            yield* Effect.flip(s.info(stream, 0)),
+            yield* Effect.flip(s.range(key)),
+            yield* Effect.flip(s.waitForEntries({ ...base, timeoutMs: 10 })),
+            yield* Effect.flip(s.waitForEntries({ ...base, timeoutMs: 10, afterId: "0-0" })),
+          ]
+          for (const error of errors) {
+            assert.strictEqual(error._tag, "ForeignValue")
+            if (error._tag === "ForeignValue") assert.strictEqual(error.key, key)
+          }
+          assert.strictEqual(yield* Effect.promise(() => raw().get(key)), "not a stream")
+        }),
+    )
+
+    it.live(
+      "an owner token that is not an integer is ForeignValue; nothing is read or overwritten",
+      () =>
+        Effect.gen(function* () {
+          const { streams: s } = subject()
+          const { stream, base } = fresh()
+          yield* s.append(stream, 0, { k: "v" })
+          yield* s.append(stream, 0, { k: "w" })
+          yield* s.read({ ...base, consumer: "c", token: 0, count: 1 })
+          const owner = ownerTokenKey(stream, 0, "g")
+          for (const foreign of ["abc", "-3", "1.5", "99999999999999999999"]) {
+            yield* Effect.promise(() => raw().set(owner, foreign))
+            for (const error of [
+              yield* Effect.flip(s.read({ ...base, consumer: "c", token: 9, count: 1 })),
+              yield* Effect.flip(s.setOwnerToken({ ...base, token: 9 })),
+              yield* Effect.flip(s.ownerToken(base)),
+              yield* Effect.flip(s.ack({ ...base, token: 9, ids: ["1-0"], mode: "ack" })),
+            ]) {
+              assert.strictEqual(error._tag, "ForeignValue")
+              if (error._tag === "ForeignValue") assert.strictEqual(error.key, owner)
+            }
+            assert.strictEqual(yield* Effect.promise(() => raw().get(owner)), foreign)
+          }
+          // a hash where the token belongs
+          yield* Effect.promise(() => raw().del(owner))
+          yield* Effect.promise(() => raw().hset(owner, "token", "1"))
+          assert.strictEqual(
+            (yield* Effect.flip(s.read({ ...base, consumer: "c", token: 9, count: 1 })))._tag,
+            "ForeignValue",
+          )
+          assert.strictEqual((yield* Effect.flip(s.info(stream, 0)))._tag, "ForeignValue")
+          // the second entry was never read
+          assert.strictEqual((yield* s.pending(base)).length, 1)
+        }),
+    )
+
+    it.live(
+      "a foreign dead-letter key fails the dead-letter before its ack: the entry stays pending",
+      () =>
+        Effect.gen(function* () {
+          const { streams: s } = subject()
+          const { stream, base } = fresh()
+          yield* s.append(stream, 0, { k: "v" })
+          const [m] = yield* s.read({ ...base, consumer: "c", token: 0, count: 1 })
+          const dlq = deadLetterKey(stream, 0)
+          yield* Effect.promise(() => raw().rpush(dlq, "a list"))
+          const error = yield* Effect.flip(
+            s.deadLetter({ ...base, token: 0, id: m!.id, reason: "r" }),
+          )
+          assert.strictEqual(error._tag, "ForeignValue")
+          if (error._tag === "ForeignValue") assert.strictEqual(error.key, dlq)
+          assert.deepStrictEqual(
+            (yield* s.pending(base)).map((p) => p.id),
+            [m!.id],
+          )
+          assert.deepStrictEqual(yield* Effect.promise(() => raw().lrange(dlq, 0, -1)), ["a list"])
+        }),
+    )
+
+    it.live("arguments Redis cannot represent are InvalidArgument, before any command", () =>
+      Effect.gen(function* () {
+        const { streams: s } = subject()
+        const { stream, base } = fresh()
+        const errors = [
+          yield* Effect.flip(s.append(stream, 0, {})),
+          yield* Effect.flip(s.setOwnerToken({ ...base, token: 1.5 })),
+          yield* Effect.flip(s.setOwnerToken({ ...base, token: -1 })),
+          yield* Effect.flip(s.read({ ...base, consumer: "c", token: 0, count: 0 })),
+          yield* Effect.flip(s.read({ ...base, consumer: "c", token: Number.NaN, count: 1 })),
+          yield* Effect.flip(
+            s.claimPending({ ...base, token: 0, consumer: "c", minIdleMs: -1, count: 1 }),
+          ),
+          yield* Effect.flip(s.waitForEntries({ ...base, timeoutMs: 10, afterId: "x" })),
+        ]
+        for (const error of errors) assert.strictEqual(error._tag, "InvalidArgument")
+        assert.strictEqual(yield* Effect.promise(() => raw().exists(shardKey(stream, 0))), 0)
+      }),
+    )
+  })
+}

@@ -1,0 +1,164 @@
+/**
+ * The ports' core operations as a least-privilege ACL user (src/acl.ts,
+ * docs/redis.md "ACL"), on every Redis target: if a command or key the ports
+ * use were missing from the rules, an operation here would fail NOPERM.
+ */
+import { assert, it } from "@effect/vitest"
+import { Coordinator, Layout } from "@shardline/core"
+import { Effect, Fiber, Option, Stream } from "effect"
+import { Cluster, type Redis } from "ioredis"
+import { aclRules } from "../src/acl.js"
+import * as RedisConnection from "../src/RedisConnection.js"
+import * as RedisCoordinatorLease from "../src/RedisCoordinatorLease.js"
+import * as RedisCoordinatorTransport from "../src/RedisCoordinatorTransport.js"
+import * as RedisShardStreams from "../src/RedisShardStreams.js"
+import * as RedisStore from "../src/RedisStore.js"
+import * as RedisStreamLayouts from "../src/RedisStreamLayouts.js"
+import { bump, configFor } from "./contract/Store.js"
+import { connect, describeTarget, redisTargets, unique } from "./support/targets.js"
+
+const USER = "shardline-test"
+const PASSWORD = "s3cret-for-tests"
+
+for (const target of redisTargets()) {
+  // as the default user: learn the features, create the restricted user on every node
+  const acquire = Effect.gen(function* () {
+    const admin = yield* connect(target)
+    const rules = aclRules({ xackdel: admin.features.xackdel, cluster: admin.isCluster })
+    const nodes: ReadonlyArray<Redis> =
+      admin.client instanceof Cluster ? admin.client.nodes("master") : [admin.client]
+    yield* Effect.promise(() =>
+      Promise.all(
+        nodes.map((n) => n.call("ACL", "SETUSER", USER, "reset", "on", `>${PASSWORD}`, ...rules)),
+      ),
+    )
+    const connection = yield* RedisConnection.make({
+      ...target.options,
+      username: USER,
+      password: PASSWORD,
+    })
+    return { admin, connection }
+  })
+
+  describeTarget("least-privilege ACL user", target, acquire, (subject) => {
+    it.live("runs every port's core operations", () =>
+      Effect.gen(function* () {
+        const { connection } = subject()
+        const streams = RedisShardStreams.makeWith(connection)
+        // the optimistic fence needs WATCH / MULTI / EXEC: read and ack through it too
+        const optimistic = RedisShardStreams.makeWith(connection, { read: "optimistic" })
+        const lease = RedisCoordinatorLease.makeWith(connection)
+        const transport = RedisCoordinatorTransport.makeWith(connection, { timeoutMs: 2_000 })
+        const stream = unique("acl")
+        const base = { stream, shard: 0, group: "g" }
+
+        yield* streams.setOwnerToken({ ...base, token: 1 })
+        for (const k of ["a", "b", "c", "d"]) yield* streams.append(stream, 0, { k })
+        const [a, b] = yield* streams.read({ ...base, consumer: "c1", token: 1, count: 2 })
+        assert.strictEqual(yield* streams.ack({ ...base, token: 1, ids: [a!.id], mode: "ack" }), 1)
+        assert.isTrue(yield* streams.nack({ ...base, token: 1, id: b!.id }))
+        yield* streams.read({ ...base, consumer: "c1", token: 1, count: 1, from: "pending" })
+        yield* streams.claimPending({ ...base, token: 1, consumer: "c2", minIdleMs: 0, count: 10 })
+        yield* streams.read({ ...base, consumer: "c2", token: 1, count: 10, claimIdleMs: 0 })
+        const pending = yield* streams.pending(base)
+        assert.isDefined(
+          yield* streams.deadLetter({ ...base, token: 1, id: pending[0]!.id, reason: "r" }),
+        )
+        assert.strictEqual(
+          yield* streams.ack({
+            ...base,
+            token: 1,
+            ids: pending.slice(1).map((p) => p.id),
+            mode: "xackdel",
+          }),
+          pending.length - 1,
+        )
+        assert.strictEqual((yield* streams.info(stream, 0)).groups[0]!.ownerToken, 1)
+        yield* streams.range(ShardKey.dlq(stream, 0))
+        assert.isFalse(yield* streams.waitForEntries({ ...base, timeoutMs: 20 }))
+        assert.strictEqual(yield* streams.ownerToken(base), 1)
+        yield* streams.append(stream, 0, { k: "e" })
+        const viaWatch = yield* optimistic.read({ ...base, consumer: "c3", token: 1, count: 10 })
+        assert.strictEqual(viaWatch.length, 1)
+        assert.strictEqual(
+          yield* optimistic.ack({ ...base, token: 1, ids: viaWatch.map((m) => m.id), mode: "ack" }),
+          1,
+        )
+        yield* streams.seal(stream, 0)
+        assert.strictEqual(
+          (yield* Effect.flip(streams.append(stream, 0, { k: "late" })))._tag,
+          "ShardSealed",
+        )
+        assert.isTrue((yield* streams.drainState(base)).drained)
+        yield* streams.retireShard(stream, 0, ["g"])
+
+        const key = { stream, group: "g" }
+        // Store (commits, compaction, audit) and StreamLayouts
+        const store = RedisStore.makeWith(connection, { compactEvery: 2, auditMaxLen: 100 })
+        yield* store.commit(key, 0, Coordinator.createGroup(configFor(key), 0))
+        for (let i = 1; i <= 3; i++) yield* store.commit(key, i, bump(i))
+        assert.strictEqual(Option.getOrThrow(yield* store.load(key)).storeRevision, 4)
+        assert.strictEqual((yield* RedisStore.auditEvents(connection, key, 10)).length, 4)
+        const layouts = RedisStreamLayouts.makeWith(connection)
+        yield* layouts.save(stream, 0, Layout.StreamLayout.create(stream, 4))
+        assert.strictEqual(Option.getOrThrow(yield* layouts.load(stream)).revision, 1)
+
+        const grant = yield* lease.acquire(key, "coordinator", 5_000)
+        yield* lease.renew(grant, 5_000)
+        yield* lease.check(grant)
+        yield* lease.release(grant)
+
+        yield* transport.serve(key, (raw) =>
+          Effect.succeed({
+            errorCode: "NONE" as const,
+            memberId: (raw as { memberId: string }).memberId,
+            memberEpoch: 1,
+            assignmentEpoch: 1,
+            assigned: [],
+            pending: [],
+            heartbeatIntervalMs: 1_000,
+            sessionTimeoutMs: 10_000,
+            rebalanceTimeoutMs: 10_000,
+          }),
+        )
+        const notices = yield* transport.notices(key, "m0")
+        const notice = yield* Effect.forkChild(Stream.runCollect(Stream.take(notices, 1)))
+        const response = yield* transport.heartbeat({
+          ...key,
+          memberId: "m0",
+          incarnation: 1,
+          seq: 1,
+          memberEpoch: 0,
+          assignmentEpoch: 0,
+          metadataVersion: 0,
+          ownedShards: [],
+          revokingShards: [],
+        })
+        assert.strictEqual(response.memberEpoch, 1)
+        yield* transport.notify(key, "m0")
+        assert.strictEqual((yield* Fiber.join(notice)).length, 1)
+      }),
+    )
+
+    it.live("is refused anything outside Shardline's keys and commands", () =>
+      Effect.gen(function* () {
+        const { connection } = subject()
+        const refused = (run: (c: RedisConnection.Client) => Promise<unknown>) =>
+          Effect.promise(() =>
+            run(connection.client).then(
+              () => "allowed",
+              (error: Error) => error.message,
+            ),
+          )
+        assert.include(yield* refused((c) => c.set("unrelated", "x")), "NOPERM")
+        assert.include(yield* refused((c) => c.get("{shardline}x")), "NOPERM")
+        assert.include(yield* refused((c) => c.call("FLUSHALL")), "NOPERM")
+        assert.include(yield* refused((c) => c.call("CONFIG", "GET", "maxmemory")), "NOPERM")
+      }),
+    )
+  })
+}
+
+const ShardKey = {
+  dlq: (stream: string, shard: number) => `{${stream}:${shard}}:dlq`,
+}

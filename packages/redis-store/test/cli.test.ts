@@ -1,0 +1,255 @@
+/**
+ * The `shardline` CLI, built (test/support/buildCli.ts) and run as a child
+ * process against a real Redis 7.0: inspect (table and JSON), reshard and
+ * rollback with their refusals, a standalone coordinator serving members
+ * until SIGTERM, and one-line errors with exit code 2.
+ */
+import { assert, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { freePort } from "../src/testing.js"
+import { exited, runCli, spawnCoordinator } from "./support/cli.js"
+import { makeGroup, makeLog, makeProducer, redisPorts, runUntil } from "./support/driver.js"
+import { describeTarget, redisTargets, unique } from "./support/targets.js"
+
+for (const target of redisTargets())
+  if (target.kind === "redis7")
+    describeTarget("shardline CLI", target, redisPorts(target.options ?? {}), (ports) => {
+      const url = `redis://${target.options?.host}:${target.options?.port}`
+
+      it.live(
+        "usage errors exit 64; a missing group and an unreachable Redis are one line, exit 2",
+        () =>
+          Effect.gen(function* () {
+            const usage = yield* runCli(["inspect", "--redis", url])
+            assert.strictEqual(usage.code, 64)
+            assert.include(usage.stderr, "--stream is required")
+            const missing = yield* runCli([
+              "inspect",
+              "--redis",
+              url,
+              "--stream",
+              unique("none"),
+              "--group",
+              "g",
+            ])
+            assert.strictEqual(missing.code, 2)
+            assert.match(missing.stderr, /^shardline: group g on stream none-\w+ does not exist/)
+            assert.strictEqual(missing.stderr.trim().split("\n").length, 1)
+            const port = yield* Effect.promise(() => freePort())
+            const down = yield* runCli([
+              "inspect",
+              "--redis",
+              `redis://127.0.0.1:${port}`,
+              "--stream",
+              "s",
+              "--group",
+              "g",
+            ])
+            assert.strictEqual(down.code, 2)
+            assert.match(down.stderr, /^shardline: cannot reach Redis/)
+            assert.strictEqual(down.stderr.trim().split("\n").length, 1)
+            const reshardDown = yield* runCli([
+              "reshard",
+              "--redis",
+              `redis://127.0.0.1:${port}`,
+              "--stream",
+              "s",
+              "--shards",
+              "8",
+            ])
+            assert.strictEqual(reshardDown.code, 2)
+            assert.strictEqual(reshardDown.stderr.trim().split("\n").length, 1)
+          }),
+      )
+
+      it.live(
+        "a standalone coordinator serves members until SIGTERM; inspect shows the group; reshard and rollback",
+        () =>
+          Effect.gen(function* () {
+            const stream = unique("cli")
+            const coord = yield* spawnCoordinator([
+              "--redis",
+              url,
+              "--stream",
+              stream,
+              "--group",
+              "workers",
+              "--shards",
+              "4",
+              "--session-timeout",
+              "3000",
+              "--heartbeat-interval",
+              "300",
+              "--holder",
+              "cli-coordinator",
+            ])
+            const log = makeLog()
+            const group = yield* makeGroup(ports(), log, {
+              stream,
+              group: "workers",
+              shardCount: 4,
+            })
+            yield* group.addMember("m1")
+            yield* group.addMember("m2")
+            yield* runUntil([group], "settled through the CLI's coordinator", group.settled)
+            const producer = makeProducer(ports(), stream, 4)
+            yield* producer.produce(Array.from({ length: 20 }, (_, i) => `k${i}`))
+            yield* runUntil([group], "acked", () =>
+              producer.produced.every((k) => group.acked.has(k)),
+            )
+            assert.isTrue(
+              coord.lines.some((l) => l.event === "coordinator" && l.holder === "cli-coordinator"),
+            )
+
+            const json = yield* runCli([
+              "inspect",
+              "--redis",
+              url,
+              "--stream",
+              stream,
+              "--group",
+              "workers",
+              "--json",
+            ])
+            assert.strictEqual(json.code, 0, json.stderr)
+            const report = JSON.parse(json.stdout) as {
+              members: Array<{
+                memberId: string
+                memberEpoch: number
+                incarnation: number
+                state: string
+                owned: Array<number>
+              }>
+              coordinator: { holder: string }
+              lease: { holder: string; ttlMs: number }
+              shards: Array<{
+                shard: number
+                length: number
+                pending: number
+                lag: number
+                ownerToken: number
+              }>
+              storeRevision: number
+              imbalance: number
+              audit: Array<{ kind: string }>
+              resharding: { phase: string }
+            }
+            assert.deepStrictEqual(report.members.map((m) => m.memberId).sort(), ["m1", "m2"])
+            assert.deepStrictEqual(report.members.flatMap((m) => m.owned).sort(), [0, 1, 2, 3])
+            for (const m of report.members) {
+              assert.isAbove(m.memberEpoch, 0)
+              assert.strictEqual(m.incarnation, 1)
+              assert.strictEqual(m.state, "STABLE")
+            }
+            assert.strictEqual(report.coordinator.holder, "cli-coordinator")
+            assert.strictEqual(report.lease.holder, "cli-coordinator")
+            assert.isAbove(report.lease.ttlMs, 0)
+            assert.strictEqual(report.imbalance, 0)
+            assert.strictEqual(
+              report.shards.reduce((n, s) => n + s.length, 0),
+              20,
+            )
+            assert.isTrue(
+              report.shards.every((s) => s.pending === 0 && s.lag === 0 && s.ownerToken > 0),
+            )
+            assert.isAbove(report.storeRevision, 1)
+            assert.isAtLeast(report.audit.length, 5)
+            assert.strictEqual(report.resharding.phase, "idle")
+
+            const human = yield* runCli([
+              "inspect",
+              "--redis",
+              url,
+              "--stream",
+              stream,
+              "--group",
+              "workers",
+            ])
+            assert.strictEqual(human.code, 0)
+            assert.include(human.stdout, `group workers on stream ${stream}`)
+            assert.match(human.stdout, /member\s+epoch\s+incarnation\s+state\s+owned\s+target/)
+            assert.include(human.stdout, "resharding: idle")
+            assert.include(human.stdout, "audit events")
+
+            const same = yield* runCli([
+              "reshard",
+              "--redis",
+              url,
+              "--stream",
+              stream,
+              "--shards",
+              "4",
+            ])
+            assert.strictEqual(same.code, 2)
+            assert.match(same.stderr, /^shardline: refused \(SameShardCount\)/)
+            const noRollback = yield* runCli([
+              "reshard",
+              "--redis",
+              url,
+              "--stream",
+              stream,
+              "--rollback",
+            ])
+            assert.strictEqual(noRollback.code, 2)
+            assert.match(noRollback.stderr, /^shardline: refused \(NoMigration\)/)
+            const unknown = yield* runCli([
+              "reshard",
+              "--redis",
+              url,
+              "--stream",
+              unique("nostream"),
+              "--shards",
+              "8",
+            ])
+            assert.strictEqual(unknown.code, 2)
+            assert.match(unknown.stderr, /refused \(UnknownStream\)/)
+
+            const resharded = yield* runCli([
+              "reshard",
+              "--redis",
+              url,
+              "--stream",
+              stream,
+              "--shards",
+              "8",
+            ])
+            assert.strictEqual(resharded.code, 0, resharded.stderr)
+            assert.include(resharded.stdout, "generation 1, 8 shards from 4")
+            yield* runUntil([group], "the group follows the new layout", () =>
+              Effect.map(
+                runCli([
+                  "inspect",
+                  "--redis",
+                  url,
+                  "--stream",
+                  stream,
+                  "--group",
+                  "workers",
+                  "--json",
+                ]),
+                (r) => {
+                  const rep = JSON.parse(r.stdout) as {
+                    resharding: { phase: string; layout: { generation: number } }
+                  }
+                  return rep.resharding.layout.generation === 1
+                },
+              ),
+            )
+            const rolled = yield* runCli([
+              "reshard",
+              "--redis",
+              url,
+              "--stream",
+              stream,
+              "--rollback",
+            ])
+            assert.strictEqual(rolled.code, 0, rolled.stderr)
+            assert.include(rolled.stdout, "generation 2, 4 shards from 12")
+
+            coord.child.kill("SIGTERM")
+            assert.strictEqual(yield* exited(coord.child), 0)
+            assert.isTrue(coord.lines.some((l) => l.event === "stopping"))
+          }),
+        60_000,
+      )
+    })

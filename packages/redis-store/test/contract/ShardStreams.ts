@@ -1,0 +1,632 @@
+/**
+ * The ShardStreams contract: written once, run unchanged on every
+ * implementation (test/ShardStreams.test.ts). Live clock: idle times are
+ * real milliseconds on Redis, so tests wait a little where idleness matters.
+ */
+import { assert, it } from "@effect/vitest"
+import { ShardStreams } from "@shardline/core"
+import { Effect, Fiber } from "effect"
+import { unique } from "../support/targets.js"
+
+const { DeadLetterFields, deadLetterKey, shardKey } = ShardStreams
+
+type Streams = ShardStreams.ShardStreamsShape
+
+/** A fresh stream name and the usual address on it. */
+const fresh = () => {
+  const stream = unique("orders")
+  return { stream, base: { stream, shard: 3, group: "g" } }
+}
+
+export const shardStreamsContract = (subject: () => Streams) => {
+  it.live("append gives increasing ids; range and info see them in order", () =>
+    Effect.gen(function* () {
+      const s = subject()
+      const { stream } = fresh()
+      const ids: Array<string> = []
+      for (const k of ["a", "b", "c"]) ids.push(yield* s.append(stream, 3, { k, n: "1" }))
+      const ms = ids.map((id) => id.split("-").map(Number) as [number, number])
+      for (let i = 1; i < ms.length; i++)
+        assert.isTrue(
+          ms[i]![0] > ms[i - 1]![0] || (ms[i]![0] === ms[i - 1]![0] && ms[i]![1] > ms[i - 1]![1]),
+        )
+      const range = yield* s.range(shardKey(stream, 3))
+      assert.deepStrictEqual(
+        range.map((e) => [e.id, e.fields]),
+        ids.map((id, i) => [id, { k: ["a", "b", "c"][i]!, n: "1" }]),
+      )
+      const info = yield* s.info(stream, 3)
+      assert.strictEqual(info.length, 3)
+      assert.strictEqual(info.lastId, ids[2])
+      assert.deepStrictEqual(info.groups, [])
+    }),
+  )
+
+  it.live(
+    "read creates the group at 0, returns a batch in stream order and records it pending",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { stream, base } = fresh()
+        for (const k of ["a", "b", "c"]) yield* s.append(stream, 3, { k })
+        const first = yield* s.read({ ...base, consumer: "c1", token: 0, count: 2 })
+        assert.deepStrictEqual(
+          first.map((m) => [m.fields.k, m.deliveryCount]),
+          [
+            ["a", 1],
+            ["b", 1],
+          ],
+        )
+        const second = yield* s.read({ ...base, consumer: "c1", token: 0, count: 10 })
+        assert.deepStrictEqual(
+          second.map((m) => m.fields.k),
+          ["c"],
+        )
+        assert.deepStrictEqual(yield* s.read({ ...base, consumer: "c1", token: 0, count: 10 }), [])
+        const pending = yield* s.pending(base)
+        assert.deepStrictEqual(
+          pending.map((p) => [p.id, p.consumer, p.deliveryCount]),
+          [...first, ...second].map((m) => [m.id, "c1", 1]),
+        )
+        const info = yield* s.info(stream, 3)
+        assert.deepStrictEqual(
+          info.groups.map((g) => [g.name, g.pending, g.lastDeliveredId, g.consumers, g.ownerToken]),
+          [["g", 3, second[0]!.id, ["c1"], 0]],
+        )
+      }),
+  )
+
+  it.live("setOwnerToken only raises: equal is a no-op, lower fails OwnerTokenRegression", () =>
+    Effect.gen(function* () {
+      const s = subject()
+      const { base } = fresh()
+      assert.strictEqual(yield* s.ownerToken(base), 0)
+      yield* s.setOwnerToken({ ...base, token: 5 })
+      yield* s.setOwnerToken({ ...base, token: 5 })
+      const error = yield* Effect.flip(s.setOwnerToken({ ...base, token: 4 }))
+      assert.strictEqual(error._tag, "OwnerTokenRegression")
+      if (error._tag === "OwnerTokenRegression") assert.strictEqual(error.currentToken, 5)
+      assert.strictEqual(yield* s.ownerToken(base), 5)
+      yield* s.setOwnerToken({ ...base, token: 9 })
+      assert.strictEqual(yield* s.ownerToken(base), 9)
+    }),
+  )
+
+  it.live(
+    "a stale token is refused for read, ack, nack, claim and deadLetter; nothing changes",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { stream, base } = fresh()
+        yield* s.append(stream, 3, { k: "a" })
+        yield* s.setOwnerToken({ ...base, token: 1 })
+        const [m] = yield* s.read({ ...base, consumer: "old", token: 1, count: 10 })
+        yield* s.setOwnerToken({ ...base, token: 2 })
+        yield* s.append(stream, 3, { k: "b" })
+        const stale = { ...base, token: 1 }
+        const errors = [
+          yield* Effect.flip(s.read({ ...stale, consumer: "old", count: 10 })),
+          yield* Effect.flip(s.read({ ...stale, consumer: "old", count: 10, claimIdleMs: 0 })),
+          yield* Effect.flip(s.ack({ ...stale, ids: [m!.id], mode: "ack" })),
+          yield* Effect.flip(s.ack({ ...stale, ids: [m!.id], mode: "xackdel" })),
+          yield* Effect.flip(s.nack({ ...stale, id: m!.id })),
+          yield* Effect.flip(
+            s.claimPending({ ...stale, consumer: "old", minIdleMs: 0, count: 10 }),
+          ),
+          yield* Effect.flip(s.deadLetter({ ...stale, id: m!.id, reason: "x" })),
+        ]
+        for (const error of errors) {
+          assert.strictEqual(error._tag, "StaleOwner")
+          if (error._tag === "StaleOwner") assert.strictEqual(error.currentToken, 2)
+        }
+        // nothing changed: still pending once, "b" still undelivered, entries kept
+        const pending = yield* s.pending(base)
+        assert.deepStrictEqual(
+          pending.map((p) => [p.id, p.consumer, p.deliveryCount]),
+          [[m!.id, "old", 1]],
+        )
+        assert.deepStrictEqual(yield* s.range(deadLetterKey(stream, 3)), [])
+        assert.strictEqual((yield* s.range(shardKey(stream, 3))).length, 2)
+        const fresh2 = yield* s.read({ ...base, consumer: "new", token: 2, count: 10 })
+        assert.deepStrictEqual(
+          fresh2.map((x) => x.fields.k),
+          ["b"],
+        )
+      }),
+  )
+
+  it.live("owner tokens are per group: fencing one group never fences another (fan-out)", () =>
+    Effect.gen(function* () {
+      const s = subject()
+      const { stream, base } = fresh()
+      yield* s.append(stream, 3, { k: "a" })
+      yield* s.setOwnerToken({ ...base, group: "g", token: 7 })
+      assert.strictEqual(yield* s.ownerToken({ ...base, group: "h" }), 0)
+      const h = yield* s.read({ ...base, group: "h", consumer: "c", token: 1, count: 10 })
+      assert.deepStrictEqual(
+        h.map((m) => m.fields.k),
+        ["a"],
+      )
+      const g = yield* Effect.flip(
+        s.read({ ...base, group: "g", consumer: "c", token: 1, count: 10 }),
+      )
+      assert.strictEqual(g._tag, "StaleOwner")
+      // another shard of the same stream and group is not fenced either
+      yield* s.append(stream, 4, { k: "x" })
+      assert.strictEqual(
+        (yield* s.read({ ...base, shard: 4, consumer: "c", token: 1, count: 1 })).length,
+        1,
+      )
+      const info = yield* s.info(stream, 3)
+      assert.deepStrictEqual(info.groups.map((x) => [x.name, x.ownerToken]).sort(), [["h", 0]])
+    }),
+  )
+
+  it.live("ack keeps the entry; xackdel deletes exactly what it acknowledged", () =>
+    Effect.gen(function* () {
+      const s = subject()
+      const { stream, base } = fresh()
+      for (const k of ["a", "b", "c"]) yield* s.append(stream, 3, { k })
+      const [a, b] = yield* s.read({ ...base, consumer: "c1", token: 0, count: 2 })
+      const c = (yield* s.range(shardKey(stream, 3)))[2]!
+      assert.strictEqual(yield* s.ack({ ...base, token: 0, ids: [a!.id], mode: "ack" }), 1)
+      assert.strictEqual(yield* s.ack({ ...base, token: 0, ids: [a!.id], mode: "ack" }), 0)
+      assert.strictEqual((yield* s.info(stream, 3)).length, 3)
+      // b is pending: acked and deleted; a (acked) and c (never delivered) are not pending: kept
+      assert.strictEqual(
+        yield* s.ack({ ...base, token: 0, ids: [b!.id, a!.id, c.id, "99-0"], mode: "xackdel" }),
+        1,
+      )
+      assert.deepStrictEqual(
+        (yield* s.range(shardKey(stream, 3))).map((e) => e.id),
+        [a!.id, c.id],
+      )
+      assert.deepStrictEqual(yield* s.pending(base), [])
+      assert.strictEqual(yield* s.ack({ ...base, token: 0, ids: [], mode: "ack" }), 0)
+    }),
+  )
+
+  it.live("an invalid entry id is InvalidEntryId and nothing in the batch is acknowledged", () =>
+    Effect.gen(function* () {
+      const s = subject()
+      const { stream, base } = fresh()
+      yield* s.append(stream, 3, { k: "a" })
+      const [a] = yield* s.read({ ...base, consumer: "c1", token: 0, count: 1 })
+      for (const bad of ["nope", "1", "1-x", "-1-0"]) {
+        const error = yield* Effect.flip(
+          s.ack({ ...base, token: 0, ids: [a!.id, bad], mode: "xackdel" }),
+        )
+        assert.strictEqual(error._tag, "InvalidEntryId")
+      }
+      assert.strictEqual(
+        (yield* Effect.flip(s.nack({ ...base, token: 0, id: "x" })))._tag,
+        "InvalidEntryId",
+      )
+      assert.strictEqual(
+        (yield* Effect.flip(s.deadLetter({ ...base, token: 0, id: "x", reason: "r" })))._tag,
+        "InvalidEntryId",
+      )
+      assert.strictEqual(
+        (yield* Effect.flip(
+          s.claimPending({ ...base, token: 0, consumer: "c", minIdleMs: 0, count: 1, start: "x" }),
+        ))._tag,
+        "InvalidEntryId",
+      )
+      assert.strictEqual((yield* s.pending(base)).length, 1)
+      assert.strictEqual((yield* s.range(shardKey(stream, 3))).length, 1)
+    }),
+  )
+
+  it.live(
+    "nack keeps the entry pending with deliveryCount+1; it is retried from the consumer's pending list",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { stream, base } = fresh()
+        yield* s.append(stream, 3, { k: "a" })
+        const [m] = yield* s.read({ ...base, consumer: "c1", token: 0, count: 1 })
+        yield* Effect.sleep(150)
+        const [before] = yield* s.pending(base)
+        assert.isTrue(yield* s.nack({ ...base, token: 0, id: m!.id }))
+        const [p] = yield* s.pending(base)
+        assert.strictEqual(p!.deliveryCount, 2)
+        assert.strictEqual(p!.consumer, "c1")
+        assert.isTrue(p!.idleMs < before!.idleMs) // idle time reset
+        // not handed out again as a new entry, but from the consumer's pending list
+        assert.deepStrictEqual(yield* s.read({ ...base, consumer: "c1", token: 0, count: 10 }), [])
+        const retry = yield* s.read({
+          ...base,
+          consumer: "c1",
+          token: 0,
+          count: 10,
+          from: "pending",
+        })
+        assert.deepStrictEqual(
+          retry.map((r) => [r.id, r.fields.k, r.deliveryCount]),
+          [[m!.id, "a", 2]],
+        )
+        assert.deepStrictEqual(
+          yield* s.read({ ...base, consumer: "other", token: 0, count: 10, from: "pending" }),
+          [],
+        )
+        assert.isFalse(yield* s.nack({ ...base, token: 0, id: "9-9" }))
+        assert.isFalse(yield* s.nack({ ...base, group: "unknown", token: 0, id: m!.id }))
+      }),
+  )
+
+  it.live("claimPending moves idle pending entries to the new consumer with deliveryCount+1", () =>
+    Effect.gen(function* () {
+      const s = subject()
+      const { stream, base } = fresh()
+      for (const k of ["a", "b", "c"]) yield* s.append(stream, 3, { k })
+      yield* s.setOwnerToken({ ...base, token: 1 })
+      yield* s.read({ ...base, consumer: "old", token: 1, count: 2 })
+      yield* Effect.sleep(60)
+      yield* s.setOwnerToken({ ...base, token: 2 })
+      const early = yield* s.claimPending({
+        ...base,
+        token: 2,
+        consumer: "new",
+        minIdleMs: 60_000,
+        count: 10,
+      })
+      assert.deepStrictEqual(early.messages, [])
+      const claimed = yield* s.claimPending({
+        ...base,
+        token: 2,
+        consumer: "new",
+        minIdleMs: 50,
+        count: 10,
+      })
+      assert.strictEqual(claimed.next, "0-0")
+      assert.deepStrictEqual(
+        claimed.messages.map((m) => [m.fields.k, m.deliveryCount]),
+        [
+          ["a", 2],
+          ["b", 2],
+        ],
+      )
+      assert.deepStrictEqual(
+        (yield* s.pending(base)).map((p) => [p.consumer, p.deliveryCount]),
+        [
+          ["new", 2],
+          ["new", 2],
+        ],
+      )
+      const next = yield* s.read({ ...base, consumer: "new", token: 2, count: 10 })
+      assert.deepStrictEqual(
+        next.map((m) => m.fields.k),
+        ["c"],
+      )
+    }),
+  )
+
+  it.live(
+    "claimPending pages with a cursor and reports pending entries deleted from the stream",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { stream, base } = fresh()
+        for (const k of ["a", "b", "c"]) yield* s.append(stream, 3, { k })
+        const read = yield* s.read({ ...base, consumer: "old", token: 0, count: 10 })
+        // another group deletes "b" (xackdel), leaving our reference dangling
+        yield* s.read({ ...base, group: "other", consumer: "x", token: 0, count: 10 })
+        yield* s.ack({ ...base, group: "other", token: 0, ids: [read[1]!.id], mode: "xackdel" })
+        const page1 = yield* s.claimPending({
+          ...base,
+          token: 0,
+          consumer: "new",
+          minIdleMs: 0,
+          count: 1,
+        })
+        assert.deepStrictEqual(
+          page1.messages.map((m) => m.fields.k),
+          ["a"],
+        )
+        assert.strictEqual(page1.next, read[1]!.id)
+        // continue until the cursor is 0-0; a dangling reference is reported
+        // (on Redis it may use up a page of its own: XAUTOCLAIM counts it)
+        const messages: Array<string> = []
+        const deleted: Array<string> = []
+        let next = page1.next
+        for (let page = 0; next !== "0-0"; page++) {
+          assert.isBelow(page, 10)
+          const more = yield* s.claimPending({
+            ...base,
+            token: 0,
+            consumer: "new",
+            minIdleMs: 0,
+            count: 1,
+            start: next,
+          })
+          messages.push(...more.messages.map((m) => m.fields.k!))
+          deleted.push(...more.deleted)
+          next = more.next
+        }
+        assert.deepStrictEqual(messages, ["c"])
+        assert.deepStrictEqual(deleted, [read[1]!.id])
+        assert.strictEqual((yield* s.pending(base)).length, 2)
+      }),
+  )
+
+  it.live(
+    "takeover read (claimIdleMs): the previous owner's idle entries first, then new ones",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { stream, base } = fresh()
+        for (const k of ["a", "b", "c", "d"]) yield* s.append(stream, 3, { k })
+        yield* s.read({ ...base, consumer: "old", token: 1, count: 2 })
+        yield* s.setOwnerToken({ ...base, token: 2 })
+        // not idle long enough: left with the old consumer; only new entries
+        const notYet = yield* s.read({
+          ...base,
+          consumer: "new",
+          token: 2,
+          count: 1,
+          claimIdleMs: 60_000,
+        })
+        assert.deepStrictEqual(
+          notYet.map((m) => [m.fields.k, m.deliveryCount]),
+          [["c", 1]],
+        )
+        yield* Effect.sleep(60)
+        const batch = yield* s.read({
+          ...base,
+          consumer: "new",
+          token: 2,
+          count: 10,
+          claimIdleMs: 50,
+        })
+        assert.deepStrictEqual(
+          batch.map((m) => [m.fields.k, m.deliveryCount]),
+          [
+            ["a", 2],
+            ["b", 2],
+            ["c", 2],
+            ["d", 1],
+          ],
+        )
+        assert.deepStrictEqual(
+          (yield* s.pending(base)).map((p) => [p.consumer, p.deliveryCount]),
+          [
+            ["new", 2],
+            ["new", 2],
+            ["new", 2],
+            ["new", 1],
+          ],
+        )
+      }),
+  )
+
+  it.live(
+    "deadLetter copies the entry to <shard>:dlq atomically with its ack: never lost, never both",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { stream, base } = fresh()
+        yield* s.append(stream, 3, { k: "poison" })
+        const [m] = yield* s.read({ ...base, consumer: "c1", token: 0, count: 1 })
+        yield* s.nack({ ...base, token: 0, id: m!.id })
+        const dlqId = yield* s.deadLetter({
+          ...base,
+          token: 0,
+          id: m!.id,
+          reason: "max deliveries",
+        })
+        assert.isDefined(dlqId)
+        const dlq = yield* s.range(deadLetterKey(stream, 3))
+        assert.strictEqual(dlq.length, 1)
+        assert.strictEqual(dlq[0]!.id, dlqId)
+        assert.deepStrictEqual(dlq[0]!.fields, {
+          k: "poison",
+          [DeadLetterFields.originalId]: m!.id,
+          [DeadLetterFields.reason]: "max deliveries",
+          [DeadLetterFields.group]: "g",
+          [DeadLetterFields.deliveryCount]: "2",
+        })
+        assert.deepStrictEqual(yield* s.pending(base), [])
+        // not pending any more: nothing happens
+        assert.isUndefined(yield* s.deadLetter({ ...base, token: 0, id: m!.id, reason: "again" }))
+        assert.isUndefined(
+          yield* s.deadLetter({ ...base, group: "unknown", token: 0, id: m!.id, reason: "r" }),
+        )
+        assert.strictEqual((yield* s.range(deadLetterKey(stream, 3))).length, 1)
+      }),
+  )
+
+  it.live("consumer groups are independent and shards are separate streams", () =>
+    Effect.gen(function* () {
+      const s = subject()
+      const { stream, base } = fresh()
+      yield* s.append(stream, 0, { k: "zero" })
+      yield* s.append(stream, 1, { k: "one" })
+      const g1 = yield* s.read({
+        ...base,
+        shard: 0,
+        group: "g1",
+        consumer: "c",
+        token: 0,
+        count: 9,
+      })
+      const g2 = yield* s.read({
+        ...base,
+        shard: 0,
+        group: "g2",
+        consumer: "c",
+        token: 0,
+        count: 9,
+      })
+      assert.deepStrictEqual(
+        [...g1, ...g2].map((m) => m.fields.k),
+        ["zero", "zero"],
+      )
+      const info = yield* s.info(stream, 0)
+      assert.deepStrictEqual(
+        info.groups.map((g) => [g.name, g.pending]),
+        [
+          ["g1", 1],
+          ["g2", 1],
+        ],
+      )
+      assert.deepStrictEqual(yield* s.pending({ ...base, shard: 1, group: "g1" }), [])
+      const none = yield* s.info(unique("none"), 0)
+      assert.deepStrictEqual(none, { length: 0, lastId: "0-0", groups: [] })
+    }),
+  )
+
+  it.live(
+    "waitForEntries: at once when undelivered entries exist, false on an idle shard, woken by an append",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { stream, base } = fresh()
+        // nothing at all: times out
+        assert.isFalse(yield* s.waitForEntries({ ...base, timeoutMs: 30 }))
+        yield* s.append(stream, 3, { k: "a" })
+        assert.isTrue(yield* s.waitForEntries({ ...base, timeoutMs: 5_000 }))
+        yield* s.read({ ...base, consumer: "c", token: 0, count: 10 })
+        // all delivered: idle until the next append
+        assert.isFalse(yield* s.waitForEntries({ ...base, timeoutMs: 30 }))
+        const waiting = yield* Effect.forkChild(s.waitForEntries({ ...base, timeoutMs: 20_000 }))
+        yield* Effect.sleep(20)
+        yield* s.append(stream, 3, { k: "b" })
+        assert.isTrue(yield* Fiber.join(waiting))
+        const [b] = yield* s.read({ ...base, consumer: "c", token: 0, count: 10 })
+        assert.strictEqual(b!.fields.k, "b")
+        // an explicit afterId
+        assert.isTrue(yield* s.waitForEntries({ ...base, timeoutMs: 5_000, afterId: "0-0" }))
+        assert.isFalse(yield* s.waitForEntries({ ...base, timeoutMs: 30, afterId: b!.id }))
+      }),
+  )
+
+  it.live("seal: appends fail ShardSealed and add nothing; reads and acks go on; idempotent", () =>
+    Effect.gen(function* () {
+      const s = subject()
+      const { stream, base } = fresh()
+      const a = yield* s.append(stream, 3, { k: "a" })
+      yield* s.seal(stream, 3)
+      yield* s.seal(stream, 3)
+      const refused = yield* Effect.flip(s.append(stream, 3, { k: "late" }))
+      assert.strictEqual(refused._tag, "ShardSealed")
+      if (refused._tag === "ShardSealed") {
+        assert.strictEqual(refused.stream, stream)
+        assert.strictEqual(refused.shard, 3)
+      }
+      assert.deepStrictEqual(
+        (yield* s.range(shardKey(stream, 3))).map((e) => e.id),
+        [a],
+      )
+      // the other shards of the stream are not sealed
+      yield* s.append(stream, 4, { k: "b" })
+      // the group still drains the sealed shard
+      const [m] = yield* s.read({ ...base, consumer: "c", token: 0, count: 10 })
+      assert.strictEqual(m!.id, a)
+      assert.strictEqual(yield* s.ack({ ...base, token: 0, ids: [a], mode: "ack" }), 1)
+    }),
+  )
+
+  it.live(
+    "drainState: undelivered after the last-delivered id, pending; drained once sealed and both 0",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { stream, base } = fresh()
+        const state = () => s.drainState(base)
+        // nothing there at all
+        assert.deepStrictEqual(yield* state(), {
+          sealed: false,
+          undelivered: 0,
+          pending: 0,
+          drained: false,
+        })
+        for (const k of ["a", "b", "c"]) yield* s.append(stream, 3, { k })
+        // a group that never read: everything is undelivered
+        assert.deepStrictEqual(yield* state(), {
+          sealed: false,
+          undelivered: 3,
+          pending: 0,
+          drained: false,
+        })
+        const [a, b] = yield* s.read({ ...base, consumer: "c", token: 0, count: 2 })
+        assert.deepStrictEqual(yield* state(), {
+          sealed: false,
+          undelivered: 1,
+          pending: 2,
+          drained: false,
+        })
+        yield* s.seal(stream, 3)
+        yield* s.ack({ ...base, token: 0, ids: [a!.id], mode: "xackdel" })
+        assert.deepStrictEqual(yield* state(), {
+          sealed: true,
+          undelivered: 1,
+          pending: 1,
+          drained: false,
+        })
+        const [c] = yield* s.read({ ...base, consumer: "c", token: 0, count: 10 })
+        yield* s.ack({ ...base, token: 0, ids: [b!.id, c!.id], mode: "ack" })
+        assert.deepStrictEqual(yield* state(), {
+          sealed: true,
+          undelivered: 0,
+          pending: 0,
+          drained: true,
+        })
+        // another group on the same shard has its own state
+        assert.deepStrictEqual(yield* s.drainState({ ...base, group: "other" }), {
+          sealed: true,
+          undelivered: 2,
+          pending: 0,
+          drained: false,
+        })
+        // an entry deleted past the group's position (another group's XACKDEL)
+        // is not counted as undelivered
+        const [o] = yield* s.read({ ...base, group: "other", consumer: "x", token: 0, count: 1 })
+        yield* s.ack({ ...base, group: "other", token: 0, ids: [o!.id], mode: "xackdel" })
+        assert.deepStrictEqual(yield* s.drainState({ ...base, group: "other" }), {
+          sealed: true,
+          undelivered: 1,
+          pending: 0,
+          drained: false,
+        })
+      }),
+  )
+
+  it.live(
+    "retireShard: the stream and the named groups' tokens go; the seal and dead letters stay",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { stream, base } = fresh()
+        for (const k of ["a", "b"]) yield* s.append(stream, 3, { k })
+        yield* s.setOwnerToken({ ...base, token: 4 })
+        yield* s.setOwnerToken({ ...base, group: "g2", token: 6 })
+        yield* s.setOwnerToken({ ...base, group: "kept", token: 2 })
+        const [a, b] = yield* s.read({ ...base, consumer: "c", token: 4, count: 2 })
+        const dlq = yield* s.deadLetter({ ...base, token: 4, id: a!.id, reason: "poison" })
+        yield* s.ack({ ...base, token: 4, ids: [b!.id], mode: "ack" })
+        yield* s.seal(stream, 3)
+        yield* s.retireShard(stream, 3, ["g", "g2"])
+        yield* s.retireShard(stream, 3, ["g", "g2"])
+        assert.deepStrictEqual(yield* s.range(shardKey(stream, 3)), [])
+        assert.strictEqual((yield* s.info(stream, 3)).length, 0)
+        assert.strictEqual(yield* s.ownerToken(base), 0)
+        assert.strictEqual(yield* s.ownerToken({ ...base, group: "g2" }), 0)
+        assert.strictEqual(yield* s.ownerToken({ ...base, group: "kept" }), 2)
+        assert.deepStrictEqual(
+          (yield* s.range(deadLetterKey(stream, 3))).map((e) => e.id),
+          [dlq!],
+        )
+        // still sealed: a late producer is refused, the shard is not recreated
+        assert.strictEqual(
+          (yield* Effect.flip(s.append(stream, 3, { k: "late" })))._tag,
+          "ShardSealed",
+        )
+        assert.deepStrictEqual(yield* s.drainState(base), {
+          sealed: true,
+          undelivered: 0,
+          pending: 0,
+          drained: true,
+        })
+      }),
+  )
+}

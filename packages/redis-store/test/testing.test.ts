@@ -1,0 +1,68 @@
+/**
+ * The real-server harness (`@shardline/redis-store/testing`): a missing
+ * binary is one line saying how to install it; servers start on free ports
+ * in their own directory, persist only when asked, and leave nothing behind.
+ */
+import { existsSync, readdirSync } from "node:fs"
+import { afterEach, describe, expect, it } from "vitest"
+import { resolveBinaries, ServerMissing, startForTests, startRedis } from "../src/testing.js"
+
+const saved = { ...process.env }
+afterEach(() => {
+  process.env = { ...saved }
+})
+
+describe("test servers", () => {
+  it("a missing Redis 8 build is one line naming the build script", async () => {
+    process.env.SHARDLINE_REDIS8_DIR = "/nonexistent/redis-8"
+    expect(() => resolveBinaries("redis8")).toThrow(ServerMissing)
+    expect(() => resolveBinaries("redis8")).toThrow(
+      "Redis 8 not built: run scripts/build-redis8.sh (looked in /nonexistent/redis-8)",
+    )
+    const info = await startForTests("redis8")
+    expect(info.info).toEqual({
+      ok: false,
+      kind: "redis8",
+      error: "Redis 8 not built: run scripts/build-redis8.sh (looked in /nonexistent/redis-8)",
+    })
+  })
+
+  it("a missing redis-server is one line saying how to install it", () => {
+    process.env.SHARDLINE_REDIS7_BIN = "/nonexistent/redis-server"
+    expect(() => resolveBinaries("redis7")).toThrow(
+      'redis-server not found: run "apt-get install redis-server" (or set SHARDLINE_REDIS7_BIN)',
+    )
+    process.env.SHARDLINE_VALKEY_BIN = "/nonexistent/valkey-server"
+    expect(() => resolveBinaries("valkey8")).toThrow(
+      /^valkey-server not found: run "apt-get install/,
+    )
+  })
+
+  it("starts on a free loopback port in its own directory, without persistence, and cleans up", async () => {
+    const [a, b] = await Promise.all([startRedis(), startRedis()])
+    try {
+      expect(a.port).not.toBe(b.port)
+      expect(a.dir).not.toBe(b.dir)
+      expect(a.version).toMatch(/^7\./)
+      expect(a.cli("SET", "k", "v").trim()).toBe("OK")
+      expect(a.cli("CONFIG", "GET", "appendonly")).toContain("no")
+      expect(a.cli("CONFIG", "GET", "save").split("\n")[1]).toBe("")
+    } finally {
+      await Promise.all([a.stop(), b.stop()])
+    }
+    expect(existsSync(a.dir)).toBe(false)
+    expect(() => process.kill(a.pid, 0)).toThrow()
+    await a.stop() // idempotent
+  })
+
+  it("persists only when asked", async () => {
+    const server = await startRedis({ persistence: true })
+    try {
+      expect(server.cli("CONFIG", "GET", "appendonly")).toContain("yes")
+      server.cli("SET", "k", "v")
+      expect(readdirSync(server.dir)).toContain("appendonlydir")
+    } finally {
+      await server.stop()
+    }
+  })
+})
