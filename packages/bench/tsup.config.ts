@@ -7,6 +7,7 @@ export default defineConfig({
     "src/simulator.ts",
     "src/runtime.ts",
     "src/assignorWalkthrough.ts",
+    "src/reshard.ts",
   ],
   format: ["esm"],
   dts: true,
