@@ -8,6 +8,7 @@ export default defineConfig({
     "src/runtime.ts",
     "src/runtimeRedis.ts",
     "src/assignorWalkthrough.ts",
+    "src/reshard.ts",
   ],
   format: ["esm"],
   dts: true,

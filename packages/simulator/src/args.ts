@@ -11,8 +11,9 @@ import {
   FAULT_KINDS,
   SCENARIOS,
   type Scenario,
+  type ShapeDim,
   type SimOptions,
-} from "./config.js"
+} from "./options.js"
 
 export const usage = `usage: shardline-sim <scenario> [options]
 scenarios: ${SCENARIOS.join(", ")}
@@ -24,11 +25,15 @@ options:
   --duration D           safety phase with faults: 90s, 5m, 1h, 500ms (bare number = seconds; default 60s)
   --faults F             default | none | swarm | comma list of: ${FAULT_KINDS.join(", ")}
   --rate N               messages per second per shard (default ${defaultOptions.ratePerShard})
+  --fence on|off         storage refuses stale owner tokens (on, default) or accepts any (off:
+                         safety must come from the protocol alone)
   --json                 machine-readable summary on stdout
   --report FILE          self-contained HTML report
   --check-determinism    run the seed twice and compare the event digests
-  --swarm N              run N seeds (from --from-seed, default 1) on --jobs threads (default: all cores)
+  --swarm N              run N seeds (from --from-seed, default 1) on --jobs threads (default: all cores);
+                         members, shards, workers and rate not given are drawn per seed
   --broken KIND          test-only protocol breakage: ${BROKEN.join(" | ")}
+  --strict               do not excuse the known protocol findings F1, F2 (docs/simulator.md)
 `
 
 export class UsageError extends Error {}
@@ -77,6 +82,8 @@ export interface Cli {
   swarm: number | undefined
   fromSeed: number
   jobs: number | undefined
+  /** Shape dimensions given on the command line (a swarm draws the others per seed). */
+  fixed: Set<ShapeDim>
 }
 
 export const parseArgs = (argv: ReadonlyArray<string>): Cli => {
@@ -89,6 +96,7 @@ export const parseArgs = (argv: ReadonlyArray<string>): Cli => {
     swarm: undefined,
     fromSeed: 1,
     jobs: undefined,
+    fixed: new Set(),
   }
   let scenarioSet = false
   for (let i = 0; i < argv.length; i++) {
@@ -106,12 +114,16 @@ export const parseArgs = (argv: ReadonlyArray<string>): Cli => {
         break
       case "--members":
         o = { ...o, members: positiveInt(a, val()) }
+        if (o.members > 9_999) throw new UsageError("--members is at most 9999")
+        cli.fixed.add("members")
         break
       case "--shards":
         o = { ...o, shards: positiveInt(a, val()) }
+        cli.fixed.add("shards")
         break
       case "--workers":
         o = { ...o, workers: positiveInt(a, val()) }
+        cli.fixed.add("workers")
         break
       case "--duration":
         o = { ...o, durationMs: parseDuration(val()) }
@@ -123,6 +135,13 @@ export const parseArgs = (argv: ReadonlyArray<string>): Cli => {
         const r = Number(val())
         if (!(r >= 0)) throw new UsageError("--rate needs a number >= 0")
         o = { ...o, ratePerShard: r }
+        cli.fixed.add("ratePerShard")
+        break
+      }
+      case "--fence": {
+        const f = val()
+        if (f !== "on" && f !== "off") throw new UsageError(`--fence needs on or off, got "${f}"`)
+        o = { ...o, fence: f }
         break
       }
       case "--broken": {
@@ -132,6 +151,9 @@ export const parseArgs = (argv: ReadonlyArray<string>): Cli => {
         o = { ...o, broken: known }
         break
       }
+      case "--strict":
+        o = { ...o, strict: true }
+        break
       case "--json":
         cli.json = true
         break

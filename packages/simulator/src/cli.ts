@@ -1,11 +1,11 @@
 #!/usr/bin/env node
 /**
  * shardline-sim: run a scenario, replay a seed, check determinism, write an
- * HTML report, or run a swarm of seeds over both cores.
+ * HTML report, or run a swarm of seeds over worker threads.
  *
  *   node packages/simulator/dist/cli.js <scenario> [--seed N] [--members N]
  *     [--shards N] [--workers N] [--duration 60s] [--faults swarm|none|a,b]
- *     [--rate N] [--json] [--report out.html] [--check-determinism]
+ *     [--rate N] [--fence on|off] [--json] [--report out.html] [--check-determinism]
  *     [--swarm N --from-seed S --jobs J]
  *
  * Exit code: 0 when every checker passed, 1 on a violation or a
@@ -15,7 +15,7 @@
  */
 import { writeFileSync } from "node:fs"
 import { type Cli, parseArgs, UsageError, usage } from "./args.js"
-import type { Scenario, SimOptions } from "./config.js"
+import type { Scenario, SimOptions } from "./options.js"
 import { renderReport } from "./report.js"
 import { replayCommand, runSeed } from "./run.js"
 import { formatSummary, formatTrace, type Summary } from "./summary.js"
@@ -39,12 +39,21 @@ const printFailure = (s: Summary, options: SimOptions) => {
   console.error(`\nFAILED seed ${s.seed}: ${s.violations.length} violation(s)`)
   for (const v of s.violations.slice(0, 10))
     console.error(`  [${v.checker}] at ${v.timeMs}ms: ${v.message}`)
-  console.error(
-    `replay: ${replayCommand({ ...options, seed: s.seed, scenario: s.scenario as Scenario })}`,
-  )
+  console.error(`replay: ${replayCommand(ofSummary(s, options))}`)
   if (s.around !== undefined)
     console.error(`events around the first violation:\n${formatTrace(s.around)}`)
 }
+
+/** The options a summary was run with (its seed and shape over the base). */
+const ofSummary = (s: Summary, base: SimOptions): SimOptions => ({
+  ...base,
+  seed: s.seed,
+  scenario: s.scenario as Scenario,
+  members: s.members,
+  shards: s.shards,
+  workers: s.workers,
+  ratePerShard: s.ratePerShard,
+})
 
 const main = async (): Promise<number> => {
   let cli: Cli
@@ -66,6 +75,7 @@ const main = async (): Promise<number> => {
       fromSeed: cli.fromSeed,
       count: cli.swarm,
       jobs: cli.jobs,
+      fixed: cli.fixed,
       onResult: (s, done) => {
         if (tty) process.stderr.write(`\r${done}/${cli.swarm} seeds`)
         if (s.violations.length > 0 && !cli.json) printFailure(s, o)
@@ -83,7 +93,7 @@ const main = async (): Promise<number> => {
       failures: report.failed.map((s) => ({
         seed: s.seed,
         violations: s.violations,
-        replay: replayCommand({ ...o, seed: s.seed }),
+        replay: replayCommand(ofSummary(s, o)),
       })),
     }
     if (cli.json) console.log(JSON.stringify(out, null, 2))

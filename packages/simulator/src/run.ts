@@ -1,10 +1,9 @@
 /**
- * Running one seed, with the real machines and the assignor's movement oracle.
+ * Running one seed, and the command line that replays it.
  *
  * @module
  */
-import type { SimOptions } from "./config.js"
-import { lowerBound, realMachines } from "./machines.js"
+import type { SimOptions } from "./options.js"
 import { type RunHooks, runSimulation, type SimResult } from "./Simulation.js"
 import { type Summary, summarize } from "./summary.js"
 
@@ -13,17 +12,14 @@ export interface Run {
   readonly summary: Summary
 }
 
-export const runSeed = (options: SimOptions, hooks: Omit<RunHooks, "lowerBound"> = {}): Run => {
+export const runSeed = (options: SimOptions, hooks: RunHooks = {}): Run => {
   const t0 = performance.now()
-  const result = runSimulation(options, realMachines, {
-    ...hooks,
-    ...(lowerBound !== undefined ? { lowerBound } : {}),
-  })
+  const result = runSimulation(options, hooks)
   const wall = performance.now() - t0
   return { result, summary: summarize(result, wall) }
 }
 
-/** The command line that replays `options` exactly. */
+/** The command line that replays `options` exactly (every shape dimension explicit). */
 export const replayCommand = (o: SimOptions): string => {
   const args = [
     "node packages/simulator/dist/cli.js",
@@ -36,6 +32,8 @@ export const replayCommand = (o: SimOptions): string => {
     `--faults ${o.faults}`,
     `--rate ${o.ratePerShard}`,
   ]
+  if (o.fence === "off") args.push("--fence off")
   if (o.broken !== undefined) args.push(`--broken ${o.broken}`)
+  if (o.strict === true) args.push("--strict")
   return args.join(" ")
 }

@@ -3,18 +3,22 @@
  *
  * @module
  */
-import { timing } from "./config.js"
+import { livenessBoundMs, timing } from "./options.js"
 import type { SimResult, TraceLine } from "./Simulation.js"
 
 export interface Summary {
   readonly seed: number
   readonly scenario: string
-  readonly machines: string
   readonly members: number
   readonly shards: number
   readonly workers: number
   readonly durationMs: number
+  readonly ratePerShard: number
+  /** "on": storage refuses stale tokens; "off": safety from the protocol alone. */
+  readonly fence: "on" | "off"
   readonly faults: Record<string, number>
+  /** No disruptive fault: the run was held to exactness. */
+  readonly exact: boolean
   readonly events: number
   readonly virtualMs: number
   readonly wallMs: number
@@ -38,8 +42,10 @@ export interface Summary {
     readonly livenessMs: number | null
     readonly livenessBoundMs: number
   }
+  /** Rebalance episodes (membership change to balance) after the initial ramp. */
+  readonly episodes: number
   readonly shardsMoved: number
-  readonly movementLowerBound: number | null
+  readonly movementLowerBound: number
   readonly produced: number
   readonly acked: number
   readonly handled: number
@@ -47,6 +53,10 @@ export interface Summary {
   readonly lost: number
   readonly fencedReads: number
   readonly fencedAcks: number
+  /** Acks storage accepted (fence off) from fenced or replaced lifecycles. */
+  readonly zombieAcks: number
+  /** How member lifecycles ended in the committed state. */
+  readonly lifecycleEnds: Readonly<Record<string, number>>
   readonly storeCommits: number
   readonly staleCommitsRejected: number
   readonly worstStarvationWaitMs: number
@@ -56,6 +66,8 @@ export interface Summary {
     readonly maxPerSec: number
     readonly perShard?: ReadonlyArray<number>
   }
+  /** What each fault kind and checker did (paths reached). */
+  readonly counters: Readonly<Record<string, number>>
   readonly around?: ReadonlyArray<TraceLine>
 }
 
@@ -67,12 +79,6 @@ export const percentile = (sorted: ReadonlyArray<number>, p: number): number => 
 
 const r1 = (x: number) => Math.round(x * 10) / 10
 
-export const livenessBoundMs = (): number =>
-  timing.sessionTimeoutMs +
-  timing.revokeTimeoutMs +
-  timing.coordinatorLeaseMs +
-  10 * timing.heartbeatIntervalMs
-
 export const summarize = (r: SimResult, wallMs: number): Summary => {
   const conv = [...r.convergenceMs].sort((a, b) => a - b)
   const hb = timing.heartbeatIntervalMs
@@ -82,11 +88,13 @@ export const summarize = (r: SimResult, wallMs: number): Summary => {
   return {
     seed: o.seed,
     scenario: o.scenario,
-    machines: r.machines,
     members: o.members,
     shards: o.shards,
     workers: o.workers,
     durationMs: o.durationMs,
+    ratePerShard: o.ratePerShard,
+    fence: o.fence,
+    exact: r.exact,
     faults: Object.fromEntries(
       Object.entries(r.faults.intensity)
         .filter(([, v]) => v > 0)
@@ -115,10 +123,11 @@ export const summarize = (r: SimResult, wallMs: number): Summary => {
         r.livenessConvergedMs === undefined || Number.isNaN(r.livenessConvergedMs)
           ? null
           : Math.round(r.livenessConvergedMs),
-      livenessBoundMs: livenessBoundMs(),
+      livenessBoundMs,
     },
+    episodes: r.episodes,
     shardsMoved: r.shardsMoved,
-    movementLowerBound: r.movementLowerBound ?? null,
+    movementLowerBound: r.movementLowerBound,
     produced: r.produced,
     acked: r.acked,
     handled: r.handled,
@@ -126,6 +135,8 @@ export const summarize = (r: SimResult, wallMs: number): Summary => {
     lost: r.lost,
     fencedReads: r.fencedReads,
     fencedAcks: r.fencedAcks,
+    zombieAcks: r.zombieAcks,
+    lifecycleEnds: r.lifecycleEnds,
     storeCommits: r.commits,
     staleCommitsRejected: r.staleCommitsRejected,
     worstStarvationWaitMs: Math.round(r.worstStarvationWaitMs),
@@ -135,6 +146,7 @@ export const summarize = (r: SimResult, wallMs: number): Summary => {
       maxPerSec: r1(Math.max(...per)),
       ...(per.length <= 1024 ? { perShard: per.map(r1) } : {}),
     },
+    counters: Object.fromEntries(Object.entries(r.counters).sort(([a], [b]) => (a < b ? -1 : 1))),
     ...(r.around.length > 0 ? { around: r.around } : {}),
   }
 }
@@ -147,7 +159,7 @@ export const formatTrace = (lines: ReadonlyArray<TraceLine>): string =>
 export const formatSummary = (s: Summary): string => {
   const c = s.convergence
   const lines = [
-    `scenario ${s.scenario}  seed ${s.seed}  machines ${s.machines}  members ${s.members}  shards ${s.shards}  workers ${s.workers}`,
+    `scenario ${s.scenario}  seed ${s.seed}  members ${s.members}  shards ${s.shards}  workers ${s.workers}  rate ${s.ratePerShard}/s  storage fence ${s.fence}${s.exact ? "  (exact run)" : ""}`,
     `faults   ${
       Object.keys(s.faults).length === 0
         ? "none"
@@ -157,9 +169,15 @@ export const formatSummary = (s: Summary): string => {
     }`,
     `events   ${s.events.toLocaleString("en-US")} in ${(s.virtualMs / 1000).toFixed(1)}s virtual, ${s.wallMs}ms wall (${s.eventsPerSec.toLocaleString("en-US")} events/s)  digest ${s.digest}`,
     `messages produced ${s.produced}, acked ${s.acked}, handled ${s.handled}, duplicates ${s.duplicates}, lost ${s.lost}`,
-    `fencing  reads refused ${s.fencedReads}, acks refused ${s.fencedAcks}; store commits ${s.storeCommits}, stale commits rejected ${s.staleCommitsRejected}`,
+    `fencing  reads refused ${s.fencedReads}, acks refused ${s.fencedAcks}, zombie acks accepted ${s.zombieAcks}; store commits ${s.storeCommits}, stale commits rejected ${s.staleCommitsRejected}`,
+    `ends     ${
+      Object.entries(s.lifecycleEnds)
+        .filter(([, v]) => v > 0)
+        .map(([k, v]) => `${k.replace("Member", "").toLowerCase()} ${v}`)
+        .join(", ") || "none"
+    }`,
     `converge ${c.episodes} episodes, p50 ${c.p50Ms}ms (${c.p50Heartbeats} hb), p99 ${c.p99Ms}ms (${c.p99Heartbeats} hb), max ${c.maxMs}ms (${c.maxHeartbeats} hb); after faults: ${c.livenessMs === null ? "NOT CONVERGED" : `${c.livenessMs}ms`} (bound ${c.livenessBoundMs}ms)`,
-    `moved    ${s.shardsMoved} shards (lower bound ${s.movementLowerBound ?? "n/a"})`,
+    `moved    ${s.shardsMoved} shards in ${s.episodes} episodes (lower bound ${s.movementLowerBound})`,
     `shards   throughput min ${s.throughputPerShard.minPerSec}/s mean ${s.throughputPerShard.meanPerSec}/s max ${s.throughputPerShard.maxPerSec}/s; worst starvation wait ${s.worstStarvationWaitMs}ms`,
     `result   ${s.violations.length === 0 ? "OK: no violations" : `${s.violations.length} VIOLATION(S)`}`,
   ]

@@ -1,13 +1,14 @@
 /**
- * The swarm runner: many seeds over worker threads (both cores by default),
- * for CI and long runs. Each worker runs whole seeds; results come back as
+ * The swarm runner: many seeds over worker threads (all cores by default),
+ * for CI and long runs. Each seed draws its shape (members, shards, workers,
+ * rate) unless a dimension is fixed. Each worker runs whole seeds; results come back as
  * summaries (the failing ones with the events around the violation).
  *
  * @module
  */
 import { availableParallelism } from "node:os"
 import { Worker } from "node:worker_threads"
-import type { SimOptions } from "./config.js"
+import { drawShape, type ShapeDim, type SimOptions } from "./options.js"
 import type { Summary } from "./summary.js"
 
 export interface SwarmOptions {
@@ -15,6 +16,8 @@ export interface SwarmOptions {
   readonly fromSeed: number
   readonly count: number
   readonly jobs?: number | undefined
+  /** Shape dimensions to keep from `base`; the others are drawn per seed. */
+  readonly fixed?: ReadonlySet<ShapeDim> | undefined
   readonly onResult?: (summary: Summary, done: number) => void
 }
 
@@ -24,6 +27,13 @@ export interface SwarmReport {
   readonly events: number
   readonly wallMs: number
 }
+
+/** The options of one swarm seed: the base with the shape drawn (except `fixed` dimensions). */
+export const swarmOptions = (
+  base: SimOptions,
+  seed: number,
+  fixed: ReadonlySet<ShapeDim> = new Set(),
+): SimOptions => ({ ...base, seed, ...drawShape(seed, base, fixed) })
 
 export const runSwarm = (options: SwarmOptions): Promise<SwarmReport> =>
   new Promise((resolve, reject) => {
@@ -43,7 +53,7 @@ export const runSwarm = (options: SwarmOptions): Promise<SwarmReport> =>
         return
       }
       const seed = options.fromSeed + next++
-      w.postMessage({ ...options.base, seed } satisfies SimOptions)
+      w.postMessage(swarmOptions(options.base, seed, options.fixed))
     }
     for (let j = 0; j < jobs; j++) {
       const w = new Worker(new URL("./swarmWorker.js", import.meta.url))

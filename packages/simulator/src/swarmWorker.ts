@@ -4,7 +4,7 @@
  * @module
  */
 import { parentPort } from "node:worker_threads"
-import type { SimOptions } from "./config.js"
+import type { SimOptions } from "./options.js"
 import { runSeed } from "./run.js"
 
 parentPort?.on("message", (options: SimOptions) => {

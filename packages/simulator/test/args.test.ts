@@ -41,6 +41,15 @@ describe("shardline-sim arguments", () => {
     expect(cli.json).toBe(true)
   })
 
+  it("--fence, --strict, and which shape dimensions a swarm keeps", () => {
+    const cli = parseArgs(["--swarm", "5", "--shards", "32", "--fence", "off", "--strict"])
+    expect(cli.options.fence).toBe("off")
+    expect(cli.options.strict).toBe(true)
+    expect([...cli.fixed]).toEqual(["shards"])
+    expect(parseArgs(["steady"]).options.fence).toBe("on")
+    expect(usageError(["steady", "--fence", "maybe"])).toMatch(/--fence needs on or off/)
+  })
+
   it("a swarm without a scenario runs the swarm scenario", () => {
     const cli = parseArgs(["--swarm", "20", "--from-seed", "0"])
     expect(cli.swarm).toBe(20)

@@ -1,10 +1,21 @@
+import type { HeartbeatRequest, HeartbeatResponse } from "@shardline/core"
 import { describe, expect, it } from "vitest"
 import {
   balanced,
+  CommittedView,
   ConvergenceChecker,
+  DeadlineChecker,
+  DrainChecker,
+  ExactnessChecker,
+  type Holder,
+  IntentChecker,
+  LeaseChecker,
+  type LifecycleEnd,
   MessageChecker,
   OwnershipChecker,
+  RequestChecker,
   RevisionChecker,
+  RuntimeChecker,
   StarvationChecker,
   type Violation,
 } from "../src/index.js"
@@ -129,5 +140,287 @@ describe("ConvergenceChecker and balanced()", () => {
     expect(balanced([1, 2, 1, 1], [0, 1, 0, 1], [0, 1]).ok).toBe(false) // two readers
     expect(balanced([1, 0, 1, 1], [0, -1, 0, 1], [0, 1]).ok).toBe(false) // unowned
     expect(balanced([1, 1], [0, 2], [0, 1]).ok).toBe(false) // non-live reader
+  })
+})
+
+// ---------------------------------------------------------------- checkers of intent
+
+const holder = (
+  proc: number,
+  memberId: string,
+  token: number,
+  grantRev: number | undefined,
+  active = () => true,
+  epoch = 1,
+): Holder => ({ proc, label: `#${proc}`, memberId, epoch, token, grantRev, active })
+
+describe("IntentChecker", () => {
+  it("flags two processes that both hold a valid grant of a shard, even if storage would refuse one", () => {
+    const { out, report } = collect()
+    const c = new IntentChecker(4, report, () => undefined)
+    c.hold(1, holder(0, "a", 1, 1))
+    c.hold(1, holder(1, "b", 2, 2))
+    c.act(100, 1, holder(1, "b", 2, 2))
+    expect(out).toHaveLength(1)
+    expect(out[0]!.checker).toBe("intent")
+  })
+
+  it("ignores a holder whose grant is no longer valid (lease expired, loop ended)", () => {
+    const { out, report } = collect()
+    const c = new IntentChecker(4, report, () => undefined)
+    c.hold(
+      1,
+      holder(0, "a", 1, 1, () => false),
+    )
+    c.hold(1, holder(1, "b", 2, 2))
+    c.act(100, 1, holder(1, "b", 2, 2))
+    c.release(1, 0)
+    c.release(1, 1) // b's loop ended (drained)
+    c.hold(1, holder(2, "c", 3, 3))
+    c.act(200, 1, holder(2, "c", 3, 3))
+    expect(out).toEqual([])
+  })
+
+  it("excuses a zombie fenced in an earlier commit than the new grant, not one fenced in the same commit, and never an expired one", () => {
+    const ends: Record<string, LifecycleEnd> = {
+      "a#1": { kind: "MemberFenced", rev: 5, time: 0 },
+      "x#1": { kind: "MemberExpired", rev: 5, time: 0 },
+    }
+    const { out, report } = collect()
+    const c = new IntentChecker(4, report, (id, epoch) => ends[`${id}#${epoch}`])
+    c.hold(0, holder(0, "a", 1, 1))
+    c.hold(0, holder(1, "b", 2, 6))
+    c.act(10, 0, holder(1, "b", 2, 6))
+    expect(out).toEqual([])
+    expect(c.exempted).toBe(1)
+    c.hold(1, holder(0, "a", 1, 1))
+    c.hold(1, holder(1, "b", 2, 5)) // granted in the fence's own commit
+    c.act(20, 1, holder(1, "b", 2, 5))
+    expect(out).toHaveLength(1)
+    c.hold(2, holder(3, "x", 1, 1))
+    c.hold(2, holder(1, "b", 2, 9))
+    c.act(30, 2, holder(1, "b", 2, 9))
+    expect(out).toHaveLength(2)
+  })
+})
+
+describe("DrainChecker", () => {
+  it("flags a REVOKED accepted while the member still has a batch in flight or still reads", () => {
+    const { out, report } = collect()
+    const c = new DrainChecker(report)
+    c.check(10, 3, "a", "revoked", [{ label: "a", state: "idle" }])
+    expect(out).toEqual([])
+    c.check(20, 3, "a", "revoked", [{ label: "a", state: "draining" }])
+    c.check(30, 4, "a", "left", [{ label: "a", state: "reading" }])
+    expect(out.map((v) => v.checker)).toEqual(["drain", "drain"])
+  })
+})
+
+describe("LeaseChecker", () => {
+  it("flags an expiry while the member's process still holds shards with lease left", () => {
+    const { out, report } = collect()
+    const c = new LeaseChecker(report)
+    c.expired(10, "a", 3, [{ label: "a", shards: 2, leaseLeftMs: -5 }])
+    c.expired(10, "b", 3, [{ label: "b", shards: 0, leaseLeftMs: 500 }])
+    expect(out).toEqual([])
+    c.expired(10, "c", 3, [{ label: "c", shards: 2, leaseLeftMs: 500 }])
+    expect(out).toHaveLength(1)
+  })
+})
+
+/** A committed view fed with hand-made record batches. */
+const viewOf = (shards: number) =>
+  new CommittedView(shards, { released: () => undefined, ended: () => undefined })
+
+const member = (memberId: string, memberEpoch: number, incarnation = 1, joinSeq = 1) => ({
+  _tag: "MemberUpserted" as const,
+  member: {
+    memberId,
+    memberEpoch,
+    incarnation,
+    joinSeq,
+    state: "STABLE" as const,
+    weight: 1,
+    memberInfo: { consumerName: memberId, host: "h" },
+  },
+})
+
+describe("DeadlineChecker", () => {
+  it("flags a revocation, an unconfirmed grant and a silent member past their deadlines while a leader serves", () => {
+    const { out, report } = collect()
+    const view = viewOf(2)
+    view.ingest(
+      [
+        member("a", 1),
+        {
+          _tag: "ShardOwnersChanged",
+          shards: [
+            { shard: 0, owner: { memberId: "a", memberEpoch: 1, token: 1, confirmed: false } },
+          ],
+        },
+        {
+          _tag: "RevocationsChanged",
+          shards: [{ shard: 1, revocation: { memberId: "a", memberEpoch: 1 } }],
+        },
+      ],
+      1,
+      0,
+    )
+    const c = new DeadlineChecker(report)
+    c.sample(4_000, view, 0)
+    c.sample(60_000, view, undefined) // nobody serves: nothing can be due
+    expect(out).toEqual([])
+    c.sample(5_300, view, 0)
+    expect(out).toHaveLength(2) // revocation of 1, grant of 0
+    c.sample(5_300, view, 3_000) // a new leader restarted the deadlines
+    view.touch("a", 1, 9_000)
+    c.sample(19_000, view, 0)
+    expect(out).toHaveLength(2)
+    c.sample(19_200, view, 0)
+    expect(out).toHaveLength(3)
+    expect(out.every((v) => v.checker === "deadline")).toBe(true)
+  })
+})
+
+describe("RequestChecker", () => {
+  const response = (errorCode: HeartbeatResponse["errorCode"]): HeartbeatResponse => ({
+    errorCode,
+    memberId: "a",
+    memberEpoch: 2,
+    assignmentEpoch: 1,
+    assigned: [],
+    pending: [],
+    heartbeatIntervalMs: 1000,
+    sessionTimeoutMs: 10000,
+    rebalanceTimeoutMs: 5000,
+  })
+  const request = (over: Partial<HeartbeatRequest>): HeartbeatRequest => ({
+    group: "g",
+    stream: "g",
+    memberId: "a",
+    incarnation: 2,
+    seq: 10,
+    memberEpoch: 2,
+    assignmentEpoch: 1,
+    metadataVersion: 0,
+    ownedShards: [],
+    revokingShards: [],
+    ...over,
+  })
+  const setup = () => {
+    const view = viewOf(4)
+    view.ingest([member("a", 2, 2, 5)], 1, 0)
+    const { out, report } = collect()
+    return { view, out, c: new RequestChecker(report) }
+  }
+  const none = { records: [], response: response("NONE") }
+
+  it("a request of a superseded process or lifecycle, or an older join, must change nothing", () => {
+    const { view, out, c } = setup()
+    c.judge(
+      1,
+      request({ incarnation: 1 }),
+      undefined,
+      view,
+      { records: [], response: response("FENCED_INSTANCE_ID") },
+      true,
+      true,
+    )
+    c.judge(
+      1,
+      request({ memberEpoch: 1 }),
+      undefined,
+      view,
+      { records: [], response: response("FENCED_MEMBER_EPOCH") },
+      true,
+      true,
+    )
+    expect(out).toEqual([])
+    c.judge(1, request({ incarnation: 1 }), undefined, view, none, true, true)
+    c.judge(
+      1,
+      request({ memberEpoch: 0, seq: 4, memberInfo: { consumerName: "a", host: "h" } }),
+      undefined,
+      view,
+      { records: [member("a", 3, 2, 4)], response: response("NONE") },
+      true,
+      true,
+    )
+    expect(out.map((v) => v.checker)).toEqual(["requests", "requests"])
+  })
+
+  it("the join that started the lifecycle, received again, starts no other", () => {
+    const { view, out, c } = setup()
+    const join = request({ memberEpoch: 0, seq: 5, memberInfo: { consumerName: "a", host: "h" } })
+    c.judge(1, join, undefined, view, none, false, true)
+    expect(out).toEqual([])
+    c.judge(
+      1,
+      join,
+      undefined,
+      view,
+      { records: [member("a", 3, 2, 5)], response: response("NONE") },
+      false,
+      true,
+    )
+    expect(out).toHaveLength(1)
+  })
+
+  it("a forged claim must fence; an honest in-order report must not be fenced", () => {
+    const { view, out, c } = setup()
+    const forged = { claims: [3], revoking: [], revokedWhileReading: [] }
+    const fence = {
+      records: [{ _tag: "MemberRemoved" as const, memberId: "a" }],
+      response: response("FENCED_MEMBER_EPOCH"),
+    }
+    c.judge(1, request({ ownedShards: [3] }), forged, view, fence, true, false)
+    expect(out).toEqual([])
+    expect(c.forgedFenced).toBe(1)
+    c.judge(2, request({ ownedShards: [3] }), forged, view, none, true, false)
+    expect(out).toHaveLength(1)
+    c.judge(3, request({}), undefined, view, fence, true, true)
+    expect(out).toHaveLength(2)
+    c.judge(4, request({}), undefined, view, fence, false, true) // a straggler may be fenced
+    expect(out).toHaveLength(2)
+  })
+})
+
+describe("RuntimeChecker and ExactnessChecker", () => {
+  it("report what they are told", () => {
+    const { out, report } = collect()
+    const r = new RuntimeChecker(report)
+    r.secondRequest(1, "a", 3)
+    r.startWithoutLayout(1, "a", 0, "none")
+    r.startWithoutLease(1, "a", 0)
+    r.startWhileRunning(1, "a", 0)
+    const e = new ExactnessChecker(report, 1_500)
+    e.episode(1, 1_000, 1, 3, 3)
+    expect(out).toHaveLength(4)
+    e.episode(1, 1_600, 2, 5, 3) // too slow; two changes: movement not judged
+    e.episode(1, 1_000, 1, 4, 3) // one change, moved more than the bound
+    e.finish(1, {
+      duplicates: 0,
+      fencedReads: 1,
+      fencedAcks: 0,
+      fences: 0,
+      expiries: 0,
+      replaced: 0,
+      rejoined: 0,
+      selfFences: 0,
+      staleCommits: 0,
+    })
+    expect(out.slice(4).map((v) => v.checker)).toEqual(["exactness", "exactness", "exactness"])
+  })
+})
+
+describe("balanced() with weights", () => {
+  it("holds each member to floor or ceil of its weighted quota", () => {
+    // 4 shards, weights 3:1 -> quotas 3 and 1
+    expect(balanced([1, 1, 1, 1], [0, 0, 0, 1], [0, 1], [3, 1]).ok).toBe(true)
+    expect(balanced([1, 1, 1, 1], [0, 0, 1, 1], [0, 1], [3, 1]).ok).toBe(false)
+    // extreme weights: the light member's quota is ~1e-11: 0 or 1 shard
+    expect(balanced([1, 1], [0, 0], [0, 1], [1e6, 1e-6]).ok).toBe(true)
+    expect(balanced([1, 1], [0, 1], [0, 1], [1e6, 1e-6]).ok).toBe(true)
+    expect(balanced([1, 1], [1, 1], [0, 1], [1e6, 1e-6]).ok).toBe(false)
   })
 })

@@ -1,6 +1,14 @@
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { Digest, defaultOptions, EventQueue, Prng, runSeed, streamSeed } from "../src/index.js"
+import {
+  Digest,
+  defaultOptions,
+  EventQueue,
+  Prng,
+  runSeed,
+  streamSeed,
+  swarmOptions,
+} from "../src/index.js"
 
 describe("EventQueue", () => {
   it("pops in (time, sequence) order, whatever the push order", () => {
@@ -99,5 +107,26 @@ describe("Digest", () => {
     expect(b.events).toBe(a.events)
     const c = runSeed({ ...o, seed: 6 }).summary
     expect(c.digest).not.toBe(a.digest)
+  })
+
+  it("a swarm seed draws its shape from the seed and replays with the shape spelled out", () => {
+    const base = { ...defaultOptions, scenario: "swarm" as const, durationMs: 20_000 }
+    const drawn = swarmOptions(base, 77)
+    expect(swarmOptions(base, 77)).toEqual(drawn)
+    expect(swarmOptions(base, 77, new Set(["shards"])).shards).toBe(base.shards)
+    const shapes = new Set(
+      Array.from({ length: 20 }, (_, i) => JSON.stringify(swarmOptions(base, i))),
+    )
+    expect(shapes.size).toBe(20)
+    // the replay command spells every dimension out: the same run
+    const replayed = {
+      ...base,
+      seed: 77,
+      members: drawn.members,
+      shards: drawn.shards,
+      workers: drawn.workers,
+      ratePerShard: drawn.ratePerShard,
+    }
+    expect(runSeed(replayed).summary.digest).toBe(runSeed(drawn).summary.digest)
   })
 })

@@ -21,7 +21,7 @@ describe("one larger seed", () => {
     expect(summary.events).toBeGreaterThan(1_000_000)
   })
 
-  it("determinism: the larger shape run twice gives the same digest", () => {
+  it("determinism: a larger shape run twice gives the same digest", () => {
     const o: SimOptions = {
       ...defaultOptions,
       scenario: "swarm",

@@ -1,0 +1,87 @@
+/**
+ * Convergence: member-side ownership is balanced (every shard read by exactly
+ * one live member, each member's count at its weighted quota: floor or ceil
+ * of `shards * weight / total weight`, as docs/assignor.md states). Measures
+ * every unbalanced stretch; after faults stop the group must converge within
+ * its bound.
+ *
+ * @module
+ */
+import { fmt, type Report } from "./types.js"
+
+export class ConvergenceChecker {
+  readonly durations: Array<number> = []
+  private unbalancedSince: number | undefined = undefined
+
+  constructor(private readonly report: Report) {}
+
+  /** A change that may unbalance the group (membership, fault). */
+  change(time: number): void {
+    if (this.unbalancedSince === undefined) this.unbalancedSince = time
+  }
+
+  get open(): boolean {
+    return this.unbalancedSince !== undefined
+  }
+
+  /** The group is balanced (or not) at `time`; returns the stretch that just ended, if any. */
+  sample(time: number, balanced: boolean): number | undefined {
+    if (balanced) {
+      const since = this.unbalancedSince
+      this.unbalancedSince = undefined
+      if (since !== undefined && time > since) {
+        this.durations.push(time - since)
+        return time - since
+      }
+      return since === undefined ? undefined : 0
+    }
+    if (this.unbalancedSince === undefined) this.unbalancedSince = time
+    return undefined
+  }
+
+  /** Called at the liveness deadline when the group is still not balanced. */
+  notConverged(time: number, since: number, why: string): void {
+    this.report({
+      checker: "convergence",
+      time,
+      message: `no balanced assignment ${fmt(time - since)} after faults stopped: ${why}`,
+    })
+  }
+}
+
+/**
+ * Is the member-side ownership balanced? `readers[s]` = processes reading
+ * shard s, `readerOf[s]` = the member (slot) of one of them; `live` = the live
+ * members in id order with their weights.
+ */
+export const balanced = (
+  readers: ArrayLike<number>,
+  readerOf: ArrayLike<number>,
+  live: ReadonlyArray<number>,
+  weights?: ArrayLike<number>,
+): { ok: boolean; why: string } => {
+  if (live.length === 0) return { ok: true, why: "" }
+  const counts = new Map<number, number>()
+  for (const m of live) counts.set(m, 0)
+  const S = readers.length
+  for (let s = 0; s < S; s++) {
+    if (readers[s] !== 1) return { ok: false, why: `shard ${s} has ${readers[s]} readers` }
+    const m = readerOf[s]!
+    const c = counts.get(m)
+    if (c === undefined) return { ok: false, why: `shard ${s} read by non-live member #${m}` }
+    counts.set(m, c + 1)
+  }
+  let total = 0
+  for (const m of live) total += weights?.[m] ?? 1
+  for (const m of live) {
+    const q = (S * (weights?.[m] ?? 1)) / total
+    const c = counts.get(m)!
+    // floor/ceil of the quota, tolerant of rounding noise (relative: quotas can be 1e-11).
+    if (c < Math.floor(q * (1 + 1e-13)) || c > Math.ceil(q * (1 - 1e-13)))
+      return {
+        ok: false,
+        why: `member #${m} reads ${c} shards, quota ${q.toFixed(2)}`,
+      }
+  }
+  return { ok: true, why: "" }
+}

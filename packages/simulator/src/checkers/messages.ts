@@ -1,0 +1,83 @@
+/**
+ * No message lost: every produced message is acknowledged at least once by
+ * the end of the liveness phase. Duplicates (handled more than once) are
+ * counted; exact runs allow none (the exactness checker).
+ *
+ * @module
+ */
+import type { Report } from "./types.js"
+
+export class MessageChecker {
+  private produced: Int32Array
+  private acked: Array<Uint8Array>
+  private handled: Array<Uint8Array>
+  duplicates = 0
+  handledTotal = 0
+  ackedTotal = 0
+
+  constructor(shards: number) {
+    this.produced = new Int32Array(shards)
+    this.acked = Array.from({ length: shards }, () => new Uint8Array(64))
+    this.handled = Array.from({ length: shards }, () => new Uint8Array(64))
+  }
+
+  produce(shard: number): number {
+    const id = this.produced[shard]!
+    this.produced[shard] = id + 1
+    ensure(this.acked, shard, id)
+    ensure(this.handled, shard, id)
+    return id
+  }
+
+  handle(shard: number, id: number): void {
+    const h = this.handled[shard]!
+    if (h[id]! > 0) this.duplicates++
+    if (h[id]! < 255) h[id] = h[id]! + 1
+    this.handledTotal++
+  }
+
+  ack(shard: number, id: number): void {
+    const a = this.acked[shard]!
+    if (a[id] === 0) this.ackedTotal++
+    if (a[id]! < 255) a[id] = a[id]! + 1
+  }
+
+  producedOn(shard: number): number {
+    return this.produced[shard]!
+  }
+
+  /** Reports every shard with unacknowledged messages (at most `limit` reports). */
+  finish(time: number, report: Report, limit = 5): number {
+    let lost = 0
+    let reported = 0
+    for (let s = 0; s < this.produced.length; s++) {
+      const a = this.acked[s]!
+      let first = -1
+      let count = 0
+      for (let id = 0; id < this.produced[s]!; id++)
+        if (a[id] === 0) {
+          if (first < 0) first = id
+          count++
+        }
+      if (count > 0) {
+        lost += count
+        if (reported++ < limit)
+          report({
+            checker: "message-loss",
+            time,
+            shard: s,
+            message: `shard ${s}: ${count} message(s) never acknowledged (first id ${first})`,
+          })
+      }
+    }
+    return lost
+  }
+}
+
+const ensure = (arrays: Array<Uint8Array>, shard: number, id: number): void => {
+  const cur = arrays[shard]!
+  if (id < cur.length) return
+  const next = new Uint8Array(Math.max(cur.length * 2, id + 1))
+  next.set(cur)
+  arrays[shard] = next
+}

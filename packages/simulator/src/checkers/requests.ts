@@ -1,0 +1,151 @@
+/**
+ * Requests the leader must not act on, judged against the committed view
+ * just before the leader handled them (only the serving leader is judged: a
+ * stale ex-leader's steps are the store-revision checker's business):
+ *
+ * - a request from a superseded lifecycle (an older incarnation of the
+ *   member id, an older member epoch of the same incarnation, or a join older
+ *   than the one that started the current lifecycle: docs/protocol.md rules
+ *   7, 9 and 13) changes nothing and is not answered NONE;
+ * - the join that started the current lifecycle, received again, changes
+ *   nothing (rule 13);
+ * - a forged ownership report (the fault injector knows what it forged:
+ *   claims of shards the member's lifecycle does not hold, REVOKING of a
+ *   shard that is not its own) fences the member (rule 2);
+ * - an honest report is never fenced: a request of the current lifecycle,
+ *   delivered for the first time and after every earlier request of its
+ *   process (not a network duplicate, replay or straggler), from a process
+ *   that never lied, describes what the member really holds, which is what
+ *   the coordinator granted it (rules 2, 3, 7);
+ * - an honest request is never INVALID_REQUEST.
+ *
+ * @module
+ */
+import type { CoordinatorRecord, HeartbeatRequest, HeartbeatResponse } from "@shardline/core"
+import { fmt, type Report } from "./types.js"
+import type { CommittedView } from "./view.js"
+
+/** What the fault injector forged into a request. */
+export interface Forgery {
+  /** Shards claimed as owned that the member did not own. */
+  readonly claims: ReadonlyArray<number>
+  /** Shards reported REVOKING that the member did not own (with a made-up token). */
+  readonly revoking: ReadonlyArray<number>
+  /** Shards reported REVOKED while the member still reads them (byzantine; no expectation). */
+  readonly revokedWhileReading: ReadonlyArray<number>
+}
+
+export class RequestChecker {
+  stale = 0
+  staleJudged = 0
+  forgedJudged = 0
+  forgedFenced = 0
+  freshJudged = 0
+
+  constructor(private readonly report: Report) {}
+
+  /**
+   * `fresh`: the first delivery of the request and no later request of its
+   * process was delivered before it; `honest`: neither it nor an earlier
+   * request of its process was forged.
+   */
+  judge(
+    time: number,
+    request: HeartbeatRequest,
+    forgery: Forgery | undefined,
+    view: CommittedView,
+    step: {
+      readonly records: ReadonlyArray<CoordinatorRecord>
+      readonly response: HeartbeatResponse | undefined
+    },
+    fresh: boolean,
+    honest: boolean,
+  ): void {
+    const response = step.response
+    const records = step.records.length
+    const id = request.memberId
+    const removesMember = step.records.some((r) => r._tag === "MemberRemoved" && r.memberId === id)
+    const m = view.members.get(id)
+    const newLifecycle =
+      m !== undefined &&
+      step.records.some(
+        (r) =>
+          r._tag === "MemberUpserted" &&
+          r.member.memberId === id &&
+          r.member.memberEpoch !== m.epoch,
+      )
+    const code = response?.errorCode
+    if (code === "INVALID_REQUEST" && forgery === undefined)
+      this.report({
+        checker: "requests",
+        time,
+        message: `the leader rejected an honest request of ${request.memberId} (seq ${request.seq}) as invalid: ${response?.errorMessage ?? ""}`,
+      })
+    if (m === undefined) return
+    const why =
+      request.incarnation < m.incarnation
+        ? `incarnation ${request.incarnation} < ${m.incarnation}`
+        : request.incarnation !== m.incarnation
+          ? undefined
+          : request.memberEpoch > 0 && request.memberEpoch !== m.epoch
+            ? `member epoch ${request.memberEpoch} of a superseded lifecycle (current ${m.epoch})`
+            : request.memberEpoch === 0 && request.seq < m.joinSeq
+              ? `join seq ${request.seq} older than the current lifecycle's join seq ${m.joinSeq}`
+              : undefined
+    if (why !== undefined) {
+      this.stale++
+      this.staleJudged++
+      if (records > 0 || code === "NONE")
+        this.report({
+          checker: "requests",
+          time,
+          message: `a stale request of ${request.memberId} (${why}, seq ${request.seq}) ${records > 0 ? `changed the group (${records} records)` : "was answered NONE"} at ${fmt(time)}`,
+        })
+      return
+    }
+    if (
+      request.memberEpoch === 0 &&
+      request.incarnation === m.incarnation &&
+      request.seq === m.joinSeq &&
+      (newLifecycle || removesMember)
+    )
+      this.report({
+        checker: "requests",
+        time,
+        message: `the join that started ${id}'s lifecycle (seq ${request.seq}), received again, started another at ${fmt(time)}`,
+      })
+    if (request.memberEpoch !== m.epoch) return
+    if (forgery === undefined) {
+      if (!fresh || !honest) return
+      this.freshJudged++
+      if (code === "FENCED_MEMBER_EPOCH" || removesMember)
+        this.report({
+          checker: "requests",
+          time,
+          message: `an honest, in-order report of ${request.memberId} (seq ${request.seq}, epoch ${request.memberEpoch}) was fenced at ${fmt(time)}: ${response?.errorMessage ?? "removed"}`,
+        })
+      return
+    }
+    const invalid: Array<string> = []
+    for (const s of forgery.claims) {
+      const o = view.owner[s]
+      if (o == null || o.memberId !== request.memberId || o.epoch !== m.epoch)
+        invalid.push(`claims shard ${s}`)
+    }
+    for (const s of forgery.revoking) {
+      const o = view.owner[s]
+      if (o == null || o.memberId !== request.memberId) invalid.push(`REVOKING shard ${s}`)
+    }
+    if (invalid.length === 0) return
+    this.forgedJudged++
+    if (code !== "NONE" && removesMember) {
+      this.forgedFenced++
+      return
+    }
+    this.report({
+      checker: "requests",
+      time,
+      message: `${request.memberId} sent an invalid ownership report (${invalid.join(", ")}) and was ${code === "NONE" ? "answered NONE" : `answered ${code}`} ${removesMember ? "" : "without being fenced "}at ${fmt(time)}`,
+    })
+  }
+}

@@ -1,0 +1,65 @@
+/**
+ * The wiring between subsystems: each one gets the context and reaches the
+ * others through it. Built once per run by `Simulation`.
+ *
+ * @module
+ */
+import type {
+  ConvergenceChecker,
+  DeadlineChecker,
+  DrainChecker,
+  ExactnessChecker,
+  IntentChecker,
+  LeaseChecker,
+  MessageChecker,
+  OwnershipChecker,
+  RequestChecker,
+  RevisionChecker,
+  RuntimeChecker,
+  StarvationChecker,
+} from "./checkers/index.js"
+import type { CommittedView } from "./checkers/view.js"
+import type { CoordinatorHost } from "./coordinator.js"
+import type { DataPlane } from "./dataplane.js"
+import type { Faults } from "./faults.js"
+import type { Lease } from "./lease.js"
+import type { Members } from "./members.js"
+import type { Network } from "./network.js"
+import type { FaultMix, SimOptions } from "./options.js"
+import type { Sampler } from "./sampler.js"
+import type { Store } from "./store.js"
+import type { Workload } from "./workload.js"
+import type { World } from "./world.js"
+
+/** Every checker of a run, plus the committed view several of them read. */
+export interface Checks {
+  readonly view: CommittedView
+  readonly ownership: OwnershipChecker
+  readonly intent: IntentChecker
+  readonly drain: DrainChecker
+  readonly lease: LeaseChecker
+  readonly deadlines: DeadlineChecker
+  readonly requests: RequestChecker
+  readonly runtime: RuntimeChecker
+  readonly messages: MessageChecker
+  readonly starvation: StarvationChecker
+  readonly revisions: RevisionChecker
+  readonly convergence: ConvergenceChecker
+  readonly exactness: ExactnessChecker | undefined
+}
+
+export interface Ctx {
+  readonly w: World
+  readonly options: SimOptions
+  readonly mix: FaultMix
+  readonly checks: Checks
+  readonly net: Network
+  readonly store: Store
+  readonly lease: Lease
+  readonly coord: CoordinatorHost
+  readonly members: Members
+  readonly data: DataPlane
+  readonly workload: Workload
+  readonly faults: Faults
+  readonly sampler: Sampler
+}

@@ -1,0 +1,131 @@
+/**
+ * The data plane: one stream per shard with its owner token (written by the
+ * coordinator before it tells anyone; tokens only grow), a read cursor, the
+ * pending entries (delivered, not acknowledged: re-delivered to the next
+ * owner first) and the fenced read / ack of a batch. With the storage fence
+ * off (`--fence off`) reads and acks accept any token. It also keeps who
+ * reads each shard (processes whose loop runs and is not draining), the
+ * member-side view that convergence and starvation are measured on.
+ *
+ * @module
+ */
+import type { Fence } from "@shardline/core"
+import type { Ctx } from "./ctx.js"
+import { timing } from "./options.js"
+
+export class DataPlane {
+  /** Storage owner token per shard. */
+  readonly fence: Int32Array
+  readonly cursor: Int32Array
+  readonly pel: Array<Set<number>>
+  /** Processes reading each shard, and one of them (pid, -1 if none). */
+  readonly readers: Int32Array
+  readonly readerPid: Int32Array
+  /** Shards whose reader count is not exactly one. */
+  notSingle: number
+  readonly backlogSince: Float64Array
+  readonly servedAt: Float64Array
+  readonly ownedSince: Float64Array
+  readonly ackedPerShard: Float64Array
+  fencedReads = 0
+  fencedAcks = 0
+  /** Acks accepted with the fence off from processes whose lifecycle was fenced or replaced. */
+  zombieAcks = 0
+
+  constructor(
+    private readonly ctx: Ctx,
+    readonly storageFence: boolean,
+  ) {
+    const S = ctx.w.S
+    this.fence = new Int32Array(S)
+    this.cursor = new Int32Array(S)
+    this.pel = Array.from({ length: S }, () => new Set<number>())
+    this.readers = new Int32Array(S)
+    this.readerPid = new Int32Array(S).fill(-1)
+    this.notSingle = S
+    this.backlogSince = new Float64Array(S)
+    this.servedAt = new Float64Array(S)
+    this.ownedSince = new Float64Array(S)
+    this.ackedPerShard = new Float64Array(S)
+  }
+
+  backlog(shard: number): number {
+    return this.ctx.checks.messages.producedOn(shard) - this.cursor[shard]! + this.pel[shard]!.size
+  }
+
+  /** Fence tokens are written to storage before anyone is told. */
+  writeFences(fences: ReadonlyArray<Fence>): void {
+    for (const f of fences) if (f.token > this.fence[f.shard]!) this.fence[f.shard] = f.token
+    if (fences.length > 0) this.ctx.w.mark("fence", `${fences.length} shard token(s) written`)
+  }
+
+  /** A new message on `shard` (from the workload). */
+  produced(shard: number): void {
+    if (this.backlog(shard) === 0) this.backlogSince[shard] = this.ctx.w.now
+    this.ctx.checks.messages.produce(shard)
+  }
+
+  /**
+   * Fenced read of up to a batch: pending entries first, then new ones.
+   * Undefined when storage refuses the token.
+   */
+  read(shard: number, token: number): Array<number> | undefined {
+    if (this.storageFence && token < this.fence[shard]!) {
+      this.fencedReads++
+      return undefined
+    }
+    const ids: Array<number> = []
+    const B = timing.batchSize
+    for (const id of this.pel[shard]!) {
+      if (ids.length >= B) break
+      ids.push(id)
+    }
+    const produced = this.ctx.checks.messages.producedOn(shard)
+    while (ids.length < B && this.cursor[shard]! < produced) {
+      const id = this.cursor[shard]!
+      this.cursor[shard] = id + 1
+      this.pel[shard]!.add(id)
+      ids.push(id)
+    }
+    this.servedAt[shard] = this.ctx.w.now
+    return ids
+  }
+
+  /** Fenced ack of a handled batch; false when storage refuses the token. */
+  ack(shard: number, token: number, ids: ReadonlyArray<number>): boolean {
+    if (this.storageFence && token < this.fence[shard]!) {
+      this.fencedAcks++
+      return false
+    }
+    const pel = this.pel[shard]!
+    const messages = this.ctx.checks.messages
+    for (const id of ids) {
+      pel.delete(id)
+      messages.ack(shard, id)
+    }
+    this.ackedPerShard[shard]! += ids.length
+    if (this.backlog(shard) === 0) this.backlogSince[shard] = Number.POSITIVE_INFINITY
+    return true
+  }
+
+  /** Process `pid` started reading `shard`. */
+  addReader(shard: number, pid: number): void {
+    const n = ++this.readers[shard]!
+    if (n === 1) this.notSingle--
+    else if (n === 2) this.notSingle++
+    this.readerPid[shard] = pid
+    this.ownedSince[shard] = this.ctx.w.now
+    this.ctx.sampler.readersChanged(shard, pid, true)
+  }
+
+  /** Process `pid` stopped reading `shard` (draining, dropped or gone). */
+  removeReader(shard: number, pid: number): void {
+    const n = --this.readers[shard]!
+    if (n === 1) this.notSingle--
+    else if (n === 0) this.notSingle++
+    if (n === 0) this.readerPid[shard] = -1
+    else if (this.readerPid[shard] === pid)
+      this.readerPid[shard] = this.ctx.members.otherReader(shard, pid)
+    this.ctx.sampler.readersChanged(shard, pid, false)
+  }
+}

@@ -1,0 +1,500 @@
+/**
+ * Faults. Each episodic kind is one entry below: how often it strikes, what
+ * it injects and how it heals; the kinds that act on every message or at
+ * setup (loss, dup, delay, clock, weights, configs) live in the per-subsystem
+ * options (options.ts). Episodes of a kind arrive as a Poisson process whose
+ * rate is drawn per seed (its intensity), per member for member faults. No
+ * new episode starts after the safety phase; the liveness phase heals every
+ * open one.
+ *
+ * Every kind counts what it did (`w.count`), so tests can assert that each
+ * path was reached.
+ *
+ * @module
+ */
+import type { HeartbeatRequest } from "@shardline/core"
+import type { Forgery } from "./checkers/requests.js"
+import type { Ctx } from "./ctx.js"
+import type { Prng } from "./engine/Prng.js"
+import type { Proc, Slot } from "./members.js"
+import type { LinkMode } from "./network.js"
+import { CONTINUOUS_FAULTS, FAULT_KINDS, type FaultKind, timing } from "./options.js"
+import { K } from "./world.js"
+
+/** An injected fault that heals after `afterMs` (or at the liveness phase). */
+export interface Episode {
+  readonly afterMs: number
+  heal(): void
+}
+
+interface FaultDef {
+  /** "member": the rate grows with sqrt(members); "group"/"coordinator": it does not. */
+  readonly scope: "member" | "group" | "coordinator"
+  /** Relative rate (1 = one episode per ~40 s per unit of scope at intensity 1). */
+  readonly rate: number
+  readonly inject: (ctx: Ctx, r: Prng) => ReadonlyArray<Episode>
+}
+
+const none: ReadonlyArray<Episode> = []
+
+const anySlot = (ctx: Ctx, r: Prng): Slot => ctx.members.slots[r.int(ctx.members.slots.length)]!
+
+/** The newest process of a random member, if it has one. */
+const anyProc = (ctx: Ctx, r: Prng): Proc | undefined => {
+  const slot = anySlot(ctx, r)
+  return slot.procs[slot.procs.length - 1]
+}
+
+const link = (
+  ctx: Ctx,
+  slot: Slot,
+  dir: "out" | "in",
+  mode: LinkMode,
+  afterMs: number,
+  lagMs = 0,
+): Episode => {
+  ctx.net.set(slot.idx, dir, mode, lagMs)
+  ctx.w.count(`net:${dir}:${mode}`)
+  return { afterMs, heal: () => ctx.net.set(slot.idx, dir, "ok") }
+}
+
+const duration = (r: Prng) => r.range(500, 20_000)
+
+export const FAULTS: Partial<Record<FaultKind, FaultDef>> = {
+  partition: {
+    scope: "member",
+    rate: 1,
+    inject: (ctx, r) => {
+      const slot = anySlot(ctx, r)
+      const d = duration(r)
+      ctx.w.mark("fault", `partition ${slot.id}`)
+      return [link(ctx, slot, "out", "drop", d), link(ctx, slot, "in", "drop", d)]
+    },
+  },
+  oneway: {
+    scope: "member",
+    rate: 1,
+    inject: (ctx, r) => {
+      const slot = anySlot(ctx, r)
+      ctx.w.mark("fault", `one-way partition ${slot.id}`)
+      return [link(ctx, slot, r.chance(0.5) ? "in" : "out", "drop", duration(r))]
+    },
+  },
+  /**
+   * A stalled or slow connection, each direction on its own: `hold` queues
+   * messages and flushes them, reordered, when it heals (requests delayed
+   * past a self-fence and a rejoin), `lag` delays each by a fixed 2-12 s
+   * (answers that arrive after their lease), `drop` loses them. One in three
+   * is a stall: right after the coordinator received the member's next
+   * request the link breaks, requests are lost for 10-20 s and the answer
+   * already on its way arrives 2-8 s late (accepted: sent within the lease).
+   */
+  clog: {
+    scope: "member",
+    rate: 1,
+    inject: (ctx, r) => {
+      const slot = anySlot(ctx, r)
+      if (r.chance(1 / 3)) {
+        const lag = r.range(2_000, 8_000)
+        const out = r.range(10_000, 20_000)
+        ctx.net.arm(slot.idx, () => {
+          ctx.w.count("clog:stalls")
+          ctx.w.mark("fault", `stall ${slot.id}: answers ${Math.round(lag)} ms late, requests lost`)
+          ctx.faults.open(FAULT_KINDS.indexOf("clog"), link(ctx, slot, "out", "drop", out))
+          ctx.faults.open(
+            FAULT_KINDS.indexOf("clog"),
+            link(ctx, slot, "in", "lag", lag + 1_000, lag),
+          )
+        })
+        return none
+      }
+      const modes: ReadonlyArray<LinkMode> = ["hold", "lag", "drop", "ok"]
+      let out = modes[r.int(4)]!
+      const inn = modes[r.int(4)]!
+      if (out !== "hold" && out !== "lag" && inn !== "hold" && inn !== "lag") out = "hold"
+      ctx.w.mark("fault", `clog ${slot.id} out=${out} in=${inn}`)
+      const eps: Array<Episode> = []
+      for (const [dir, mode] of [
+        ["out", out],
+        ["in", inn],
+      ] as const)
+        if (mode !== "ok")
+          eps.push(link(ctx, slot, dir, mode, r.range(500, 25_000), r.range(2_000, 12_000)))
+      return eps
+    },
+  },
+  "store-partition": {
+    scope: "member",
+    rate: 1,
+    inject: (ctx, r) => {
+      const slot = anySlot(ctx, r)
+      slot.partStore = true
+      ctx.w.count("store:partitions")
+      ctx.w.mark("fault", `store partition ${slot.id}`)
+      return [{ afterMs: duration(r), heal: () => (slot.partStore = false) }]
+    },
+  },
+  crash: {
+    scope: "member",
+    rate: 1,
+    inject: (ctx, r) => {
+      const p = anyProc(ctx, r)
+      if (p === undefined) return none
+      ctx.members.stop(p)
+      ctx.w.count("crash:restartLater")
+      ctx.w.mark("fault", `crash ${p.label}`)
+      const slot = p.slot
+      return [{ afterMs: duration(r), heal: () => restart(ctx, slot) }]
+    },
+  },
+  /** A crash without restart: the member is gone for good (never the last one). */
+  kill: {
+    scope: "member",
+    rate: 0.3,
+    inject: (ctx, r) => {
+      const p = anyProc(ctx, r)
+      if (p === undefined || !p.slot.wanted) return none
+      const wanted = ctx.members.slots.filter((s) => s.wanted).length
+      if (wanted <= Math.max(1, Math.floor(ctx.members.slots.length / 2))) return none
+      p.slot.wanted = false
+      for (const q of [...p.slot.procs]) ctx.members.stop(q)
+      ctx.w.count("kill:forGood")
+      ctx.w.mark("fault", `kill ${p.slot.id} (no restart)`)
+      return none
+    },
+  },
+  pause: {
+    scope: "member",
+    rate: 1,
+    inject: (ctx, r) => {
+      const p = anyProc(ctx, r)
+      if (p === undefined || p.paused) return none
+      ctx.members.pause(p)
+      ctx.w.count("pause:processes")
+      ctx.w.mark("fault", `pause ${p.label}`)
+      return [
+        {
+          afterMs: r.range(2_000, timing.sessionTimeoutMs * 2),
+          heal: () => ctx.members.resume(p.pid),
+        },
+      ]
+    },
+  },
+  "slow-drain": {
+    scope: "member",
+    rate: 1,
+    inject: (ctx, r) => {
+      const slot = anySlot(ctx, r)
+      slot.slowDrain = true
+      ctx.w.mark("fault", `slow drain ${slot.id}`)
+      return [{ afterMs: duration(r), heal: () => (slot.slowDrain = false) }]
+    },
+  },
+  "coord-crash": {
+    scope: "coordinator",
+    rate: 1,
+    inject: (ctx, r) => {
+      const c = ctx.coord.nodes[ctx.lease.holder]
+      if (c === undefined || !c.alive) return none
+      ctx.coord.crash(c)
+      ctx.w.count("coordinator:crashes")
+      return [{ afterMs: duration(r), heal: () => ctx.coord.restart(c.idx) }]
+    },
+  },
+  "coord-stale": {
+    scope: "coordinator",
+    rate: 1,
+    inject: (ctx, r) => {
+      const c = ctx.coord.nodes[ctx.lease.holder]
+      if (c === undefined || c.paused || !c.alive) return none
+      ctx.coord.pause(c)
+      ctx.w.count("coordinator:stalePauses")
+      return [
+        {
+          afterMs: r.range(timing.coordinatorLeaseMs * 1.5, timing.sessionTimeoutMs * 1.5),
+          heal: () => ctx.coord.resume(c.idx),
+        },
+      ]
+    },
+  },
+  /**
+   * A second process with the same member id and a larger incarnation while
+   * the first is alive (or paused). The first must end up superseded; when
+   * the episode heals one of the two exits: the old one, or the new one (the
+   * old standby must then take over once the new one expired).
+   */
+  twin: {
+    scope: "member",
+    rate: 0.5,
+    inject: (ctx, r) => {
+      const slot = anySlot(ctx, r)
+      const first = slot.procs[slot.procs.length - 1]
+      if (first === undefined || slot.procs.length > 1) return none
+      const eps: Array<Episode> = []
+      if (r.chance(0.5) && !first.paused) {
+        ctx.members.pause(first)
+        ctx.w.count("twin:firstPaused")
+        eps.push({ afterMs: r.range(1_000, 15_000), heal: () => ctx.members.resume(first.pid) })
+      }
+      const second = ctx.members.start(slot, true)
+      ctx.w.count("twin:started")
+      ctx.w.mark("fault", `twin of ${first.label}: ${second.label}`)
+      const keepOld = r.chance(0.5)
+      eps.push({
+        afterMs: r.range(2_000, 30_000),
+        heal: () => {
+          ctx.w.count(keepOld ? "twin:newExited" : "twin:oldExited")
+          ctx.members.stop(keepOld ? second : first)
+        },
+      })
+      return eps
+    },
+  },
+  /**
+   * The member's next heartbeats carry a forged ownership report: a claim
+   * of a shard it does not hold, a REVOKING of a shard not its own, a REVOKED
+   * of a shard it still reads (fence on only), or, whenever one of its
+   * shards is being revoked, a REVOKED naming an older grant's token for it
+   * (1-3 lies).
+   */
+  forge: {
+    scope: "member",
+    rate: 0.5,
+    inject: (ctx, r) => {
+      const p = anyProc(ctx, r)
+      if (p === undefined) return none
+      p.forgeKind = r.int(ctx.data.storageFence ? 4 : 3)
+      if (p.forgeKind === 2 && !ctx.data.storageFence) p.forgeKind = 3
+      p.forgeLeft = 1 + r.int(3)
+      ctx.w.mark("fault", `forge ${p.label}`)
+      return none
+    },
+  },
+  /** One of the member's old requests (any of its processes, any lifecycle) is delivered again. */
+  replay: {
+    scope: "member",
+    rate: 4,
+    inject: (ctx, r) => {
+      if (ctx.net.replay(anySlot(ctx, r).idx)) ctx.w.count("replay:requests")
+      return none
+    },
+  },
+  /**
+   * Back-to-back rebalances inside the revoke timeout: 2-5 members leave or
+   * join at random times within 1.2 revoke timeouts; the episode restores
+   * them 5-15 s later.
+   */
+  burst: {
+    scope: "group",
+    rate: 3,
+    inject: (ctx, r) => {
+      const { w, members } = ctx
+      const n = 2 + r.int(4)
+      const toggled: Array<Slot> = []
+      let wanted = members.slots.filter((s) => s.wanted).length
+      for (let i = 0; i < n; i++) {
+        const slot = anySlot(ctx, r)
+        if (toggled.includes(slot)) continue
+        if (slot.wanted && wanted <= 1) continue
+        wanted += slot.wanted ? -1 : 1
+        toggled.push(slot)
+        w.q.push(
+          w.now + r.range(0, timing.revokeTimeoutMs * 1.2),
+          K.ACTION,
+          slot.wanted ? 1 : 0,
+          slot.idx,
+        )
+      }
+      if (toggled.length === 0) return none
+      w.count("burst:episodes")
+      w.count("burst:changes", toggled.length)
+      const back = toggled.map((s) => (s.wanted ? 0 : 1))
+      return [
+        {
+          afterMs: r.range(5_000, 15_000),
+          heal: () => {
+            for (let i = 0; i < toggled.length; i++)
+              w.q.push(w.now + i * 300, K.ACTION, back[i]!, toggled[i]!.idx)
+          },
+        },
+      ]
+    },
+  },
+}
+
+const restart = (ctx: Ctx, slot: Slot) => {
+  if (slot.wanted && slot.procs.length === 0) ctx.members.start(slot)
+}
+
+export class Faults {
+  private readonly episodes = new Map<number, Episode>()
+  private nextId = 1
+
+  constructor(
+    private readonly ctx: Ctx,
+    private readonly endSafety: number,
+  ) {}
+
+  start(): void {
+    for (let k = 0; k < FAULT_KINDS.length; k++) {
+      const kind = FAULT_KINDS[k]!
+      if (
+        this.ctx.mix.intensity[kind] > 0 &&
+        !CONTINUOUS_FAULTS.has(kind) &&
+        FAULTS[kind] !== undefined
+      )
+        this.ctx.w.q.push(this.gap(kind), K.FAULT, k)
+    }
+  }
+
+  private gap(kind: FaultKind): number {
+    const def = FAULTS[kind]!
+    const level = this.ctx.mix.intensity[kind]
+    const scale = def.scope === "member" ? Math.sqrt(this.ctx.options.members) : 1
+    return this.ctx.w.now + this.ctx.w.rng.faultEvents.exp(40_000 / (level * scale * def.rate))
+  }
+
+  fault(k: number): void {
+    const { w, sampler } = this.ctx
+    if (w.now >= this.endSafety) return
+    const kind = FAULT_KINDS[k]!
+    w.q.push(this.gap(kind), K.FAULT, k)
+    const episodes = FAULTS[kind]!.inject(this.ctx, w.rng.faultEvents)
+    w.count(`fault:${kind}`)
+    sampler.changed()
+    for (const ep of episodes) this.open(k, ep)
+  }
+
+  /** Registers an episode of kind `k` (healed after `ep.afterMs`, or at the liveness phase). */
+  open(k: number, ep: Episode): void {
+    const w = this.ctx.w
+    const id = this.nextId++
+    this.episodes.set(id, ep)
+    w.q.push(w.now + ep.afterMs, K.HEAL, k, id)
+  }
+
+  heal(_k: number, id: number): void {
+    const ep = this.episodes.get(id)
+    if (ep === undefined) return
+    this.episodes.delete(id)
+    ep.heal()
+    this.ctx.sampler.changed()
+  }
+
+  /** Liveness phase: heal every open episode now. */
+  healAll(): void {
+    const eps = [...this.episodes.values()]
+    this.episodes.clear()
+    for (const ep of eps) ep.heal()
+  }
+}
+
+/**
+ * Forges the request's ownership report (the `forge` fault): a claim of a
+ * shard the member does not hold, a REVOKING of a shard that is not its
+ * own, or (storage fence on only) a REVOKED of a shard it still reads.
+ */
+export const forgeReport = (
+  ctx: Ctx,
+  p: Proc,
+  request: HeartbeatRequest,
+): { request: HeartbeatRequest; forgery: Forgery } | undefined => {
+  const { w, checks, data } = ctx
+  const r = w.rng.forge
+  const S = w.S
+  const taken = new Set<number>(request.ownedShards)
+  for (const x of request.revokingShards) taken.add(x.shard)
+  const foreign = (): number | undefined => {
+    const from = r.int(S)
+    for (let k = 0; k < S; k++) {
+      const s = (from + k) % S
+      if (!taken.has(s) && checks.view.owner[s]?.memberId !== p.id) return s
+    }
+    return undefined
+  }
+  const kind = p.forgeKind
+  if (kind === 3) {
+    // A REVOKED naming an older grant's token, for a shard the member still
+    // reads (a confirmed grant: leaving it out of the owned list once is
+    // harmless) or still drains, while the coordinator revokes it: it must
+    // be ignored (rule 10: a report names the grant it gives up).
+    const view = checks.view
+    const candidates: Array<{ shard: number; token: number; reading: boolean }> = []
+    for (const x of request.revokingShards)
+      if (x.state === "REVOKING" && x.token > 1)
+        candidates.push({ shard: x.shard, token: x.token, reading: false })
+    for (const shard of request.ownedShards) {
+      const o = view.owner[shard]
+      const run = p.runs.get(shard)
+      if (
+        o?.memberId === p.id &&
+        o.confirmed &&
+        o.token > 1 &&
+        run !== undefined &&
+        run.token === o.token
+      )
+        candidates.push({ shard, token: o.token, reading: true })
+    }
+    // The adversary knows the committed state and waits for a shard being
+    // revoked from the member: that is where a wrongly accepted report
+    // would free a shard the member still reads or drains.
+    const revoked = candidates.filter((x) => view.revocation[x.shard]?.memberId === p.id)
+    if (revoked.length === 0) return undefined
+    const c = revoked[r.int(revoked.length)]!
+    w.count("forge:staleTokenRevoked")
+    const stale = { shard: c.shard, state: "REVOKED" as const, token: c.token - 1 }
+    return {
+      request: c.reading
+        ? {
+            ...request,
+            ownedShards: request.ownedShards.filter((x) => x !== c.shard),
+            revokingShards: [...request.revokingShards, stale],
+          }
+        : {
+            ...request,
+            revokingShards: request.revokingShards.map((y) => (y.shard === c.shard ? stale : y)),
+          },
+      forgery: { claims: [], revoking: [], revokedWhileReading: [] },
+    }
+  }
+  if (kind === 0) {
+    const s = foreign()
+    if (s === undefined) return undefined
+    w.count("forge:claim")
+    return {
+      request: { ...request, ownedShards: [...request.ownedShards, s] },
+      forgery: { claims: [s], revoking: [], revokedWhileReading: [] },
+    }
+  }
+  if (kind === 1) {
+    const s = foreign()
+    if (s === undefined) return undefined
+    w.count("forge:revokingNotOwn")
+    const token = Math.max(1, checks.view.owner[s]?.token ?? data.fence[s]!)
+    return {
+      request: {
+        ...request,
+        revokingShards: [...request.revokingShards, { shard: s, state: "REVOKING", token }],
+      },
+      forgery: { claims: [], revoking: [s], revokedWhileReading: [] },
+    }
+  }
+  const reading = request.ownedShards.filter((s) => {
+    const run = p.runs.get(s)
+    return run !== undefined && !run.draining
+  })
+  if (reading.length === 0) return undefined
+  const s = reading[r.int(reading.length)]!
+  const token = p.runs.get(s)!.token
+  w.count("forge:revokedWhileReading")
+  p.byzantine ??= new Set()
+  p.byzantine.add(s)
+  return {
+    request: {
+      ...request,
+      ownedShards: request.ownedShards.filter((x) => x !== s),
+      revokingShards: [...request.revokingShards, { shard: s, state: "REVOKED", token }],
+    },
+    forgery: { claims: [], revoking: [], revokedWhileReading: [s] },
+  }
+}

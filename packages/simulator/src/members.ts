@@ -1,0 +1,709 @@
+/**
+ * Members and their runtime. A logical member (a `Slot`: member id, weight,
+ * settings) runs as one process at a time, or two during a `twin` fault; each
+ * process start has its own, larger incarnation. A process is a real
+ * `MemberMachine` plus the simulated runtime that executes its commands the
+ * way member-runtime will:
+ *
+ * - it sends a heartbeat when the machine says `SendHeartbeat` (calling
+ *   `nextRequest` at the send), reports every request's end (the response,
+ *   or `HeartbeatFailed` at the transport timeout) and hands the machine
+ *   every response that arrives, late, duplicated or reordered: the machine
+ *   decides what to accept;
+ * - it sleeps until `MemberMachine.nextDeadline` and asks
+ *   `MemberMachine.leaseValid` before every read and every ack: nothing here
+ *   computes a lease;
+ * - W local workers rotate round-robin over the running read loops (one loop
+ *   per shard), read batches of up to 16 messages with the grant's token,
+ *   handle them, ack them; StopShard drains the in-flight batch, then
+ *   reports ShardDrained; StopAllShards drops everything at once.
+ *
+ * It also answers the checkers' questions about processes (what a lifecycle
+ * still does with a shard, how much lease it has left).
+ *
+ * @module
+ */
+import {
+  type HeartbeatResponse,
+  MAX_MEMBER_WEIGHT,
+  MemberMachine,
+  MIN_MEMBER_WEIGHT,
+  type ShardLayout,
+} from "@shardline/core"
+import type { DrainFact, Holder, LeaseFact } from "./checkers/index.js"
+import type { Forgery } from "./checkers/requests.js"
+import { GROUP } from "./coordinator.js"
+import type { Ctx } from "./ctx.js"
+import { forgeReport } from "./faults.js"
+import { type MemberSettings, timing } from "./options.js"
+import { type Clock, K, local, toTrue } from "./world.js"
+
+export interface Batch {
+  readonly pid: number
+  readonly shard: number
+  readonly ids: ReadonlyArray<number>
+  readonly start: number
+  /** Slow drain: stretched past the revoke timeout once. */
+  stretched: boolean
+}
+
+export interface Run {
+  readonly token: number
+  draining: boolean
+  /** Storage refused the token: no more reads until the loop is restarted. */
+  fenced: boolean
+  batch: Batch | null
+  readonly holder: Holder
+}
+
+export class Slot {
+  wanted = false
+  /** Alive processes, oldest first. */
+  readonly procs: Array<Proc> = []
+  lastIncarnation = 0
+  partStore = false
+  slowDrain = false
+
+  constructor(
+    readonly idx: number,
+    readonly id: string,
+    readonly settings: MemberSettings,
+    readonly clock: Clock,
+  ) {}
+}
+
+type Deferred = readonly [number, number, number, unknown]
+
+export class Proc {
+  alive = true
+  paused = false
+  deferred: Array<Deferred> = []
+  timerAt = Number.POSITIVE_INFINITY
+  /** Request in flight (0: none). */
+  inFlight = 0
+  readonly runs = new Map<number, Run>()
+  rotation: Array<number> = []
+  rrPos = 0
+  idle: number
+  layout: ShardLayout | undefined = undefined
+  /** Shards this process lied about (REVOKED while still reading them). */
+  byzantine: Set<number> | undefined = undefined
+  /**
+   * The machine moved to another lifecycle without a fence (it applied an
+   * answer with a new member epoch while holding the old one's shards): its
+   * reports may carry the old lifecycle's shards until its next StopAllShards
+   * (finding F1 in docs/simulator.md).
+   */
+  carriesOldLifecycle = false
+  /** Two different answers to one of its requests are on their way (finding F2). */
+  mayApplyOlderAnswer = false
+  /** Requests left to forge (the `forge` fault), what to forge, and forged so far. */
+  forgeLeft = 0
+  forgeKind = 0
+  forged = 0
+  /** Told FENCED_INSTANCE_ID: a standby until its join is answered. */
+  superseded = false
+  /**
+   * Bumped when every loop is dropped (StopAllShards): a drain report still
+   * on its way from a dropped loop must not reach the machine.
+   */
+  loops = 0
+  readonly label: string
+
+  constructor(
+    readonly pid: number,
+    readonly slot: Slot,
+    readonly incarnation: number,
+    readonly clock: Clock,
+    readonly state: MemberMachine.MemberState,
+    workers: number,
+  ) {
+    this.idle = workers
+    this.label = `${slot.id} (incarnation ${incarnation})`
+  }
+
+  get id(): string {
+    return this.slot.id
+  }
+
+  local(t: number): number {
+    return local(this.clock, t)
+  }
+
+  leaseValid(t: number): boolean {
+    return MemberMachine.leaseValid(this.state, local(this.clock, t))
+  }
+}
+
+export const memberId = (i: number): string => `sim-${String(i).padStart(4, "0")}-m0`
+
+export class Members {
+  readonly slots: Array<Slot> = []
+  readonly procs: Array<Proc> = []
+  private readonly byId = new Map<string, Slot>()
+  /** A timer re-armed for the instant it just fired at would spin: the next tick is later. */
+  private firing = false
+  readonly weights: Float64Array
+
+  constructor(
+    private readonly ctx: Ctx,
+    settings: ReadonlyArray<MemberSettings>,
+    private readonly clocksOn: boolean,
+  ) {
+    this.weights = new Float64Array(settings.length)
+    for (let i = 0; i < settings.length; i++) {
+      const s = settings[i]!
+      const slot = new Slot(i, memberId(i), s, ctx.w.drawClock(clocksOn))
+      this.slots.push(slot)
+      this.byId.set(slot.id, slot)
+      this.weights[i] = s.weight
+      if (s.weight !== 1) ctx.w.count("members:weighted")
+      if (s.weight === MIN_MEMBER_WEIGHT || s.weight === MAX_MEMBER_WEIGHT)
+        ctx.w.count("members:weightAtBound")
+      for (const edge of s.edge.split(", "))
+        if (edge !== "" && !edge.startsWith("weight")) ctx.w.count(`members:config:${edge}`)
+    }
+  }
+
+  slotOf(id: string): Slot | undefined {
+    return this.byId.get(id)
+  }
+
+  /** Defers events of a paused process; true when the event must not run now. */
+  deferred(pid: number, kind: number, b: number, p: unknown): boolean {
+    const proc = this.procs[pid]!
+    if (!proc.paused) return false
+    proc.deferred.push([kind, pid, b, p])
+    return true
+  }
+
+  // ---------------------------------------------------------------- processes
+
+  /** Starts a process of `slot` (a new incarnation); `ownClock`: on another host (a twin). */
+  start(slot: Slot, ownClock = false): Proc {
+    const { w, options } = this.ctx
+    const incarnation = slot.lastIncarnation + 1 + w.rng.processes.int(1024)
+    slot.lastIncarnation = incarnation
+    const clock = ownClock ? w.drawClock(this.clocksOn) : slot.clock
+    const s = slot.settings
+    const state = MemberMachine.make(
+      {
+        group: GROUP,
+        stream: GROUP,
+        memberId: slot.id,
+        incarnation,
+        memberInfo: {
+          consumerName: slot.id,
+          host: `sim-host-${slot.idx}`,
+          runtimeMaxConcurrency: options.workers,
+          ...(s.weight !== 1 ? { weight: s.weight } : {}),
+        },
+        safetyMarginMs: s.safetyMarginMs,
+        heartbeatIntervalMs: timing.heartbeatIntervalMs,
+        retryBackoffInitialMs: s.retryBackoffInitialMs,
+        retryBackoffMaxMs: s.retryBackoffMaxMs,
+        ...(s.leaveTimeoutMs !== undefined ? { leaveTimeoutMs: s.leaveTimeoutMs } : {}),
+      },
+      local(clock, w.now),
+    )
+    const p = new Proc(this.procs.length, slot, incarnation, clock, state, options.workers)
+    this.procs.push(p)
+    slot.procs.push(p)
+    w.count("member:processStarts")
+    this.ctx.sampler.changed(slot.idx, "start")
+    this.exec(p, MemberMachine.step(state, { _tag: "Tick", now: p.local(w.now) }))
+    return p
+  }
+
+  /** A wanted member without a process gets one (after a leave the scenario reversed). */
+  restart(i: number): void {
+    const slot = this.slots[i]!
+    if (slot.wanted && slot.procs.length === 0) this.start(slot)
+  }
+
+  /** The process stops (crash, kill, or after Left): its loops end without acks. */
+  stop(p: Proc): void {
+    if (!p.alive) return
+    for (const [shard, run] of p.runs) this.dropRun(p, shard, run)
+    p.runs.clear()
+    p.rotation = []
+    p.alive = false
+    p.paused = false
+    p.deferred = []
+    const at = p.slot.procs.indexOf(p)
+    if (at >= 0) p.slot.procs.splice(at, 1)
+    this.ctx.sampler.changed(p.slot.idx, "leave")
+  }
+
+  /** Graceful leave (the scenario's or a burst's). */
+  leave(p: Proc): void {
+    const w = this.ctx.w
+    for (const run of p.runs.values())
+      if (run.batch !== null) {
+        w.count("member:leavesWithBatchInFlight")
+        break
+      }
+    w.count("member:leaves")
+    this.exec(p, MemberMachine.step(p.state, { _tag: "LeaveRequested", now: p.local(w.now) }))
+    this.ctx.sampler.changed(p.slot.idx, "leave")
+  }
+
+  pause(p: Proc): void {
+    p.paused = true
+  }
+
+  resume(pid: number): void {
+    const p = this.procs[pid]!
+    if (!p.paused || !p.alive) return
+    const w = this.ctx.w
+    p.paused = false
+    const deferred = p.deferred
+    p.deferred = []
+    for (const [kind, a, b, payload] of deferred) w.q.push(w.now, kind, a, b, payload)
+    // Idle read loops were blocked waiting for data; `produce` does not wake a
+    // paused process, so on resume a blocked read returns at once: wake every
+    // idle worker (after the deferred events, so a self-fence or a response
+    // due at resume is applied first).
+    while (p.idle > 0 && p.rotation.length > 0) this.wake(p)
+  }
+
+  /** Is the member in the group from the member side (a process alive, not leaving)? */
+  live(slot: Slot): boolean {
+    for (const p of slot.procs) {
+      const l = p.state.lifecycle
+      if (l !== "leaving" && l !== "left") return true
+    }
+    return false
+  }
+
+  // ---------------------------------------------------------------- the machine
+
+  private exec(p: Proc, cmds: Array<MemberMachine.MemberCommand>): void {
+    const w = this.ctx.w
+    for (let i = 0; i < cmds.length; i++) {
+      const c = cmds[i]!
+      switch (c._tag) {
+        case "StartShard":
+          this.startShard(p, c.shard, c.token)
+          for (const more of MemberMachine.step(p.state, { _tag: "ShardStarted", shard: c.shard }))
+            cmds.push(more)
+          break
+        case "StopShard":
+          this.stopShard(p, c.shard)
+          break
+        case "StopAllShards":
+          this.dropAll(p)
+          w.count(`member:stopAll:${c.reason}`)
+          break
+        case "SendHeartbeat":
+          this.send(p)
+          break
+        case "LayoutChanged":
+          p.layout = c.layout
+          break
+        case "RequestRejected":
+          w.count("member:requestRejected")
+          break
+        case "LeaseUnusable":
+          w.count(`member:leaseUnusable:${c.error.reason}`)
+          // A config error: the operator takes the member out.
+          if (c.error.reason === "MarginTooLarge") p.slot.wanted = false
+          break
+        case "Superseded":
+          w.count("twin:superseded")
+          p.superseded = true
+          break
+        case "Left": {
+          this.stop(p)
+          // The scenario wants the member back (it asked for a start while
+          // this process was still leaving): the orchestrator starts a new one.
+          const slot = p.slot
+          if (slot.wanted && slot.procs.length === 0)
+            w.q.push(w.now + 500, K.RESTART_SLOT, slot.idx)
+          return
+        }
+      }
+    }
+    this.armTimer(p)
+  }
+
+  private armTimer(p: Proc): void {
+    const next = MemberMachine.nextDeadline(p.state)
+    if (next === undefined || !Number.isFinite(next)) return
+    const w = this.ctx.w
+    const at = Math.max(this.firing ? w.now + 1 : w.now, toTrue(p.clock, next))
+    if (at < p.timerAt || p.timerAt <= w.now) {
+      p.timerAt = at
+      w.q.push(at, K.MEMBER_TIMER, p.pid, 0)
+    }
+  }
+
+  timer(pid: number): void {
+    const p = this.procs[pid]!
+    const w = this.ctx.w
+    if (!p.alive || w.now < p.timerAt) return
+    p.timerAt = Number.POSITIVE_INFINITY
+    this.firing = true
+    this.exec(p, MemberMachine.step(p.state, { _tag: "Tick", now: p.local(w.now) }))
+    this.firing = false
+  }
+
+  private send(p: Proc): void {
+    const { w, checks, net } = this.ctx
+    if (p.inFlight !== 0) {
+      // A fence (self-fence included) abandons the request in flight: the
+      // machine will ignore its answer (its seq is below acceptFromSeq) and
+      // asks for the rejoin at once. Any other second request breaks the
+      // one-in-flight rule.
+      if (p.inFlight < p.state.acceptFromSeq) w.count("member:requestAbandonedByFence")
+      else checks.runtime.secondRequest(w.now, p.label, p.inFlight)
+    }
+    const { seq, request } = MemberMachine.nextRequest(p.state, p.local(w.now))
+    let sent = request
+    let forgery: Forgery | undefined
+    if (p.forgeLeft > 0 && request.memberEpoch > 0) {
+      const forged = forgeReport(this.ctx, p, request)
+      if (forged !== undefined || p.forgeKind !== 3) p.forgeLeft--
+      if (forged !== undefined) {
+        sent = forged.request
+        forgery = forged.forgery
+        p.forged++
+      }
+    }
+    p.inFlight = seq
+    w.q.push(w.now + timing.requestTimeoutMs, K.REQ_TIMEOUT, p.pid, seq)
+    net.toCoordinator(p.slot.idx, { pid: p.pid, seq, request: sent, forgery })
+  }
+
+  response(pid: number, seq: number, response: HeartbeatResponse): void {
+    const p = this.procs[pid]!
+    if (!p.alive) return
+    const { w, options, data } = this.ctx
+    if (p.inFlight === seq) p.inFlight = 0
+    else w.count("member:responsesAfterTheirRequestEnded")
+    let res = response
+    if (options.broken === "assign-before-revoke" && res.pending.length > 0) {
+      // BROKEN ON PURPOSE (test-only): hand pending shards over before the
+      // previous owner finished revoking, with the shard's current token.
+      res = {
+        ...res,
+        assigned: [
+          ...res.assigned,
+          ...res.pending.map((shard) => ({ shard, token: Math.max(1, data.fence[shard]!) })),
+        ],
+        pending: [],
+      }
+    }
+    const wasStandby = p.superseded
+    const epochBefore = p.state.memberEpoch
+    const heldBefore = p.state.shards.size
+    this.exec(
+      p,
+      MemberMachine.step(p.state, {
+        _tag: "ResponseReceived",
+        seq,
+        response: res,
+        now: p.local(w.now),
+      }),
+    )
+    const epochAfter = p.state.memberEpoch
+    if (
+      p.alive &&
+      epochBefore > 0 &&
+      epochAfter > 0 &&
+      epochAfter !== epochBefore &&
+      heldBefore > 0
+    ) {
+      p.carriesOldLifecycle = true
+      w.count("finding:lifecycleSwitchWithoutFence")
+    }
+    if (wasStandby && p.state.lifecycle === "active") {
+      p.superseded = false
+      w.count("twin:standbyTookOver")
+    }
+  }
+
+  timeout(pid: number, seq: number): void {
+    const p = this.procs[pid]!
+    if (!p.alive || p.inFlight !== seq) return
+    p.inFlight = 0
+    this.exec(
+      p,
+      MemberMachine.step(p.state, { _tag: "HeartbeatFailed", seq, now: p.local(this.ctx.w.now) }),
+    )
+  }
+
+  /** The coordinator pushes a notice to member `id`: every process of it subscribed. */
+  notice(id: string): void {
+    const slot = this.byId.get(id)
+    if (slot === undefined) return
+    for (const p of slot.procs) this.ctx.net.notice(slot.idx, p.pid)
+  }
+
+  noticeArrived(pid: number): void {
+    const p = this.procs[pid]!
+    if (!p.alive) return
+    this.exec(p, MemberMachine.step(p.state, { _tag: "NoticeReceived" }))
+  }
+
+  drained(pid: number, shard: number, loops: number): void {
+    const p = this.procs[pid]!
+    if (!p.alive) return
+    if (loops !== p.loops) {
+      this.ctx.w.count("member:drainReportOfDroppedLoop")
+      return
+    }
+    this.exec(p, MemberMachine.step(p.state, { _tag: "ShardDrained", shard }))
+  }
+
+  // ---------------------------------------------------------------- read loops
+
+  private startShard(p: Proc, shard: number, token: number): void {
+    const { w, checks, data, sampler, options } = this.ctx
+    if (p.layout === undefined || p.layout.shardCount !== options.shards)
+      checks.runtime.startWithoutLayout(
+        w.now,
+        p.label,
+        shard,
+        p.layout === undefined ? "none" : `${p.layout.shardCount} shards`,
+      )
+    if (!p.leaseValid(w.now)) checks.runtime.startWithoutLease(w.now, p.label, shard)
+    const existing = p.runs.get(shard)
+    if (existing !== undefined) {
+      checks.runtime.startWhileRunning(w.now, p.label, shard)
+      this.dropRun(p, shard, existing)
+      p.runs.delete(shard)
+      const at = p.rotation.indexOf(shard)
+      if (at >= 0) p.rotation.splice(at, 1)
+    }
+    p.byzantine?.delete(shard)
+    const epoch = p.state.memberEpoch
+    const holder: Holder = {
+      proc: p.pid,
+      label: p.label,
+      memberId: p.id,
+      epoch,
+      token,
+      grantRev: checks.view.grantRev(shard, token),
+      active: () =>
+        p.alive &&
+        p.runs.get(shard) === run &&
+        p.byzantine?.has(shard) !== true &&
+        p.leaseValid(w.now),
+    }
+    const run: Run = { token, draining: false, fenced: false, batch: null, holder }
+    p.runs.set(shard, run)
+    p.rotation.push(shard)
+    data.addReader(shard, p.pid)
+    checks.intent.hold(shard, holder)
+    sampler.openSegment(shard, p)
+    this.wake(p)
+  }
+
+  private stopShard(p: Proc, shard: number): void {
+    const { w, data, sampler } = this.ctx
+    const run = p.runs.get(shard)
+    if (run === undefined) {
+      w.q.push(w.now, K.DRAINED, p.pid, shard, p.loops)
+      return
+    }
+    if (run.draining) return
+    run.draining = true
+    data.removeReader(shard, p.pid)
+    sampler.closeSegment(shard, p)
+    if (run.batch === null) this.finishDrain(p, shard)
+  }
+
+  private finishDrain(p: Proc, shard: number, drainedBatch = false): void {
+    const { w, checks } = this.ctx
+    p.runs.delete(shard)
+    const at = p.rotation.indexOf(shard)
+    if (at >= 0) p.rotation.splice(at, 1)
+    checks.intent.release(shard, p.pid)
+    // Slow drain with nothing in flight: the drain report itself comes late.
+    const late = p.slot.slowDrain && !drainedBatch ? timing.revokeTimeoutMs * 1.5 : 0
+    w.q.push(w.now + late, K.DRAINED, p.pid, shard, p.loops)
+  }
+
+  /** Stops a loop at once (crash, StopAllShards): the in-flight batch is abandoned. */
+  private dropRun(p: Proc, shard: number, run: Run): void {
+    const { data, sampler, checks } = this.ctx
+    run.batch = null
+    if (!run.draining) {
+      data.removeReader(shard, p.pid)
+      sampler.closeSegment(shard, p)
+    }
+    checks.intent.release(shard, p.pid)
+  }
+
+  private dropAll(p: Proc): void {
+    p.loops++
+    p.carriesOldLifecycle = false
+    p.mayApplyOlderAnswer = false
+    for (const [shard, run] of p.runs) this.dropRun(p, shard, run)
+    p.runs.clear()
+    p.rotation = []
+  }
+
+  private wake(p: Proc): void {
+    if (p.idle > 0) {
+      p.idle--
+      this.ctx.w.q.push(this.ctx.w.now, K.WORKER, p.pid, 0)
+    }
+  }
+
+  /** New data on `shard`, which process `pid` reads. */
+  wakeFor(pid: number, shard: number): void {
+    const p = this.procs[pid]!
+    if (p.alive && !p.paused && p.runs.has(shard)) this.wake(p)
+  }
+
+  worker(pid: number): void {
+    const p = this.procs[pid]!
+    if (p.alive) this.pickAndRead(p)
+  }
+
+  private pickAndRead(p: Proc): void {
+    const { w, checks, data, workload } = this.ctx
+    const n = p.rotation.length
+    if (n === 0 || !p.leaseValid(w.now)) {
+      p.idle++
+      return
+    }
+    for (let k = 0; k < n; k++) {
+      const pos = (p.rrPos + k) % n
+      const shard = p.rotation[pos]!
+      const run = p.runs.get(shard)!
+      if (run.draining || run.fenced || run.batch !== null || data.backlog(shard) === 0) continue
+      p.rrPos = pos + 1
+      if (p.slot.partStore) {
+        w.count("store:readUnreachable")
+        w.q.push(w.now + 200, K.WORKER, p.pid, 0)
+        return
+      }
+      if (p.byzantine?.has(shard) !== true) checks.intent.act(w.now, shard, run.holder)
+      const ids = data.read(shard, run.token)
+      if (ids === undefined) {
+        run.fenced = true
+        continue
+      }
+      const batch: Batch = { pid: p.pid, shard, ids, start: w.now, stretched: false }
+      run.batch = batch
+      w.q.push(w.now + workload.processing(shard, ids.length), K.BATCH_DONE, p.pid, 0, batch)
+      return
+    }
+    p.idle++
+  }
+
+  batchDone(batch: Batch): void {
+    const p = this.procs[batch.pid]!
+    if (!p.alive) return
+    const { w, checks, data } = this.ctx
+    const shard = batch.shard
+    const run = p.runs.get(shard)
+    if (run === undefined || run.batch !== batch) {
+      this.pickAndRead(p)
+      return
+    }
+    if (run.draining && p.slot.slowDrain && !batch.stretched) {
+      // Delayed revoke: in-flight work drains slower than the revoke timeout.
+      batch.stretched = true
+      w.count("slowDrain:stretched")
+      w.q.push(w.now + timing.revokeTimeoutMs * 1.5, K.BATCH_DONE, p.pid, 0, batch)
+      return
+    }
+    run.batch = null
+    if (p.leaseValid(w.now)) {
+      const byzantine = p.byzantine?.has(shard) === true
+      if (!byzantine) checks.intent.act(w.now, shard, run.holder)
+      for (const id of batch.ids) checks.messages.handle(shard, id)
+      if (p.slot.partStore) w.count("store:ackUnreachable")
+      else if (data.ack(shard, run.token, batch.ids)) {
+        if (this.effective(p, run, byzantine))
+          checks.ownership.batch(shard, p.pid, batch.start, w.now)
+      } else run.fenced = true
+    } else w.count("member:batchAbandonedLeaseExpired")
+    if (run.draining) this.finishDrain(p, shard, true)
+    this.pickAndRead(p)
+  }
+
+  /**
+   * Does an accepted ack count for the storage-level ownership checker? With
+   * the fence on, always (storage accepted it). With it off, not the acks of
+   * a liar or of a lifecycle the coordinator fenced or replaced: by design
+   * only the fence stops those (counted as zombie acks; the intent checker
+   * judges them).
+   */
+  private effective(p: Proc, run: Run, byzantine: boolean): boolean {
+    const { data, checks } = this.ctx
+    if (data.storageFence) return true
+    const end = checks.view.ended(p.id, run.holder.epoch)
+    if (
+      byzantine ||
+      (end !== undefined &&
+        (end.kind === "MemberFenced" ||
+          end.kind === "MemberReplaced" ||
+          (end.kind === "MemberRejoined" && this.ctx.options.strict !== true)))
+    ) {
+      data.zombieAcks++
+      return false
+    }
+    return true
+  }
+
+  /** Another process still reading `shard` (not draining), or -1. */
+  otherReader(shard: number, pid: number): number {
+    for (const slot of this.slots)
+      for (const p of slot.procs) {
+        if (p.pid === pid) continue
+        const run = p.runs.get(shard)
+        if (run !== undefined && !run.draining) return p.pid
+      }
+    return -1
+  }
+
+  // ---------------------------------------------------------------- faults
+
+  // ---------------------------------------------------------------- facts for the checkers
+
+  /** What each process of lifecycle `memberId`/`epoch` still does with `shard`. */
+  drainFacts(id: string, epoch: number, shard: number): Array<DrainFact> {
+    const out: Array<DrainFact> = []
+    const slot = this.byId.get(id)
+    if (slot === undefined) return out
+    for (const p of slot.procs) {
+      if (p.state.memberEpoch !== epoch || p.byzantine?.has(shard) === true) continue
+      const run = p.runs.get(shard)
+      out.push({
+        label: p.label,
+        state:
+          run === undefined
+            ? "idle"
+            : !run.draining
+              ? "reading"
+              : run.batch !== null
+                ? "draining"
+                : "idle",
+      })
+    }
+    return out
+  }
+
+  /** How many shards each process of lifecycle `memberId`/`epoch` holds, and its lease left. */
+  leaseFacts(id: string, epoch: number): Array<LeaseFact> {
+    const out: Array<LeaseFact> = []
+    const slot = this.byId.get(id)
+    if (slot === undefined) return out
+    const now = this.ctx.w.now
+    for (const p of slot.procs) {
+      if (p.state.memberEpoch !== epoch) continue
+      const until = MemberMachine.leaseExpiresAt(p.state)
+      out.push({
+        label: p.label,
+        shards: p.runs.size,
+        leaseLeftMs: until === undefined ? 0 : until - p.local(now),
+      })
+    }
+    return out
+  }
+}

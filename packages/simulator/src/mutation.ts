@@ -1,0 +1,97 @@
+/**
+ * The simulator's side of the mutation harness (`pnpm mutate`, see
+ * scripts/mutate.mjs): a fixed list of runs on seeds outside the CI seed set
+ * (CI uses seeds below 100,000; these start at 1,000,001): cheap exact
+ * scenarios first (bursts of rebalances among them), then liars and echoes
+ * among bursts, then fault mixes (swarm with drawn shapes, partition storms,
+ * coordinator failovers), with the storage fence on and off. A mutant is caught at its first run with a violation (or a
+ * crash of the simulator, which a mutant can cause by throwing).
+ *
+ * @module
+ */
+import { defaultOptions, drawShape, type Scenario, type SimOptions } from "./options.js"
+import { runSeed } from "./run.js"
+
+const SEED_BASE = 1_000_000
+
+/** The fixed mutation seed set, in the order it is run. */
+export const mutationSeeds = (): Array<SimOptions> => {
+  const out: Array<SimOptions> = []
+  const small = (
+    scenario: Scenario,
+    seed: number,
+    extra: Partial<SimOptions> = {},
+  ): SimOptions => ({
+    ...defaultOptions,
+    scenario,
+    seed,
+    members: 3 + (seed % 6),
+    shards: 8 + ((seed * 7) % 25),
+    workers: 1 + (seed % 3),
+    durationMs: 60_000,
+    ratePerShard: 5,
+    ...extra,
+  })
+  let seed = SEED_BASE
+  for (const scenario of ["scale-out", "scale-in", "churn", "rolling-restart", "steady"] as const)
+    for (let i = 0; i < 3; i++) out.push(small(scenario, ++seed))
+  for (let i = 0; i < 12; i++) out.push(small("churn", ++seed, { ratePerShard: 8, workers: 4 }))
+  // Liars and echoes among back-to-back rebalances.
+  for (let i = 0; i < 20; i++)
+    out.push(
+      small("churn", ++seed, {
+        ratePerShard: 8,
+        workers: 4,
+        faults: "burst,forge,replay,dup",
+        fence: i % 2 === 0 ? "on" : "off",
+      }),
+    )
+  for (let i = 0; i < 40; i++) {
+    for (const scenario of ["swarm", "partition-storm", "coordinator-failover"] as const) {
+      const s = ++seed
+      const base = small(scenario, s, { fence: i % 2 === 0 ? "on" : "off" })
+      const shape = scenario === "swarm" ? drawShape(s, base, new Set(["members"])) : {}
+      out.push({ ...base, ...shape, members: Math.min(base.members, 12) })
+    }
+  }
+  return out
+}
+
+export interface MutationRun {
+  readonly caught: boolean
+  /** "violation" or "crash" (the simulator threw), when caught. */
+  readonly how?: "violation" | "crash"
+  readonly options?: SimOptions
+  readonly detail?: string
+  readonly runs: number
+  readonly events: number
+}
+
+/** Runs `list` in order and stops at the first violation or crash. */
+export const runMutationSeeds = (
+  list: ReadonlyArray<SimOptions> = mutationSeeds(),
+): MutationRun => {
+  let events = 0
+  for (let i = 0; i < list.length; i++) {
+    const options = list[i]!
+    try {
+      const { summary } = runSeed(options)
+      events += summary.events
+      if (summary.violations.length > 0)
+        return {
+          caught: true,
+          how: "violation",
+          options,
+          detail: summary.violations
+            .slice(0, 3)
+            .map((v) => `[${v.checker}] ${v.message}`)
+            .join("; "),
+          runs: i + 1,
+          events,
+        }
+    } catch (e) {
+      return { caught: true, how: "crash", options, detail: String(e), runs: i + 1, events }
+    }
+  }
+  return { caught: false, runs: list.length, events }
+}

@@ -1,0 +1,201 @@
+/**
+ * The network between member processes and coordinator candidates: loss,
+ * duplication, delay (and so reordering), and per-member links whose two
+ * directions fail independently: `drop` (partition), `hold` (a stalled
+ * connection: messages queue up and are flushed, reordered, when it heals:
+ * requests delayed past a self-fence and a rejoin), `lag` (every message
+ * takes a fixed extra time: answers that arrive after their lease). Requests
+ * go to the coordinator holding the lease when they are sent. It also
+ * keeps each member's last requests so the `replay` fault can deliver an old
+ * one again.
+ *
+ * @module
+ */
+import type { HeartbeatRequest, HeartbeatResponse } from "@shardline/core"
+import type { Forgery } from "./checkers/requests.js"
+import type { Ctx } from "./ctx.js"
+import type { NetworkOptions } from "./options.js"
+import { K } from "./world.js"
+
+/** A request on the wire, with who sent it (process id) and what was forged into it. */
+export interface Req {
+  readonly pid: number
+  readonly seq: number
+  readonly request: HeartbeatRequest
+  readonly forgery?: Forgery | undefined
+}
+
+export type LinkMode = "ok" | "drop" | "hold" | "lag"
+
+interface Held {
+  readonly kind: number
+  readonly a: number
+  readonly b: number
+  readonly p: unknown
+}
+
+/** One member's link; `out` = member -> coordinator, `back` = coordinator -> member. */
+export class Link {
+  out: LinkMode = "ok"
+  back: LinkMode = "ok"
+  outLagMs = 0
+  backLagMs = 0
+  readonly heldOut: Array<Held> = []
+  readonly heldIn: Array<Held> = []
+}
+
+const HISTORY = 16
+
+export class Network {
+  options: NetworkOptions
+  readonly links: Array<Link>
+  /** Per member: its last requests (any process, any lifecycle), for `replay`. */
+  private readonly history: Array<Array<Req>>
+  private readonly historyAt: Int32Array
+  /** Per member: what to do right after a coordinator received its next request (a `stall`). */
+  private readonly armed: Array<(() => void) | undefined>
+
+  constructor(
+    private readonly ctx: Ctx,
+    options: NetworkOptions,
+    members: number,
+  ) {
+    this.options = options
+    this.links = Array.from({ length: members }, () => new Link())
+    this.history = Array.from({ length: members }, () => [])
+    this.historyAt = new Int32Array(members)
+    this.armed = new Array(members).fill(undefined)
+  }
+
+  /** Runs `then` right after a coordinator receives member `slot`'s next request. */
+  arm(slot: number, then: () => void): void {
+    this.armed[slot] = then
+  }
+
+  /** A coordinator received a request of member `slot` (before it answers). */
+  handled(slot: number): void {
+    const then = this.armed[slot]
+    if (then === undefined) return
+    this.armed[slot] = undefined
+    then()
+  }
+
+  delay(): number {
+    return 0.2 + this.ctx.w.rng.network.exp(this.options.delayMeanMs)
+  }
+
+  private lost(): boolean {
+    return this.ctx.w.rng.network.chance(this.options.lossP)
+  }
+
+  private duplicated(): boolean {
+    return this.ctx.w.rng.network.chance(this.options.dupP)
+  }
+
+  /** Member `slot`'s process sends `req` to the current lease holder. */
+  toCoordinator(slot: number, req: Req, record = true): void {
+    const w = this.ctx.w
+    if (record) {
+      const h = this.history[slot]!
+      if (h.length < HISTORY) h.push(req)
+      else h[this.historyAt[slot]!] = req
+      this.historyAt[slot] = (this.historyAt[slot]! + 1) % HISTORY
+    }
+    const target = this.ctx.lease.holder
+    if (target < 0) return
+    this.deliver(this.links[slot]!, "out", K.REQ_AT_COORD, target, slot, req)
+    if (this.duplicated()) {
+      w.count("net:duplicated")
+      this.deliver(this.links[slot]!, "out", K.REQ_AT_COORD, target, slot, req)
+    }
+  }
+
+  /** The coordinator answers request `seq` of process `pid` (member `slot`). */
+  toMember(slot: number, pid: number, seq: number, response: HeartbeatResponse): void {
+    this.deliver(this.links[slot]!, "in", K.RESP_AT_MEMBER, pid, seq, response)
+    if (this.duplicated()) {
+      this.ctx.w.count("net:duplicated")
+      this.deliver(this.links[slot]!, "in", K.RESP_AT_MEMBER, pid, seq, response)
+    }
+  }
+
+  /** A "look again" notice to process `pid` of member `slot`. */
+  notice(slot: number, pid: number): void {
+    this.deliver(this.links[slot]!, "in", K.NOTICE, pid, 0, undefined)
+  }
+
+  private deliver(
+    link: Link,
+    dir: "out" | "in",
+    kind: number,
+    a: number,
+    b: number,
+    p: unknown,
+  ): void {
+    const w = this.ctx.w
+    if (this.lost()) {
+      w.count("net:lost")
+      return
+    }
+    const mode = dir === "out" ? link.out : link.back
+    switch (mode) {
+      case "ok":
+        w.q.push(w.now + this.delay(), kind, a, b, p)
+        return
+      case "drop":
+        w.count("net:partitioned")
+        return
+      case "hold":
+        w.count("net:held")
+        ;(dir === "out" ? link.heldOut : link.heldIn).push({ kind, a, b, p })
+        return
+      case "lag":
+        w.count("net:lagged")
+        w.q.push(
+          w.now + (dir === "out" ? link.outLagMs : link.backLagMs) + this.delay(),
+          kind,
+          a,
+          b,
+          p,
+        )
+        return
+    }
+  }
+
+  /** Sets one direction of member `slot`'s link; healing a `hold` flushes it, reordered. */
+  set(slot: number, dir: "out" | "in", mode: LinkMode, lagMs = 0): void {
+    const link = this.links[slot]!
+    const w = this.ctx.w
+    if (dir === "out") {
+      link.out = mode
+      link.outLagMs = lagMs
+    } else {
+      link.back = mode
+      link.backLagMs = lagMs
+    }
+    if (mode === "hold") return
+    const held = dir === "out" ? link.heldOut : link.heldIn
+    for (const m of held)
+      w.q.push(w.now + this.delay() + w.rng.network.exp(150), m.kind, m.a, m.b, m.p)
+    held.length = 0
+  }
+
+  /** Delivers one of member `slot`'s old requests again (the `replay` fault); false if none. */
+  replay(slot: number): boolean {
+    const h = this.history[slot]!
+    if (h.length === 0) return false
+    const req = h[this.ctx.w.rng.network.int(h.length)]!
+    this.toCoordinator(slot, req, false)
+    return true
+  }
+
+  /** Liveness phase: no loss, duplication or extra delay; every link heals. */
+  heal(): void {
+    this.options = { lossP: 0, dupP: 0, delayMeanMs: 1 }
+    this.armed.fill(undefined)
+    for (let i = 0; i < this.links.length; i++) {
+      this.set(i, "out", "ok")
+      this.set(i, "in", "ok")
+    }
+  }
+}

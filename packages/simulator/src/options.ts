@@ -1,0 +1,385 @@
+/**
+ * Run options and everything derived from the seed. One seed plus these
+ * options determine the whole run: the world's shape (when drawn), the fault
+ * mix and the per-subsystem options (network, store, members, workload), in
+ * the manner of TigerBeetle's VOPR (`options_swarm`): every subsystem gets its
+ * own options struct, drawn from its own named PRNG stream.
+ *
+ * @module
+ */
+import { MAX_MEMBER_WEIGHT, MIN_MEMBER_WEIGHT } from "@shardline/core"
+import { Prng } from "./engine/Prng.js"
+
+export const SCENARIOS = [
+  "steady",
+  "rolling-restart",
+  "scale-out",
+  "scale-in",
+  "churn",
+  "partition-storm",
+  "coordinator-failover",
+  "swarm",
+] as const
+export type Scenario = (typeof SCENARIOS)[number]
+
+/**
+ * Fault kinds. The order is part of the seed's meaning (each kind draws its
+ * on/off and intensity in this order), so new kinds are appended.
+ */
+export const FAULT_KINDS = [
+  "loss",
+  "dup",
+  "delay",
+  "partition",
+  "oneway",
+  "store-partition",
+  "crash",
+  "pause",
+  "coord-crash",
+  "coord-stale",
+  "slow-drain",
+  "clock",
+  "kill",
+  "clog",
+  "twin",
+  "forge",
+  "replay",
+  "burst",
+  "weights",
+  "configs",
+] as const
+export type FaultKind = (typeof FAULT_KINDS)[number]
+
+/**
+ * Kinds that act on every message or at setup (no episodes): network
+ * loss/dup/delay, clocks, member weights and member configs.
+ */
+export const CONTINUOUS_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>([
+  "loss",
+  "dup",
+  "delay",
+  "clock",
+  "weights",
+  "configs",
+])
+
+/**
+ * Kinds under which a correct protocol still fences, expires or duplicates by
+ * design (the storage fence is what stops the zombie). A run with none of
+ * these on must be exact: zero duplicates, fenced reads, fences, expiries and
+ * self-fences, movement equal to the lower bound, convergence within the
+ * scenario's tight bound.
+ */
+export const DISRUPTIVE_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>(
+  FAULT_KINDS.filter((k) => k !== "burst" && k !== "weights"),
+)
+
+/**
+ * Test-only protocol breakages, proving the checkers can fail:
+ * - `assign-before-revoke`: hand a pending shard over before its previous
+ *   owner reported REVOKED.
+ * - `skip-election`: a new coordinator leader serves without committing its
+ *   election (`CoordinatorElected`), as `CoordinatorHost` did before the fix.
+ */
+export type Broken = "assign-before-revoke" | "skip-election"
+export const BROKEN: ReadonlyArray<Broken> = ["assign-before-revoke", "skip-election"]
+
+export interface SimOptions {
+  readonly scenario: Scenario
+  readonly seed: number
+  readonly members: number
+  readonly shards: number
+  /** Local workers per logical member. */
+  readonly workers: number
+  /** Safety phase (faults on) in virtual ms; a liveness phase follows. */
+  readonly durationMs: number
+  /** "default" (the scenario's mix), "none", "swarm", or a comma list of fault kinds. */
+  readonly faults: string
+  /** Produced messages per second per shard (average; skewed per seed). */
+  readonly ratePerShard: number
+  /**
+   * "on": storage refuses stale owner tokens (production). "off": storage
+   * accepts any token, so safety must come from the protocol alone; the
+   * checkers then see every zombie's effect.
+   */
+  readonly fence: "on" | "off"
+  readonly broken?: Broken | undefined
+  /**
+   * Do not excuse the known protocol findings F1 and F2 (docs/simulator.md):
+   * a zombie of a lifecycle its own process's newer join ended, and reports
+   * of a member that may have applied an older answer. Their seeds then fail.
+   */
+  readonly strict?: boolean | undefined
+  /** Record ownership segments for the HTML report. */
+  readonly timeline?: boolean | undefined
+}
+
+export const defaultOptions: SimOptions = {
+  scenario: "steady",
+  seed: 1,
+  members: 5,
+  shards: 16,
+  workers: 2,
+  durationMs: 60_000,
+  faults: "default",
+  ratePerShard: 1,
+  fence: "on",
+}
+
+/** Protocol timing of the group (ms); member-side settings may be drawn at the edges. */
+export const timing = {
+  heartbeatIntervalMs: 1_000,
+  sessionTimeoutMs: 10_000,
+  revokeTimeoutMs: 5_000,
+  /** The runtime's transport timeout: a request without an answer by then has failed. */
+  requestTimeoutMs: 1_500,
+  /** Member self-fence margin (default member config; covers the clock bound). */
+  safetyMarginMs: 1_500,
+  coordinatorLeaseMs: 3_000,
+  /** Clock bound: offsets within ±maxSkewMs, rates within ±maxDriftPpm. */
+  maxSkewMs: 100,
+  maxDriftPpm: 500,
+  batchSize: 16,
+  sampleEveryMs: 1_000,
+} as const
+
+/** After faults stop, the group must be balanced within this (session + revoke + lease + 10 hb). */
+export const livenessBoundMs =
+  timing.sessionTimeoutMs +
+  timing.revokeTimeoutMs +
+  timing.coordinatorLeaseMs +
+  10 * timing.heartbeatIntervalMs
+
+/**
+ * Tight convergence bounds for exact runs, in heartbeat intervals, per
+ * scenario: from the last membership change of an episode to a balanced
+ * group (every shard read by exactly one live member, counts at the weighted
+ * quotas). The critical path is one heartbeat interval (the owner learns of
+ * its revocation at its next heartbeat) plus a drain (at most 16 messages)
+ * and three round trips (REVOKED, notice, grant): the real protocol's worst
+ * over 1,700 seeds of each exact scenario was 1.07 intervals. A handoff that
+ * waits for the receiver's next heartbeat instead of a notice needs up to 2.
+ */
+export const exactConvergenceHeartbeats: Record<Scenario, number> = {
+  steady: 1.5,
+  "rolling-restart": 1.5,
+  "scale-out": 1.5,
+  "scale-in": 1.5,
+  churn: 1.5,
+  "partition-storm": 1.5,
+  "coordinator-failover": 1.5,
+  swarm: 1.5,
+}
+
+const scenarioFaults: Record<Scenario, string> = {
+  steady: "none",
+  "rolling-restart": "none",
+  "scale-out": "none",
+  "scale-in": "none",
+  churn: "burst,weights",
+  "partition-storm": "partition,oneway,clog,store-partition,loss,delay,dup",
+  "coordinator-failover": "coord-crash,coord-stale,kill,delay",
+  swarm: "swarm",
+}
+
+// ---------------------------------------------------------------- shape
+
+export interface Shape {
+  readonly members: number
+  readonly shards: number
+  readonly workers: number
+  readonly ratePerShard: number
+}
+
+/** Dimensions a swarm run may draw per seed (those not given explicitly). */
+export type ShapeDim = keyof Shape
+
+/**
+ * Draws the world's shape from the seed ("shape" stream): one member up to
+ * dozens, one shard up to a few hundred, 1-8 workers, rates from a trickle
+ * to what half the members can serve. Dimensions in `fixed` keep the value in
+ * `base`.
+ */
+export const drawShape = (
+  seed: number,
+  base: Shape,
+  fixed: ReadonlySet<ShapeDim> = new Set(),
+): Shape => {
+  const r = Prng.stream(seed, "shape")
+  const logUniform = (lo: number, hi: number) => Math.exp(r.range(Math.log(lo), Math.log(hi)))
+  const members = r.chance(0.1) ? 1 + r.int(2) : Math.round(logUniform(2, 48))
+  const shards = r.chance(0.1) ? 1 + r.int(4) : Math.round(logUniform(4, 256))
+  const workers = 1 + r.int(8)
+  const drawn = logUniform(0.2, 10)
+  const shape = {
+    members: fixed.has("members") ? base.members : members,
+    shards: fixed.has("shards") ? base.shards : shards,
+    workers: fixed.has("workers") ? base.workers : workers,
+  }
+  // Keep the load serviceable by half the members (hot shards run at up to
+  // 5x the rate, messages take up to 12 ms): a backlog that cannot drain by
+  // the end would be reported as lost messages.
+  const capacity = (30 * shape.workers * Math.max(1, shape.members / 2)) / shape.shards
+  const rate = Math.max(0.1, Math.round(Math.min(drawn, capacity) * 10) / 10)
+  return { ...shape, ratePerShard: fixed.has("ratePerShard") ? base.ratePerShard : rate }
+}
+
+// ---------------------------------------------------------------- faults
+
+/** Per-seed fault mix: intensity 0 = off. Drawn from the "faults" stream only. */
+export interface FaultMix {
+  readonly intensity: Readonly<Record<FaultKind, number>>
+}
+
+export const faultSpec = (options: Pick<SimOptions, "faults" | "scenario">): string =>
+  options.faults === "default" ? scenarioFaults[options.scenario] : options.faults
+
+export const drawFaults = (options: SimOptions): FaultMix => {
+  const spec = faultSpec(options)
+  const rng = Prng.stream(options.seed, "faults")
+  const intensity = {} as Record<FaultKind, number>
+  const listed = new Set(spec.split(",").map((s) => s.trim()))
+  for (const k of listed)
+    if (k !== "none" && k !== "swarm" && !(FAULT_KINDS as ReadonlyArray<string>).includes(k))
+      throw new Error(`unknown fault kind "${k}" (known: ${FAULT_KINDS.join(", ")}, swarm, none)`)
+  for (const k of FAULT_KINDS) {
+    // Always draw both numbers so the mix of one kind never depends on another.
+    const on = rng.chance(0.5)
+    const level = rng.range(0.2, 1)
+    const enabled = spec === "swarm" ? on : listed.has(k)
+    intensity[k] = enabled ? level : 0
+  }
+  return { intensity }
+}
+
+/** True when no fault that legitimately fences, expires or duplicates is on. */
+export const isExact = (mix: FaultMix): boolean => {
+  for (const k of FAULT_KINDS) if (mix.intensity[k] > 0 && DISRUPTIVE_FAULTS.has(k)) return false
+  return true
+}
+
+// ---------------------------------------------------------------- per-subsystem options
+
+export interface NetworkOptions {
+  /** Probability that one message is lost. */
+  readonly lossP: number
+  /** Probability that one message is delivered twice (each copy with its own delay). */
+  readonly dupP: number
+  /** Mean one-way delay (exponential, plus 0.2 ms). */
+  readonly delayMeanMs: number
+}
+
+export const networkOptions = (mix: FaultMix): NetworkOptions => ({
+  lossP: mix.intensity.loss * 0.05,
+  dupP: mix.intensity.dup * 0.03,
+  delayMeanMs: 1 + mix.intensity.delay * 60,
+})
+
+export interface StoreOptions {
+  /** Storage refuses stale owner tokens (see `SimOptions.fence`). */
+  readonly fence: boolean
+}
+
+/** Member-side settings a process of one logical member starts with. */
+export interface MemberSettings {
+  readonly weight: number
+  readonly safetyMarginMs: number
+  readonly retryBackoffInitialMs: number
+  readonly retryBackoffMaxMs: number
+  readonly leaveTimeoutMs: number | undefined
+  /** Why the settings are not the defaults ("" when they are). */
+  readonly edge: string
+}
+
+export interface MembersOptions {
+  readonly settings: ReadonlyArray<MemberSettings>
+}
+
+const defaultSettings: MemberSettings = {
+  weight: 1,
+  safetyMarginMs: timing.safetyMarginMs,
+  retryBackoffInitialMs: 100,
+  retryBackoffMaxMs: 5_000,
+  leaveTimeoutMs: undefined,
+  edge: "",
+}
+
+/**
+ * Member weights and configs, drawn per seed ("members" stream): with the
+ * `weights` kind on, some members get extreme but valid weights
+ * (MIN_MEMBER_WEIGHT, MAX_MEMBER_WEIGHT, log-uniform between); with `configs`
+ * on, some get settings at the edges of the group's timeouts: the smallest
+ * margin that covers the clock bound, a lease of three heartbeat intervals, a
+ * lease of exactly one interval (unusable: the member must leave on its
+ * own), the tightest retry backoff, a near-zero leave timeout.
+ */
+export const membersOptions = (seed: number, members: number, mix: FaultMix): MembersOptions => {
+  const r = Prng.stream(seed, "members")
+  const hb = timing.heartbeatIntervalMs
+  const session = timing.sessionTimeoutMs
+  const clockBound = 2 * timing.maxSkewMs + Math.ceil((2 * timing.maxDriftPpm * session) / 1e6)
+  const settings: Array<MemberSettings> = []
+  for (let i = 0; i < members; i++) {
+    let s = defaultSettings
+    const w = r.next()
+    const kind = r.int(4)
+    if (mix.intensity.weights > 0 && w < 0.3 + 0.5 * mix.intensity.weights) {
+      const weight =
+        kind === 0
+          ? MIN_MEMBER_WEIGHT
+          : kind === 1
+            ? MAX_MEMBER_WEIGHT
+            : Math.exp(r.range(Math.log(MIN_MEMBER_WEIGHT), Math.log(MAX_MEMBER_WEIGHT)))
+      s = { ...s, weight, edge: `weight ${weight.toPrecision(3)}` }
+    } else r.next()
+    const c = r.next()
+    // Member 0 never gets the unusable lease, so someone can always consume.
+    const edge = ((e) => (e === 2 && i === 0 ? 0 : e))(r.int(5))
+    if (mix.intensity.configs > 0 && c < 0.5 * mix.intensity.configs) {
+      const add = (patch: Partial<MemberSettings>, why: string) => {
+        s = { ...s, ...patch, edge: s.edge === "" ? why : `${s.edge}, ${why}` }
+      }
+      switch (edge) {
+        case 0:
+          add({ safetyMarginMs: clockBound + 50 }, "margin at the clock bound")
+          break
+        case 1:
+          add({ safetyMarginMs: session - 3 * hb }, "lease of 3 heartbeat intervals")
+          break
+        case 2:
+          add({ safetyMarginMs: session - hb }, "lease of 1 heartbeat interval (unusable)")
+          break
+        case 3:
+          add({ retryBackoffInitialMs: 1, retryBackoffMaxMs: 1 + r.int(hb) }, "tightest backoff")
+          break
+        default:
+          add({ leaveTimeoutMs: 1 + r.int(200) }, "near-zero leave timeout")
+      }
+    }
+    settings.push(s)
+  }
+  return { settings }
+}
+
+export interface WorkloadOptions {
+  /** Cumulative arrival rate per shard (messages/s), for picking a shard. */
+  readonly cumRate: Float64Array
+  readonly totalRate: number
+  /** Mean processing time per message (ms), per shard. */
+  readonly procMeanMs: Float64Array
+}
+
+/** Skewed arrival rates (about 10% hot shards) and per-shard processing times ("workload" stream). */
+export const workloadOptions = (seed: number, shards: number, rate: number): WorkloadOptions => {
+  const r = Prng.stream(seed, "workload")
+  const cumRate = new Float64Array(shards)
+  const procMeanMs = new Float64Array(shards)
+  let acc = 0
+  for (let s = 0; s < shards; s++) {
+    const hot = r.chance(0.1) ? r.range(2, 5) : r.range(0.3, 1.2)
+    acc += rate * hot
+    cumRate[s] = acc
+    procMeanMs[s] = r.range(1, 8)
+  }
+  return { cumRate, totalRate: acc, procMeanMs }
+}

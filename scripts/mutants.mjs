@@ -1,0 +1,254 @@
+/**
+ * Named, meaningful mutants of packages/core/src for `pnpm mutate`.
+ *
+ * Each mutant replaces one exact snippet (`find`, which must occur exactly
+ * once in `file`) with `replace`. `hardening` names the finding of the
+ * protocol-hardening review (packages/core/test/Hardening.test.ts) whose fix
+ * the mutant reverts. `simulated: false` marks code the simulator does not
+ * run (it drives the coordinator shell and the member machine, not the
+ * Effect host or the store codec): those count for the unit tests only.
+ *
+ * A mutant whose `find` no longer matches fails the harness loudly: update
+ * it with the code it mutates.
+ */
+
+const C = "coordinator/Coordinator.ts"
+const M = "member/MemberMachine.ts"
+const D = "coordinator/internal/Draft.ts"
+
+export const mutants = [
+  {
+    name: "older-epoch-accepted",
+    why: "accept any older member epoch as current (rule 7: no previous-epoch tolerance)",
+    file: C,
+    find: "  if (req.memberEpoch !== member.memberEpoch)\n",
+    replace: "  if (req.memberEpoch > member.memberEpoch)\n",
+  },
+  {
+    name: "free-without-revoke",
+    why: "a moved shard is freed at once instead of revoked from its owner (rule 1)",
+    file: C,
+    find: "      draft.startRevocation(s, draft.member(cur.memberId)!)\n",
+    replace: "      draft.setOwner(s, null)\n",
+  },
+  {
+    name: "revoked-before-drain",
+    why: "the member reports REVOKED as soon as it stops reading, before its in-flight batch drained",
+    file: M,
+    find: '        if (token === undefined || token !== entry.token) {\n          entry.status = "revoking"\n',
+    replace:
+      '        if (token === undefined || token !== entry.token) {\n          entry.status = "revoked"\n          entry.revokedReportedFromSeq = 0\n',
+  },
+  {
+    name: "half-session-timeout",
+    why: "the coordinator expires members after half the session timeout",
+    file: C,
+    find: "    at: draft.now + draft.state.config.sessionTimeoutMs,\n",
+    replace: "    at: draft.now + draft.state.config.sessionTimeoutMs / 2,\n",
+  },
+  {
+    name: "no-revoke-timeout-fence",
+    why: "a revocation that is never reported REVOKED never fences its member (rule 4)",
+    file: C,
+    find: "    else if (state.revocations[s] != null) revokes.push(s)\n",
+    replace: "    else if (state.revocations[s] != null) continue\n",
+  },
+  {
+    name: "non-sticky-assignor",
+    why: "the target is recomputed from scratch (no previous owners): stickiness dropped",
+    file: C,
+    find: "  const next = stickyAssign({ shardCount: shards.length, members, previous })\n",
+    replace: "  const next = stickyAssign({ shardCount: shards.length, members, previous: [] })\n",
+  },
+  {
+    name: "ignore-one-revoked",
+    why: "the first REVOKED of each report is ignored",
+    file: C,
+    find: "    for (const s of checked.revoked) {\n",
+    replace: "    for (const s of checked.revoked.slice(1)) {\n",
+  },
+  {
+    name: "lease-from-arrival",
+    why: "the member measures its lease from the answer's arrival, not its request's send time",
+    file: M,
+    find: "  state.lastSuccessAt = Math.max(state.lastSuccessAt, sentAt)\n",
+    replace: "  state.lastSuccessAt = Math.max(state.lastSuccessAt, now)\n",
+  },
+  {
+    name: "no-session-deadlines-after-failover",
+    why: "a new leader arms no session deadline for the members it loads",
+    file: C,
+    find: "    timers.push(t)\n    state.deadlines.set(timerId(t.key), t.at)\n",
+    replace: "    state.deadlines.set(timerId(t.key), t.at)\n",
+  },
+  {
+    name: "claim-of-live-shard-accepted",
+    why: "a member claiming a shard owned by another live member is not fenced (rule 2)",
+    file: C,
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the snippet is source text
+    find: "    } else if (cur !== null)\n      return { violation: `claims shard ${s}, owned by live member ${cur.memberId}` }\n",
+    replace: "    } else if (cur !== null) continue\n",
+  },
+  {
+    name: "no-incarnation-check",
+    hardening: "finding 1",
+    why: "requests of an older process of the member id are handled like the newer one's",
+    file: C,
+    find: "  if (member !== undefined && req.incarnation !== member.incarnation) {\n",
+    replace: "  if (member !== undefined && req.incarnation !== member.incarnation && false) {\n",
+  },
+  {
+    name: "revoked-whatever-token",
+    hardening: "finding 2",
+    why: "a REVOKED is accepted whatever owner token it names",
+    file: C,
+    find: "    if (own && cur.token === r.token) {\n",
+    replace: "    if (own) {\n",
+  },
+  {
+    name: "one-revoke-deadline-per-member",
+    hardening: "finding 4",
+    why: "a member's revocations share its earliest deadline instead of each having its own",
+    file: C,
+    find: "    if (at > now) next = Math.min(next, at)\n",
+    replace: "    if (at > now && state.revocations[s] == null) next = Math.min(next, at)\n",
+  },
+  {
+    name: "unconfirmed-grants-never-reclaimed",
+    hardening: "finding 6",
+    why: "a grant the member never confirms is never reclaimed (rule 10)",
+    file: C,
+    find: "    else grants.push(s)\n",
+    replace: "    else continue\n",
+  },
+  {
+    name: "late-answer-accepted",
+    hardening: "finding 6",
+    why: "a NONE answer that arrives after the lease it grants is applied like a fresh one",
+    file: M,
+    find: "      if (sentAt === undefined || now - sentAt >= lease) {\n",
+    replace: "      if (sentAt === undefined) {\n",
+  },
+  {
+    name: "ignore-leaving",
+    hardening: "finding 7",
+    why: "a `leaving` heartbeat does not start the leave: the leaver's reports are invalid",
+    file: C,
+    find: '    req.leaving === true && member.state !== "LEAVING" ? startLeaving(draft, member) : member\n',
+    replace: "    member\n",
+  },
+  {
+    name: "stale-join-accepted",
+    hardening: "finding 11",
+    why: "a join older than the current lifecycle's join starts a new lifecycle",
+    file: C,
+    find: "    if (req.seq < existing.joinSeq)\n",
+    replace: "    if (req.seq < existing.joinSeq && false)\n",
+  },
+  {
+    name: "duplicate-join-new-lifecycle",
+    hardening: "finding 11",
+    why: "the same join received twice starts a second lifecycle",
+    file: C,
+    find: "    if (req.seq === existing.joinSeq) return answer(draft, req, existing.memberEpoch)\n",
+    replace: "",
+  },
+  {
+    name: "two-requests-in-flight",
+    hardening: "finding 11",
+    why: "the member machine asks for a heartbeat while one is in flight",
+    file: M,
+    find: "  if (state.inFlightSeq !== 0) {\n    state.sendAfterInFlight = true\n    return\n  }\n",
+    replace: "",
+  },
+  {
+    name: "no-layout-on-join",
+    hardening: "finding 12",
+    why: "a joining member gets the layout only when its metadata version is stale",
+    file: C,
+    find: "    ...(req.memberEpoch === 0 || req.metadataVersion < state.layout.generation\n",
+    replace: "    ...(req.metadataVersion < state.layout.generation\n",
+  },
+  {
+    name: "no-revoke-deadlines-after-failover",
+    hardening: "finding 4",
+    why: "a new leader arms no deadline for open revocations and unconfirmed grants",
+    file: C,
+    find: '  for (const memberId of unfinished)\n    timers.push({ key: { _tag: "Rebalance", memberId }, at: rebalanceAt })\n',
+    replace: "",
+  },
+  {
+    name: "grant-reuses-token",
+    why: "a grant does not raise the shard's owner token",
+    file: D,
+    find: "    const token = Math.max(this.tokenOf(shard) + 1, Math.floor(this.now) * TOKENS_PER_MS)\n",
+    replace: "    const token = Math.max(1, this.tokenOf(shard))\n",
+  },
+  {
+    name: "no-fence-write",
+    why: "a grant writes no owner token to storage",
+    file: D,
+    find: "    this.fences.push({ shard, token, memberId: member.memberId })\n",
+    replace: "",
+  },
+  {
+    name: "no-notices",
+    why: "the coordinator never pushes a look-again notice (rule 8)",
+    file: D,
+    find: "    if (memberId !== null && memberId !== except && this.member(memberId) !== undefined)\n",
+    replace:
+      "    if (false && memberId !== null && memberId !== except && this.member(memberId) !== undefined)\n",
+  },
+  {
+    name: "session-deadline-never-moves",
+    why: "a session deadline fires at its first arming: heartbeats do not extend the session",
+    file: C,
+    find: "    if (deadline !== undefined && deadline > now)\n",
+    replace: "    if (false && deadline !== undefined && deadline > now)\n",
+  },
+  {
+    name: "stale-response-applied",
+    why: "the member applies responses to requests older than the last one it applied",
+    file: M,
+    find: "  if (seq < state.acceptFromSeq) return true\n  if (response.errorCode",
+    replace: "  if (response.errorCode",
+  },
+  {
+    name: "release-keeps-revocation",
+    why: "releasing a removed member's shards leaves their open revocations behind",
+    file: C,
+    find: "    if (draft.revocationOf(s) !== null) draft.endRevocation(s)\n",
+    replace: "",
+  },
+  {
+    name: "replacement-keeps-grants",
+    why: "a rejoin or a newer incarnation keeps the old lifecycle's grants and tokens",
+    file: C,
+    find: "  const shards = releaseAll(draft, req.memberId)\n",
+    replace: "  const shards: Array<number> = []\n",
+  },
+  {
+    name: "assignor-ignores-weights",
+    why: "the target ignores member weights",
+    file: C,
+    find: "    .map((m) => ({ id: m.memberId, weight: m.weight }))\n",
+    replace: "    .map((m) => ({ id: m.memberId }))\n",
+  },
+  {
+    name: "host-commits-without-lease-check",
+    simulated: false,
+    why: "CoordinatorHost commits without checking that it still holds the lease",
+    file: "CoordinatorHost.ts",
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the snippet is source text
+    find: "          if (Result.isFailure(held))\n            return yield* Effect.fail(new NotServing(`lease lost before ${what}`))\n",
+    replace: "",
+  },
+  {
+    name: "store-without-cas",
+    simulated: false,
+    why: "the memory store appends whatever revision the commit expected",
+    file: "ports/internal/memoryStoreBackend.ts",
+    find: "        if (actual !== expectedRevision)\n",
+    replace: "        if (false && actual !== expectedRevision)\n",
+  },
+]
