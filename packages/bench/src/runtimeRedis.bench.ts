@@ -208,3 +208,62 @@ export const runRedisRuntimeBench = async (
   }
   return { server, shape, rounds, samples }
 }
+
+export interface HandoffSample {
+  /** Old owner's drain done (`revoked`) -> new owner's read loop started (`assigned`), ms. */
+  readonly revokedToAssigned: number
+  /** Old owner told to revoke (`revoking`) -> new owner's read loop started, ms. */
+  readonly revokingToAssigned: number
+}
+
+/**
+ * Handoff through the runtime with a 3 s heartbeat interval: member a owns
+ * every shard, member b joins; for each shard that moves, the time from a's
+ * `revoked` (drained, about to be reported) and from a's `revoking` to b's
+ * `assigned` (its read loop starts), from the runtimes' events.
+ */
+export const runtimeHandoff = async (url: string, shards = 16): Promise<Array<HandoffSample>> => {
+  const stream = `bench-handoff-${process.pid}-${++runs}`
+  const declared = {
+    stream,
+    group,
+    shardCount: shards,
+    sessionTimeoutMs: 30_000,
+    rebalanceTimeoutMs: 60_000,
+    heartbeatIntervalMs: 3_000,
+    eachMessage: () => {},
+  }
+  const revoking = new Map<number, number>()
+  const revoked = new Map<number, number>()
+  const assigned = new Map<number, number>()
+  const common = { redis: { url }, handleSignals: false } as const
+  const a = await start({
+    ...common,
+    memberBase: "a",
+    consumers: [consumer(declared)],
+    onEvent: (e) => {
+      if (e.type === "revoking") revoking.set(e.shard, e.at)
+      if (e.type === "revoked") revoked.set(e.shard, e.at)
+    },
+  })
+  let b: Awaited<ReturnType<typeof start>> | undefined
+  try {
+    while ((a.members()[0]?.owned.length ?? 0) !== shards) await sleep(10)
+    b = await start({
+      ...common,
+      memberBase: "b",
+      consumers: [consumer(declared)],
+      onEvent: (e) => {
+        if (e.type === "assigned") assigned.set(e.shard, e.at)
+      },
+    })
+    const half = Math.floor(shards / 2)
+    while (assigned.size < half) await sleep(10)
+    return [...assigned].map(([shard, at]) => ({
+      revokedToAssigned: at - (revoked.get(shard) ?? Number.NaN),
+      revokingToAssigned: at - (revoking.get(shard) ?? Number.NaN),
+    }))
+  } finally {
+    await Promise.all([a.stop(), b?.stop()])
+  }
+}

@@ -10,7 +10,13 @@
 import { mkdirSync, writeFileSync } from "node:fs"
 import { cpus } from "node:os"
 import { type ServerKind, ServerMissing, startRedis } from "@shardline/redis-store/testing"
-import { CASES, type RedisRuntimeBenchResults, runRedisRuntimeBench } from "./runtimeRedis.bench.js"
+import {
+  CASES,
+  type HandoffSample,
+  type RedisRuntimeBenchResults,
+  runRedisRuntimeBench,
+  runtimeHandoff,
+} from "./runtimeRedis.bench.js"
 
 const messages = Number(process.env.BENCH_MESSAGES ?? 20_000)
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3)
@@ -27,6 +33,14 @@ const paired = (a: ReadonlyArray<number>, b: ReadonlyArray<number>) => {
 }
 
 const results: Array<RedisRuntimeBenchResults> = []
+const handoffs: Array<{ readonly server: string; readonly samples: Array<HandoffSample> }> = []
+const HANDOFF_ROUNDS = Number(process.env.BENCH_HANDOFF_ROUNDS ?? 2)
+const measureHandoffs = async (url: string, server: string) => {
+  const samples: Array<HandoffSample> = []
+  for (let i = 0; i < HANDOFF_ROUNDS; i++) samples.push(...(await runtimeHandoff(url)))
+  console.log(`  handoffs: ${samples.map((s) => s.revokedToAssigned).join(", ")} ms`)
+  handoffs.push({ server, samples })
+}
 const progress = (name: string, rate: number) => console.log(`  ${name}: ${fmt(rate)} msg/s`)
 if (process.env.BENCH_REDIS_URL !== undefined) {
   console.log(`on ${process.env.BENCH_REDIS_URL}`)
@@ -39,6 +53,7 @@ if (process.env.BENCH_REDIS_URL !== undefined) {
       progress,
     ),
   )
+  await measureHandoffs(process.env.BENCH_REDIS_URL, process.env.BENCH_REDIS_URL)
 } else {
   for (const kind of ["redis7", "redis8"] as ReadonlyArray<ServerKind>) {
     let server: Awaited<ReturnType<typeof startRedis>>
@@ -56,6 +71,7 @@ if (process.env.BENCH_REDIS_URL !== undefined) {
       results.push(
         await runRedisRuntimeBench(server.url, `Redis ${server.version}`, shape, rounds, progress),
       )
+      await measureHandoffs(server.url, `Redis ${server.version}`)
     } finally {
       await server.stop()
     }
@@ -82,6 +98,19 @@ const out = {
       runtimeOverRaw1: paired(r.samples[CASES.runtimeScript]!, r.samples[CASES.raw1]!),
     },
     samples: r.samples,
+  })),
+  handoffs: handoffs.map((h) => ({
+    server: h.server,
+    count: h.samples.length,
+    revokedToAssignedMs: {
+      median: median(h.samples.map((s) => s.revokedToAssigned)),
+      max: Math.max(...h.samples.map((s) => s.revokedToAssigned)),
+    },
+    revokingToAssignedMs: {
+      median: median(h.samples.map((s) => s.revokingToAssigned)),
+      max: Math.max(...h.samples.map((s) => s.revokingToAssigned)),
+    },
+    samples: h.samples,
   })),
 }
 const dir = new URL("../results/", import.meta.url)
@@ -129,5 +158,21 @@ Samples (messages/s): ${out.servers
   )
   .join(". ")}.
 `
-writeFileSync(new URL("runtime-redis.md", dir), md)
-console.log(md)
+const handoffMd = `
+## Handoff through the runtime (3 s heartbeat interval)
+
+Member a owns all 16 shards; member b joins; for each of the 8 shards that move
+(${HANDOFF_ROUNDS} rounds), from the runtimes' events: a's \`revoked\` (drained, about to be
+reported) and a's \`revoking\` (told to revoke) to b's \`assigned\` (its read loop starts).
+
+| server | handoffs | revoked -> assigned, median / max | revoking -> assigned, median / max |
+|---|---:|---:|---:|
+${out.handoffs
+  .map(
+    (h) =>
+      `| ${h.server} | ${h.count} | ${h.revokedToAssignedMs.median} / ${h.revokedToAssignedMs.max} ms | ${h.revokingToAssignedMs.median} / ${h.revokingToAssignedMs.max} ms |`,
+  )
+  .join("\n")}
+`
+writeFileSync(new URL("runtime-redis.md", dir), md + handoffMd)
+console.log(md + handoffMd)
