@@ -167,8 +167,11 @@ class World {
   /** The checks every scenario ends with. */
   commonChecks(): void {
     expect(this.produced).toBeGreaterThan(100)
-    expect(unhandled(this.lines, this.produced)).toEqual([])
-    expect(perKeyOrderViolations(this.lines, this.producedByKey)).toEqual([])
+    expect(unhandled(this.lines, this.produced).join(", "), "unhandled messages").toBe("")
+    expect(
+      perKeyOrderViolations(this.lines, this.producedByKey).join("\n"),
+      "per-key order violations",
+    ).toBe("")
   }
 
   async close(): Promise<void> {
@@ -189,7 +192,12 @@ const lastOf = <A>(list: ReadonlyArray<A>, predicate: (a: A) => boolean): A | un
   return undefined
 }
 
-/** Waits until `p` is in the middle of a batch: a batch of >= 3 entries, the 2nd+ one started and not finished. */
+/**
+ * Waits until `p` is in the middle of a batch: a batch of >= 4 entries whose
+ * 2nd or a later entry started and has not finished, with at least two more
+ * after it, so the batch is still running when the caller acts on it (the
+ * victims' handlers take 100 ms per entry).
+ */
 const midBatch = (p: MemberProcess) =>
   eventually(
     `${p.proc} in the middle of a batch`,
@@ -204,7 +212,8 @@ const midBatch = (p: MemberProcess) =>
         )
         const ids = (batch?.ids as Array<string> | undefined) ?? []
         const finished = lines.some((d, j) => j > i && d.ev === "done" && d.id === l.id)
-        return ids.length >= 3 && ids.indexOf(l.id as string) >= 1 && !finished
+        const at = ids.indexOf(l.id as string)
+        return ids.length >= 4 && at >= 1 && at <= ids.length - 3 && !finished
       }
       return false
     },
@@ -220,6 +229,18 @@ const inFlight = (p: MemberProcess): Array<string> => {
     .map((l) => l.id as string)
 }
 
+/** Ids `p` read in a batch and did not finish (started or not): pending for it when it dies. */
+const unfinished = (p: MemberProcess): Array<string> => {
+  const done = new Set(p.lines.filter((l) => l.ev === "done").map((l) => l.id as string))
+  return p.lines
+    .filter((l) => l.ev === "batch")
+    .flatMap((l) => l.ids as Array<string>)
+    .filter((id) => !done.has(id))
+}
+
+/** Each wait polls for up to 60 s; a scenario has several. */
+const SCENARIO_TIMEOUT_MS = 300_000
+
 const scenarios = (redis: () => RedisOptions) => {
   let world: World | undefined
   const make = () => {
@@ -231,166 +252,185 @@ const scenarios = (redis: () => RedisOptions) => {
     world = undefined
   })
 
-  it("kill -9 in the middle of a batch: nothing lost, its pending entries re-delivered to the next owner", async () => {
-    const w = make()
-    const a = w.spawn("a")
-    // the victim's handler is slow, so the kill lands inside a batch
-    const b = w.spawn("b", { handlerMs: 40 })
-    const c = w.spawn("c")
-    await w.settled([a, b, c], "3 members own every shard")
-    await w.startProduction()
-    await midBatch(b)
-    b.signal("SIGKILL")
-    const killedAt = Date.now()
-    await b.exited
-    await sleep(50) // lines already in the pipe
-    const lost = inFlight(b)
-    const bShards = ownedNow(b.lines)
-    expect(lost.length).toBeGreaterThan(0)
-    await w.settled([a, c], "the survivors own every shard")
-    await sleep(1_000)
-    await w.drained()
-    w.commonChecks()
-    // each entry the dead process had started is started again by a survivor, as a re-delivery
-    const survivors = begins([...a.lines, ...c.lines])
-    for (const id of lost)
-      expect(
-        survivors.some((l) => l.id === id && (l.dc as number) >= 2 && l.t >= killedAt),
-        `${id} re-delivered`,
-      ).toBe(true)
-    // the dead process's shards went to the survivors after the kill
-    for (const shard of bShards)
-      expect(
-        [...a.lines, ...c.lines].some(
-          (l) => l.ev === "assigned" && l.shard === shard && (l.at as number) >= killedAt - 1,
-        ),
-      ).toBe(true)
-  })
+  it(
+    "kill -9 in the middle of a batch: nothing lost, its pending entries re-delivered to the next owner",
+    async () => {
+      const w = make()
+      const a = w.spawn("a")
+      // the victim's handler is slow, so the kill lands inside a batch
+      const b = w.spawn("b", { handlerMs: 100 })
+      const c = w.spawn("c")
+      await w.settled([a, b, c], "3 members own every shard")
+      await w.startProduction()
+      await midBatch(b)
+      b.signal("SIGKILL")
+      const killedAt = Date.now()
+      await b.exited
+      await sleep(50) // lines already in the pipe
+      // what it read and did not finish: the rest of the batch it died in
+      const lost = unfinished(b)
+      const bShards = ownedNow(b.lines)
+      expect(lost.length).toBeGreaterThanOrEqual(2)
+      await w.settled([a, c], "the survivors own every shard")
+      await sleep(1_000)
+      await w.drained()
+      w.commonChecks()
+      // each entry the dead process had read and not finished is started again by a survivor, as a re-delivery
+      const survivors = begins([...a.lines, ...c.lines])
+      for (const id of lost)
+        expect(
+          survivors.some((l) => l.id === id && (l.dc as number) >= 2 && l.t >= killedAt),
+          `${id} re-delivered`,
+        ).toBe(true)
+      // the dead process's shards went to the survivors after the kill
+      for (const shard of bShards)
+        expect(
+          [...a.lines, ...c.lines].some(
+            (l) => l.ev === "assigned" && l.shard === shard && (l.at as number) >= killedAt - 1,
+          ),
+        ).toBe(true)
+    },
+    SCENARIO_TIMEOUT_MS,
+  )
 
-  it("SIGSTOP past the session, then SIGCONT: fenced, its late work re-delivered, it rejoins", async () => {
-    const w = make()
-    const a = w.spawn("a")
-    const b = w.spawn("b", { handlerMs: 40 })
-    const c = w.spawn("c")
-    await w.settled([a, b, c], "3 members own every shard")
-    await w.startProduction()
-    await midBatch(b)
-    b.signal("SIGSTOP")
-    const stoppedAt = Date.now()
-    await sleep(50)
-    const bOwned = ownedNow(b.lines)
-    const bTokens = new Map(
-      b.lines.filter((l) => l.ev === "assigned").map((l) => [l.shard as number, l.token as number]),
-    )
-    // entries b read before it was stopped (its batches)
-    const readBeforeStop = new Set(
-      b.lines.filter((l) => l.ev === "batch").flatMap((l) => l.ids as Array<string>),
-    )
-    // its shards go to the others, with higher owner tokens (the store's fence)
-    await w.settled([a, c], "a and c own every shard while b is stopped")
-    const takeovers = [...a.lines, ...c.lines].filter(
-      (l) => l.ev === "assigned" && bOwned.has(l.shard as number) && l.t > stoppedAt,
-    )
-    for (const shard of bOwned) {
-      const t = takeovers.find((l) => l.shard === shard)
-      expect(t, `shard ${shard} taken over`).toBeDefined()
-      expect(t!.token as number).toBeGreaterThan(bTokens.get(shard)!)
-    }
-    b.signal("SIGCONT")
-    const resumedAt = Date.now()
-    // it learns it lost its shards (self-fence, fence or a refused read / ack) ...
-    await b.waitFor(
-      "b notices the fence",
-      (l) => (l.ev === "lost" || l.ev === "staleOwner") && l.t >= resumedAt,
-    )
-    // ... rejoins and owns shards again
-    await b.waitFor("b rejoins", (l) => l.ev === "joined" && l.t >= resumedAt)
-    await w.settled([a, b, c], "3 members own every shard again")
-    const rejoinedAt = lastOf(b.lines, (l) => l.ev === "assigned")!.at as number
-    await b.waitFor("b handles messages again", (l) => l.ev === "begin" && l.t > rejoinedAt)
-    await w.drained()
-    w.commonChecks()
-    // everything b started after SIGCONT under its old ownership (before its
-    // first new assignment) came from a batch it read before it was stopped
-    // (its reads after the fence returned nothing), and was started by the
-    // new owner too (b's acks did not count)
-    const firstNewAssignment = (shard: number) =>
-      (b.lines.find((l) => l.ev === "assigned" && l.shard === shard && l.t >= resumedAt)?.at as
-        | number
-        | undefined) ?? Number.POSITIVE_INFINITY
-    const late = begins(b.lines).filter(
-      (l) => l.t >= resumedAt && l.t < firstNewAssignment(l.shard as number),
-    )
-    const others = begins([...a.lines, ...c.lines])
-    for (const l of late) {
-      expect(readBeforeStop.has(l.id as string), `${l.id} read before the stop`).toBe(true)
-      expect(
-        others.some((o) => o.id === l.id && o.t > stoppedAt),
-        `${l.id} (started by b after SIGCONT) also handled by the new owner`,
-      ).toBe(true)
-    }
-    // what b had in flight when it was stopped was re-delivered to the new owners
-    const stuck = begins(b.lines).filter(
-      (l) =>
-        l.t < stoppedAt &&
-        !b.lines.some((d) => d.ev === "done" && d.id === l.id && d.t < stoppedAt),
-    )
-    expect(stuck.length).toBeGreaterThan(0)
-    for (const l of stuck)
-      expect(
-        others.some((o) => o.id === l.id && (o.dc as number) >= 2),
-        `${l.id}`,
-      ).toBe(true)
-  })
+  it(
+    "SIGSTOP past the session, then SIGCONT: fenced, its late work re-delivered, it rejoins",
+    async () => {
+      const w = make()
+      const a = w.spawn("a")
+      const b = w.spawn("b", { handlerMs: 100 })
+      const c = w.spawn("c")
+      await w.settled([a, b, c], "3 members own every shard")
+      await w.startProduction()
+      await midBatch(b)
+      b.signal("SIGSTOP")
+      const stoppedAt = Date.now()
+      await sleep(50)
+      const bOwned = ownedNow(b.lines)
+      const bTokens = new Map(
+        b.lines
+          .filter((l) => l.ev === "assigned")
+          .map((l) => [l.shard as number, l.token as number]),
+      )
+      // entries b read before it was stopped (its batches)
+      const readBeforeStop = new Set(
+        b.lines.filter((l) => l.ev === "batch").flatMap((l) => l.ids as Array<string>),
+      )
+      // its shards go to the others, with higher owner tokens (the store's fence)
+      await w.settled([a, c], "a and c own every shard while b is stopped")
+      const takeovers = [...a.lines, ...c.lines].filter(
+        (l) => l.ev === "assigned" && bOwned.has(l.shard as number) && l.t > stoppedAt,
+      )
+      for (const shard of bOwned) {
+        const t = takeovers.find((l) => l.shard === shard)
+        expect(t, `shard ${shard} taken over`).toBeDefined()
+        expect(t!.token as number).toBeGreaterThan(bTokens.get(shard)!)
+      }
+      b.signal("SIGCONT")
+      const resumedAt = Date.now()
+      // it learns it lost its shards (self-fence, fence or a refused read / ack) ...
+      await b.waitFor(
+        "b notices the fence",
+        (l) => (l.ev === "lost" || l.ev === "staleOwner") && l.t >= resumedAt,
+      )
+      // ... rejoins and owns shards again
+      await b.waitFor("b rejoins", (l) => l.ev === "joined" && l.t >= resumedAt)
+      await w.settled([a, b, c], "3 members own every shard again")
+      const rejoinedAt = lastOf(b.lines, (l) => l.ev === "assigned")!.at as number
+      await b.waitFor("b handles messages again", (l) => l.ev === "begin" && l.t > rejoinedAt)
+      await w.drained()
+      w.commonChecks()
+      // everything b started after SIGCONT under its old ownership (before its
+      // first new assignment) came from a batch it read before it was stopped
+      // (its reads after the fence returned nothing), and was started by the
+      // new owner too (b's acks did not count)
+      const firstNewAssignment = (shard: number) =>
+        (b.lines.find((l) => l.ev === "assigned" && l.shard === shard && l.t >= resumedAt)?.at as
+          | number
+          | undefined) ?? Number.POSITIVE_INFINITY
+      const late = begins(b.lines).filter(
+        (l) => l.t >= resumedAt && l.t < firstNewAssignment(l.shard as number),
+      )
+      const others = begins([...a.lines, ...c.lines])
+      for (const l of late) {
+        expect(readBeforeStop.has(l.id as string), `${l.id} read before the stop`).toBe(true)
+        expect(
+          others.some((o) => o.id === l.id && o.t > stoppedAt),
+          `${l.id} (started by b after SIGCONT) also handled by the new owner`,
+        ).toBe(true)
+      }
+      // what b had in flight when it was stopped was re-delivered to the new owners
+      const stuck = begins(b.lines).filter(
+        (l) =>
+          l.t < stoppedAt &&
+          !b.lines.some((d) => d.ev === "done" && d.id === l.id && d.t < stoppedAt),
+      )
+      expect(stuck.length).toBeGreaterThan(0)
+      for (const l of stuck)
+        expect(
+          others.some((o) => o.id === l.id && (o.dc as number) >= 2),
+          `${l.id}`,
+        ).toBe(true)
+    },
+    SCENARIO_TIMEOUT_MS,
+  )
 
-  it("rolling restart of every member: never two owners at once, no re-delivery", async () => {
-    const w = make()
-    const first = ["a", "b", "c"].map((id) => w.spawn(id))
-    await w.settled(first, "3 members own every shard")
-    await w.startProduction()
-    let current = [...first]
-    for (const old of first) {
+  it(
+    "rolling restart of every member: never two owners at once, no re-delivery",
+    async () => {
+      const w = make()
+      const first = ["a", "b", "c"].map((id) => w.spawn(id))
+      await w.settled(first, "3 members own every shard")
+      await w.startProduction()
+      let current = [...first]
+      for (const old of first) {
+        await sleep(500)
+        const exit = await old.stop()
+        expect(exit, `${old.proc} exit`).toEqual({ code: 0, signal: null })
+        const fresh = w.spawn(old.config.memberId)
+        current = [...current.filter((p) => p !== old), fresh]
+        await w.settled(current, `${fresh.proc} took its share`)
+      }
       await sleep(500)
-      const exit = await old.stop()
-      expect(exit, `${old.proc} exit`).toEqual({ code: 0, signal: null })
-      const fresh = w.spawn(old.config.memberId)
-      current = [...current.filter((p) => p !== old), fresh]
-      await w.settled(current, `${fresh.proc} took its share`)
-    }
-    await sleep(500)
-    await w.drained()
-    for (const p of current) expect(await p.stop()).toEqual({ code: 0, signal: null })
-    w.commonChecks()
-    const intervals = ownershipIntervals(w.lines)
-    expect(intervals.length).toBeGreaterThan(SHARDS)
-    expect(overlappingOwners(intervals)).toEqual([])
-    expect(handledOutsideOwnership(w.lines, intervals)).toEqual([])
-    expect(begins(w.lines).filter((l) => (l.dc as number) > 1)).toEqual([])
-    expect(begins(w.lines)).toHaveLength(w.produced)
-  })
+      await w.drained()
+      for (const p of current) expect(await p.stop()).toEqual({ code: 0, signal: null })
+      w.commonChecks()
+      const intervals = ownershipIntervals(w.lines)
+      expect(intervals.length).toBeGreaterThan(SHARDS)
+      expect(overlappingOwners(intervals).join("\n"), "two owners at once").toBe("")
+      expect(handledOutsideOwnership(w.lines, intervals).join("\n"), "handled unowned").toBe("")
+      expect(begins(w.lines).filter((l) => (l.dc as number) > 1)).toEqual([])
+      expect(begins(w.lines)).toHaveLength(w.produced)
+    },
+    SCENARIO_TIMEOUT_MS,
+  )
 
-  it("graceful stop: its shards drain and move, no re-delivery", async () => {
-    const w = make()
-    const a = w.spawn("a")
-    const b = w.spawn("b", { handlerMs: 10 })
-    const c = w.spawn("c")
-    await w.settled([a, b, c], "3 members own every shard")
-    await w.startProduction()
-    await midBatch(b)
-    expect(await b.stop()).toEqual({ code: 0, signal: null })
-    expect(b.has((l) => l.ev === "exit")).toBe(true)
-    expect(inFlight(b)).toEqual([])
-    await w.settled([a, c], "a and c own every shard")
-    await sleep(500)
-    await w.drained()
-    w.commonChecks()
-    const intervals = ownershipIntervals(w.lines)
-    expect(intervals.length).toBeGreaterThan(SHARDS)
-    expect(overlappingOwners(intervals)).toEqual([])
-    expect(handledOutsideOwnership(w.lines, intervals)).toEqual([])
-    expect(begins(w.lines).filter((l) => (l.dc as number) > 1)).toEqual([])
-    expect(begins(w.lines)).toHaveLength(w.produced)
-  })
+  it(
+    "graceful stop: its shards drain and move, no re-delivery",
+    async () => {
+      const w = make()
+      const a = w.spawn("a")
+      const b = w.spawn("b", { handlerMs: 100 })
+      const c = w.spawn("c")
+      await w.settled([a, b, c], "3 members own every shard")
+      await w.startProduction()
+      await midBatch(b)
+      expect(await b.stop()).toEqual({ code: 0, signal: null })
+      expect(b.has((l) => l.ev === "exit")).toBe(true)
+      expect(inFlight(b)).toEqual([])
+      await w.settled([a, c], "a and c own every shard")
+      await sleep(500)
+      await w.drained()
+      w.commonChecks()
+      const intervals = ownershipIntervals(w.lines)
+      expect(intervals.length).toBeGreaterThan(SHARDS)
+      expect(overlappingOwners(intervals).join("\n"), "two owners at once").toBe("")
+      expect(handledOutsideOwnership(w.lines, intervals).join("\n"), "handled unowned").toBe("")
+      expect(begins(w.lines).filter((l) => (l.dc as number) > 1)).toEqual([])
+      expect(begins(w.lines)).toHaveLength(w.produced)
+    },
+    SCENARIO_TIMEOUT_MS,
+  )
 }
 
 describe("member processes on one redis-server", () => {

@@ -9,7 +9,9 @@
  * sub-ms precision, comparable across processes on one machine):
  * - `{ ev: "ready" }` once started;
  * - `{ ev: "batch", shard, ids }` when a batch reaches the handler;
- * - `{ ev: "begin" | "done", shard, id, n, key, dc }` around each message;
+ * - `{ ev: "begin" | "done", shard, id, n, key, dc }` around each message
+ *   (`{ ev: "aborted", shard, id }` instead of `done` when its signal fired:
+ *   the handler gives up, as a handler should);
  * - `{ ev: <runtime event type>, at, shard?, shards?, token?, reason? }` for
  *   joined, assigned, revoking, revoked, lost, staleOwner, left,
  *   coordinatorElected, coordinatorResigned;
@@ -41,7 +43,19 @@ const now = () => performance.timeOrigin + performance.now()
 const log = (line: Record<string, unknown>) => {
   process.stdout.write(`${JSON.stringify({ t: now(), ...line })}\n`)
 }
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+/** Resolves after `ms`, or at once when `signal` fires. */
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, ms)
+    signal.addEventListener(
+      "abort",
+      () => {
+        clearTimeout(timer)
+        resolve()
+      },
+      { once: true },
+    )
+  })
 const describe = (m: Message) => ({
   shard: m.shard,
   id: m.id,
@@ -84,11 +98,23 @@ const runtime = await start({
       batchSize: config.batchSize,
       runtimeMaxConcurrency: config.workers,
       idleWaitMs: 500,
-      eachBatch: async (batch, { resolve }) => {
+      // as a well-behaved handler does, it gives up when its signal fires
+      // (revoked past the drain deadline, fenced, stopped)
+      eachBatch: async (batch, { resolve, signal }) => {
         log({ ev: "batch", shard: batch.shard, ids: batch.messages.map((m) => m.id) })
         for (const m of batch.messages) {
+          if (signal.aborted) {
+            log({ ev: "aborted", shard: batch.shard, id: m.id })
+            // throw, not return: a batch handler that returns resolves the whole batch
+            throw new Error("aborted")
+          }
           log({ ev: "begin", ...describe(m) })
-          if (config.handlerMs > 0) await sleep(config.handlerMs)
+          if (config.handlerMs > 0) await sleep(config.handlerMs, signal)
+          if (signal.aborted) {
+            log({ ev: "aborted", shard: batch.shard, id: m.id })
+            // throw, not return: a batch handler that returns resolves the whole batch
+            throw new Error("aborted")
+          }
           log({ ev: "done", ...describe(m) })
           resolve(m)
         }
