@@ -8,6 +8,7 @@ export default defineConfig({
     "src/runtime.ts",
     "src/assignorWalkthrough.ts",
     "src/reshard.ts",
+    "src/simulatorReshard.ts",
   ],
   format: ["esm"],
   dts: true,
