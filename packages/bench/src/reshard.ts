@@ -77,8 +77,8 @@ The same runs, from resume to each key's new-layout message handled (median / ma
 ${rows.map(latency).join("\n")}
 
 Reading it: across a reshard a key's consumption pauses for the time the coordinator takes to
-learn the new layout (it reads the stream's layout at each lease renewal, every sessionTimeoutMs / 3;
-up to 1 s here) plus the drain report and the grant of the new shard (about 5-20 ms once the layout
+learn the new layout (it reads the stream's layout every layoutPollMs, 1 s by default, or at each
+lease renewal when that is sooner; up to 1 s here) plus the drain report and the grant of the new shard (about 5-20 ms once the layout
 is known: _followed_). The pause does not grow with the backlog: a key's last old message sits at
 the end of its old shard's backlog, and the new shard starts right after that shard drains. Cold
 keys are not held by the hot shard (contiguous ranges: a new shard depends only on the old shard

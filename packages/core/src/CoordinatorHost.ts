@@ -65,6 +65,13 @@ export interface CoordinatorHostOptions {
   readonly onNotice?: (memberId: string) => Effect.Effect<void>
   /** Commit attempts after StaleRevision (reload + re-run) before stepping down. Default 3. */
   readonly maxCommitAttempts?: number
+  /**
+   * With a `StreamLayouts` service, how often the leader reads its stream's
+   * layout record between lease renewals, so a reshard takes effect within
+   * this long (one read; a write only when something changed). Default
+   * 1,000 ms, or the renewal period (TTL/3) when that is shorter.
+   */
+  readonly layoutPollMs?: number
 }
 
 export interface CoordinatorHost {
@@ -447,10 +454,21 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
       }
     }),
   )
-  yield* Effect.forkIn(
-    Effect.forever(Effect.andThen(Effect.sleep(Math.max(1, Math.floor(ttl / 3))), renewOnce)),
-    scope,
-  )
+  const renewEvery = Math.max(1, Math.floor(ttl / 3))
+  yield* Effect.forkIn(Effect.forever(Effect.andThen(Effect.sleep(renewEvery), renewOnce)), scope)
+  // a reshard must not wait for the next renewal (sessionTimeoutMs / 3, 10 s
+  // by default): keys pause until the leader follows the new layout
+  // (docs/resharding.md, "Measured")
+  const layoutPoll = Math.max(1, Math.floor(options.layoutPollMs ?? 1_000))
+  if (Option.isSome(streamLayouts) && layoutPoll < renewEvery) {
+    const followOnce = lock.withPermit(
+      Effect.suspend(() => (leader === null ? Effect.void : reconcileLeader(false))),
+    )
+    yield* Effect.forkIn(
+      Effect.forever(Effect.andThen(Effect.sleep(layoutPoll), followOnce)),
+      scope,
+    )
+  }
   yield* Scope.addFinalizer(
     scope,
     Effect.suspend(() => (leader === null ? Effect.void : stepDown("host closed"))),

@@ -7,10 +7,13 @@ import {
   type Fence,
   FenceWriteFailed,
   type HeartbeatResponse,
+  Layout,
   LeaseLost,
   makeCoordinatorHost,
   makeCoordinatorHostAsync,
   OwnerFence,
+  ShardStreams,
+  StreamLayouts,
 } from "../src/index.js"
 import { Store, CoordinatorTransport as TestingTransport } from "../src/testing.js"
 import { config, info, request } from "./coordinator/harness.js"
@@ -535,6 +538,46 @@ describe("CoordinatorHost", () => {
       )
       assert.strictEqual(err._tag, "InvalidGroupConfig")
     }),
+  )
+})
+
+describe("following the stream's layout", () => {
+  // sessionTimeoutMs 30 s: the lease renews every 10 s
+  const withLayouts = (store: Store.StoreShape, layouts: StreamLayouts.StreamLayoutsShape) =>
+    Layer.merge(env(store), Layer.succeed(StreamLayouts.StreamLayouts, layouts))
+  const generationAfter = (layoutPollMs: number | undefined, waitMs: number) =>
+    Effect.gen(function* () {
+      const store = makeStore()
+      const layouts = yield* StreamLayouts.makeMemory
+      const host = yield* makeCoordinatorHost({
+        config: cfg,
+        holder: "c1",
+        ...(layoutPollMs === undefined ? {} : { layoutPollMs }),
+      }).pipe(Effect.provide(withLayouts(store, layouts)))
+      assert.strictEqual((yield* host.heartbeat(join("a"))).errorCode, "NONE")
+      yield* Layout.Reshard.reshardStream(cfg.stream, 8).pipe(
+        Effect.provideService(StreamLayouts.StreamLayouts, layouts),
+        Effect.provideService(ShardStreams.ShardStreams, yield* ShardStreams.makeMemory),
+      )
+      yield* TestClock.adjust(waitMs)
+      return Option.getOrThrow(yield* host.state).layout.generation
+    })
+
+  it.effect(
+    "a reshard is followed within layoutPollMs (1 s by default), not at the next renewal",
+    () =>
+      Effect.gen(function* () {
+        assert.strictEqual(yield* generationAfter(undefined, 999), 0)
+        assert.strictEqual(yield* generationAfter(undefined, 1_000), 1)
+        assert.strictEqual(yield* generationAfter(250, 250), 1)
+      }).pipe(Effect.scoped),
+  )
+
+  it.effect("a poll period above the renewal period leaves it to the renewals", () =>
+    Effect.gen(function* () {
+      assert.strictEqual(yield* generationAfter(60_000, 9_999), 0)
+      assert.strictEqual(yield* generationAfter(60_000, 10_000), 1)
+    }).pipe(Effect.scoped),
   )
 })
 
