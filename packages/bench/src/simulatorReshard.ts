@@ -87,7 +87,7 @@ const results = {
   machine: { cpus: cpus().length, model: cpus()[0]?.model ?? "?", node: process.version },
   command: "pnpm --filter @shardline/bench bench:simulator-reshard",
   shape:
-    "per scenario 50 seeds: 2-6 members, 1-3 workers, 4 shards (8 for reshard-down), 5 messages/s per shard, 60 s safety phase + liveness; 300 messages per old shard appended just before the reshard",
+    "per scenario 50 seeds: 2-6 members, 1-3 workers, 4 shards (8 for reshard-down), 5 messages/s per shard, 60 s safety phase + liveness; 300 messages per old shard (at most 1,000 per worker) appended just before the reshard",
   rows,
 }
 mkdirSync("results", { recursive: true })

@@ -99,7 +99,12 @@ export class StreamLayouts {
       return
     }
     if (kind === 2) {
-      const n = 300 * this.ctx.options.shards
+      // 300 per shard, at most what one member's workers work off in a few
+      // seconds (messages take 1-8 ms; with extreme weights one member may
+      // own nearly every shard): a backlog the group cannot drain by the end
+      // would be reported as lost, not as a resharding fault
+      const o = this.ctx.options
+      const n = Math.min(300 * o.shards, 1_000 * o.workers)
       for (let i = 0; i < n; i++) this.ctx.workload.produceKeyed(true)
       w.count("reshard:burstMessages", n)
       return
