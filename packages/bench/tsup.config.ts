@@ -6,6 +6,7 @@ export default defineConfig({
     "src/coordinator.ts",
     "src/simulator.ts",
     "src/runtime.ts",
+    "src/runtimeRedis.ts",
     "src/assignorWalkthrough.ts",
     "src/reshard.ts",
     "src/simulatorReshard.ts",

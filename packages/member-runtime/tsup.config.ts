@@ -4,7 +4,6 @@ export default defineConfig({
   entry: {
     index: "src/index.ts",
     demo: "src/demo.ts",
-    shardline: "src/cli/main.ts",
   },
   format: ["esm"],
   dts: { entry: { index: "src/index.ts" } },

@@ -7,7 +7,7 @@
  *
  * @example
  * const coordinator = await startCoordinator({
- *   ports,                      // shared with the members (Redis next round)
+ *   ports: redisPorts({ url }), // shared with the members
  *   groups: [{ stream: "orders", group: "billing", shardCount: 16 }],
  * })
  * await coordinator.stop()

@@ -3,15 +3,15 @@
  * (`ShardStreams`), the heartbeat transport, and, for the embedded
  * coordinator, the group `Store` and the `CoordinatorLease`; optionally the
  * `StreamLayouts` (resharding: coordinators follow it, producers route by
- * it). The memory
- * ports run everything in one process; the Redis ports (next round) will be
- * the same four services, so switching is one option:
+ * it). The memory ports run everything in one process; the Redis ports
+ * (`redisPorts` in src/Redis.ts, or `start({ redis })`) are the same
+ * services on Redis, so switching is one option:
  *
  * @example
  * const ports = memoryPorts()          // shared by every runtime given it
  * const a = await start({ ports, memberBase: "pod-a", listeners: [new Billing()] })
  * const b = await start({ ports, memberBase: "pod-b", listeners: [new Billing()] })
- * // later: start({ ports: redisPorts({ url }), ... })
+ * // on Redis: start({ redis: { url: "redis://127.0.0.1:6379" }, ... })
  */
 import {
   CoordinatorLease,

@@ -29,6 +29,7 @@ import {
   ShardStreams,
   StreamLayouts,
 } from "@shardline/core"
+import { RedisPorts } from "@shardline/redis-store"
 import { Clock, Effect, Exit, Layer, ManagedRuntime, Metric, Option, Result, Scope } from "effect"
 import { DEFAULTS, decodeOptions, invalid, RuntimeOptionsSchema } from "./Config.js"
 import { type ConsumerDefinition, isConsumerDefinition } from "./Consumer.js"
@@ -54,6 +55,7 @@ import {
   type ProducerOptions,
   type SendOptions,
 } from "./Producer.js"
+import { decodeRedisOptions, type RedisOptions } from "./Redis.js"
 import { listenersOf } from "./StreamListener.js"
 
 export interface RuntimeOptions {
@@ -64,7 +66,8 @@ export interface RuntimeOptions {
   /**
    * `embedded` (default): this process is a lease-elected coordinator
    * candidate for each of its groups. `standalone`: a separate process runs
-   * the coordinators (`shardline-coordinator`).
+   * the coordinators (`shardline coordinator`, the bin of @shardline/redis-store,
+   * or `startCoordinator`).
    */
   readonly coordinator?: "embedded" | "standalone"
   /** Base of member ids (default: POD_IP, then HOSTNAME, then an interface address). */
@@ -84,8 +87,14 @@ export interface RuntimeOptions {
 }
 
 export interface StartOptions extends RuntimeOptions {
-  /** Default: fresh `memoryPorts()` (in-memory, this runtime only). */
+  /** Default: fresh `memoryPorts()` (in-memory, this runtime only); not with `redis`. */
   readonly ports?: Ports
+  /**
+   * Run on Redis: `{ url: "redis://host:6379" }` or, for a cluster,
+   * `{ nodes: ["host:7000", ...] }` (docs/runtime.md, "On Redis"). The same
+   * as `ports: redisPorts(redis)`; validated before anything connects.
+   */
+  readonly redis?: RedisOptions
   /** Stop gracefully on SIGTERM and SIGINT, then exit the process (default true). */
   readonly handleSignals?: boolean
   /** Where metrics go (default: a registry of this runtime's own). */
@@ -149,42 +158,55 @@ interface GroupRuntime {
   readonly paused: Set<number>
 }
 
+interface Resolved {
+  readonly o: typeof RuntimeOptionsSchema.Type
+  readonly memberBase: string
+  readonly shutdownTimeoutMs: number
+  readonly specs: ReadonlyArray<ConsumerSpec>
+}
+
+/** Every check of the options that needs no port (so `start` runs them before connecting). */
+const resolveOptions = (options: RuntimeOptions): Result.Result<Resolved, InvalidRuntimeConfig> => {
+  const decoded = decodeOptions(RuntimeOptionsSchema, options, "")
+  if (Result.isFailure(decoded)) return Result.fail(decoded.failure)
+  const o = decoded.success
+  const memberBase = o.memberBase ?? defaultMemberBase()
+  const shutdownTimeoutMs = o.shutdownTimeoutMs ?? DEFAULTS.shutdownTimeoutMs
+  const definitions: Array<{ readonly def: ConsumerDefinition; readonly label: string }> = []
+  for (const [i, def] of (options.consumers ?? []).entries()) {
+    if (!isConsumerDefinition(def))
+      return Result.fail(
+        invalid(`consumers[${i}]`, "must be made with consumer(...) or effectConsumer(...)"),
+      )
+    definitions.push({ def, label: `consumers[${i}]` })
+  }
+  for (const [i, instance] of (options.listeners ?? []).entries()) {
+    const defs = typeof instance === "object" && instance !== null ? listenersOf(instance) : []
+    if (defs.length === 0)
+      return Result.fail(
+        invalid(`listeners[${i}]`, "must be an instance of a class with @StreamListener methods"),
+      )
+    for (const def of defs) definitions.push({ def, label: def.label })
+  }
+  const specs: Array<ConsumerSpec> = []
+  for (const { def, label } of definitions) {
+    const spec = resolveDefinition(def, label, memberBase)
+    if (Result.isFailure(spec)) return Result.fail(spec.failure)
+    specs.push(spec.success)
+  }
+  const across = checkAcross(specs)
+  if (Result.isFailure(across)) return Result.fail(across.failure)
+  return Result.succeed({ o, memberBase, shutdownTimeoutMs, specs })
+}
+
 /** The runtime (Effect API). Fails with `InvalidRuntimeConfig` before anything starts. */
 export const make = (
   options: RuntimeOptions,
 ): Effect.Effect<EffectRuntime, InvalidRuntimeConfig, Scope.Scope | PortServices> =>
   Effect.gen(function* () {
-    const decoded = decodeOptions(RuntimeOptionsSchema, options, "")
-    if (Result.isFailure(decoded)) return yield* Effect.fail(decoded.failure)
-    const o = decoded.success
-    const memberBase = o.memberBase ?? defaultMemberBase()
-    const shutdownTimeoutMs = o.shutdownTimeoutMs ?? DEFAULTS.shutdownTimeoutMs
-
-    // declarations -------------------------------------------------------------
-    const definitions: Array<{ readonly def: ConsumerDefinition; readonly label: string }> = []
-    for (const [i, def] of (options.consumers ?? []).entries()) {
-      if (!isConsumerDefinition(def))
-        return yield* Effect.fail(
-          invalid(`consumers[${i}]`, "must be made with consumer(...) or effectConsumer(...)"),
-        )
-      definitions.push({ def, label: `consumers[${i}]` })
-    }
-    for (const [i, instance] of (options.listeners ?? []).entries()) {
-      const defs = typeof instance === "object" && instance !== null ? listenersOf(instance) : []
-      if (defs.length === 0)
-        return yield* Effect.fail(
-          invalid(`listeners[${i}]`, "must be an instance of a class with @StreamListener methods"),
-        )
-      for (const def of defs) definitions.push({ def, label: def.label })
-    }
-    const specs: Array<ConsumerSpec> = []
-    for (const { def, label } of definitions) {
-      const spec = resolveDefinition(def, label, memberBase)
-      if (Result.isFailure(spec)) return yield* Effect.fail(spec.failure)
-      specs.push(spec.success)
-    }
-    const across = checkAcross(specs)
-    if (Result.isFailure(across)) return yield* Effect.fail(across.failure)
+    const resolved = resolveOptions(options)
+    if (Result.isFailure(resolved)) return yield* Effect.fail(resolved.failure)
+    const { o, memberBase, shutdownTimeoutMs, specs } = resolved.success
 
     // ports and scopes ------------------------------------------------------------
     const streams = yield* ShardStreams.ShardStreams
@@ -405,7 +427,18 @@ const promiseProducer = (
  * the field) before anything connects when a declaration is invalid.
  */
 export const start = async (options: StartOptions = {}): Promise<ShardlineRuntime> => {
-  const { ports = memoryPorts(), handleSignals = true, metricRegistry, ...rest } = options
+  const { ports: given, redis, handleSignals = true, metricRegistry, ...rest } = options
+  // every check before anything connects
+  const resolved = resolveOptions(rest)
+  if (Result.isFailure(resolved)) throw resolved.failure
+  if (redis !== undefined && given !== undefined)
+    throw invalid("redis", "give either redis or ports, not both")
+  let ports: Ports
+  if (redis !== undefined) {
+    const decoded = decodeRedisOptions(redis)
+    if (Result.isFailure(decoded)) throw decoded.failure
+    ports = { layer: RedisPorts.layer(decoded.success) }
+  } else ports = given ?? memoryPorts()
   const registry: Metric.MetricRegistry = metricRegistry ?? new Map()
   const managed = ManagedRuntime.make(
     Layer.merge(

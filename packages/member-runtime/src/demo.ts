@@ -1,11 +1,19 @@
 #!/usr/bin/env node
 /**
  * `pnpm demo`: a live consumer group on the embedded default, in memory, no
- * Redis (see src/demo/run.ts). Exit code 0 when every check passes, 1 when
- * one fails, 2 on a usage error.
+ * Redis, or on a real Redis with `--redis <url>` / `--redis-cluster <nodes>`
+ * (see src/demo/run.ts). Exit code 0 when every check passes, 1 when one
+ * fails, 2 on a usage error.
  */
 import { DEMO_USAGE, parseDemoArgs } from "./demo/args.js"
 import { renderSummary, runDemo } from "./demo/run.js"
+
+/** The URL without its password. */
+const redacted = (url: string): string => {
+  const u = new URL(url)
+  if (u.password !== "") u.password = "***"
+  return u.toString()
+}
 
 const main = async (): Promise<number> => {
   const parsed = parseDemoArgs(process.argv.slice(2))
@@ -18,19 +26,21 @@ const main = async (): Promise<number> => {
     console.log(DEMO_USAGE)
     return 0
   }
-  if (args.redis !== undefined) {
-    console.error(
-      `demo: --redis ${args.redis}: not yet. The Redis ports arrive in the next round; run without --redis for the in-memory demo.`,
-    )
-    return 2
-  }
   const tty = process.stdout.isTTY === true
   let ticks = 0
+  const where =
+    args.redis === undefined
+      ? "in memory"
+      : args.redis.url !== undefined
+        ? `on Redis at ${redacted(args.redis.url)}`
+        : `on the Redis Cluster at ${(args.redis.nodes ?? []).join(",")}`
   console.log(
-    `Shardline demo: stream "orders", group "billing", ${args.shards} shards, ${args.messages.toLocaleString("en-US")} keyed messages, in memory (embedded coordinator).`,
+    `Shardline demo: group "billing", ${args.shards} shards, ${args.messages.toLocaleString("en-US")} keyed messages, ${where} (embedded coordinator).`,
   )
+  const { redis, ...rest } = args
   const summary = await runDemo({
-    ...args,
+    ...rest,
+    ...(redis === undefined ? {} : { redis }),
     onPhase: (line) => {
       if (tty) process.stdout.write("\r\x1b[2K")
       console.log(`- ${line}`)

@@ -80,6 +80,13 @@ export {
   type Sent,
 } from "./Producer.js"
 export {
+  decodeRedisOptions,
+  type RedisNode,
+  type RedisOptions,
+  RedisOptionsSchema,
+  redisPorts,
+} from "./Redis.js"
+export {
   type EffectRuntime,
   type MemberView,
   make,

@@ -2,7 +2,6 @@
 import { describe, expect, it } from "vitest"
 import { consumer } from "../src/Consumer.js"
 import { startCoordinator } from "../src/Coordinator.js"
-import { parseCoordinatorArgs } from "../src/cli/args.js"
 import { memoryPorts } from "../src/Ports.js"
 import { start } from "../src/Runtime.js"
 
@@ -47,20 +46,5 @@ describe("standalone coordinator", () => {
     await expect(
       startCoordinator({ groups: [{ ...group, heartbeatIntervalMs: 5_000 }] }),
     ).rejects.toMatchObject({ _tag: "InvalidGroupConfig" })
-  })
-
-  it("command-line arguments", () => {
-    expect(parseCoordinatorArgs(["--stream", "orders", "--group", "g", "--shards", "8"])).toEqual({
-      _tag: "Args",
-      args: { stream: "orders", group: "g", shardCount: 8 },
-    })
-    for (const argv of [
-      [],
-      ["--stream", "orders"],
-      ["--stream", "o", "--group", "g", "--shards", "0"],
-      ["--bogus", "1"],
-      ["--stream"],
-    ])
-      expect(parseCoordinatorArgs(argv)._tag).toBe("UsageError")
   })
 })

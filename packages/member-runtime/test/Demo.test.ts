@@ -7,15 +7,18 @@ describe("demo arguments", () => {
   it("defaults, counts, --redis and --help", () => {
     expect(parseDemoArgs([])).toEqual({
       _tag: "Args",
-      args: { ...DEMO_DEFAULTS, redis: undefined, help: false },
+      args: { ...DEMO_DEFAULTS, redis: undefined, keep: false, help: false },
     })
     expect(parseDemoArgs(["--", "--messages", "10", "--keys", "3", "--shards", "4"])).toMatchObject(
       {
         args: { messages: 10, keys: 3, shards: 4 },
       },
     )
-    expect(parseDemoArgs(["--redis", "redis://localhost:6379"])).toMatchObject({
-      args: { redis: "redis://localhost:6379" },
+    expect(parseDemoArgs(["--redis", "redis://localhost:6379", "--keep"])).toMatchObject({
+      args: { redis: { url: "redis://localhost:6379" }, keep: true },
+    })
+    expect(parseDemoArgs(["--redis-cluster", "a:7000,b:7001"])).toMatchObject({
+      args: { redis: { nodes: ["a:7000", "b:7001"] } },
     })
     expect(parseDemoArgs(["--help"])).toMatchObject({ args: { help: true } })
   })
@@ -28,6 +31,11 @@ describe("demo arguments", () => {
       ["--keys", "2.5"],
       ["--shards", "5000"],
       ["--redis"],
+      ["--redis", "localhost:6379"],
+      ["--redis", "http://localhost:6379"],
+      ["--redis-cluster", "a"],
+      ["--redis-cluster", ","],
+      ["--redis", "redis://a:1", "--redis-cluster", "b:2"],
     ])
       expect(parseDemoArgs(argv)._tag).toBe("UsageError")
   })

@@ -30,7 +30,7 @@ import {
   ShardStreams,
   StaleOwner,
 } from "@shardline/core"
-import { Effect, Layer } from "effect"
+import { Clock, Effect, Layer } from "effect"
 import {
   Code,
   evalScript,
@@ -40,7 +40,7 @@ import {
   refineWrongType,
 } from "./internal/reply.js"
 import * as StreamId from "./internal/streamId.js"
-import { deadLetterKey, ownerTokenKey, sealedKey, shardKey } from "./keys.js"
+import { deadLetterKey, idempotencyKey, ownerTokenKey, sealedKey, shardKey } from "./keys.js"
 import * as RedisConnection from "./RedisConnection.js"
 import { Scripts } from "./scripts.js"
 
@@ -459,23 +459,54 @@ export const makeWith = (
     ownerTokenKey(a.stream, a.shard, a.group)
 
   const service: ShardStreams.ShardStreamsShape = {
-    append: (stream, shard, fields) =>
+    append: (stream, shard, fields, options = {}) =>
       Effect.suspend((): Effect.Effect<string, ShardSealed | RedisStoreError> => {
         const flat = Object.entries(fields).flat()
         if (flat.length === 0) return invalid("an entry needs at least one field (XADD)")
-        return evalScript(
-          connection,
-          "append",
-          Scripts.append,
-          [shardKey(stream, shard), sealedKey(stream, shard)],
-          flat,
-        ).pipe(
-          Effect.flatMap((reply) =>
-            reply[0] === Code.Sealed
-              ? Effect.fail(new ShardSealed({ stream, shard }))
-              : Effect.succeed(String(reply[1])),
-          ),
+        const trim = options.trim
+        if (
+          trim !== undefined &&
+          "maxLen" in trim &&
+          !(Number.isSafeInteger(trim.maxLen) && trim.maxLen >= 0)
         )
+          return invalid(`trim.maxLen must be a non-negative integer, got ${trim.maxLen}`)
+        if (trim !== undefined && "minId" in trim && !StreamId.isValid(trim.minId))
+          return invalid(`trim.minId is not a stream id: ${trim.minId}`)
+        const idem = options.idempotency
+        if (idem !== undefined && (idem.producerId === "" || idem.messageId === ""))
+          return invalid("idempotency needs a non-empty producerId and messageId")
+        return Clock.currentTimeMillis
+          .pipe(
+            Effect.flatMap((now) =>
+              evalScript(
+                connection,
+                "append",
+                Scripts.append,
+                [
+                  shardKey(stream, shard),
+                  sealedKey(stream, shard),
+                  idempotencyKey(stream, shard, idem?.producerId ?? ""),
+                ],
+                [
+                  trim === undefined ? "" : "maxLen" in trim ? "MAXLEN" : "MINID",
+                  trim?.approximate === true ? "~" : "=",
+                  trim === undefined ? "" : "maxLen" in trim ? String(trim.maxLen) : trim.minId,
+                  String(now),
+                  idem?.messageId ?? "",
+                  String(ShardStreams.IDEMPOTENCY_WINDOW.durationMs),
+                  String(ShardStreams.IDEMPOTENCY_WINDOW.maxSize),
+                  ...flat,
+                ],
+              ),
+            ),
+          )
+          .pipe(
+            Effect.flatMap((reply) =>
+              reply[0] === Code.Sealed
+                ? Effect.fail(new ShardSealed({ stream, shard }))
+                : Effect.succeed(String(reply[1])),
+            ),
+          )
       }),
 
     setOwnerToken: (o) =>
@@ -586,6 +617,20 @@ export const makeWith = (
           [o.group, o.id],
         )
         return reply[1] === 1
+      }),
+
+    setGroupPosition: (o) =>
+      Effect.gen(function* () {
+        yield* checkToken(o.token)
+        const position = o.position === "start" ? "0-0" : o.position === "end" ? "$" : o.position
+        if (position !== "$") yield* checkIds([position])
+        yield* fenced(
+          "setGroupPosition",
+          o,
+          Scripts.setPosition,
+          [shardKey(o.stream, o.shard), ownerKey(o)],
+          [o.group, position],
+        )
       }),
 
     claimPending: (o) =>

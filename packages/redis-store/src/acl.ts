@@ -19,6 +19,7 @@ export const aclKeyPatterns: ReadonlyArray<string> = [
   "{*:*}:owner:*", // owner token per group
   "{*:*}:dlq", // dead-letter stream
   "{*:*}:sealed", // seal marker of a shard of an earlier layout generation
+  "{*:*}:idmp:*", // a producer's idempotency window on a shard (idempotent appends)
   "{shardline:*}:*", // lease, heartbeat queues, presence, reply lists, Store, audit, layouts
 ]
 
@@ -46,6 +47,7 @@ export const aclCommands = (options: AclOptions): ReadonlyArray<string> => [
   "xreadgroup",
   "xgroup|create",
   "xgroup|createconsumer",
+  "xgroup|setid",
   "xack",
   "xdel",
   ...(options.xackdel ? ["xackdel"] : []),
@@ -60,6 +62,10 @@ export const aclCommands = (options: AclOptions): ReadonlyArray<string> => [
   "type",
   "exists",
   "del",
+  // idempotent appends: the producer's window (a hash, in the append script)
+  "hgetall",
+  "hdel",
+  "hincrby",
   // CoordinatorLease
   "hmget",
   "hset",

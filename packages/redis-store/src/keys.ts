@@ -21,6 +21,10 @@ export const { shardKey, ownerTokenKey, deadLetterKey } = ShardStreams
 export const sealedKey = (stream: string, shard: number): string =>
   `${shardKey(stream, shard)}:sealed`
 
+/** A producer's idempotency window on a shard (a hash; see src/lua/append.lua). */
+export const idempotencyKey = (stream: string, shard: number, producerId: string): string =>
+  `${shardKey(stream, shard)}:idmp:${producerId}`
+
 /** The hash tag of a group's control-plane keys: `{shardline:<stream>:<group>}`. */
 export const groupTag = (key: GroupKey): string =>
   `{shardline:${encodeURIComponent(key.stream)}:${encodeURIComponent(key.group)}}`

@@ -24,6 +24,7 @@ import read from "./lua/read.lua"
 import retireShard from "./lua/retire-shard.lua"
 import seal from "./lua/seal.lua"
 import setOwnerToken from "./lua/set-owner-token.lua"
+import setPosition from "./lua/set-position.lua"
 import storeAppend from "./lua/store-append.lua"
 import storeLoad from "./lua/store-load.lua"
 import storeReplace from "./lua/store-replace.lua"
@@ -42,7 +43,7 @@ const script = (name: string, numberOfKeys: number, body: string): Script => ({
 })
 
 export const Scripts = {
-  append: script("append", 2, append),
+  append: script("append", 3, append),
   seal: script("seal", 1, seal),
   drainState: script("drainState", 2, drainState),
   // variadic keys (the groups' owner tokens): numberOfKeys is passed per call
@@ -52,6 +53,7 @@ export const Scripts = {
   ack: script("ack", 2, ack),
   nack: script("nack", 2, nack),
   claimPending: script("claimPending", 2, claimPending),
+  setPosition: script("setPosition", 2, setPosition),
   deadLetter: script("deadLetter", 3, deadLetter),
   lastDelivered: script("lastDelivered", 1, lastDelivered),
   leaseAcquire: script("leaseAcquire", 2, leaseAcquire),

@@ -54,6 +54,18 @@ for (const target of redisTargets()) {
 
         yield* streams.setOwnerToken({ ...base, token: 1 })
         for (const k of ["a", "b", "c", "d"]) yield* streams.append(stream, 0, { k })
+        // an idempotent, trimmed append on another shard (the producer's window hash)
+        const idem = { producerId: "p", messageId: "1" }
+        const once = yield* streams.append(
+          stream,
+          1,
+          { k: "x" },
+          { idempotency: idem, trim: { maxLen: 10 } },
+        )
+        assert.strictEqual(
+          yield* streams.append(stream, 1, { k: "x" }, { idempotency: idem }),
+          once,
+        )
         const [a, b] = yield* streams.read({ ...base, consumer: "c1", token: 1, count: 2 })
         assert.strictEqual(yield* streams.ack({ ...base, token: 1, ids: [a!.id], mode: "ack" }), 1)
         assert.isTrue(yield* streams.nack({ ...base, token: 1, id: b!.id }))
@@ -76,6 +88,10 @@ for (const target of redisTargets()) {
         assert.strictEqual((yield* streams.info(stream, 0)).groups[0]!.ownerToken, 1)
         yield* streams.range(ShardKey.dlq(stream, 0))
         assert.isFalse(yield* streams.waitForEntries({ ...base, timeoutMs: 20 }))
+        // seek (XGROUP SETID) forward to the end and back to where it was
+        const { lastDeliveredId } = (yield* streams.info(stream, 0)).groups[0]!
+        yield* streams.setGroupPosition!({ ...base, token: 1, position: "end" })
+        yield* streams.setGroupPosition!({ ...base, token: 1, position: lastDeliveredId })
         assert.strictEqual(yield* streams.ownerToken(base), 1)
         yield* streams.append(stream, 0, { k: "e" })
         const viaWatch = yield* optimistic.read({ ...base, consumer: "c3", token: 1, count: 10 })

@@ -107,11 +107,12 @@ export type TrimOptions =
   | { readonly minId: string; readonly approximate?: boolean }
 
 /**
- * Idempotent production (XADD IDMP, Redis >= 8.6): an append whose
- * (`producerId`, `messageId`) pair was seen within the stream's window adds
- * nothing and returns the id of the entry it added the first time. Redis keeps
- * a window per producer (`IDEMPOTENCY_WINDOW`: 100 s, 100 ids by default); the
- * memory implementation keeps the same window.
+ * Idempotent production: an append whose (`producerId`, `messageId`) pair was
+ * seen within the shard's window adds nothing and returns the id of the entry
+ * it added the first time. The window is per shard and producer
+ * (`IDEMPOTENCY_WINDOW`: 100 s, 100 ids, as Redis 8.6's XADD IDMP defaults);
+ * the memory implementation and redis-store (a hash beside the shard,
+ * checked by its append script) keep the same window.
  */
 export interface IdempotencyKey {
   readonly producerId: string
@@ -270,8 +271,8 @@ export interface ShardStreamsShape {
    * Fenced seek (XGROUP SETID): move the group's last-delivered id on the shard
    * to an id, the start or the end; creates the group there if absent. Wakes
    * `waitForEntries` callers, since a backward move makes entries readable.
-   * Optional until every backend has it (memory does; Redis next): without
-   * it a member runtime's seek fails instead of moving anything.
+   * Optional in the port (memory and redis-store have it): without it a
+   * member runtime's seek fails instead of moving anything.
    */
   readonly setGroupPosition?: (
     options: SetPositionOptions,
@@ -380,20 +381,30 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
     return group
   }
 
-  const findEntry = (state: StreamState, text: string): Entry | undefined => {
-    const id = StreamId.parse(text)
-    if (id === undefined) return undefined
+  /** Index of the first entry whose id is above `id` (binary search: entries are in id order). */
+  const firstAfter = (state: StreamState, id: StreamId.StreamId): number => {
     let lo = 0
-    let hi = state.entries.length - 1
-    while (lo <= hi) {
+    let hi = state.entries.length
+    while (lo < hi) {
       const mid = (lo + hi) >> 1
-      const entry = state.entries[mid]!
-      const c = StreamId.compare(entry.id, id)
-      if (c === 0) return entry
-      if (c < 0) lo = mid + 1
-      else hi = mid - 1
+      if (StreamId.compare(state.entries[mid]!.id, id) <= 0) lo = mid + 1
+      else hi = mid
     }
-    return undefined
+    return lo
+  }
+
+  /** Index of the entry with id `text`, or -1. */
+  const indexOf = (state: StreamState, text: string): number => {
+    const id = StreamId.parse(text)
+    if (id === undefined) return -1
+    const after = firstAfter(state, id)
+    const entry = state.entries[after - 1]
+    return entry !== undefined && StreamId.compare(entry.id, id) === 0 ? after - 1 : -1
+  }
+
+  const findEntry = (state: StreamState, text: string): Entry | undefined => {
+    const index = indexOf(state, text)
+    return index < 0 ? undefined : state.entries[index]
   }
 
   const tokenOf = (a: GroupAddress): number =>
@@ -511,7 +522,7 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
   }
 
   const removeEntry = (state: StreamState, text: string) => {
-    const index = state.entries.findIndex((e) => e.text === text)
+    const index = indexOf(state, text)
     if (index >= 0) state.entries.splice(index, 1)
   }
 
@@ -579,9 +590,10 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
           }
           return out
         }
-        for (const entry of state.entries) {
+        // new entries: from the group's last-delivered id on (never a scan from the start)
+        for (let i = firstAfter(state, group.lastDelivered); i < state.entries.length; i++) {
           if (out.length >= o.count) break
-          if (StreamId.compare(entry.id, group.lastDelivered) <= 0) continue
+          const entry = state.entries[i]!
           group.lastDelivered = entry.id
           group.pel.set(entry.text, { consumer: o.consumer, deliveryCount: 1, deliveredAt: now })
           out.push({ id: entry.text, fields: entry.fields, deliveryCount: 1 })
@@ -764,11 +776,8 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
         const state = streams.get(shardKey(o.stream, o.shard))
         const group = state?.groups.get(o.group)
         const after = group?.lastDelivered ?? StreamId.ZERO
-        let undelivered = 0
-        for (let i = (state?.entries.length ?? 0) - 1; i >= 0; i--) {
-          if (StreamId.compare(state!.entries[i]!.id, after) <= 0) break
-          undelivered++
-        }
+        const undelivered =
+          state === undefined ? 0 : state.entries.length - firstAfter(state, after)
         const pending = group?.pel.size ?? 0
         const isSealed = sealed.has(shardKey(o.stream, o.shard))
         return {

@@ -14,11 +14,16 @@
  * assignor's lower bound (`movementLowerBound`), and reports the longest
  * handoff (revoke of the old owner to assignment of the new one).
  */
+import { randomUUID } from "node:crypto"
 import { movementLowerBound } from "@shardline/core"
+import { RedisConnection } from "@shardline/redis-store"
+import { Result } from "effect"
+import { Cluster } from "ioredis"
 import { consumer } from "../Consumer.js"
 import { makeEventHub, type RuntimeEvent } from "../Events.js"
 import type { Message, MessageContext } from "../Message.js"
 import { memoryPorts } from "../Ports.js"
+import { decodeRedisOptions, type RedisOptions } from "../Redis.js"
 import { type ShardlineRuntime, start } from "../Runtime.js"
 import { StreamListener } from "../StreamListener.js"
 
@@ -30,6 +35,13 @@ export interface DemoOptions {
   readonly onProgress?: (line: string) => void
   /** Called with each phase as it starts ("pod-b stops", ...). */
   readonly onPhase?: (line: string) => void
+  /**
+   * Run on Redis instead of in memory: each pod is a runtime with its own
+   * connection, on a stream named `orders-<run id>`; its keys are deleted at
+   * the end (`keep` leaves them for `shardline inspect`).
+   */
+  readonly redis?: RedisOptions
+  readonly keep?: boolean
 }
 
 export interface MembershipChange {
@@ -40,6 +52,9 @@ export interface MembershipChange {
 }
 
 export interface DemoSummary {
+  readonly stream: string
+  /** Keys deleted from Redis at the end (0 in memory). */
+  readonly keysDeleted: number
   readonly produced: number
   readonly handled: number
   readonly distinctHandled: number
@@ -55,7 +70,6 @@ export interface DemoSummary {
   readonly ok: boolean
 }
 
-const stream = "orders"
 const group = "billing"
 const timing = {
   sessionTimeoutMs: 3_000,
@@ -106,8 +120,48 @@ class Ownership {
   }
 }
 
+/**
+ * Deletes every key of the demo's stream: its shard streams, owner tokens,
+ * dead-letter streams (`{<stream>:<shard>}...`) and its group's and layout's
+ * control-plane keys (`{shardline:<stream>...}`), on every master of a cluster.
+ */
+export const deleteStreamKeys = async (redis: RedisOptions, stream: string): Promise<number> => {
+  const decoded = decodeRedisOptions(redis)
+  if (Result.isFailure(decoded)) throw decoded.failure
+  const client = RedisConnection.makeClient(decoded.success)
+  client.on("error", () => {})
+  try {
+    // a cluster client knows its masters once it has loaded the slots
+    if (client instanceof Cluster && client.status !== "ready")
+      await new Promise<void>((resolve, reject) => {
+        client.once("ready", () => resolve())
+        setTimeout(
+          () => reject(new Error("the cluster did not become ready in 10 s")),
+          10_000,
+        ).unref()
+      })
+    const nodes = client instanceof Cluster ? client.nodes("master") : [client]
+    let deleted = 0
+    for (const node of nodes)
+      for (const pattern of [`{${stream}:*`, `{shardline:${encodeURIComponent(stream)}*`]) {
+        let cursor = "0"
+        do {
+          const [next, keys] = await node.scan(cursor, "MATCH", pattern, "COUNT", 1000)
+          cursor = next
+          // one key per call: keys of different hash slots cannot share a DEL in a cluster
+          for (const key of keys) deleted += await node.del(key)
+        } while (cursor !== "0")
+      }
+    return deleted
+  } finally {
+    client.disconnect()
+  }
+}
+
 export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
-  const ports = memoryPorts()
+  // on Redis: a stream of this run's own, so a reused server holds nothing of an earlier run
+  const stream = options.redis === undefined ? "orders" : `orders-${randomUUID().slice(0, 8)}`
+  const ports = options.redis === undefined ? memoryPorts() : undefined
   const ownership = new Ownership()
   // one hub for every runtime: one event stream in emission order
   const eventHub = makeEventHub()
@@ -136,7 +190,12 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
     }
   }
 
-  const common = { ports, eventHub, handleSignals: false, shutdownTimeoutMs: 10_000 } as const
+  const common = {
+    ...(options.redis === undefined ? { ports } : { redis: options.redis }),
+    eventHub,
+    handleSignals: false,
+    shutdownTimeoutMs: 10_000,
+  } as const
   const startPod = (memberBase: string, rest: Parameters<typeof start>[0]) =>
     start({ ...common, memberBase, ...rest })
 
@@ -255,6 +314,10 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
     await Promise.all([...runtimes.values()].map((r) => r.stop()))
   }
   const wallMs = Date.now() - t0
+  const keysDeleted =
+    options.redis !== undefined && options.keep !== true
+      ? await deleteStreamKeys(options.redis, stream)
+      : 0
 
   let distinct = 0
   let orderViolations = 0
@@ -270,6 +333,8 @@ export const runDemo = async (options: DemoOptions): Promise<DemoSummary> => {
     orderViolations === 0 &&
     changes.every((c) => c.moved === c.lowerBound)
   return {
+    stream,
+    keysDeleted,
     produced: options.messages,
     handled,
     distinctHandled: distinct,
@@ -291,6 +356,7 @@ export const renderSummary = (s: DemoSummary): string => {
   const check = (good: boolean) => (good ? "ok" : "FAILED")
   const lines = [
     "",
+    `Stream "${s.stream}"${s.keysDeleted > 0 ? ` (its ${s.keysDeleted} Redis keys deleted at the end)` : ""}.`,
     `Produced ${s.produced.toLocaleString("en-US")} messages over ${s.keys} keys in ${(s.wallMs / 1000).toFixed(1)} s (${s.messagesPerSecond.toLocaleString("en-US")} msg/s end to end, paced producer).`,
     `  every message handled:   ${check(s.missing === 0)} (${s.distinctHandled.toLocaleString("en-US")} handled, ${s.missing} missing)`,
     `  handled exactly once:    ${check(s.duplicates === 0)} (${s.duplicates} re-deliveries: graceful moves drain before they hand off)`,

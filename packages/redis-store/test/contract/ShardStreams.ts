@@ -629,4 +629,105 @@ export const shardStreamsContract = (subject: () => Streams) => {
         })
       }),
   )
+
+  it.live(
+    "setGroupPosition moves the group's read position (end, an id, start), fenced; pending stays pending",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const seek = s.setGroupPosition
+        assert.isDefined(seek)
+        if (seek === undefined) return
+        const { stream, base } = fresh()
+        yield* s.setOwnerToken({ ...base, token: 2 })
+        // on a shard with no stream yet: creates the group there
+        yield* seek({ ...base, token: 2, position: "end" })
+        const ids: Array<string> = []
+        for (const k of ["a", "b", "c"]) ids.push(yield* s.append(stream, 3, { k }))
+        yield* seek({ ...base, token: 2, position: "end" })
+        assert.deepStrictEqual(yield* s.read({ ...base, consumer: "c", token: 2, count: 10 }), [])
+        yield* seek({ ...base, token: 2, position: ids[0]! })
+        const after = yield* s.read({ ...base, consumer: "c", token: 2, count: 10 })
+        assert.deepStrictEqual(
+          after.map((m) => m.fields.k),
+          ["b", "c"],
+        )
+        yield* seek({ ...base, token: 2, position: "start" })
+        assert.strictEqual((yield* s.drainState(base)).undelivered, 3)
+        // pending entries stay pending (XGROUP SETID keeps the PEL)
+        assert.strictEqual((yield* s.pending(base)).length, 2)
+        // a stale owner moves nothing
+        const stale = yield* Effect.flip(seek({ ...base, token: 1, position: "end" }))
+        assert.strictEqual(stale._tag, "StaleOwner")
+        assert.strictEqual((yield* s.drainState(base)).undelivered, 3)
+        const bad = yield* Effect.flip(seek({ ...base, token: 2, position: "nonsense" }))
+        assert.strictEqual(bad._tag, "InvalidEntryId")
+        // another group of the shard is created where it is put, and reads from there
+        yield* seek({ ...base, group: "late", token: 0, position: ids[1]! })
+        const late = yield* s.read({ ...base, group: "late", consumer: "c", token: 0, count: 10 })
+        assert.deepStrictEqual(
+          late.map((m) => m.fields.k),
+          ["c"],
+        )
+      }),
+  )
+
+  it.live("append trims by MAXLEN or MINID", () =>
+    Effect.gen(function* () {
+      const s = subject()
+      const { stream } = fresh()
+      const ids: Array<string> = []
+      for (const k of ["a", "b", "c", "d"])
+        ids.push(yield* s.append(stream, 3, { k }, { trim: { maxLen: 2 } }))
+      assert.deepStrictEqual(
+        (yield* s.range(shardKey(stream, 3))).map((e) => e.fields.k),
+        ["c", "d"],
+      )
+      yield* s.append(stream, 3, { k: "e" }, { trim: { minId: ids[3]! } })
+      assert.deepStrictEqual(
+        (yield* s.range(shardKey(stream, 3))).map((e) => e.fields.k),
+        ["d", "e"],
+      )
+      // approximate trimming never keeps fewer entries than asked
+      for (const k of ["f", "g"])
+        yield* s.append(stream, 3, { k }, { trim: { maxLen: 3, approximate: true } })
+      assert.isAtLeast((yield* s.info(stream, 3)).length, 3)
+    }),
+  )
+
+  it.live(
+    "an idempotent append seen within the window adds nothing and returns the first id; the window keeps the last 100 ids",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { stream } = fresh()
+        const idem = { producerId: "p1", messageId: "7" }
+        const first = yield* s.append(stream, 3, { k: "a" }, { idempotency: idem })
+        const again = yield* s.append(stream, 3, { k: "a" }, { idempotency: idem })
+        assert.strictEqual(again, first)
+        // another producer, or another shard, is another window
+        const other = yield* s.append(
+          stream,
+          3,
+          { k: "a" },
+          { idempotency: { ...idem, producerId: "p2" } },
+        )
+        assert.notStrictEqual(other, first)
+        yield* s.append(stream, 4, { k: "a" }, { idempotency: idem })
+        assert.strictEqual((yield* s.info(stream, 3)).length, 2)
+        // the window keeps at most maxSize ids per producer: the oldest is forgotten
+        const max = ShardStreams.IDEMPOTENCY_WINDOW.maxSize
+        const send = (messageId: string) =>
+          s.append(stream, 5, { i: messageId }, { idempotency: { producerId: "p", messageId } })
+        for (let i = 0; i < max; i++) yield* send(String(i))
+        yield* send("0")
+        assert.strictEqual((yield* s.info(stream, 5)).length, max)
+        yield* send("x")
+        yield* send("0")
+        assert.strictEqual((yield* s.info(stream, 5)).length, max + 2)
+        // ... and the newest ones are still remembered
+        yield* send(String(max - 1))
+        assert.strictEqual((yield* s.info(stream, 5)).length, max + 2)
+      }),
+  )
 }

@@ -1,0 +1,269 @@
+/**
+ * The member runtime on Redis, end to end, against a raw ioredis loop on the
+ * same server in the same run (docs/runtime.md, "On Redis"):
+ *
+ * - runtime: one runtime (`start({ redis: { url } })`), one explicit member
+ *   with 4 workers owning 16 shards (embedded coordinator, owner-token
+ *   fence on every read and ack), no-op `eachMessage` (and `eachBatch`),
+ *   batches of 32. The group settles with every shard paused, the backlog is
+ *   produced, then every shard is resumed: messages/s from the resume to the
+ *   last handled message. Cases for the two fences of the Redis
+ *   `ShardStreams` (`script`, the default, and `optimistic`).
+ * - baseline: 4 concurrent loops (the same 4 workers) on one ioredis
+ *   connection, each taking the next shard in turn and running XREADGROUP
+ *   COUNT 32 + XACK on it, over the same backlog (same keys, same fields),
+ *   no fence; and one such loop alone.
+ */
+import { performance } from "node:perf_hooks"
+import { Layout } from "@shardline/core"
+import {
+  type Batch,
+  consumer,
+  KEY_FIELD,
+  LayoutSource,
+  type RedisOptions,
+  start,
+} from "@shardline/member-runtime"
+import { Redis } from "ioredis"
+
+const group = "bench"
+const timing = { sessionTimeoutMs: 10_000, rebalanceTimeoutMs: 20_000, heartbeatIntervalMs: 1_000 }
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+let runs = 0
+
+export interface RedisBenchShape {
+  readonly messages: number
+  readonly shards: number
+  readonly workers: number
+  readonly batch: number
+}
+
+const keyOf = (n: number) => `customer-${n % 500}`
+
+/** messages/s of the runtime draining a backlog of `messages` on `redis`. */
+export const runtimeOnRedis = async (
+  url: string,
+  shape: RedisBenchShape,
+  mode: "each" | "batch",
+  read: "script" | "optimistic",
+): Promise<number> => {
+  const stream = `bench-runtime-${process.pid}-${++runs}`
+  const redis: RedisOptions = { url, ports: { shardStreams: { read } } }
+  let handled = 0
+  const handler =
+    mode === "each"
+      ? {
+          eachMessage: () => {
+            handled++
+          },
+        }
+      : {
+          eachBatch: (b: Batch) => {
+            handled += b.messages.length
+          },
+        }
+  const runtime = await start({
+    redis,
+    handleSignals: false,
+    memberBase: "bench",
+    consumers: [
+      consumer({
+        stream,
+        group,
+        shardCount: shape.shards,
+        ...timing,
+        batchSize: shape.batch,
+        runtimeMaxConcurrency: shape.workers,
+        ...handler,
+      }),
+    ],
+  })
+  try {
+    while ((runtime.members()[0]?.owned.length ?? 0) !== shape.shards) await sleep(10)
+    for (let shard = 0; shard < shape.shards; shard++) runtime.pause(stream, group, shard)
+    const producer = runtime.producer(stream, {
+      layout: LayoutSource.fixed({ [stream]: shape.shards }),
+    })
+    const chunk = 1_000
+    for (let n = 0; n < shape.messages; n += chunk)
+      await producer.sendBatch(
+        Array.from({ length: Math.min(chunk, shape.messages - n) }, (_, i) => ({
+          key: keyOf(n + i),
+          fields: { n: String(n + i) },
+        })),
+      )
+    await producer.flush()
+    const t0 = performance.now()
+    for (let shard = 0; shard < shape.shards; shard++) runtime.resume(stream, group, shard)
+    while (handled < shape.messages) await sleep(1)
+    const seconds = (performance.now() - t0) / 1000
+    if (handled !== shape.messages) throw new Error(`handled ${handled} of ${shape.messages}`)
+    return Math.round(shape.messages / seconds)
+  } finally {
+    await runtime.stop()
+  }
+}
+
+/** messages/s of `loops` raw XREADGROUP + XACK loops draining the same kind of backlog. */
+export const rawOnRedis = async (url: string, shape: RedisBenchShape, loops: number) => {
+  const stream = `bench-raw-${process.pid}-${++runs}`
+  const client = new Redis(url)
+  try {
+    const generation = { generation: 0, firstShard: 0, shardCount: shape.shards }
+    const keys = Array.from({ length: shape.shards }, (_, s) => `{${stream}:${s}}`)
+    for (let n = 0; n < shape.messages; n += 1_000) {
+      const p = client.pipeline()
+      for (let i = n; i < Math.min(n + 1_000, shape.messages); i++) {
+        const key = keyOf(i)
+        p.xadd(keys[Layout.shardOf(generation, key)]!, "*", KEY_FIELD, key, "n", String(i))
+      }
+      await p.exec()
+    }
+    for (const key of keys) await client.xgroup("CREATE", key, group, "0", "MKSTREAM")
+    let handled = 0
+    let next = 0
+    const busy = new Set<number>()
+    const loop = async () => {
+      while (handled < shape.messages) {
+        // the next shard no other loop is reading (one reader per shard, as the runtime)
+        let shard = -1
+        for (let i = 0; i < shape.shards; i++) {
+          const s = (next + i) % shape.shards
+          if (!busy.has(s)) {
+            shard = s
+            break
+          }
+        }
+        if (shard < 0) {
+          await sleep(0)
+          continue
+        }
+        next = (shard + 1) % shape.shards
+        busy.add(shard)
+        try {
+          const reply = (await client.xreadgroup(
+            "GROUP",
+            group,
+            "raw",
+            "COUNT",
+            shape.batch,
+            "STREAMS",
+            keys[shard]!,
+            ">",
+          )) as Array<[string, Array<[string, Array<string>]>]> | null
+          const entries = reply?.[0]?.[1] ?? []
+          if (entries.length === 0) continue
+          handled += entries.length
+          await client.xack(keys[shard]!, group, ...entries.map(([id]) => id))
+        } finally {
+          busy.delete(shard)
+        }
+      }
+    }
+    const t0 = performance.now()
+    await Promise.all(Array.from({ length: loops }, loop))
+    return Math.round(shape.messages / ((performance.now() - t0) / 1000))
+  } finally {
+    client.disconnect()
+  }
+}
+
+export interface RedisRuntimeBenchResults {
+  readonly server: string
+  readonly shape: RedisBenchShape
+  readonly rounds: number
+  /** messages/s per round, by case. */
+  readonly samples: Readonly<Record<string, ReadonlyArray<number>>>
+}
+
+export const CASES = {
+  runtimeScript: "runtime, eachMessage, script fence (default)",
+  runtimeBatchScript: "runtime, eachBatch, script fence (default)",
+  runtimeOptimistic: "runtime, eachMessage, optimistic fence",
+  raw4: "raw ioredis: 4 loops of XREADGROUP + XACK",
+  raw1: "raw ioredis: 1 loop of XREADGROUP + XACK",
+} as const
+
+/** Rounds of every case back to back (interleaved, so load drifts hit all alike). */
+export const runRedisRuntimeBench = async (
+  url: string,
+  server: string,
+  shape: RedisBenchShape,
+  rounds: number,
+  onSample: (name: string, rate: number) => void = () => {},
+): Promise<RedisRuntimeBenchResults> => {
+  const samples: Record<string, Array<number>> = Object.fromEntries(
+    Object.values(CASES).map((name) => [name, []]),
+  )
+  const add = (name: string, rate: number) => {
+    samples[name]!.push(rate)
+    onSample(name, rate)
+  }
+  for (let round = 0; round < rounds; round++) {
+    add(CASES.raw4, await rawOnRedis(url, shape, shape.workers))
+    add(CASES.runtimeScript, await runtimeOnRedis(url, shape, "each", "script"))
+    add(CASES.runtimeBatchScript, await runtimeOnRedis(url, shape, "batch", "script"))
+    add(CASES.runtimeOptimistic, await runtimeOnRedis(url, shape, "each", "optimistic"))
+    add(CASES.raw1, await rawOnRedis(url, shape, 1))
+  }
+  return { server, shape, rounds, samples }
+}
+
+export interface HandoffSample {
+  /** Old owner's drain done (`revoked`) -> new owner's read loop started (`assigned`), ms. */
+  readonly revokedToAssigned: number
+  /** Old owner told to revoke (`revoking`) -> new owner's read loop started, ms. */
+  readonly revokingToAssigned: number
+}
+
+/**
+ * Handoff through the runtime with a 3 s heartbeat interval: member a owns
+ * every shard, member b joins; for each shard that moves, the time from a's
+ * `revoked` (drained, about to be reported) and from a's `revoking` to b's
+ * `assigned` (its read loop starts), from the runtimes' events.
+ */
+export const runtimeHandoff = async (url: string, shards = 16): Promise<Array<HandoffSample>> => {
+  const stream = `bench-handoff-${process.pid}-${++runs}`
+  const declared = {
+    stream,
+    group,
+    shardCount: shards,
+    sessionTimeoutMs: 30_000,
+    rebalanceTimeoutMs: 60_000,
+    heartbeatIntervalMs: 3_000,
+    eachMessage: () => {},
+  }
+  const revoking = new Map<number, number>()
+  const revoked = new Map<number, number>()
+  const assigned = new Map<number, number>()
+  const common = { redis: { url }, handleSignals: false } as const
+  const a = await start({
+    ...common,
+    memberBase: "a",
+    consumers: [consumer(declared)],
+    onEvent: (e) => {
+      if (e.type === "revoking") revoking.set(e.shard, e.at)
+      if (e.type === "revoked") revoked.set(e.shard, e.at)
+    },
+  })
+  let b: Awaited<ReturnType<typeof start>> | undefined
+  try {
+    while ((a.members()[0]?.owned.length ?? 0) !== shards) await sleep(10)
+    b = await start({
+      ...common,
+      memberBase: "b",
+      consumers: [consumer(declared)],
+      onEvent: (e) => {
+        if (e.type === "assigned") assigned.set(e.shard, e.at)
+      },
+    })
+    const half = Math.floor(shards / 2)
+    while (assigned.size < half) await sleep(10)
+    return [...assigned].map(([shard, at]) => ({
+      revokedToAssigned: at - (revoked.get(shard) ?? Number.NaN),
+      revokingToAssigned: at - (revoking.get(shard) ?? Number.NaN),
+    }))
+  } finally {
+    await Promise.all([a.stop(), b?.stop()])
+  }
+}

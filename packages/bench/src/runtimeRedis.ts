@@ -1,0 +1,178 @@
+/**
+ * Entry point: `pnpm --filter @shardline/bench run bench:runtime-redis`.
+ * Starts redis-server (Redis 7.0, and Redis 8.x when
+ * scripts/build-redis8.sh has built it) on a free loopback port through
+ * redis-store's test harness, or uses `BENCH_REDIS_URL`; runs every case
+ * and its baselines in the same process, interleaved (src/runtimeRedis.bench.ts).
+ * Writes results/runtime-redis.json and results/runtime-redis.md.
+ * BENCH_MESSAGES (default 20,000), BENCH_ROUNDS (default 3).
+ */
+import { mkdirSync, writeFileSync } from "node:fs"
+import { cpus } from "node:os"
+import { type ServerKind, ServerMissing, startRedis } from "@shardline/redis-store/testing"
+import {
+  CASES,
+  type HandoffSample,
+  type RedisRuntimeBenchResults,
+  runRedisRuntimeBench,
+  runtimeHandoff,
+} from "./runtimeRedis.bench.js"
+
+const messages = Number(process.env.BENCH_MESSAGES ?? 20_000)
+const rounds = Number(process.env.BENCH_ROUNDS ?? 3)
+const shape = { messages, shards: 16, workers: 4, batch: 32 }
+const fmt = (n: number) => n.toLocaleString("en-US")
+const median = (xs: ReadonlyArray<number>) => {
+  const s = [...xs].sort((a, b) => a - b)
+  return s[Math.floor(s.length / 2)]!
+}
+/** Median of the per-round ratios: each round ran the case and its baseline back to back. */
+const paired = (a: ReadonlyArray<number>, b: ReadonlyArray<number>) => {
+  const ratios = a.map((x, i) => x / b[i]!).sort((x, y) => x - y)
+  return Math.round(ratios[Math.floor(ratios.length / 2)]! * 100) / 100
+}
+
+const results: Array<RedisRuntimeBenchResults> = []
+const handoffs: Array<{ readonly server: string; readonly samples: Array<HandoffSample> }> = []
+const HANDOFF_ROUNDS = Number(process.env.BENCH_HANDOFF_ROUNDS ?? 2)
+const measureHandoffs = async (url: string, server: string) => {
+  const samples: Array<HandoffSample> = []
+  for (let i = 0; i < HANDOFF_ROUNDS; i++) samples.push(...(await runtimeHandoff(url)))
+  console.log(`  handoffs: ${samples.map((s) => s.revokedToAssigned).join(", ")} ms`)
+  handoffs.push({ server, samples })
+}
+const progress = (name: string, rate: number) => console.log(`  ${name}: ${fmt(rate)} msg/s`)
+if (process.env.BENCH_REDIS_URL !== undefined) {
+  console.log(`on ${process.env.BENCH_REDIS_URL}`)
+  results.push(
+    await runRedisRuntimeBench(
+      process.env.BENCH_REDIS_URL,
+      process.env.BENCH_REDIS_URL,
+      shape,
+      rounds,
+      progress,
+    ),
+  )
+  await measureHandoffs(process.env.BENCH_REDIS_URL, process.env.BENCH_REDIS_URL)
+} else {
+  for (const kind of ["redis7", "redis8"] as ReadonlyArray<ServerKind>) {
+    let server: Awaited<ReturnType<typeof startRedis>>
+    try {
+      server = await startRedis({ kind })
+    } catch (error) {
+      if (error instanceof ServerMissing && kind === "redis8") {
+        console.log(`skipping Redis 8: ${error.message}`)
+        continue
+      }
+      throw error
+    }
+    try {
+      console.log(`on ${kind} ${server.version} (${server.url})`)
+      results.push(
+        await runRedisRuntimeBench(server.url, `Redis ${server.version}`, shape, rounds, progress),
+      )
+      await measureHandoffs(server.url, `Redis ${server.version}`)
+    } finally {
+      await server.stop()
+    }
+  }
+}
+
+const out = {
+  command: "pnpm --filter @shardline/bench run bench:runtime-redis",
+  date: new Date().toISOString(),
+  node: process.version,
+  cpus: cpus().length,
+  shape,
+  rounds,
+  servers: results.map((r) => ({
+    server: r.server,
+    medians: Object.fromEntries(Object.entries(r.samples).map(([k, v]) => [k, median(v)])),
+    ratios: {
+      runtimeOverRaw4: paired(r.samples[CASES.runtimeScript]!, r.samples[CASES.raw4]!),
+      runtimeBatchOverRaw4: paired(r.samples[CASES.runtimeBatchScript]!, r.samples[CASES.raw4]!),
+      runtimeOptimisticOverRaw4: paired(
+        r.samples[CASES.runtimeOptimistic]!,
+        r.samples[CASES.raw4]!,
+      ),
+      runtimeOverRaw1: paired(r.samples[CASES.runtimeScript]!, r.samples[CASES.raw1]!),
+    },
+    samples: r.samples,
+  })),
+  handoffs: handoffs.map((h) => ({
+    server: h.server,
+    count: h.samples.length,
+    revokedToAssignedMs: {
+      median: median(h.samples.map((s) => s.revokedToAssigned)),
+      max: Math.max(...h.samples.map((s) => s.revokedToAssigned)),
+    },
+    revokingToAssignedMs: {
+      median: median(h.samples.map((s) => s.revokingToAssigned)),
+      max: Math.max(...h.samples.map((s) => s.revokingToAssigned)),
+    },
+    samples: h.samples,
+  })),
+}
+const dir = new URL("../results/", import.meta.url)
+mkdirSync(dir, { recursive: true })
+writeFileSync(new URL("runtime-redis.json", dir), `${JSON.stringify(out, null, 2)}\n`)
+
+const table = out.servers
+  .map((s) => {
+    const row = (name: string, ratio?: number) =>
+      `| ${s.server} | ${name} | ${fmt(s.medians[name]!)} | ${ratio === undefined ? "" : `${ratio}x`} |`
+    return [
+      row(CASES.runtimeScript, s.ratios.runtimeOverRaw4),
+      row(CASES.runtimeBatchScript, s.ratios.runtimeBatchOverRaw4),
+      row(CASES.runtimeOptimistic, s.ratios.runtimeOptimisticOverRaw4),
+      row(CASES.raw4),
+      row(CASES.raw1),
+    ].join("\n")
+  })
+  .join("\n")
+const md = `# Member runtime on Redis, end to end
+
+Command: \`${out.command}\` (Node ${out.node}, ${out.cpus} cores shared with other work, ${out.date}).
+${fmt(messages)} messages over 500 keys, ${shape.shards} shards, ${shape.workers} workers, batches of ${shape.batch};
+medians of ${rounds} interleaved rounds; every case and its baselines ran in the same process against the same server.
+
+- runtime: \`start({ redis: { url } })\`, one explicit member with \`runtimeMaxConcurrency: ${shape.workers}\` owning
+  every shard (embedded coordinator; every read and ack fenced by the shard's owner token), a no-op handler.
+  The group settles with every shard paused, the backlog is produced, every shard is resumed: messages/s from the
+  resume to the last handled message.
+- raw: ${shape.workers} concurrent loops (or 1) on one ioredis connection, each taking the next shard no other loop
+  reads and running XREADGROUP COUNT ${shape.batch} + XACK on it, over a backlog of the same entries; no fence.
+
+| server | case | messages/s | vs raw, ${shape.workers} loops |
+|---|---|---:|---:|
+${table}
+
+Ratios are medians of the per-round ratios (the case and the baseline ran back to back in each round).
+${out.servers.map((s) => `${s.server}: runtime / raw 1 loop ${s.ratios.runtimeOverRaw1}x.`).join(" ")}
+Samples (messages/s): ${out.servers
+  .map(
+    (s) =>
+      `${s.server}: ${Object.entries(s.samples)
+        .map(([k, v]) => `${k} ${v.map(fmt).join(", ")}`)
+        .join("; ")}`,
+  )
+  .join(". ")}.
+`
+const handoffMd = `
+## Handoff through the runtime (3 s heartbeat interval)
+
+Member a owns all 16 shards; member b joins; for each of the 8 shards that move
+(${HANDOFF_ROUNDS} rounds), from the runtimes' events: a's \`revoked\` (drained, about to be
+reported) and a's \`revoking\` (told to revoke) to b's \`assigned\` (its read loop starts).
+
+| server | handoffs | revoked -> assigned, median / max | revoking -> assigned, median / max |
+|---|---:|---:|---:|
+${out.handoffs
+  .map(
+    (h) =>
+      `| ${h.server} | ${h.count} | ${h.revokedToAssignedMs.median} / ${h.revokedToAssignedMs.max} ms | ${h.revokingToAssignedMs.median} / ${h.revokingToAssignedMs.max} ms |`,
+  )
+  .join("\n")}
+`
+writeFileSync(new URL("runtime-redis.md", dir), md + handoffMd)
+console.log(md + handoffMd)

@@ -1,0 +1,185 @@
+/**
+ * The runtime on Redis (docs/runtime.md, "On Redis"): one option switches a
+ * runtime from the in-memory ports to `RedisPorts` (packages/redis-store),
+ * every port on one connection (a `Cluster` client with `nodes`).
+ *
+ * - Promise API: `start({ redis: { url: "redis://127.0.0.1:6379" }, ... })`
+ *   or `start({ redis: { nodes: ["10.0.0.1:7000", "10.0.0.2:7000"] }, ... })`.
+ * - Effect API: `make(options).pipe(Effect.provide(redisPorts({ url }).layer))`.
+ *
+ * The options are validated with Effect Schema before anything connects: a
+ * bad URL, an empty or malformed `nodes`, both or neither of `url` and
+ * `nodes`, fail with an `InvalidRuntimeConfig` naming the field
+ * (`redis.url`, `redis.nodes[1]`, ...).
+ *
+ * @example
+ * const runtime = await start({
+ *   redis: { url: process.env.REDIS_URL ?? "redis://127.0.0.1:6379" },
+ *   listeners: [new Billing()],
+ * })
+ */
+import type { ConnectionOptions as TlsOptions } from "node:tls"
+import type { BackendUnavailable } from "@shardline/core"
+import { RedisPorts } from "@shardline/redis-store"
+import { Effect, Layer, Result, Schema } from "effect"
+import type { ClusterOptions, RedisOptions as IoRedisOptions } from "ioredis"
+import { decodeOptions } from "./Config.js"
+import type { InvalidRuntimeConfig } from "./Errors.js"
+import type { Ports } from "./Ports.js"
+
+export interface RedisNode {
+  readonly host: string
+  readonly port: number
+}
+
+/** Where the runtime's Redis is, and how to reach it. Exactly one of `url` and `nodes`. */
+export interface RedisOptions {
+  /** One server: `redis://[user:password@]host:port[/db]`, or `rediss://` for TLS. */
+  readonly url?: string
+  /** Redis Cluster: startup nodes (`"host:port"` or `{ host, port }`); slots are discovered from them. */
+  readonly nodes?: ReadonlyArray<string | RedisNode>
+  /** ACL user (docs/redis.md lists the commands and keys the ports need). */
+  readonly username?: string
+  readonly password?: string
+  /** TLS options (node:tls); `{}` enables TLS with the system CAs (the `rediss://` URL does too). */
+  readonly tls?: TlsOptions
+  /** Further ioredis options (timeouts, retry strategy, ...), applied last to every connection. */
+  readonly ioredis?: IoRedisOptions
+  /** Cluster client options (with `nodes`). */
+  readonly cluster?: Omit<ClusterOptions, "redisOptions" | "scripts">
+  /**
+   * Port options passed to `RedisPorts.layer` (packages/redis-store/src/RedisPorts.ts):
+   * the store, the heartbeat transport and the shard streams (`{ read: "optimistic" }`).
+   */
+  readonly ports?: Pick<RedisPorts.RedisPortsOptions, "store" | "transport" | "shardStreams">
+  /** Override the probed server features, e.g. `{ xackdel: false }` to force the Lua fallback. */
+  readonly features?: RedisPorts.RedisPortsOptions["features"]
+}
+
+const URL_PROTOCOLS = new Set(["redis:", "rediss:"])
+
+const RedisUrl = Schema.String.check(
+  Schema.makeFilter((u: string) => {
+    if (!u.includes("://"))
+      return `must be a redis:// or rediss:// URL (redis://host:6379), got ${JSON.stringify(u)}`
+    let parsed: URL
+    try {
+      parsed = new URL(u)
+    } catch {
+      return `must be a redis:// or rediss:// URL, got ${JSON.stringify(u)}`
+    }
+    if (!URL_PROTOCOLS.has(parsed.protocol))
+      return `must be a redis:// or rediss:// URL, got protocol ${parsed.protocol}`
+    if (parsed.hostname === "") return `must name a host, got ${JSON.stringify(u)}`
+    if (parsed.port !== "" && !(Number(parsed.port) >= 1 && Number(parsed.port) <= 65_535))
+      return `has a bad port ${parsed.port}`
+    const db = parsed.pathname.replace(/^\//, "")
+    if (db !== "" && !/^\d+$/.test(db)) return `database must be a number, got ${db}`
+    return undefined
+  }),
+)
+
+/** `host:port` with a port in 1..65535. */
+const parseNode = (s: string): RedisNode | undefined => {
+  const m = /^\[?([^\s[\]]+?)\]?:(\d{1,5})$/.exec(s)
+  if (m === null) return undefined
+  const port = Number(m[2])
+  return port >= 1 && port <= 65_535 ? { host: m[1]!, port } : undefined
+}
+
+const NodeString = Schema.String.check(
+  Schema.makeFilter((s: string) =>
+    parseNode(s) === undefined ? `must be "host:port", got ${JSON.stringify(s)}` : undefined,
+  ),
+)
+const NodeStruct = Schema.Struct({
+  host: Schema.String.check(Schema.isNonEmpty({ message: "must be a non-empty string" })),
+  port: Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 65_535 })),
+})
+
+const Opaque = Schema.Record(Schema.String, Schema.Unknown)
+
+export const RedisOptionsSchema = Schema.Struct({
+  url: Schema.optional(RedisUrl),
+  nodes: Schema.optional(
+    Schema.Array(Schema.Union([NodeString, NodeStruct])).check(
+      Schema.makeFilter((a: ReadonlyArray<unknown>) =>
+        a.length === 0 ? "must list at least one cluster node" : undefined,
+      ),
+    ),
+  ),
+  username: Schema.optional(Schema.String),
+  password: Schema.optional(Schema.String),
+  tls: Schema.optional(Opaque),
+  ioredis: Schema.optional(Opaque),
+  cluster: Schema.optional(Opaque),
+  ports: Schema.optional(
+    Schema.Struct({
+      store: Schema.optional(Opaque),
+      transport: Schema.optional(Opaque),
+      shardStreams: Schema.optional(Opaque),
+    }),
+  ),
+  features: Schema.optional(Opaque),
+}).check(
+  Schema.makeFilter((o) =>
+    o.url !== undefined && o.nodes !== undefined
+      ? { path: ["nodes"], issue: "give either url (one server) or nodes (a cluster), not both" }
+      : o.url === undefined && o.nodes === undefined
+        ? { path: ["url"], issue: "give url (one server) or nodes (a cluster)" }
+        : undefined,
+  ),
+)
+
+/**
+ * Validate Redis options (`prefix` names them in errors, `redis` by default)
+ * and turn them into `RedisPorts.layer` options.
+ */
+export const decodeRedisOptions = (
+  input: unknown,
+  prefix = "redis",
+): Result.Result<RedisPorts.RedisPortsOptions, InvalidRuntimeConfig> => {
+  const decoded = decodeOptions(RedisOptionsSchema, input, prefix)
+  if (Result.isFailure(decoded)) return Result.fail(decoded.failure)
+  // the schema checked the shapes; the values pass through as given
+  const o = input as RedisOptions
+  const common = {
+    ...(o.username === undefined ? {} : { username: o.username }),
+    ...(o.password === undefined ? {} : { password: o.password }),
+    ...(o.tls === undefined ? {} : { tls: o.tls }),
+    ...(o.ioredis === undefined ? {} : { redis: o.ioredis }),
+    ...(o.features === undefined ? {} : { features: o.features }),
+    ...(o.ports ?? {}),
+  }
+  if (o.nodes !== undefined)
+    return Result.succeed({
+      ...common,
+      cluster: {
+        nodes: o.nodes.map((n) => (typeof n === "string" ? parseNode(n)! : n)),
+        ...(o.cluster === undefined ? {} : { options: o.cluster }),
+      },
+    })
+  return Result.succeed({ ...common, url: o.url! })
+}
+
+/**
+ * Ports on Redis: every runtime given them (or given the same `redis`
+ * options) shares the server's streams, groups and coordinators. The layer
+ * validates the options first (`InvalidRuntimeConfig`), then connects
+ * (`BackendUnavailable` when the server cannot be reached); its connections
+ * close with it.
+ */
+export const redisPorts = (
+  options: RedisOptions,
+): Ports & {
+  readonly layer: Layer.Layer<RedisPorts.RedisPorts, InvalidRuntimeConfig | BackendUnavailable>
+} => ({
+  layer: Layer.unwrap(
+    Effect.suspend(() => {
+      const decoded = decodeRedisOptions(options)
+      return Result.isFailure(decoded)
+        ? Effect.fail(decoded.failure)
+        : Effect.succeed(RedisPorts.layer(decoded.success))
+    }),
+  ),
+})

@@ -1,0 +1,444 @@
+/**
+ * Real member processes on a real Redis (docs/runtime.md, "On Redis"): child
+ * Node processes (test/redis/procs/member.ts) form one group; the test kills
+ * one with SIGKILL in the middle of a batch, pauses one with SIGSTOP past its
+ * session then resumes it, restarts every member in turn, and stops one
+ * gracefully, while this process produces keyed messages. Every check is on
+ * what the processes logged and on Redis afterwards (no timing assertions;
+ * waits poll for up to 60 s):
+ * - no message lost: every message finished by some process, and no entry
+ *   left pending in any shard's group (XPENDING);
+ * - per-key order on every handled message (test/support/groupChecks.ts);
+ * - kill -9: the entries the killed process had in flight are re-delivered
+ *   to the next owner (deliveryCount >= 2);
+ * - SIGSTOP: the stopped process's shards go to others with higher owner
+ *   tokens; after SIGCONT it learns it lost them, everything it handled
+ *   after the fence was delivered to the new owner too (its ack did not
+ *   count), and it rejoins and owns shards again;
+ * - rolling restart and graceful stop: never two owners of a shard at once
+ *   (ownership intervals from the event log), every message handled inside
+ *   its process's ownership, and no re-delivery at all.
+ * The same scenarios run on one redis-server and on a 3-node cluster.
+ */
+import { writeFileSync } from "node:fs"
+import { Keys, RedisConnection } from "@shardline/redis-store"
+import { Result } from "effect"
+import { afterEach, beforeAll, describe, expect, it } from "vitest"
+import * as LayoutSource from "../../src/LayoutSource.js"
+import { decodeRedisOptions, type RedisOptions } from "../../src/Redis.js"
+import { type ShardlineRuntime, start } from "../../src/Runtime.js"
+import {
+  begins,
+  handledOutsideOwnership,
+  overlappingOwners,
+  ownedNow,
+  ownershipIntervals,
+  perKeyOrderViolations,
+  unhandled,
+} from "../support/groupChecks.js"
+import { buildMemberScript, type Line, MemberProcess } from "../support/processes.js"
+import { eventually, useRedisCluster, useRedisServer } from "../support/redis.js"
+import type { MemberProcessConfig } from "./procs/member.js"
+
+const SHARDS = 8
+const KEYS = 40
+const group = "g"
+let streams = 0
+
+beforeAll(() => buildMemberScript(), 120_000)
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+
+/** One scenario's world: its stream, its member processes, a paced producer. */
+class World {
+  readonly stream = `procs-${process.pid}-${++streams}`
+  readonly procs: Array<MemberProcess> = []
+  readonly producedByKey = new Map<string, Array<number>>()
+  produced = 0
+  private producing: Promise<void> | undefined
+  private stopProducing = false
+  private producerRuntime: ShardlineRuntime | undefined
+
+  constructor(readonly redis: RedisOptions) {}
+
+  config(memberId: string, overrides: Partial<MemberProcessConfig> = {}): MemberProcessConfig {
+    return {
+      redis: this.redis,
+      stream: this.stream,
+      group,
+      memberId,
+      shardCount: SHARDS,
+      sessionTimeoutMs: 4_000,
+      heartbeatIntervalMs: 300,
+      rebalanceTimeoutMs: 8_000,
+      batchSize: 8,
+      workers: 2,
+      handlerMs: 2,
+      ...overrides,
+    }
+  }
+
+  spawn(memberId: string, overrides: Partial<MemberProcessConfig> = {}): MemberProcess {
+    const p = new MemberProcess(this.config(memberId, overrides))
+    this.procs.push(p)
+    return p
+  }
+
+  get lines(): Array<Line> {
+    return this.procs.flatMap((p) => p.lines)
+  }
+
+  live(): Array<MemberProcess> {
+    return this.procs.filter((p) => p.child.exitCode === null && p.child.signalCode === null)
+  }
+
+  /** Every shard owned by exactly one of `procs`, each of them owning at least one. */
+  async settled(procs: ReadonlyArray<MemberProcess>, what: string): Promise<void> {
+    await eventually(what, () => {
+      const owned = procs.map((p) => ownedNow(p.lines))
+      if (owned.some((o) => o.size === 0)) return false
+      const all = owned.flatMap((o) => [...o])
+      return all.length === SHARDS && new Set(all).size === SHARDS
+    })
+  }
+
+  /** Produces 20 keyed messages every 50 ms until `stopProduction`. */
+  async startProduction(): Promise<void> {
+    this.producerRuntime = await start({
+      redis: this.redis,
+      handleSignals: false,
+      memberBase: "producer",
+    })
+    const producer = this.producerRuntime.producer(this.stream, {
+      layout: LayoutSource.fixed({ [this.stream]: SHARDS }),
+    })
+    this.producing = (async () => {
+      while (!this.stopProducing) {
+        const batch = Array.from({ length: 20 }, () => {
+          const n = this.produced++
+          const key = `k${n % KEYS}`
+          const list = this.producedByKey.get(key) ?? []
+          list.push(n)
+          this.producedByKey.set(key, list)
+          return { key, fields: { n: String(n) } }
+        })
+        await producer.sendBatch(batch)
+        await sleep(50)
+      }
+      await producer.flush()
+    })()
+  }
+
+  async stopProduction(): Promise<void> {
+    this.stopProducing = true
+    await this.producing
+    await this.producerRuntime?.stop()
+  }
+
+  /** Entries pending in the group, per shard (XPENDING). */
+  async pending(): Promise<Array<number>> {
+    const decoded = decodeRedisOptions(this.redis)
+    if (Result.isFailure(decoded)) throw decoded.failure
+    const client = RedisConnection.makeClient(decoded.success)
+    try {
+      const out: Array<number> = []
+      for (let s = 0; s < SHARDS; s++) {
+        const reply = (await client.xpending(Keys.shardKey(this.stream, s), group)) as [number]
+        out.push(Number(reply[0]))
+      }
+      return out
+    } finally {
+      client.disconnect()
+    }
+  }
+
+  /** Stop producing, then wait until every message was handled and nothing is pending. */
+  async drained(): Promise<void> {
+    await this.stopProduction()
+    await eventually(
+      `all ${this.produced} messages handled`,
+      () => unhandled(this.lines, this.produced).length === 0,
+    )
+    await eventually("no entry pending in any shard", async () =>
+      (await this.pending()).every((n) => n === 0),
+    )
+  }
+
+  /** The checks every scenario ends with. */
+  commonChecks(): void {
+    expect(this.produced).toBeGreaterThan(100)
+    expect(unhandled(this.lines, this.produced).join(", "), "unhandled messages").toBe("")
+    expect(
+      perKeyOrderViolations(this.lines, this.producedByKey).join("\n"),
+      "per-key order violations",
+    ).toBe("")
+  }
+
+  async close(): Promise<void> {
+    if (process.env.SHARDLINE_DUMP !== undefined)
+      writeFileSync(
+        `${process.env.SHARDLINE_DUMP}/${this.stream}.json`,
+        JSON.stringify({ lines: this.lines, produced: this.produced }),
+      )
+    this.stopProducing = true
+    await this.producing?.catch(() => {})
+    await this.producerRuntime?.stop().catch(() => {})
+    await Promise.all(this.procs.map((p) => p.kill()))
+  }
+}
+
+const lastOf = <A>(list: ReadonlyArray<A>, predicate: (a: A) => boolean): A | undefined => {
+  for (let i = list.length - 1; i >= 0; i--) if (predicate(list[i]!)) return list[i]
+  return undefined
+}
+
+/**
+ * Waits until `p` is in the middle of a batch: a batch of >= 4 entries whose
+ * 2nd or a later entry started and has not finished, with at least two more
+ * after it, so the batch is still running when the caller acts on it (the
+ * victims' handlers take 100 ms per entry).
+ */
+const midBatch = (p: MemberProcess) =>
+  eventually(
+    `${p.proc} in the middle of a batch`,
+    () => {
+      const lines = p.lines
+      for (let i = lines.length - 1; i >= 0; i--) {
+        const l = lines[i]!
+        if (l.ev !== "begin") continue
+        const batch = lastOf(
+          lines.slice(0, i),
+          (b) => b.ev === "batch" && (b.ids as Array<string>).includes(l.id as string),
+        )
+        const ids = (batch?.ids as Array<string> | undefined) ?? []
+        const finished = lines.some((d, j) => j > i && d.ev === "done" && d.id === l.id)
+        const at = ids.indexOf(l.id as string)
+        return ids.length >= 4 && at >= 1 && at <= ids.length - 3 && !finished
+      }
+      return false
+    },
+    60_000,
+    2,
+  )
+
+/** Ids `p` started but did not finish. */
+const inFlight = (p: MemberProcess): Array<string> => {
+  const done = new Set(p.lines.filter((l) => l.ev === "done").map((l) => l.id as string))
+  return begins(p.lines)
+    .filter((l) => !done.has(l.id as string))
+    .map((l) => l.id as string)
+}
+
+/** Ids `p` read in a batch and did not finish (started or not): pending for it when it dies. */
+const unfinished = (p: MemberProcess): Array<string> => {
+  const done = new Set(p.lines.filter((l) => l.ev === "done").map((l) => l.id as string))
+  return p.lines
+    .filter((l) => l.ev === "batch")
+    .flatMap((l) => l.ids as Array<string>)
+    .filter((id) => !done.has(id))
+}
+
+/** Each wait polls for up to 60 s; a scenario has several. */
+const SCENARIO_TIMEOUT_MS = 300_000
+
+const scenarios = (redis: () => RedisOptions) => {
+  let world: World | undefined
+  const make = () => {
+    world = new World(redis())
+    return world
+  }
+  afterEach(async () => {
+    await world?.close()
+    world = undefined
+  })
+
+  it(
+    "kill -9 in the middle of a batch: nothing lost, its pending entries re-delivered to the next owner",
+    async () => {
+      const w = make()
+      const a = w.spawn("a")
+      // the victim's handler is slow, so the kill lands inside a batch
+      const b = w.spawn("b", { handlerMs: 100 })
+      const c = w.spawn("c")
+      await w.settled([a, b, c], "3 members own every shard")
+      await w.startProduction()
+      await midBatch(b)
+      b.signal("SIGKILL")
+      const killedAt = Date.now()
+      await b.exited
+      await sleep(50) // lines already in the pipe
+      // what it read and did not finish: the rest of the batch it died in
+      const lost = unfinished(b)
+      const bShards = ownedNow(b.lines)
+      expect(lost.length).toBeGreaterThanOrEqual(2)
+      await w.settled([a, c], "the survivors own every shard")
+      await sleep(1_000)
+      await w.drained()
+      w.commonChecks()
+      // each entry the dead process had read and not finished is started again by a survivor, as a re-delivery
+      const survivors = begins([...a.lines, ...c.lines])
+      for (const id of lost)
+        expect(
+          survivors.some((l) => l.id === id && (l.dc as number) >= 2 && l.t >= killedAt),
+          `${id} re-delivered`,
+        ).toBe(true)
+      // the dead process's shards went to the survivors after the kill
+      for (const shard of bShards)
+        expect(
+          [...a.lines, ...c.lines].some(
+            (l) => l.ev === "assigned" && l.shard === shard && (l.at as number) >= killedAt - 1,
+          ),
+        ).toBe(true)
+    },
+    SCENARIO_TIMEOUT_MS,
+  )
+
+  it(
+    "SIGSTOP past the session, then SIGCONT: fenced, its late work re-delivered, it rejoins",
+    async () => {
+      const w = make()
+      const a = w.spawn("a")
+      const b = w.spawn("b", { handlerMs: 100 })
+      const c = w.spawn("c")
+      await w.settled([a, b, c], "3 members own every shard")
+      await w.startProduction()
+      await midBatch(b)
+      b.signal("SIGSTOP")
+      const stoppedAt = Date.now()
+      await sleep(50)
+      const bOwned = ownedNow(b.lines)
+      const bTokens = new Map(
+        b.lines
+          .filter((l) => l.ev === "assigned")
+          .map((l) => [l.shard as number, l.token as number]),
+      )
+      // entries b read before it was stopped (its batches)
+      const readBeforeStop = new Set(
+        b.lines.filter((l) => l.ev === "batch").flatMap((l) => l.ids as Array<string>),
+      )
+      // its shards go to the others, with higher owner tokens (the store's fence)
+      await w.settled([a, c], "a and c own every shard while b is stopped")
+      const takeovers = [...a.lines, ...c.lines].filter(
+        (l) => l.ev === "assigned" && bOwned.has(l.shard as number) && l.t > stoppedAt,
+      )
+      for (const shard of bOwned) {
+        const t = takeovers.find((l) => l.shard === shard)
+        expect(t, `shard ${shard} taken over`).toBeDefined()
+        expect(t!.token as number).toBeGreaterThan(bTokens.get(shard)!)
+      }
+      b.signal("SIGCONT")
+      const resumedAt = Date.now()
+      // it learns it lost its shards (self-fence, fence or a refused read / ack) ...
+      await b.waitFor(
+        "b notices the fence",
+        (l) => (l.ev === "lost" || l.ev === "staleOwner") && l.t >= resumedAt,
+      )
+      // ... rejoins and owns shards again
+      await b.waitFor("b rejoins", (l) => l.ev === "joined" && l.t >= resumedAt)
+      await w.settled([a, b, c], "3 members own every shard again")
+      const rejoinedAt = lastOf(b.lines, (l) => l.ev === "assigned")!.at as number
+      await b.waitFor("b handles messages again", (l) => l.ev === "begin" && l.t > rejoinedAt)
+      await w.drained()
+      w.commonChecks()
+      // everything b started after SIGCONT under its old ownership (before its
+      // first new assignment) came from a batch it read before it was stopped
+      // (its reads after the fence returned nothing), and was started by the
+      // new owner too (b's acks did not count)
+      const firstNewAssignment = (shard: number) =>
+        (b.lines.find((l) => l.ev === "assigned" && l.shard === shard && l.t >= resumedAt)?.at as
+          | number
+          | undefined) ?? Number.POSITIVE_INFINITY
+      const late = begins(b.lines).filter(
+        (l) => l.t >= resumedAt && l.t < firstNewAssignment(l.shard as number),
+      )
+      const others = begins([...a.lines, ...c.lines])
+      for (const l of late) {
+        expect(readBeforeStop.has(l.id as string), `${l.id} read before the stop`).toBe(true)
+        expect(
+          others.some((o) => o.id === l.id && o.t > stoppedAt),
+          `${l.id} (started by b after SIGCONT) also handled by the new owner`,
+        ).toBe(true)
+      }
+      // what b had in flight when it was stopped was re-delivered to the new owners
+      const stuck = begins(b.lines).filter(
+        (l) =>
+          l.t < stoppedAt &&
+          !b.lines.some((d) => d.ev === "done" && d.id === l.id && d.t < stoppedAt),
+      )
+      expect(stuck.length).toBeGreaterThan(0)
+      for (const l of stuck)
+        expect(
+          others.some((o) => o.id === l.id && (o.dc as number) >= 2),
+          `${l.id}`,
+        ).toBe(true)
+    },
+    SCENARIO_TIMEOUT_MS,
+  )
+
+  it(
+    "rolling restart of every member: never two owners at once, no re-delivery",
+    async () => {
+      const w = make()
+      const first = ["a", "b", "c"].map((id) => w.spawn(id))
+      await w.settled(first, "3 members own every shard")
+      await w.startProduction()
+      let current = [...first]
+      for (const old of first) {
+        await sleep(500)
+        const exit = await old.stop()
+        expect(exit, `${old.proc} exit`).toEqual({ code: 0, signal: null })
+        const fresh = w.spawn(old.config.memberId)
+        current = [...current.filter((p) => p !== old), fresh]
+        await w.settled(current, `${fresh.proc} took its share`)
+      }
+      await sleep(500)
+      await w.drained()
+      for (const p of current) expect(await p.stop()).toEqual({ code: 0, signal: null })
+      w.commonChecks()
+      const intervals = ownershipIntervals(w.lines)
+      expect(intervals.length).toBeGreaterThan(SHARDS)
+      expect(overlappingOwners(intervals).join("\n"), "two owners at once").toBe("")
+      expect(handledOutsideOwnership(w.lines, intervals).join("\n"), "handled unowned").toBe("")
+      expect(begins(w.lines).filter((l) => (l.dc as number) > 1)).toEqual([])
+      expect(begins(w.lines)).toHaveLength(w.produced)
+    },
+    SCENARIO_TIMEOUT_MS,
+  )
+
+  it(
+    "graceful stop: its shards drain and move, no re-delivery",
+    async () => {
+      const w = make()
+      const a = w.spawn("a")
+      const b = w.spawn("b", { handlerMs: 100 })
+      const c = w.spawn("c")
+      await w.settled([a, b, c], "3 members own every shard")
+      await w.startProduction()
+      await midBatch(b)
+      expect(await b.stop()).toEqual({ code: 0, signal: null })
+      expect(b.has((l) => l.ev === "exit")).toBe(true)
+      expect(inFlight(b)).toEqual([])
+      await w.settled([a, c], "a and c own every shard")
+      await sleep(500)
+      await w.drained()
+      w.commonChecks()
+      const intervals = ownershipIntervals(w.lines)
+      expect(intervals.length).toBeGreaterThan(SHARDS)
+      expect(overlappingOwners(intervals).join("\n"), "two owners at once").toBe("")
+      expect(handledOutsideOwnership(w.lines, intervals).join("\n"), "handled unowned").toBe("")
+      expect(begins(w.lines).filter((l) => (l.dc as number) > 1)).toEqual([])
+      expect(begins(w.lines)).toHaveLength(w.produced)
+    },
+    SCENARIO_TIMEOUT_MS,
+  )
+}
+
+describe("member processes on one redis-server", () => {
+  const server = useRedisServer("redis7")
+  scenarios(() => ({ url: server().url }))
+})
+
+describe("member processes on a 3-node Redis Cluster", () => {
+  const cluster = useRedisCluster("redis7")
+  scenarios(() => ({ nodes: cluster().nodes.map((n) => `${n.host}:${n.port}`) }))
+})

@@ -1,0 +1,140 @@
+/**
+ * One member process of the real-process tests (test/redis/processes.test.ts):
+ * a runtime on Redis with one explicit member (`consumer`, batch handler)
+ * whose every handled message and every ownership event is one JSON line on
+ * stdout, so the test can check the group from outside after `kill -9`,
+ * SIGSTOP / SIGCONT, SIGTERM or a rolling restart.
+ *
+ * argv[2]: JSON `MemberProcessConfig`. Lines (`t`: wall-clock ms with
+ * sub-ms precision, comparable across processes on one machine):
+ * - `{ ev: "ready" }` once started;
+ * - `{ ev: "batch", shard, ids }` when a batch reaches the handler;
+ * - `{ ev: "begin" | "done", shard, id, n, key, dc }` around each message
+ *   (`{ ev: "aborted", shard, id }` instead of `done` when its signal fired:
+ *   the handler gives up, as a handler should);
+ * - `{ ev: <runtime event type>, at, shard?, shards?, token?, reason? }` for
+ *   joined, assigned, revoking, revoked, lost, staleOwner, left,
+ *   coordinatorElected, coordinatorResigned;
+ * - `{ ev: "exit" }` after a graceful stop (SIGTERM).
+ * stdout is a pipe, and pipe writes are synchronous on Linux: a line written
+ * before a SIGKILL reaches the test.
+ */
+
+import { consumer, type Message, start } from "../../../src/index.js"
+import type { RedisOptions } from "../../../src/Redis.js"
+
+export interface MemberProcessConfig {
+  readonly redis: RedisOptions
+  readonly stream: string
+  readonly group: string
+  readonly memberId: string
+  readonly shardCount: number
+  readonly sessionTimeoutMs: number
+  readonly heartbeatIntervalMs: number
+  readonly rebalanceTimeoutMs: number
+  readonly batchSize: number
+  readonly workers: number
+  /** Each message's handler takes this long. */
+  readonly handlerMs: number
+}
+
+const config = JSON.parse(process.argv[2]!) as MemberProcessConfig
+const now = () => performance.timeOrigin + performance.now()
+const log = (line: Record<string, unknown>) => {
+  process.stdout.write(`${JSON.stringify({ t: now(), ...line })}\n`)
+}
+/** Resolves after `ms`, or at once when `signal` fires. */
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, ms)
+    signal.addEventListener(
+      "abort",
+      () => {
+        clearTimeout(timer)
+        resolve()
+      },
+      { once: true },
+    )
+  })
+const describe = (m: Message) => ({
+  shard: m.shard,
+  id: m.id,
+  n: Number(m.fields.n),
+  key: m.key,
+  dc: m.deliveryCount,
+})
+
+const logged = new Set([
+  "joined",
+  "assigned",
+  "revoking",
+  "revoked",
+  "lost",
+  "staleOwner",
+  "left",
+  "coordinatorElected",
+  "coordinatorResigned",
+])
+
+const runtime = await start({
+  redis: config.redis,
+  memberBase: config.memberId,
+  shutdownTimeoutMs: 20_000,
+  handleSignals: false,
+  onEvent: (e) => {
+    if (!logged.has(e.type)) return
+    const { type, stream: _s, group: _g, ...rest } = e as unknown as Record<string, unknown>
+    log({ ev: type, ...rest })
+  },
+  consumers: [
+    consumer({
+      stream: config.stream,
+      group: config.group,
+      memberId: config.memberId,
+      shardCount: config.shardCount,
+      sessionTimeoutMs: config.sessionTimeoutMs,
+      heartbeatIntervalMs: config.heartbeatIntervalMs,
+      rebalanceTimeoutMs: config.rebalanceTimeoutMs,
+      batchSize: config.batchSize,
+      runtimeMaxConcurrency: config.workers,
+      idleWaitMs: 500,
+      // as a well-behaved handler does, it gives up when its signal fires
+      // (revoked past the drain deadline, fenced, stopped)
+      eachBatch: async (batch, { resolve, signal }) => {
+        log({ ev: "batch", shard: batch.shard, ids: batch.messages.map((m) => m.id) })
+        for (const m of batch.messages) {
+          if (signal.aborted) {
+            log({ ev: "aborted", shard: batch.shard, id: m.id })
+            // throw, not return: a batch handler that returns resolves the whole batch
+            throw new Error("aborted")
+          }
+          log({ ev: "begin", ...describe(m) })
+          if (config.handlerMs > 0) await sleep(config.handlerMs, signal)
+          if (signal.aborted) {
+            log({ ev: "aborted", shard: batch.shard, id: m.id })
+            // throw, not return: a batch handler that returns resolves the whole batch
+            throw new Error("aborted")
+          }
+          log({ ev: "done", ...describe(m) })
+          resolve(m)
+        }
+      },
+    }),
+  ],
+})
+log({ ev: "ready" })
+
+const stop = () => {
+  void runtime.stop().then(
+    () => {
+      log({ ev: "exit" })
+      process.exit(0)
+    },
+    (error: unknown) => {
+      log({ ev: "stopFailed", error: String(error) })
+      process.exit(1)
+    },
+  )
+}
+process.once("SIGTERM", stop)
+process.once("SIGINT", stop)

@@ -1,0 +1,54 @@
+/**
+ * The producer on real Redis (docs/runtime.md, "Producer"): idempotent sends
+ * (a retried send with the same message id, even from another process with
+ * the same producer id, is stored once) and trimming (XADD MAXLEN).
+ */
+import { ShardStreams } from "@shardline/core"
+import { expect, it } from "vitest"
+import * as LayoutSource from "../../src/LayoutSource.js"
+import { start } from "../../src/Runtime.js"
+import { useRedisServer } from "../support/redis.js"
+
+const server = useRedisServer("redis7")
+const xlen = (stream: string) =>
+  Number(server().cli("XLEN", ShardStreams.shardKey(stream, 0)).trim())
+
+it("an idempotent send retried (same producer id and message id) is stored once", async () => {
+  const stream = "idempotent"
+  const layout = LayoutSource.fixed({ [stream]: 1 })
+  const a = await start({ redis: { url: server().url }, handleSignals: false })
+  const b = await start({ redis: { url: server().url }, handleSignals: false })
+  try {
+    const first = a.producer(stream, { layout, idempotent: { producerId: "billing-1" } })
+    const sent = await first.send("k", { n: "1" }, { idempotencyKey: "order-1" })
+    const again = await first.send("k", { n: "1" }, { idempotencyKey: "order-1" })
+    expect(again.id).toBe(sent.id)
+    // the same producer id in another process (a restarted pod retrying)
+    const restarted = b.producer(stream, { layout, idempotent: { producerId: "billing-1" } })
+    expect((await restarted.send("k", { n: "1" }, { idempotencyKey: "order-1" })).id).toBe(sent.id)
+    // another message id, or another producer, is a new entry
+    await first.send("k", { n: "2" }, { idempotencyKey: "order-2" })
+    const other = b.producer(stream, { layout, idempotent: { producerId: "billing-2" } })
+    await other.send("k", { n: "1" }, { idempotencyKey: "order-1" })
+    expect(xlen(stream)).toBe(3)
+  } finally {
+    await Promise.all([a.stop(), b.stop()])
+  }
+})
+
+it("a producer's trim keeps the shard stream at maxLen", async () => {
+  const stream = "trimmed"
+  const runtime = await start({ redis: { url: server().url }, handleSignals: false })
+  try {
+    const producer = runtime.producer(stream, {
+      layout: LayoutSource.fixed({ [stream]: 1 }),
+      trim: { maxLen: 5 },
+    })
+    for (let n = 0; n < 20; n++) await producer.send("k", { n: String(n) })
+    expect(xlen(stream)).toBe(5)
+    const last = server().cli("XREVRANGE", ShardStreams.shardKey(stream, 0), "+", "-", "COUNT", "1")
+    expect(last).toContain("19")
+  } finally {
+    await runtime.stop()
+  }
+})

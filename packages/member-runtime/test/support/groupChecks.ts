@@ -1,0 +1,173 @@
+/**
+ * Checks over the lines member processes wrote (test/support/processes.ts):
+ * per-key order, every message handled, ownership intervals per shard.
+ * Pure functions over the collected lines; each returns the violations it
+ * found (empty when the rule held), so a failure prints what went wrong.
+ */
+import type { Line } from "./processes.js"
+
+export const begins = (lines: ReadonlyArray<Line>) => lines.filter((l) => l.ev === "begin")
+export const dones = (lines: ReadonlyArray<Line>) => lines.filter((l) => l.ev === "done")
+
+/**
+ * Handler starts by a process that was no longer the shard's latest owner:
+ * a newer `assigned` of the shard to another process came before it (a
+ * fenced process finishing a batch it read before the fence).
+ */
+export const isZombie = (lines: ReadonlyArray<Line>): ((begin: Line) => boolean) => {
+  const assigned = lines
+    .filter((l) => l.ev === "assigned")
+    .map((l) => ({ proc: l.proc, shard: l.shard as number, at: l.at as number }))
+    .sort((a, b) => a.at - b.at)
+  return (begin) => {
+    let latest: string | undefined
+    for (const a of assigned) {
+      if (a.at > begin.t) break
+      if (a.shard === begin.shard) latest = a.proc
+    }
+    return latest !== undefined && latest !== begin.proc
+  }
+}
+
+/**
+ * Per-key order on every handled message: for each key, the handler starts
+ * (`begin` lines of every process, by time) of the shard's current owner
+ * walk the key's produced sequence in order, where a re-delivery may restart
+ * from an earlier message (the pending entries of a crashed or fenced owner)
+ * but never skip one: each start is the next message after the previous
+ * start, or a rewind to an earlier one. Starts by a fenced process after
+ * another took the shard (`isZombie`) are left out: its reads and acks are
+ * refused, and the scenarios check that the new owner handled those
+ * messages too.
+ */
+export const perKeyOrderViolations = (
+  lines: ReadonlyArray<Line>,
+  producedByKey: ReadonlyMap<string, ReadonlyArray<number>>,
+): Array<string> => {
+  const out: Array<string> = []
+  const byKey = new Map<string, Array<Line>>()
+  const zombie = isZombie(lines)
+  for (const l of begins(lines)) {
+    if (zombie(l)) continue
+    const key = l.key as string
+    const list = byKey.get(key) ?? []
+    list.push(l)
+    byKey.set(key, list)
+  }
+  for (const [key, list] of byKey) {
+    const produced = producedByKey.get(key) ?? []
+    const position = new Map(produced.map((n, i) => [n, i]))
+    list.sort((a, b) => a.t - b.t)
+    let last = -1
+    for (const l of list) {
+      const pos = position.get(l.n as number)
+      if (pos === undefined) {
+        out.push(`${key}: n=${l.n} was never produced`)
+        continue
+      }
+      if (pos > last + 1)
+        out.push(
+          `${key}: ${l.proc} started n=${l.n} (#${pos}) after #${last} (n=${produced[last] ?? "none"}): skipped ${pos - last - 1}`,
+        )
+      last = pos
+    }
+  }
+  return out
+}
+
+/** Messages (by `n`) no process finished handling as the shard's current owner (see `isZombie`). */
+export const unhandled = (lines: ReadonlyArray<Line>, total: number): Array<number> => {
+  const zombie = isZombie(lines)
+  const done = new Set(
+    dones(lines)
+      .filter((l) => !zombie(l))
+      .map((l) => l.n as number),
+  )
+  const out: Array<number> = []
+  for (let n = 0; n < total; n++) if (!done.has(n)) out.push(n)
+  return out
+}
+
+export interface Interval {
+  readonly proc: string
+  readonly shard: number
+  readonly start: number
+  /** Infinity while open (or when the process died without a word). */
+  readonly end: number
+}
+
+/**
+ * Ownership intervals per shard, from each process's events: from
+ * `assigned` (its `at`) to the first of `revoked` of that shard, `lost`
+ * naming it, `left`, or the graceful `exit` line.
+ */
+export const ownershipIntervals = (lines: ReadonlyArray<Line>): Array<Interval> => {
+  const out: Array<Interval> = []
+  const byProc = new Map<string, Array<Line>>()
+  for (const l of lines) {
+    const list = byProc.get(l.proc) ?? []
+    list.push(l)
+    byProc.set(l.proc, list)
+  }
+  for (const [proc, list] of byProc) {
+    const open = new Map<number, number>()
+    const close = (shard: number, at: number) => {
+      const start = open.get(shard)
+      if (start === undefined) return
+      open.delete(shard)
+      out.push({ proc, shard, start, end: at })
+    }
+    for (const l of list) {
+      const at = (l.at as number | undefined) ?? l.t
+      if (l.ev === "assigned") open.set(l.shard as number, at)
+      else if (l.ev === "revoked") close(l.shard as number, at)
+      else if (l.ev === "lost") for (const s of l.shards as Array<number>) close(s, at)
+      else if (l.ev === "left" || l.ev === "exit") for (const s of [...open.keys()]) close(s, at)
+    }
+    for (const [shard, start] of open)
+      out.push({ proc, shard, start, end: Number.POSITIVE_INFINITY })
+  }
+  return out
+}
+
+/** Two processes owning one shard at once (intervals of different processes overlapping). */
+export const overlappingOwners = (intervals: ReadonlyArray<Interval>): Array<string> => {
+  const out: Array<string> = []
+  for (let i = 0; i < intervals.length; i++)
+    for (let j = i + 1; j < intervals.length; j++) {
+      const a = intervals[i]!
+      const b = intervals[j]!
+      if (a.shard !== b.shard || a.proc === b.proc) continue
+      if (a.start < b.end && b.start < a.end)
+        out.push(
+          `shard ${a.shard}: ${a.proc} [${a.start}, ${a.end}] overlaps ${b.proc} [${b.start}, ${b.end}]`,
+        )
+    }
+  return out
+}
+
+/** Handler starts outside every ownership interval of their process for that shard (1 ms slack: `at` is whole ms). */
+export const handledOutsideOwnership = (
+  lines: ReadonlyArray<Line>,
+  intervals: ReadonlyArray<Interval>,
+): Array<string> =>
+  begins(lines)
+    .filter(
+      (l) =>
+        !intervals.some(
+          (i) => i.proc === l.proc && i.shard === l.shard && l.t >= i.start && l.t <= i.end + 1,
+        ),
+    )
+    .map((l) => `${l.proc} started ${l.id} of shard ${l.shard} at ${l.t} without owning it`)
+
+/** The shards a process owns now, from its events. */
+export const ownedNow = (lines: ReadonlyArray<Line>): Set<number> => {
+  const owned = new Set<number>()
+  for (const l of lines) {
+    if (l.ev === "assigned") owned.add(l.shard as number)
+    else if (l.ev === "revoked") owned.delete(l.shard as number)
+    else if (l.ev === "lost") for (const s of l.shards as Array<number>) owned.delete(s)
+    else if (l.ev === "left" || l.ev === "exit") owned.clear()
+  }
+  return owned
+}

@@ -1,0 +1,112 @@
+/**
+ * Member processes for the real-process tests: builds
+ * test/redis/procs/member.ts into one ESM file (tsup, dependencies external,
+ * as the package build), spawns it as child Node processes and collects the
+ * JSON lines each one writes (see that file for the line format).
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import path from "node:path"
+import { build } from "tsup"
+import type { MemberProcessConfig } from "../redis/procs/member.js"
+import { eventually } from "./redis.js"
+
+const here = import.meta.dirname
+export const MEMBER_SCRIPT = path.resolve(here, "../redis/procs/dist/member.js")
+
+/** Builds the member script (a few seconds); call once per test file, in `beforeAll`. */
+export const buildMemberScript = () =>
+  build({
+    config: false,
+    entry: { member: path.resolve(here, "../redis/procs/member.ts") },
+    outDir: path.dirname(MEMBER_SCRIPT),
+    format: ["esm"],
+    dts: false,
+    clean: false,
+    silent: true,
+    target: "node20",
+  })
+
+export interface Line {
+  readonly t: number
+  readonly ev: string
+  readonly [field: string]: unknown
+  /** Set by the parent: which process wrote it (`<memberId>#<start number>`). */
+  readonly proc: string
+  readonly memberId: string
+}
+
+let started = 0
+
+export class MemberProcess {
+  readonly lines: Array<Line> = []
+  readonly proc: string
+  readonly child: ChildProcess
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
+  stderr = ""
+  private partial = ""
+
+  constructor(readonly config: MemberProcessConfig) {
+    this.proc = `${config.memberId}#${++started}`
+    this.child = spawn(process.execPath, [MEMBER_SCRIPT, JSON.stringify(config)], {
+      stdio: ["ignore", "pipe", "pipe"],
+    })
+    this.child.stdout!.setEncoding("utf8")
+    this.child.stdout!.on("data", (chunk: string) => {
+      const text = this.partial + chunk
+      const parts = text.split("\n")
+      this.partial = parts.pop()!
+      for (const part of parts)
+        if (part.trim() !== "")
+          this.lines.push({ ...JSON.parse(part), proc: this.proc, memberId: config.memberId })
+    })
+    this.child.stderr!.setEncoding("utf8")
+    this.child.stderr!.on("data", (chunk: string) => {
+      this.stderr += chunk
+    })
+    this.exited = new Promise((resolve) =>
+      this.child.on("exit", (code, signal) => resolve({ code, signal })),
+    )
+  }
+
+  get pid(): number {
+    return this.child.pid!
+  }
+
+  has(predicate: (line: Line) => boolean): boolean {
+    return this.lines.some(predicate)
+  }
+
+  /** Waits (up to 60 s) until a line matches; fails with the process's stderr. */
+  async waitFor(what: string, predicate: (line: Line) => boolean, timeoutMs = 60_000) {
+    await eventually(
+      `${this.proc}: ${what}\n${this.stderr.slice(-2_000)}`,
+      () => this.lines.some(predicate),
+      timeoutMs,
+    )
+    return this.lines.find(predicate)!
+  }
+
+  signal(signal: NodeJS.Signals): void {
+    this.child.kill(signal)
+  }
+
+  /** SIGTERM (graceful stop) and wait for the exit; SIGKILL if it takes over `timeoutMs`. */
+  async stop(timeoutMs = 60_000): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return this.exited
+    this.signal("SIGTERM")
+    const timer = setTimeout(() => this.signal("SIGKILL"), timeoutMs)
+    try {
+      return await this.exited
+    } finally {
+      clearTimeout(timer)
+    }
+  }
+
+  /** Ends it whatever its state (afterEach cleanup): SIGCONT then SIGKILL. */
+  async kill(): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return
+    this.signal("SIGCONT")
+    this.signal("SIGKILL")
+    await this.exited
+  }
+}
