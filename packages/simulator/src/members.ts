@@ -473,18 +473,10 @@ export class Members {
     // `cutover-before-drain`: it asks with a batch in flight too).
     if (run.batch !== null && this.ctx.options.broken !== "cutover-before-drain") return
     if (!p.leaseValid(w.now) || p.slot.partStore || !data.drained(shard)) return
-    // Finding F4 (docs/simulator.md): the stream seals a shard before the
-    // group's leader adopts the new generation (it follows the stream at its
-    // next lease renewal), and a drained report of a shard of the leader's
-    // current layout fences the member. Unless `--strict`, the runtime holds
-    // the report back until its machine knows a layout past the shard.
-    if (
-      this.ctx.options.strict !== true &&
-      (p.layout === undefined || shard >= p.layout.firstShard)
-    ) {
-      w.count("finding:exhaustedBeforeAdoption")
-      return
-    }
+    // Finding F4 (docs/simulator.md), fixed in core: the stream seals a shard
+    // before the group's leader adopts the new generation; the leader ignores
+    // a drained report of a shard of its current layout until it adopts it,
+    // and the machine repeats the report until then. No hold-back here.
     run.exhausted = true
     w.count("reshard:shardExhausted")
     this.exec(p, MemberMachine.step(p.state, { _tag: "ShardExhausted", shard }))

@@ -97,27 +97,18 @@ describe("broken variant (cutover-before-drain)", () => {
   )
 })
 
-// Finding F4 (docs/simulator.md): the stream seals a shard before the leader
-// adopts the new generation, and an idle read loop's drained report of it is
-// an invalid report for that leader: the member is fenced. The simulated
-// runtime holds the report back until its machine knows the new layout;
-// `--strict` reports at once, as the member runtime does, and fails.
+// Finding F4 (docs/simulator.md), fixed in core: the stream seals a shard
+// before the leader adopts the new generation, so an idle read loop finds it
+// drained and reports it first. That report used to fence the member; the
+// leader now ignores it until it adopts the generation, and the member
+// repeats it until then. This seed failed (requests checker: an honest report
+// fenced) before the fix, with the report sent at once as the runtime does.
 describe("finding F4: a drained report before the leader adopted the reshard", () => {
   const o = reshardOptions("reshard-up", 1, { members: 4, ratePerShard: 20, faults: "none" })
 
-  it("fences an honest member with --strict", () => {
+  it("an honest member reporting a sealed shard drained before adoption is not fenced", () => {
     const { summary } = runSeed({ ...o, strict: true })
-    const fenced = summary.violations.filter(
-      (v) =>
-        v.checker === "requests" &&
-        v.message.includes("drained, which belongs to the current layout"),
-    )
-    expect(fenced.length).toBeGreaterThan(0)
-  })
-
-  it("passes when the report waits for the new layout", () => {
-    const { summary } = runSeed(o)
     expect(summary.violations).toEqual([])
-    expect(summary.counters["finding:exhaustedBeforeAdoption"]).toBeGreaterThan(0)
+    expect(summary.counters["reshard:shardExhausted"]).toBeGreaterThan(0)
   })
 })
