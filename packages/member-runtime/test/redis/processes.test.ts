@@ -374,7 +374,13 @@ const scenarios = (redis: () => RedisOptions) => {
     "rolling restart of every member: never two owners at once, no re-delivery",
     async () => {
       const w = make()
-      const first = ["a", "b", "c"].map((id) => w.spawn(id))
+      // a longer session here: the restarts hand the embedded coordinator
+      // from process to process, and on this loaded machine one handover
+      // once took over the 3.2 s lease of a 4 s session (both survivors
+      // self-fenced and re-delivered their in-flight batches: safe, but not
+      // the "no re-delivery" this scenario checks)
+      const graceful = { sessionTimeoutMs: 10_000 }
+      const first = ["a", "b", "c"].map((id) => w.spawn(id, graceful))
       await w.settled(first, "3 members own every shard")
       await w.startProduction()
       let current = [...first]
@@ -382,7 +388,7 @@ const scenarios = (redis: () => RedisOptions) => {
         await sleep(500)
         const exit = await old.stop()
         expect(exit, `${old.proc} exit`).toEqual({ code: 0, signal: null })
-        const fresh = w.spawn(old.config.memberId)
+        const fresh = w.spawn(old.config.memberId, graceful)
         current = [...current.filter((p) => p !== old), fresh]
         await w.settled(current, `${fresh.proc} took its share`)
       }
@@ -394,7 +400,13 @@ const scenarios = (redis: () => RedisOptions) => {
       expect(intervals.length).toBeGreaterThan(SHARDS)
       expect(overlappingOwners(intervals).join("\n"), "two owners at once").toBe("")
       expect(handledOutsideOwnership(w.lines, intervals).join("\n"), "handled unowned").toBe("")
-      expect(begins(w.lines).filter((l) => (l.dc as number) > 1)).toEqual([])
+      expect(
+        begins(w.lines)
+          .filter((l) => (l.dc as number) > 1)
+          .map((l) => `${l.proc} ${l.id} dc=${l.dc}`)
+          .join("\n"),
+        "re-deliveries",
+      ).toBe("")
       expect(begins(w.lines)).toHaveLength(w.produced)
     },
     SCENARIO_TIMEOUT_MS,
@@ -404,9 +416,11 @@ const scenarios = (redis: () => RedisOptions) => {
     "graceful stop: its shards drain and move, no re-delivery",
     async () => {
       const w = make()
-      const a = w.spawn("a")
-      const b = w.spawn("b", { handlerMs: 100 })
-      const c = w.spawn("c")
+      // a longer session, as in the rolling restart (b may be the coordinator)
+      const graceful = { sessionTimeoutMs: 10_000 }
+      const a = w.spawn("a", graceful)
+      const b = w.spawn("b", { ...graceful, handlerMs: 100 })
+      const c = w.spawn("c", graceful)
       await w.settled([a, b, c], "3 members own every shard")
       await w.startProduction()
       await midBatch(b)
@@ -421,7 +435,13 @@ const scenarios = (redis: () => RedisOptions) => {
       expect(intervals.length).toBeGreaterThan(SHARDS)
       expect(overlappingOwners(intervals).join("\n"), "two owners at once").toBe("")
       expect(handledOutsideOwnership(w.lines, intervals).join("\n"), "handled unowned").toBe("")
-      expect(begins(w.lines).filter((l) => (l.dc as number) > 1)).toEqual([])
+      expect(
+        begins(w.lines)
+          .filter((l) => (l.dc as number) > 1)
+          .map((l) => `${l.proc} ${l.id} dc=${l.dc}`)
+          .join("\n"),
+        "re-deliveries",
+      ).toBe("")
       expect(begins(w.lines)).toHaveLength(w.produced)
     },
     SCENARIO_TIMEOUT_MS,
