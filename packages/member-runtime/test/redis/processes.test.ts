@@ -196,7 +196,8 @@ const lastOf = <A>(list: ReadonlyArray<A>, predicate: (a: A) => boolean): A | un
  * Waits until `p` is in the middle of a batch: a batch of >= 4 entries whose
  * 2nd or a later entry started and has not finished, with at least two more
  * after it, so the batch is still running when the caller acts on it (the
- * victims' handlers take 100 ms per entry).
+ * victims' handlers take 1 s per entry until they are resumed, far longer
+ * than this process takes to notice the line).
  */
 const midBatch = (p: MemberProcess) =>
   eventually(
@@ -258,7 +259,8 @@ const scenarios = (redis: () => RedisOptions) => {
       const w = make()
       const a = w.spawn("a")
       // the victim's handler is slow, so the kill lands inside a batch
-      const b = w.spawn("b", { handlerMs: 100 })
+      // slow (1 s per message) until resumed: the kill / stop lands inside a batch
+      const b = w.spawn("b", { slowUntilContMs: 1_000 })
       const c = w.spawn("c")
       await w.settled([a, b, c], "3 members own every shard")
       await w.startProduction()
@@ -298,7 +300,8 @@ const scenarios = (redis: () => RedisOptions) => {
     async () => {
       const w = make()
       const a = w.spawn("a")
-      const b = w.spawn("b", { handlerMs: 100 })
+      // slow (1 s per message) until resumed: the kill / stop lands inside a batch
+      const b = w.spawn("b", { slowUntilContMs: 1_000 })
       const c = w.spawn("c")
       await w.settled([a, b, c], "3 members own every shard")
       await w.startProduction()
