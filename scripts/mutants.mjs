@@ -15,6 +15,7 @@
 const C = "coordinator/Coordinator.ts"
 const M = "member/MemberMachine.ts"
 const D = "coordinator/internal/Draft.ts"
+const SP = "coordinator/internal/ShardSpace.ts"
 
 export const mutants = [
   {
@@ -233,6 +234,28 @@ export const mutants = [
     file: C,
     find: "    .map((m) => ({ id: m.memberId, weight: m.weight }))\n",
     replace: "    .map((m) => ({ id: m.memberId }))\n",
+  },
+  {
+    name: "no-hold-back",
+    why: "a shard of a new layout generation is granted before the earlier shards overlapping it are drained (docs/resharding.md)",
+    file: C,
+    find: "    if (draft.revocationOf(s) !== null || (cur === null && blocked(view, s))) pending.push(s)\n",
+    replace: "    if (draft.revocationOf(s) !== null) pending.push(s)\n",
+  },
+  {
+    name: "hold-back-only-previous-generation",
+    why: "a shard waits only for the generation just before its own, not for every earlier one (a rollback mid-migration)",
+    file: SP,
+    find: "  for (const g of view.generations) {\n    if (g.generation >= own.generation) break\n",
+    replace:
+      "  for (const g of view.generations.slice(-1)) {\n    if (g.generation >= own.generation) break\n",
+  },
+  {
+    name: "migration-completes-early",
+    why: "the migration completes once any earlier generation is drained, not every one",
+    file: C,
+    find: "  if (view.generations.every((g) => allDrained(draft, g))) completeMigration(draft)\n",
+    replace: "  if (view.generations.some((g) => allDrained(draft, g))) completeMigration(draft)\n",
   },
   {
     name: "host-commits-without-lease-check",

@@ -9,6 +9,7 @@ export default defineConfig({
     "src/runtimeRedis.ts",
     "src/assignorWalkthrough.ts",
     "src/reshard.ts",
+    "src/simulatorReshard.ts",
   ],
   format: ["esm"],
   dts: true,

@@ -20,9 +20,9 @@
 import { Layout, ShardStreams, StreamLayouts } from "@shardline/core"
 import type { Message } from "@shardline/member-runtime"
 import { consumer, KEY_FIELD, memoryPorts, start } from "@shardline/member-runtime"
-import { Effect } from "effect"
+import { RedisPorts } from "@shardline/redis-store"
+import { Effect, ManagedRuntime } from "effect"
 
-const stream = "orders"
 const group = "billing"
 export const reshardTiming = {
   sessionTimeoutMs: 3_000,
@@ -30,6 +30,7 @@ export const reshardTiming = {
   heartbeatIntervalMs: 200,
 } as const
 
+let runs = 0
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
 export interface PauseStats {
@@ -89,9 +90,22 @@ export const reshardPause = async (options: {
   readonly keysPerShard?: number
   /** Wait this long between the reshard and the resume (the coordinator follows layouts at lease renewals). */
   readonly resumeAfterMs?: number
+  /** Run on this Redis (each runtime with its own connections) instead of shared memory ports. */
+  readonly redisUrl?: string
 }): Promise<ReshardPauseResult> => {
   const keys = keysByOldShard(options.keysPerShard ?? 16)
-  const ports = memoryPorts()
+  // a fresh stream per run: on Redis, runs share the server
+  const stream = `orders-${process.pid}-${++runs}`
+  const memory = options.redisUrl === undefined ? memoryPorts() : undefined
+  const own =
+    options.redisUrl === undefined
+      ? undefined
+      : ManagedRuntime.make(RedisPorts.layer({ url: options.redisUrl }))
+  const services = await (own === undefined
+    ? Promise.resolve({ streams: memory!.streams, layouts: memory!.layouts })
+    : own.runPromise(
+        Effect.all({ streams: ShardStreams.ShardStreams, layouts: StreamLayouts.StreamLayouts }),
+      ))
   const handled = new Map<string, { at: number; n: number }>() // `${key}/${n}` -> time
   const lastN = new Map<string, number>()
   let violations = 0
@@ -105,7 +119,7 @@ export const reshardPause = async (options: {
   const runtimes = await Promise.all(
     ["pod-a", "pod-b"].map((memberBase) =>
       start({
-        ports,
+        ...(memory !== undefined ? { ports: memory } : { redis: { url: options.redisUrl! } }),
         handleSignals: false,
         memberBase,
         consumers: [
@@ -129,7 +143,7 @@ export const reshardPause = async (options: {
       const n = written.get(key) ?? 0
       written.set(key, n + 1)
       return Effect.runPromise(
-        ports.streams.append(stream, shard, { [KEY_FIELD]: key, n: String(n) }),
+        services.streams.append(stream, shard, { [KEY_FIELD]: key, n: String(n) }),
       )
     }
     for (const [shard, ks] of keys.entries()) {
@@ -141,8 +155,8 @@ export const reshardPause = async (options: {
     if (options.resharded) {
       const stored = await Effect.runPromise(
         Layout.Reshard.reshardStream(stream, 8).pipe(
-          Effect.provideService(StreamLayouts.StreamLayouts, ports.layouts),
-          Effect.provideService(ShardStreams.ShardStreams, ports.streams),
+          Effect.provideService(StreamLayouts.StreamLayouts, services.layouts),
+          Effect.provideService(ShardStreams.ShardStreams, services.streams),
         ),
       )
       next = stored.record.generations[stored.record.generations.length - 1]!
@@ -182,5 +196,6 @@ export const reshardPause = async (options: {
     }
   } finally {
     await Promise.all(runtimes.map((r) => r.stop()))
+    await own?.dispose()
   }
 }

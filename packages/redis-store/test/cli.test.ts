@@ -103,7 +103,7 @@ for (const target of redisTargets())
               coord.lines.some((l) => l.event === "coordinator" && l.holder === "cli-coordinator"),
             )
 
-            const json = yield* runCli([
+            const inspectJson = runCli([
               "inspect",
               "--redis",
               url,
@@ -113,6 +113,18 @@ for (const target of redisTargets())
               "workers",
               "--json",
             ])
+            // inspect shows a snapshot: the coordinator may still be one
+            // heartbeat behind the members' view, so drive until it is stable
+            let json = yield* inspectJson
+            yield* runUntil([group], "inspect shows both members stable", () =>
+              Effect.gen(function* () {
+                json = yield* inspectJson
+                if (json.code !== 0) return false
+                const members = (JSON.parse(json.stdout) as { members: Array<{ state: string }> })
+                  .members
+                return members.length === 2 && members.every((m) => m.state === "STABLE")
+              }),
+            )
             assert.strictEqual(json.code, 0, json.stderr)
             const report = JSON.parse(json.stdout) as {
               members: Array<{

@@ -26,6 +26,7 @@ import {
   DrainChecker,
   ExactnessChecker,
   IntentChecker,
+  KeyOrderChecker,
   LeaseChecker,
   MessageChecker,
   OwnershipChecker,
@@ -40,6 +41,7 @@ import { CoordinatorHost } from "./coordinator.js"
 import type { Checks, Ctx } from "./ctx.js"
 import { DataPlane } from "./dataplane.js"
 import { Faults } from "./faults.js"
+import { StreamLayouts } from "./layouts.js"
 import { Lease } from "./lease.js"
 import { type Batch, Members } from "./members.js"
 import { Network, type Req } from "./network.js"
@@ -48,6 +50,7 @@ import {
   exactConvergenceHeartbeats,
   type FaultMix,
   isExact,
+  isReshard,
   livenessBoundMs,
   membersOptions,
   networkOptions,
@@ -90,6 +93,8 @@ export interface SimResult {
   readonly commits: number
   readonly lifecycleEnds: Readonly<Record<EndKind, number>>
   readonly worstStarvationWaitMs: number
+  /** Reshard runs: how long each key's consumption paused at a cutover (ms). */
+  readonly keyPausesMs: ReadonlyArray<number>
   readonly counters: Readonly<Record<string, number>>
   readonly ackedPerShard: ReadonlyArray<number>
   readonly memberIds: ReadonlyArray<string>
@@ -114,43 +119,46 @@ export class Simulation {
   ) {
     const w = new World(options)
     const mix = drawFaults(options)
-    const exact = isExact(mix)
+    const reshard = isReshard(options.scenario)
+    // A reshard moves every shard's keys: not held to the static-layout exactness rules.
+    const exact = isExact(mix) && !reshard
+    const keyCount = 8 * w.S
     this.endSafety = options.durationMs
     this.endRun = this.endSafety + livenessBoundMs + 20_000
     const report = (v: Violation) => w.violation(v)
     const ctx = { w, options, mix } as {
       -readonly [P in keyof Ctx]: Ctx[P]
     }
-    const view = new CommittedView(options.shards, {
-      released: (shard, memberId, epoch, why, time) => {
-        if (why !== "removed")
-          checks.drain.check(
-            time,
-            shard,
-            memberId,
-            why,
-            ctx.members.drainFacts(memberId, epoch, shard),
-          )
+    const view = new CommittedView(
+      w.S,
+      {
+        released: (shard, memberId, epoch, why, time) => {
+          if (why !== "removed")
+            checks.drain.check(
+              time,
+              shard,
+              memberId,
+              why,
+              ctx.members.drainFacts(memberId, epoch, shard),
+            )
+        },
+        ended: (memberId, epoch, kind, time) => {
+          if (kind !== "MemberLeft")
+            w.mark(
+              "fence",
+              `${kind.replace("Member", "").toLowerCase()} ${memberId} (epoch ${epoch})`,
+            )
+          if (kind === "MemberExpired")
+            checks.lease.expired(time, memberId, epoch, ctx.members.leaseFacts(memberId, epoch))
+        },
       },
-      ended: (memberId, epoch, kind, time) => {
-        if (kind !== "MemberLeft")
-          w.mark(
-            "fence",
-            `${kind.replace("Member", "").toLowerCase()} ${memberId} (epoch ${epoch})`,
-          )
-        if (kind === "MemberExpired")
-          checks.lease.expired(time, memberId, epoch, ctx.members.leaseFacts(memberId, epoch))
-      },
-    })
+      options.shards,
+    )
     const checks: Checks = {
       view,
-      ownership: new OwnershipChecker(
-        options.shards,
-        report,
-        (pid) => ctx.members.procs[pid]!.label,
-      ),
+      ownership: new OwnershipChecker(w.S, report, (pid) => ctx.members.procs[pid]!.label),
       intent: new IntentChecker(
-        options.shards,
+        w.S,
         report,
         (id, epoch) => view.ended(id, epoch),
         options.strict !== true,
@@ -160,7 +168,7 @@ export class Simulation {
       deadlines: new DeadlineChecker(report),
       requests: new RequestChecker(report),
       runtime: new RuntimeChecker(report),
-      messages: new MessageChecker(options.shards),
+      messages: new MessageChecker(w.S),
       starvation: new StarvationChecker(report),
       revisions: new RevisionChecker(report),
       convergence: new ConvergenceChecker(report),
@@ -170,6 +178,7 @@ export class Simulation {
             exactConvergenceHeartbeats[options.scenario] * timing.heartbeatIntervalMs,
           )
         : undefined,
+      keyOrder: reshard ? new KeyOrderChecker(w.S, keyCount, report, (k) => `key-${k}`) : undefined,
     }
     ctx.checks = checks
     const clocksOn = mix.intensity.clock > 0
@@ -183,9 +192,10 @@ export class Simulation {
       clocksOn,
     )
     ctx.data = new DataPlane(ctx, options.fence === "on")
+    ctx.layouts = new StreamLayouts(ctx, reshard, keyCount)
     ctx.workload = new Workload(
       ctx,
-      workloadOptions(options.seed, options.shards, options.ratePerShard),
+      workloadOptions(options.seed, w.S, options.ratePerShard),
       this.endRun - 15_000,
     )
     ctx.faults = new Faults(ctx, this.endSafety)
@@ -270,6 +280,12 @@ export class Simulation {
       case K.ACTION:
         action(this.ctx, a, b)
         return false
+      case K.EXHAUSTED:
+        if (!members.deferred(a, kind, b, p)) members.exhausted(a, b, p as number)
+        return false
+      case K.RESHARD:
+        this.ctx.layouts.change(a, b)
+        return false
       case K.RESTART_SLOT:
         members.restart(a)
         return false
@@ -348,6 +364,10 @@ export class Simulation {
     counters["requests:forgedJudged"] = checks.requests.forgedJudged
     counters["requests:forgedFenced"] = checks.requests.forgedFenced
     counters["requests:honestFreshJudged"] = checks.requests.freshJudged
+    if (checks.keyOrder !== undefined) {
+      counters["keyOrder:delivered"] = checks.keyOrder.delivered
+      counters["keyOrder:crossGenerationChecks"] = checks.keyOrder.crossGeneration
+    }
     if (checks.exactness !== undefined) {
       counters["exact:episodes"] = checks.exactness.episodes
       counters["exact:singleChangeEpisodes"] = checks.exactness.singleChangeEpisodes
@@ -379,6 +399,7 @@ export class Simulation {
       commits: checks.revisions.accepted,
       lifecycleEnds: { ...checks.view.endCounts },
       worstStarvationWaitMs: checks.starvation.worstWaitMs,
+      keyPausesMs: checks.keyOrder?.pausesMs ?? [],
       counters,
       ackedPerShard: Array.from(data.ackedPerShard),
       memberIds: members.slots.map((s) => s.id),

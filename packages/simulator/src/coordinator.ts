@@ -237,11 +237,17 @@ export class CoordinatorHost {
     const now = local(c.clock, w.now)
     const candidate = { holder: `coordinator-${c.idx}`, leaseToken: lease.token }
     if (!store.created) {
-      const created = CoordinatorShell.create(groupConfig(options.shards), now, candidate)
+      const created = CoordinatorShell.create(
+        groupConfig(options.shards),
+        now,
+        candidate,
+        this.ctx.layouts.enabled ? this.ctx.layouts.origin() : undefined,
+      )
       c.shell = created.shell
       if (store.commit(created.shell, created.step, 0) === undefined)
         throw new Error("store has a revision but no group")
     } else {
+      if (this.ctx.checks.view.migrating) w.count("reshard:takeoverMidMigration")
       const takeover = CoordinatorShell.load(store.snapshot(), now, candidate)
       if (takeover._tag === "Refused") {
         w.mark("fault", `coordinator #${c.idx} election refused`)
@@ -257,6 +263,33 @@ export class CoordinatorHost {
     }
     this.servingFrom = w.now
     this.armTimer(c)
+    this.followStream(c)
+  }
+
+  /**
+   * Bring the leader in line with its stream's layout, as `CoordinatorHost`
+   * does at takeover and at every lease renewal: register the group, adopt
+   * newer generations (`CoordinatorShell.followLayout`, committed like any
+   * step) and, once the group's migration completed, record that it drained
+   * the earlier generations (which retires them). Reshard scenarios only.
+   */
+  followStream(c: CoordNode): void {
+    const { w, layouts } = this.ctx
+    if (!layouts.enabled || c.shell === null || this.serving() !== c) return
+    layouts.registerGroup()
+    const step = c.shell.followLayout(layouts.record.generations, local(c.clock, w.now))
+    if (typeof step === "string") {
+      w.count("reshard:followRefused")
+      w.mark("fault", `coordinator #${c.idx}: ${step}`)
+    } else if (step !== undefined) {
+      if (this.commit(c, step) !== true) return
+      w.count("reshard:adopted")
+      this.armTimer(c)
+      layouts.adopted()
+    }
+    const state = c.shell?.state
+    if (state !== undefined && state.resharding._tag === "Idle")
+      layouts.groupDrainedBelow(state.layout.generation)
   }
 
   crash(c: CoordNode): void {

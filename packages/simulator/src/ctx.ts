@@ -10,6 +10,7 @@ import type {
   DrainChecker,
   ExactnessChecker,
   IntentChecker,
+  KeyOrderChecker,
   LeaseChecker,
   MessageChecker,
   OwnershipChecker,
@@ -22,6 +23,7 @@ import type { CommittedView } from "./checkers/view.js"
 import type { CoordinatorHost } from "./coordinator.js"
 import type { DataPlane } from "./dataplane.js"
 import type { Faults } from "./faults.js"
+import type { StreamLayouts } from "./layouts.js"
 import type { Lease } from "./lease.js"
 import type { Members } from "./members.js"
 import type { Network } from "./network.js"
@@ -46,6 +48,8 @@ export interface Checks {
   readonly revisions: RevisionChecker
   readonly convergence: ConvergenceChecker
   readonly exactness: ExactnessChecker | undefined
+  /** Reshard scenarios only: per-key order across layout generations. */
+  readonly keyOrder: KeyOrderChecker | undefined
 }
 
 export interface Ctx {
@@ -60,6 +64,7 @@ export interface Ctx {
   readonly members: Members
   readonly data: DataPlane
   readonly workload: Workload
+  readonly layouts: StreamLayouts
   readonly faults: Faults
   readonly sampler: Sampler
 }

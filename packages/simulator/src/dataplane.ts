@@ -27,6 +27,14 @@ export class DataPlane {
   readonly servedAt: Float64Array
   readonly ownedSince: Float64Array
   readonly ackedPerShard: Float64Array
+  /** Sealed shards (an earlier layout generation's): appends are refused. */
+  readonly sealed: Uint8Array
+  /**
+   * Readers a balanced group has on each shard: 1 on the stream's current
+   * generation, 0 elsewhere (earlier generations must end up drained and
+   * unread). `notSingle` counts shards whose reader count differs from it.
+   */
+  readonly expect: Uint8Array
   fencedReads = 0
   fencedAcks = 0
   /** Acks accepted with the fence off from processes whose lifecycle was fenced or replaced. */
@@ -42,7 +50,11 @@ export class DataPlane {
     this.pel = Array.from({ length: S }, () => new Set<number>())
     this.readers = new Int32Array(S)
     this.readerPid = new Int32Array(S).fill(-1)
-    this.notSingle = S
+    this.sealed = new Uint8Array(S)
+    this.expect = new Uint8Array(S)
+    const first = ctx.options.shards
+    for (let s = 0; s < first; s++) this.expect[s] = 1
+    this.notSingle = first
     this.backlogSince = new Float64Array(S)
     this.servedAt = new Float64Array(S)
     this.ownedSince = new Float64Array(S)
@@ -59,10 +71,38 @@ export class DataPlane {
     if (fences.length > 0) this.ctx.w.mark("fence", `${fences.length} shard token(s) written`)
   }
 
-  /** A new message on `shard` (from the workload). */
-  produced(shard: number): void {
+  /** A new message on `shard` (from the workload); its id. */
+  produced(shard: number): number {
     if (this.backlog(shard) === 0) this.backlogSince[shard] = this.ctx.w.now
-    this.ctx.checks.messages.produce(shard)
+    return this.ctx.checks.messages.produce(shard)
+  }
+
+  /** Seal `shard` (a reshard): appends refused; readers check whether it is drained. */
+  seal(shard: number): void {
+    if (this.sealed[shard]) return
+    this.sealed[shard] = 1
+    this.ctx.members.sealed(shard)
+  }
+
+  /**
+   * `ShardStreams.drainState`: sealed, nothing undelivered, nothing pending.
+   * BROKEN ON PURPOSE with `cutover-before-drain` (test-only): sealed is enough.
+   */
+  drained(shard: number): boolean {
+    if (!this.sealed[shard]) return false
+    if (this.ctx.options.broken === "cutover-before-drain") return true
+    return this.backlog(shard) === 0
+  }
+
+  /** The stream's current generation changed: `current(s)` says which shards a balanced group reads. */
+  setCurrent(current: (shard: number) => boolean): void {
+    let n = 0
+    for (let s = 0; s < this.expect.length; s++) {
+      this.expect[s] = current(s) ? 1 : 0
+      if (this.readers[s] !== this.expect[s]) n++
+    }
+    this.notSingle = n
+    this.ctx.sampler.changed()
   }
 
   /**
@@ -99,8 +139,11 @@ export class DataPlane {
     }
     const pel = this.pel[shard]!
     const messages = this.ctx.checks.messages
+    const order = this.ctx.checks.keyOrder
     for (const id of ids) {
       pel.delete(id)
+      if (order !== undefined && messages.ackedCount(shard, id) === 0)
+        order.acked(shard, id, this.ctx.w.now)
       messages.ack(shard, id)
     }
     this.ackedPerShard[shard]! += ids.length
@@ -111,8 +154,9 @@ export class DataPlane {
   /** Process `pid` started reading `shard`. */
   addReader(shard: number, pid: number): void {
     const n = ++this.readers[shard]!
-    if (n === 1) this.notSingle--
-    else if (n === 2) this.notSingle++
+    const e = this.expect[shard]!
+    if (n === e) this.notSingle--
+    else if (n === e + 1) this.notSingle++
     this.readerPid[shard] = pid
     this.ownedSince[shard] = this.ctx.w.now
     this.ctx.sampler.readersChanged(shard, pid, true)
@@ -121,8 +165,9 @@ export class DataPlane {
   /** Process `pid` stopped reading `shard` (draining, dropped or gone). */
   removeReader(shard: number, pid: number): void {
     const n = --this.readers[shard]!
-    if (n === 1) this.notSingle--
-    else if (n === 0) this.notSingle++
+    const e = this.expect[shard]!
+    if (n === e) this.notSingle--
+    else if (n === e - 1) this.notSingle++
     if (n === 0) this.readerPid[shard] = -1
     else if (this.readerPid[shard] === pid)
       this.readerPid[shard] = this.ctx.members.otherReader(shard, pid)

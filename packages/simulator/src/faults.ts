@@ -401,7 +401,9 @@ export const forgeReport = (
 ): { request: HeartbeatRequest; forgery: Forgery } | undefined => {
   const { w, checks, data } = ctx
   const r = w.rng.forge
-  const S = w.S
+  // shard ids the group knows (its layouts so far, per the committed view):
+  // an id beyond them is a malformed request (INVALID_REQUEST), not a lie
+  const S = checks.view.shardSpace
   const taken = new Set<number>(request.ownedShards)
   for (const x of request.revokingShards) taken.add(x.shard)
   const foreign = (): number | undefined => {

@@ -31,6 +31,7 @@ export class Lease {
     const holder = coord.nodes[this.holder]
     if (holder?.alive && !holder.paused && holder.shell !== null) {
       this.expires = w.now + timing.coordinatorLeaseMs
+      coord.followStream(holder)
     } else if (w.now >= this.expires) {
       const candidates = coord.nodes.filter((c) => c.alive && !c.paused)
       if (candidates.length > 0) {

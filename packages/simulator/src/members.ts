@@ -54,6 +54,8 @@ export interface Run {
   fenced: boolean
   batch: Batch | null
   readonly holder: Holder
+  /** The loop found its sealed shard drained and told the machine (ShardExhausted). */
+  exhausted: boolean
 }
 
 export class Slot {
@@ -300,6 +302,9 @@ export class Members {
           break
         case "LayoutChanged":
           p.layout = c.layout
+          // a held-back drain report (see `exhausted`) may go now
+          for (const shard of p.runs.keys())
+            if (this.ctx.data.sealed[shard]) w.q.push(w.now, K.EXHAUSTED, p.pid, shard, p.loops)
           break
         case "RequestRejected":
           w.count("member:requestRejected")
@@ -421,6 +426,12 @@ export class Members {
       p.superseded = false
       w.count("twin:standbyTookOver")
     }
+    // Idle read loops of sealed shards poll their drain state again (the
+    // runtime's loop re-reads after every wait), here once per answer.
+    if (this.ctx.layouts.enabled && p.alive)
+      for (const [shard, run] of p.runs)
+        if (data.sealed[shard] && !run.exhausted)
+          w.q.push(w.now, K.EXHAUSTED, p.pid, shard, p.loops)
   }
 
   timeout(pid: number, seq: number): void {
@@ -446,6 +457,46 @@ export class Members {
     this.exec(p, MemberMachine.step(p.state, { _tag: "NoticeReceived" }))
   }
 
+  /**
+   * A read loop with nothing to read asks whether its shard is drained for
+   * the group (`ShardStreams.drainState`: sealed by a reshard, nothing
+   * undelivered, nothing pending) and, once it is, tells the machine
+   * (`ShardExhausted`), which reports it in `drainedShards`.
+   */
+  exhausted(pid: number, shard: number, loops: number): void {
+    const p = this.procs[pid]!
+    const { w, data } = this.ctx
+    if (!p.alive || loops !== p.loops) return
+    const run = p.runs.get(shard)
+    if (run === undefined || run.draining || run.fenced || run.exhausted) return
+    // Only a loop with nothing to read asks (BROKEN ON PURPOSE with
+    // `cutover-before-drain`: it asks with a batch in flight too).
+    if (run.batch !== null && this.ctx.options.broken !== "cutover-before-drain") return
+    if (!p.leaseValid(w.now) || p.slot.partStore || !data.drained(shard)) return
+    // Finding F4 (docs/simulator.md): the stream seals a shard before the
+    // group's leader adopts the new generation (it follows the stream at its
+    // next lease renewal), and a drained report of a shard of the leader's
+    // current layout fences the member. Unless `--strict`, the runtime holds
+    // the report back until its machine knows a layout past the shard.
+    if (
+      this.ctx.options.strict !== true &&
+      (p.layout === undefined || shard >= p.layout.firstShard)
+    ) {
+      w.count("finding:exhaustedBeforeAdoption")
+      return
+    }
+    run.exhausted = true
+    w.count("reshard:shardExhausted")
+    this.exec(p, MemberMachine.step(p.state, { _tag: "ShardExhausted", shard }))
+  }
+
+  /** `shard` was sealed: its readers look whether it is drained. */
+  sealed(shard: number): void {
+    for (const slot of this.slots)
+      for (const p of slot.procs)
+        if (p.runs.has(shard)) this.ctx.w.q.push(this.ctx.w.now, K.EXHAUSTED, p.pid, shard, p.loops)
+  }
+
   drained(pid: number, shard: number, loops: number): void {
     const p = this.procs[pid]!
     if (!p.alive) return
@@ -460,7 +511,13 @@ export class Members {
 
   private startShard(p: Proc, shard: number, token: number): void {
     const { w, checks, data, sampler, options } = this.ctx
-    if (p.layout === undefined || p.layout.shardCount !== options.shards)
+    // a shard id beyond the layout it knows (ids of later generations are higher)
+    if (
+      p.layout === undefined ||
+      (this.ctx.layouts.enabled
+        ? shard >= p.layout.firstShard + p.layout.shardCount
+        : p.layout.shardCount !== options.shards)
+    )
       checks.runtime.startWithoutLayout(
         w.now,
         p.label,
@@ -491,13 +548,21 @@ export class Members {
         p.byzantine?.has(shard) !== true &&
         p.leaseValid(w.now),
     }
-    const run: Run = { token, draining: false, fenced: false, batch: null, holder }
+    const run: Run = {
+      token,
+      draining: false,
+      fenced: false,
+      batch: null,
+      holder,
+      exhausted: false,
+    }
     p.runs.set(shard, run)
     p.rotation.push(shard)
     data.addReader(shard, p.pid)
     checks.intent.hold(shard, holder)
     sampler.openSegment(shard, p)
     this.wake(p)
+    if (data.sealed[shard]) w.q.push(w.now, K.EXHAUSTED, p.pid, shard, p.loops)
   }
 
   private stopShard(p: Proc, shard: number): void {
@@ -587,6 +652,8 @@ export class Members {
         run.fenced = true
         continue
       }
+      const order = checks.keyOrder
+      if (order !== undefined) for (const id of ids) order.deliver(w.now, shard, id)
       const batch: Batch = { pid: p.pid, shard, ids, start: w.now, stretched: false }
       run.batch = batch
       w.q.push(w.now + workload.processing(shard, ids.length), K.BATCH_DONE, p.pid, 0, batch)
@@ -616,11 +683,16 @@ export class Members {
     if (p.leaseValid(w.now)) {
       const byzantine = p.byzantine?.has(shard) === true
       if (!byzantine) checks.intent.act(w.now, shard, run.holder)
-      for (const id of batch.ids) checks.messages.handle(shard, id)
+      const order = checks.keyOrder
+      for (const id of batch.ids) {
+        checks.messages.handle(shard, id)
+        order?.handle(w.now, shard, id)
+      }
       if (p.slot.partStore) w.count("store:ackUnreachable")
       else if (data.ack(shard, run.token, batch.ids)) {
         if (this.effective(p, run, byzantine))
           checks.ownership.batch(shard, p.pid, batch.start, w.now)
+        if (data.sealed[shard]) w.q.push(w.now, K.EXHAUSTED, p.pid, shard, p.loops)
       } else run.fenced = true
     } else w.count("member:batchAbandonedLeaseExpired")
     if (run.draining) this.finishDrain(p, shard, true)

@@ -4,7 +4,8 @@
  * (CI uses seeds below 100,000; these start at 1,000,001): cheap exact
  * scenarios first (bursts of rebalances among them), then liars and echoes
  * among bursts, then fault mixes (swarm with drawn shapes, partition storms,
- * coordinator failovers), with the storage fence on and off. A mutant is caught at its first run with a violation (or a
+ * coordinator failovers), with the storage fence on and off, then the
+ * reshard scenarios. A mutant is caught at its first run with a violation (or a
  * crash of the simulator, which a mutant can cause by throwing).
  *
  * @module
@@ -54,6 +55,12 @@ export const mutationSeeds = (): Array<SimOptions> => {
       out.push({ ...base, ...shape, members: Math.min(base.members, 12) })
     }
   }
+  // Resharding under the reshard scenarios' faults (4 -> 8, 8 -> 4, 4 -> 8 -> 4).
+  for (let i = 0; i < 10; i++)
+    for (const scenario of ["reshard-up", "reshard-down", "reshard-rollback"] as const) {
+      const s = ++seed
+      out.push(small(scenario, s, { shards: scenario === "reshard-down" ? 8 : 4 }))
+    }
   return out
 }
 

@@ -19,8 +19,46 @@ export const SCENARIOS = [
   "partition-storm",
   "coordinator-failover",
   "swarm",
+  "reshard-up",
+  "reshard-down",
+  "reshard-rollback",
 ] as const
 export type Scenario = (typeof SCENARIOS)[number]
+
+/** Scenarios that change the stream's shard count mid-run (docs/resharding.md). */
+export const RESHARD_SCENARIOS: ReadonlySet<Scenario> = new Set<Scenario>([
+  "reshard-up",
+  "reshard-down",
+  "reshard-rollback",
+])
+export const isReshard = (scenario: Scenario): boolean => RESHARD_SCENARIOS.has(scenario)
+
+/**
+ * The shard counts a reshard scenario's stream goes through, oldest first
+ * (`shards` is the first): up N -> 2N, down N -> N/2 (at least 1), rollback
+ * N -> 2N, then back to N while the first migration runs. One count for the
+ * other scenarios.
+ */
+export const reshardCounts = (scenario: Scenario, shards: number): ReadonlyArray<number> => {
+  switch (scenario) {
+    case "reshard-up":
+      return [shards, 2 * shards]
+    case "reshard-down":
+      return [shards, Math.max(1, Math.floor(shards / 2))]
+    case "reshard-rollback":
+      return [shards, 2 * shards, shards]
+    default:
+      return [shards]
+  }
+}
+
+/**
+ * Size of the shard id space: every generation numbers its shards after the
+ * previous one's (docs/resharding.md), so a run with resharding uses the sum
+ * of its counts as ids.
+ */
+export const shardIdSpace = (o: Pick<SimOptions, "scenario" | "shards">): number =>
+  reshardCounts(o.scenario, o.shards).reduce((a, b) => a + b, 0)
 
 /**
  * Fault kinds. The order is part of the seed's meaning (each kind draws its
@@ -80,9 +118,18 @@ export const DISRUPTIVE_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>(
  *   owner reported REVOKED.
  * - `skip-election`: a new coordinator leader serves without committing its
  *   election (`CoordinatorElected`), as `CoordinatorHost` did before the fix.
+ * - `cutover-before-drain`: the data plane calls a shard of an earlier layout
+ *   generation drained as soon as it is sealed (and its loop asks with a
+ *   batch in flight), with messages still unread or unacknowledged, so the
+ *   group cuts over to the new generation before the old one drained
+ *   (reshard scenarios).
  */
-export type Broken = "assign-before-revoke" | "skip-election"
-export const BROKEN: ReadonlyArray<Broken> = ["assign-before-revoke", "skip-election"]
+export type Broken = "assign-before-revoke" | "skip-election" | "cutover-before-drain"
+export const BROKEN: ReadonlyArray<Broken> = [
+  "assign-before-revoke",
+  "skip-election",
+  "cutover-before-drain",
+]
 
 export interface SimOptions {
   readonly scenario: Scenario
@@ -105,9 +152,10 @@ export interface SimOptions {
   readonly fence: "on" | "off"
   readonly broken?: Broken | undefined
   /**
-   * Do not excuse the known protocol findings F1 and F2 (docs/simulator.md):
-   * a zombie of a lifecycle its own process's newer join ended, and reports
-   * of a member that may have applied an older answer. Their seeds then fail.
+   * Do not excuse the known protocol findings F1, F2 and F4 (docs/simulator.md):
+   * a zombie of a lifecycle its own process's newer join ended, reports of a
+   * member that may have applied an older answer, and (F4) a drained report
+   * held back until the machine knows the new layout. Their seeds then fail.
    */
   readonly strict?: boolean | undefined
   /** Record ownership segments for the HTML report. */
@@ -169,6 +217,9 @@ export const exactConvergenceHeartbeats: Record<Scenario, number> = {
   "partition-storm": 1.5,
   "coordinator-failover": 1.5,
   swarm: 1.5,
+  "reshard-up": 1.5,
+  "reshard-down": 1.5,
+  "reshard-rollback": 1.5,
 }
 
 const scenarioFaults: Record<Scenario, string> = {
@@ -180,6 +231,9 @@ const scenarioFaults: Record<Scenario, string> = {
   "partition-storm": "partition,oneway,clog,store-partition,loss,delay,dup",
   "coordinator-failover": "coord-crash,coord-stale,kill,delay",
   swarm: "swarm",
+  "reshard-up": "partition,oneway,crash,coord-crash,coord-stale,loss,delay,dup",
+  "reshard-down": "partition,oneway,crash,coord-crash,coord-stale,loss,delay,dup",
+  "reshard-rollback": "partition,oneway,crash,coord-crash,coord-stale,loss,delay,dup",
 }
 
 // ---------------------------------------------------------------- shape

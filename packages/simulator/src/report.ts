@@ -57,7 +57,9 @@ const thinMarks = (marks: ReadonlyArray<Mark>): Array<Mark> => {
 export const renderReport = (result: SimResult, summary: Summary): string => {
   const end = Math.max(1, result.virtualMs)
   const x = (t: number) => LEFT + ((W - LEFT - 10) * Math.min(t, end)) / end
-  const shardRows = sampleIndexes(result.options.shards, MAX_SHARD_ROWS)
+  // every shard id (a reshard's generations number theirs after the first's)
+  const shardIds = result.ackedPerShard.length
+  const shardRows = sampleIndexes(shardIds, MAX_SHARD_ROWS)
   const rowOf = new Map(shardRows.map((s, i) => [s, i]))
   const rowH = 10
   const top = 20
@@ -162,7 +164,7 @@ export const renderReport = (result: SimResult, summary: Summary): string => {
 <pre>${esc(formatSummary(summary))}</pre>
 <h2>Violations</h2>${violations === "" ? "<p>None.</p>" : `<ol>${violations}</ol>`}
 <h2>Shard ownership (member-side reads)</h2>
-<p>One row per shard${shardRows.length < result.options.shards ? ` (${shardRows.length} of ${result.options.shards} sampled)` : ""}; colour = member (hover for id). Marks: ${legend}${result.timelineTruncated ? " &mdash; <b>timeline truncated</b> (segment cap reached)" : ""}</p>
+<p>One row per shard${shardRows.length < shardIds ? ` (${shardRows.length} of ${shardIds} sampled)` : ""}; colour = member (hover for id). Marks: ${legend}${result.timelineTruncated ? " &mdash; <b>timeline truncated</b> (segment cap reached)" : ""}</p>
 ${parts.join("\n")}
 <h2>Shards owned per member</h2>
 <p>${memberRows.length < result.memberIds.length ? `${memberRows.length} of ${result.memberIds.length} members sampled.` : ""}</p>

@@ -113,7 +113,13 @@ export class Sampler {
         const pid = data.readerPid[s]!
         this.slotOf[s] = pid < 0 ? -1 : members.procs[pid]!.slot.idx
       }
-      const b = balanced(data.readers, this.slotOf, live, members.weights)
+      const b = balanced(
+        data.readers,
+        this.slotOf,
+        live,
+        members.weights,
+        this.ctx.layouts.enabled ? data.expect : undefined,
+      )
       ok = b.ok
       why = b.why
     }
@@ -129,11 +135,15 @@ export class Sampler {
     // An empty group is trivially balanced; it moved nothing worth bounding.
     if (e !== undefined && this.everBalanced && live.length > 0) {
       this.episodes++
-      const previous: Array<string | null> = Array.from(e.baseline, (i) =>
-        i >= 0 ? members.slots[i]!.id : null,
-      )
+      // over the shards a balanced group reads (the current generation's)
+      const previous: Array<string | null> = []
+      for (let s = 0; s < w.S; s++)
+        if (data.expect[s] === 1) {
+          const i = e.baseline[s]!
+          previous.push(i >= 0 ? members.slots[i]!.id : null)
+        }
       const bound = movementLowerBound({
-        shardCount: w.S,
+        shardCount: previous.length,
         members: live.map((i) => ({ id: members.slots[i]!.id, weight: members.weights[i]! })),
         previous,
       })

@@ -55,6 +55,7 @@ export const scheduleScenario = (ctx: Ctx): void => {
     default:
       for (let i = 0; i < M; i++) start(i, stagger())
   }
+  ctx.layouts.schedule()
 }
 
 /** Runs one scenario (or burst) action. */

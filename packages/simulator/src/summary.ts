@@ -66,6 +66,17 @@ export interface Summary {
     readonly maxPerSec: number
     readonly perShard?: ReadonlyArray<number>
   }
+  /**
+   * Reshard runs: per key and newer generation reached, how long its
+   * consumption paused at the cutover (from the later of its last old
+   * acknowledgement and its first new message to that message's delivery).
+   */
+  readonly keyPause?: {
+    readonly keys: number
+    readonly p50Ms: number
+    readonly p99Ms: number
+    readonly maxMs: number
+  }
   /** What each fault kind and checker did (paths reached). */
   readonly counters: Readonly<Record<string, number>>
   readonly around?: ReadonlyArray<TraceLine>
@@ -146,6 +157,16 @@ export const summarize = (r: SimResult, wallMs: number): Summary => {
       maxPerSec: r1(Math.max(...per)),
       ...(per.length <= 1024 ? { perShard: per.map(r1) } : {}),
     },
+    ...(r.keyPausesMs.length > 0
+      ? {
+          keyPause: ((p) => ({
+            keys: p.length,
+            p50Ms: r1(percentile(p, 50)),
+            p99Ms: r1(percentile(p, 99)),
+            maxMs: r1(p[p.length - 1]!),
+          }))([...r.keyPausesMs].sort((a, b) => a - b)),
+        }
+      : {}),
     counters: Object.fromEntries(Object.entries(r.counters).sort(([a], [b]) => (a < b ? -1 : 1))),
     ...(r.around.length > 0 ? { around: r.around } : {}),
   }
@@ -179,6 +200,11 @@ export const formatSummary = (s: Summary): string => {
     `converge ${c.episodes} episodes, p50 ${c.p50Ms}ms (${c.p50Heartbeats} hb), p99 ${c.p99Ms}ms (${c.p99Heartbeats} hb), max ${c.maxMs}ms (${c.maxHeartbeats} hb); after faults: ${c.livenessMs === null ? "NOT CONVERGED" : `${c.livenessMs}ms`} (bound ${c.livenessBoundMs}ms)`,
     `moved    ${s.shardsMoved} shards in ${s.episodes} episodes (lower bound ${s.movementLowerBound})`,
     `shards   throughput min ${s.throughputPerShard.minPerSec}/s mean ${s.throughputPerShard.meanPerSec}/s max ${s.throughputPerShard.maxPerSec}/s; worst starvation wait ${s.worstStarvationWaitMs}ms`,
+    ...(s.keyPause === undefined
+      ? []
+      : [
+          `reshard  key pause at the cutover: ${s.keyPause.keys} keys, p50 ${s.keyPause.p50Ms}ms, p99 ${s.keyPause.p99Ms}ms, max ${s.keyPause.maxMs}ms`,
+        ]),
     `result   ${s.violations.length === 0 ? "OK: no violations" : `${s.violations.length} VIOLATION(S)`}`,
   ]
   for (const v of s.violations.slice(0, 10))

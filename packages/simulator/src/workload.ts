@@ -16,13 +16,22 @@ export class Workload {
     private readonly endArrivals: number,
   ) {}
 
+  /** Arrivals per second: keyed runs (reshard scenarios) produce `ratePerShard` x the first count. */
+  private rate(): number {
+    const { layouts, options } = this.ctx
+    return layouts.enabled ? options.ratePerShard * options.shards : this.options.totalRate
+  }
+
   start(): void {
     const { w } = this.ctx
-    if (this.options.totalRate > 0)
-      w.q.push(w.rng.arrivals.exp(1000 / this.options.totalRate), K.PRODUCE)
+    if (this.rate() > 0) w.q.push(w.rng.arrivals.exp(1000 / this.rate()), K.PRODUCE)
   }
 
   produce(): void {
+    if (this.ctx.layouts.enabled) {
+      this.produceKeyed()
+      return
+    }
     const { w, data, members } = this.ctx
     const { cumRate, totalRate } = this.options
     const x = w.rng.arrivals.next() * totalRate
@@ -37,6 +46,27 @@ export class Workload {
     const reader = data.readerPid[lo]!
     if (reader >= 0) members.wakeFor(reader, lo)
     const next = w.now + w.rng.arrivals.exp(1000 / totalRate)
+    if (next < this.endArrivals) w.q.push(next, K.PRODUCE)
+  }
+
+  /**
+   * Reshard scenarios: a message for a random key (a tenth of the keys are
+   * hot, drawing half the traffic), routed by its producer's layout; the
+   * next arrival is scheduled unless it is one of a `burst`.
+   */
+  produceKeyed(burst = false): void {
+    const { w, data, members, layouts, checks } = this.ctx
+    const keys = layouts.keys.length
+    const r = w.rng.arrivals
+    const hot = Math.max(1, Math.floor(keys / 10))
+    const key = r.chance(0.5) ? r.int(hot) : r.int(keys)
+    const { shard, generation } = layouts.route(key)
+    const id = data.produced(shard)
+    checks.keyOrder?.produced(shard, id, key, generation, w.now)
+    const reader = data.readerPid[shard]!
+    if (reader >= 0) members.wakeFor(reader, shard)
+    if (burst) return
+    const next = w.now + r.exp(1000 / this.rate())
     if (next < this.endArrivals) w.q.push(next, K.PRODUCE)
   }
 

@@ -13,7 +13,7 @@ import type { Violation } from "./checkers/types.js"
 import { Digest } from "./engine/Digest.js"
 import { EventQueue } from "./engine/EventQueue.js"
 import { Prng } from "./engine/Prng.js"
-import type { SimOptions } from "./options.js"
+import { type SimOptions, shardIdSpace } from "./options.js"
 
 /** Event kinds; `a`/`b` are small integers, `p` an optional payload. */
 export const K = {
@@ -34,6 +34,10 @@ export const K = {
   LIVENESS: 17,
   DRAINED: 18,
   RESTART_SLOT: 19,
+  /** A read loop checks whether its (sealed) shard is drained. */
+  EXHAUSTED: 20,
+  /** The stream changes its layout (reshard scenarios): `a` = 0 reshard, 1 rollback. */
+  RESHARD: 22,
   END: 21,
 } as const
 export const EVENT_NAMES: Record<number, string> = Object.fromEntries(
@@ -114,7 +118,7 @@ export class World {
       processes: Prng.stream(seed, "processes"),
       forge: Prng.stream(seed, "forge"),
     }
-    this.S = options.shards
+    this.S = shardIdSpace(options)
   }
 
   count(name: string, n = 1): void {

@@ -9,6 +9,7 @@ import {
   ExactnessChecker,
   type Holder,
   IntentChecker,
+  KeyOrderChecker,
   LeaseChecker,
   type LifecycleEnd,
   MessageChecker,
@@ -422,5 +423,76 @@ describe("balanced() with weights", () => {
     expect(balanced([1, 1], [0, 0], [0, 1], [1e6, 1e-6]).ok).toBe(true)
     expect(balanced([1, 1], [0, 1], [0, 1], [1e6, 1e-6]).ok).toBe(true)
     expect(balanced([1, 1], [1, 1], [0, 1], [1e6, 1e-6]).ok).toBe(false)
+  })
+})
+
+describe("KeyOrderChecker", () => {
+  // shards 0-1: generation 0; shards 2-5: generation 1; key 0 and key 1
+  const setup = () => {
+    const { out, report } = collect()
+    const c = new KeyOrderChecker(6, 2, report, (k) => `k${k}`)
+    c.produced(0, 0, 0, 0) // key 0, seq 0, old shard 0
+    c.produced(0, 1, 1, 0) // key 1, seq 0
+    c.produced(0, 2, 0, 0) // key 0, seq 1
+    c.produced(3, 0, 0, 1) // key 0, seq 2, new shard 3 (after the cutover)
+    return { c, out }
+  }
+
+  it("accepts a cutover after the old generation's messages of the key were acknowledged", () => {
+    const { c, out } = setup()
+    for (const id of [0, 1, 2]) c.deliver(10, 0, id)
+    for (const id of [0, 1, 2]) c.handle(20, 0, id)
+    for (const id of [0, 1, 2]) c.acked(0, id)
+    c.deliver(30, 3, 0)
+    c.handle(40, 3, 0)
+    expect(out).toEqual([])
+    expect(c.crossGeneration).toBe(1)
+  })
+
+  it("flags a new-generation message delivered while an old one of its key is unacknowledged", () => {
+    const { c, out } = setup()
+    c.deliver(10, 0, 0)
+    c.handle(20, 0, 0)
+    c.acked(0, 0) // key 0 seq 1 (shard 0, id 2) is still unacknowledged
+    c.deliver(30, 3, 0)
+    expect(out).toHaveLength(1)
+    expect(out[0]!.checker).toBe("key-order")
+    expect(out[0]!.message).toContain("key k0")
+    expect(out[0]!.message).toContain("1 of its 2 message(s) written under generation 0")
+  })
+
+  it("ignores other keys' unacknowledged messages", () => {
+    const { c, out } = setup()
+    c.acked(0, 0)
+    c.acked(0, 2) // key 1's message (id 1) stays unacknowledged
+    c.deliver(30, 3, 0)
+    expect(out).toEqual([])
+  })
+
+  it("flags a message handled before an earlier one of its key was ever handled", () => {
+    const { c, out } = setup()
+    c.handle(10, 0, 2) // key 0 seq 1 before seq 0
+    expect(out).toHaveLength(1)
+    expect(out[0]!.message).toContain("before message 0 of the key was ever handled")
+  })
+
+  it("allows a re-delivered prefix (at least once)", () => {
+    const { c, out } = setup()
+    c.handle(10, 0, 0)
+    c.handle(11, 0, 2)
+    c.handle(12, 0, 0) // the batch again, after a fenced ack
+    c.handle(13, 0, 2)
+    expect(out).toEqual([])
+  })
+})
+
+describe("balanced with a reshard (expect)", () => {
+  it("requires the earlier generation unread and the current one read once each", () => {
+    const expect01 = [0, 0, 1, 1]
+    expect(balanced([0, 0, 1, 1], [-1, -1, 0, 1], [0, 1], undefined, expect01).ok).toBe(true)
+    const still = balanced([1, 0, 1, 1], [0, -1, 0, 1], [0, 1], undefined, expect01)
+    expect(still.ok).toBe(false)
+    expect(still.why).toContain("earlier generation")
+    expect(balanced([0, 0, 1, 0], [-1, -1, 0, -1], [0, 1], undefined, expect01).ok).toBe(false)
   })
 })

@@ -724,10 +724,13 @@ const validateOwnership = (
   for (const d of req.drainedShards ?? []) {
     // already drained, or a shard of a generation the group retired: nothing to do
     if (draft.isDrained(d.shard) || d.shard < firstLiveShard(view)) continue
-    if (!isEarlier(view, d.shard))
-      return {
-        violation: `reports shard ${d.shard} drained, which belongs to the current layout`,
-      }
+    // A shard of the current layout: a reshard sealed it before this leader
+    // adopted the newer generation (it reads the stream's layout every
+    // layoutPollMs), so a caught-up owner can honestly find it drained first.
+    // Ignored, not fenced: the member reports it until the shard is taken
+    // away, and the report counts once the generation is adopted
+    // (docs/resharding.md; the simulator's finding F4).
+    if (!isEarlier(view, d.shard)) continue
     const cur = draft.currentOf(d.shard)
     // a report about an older grant of the shard is stale: ignored
     if (cur?.memberId === memberId && cur.token === d.token) drained.push(d.shard)

@@ -121,14 +121,37 @@ describe("following the stream to a new layout generation", () => {
     expect(h.stored()).toEqual(h.snapshot())
   })
 
-  it("a drained report for a shard of the current layout is a violation; one for an older grant is stale", () => {
+  it("a drained report for a shard of the current layout is ignored; one for an older grant is stale; one out of range is a violation", () => {
     const { h, a } = migrating(split)
     const stale = h.hb({ ...a.request(), drainedShards: [{ shard: 0, token: 99 }] })
     expect(stale.response.errorCode).toBe("NONE")
     expect(h.state.drained.size).toBe(0)
-    const bad = h.hb({ ...a.request(), drainedShards: [{ shard: 5, token: 1 }] })
-    expect(bad.response.errorCode).toBe("FENCED_MEMBER_EPOCH")
-    expect(bad.response.errorMessage).toContain("belongs to the current layout")
+    const current = h.hb({ ...a.request(), drainedShards: [{ shard: 5, token: 1 }] })
+    expect(current.response.errorCode).toBe("NONE")
+    expect(h.state.drained.size).toBe(0)
+    const outOfRange = h.hb({ ...a.request(), drainedShards: [{ shard: 12, token: 1 }] })
+    expect(outOfRange.response.errorCode).toBe("INVALID_REQUEST")
+    expect(outOfRange.response.errorMessage).toContain("out of range")
+  })
+
+  it("finding F4: an owner that finds its shard sealed and drained before the leader adopted the reshard is not fenced; its report counts once adopted", () => {
+    const h = new Harness(config({ shardCount: 4 }))
+    const a = new SimMember("a")
+    settle(h, a)
+    const epoch = a.epoch
+    // the reshard sealed shard 0; a's read loop found it drained; the leader still has gen0 only
+    a.exhausted.add(0)
+    const early = h.hb(a.request())
+    expect(early.response.errorCode).toBe("NONE")
+    a.onResponse(early.response)
+    expect(a.epoch).toBe(epoch)
+    expect(h.owner(0)).toBe("a")
+    expect(h.state.drained.size).toBe(0)
+    // the leader adopts the new generation: the same report now counts
+    h.apply(changed(Coordinator.followLayout(h.state, [gen0, split], 0)))
+    settle(h, a)
+    expect(h.state.drained.has(0)).toBe(true)
+    expect(h.store.auditLog("g").map((e) => e.kind)).toContain("ShardsDrained")
   })
 
   it("a rollback is one more generation: the newest waits for both earlier ones", () => {

@@ -52,19 +52,28 @@ export class ConvergenceChecker {
 /**
  * Is the member-side ownership balanced? `readers[s]` = processes reading
  * shard s, `readerOf[s]` = the member (slot) of one of them; `live` = the live
- * members in id order with their weights.
+ * members in id order with their weights. With `expect` (reshard runs), only
+ * shards with `expect[s] = 1` (the stream's current generation) are to be
+ * read, once each; every other shard must have no reader.
  */
 export const balanced = (
   readers: ArrayLike<number>,
   readerOf: ArrayLike<number>,
   live: ReadonlyArray<number>,
   weights?: ArrayLike<number>,
+  expect?: ArrayLike<number>,
 ): { ok: boolean; why: string } => {
   if (live.length === 0) return { ok: true, why: "" }
   const counts = new Map<number, number>()
   for (const m of live) counts.set(m, 0)
-  const S = readers.length
-  for (let s = 0; s < S; s++) {
+  let S = 0
+  for (let s = 0; s < readers.length; s++) {
+    if (expect !== undefined && expect[s] === 0) {
+      if (readers[s] !== 0)
+        return { ok: false, why: `shard ${s} of an earlier generation has ${readers[s]} readers` }
+      continue
+    }
+    S++
     if (readers[s] !== 1) return { ok: false, why: `shard ${s} has ${readers[s]} readers` }
     const m = readerOf[s]!
     const c = counts.get(m)

@@ -42,6 +42,11 @@ export class MessageChecker {
     if (a[id]! < 255) a[id] = a[id]! + 1
   }
 
+  /** How often message `id` of `shard` was acknowledged (saturates at 255). */
+  ackedCount(shard: number, id: number): number {
+    return this.acked[shard]![id] ?? 0
+  }
+
   producedOn(shard: number): number {
     return this.produced[shard]!
   }

@@ -17,6 +17,7 @@ export type CheckerName =
   | "store-revision"
   | "convergence"
   | "exactness"
+  | "key-order"
 
 export interface Violation {
   readonly checker: CheckerName

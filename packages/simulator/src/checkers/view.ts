@@ -92,6 +92,11 @@ export class CommittedView {
   private readonly ends = new Map<string, LifecycleEnd>()
   /** The last election: revision, time and lease token. */
   electedRev = 0
+  /** The group's layout generation, and whether it is still draining earlier ones. */
+  generation = 0
+  migrating = false
+  /** Shard ids the group knows: every id below the newest adopted layout's end. */
+  shardSpace: number
   electedAt = 0
   leaseToken = 0
   /** Lifecycle ends by kind (for exact runs and the summary). */
@@ -107,7 +112,10 @@ export class CommittedView {
   constructor(
     shards: number,
     private readonly listener: ViewListener,
+    /** The group's first layout's shard count (default: every id). */
+    firstShards = shards,
   ) {
+    this.shardSpace = firstShards
     this.owner = new Array<Owner | null>(shards).fill(null)
     this.revocation = new Array<OpenRevocation | null>(shards).fill(null)
     this.grantTokens = Array.from({ length: shards }, () => [])
@@ -202,6 +210,14 @@ export class CommittedView {
               revocation === null
                 ? null
                 : { memberId: revocation.memberId, epoch: revocation.memberEpoch, time }
+          break
+        case "MigrationStarted":
+          this.generation = r.layout.generation
+          this.shardSpace = r.layout.firstShard + r.layout.shardCount
+          this.migrating = true
+          break
+        case "MigrationCompleted":
+          this.migrating = false
           break
         case "CoordinatorElected":
           this.electedRev = rev
