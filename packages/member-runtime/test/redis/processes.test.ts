@@ -196,7 +196,8 @@ const lastOf = <A>(list: ReadonlyArray<A>, predicate: (a: A) => boolean): A | un
  * Waits until `p` is in the middle of a batch: a batch of >= 4 entries whose
  * 2nd or a later entry started and has not finished, with at least two more
  * after it, so the batch is still running when the caller acts on it (the
- * victims' handlers take 100 ms per entry).
+ * victims' handlers take 1 s per entry until they are resumed, far longer
+ * than this process takes to notice the line).
  */
 const midBatch = (p: MemberProcess) =>
   eventually(
@@ -258,7 +259,8 @@ const scenarios = (redis: () => RedisOptions) => {
       const w = make()
       const a = w.spawn("a")
       // the victim's handler is slow, so the kill lands inside a batch
-      const b = w.spawn("b", { handlerMs: 100 })
+      // slow (1 s per message) until resumed: the kill / stop lands inside a batch
+      const b = w.spawn("b", { slowUntilContMs: 1_000 })
       const c = w.spawn("c")
       await w.settled([a, b, c], "3 members own every shard")
       await w.startProduction()
@@ -298,23 +300,28 @@ const scenarios = (redis: () => RedisOptions) => {
     async () => {
       const w = make()
       const a = w.spawn("a")
-      const b = w.spawn("b", { handlerMs: 100 })
+      // slow (1 s per message) until resumed: the kill / stop lands inside a batch
+      const b = w.spawn("b", { slowUntilContMs: 1_000 })
       const c = w.spawn("c")
       await w.settled([a, b, c], "3 members own every shard")
       await w.startProduction()
       await midBatch(b)
       b.signal("SIGSTOP")
       const stoppedAt = Date.now()
-      await sleep(50)
-      const bOwned = ownedNow(b.lines)
+      // b writes nothing while stopped: once the lines it wrote before are
+      // read, they are exactly the lines before `cut` (no clock comparison
+      // with b's own timestamps)
+      await sleep(500)
+      const cut = b.lines.length
+      const pre = b.lines.slice(0, cut)
+      const post = () => b.lines.slice(cut)
+      const bOwned = ownedNow(pre)
       const bTokens = new Map(
-        b.lines
-          .filter((l) => l.ev === "assigned")
-          .map((l) => [l.shard as number, l.token as number]),
+        pre.filter((l) => l.ev === "assigned").map((l) => [l.shard as number, l.token as number]),
       )
       // entries b read before it was stopped (its batches)
       const readBeforeStop = new Set(
-        b.lines.filter((l) => l.ev === "batch").flatMap((l) => l.ids as Array<string>),
+        pre.filter((l) => l.ev === "batch").flatMap((l) => l.ids as Array<string>),
       )
       // its shards go to the others, with higher owner tokens (the store's fence)
       await w.settled([a, c], "a and c own every shard while b is stopped")
@@ -327,14 +334,12 @@ const scenarios = (redis: () => RedisOptions) => {
         expect(t!.token as number).toBeGreaterThan(bTokens.get(shard)!)
       }
       b.signal("SIGCONT")
-      const resumedAt = Date.now()
       // it learns it lost its shards (self-fence, fence or a refused read / ack) ...
-      await b.waitFor(
-        "b notices the fence",
-        (l) => (l.ev === "lost" || l.ev === "staleOwner") && l.t >= resumedAt,
+      await eventually("b notices the fence", () =>
+        post().some((l) => l.ev === "lost" || l.ev === "staleOwner"),
       )
       // ... rejoins and owns shards again
-      await b.waitFor("b rejoins", (l) => l.ev === "joined" && l.t >= resumedAt)
+      await eventually("b rejoins", () => post().some((l) => l.ev === "joined"))
       await w.settled([a, b, c], "3 members own every shard again")
       const rejoinedAt = lastOf(b.lines, (l) => l.ev === "assigned")!.at as number
       await b.waitFor("b handles messages again", (l) => l.ev === "begin" && l.t > rejoinedAt)
@@ -345,12 +350,9 @@ const scenarios = (redis: () => RedisOptions) => {
       // (its reads after the fence returned nothing), and was started by the
       // new owner too (b's acks did not count)
       const firstNewAssignment = (shard: number) =>
-        (b.lines.find((l) => l.ev === "assigned" && l.shard === shard && l.t >= resumedAt)?.at as
-          | number
-          | undefined) ?? Number.POSITIVE_INFINITY
-      const late = begins(b.lines).filter(
-        (l) => l.t >= resumedAt && l.t < firstNewAssignment(l.shard as number),
-      )
+        (post().find((l) => l.ev === "assigned" && l.shard === shard)?.at as number | undefined) ??
+        Number.POSITIVE_INFINITY
+      const late = begins(post()).filter((l) => l.t < firstNewAssignment(l.shard as number))
       const others = begins([...a.lines, ...c.lines])
       for (const l of late) {
         expect(readBeforeStop.has(l.id as string), `${l.id} read before the stop`).toBe(true)
@@ -360,11 +362,7 @@ const scenarios = (redis: () => RedisOptions) => {
         ).toBe(true)
       }
       // what b had in flight when it was stopped was re-delivered to the new owners
-      const stuck = begins(b.lines).filter(
-        (l) =>
-          l.t < stoppedAt &&
-          !b.lines.some((d) => d.ev === "done" && d.id === l.id && d.t < stoppedAt),
-      )
+      const stuck = begins(pre).filter((l) => !pre.some((d) => d.ev === "done" && d.id === l.id))
       expect(stuck.length).toBeGreaterThan(0)
       for (const l of stuck)
         expect(
@@ -379,7 +377,13 @@ const scenarios = (redis: () => RedisOptions) => {
     "rolling restart of every member: never two owners at once, no re-delivery",
     async () => {
       const w = make()
-      const first = ["a", "b", "c"].map((id) => w.spawn(id))
+      // a longer session here: the restarts hand the embedded coordinator
+      // from process to process, and on this loaded machine one handover
+      // once took over the 3.2 s lease of a 4 s session (both survivors
+      // self-fenced and re-delivered their in-flight batches: safe, but not
+      // the "no re-delivery" this scenario checks)
+      const graceful = { sessionTimeoutMs: 10_000 }
+      const first = ["a", "b", "c"].map((id) => w.spawn(id, graceful))
       await w.settled(first, "3 members own every shard")
       await w.startProduction()
       let current = [...first]
@@ -387,7 +391,7 @@ const scenarios = (redis: () => RedisOptions) => {
         await sleep(500)
         const exit = await old.stop()
         expect(exit, `${old.proc} exit`).toEqual({ code: 0, signal: null })
-        const fresh = w.spawn(old.config.memberId)
+        const fresh = w.spawn(old.config.memberId, graceful)
         current = [...current.filter((p) => p !== old), fresh]
         await w.settled(current, `${fresh.proc} took its share`)
       }
@@ -399,7 +403,13 @@ const scenarios = (redis: () => RedisOptions) => {
       expect(intervals.length).toBeGreaterThan(SHARDS)
       expect(overlappingOwners(intervals).join("\n"), "two owners at once").toBe("")
       expect(handledOutsideOwnership(w.lines, intervals).join("\n"), "handled unowned").toBe("")
-      expect(begins(w.lines).filter((l) => (l.dc as number) > 1)).toEqual([])
+      expect(
+        begins(w.lines)
+          .filter((l) => (l.dc as number) > 1)
+          .map((l) => `${l.proc} ${l.id} dc=${l.dc}`)
+          .join("\n"),
+        "re-deliveries",
+      ).toBe("")
       expect(begins(w.lines)).toHaveLength(w.produced)
     },
     SCENARIO_TIMEOUT_MS,
@@ -409,9 +419,11 @@ const scenarios = (redis: () => RedisOptions) => {
     "graceful stop: its shards drain and move, no re-delivery",
     async () => {
       const w = make()
-      const a = w.spawn("a")
-      const b = w.spawn("b", { handlerMs: 100 })
-      const c = w.spawn("c")
+      // a longer session, as in the rolling restart (b may be the coordinator)
+      const graceful = { sessionTimeoutMs: 10_000 }
+      const a = w.spawn("a", graceful)
+      const b = w.spawn("b", { ...graceful, handlerMs: 100 })
+      const c = w.spawn("c", graceful)
       await w.settled([a, b, c], "3 members own every shard")
       await w.startProduction()
       await midBatch(b)
@@ -426,7 +438,13 @@ const scenarios = (redis: () => RedisOptions) => {
       expect(intervals.length).toBeGreaterThan(SHARDS)
       expect(overlappingOwners(intervals).join("\n"), "two owners at once").toBe("")
       expect(handledOutsideOwnership(w.lines, intervals).join("\n"), "handled unowned").toBe("")
-      expect(begins(w.lines).filter((l) => (l.dc as number) > 1)).toEqual([])
+      expect(
+        begins(w.lines)
+          .filter((l) => (l.dc as number) > 1)
+          .map((l) => `${l.proc} ${l.id} dc=${l.dc}`)
+          .join("\n"),
+        "re-deliveries",
+      ).toBe("")
       expect(begins(w.lines)).toHaveLength(w.produced)
     },
     SCENARIO_TIMEOUT_MS,

@@ -36,9 +36,21 @@ export interface MemberProcessConfig {
   readonly workers: number
   /** Each message's handler takes this long. */
   readonly handlerMs: number
+  /**
+   * Until the process receives SIGCONT, each message takes this long instead
+   * (a victim stays inside a batch long enough for the test to stop or kill
+   * it there, and is fast again once resumed).
+   */
+  readonly slowUntilContMs?: number
 }
 
 const config = JSON.parse(process.argv[2]!) as MemberProcessConfig
+let resumed = false
+process.on("SIGCONT", () => {
+  resumed = true
+})
+const handlerMs = () =>
+  config.slowUntilContMs !== undefined && !resumed ? config.slowUntilContMs : config.handlerMs
 const now = () => performance.timeOrigin + performance.now()
 const log = (line: Record<string, unknown>) => {
   process.stdout.write(`${JSON.stringify({ t: now(), ...line })}\n`)
@@ -109,7 +121,8 @@ const runtime = await start({
             throw new Error("aborted")
           }
           log({ ev: "begin", ...describe(m) })
-          if (config.handlerMs > 0) await sleep(config.handlerMs, signal)
+          const ms = handlerMs()
+          if (ms > 0) await sleep(ms, signal)
           if (signal.aborted) {
             log({ ev: "aborted", shard: batch.shard, id: m.id })
             // throw, not return: a batch handler that returns resolves the whole batch
