@@ -13,7 +13,7 @@
  */
 import { mkdirSync, writeFileSync } from "node:fs"
 import { cpus } from "node:os"
-import { defaultOptions, runSeed, type Scenario } from "@shardline/simulator"
+import { reshardShape, runSeed, type Scenario } from "@shardline/simulator"
 
 const SEEDS = 50
 const scenarios: ReadonlyArray<Scenario> = ["reshard-up", "reshard-down", "reshard-rollback"]
@@ -45,17 +45,7 @@ for (const faults of ["none", "default"])
     let events = 0
     const t0 = performance.now()
     for (let seed = 1; seed <= SEEDS; seed++) {
-      const { result, summary } = runSeed({
-        ...defaultOptions,
-        scenario,
-        seed,
-        members: 2 + (seed % 5),
-        shards: scenario === "reshard-down" ? 8 : 4,
-        workers: 1 + (seed % 3),
-        durationMs: 60_000,
-        ratePerShard: 5,
-        faults,
-      })
+      const { result, summary } = runSeed(reshardShape(scenario, seed, { faults }))
       pauses.push(...result.keyPausesMs)
       violations += summary.violations.length
       events += summary.events

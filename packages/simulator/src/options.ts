@@ -174,6 +174,26 @@ export const defaultOptions: SimOptions = {
   fence: "on",
 }
 
+/**
+ * The reshard scenarios' seed-varied shape (CI seeds, `bench:simulator-reshard`):
+ * 2..6 members, 1..3 workers, 4 shards (8 for reshard-down), 5 messages/s per shard.
+ */
+export const reshardShape = (
+  scenario: Scenario,
+  seed: number,
+  extra: Partial<SimOptions> = {},
+): SimOptions => ({
+  ...defaultOptions,
+  scenario,
+  seed,
+  members: 2 + (seed % 5),
+  shards: scenario === "reshard-down" ? 8 : 4,
+  workers: 1 + (seed % 3),
+  durationMs: 60_000,
+  ratePerShard: 5,
+  ...extra,
+})
+
 /** Protocol timing of the group (ms); member-side settings may be drawn at the edges. */
 export const timing = {
   heartbeatIntervalMs: 1_000,

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from "vitest"
-import { defaultOptions, runSeed, type Scenario, type SimOptions } from "../src/index.js"
+import { reshardShape, runSeed, type Scenario } from "../src/index.js"
 import { range, runSet, type SetResult } from "./helpers.js"
 
 // Resharding under faults (docs/resharding.md, docs/simulator.md): the stream
@@ -10,21 +10,7 @@ import { range, runSet, type SetResult } from "./helpers.js"
 // partitions, member crashes, coordinator crashes and stale pauses, and the
 // leader crashed in the middle of the migration half the time. The key-order
 // checker holds every key to its production order across the cutover.
-const reshardOptions = (
-  scenario: Scenario,
-  seed: number,
-  extra: Partial<SimOptions> = {},
-): SimOptions => ({
-  ...defaultOptions,
-  scenario,
-  seed,
-  members: 2 + (seed % 5),
-  shards: scenario === "reshard-down" ? 8 : 4,
-  workers: 1 + (seed % 3),
-  durationMs: 60_000,
-  ratePerShard: 5,
-  ...extra,
-})
+const reshardOptions = reshardShape
 
 describe("fixed seeds: resharding", () => {
   const sets: Record<string, SetResult> = {}
