@@ -161,7 +161,9 @@ export class Simulation {
         w.S,
         report,
         (id, epoch) => view.ended(id, epoch),
-        options.strict !== true,
+        // F1 (a late join answer applied) is fixed in the member machine:
+        // own-rejoin zombies are no longer excused
+        false,
       ),
       drain: new DrainChecker(report),
       lease: new LeaseChecker(report),

@@ -33,7 +33,7 @@ options:
   --swarm N              run N seeds (from --from-seed, default 1) on --jobs threads (default: all cores);
                          members, shards, workers and rate not given are drawn per seed
   --broken KIND          test-only protocol breakage: ${BROKEN.join(" | ")}
-  --strict               do not excuse the known protocol findings F1, F2 (docs/simulator.md)
+  --strict               do not excuse the known protocol finding F2 (docs/simulator.md)
 `
 
 export class UsageError extends Error {}

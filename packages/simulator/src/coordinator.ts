@@ -117,7 +117,7 @@ export class CoordinatorHost {
       req.forgery === undefined &&
       proc.byzantine === undefined &&
       proc.forged === 0 &&
-      (this.ctx.options.strict === true || (!proc.carriesOldLifecycle && !proc.mayApplyOlderAnswer))
+      (this.ctx.options.strict === true || !proc.mayApplyOlderAnswer)
     this.ctx.net.handled(slot)
     for (let attempt = 0; attempt < 2; attempt++) {
       const shell = c.shell

@@ -704,10 +704,7 @@ export class Members {
     const end = checks.view.ended(p.id, run.holder.epoch)
     if (
       byzantine ||
-      (end !== undefined &&
-        (end.kind === "MemberFenced" ||
-          end.kind === "MemberReplaced" ||
-          (end.kind === "MemberRejoined" && this.ctx.options.strict !== true)))
+      (end !== undefined && (end.kind === "MemberFenced" || end.kind === "MemberReplaced"))
     ) {
       data.zombieAcks++
       return false

@@ -152,10 +152,9 @@ export interface SimOptions {
   readonly fence: "on" | "off"
   readonly broken?: Broken | undefined
   /**
-   * Do not excuse the known protocol findings F1 and F2 (docs/simulator.md):
-   * a zombie of a lifecycle its own process's newer join ended, and reports
-   * of a member that may have applied an older answer. Their seeds then fail.
-   * (F4 is fixed in core and no longer excused.)
+   * Do not excuse the known protocol finding F2 (docs/simulator.md): reports
+   * of a member that may have applied an older answer. Its seeds then fail.
+   * (F1 and F4 are fixed in core and no longer excused.)
    */
   readonly strict?: boolean | undefined
   /** Record ownership segments for the HTML report. */

@@ -480,6 +480,10 @@ export const nextRequest = (
     if (entry.status === "revoked" && entry.revokedReportedFromSeq === 0)
       entry.revokedReportedFromSeq = seq
   if (request.memberEpoch === -1 && state.leaveSeq === 0) state.leaveSeq = seq
+  // Each join starts a lifecycle at the coordinator, which the next join
+  // ends: the answer to an earlier join describes a lifecycle this one
+  // replaces, and must not be applied (the simulator's finding F1).
+  if (request.memberEpoch === 0) state.acceptFromSeq = seq
   state.sendRequested = false
   state.sendAfterInFlight = false
   state.inFlightSeq = seq

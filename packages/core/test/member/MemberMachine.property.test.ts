@@ -213,8 +213,11 @@ const run = (actions: ReadonlyArray<Action>) => {
           if (r.state === "REVOKED" && !revokedFirstSent.has(r.shard))
             revokedFirstSent.set(r.shard, next.seq)
         if (next.request.memberEpoch === -1 && model.leaveSeq === 0) model.leaveSeq = next.seq
-        if (next.request.memberEpoch === 0)
+        if (next.request.memberEpoch === 0) {
           expect(next.request.memberInfo).toEqual(config.memberInfo)
+          // a join replaces the lifecycle of any earlier join: their answers are stale
+          model.acceptFrom = next.seq
+        }
         break
       }
       case "respond": {

@@ -53,6 +53,31 @@ const stableMember = () => {
 }
 
 describe("MemberMachine", () => {
+  it("finding F1: the answer to an earlier join, arriving after a retried join was sent, is ignored", () => {
+    const state = MemberMachine.make(config, 0)
+    const first = MemberMachine.nextRequest(state, 0)
+    MemberMachine.step(state, { _tag: "HeartbeatFailed", seq: first.seq, now: 10 })
+    const retry = MemberMachine.nextRequest(state, 200)
+    expect(retry.request.memberEpoch).toBe(0)
+    // the coordinator handled the first join too: its lifecycle ends with the retry's
+    const late = MemberMachine.step(state, {
+      _tag: "ResponseReceived",
+      seq: first.seq,
+      response: response({ memberEpoch: 3, assigned: grants(0, 1) }),
+      now: 250,
+    })
+    expect(tags(late)).not.toContain("StartShard")
+    expect(state.memberEpoch).toBe(0)
+    const answer = MemberMachine.step(state, {
+      _tag: "ResponseReceived",
+      seq: retry.seq,
+      response: response({ memberEpoch: 4, assigned: grants(2) }),
+      now: 300,
+    })
+    expect(answer.filter((c) => c._tag === "StartShard").map((c) => c.shard)).toEqual([2])
+    expect(state.memberEpoch).toBe(4)
+  })
+
   it("join: the first heartbeat is a full heartbeat with epoch 0 and memberInfo", () => {
     const state = MemberMachine.make(config, 0)
     expect(MemberMachine.phase(state)).toBe("joining")
