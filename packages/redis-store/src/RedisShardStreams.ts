@@ -319,31 +319,8 @@ export const makeWith = (
     const owner = ownerTokenKey(o.stream, o.shard, o.group)
     const stream = shardKey(o.stream, o.shard)
     /** A WATCH + GET reply pair: the token now, or why not. */
-    const judge = async (
-      error: Error | null,
-      raw: unknown,
-    ): Promise<OptimisticRead | undefined> => {
-      if (error !== null || (raw !== null && !TOKEN.test(String(raw)))) {
-        r.checked = undefined
-        await c.unwatch()
-        if (error !== null && !error.message.startsWith("WRONGTYPE")) throw error
-        return {
-          _tag: "Foreign",
-          key: owner,
-          message:
-            error?.message ??
-            `owner token is not a non-negative integer: ${String(raw).slice(0, 40)}`,
-        }
-      }
-      const current = raw === null ? 0 : Number(raw)
-      if (o.token < current) {
-        r.checked = undefined
-        await c.unwatch()
-        return { _tag: "Stale", current }
-      }
-      r.checked = current
-      return undefined
-    }
+    const judge = (error: Error | null, raw: unknown): Promise<OptimisticRead | undefined> =>
+      judgeReader(r, owner, o.token, error, raw)
     for (let attempt = 0; attempt < 3; attempt++) {
       if (r.checked === undefined || o.token < r.checked) {
         const res = await c.pipeline().watch(owner).get(owner).exec()
