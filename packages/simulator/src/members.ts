@@ -90,13 +90,6 @@ export class Proc {
   layout: ShardLayout | undefined = undefined
   /** Shards this process lied about (REVOKED while still reading them). */
   byzantine: Set<number> | undefined = undefined
-  /**
-   * The machine moved to another lifecycle without a fence (it applied an
-   * answer with a new member epoch while holding the old one's shards): its
-   * reports may carry the old lifecycle's shards until its next StopAllShards
-   * (finding F1 in docs/simulator.md).
-   */
-  carriesOldLifecycle = false
   /** Two different answers to one of its requests are on their way (finding F2). */
   mayApplyOlderAnswer = false
   /** Requests left to forge (the `forge` fault), what to forge, and forged so far. */
@@ -419,7 +412,7 @@ export class Members {
       epochAfter !== epochBefore &&
       heldBefore > 0
     ) {
-      p.carriesOldLifecycle = true
+      // finding F1 (fixed in core; docs/simulator.md): counted, no longer excused
       w.count("finding:lifecycleSwitchWithoutFence")
     }
     if (wasStandby && p.state.lifecycle === "active") {
@@ -595,7 +588,6 @@ export class Members {
 
   private dropAll(p: Proc): void {
     p.loops++
-    p.carriesOldLifecycle = false
     p.mayApplyOlderAnswer = false
     for (const [shard, run] of p.runs) this.dropRun(p, shard, run)
     p.runs.clear()
