@@ -259,8 +259,9 @@ const scenarios = (redis: () => RedisOptions) => {
       const w = make()
       const a = w.spawn("a")
       // the victim's handler is slow, so the kill lands inside a batch
-      // slow (1 s per message) until resumed: the kill / stop lands inside a batch
-      const b = w.spawn("b", { slowUntilContMs: 1_000 })
+      // slow (3 s per message) until resumed: the kill / stop lands inside a
+      // batch even when the test reads b's lines seconds late (a loaded machine)
+      const b = w.spawn("b", { slowUntilContMs: 3_000 })
       const c = w.spawn("c")
       await w.settled([a, b, c], "3 members own every shard")
       await w.startProduction()
@@ -300,8 +301,9 @@ const scenarios = (redis: () => RedisOptions) => {
     async () => {
       const w = make()
       const a = w.spawn("a")
-      // slow (1 s per message) until resumed: the kill / stop lands inside a batch
-      const b = w.spawn("b", { slowUntilContMs: 1_000 })
+      // slow (3 s per message) until resumed: the kill / stop lands inside a
+      // batch even when the test reads b's lines seconds late (a loaded machine)
+      const b = w.spawn("b", { slowUntilContMs: 3_000 })
       const c = w.spawn("c")
       await w.settled([a, b, c], "3 members own every shard")
       await w.startProduction()
