@@ -3,8 +3,9 @@
  * in the same run (docs/redis.md, "Benchmarks"):
  *
  * 1. fenced read + ack, batch 1 / 10 / 100, optimistic fence (WATCH + GET,
- *    MULTI/XREADGROUP/EXEC) and script fence (one Lua script), vs a raw
- *    XREADGROUP + XACK loop with the same batch size;
+ *    MULTI/XREADGROUP/EXEC) and script fence (one Lua script), each with a
+ *    separate ack and with the ack riding on the next read, vs a raw
+ *    XREADGROUP + XACK loop with the same batch size (and a pipelined one);
  * 2. heartbeats/s of 2,000 members in steady state through the Redis
  *    transport, a CoordinatorHost and the Redis Store, vs raw ioredis
  *    LPUSH / BLMPOP / RPUSH / BLPOP round trips over the same kind of keys;
@@ -93,95 +94,138 @@ const serverCpu = async (raw: Redis) => {
   return (field("used_cpu_user") + field("used_cpu_sys")) * 1e6
 }
 
-/** entries/s of our fenced read + ack vs raw XREADGROUP + XACK, interleaved rounds. */
+/** How a variant of ours reads and acks: its fence, and whether the ack rides on the next read. */
+interface ReadAckVariant {
+  readonly read: "optimistic" | "script"
+  /** true: the batch is acked by the next read (`ReadOptions.ack`), one round trip per batch. */
+  readonly fused: boolean
+}
+
+const variantName = (v: ReadAckVariant) =>
+  `${v.read}, ${v.fused ? "ack with the next read" : "separate ack"}`
+
+/**
+ * entries/s of our fenced read + ack (each variant) vs two raw baselines with
+ * the same batch size, interleaved in every round: XREADGROUP then XACK (two
+ * round trips per batch, the issue's baseline) and XACK of the previous batch
+ * + XREADGROUP in one pipeline (one round trip, what fused reads do).
+ */
 const readAck = async (
   server: RedisServer,
   connection: RedisConnection.RedisConnectionShape,
   mode: "ack" | "xackdel",
-  BATCH = 100,
-  read: "optimistic" | "script" = "optimistic",
+  BATCH: number,
+  variants: ReadonlyArray<ReadAckVariant>,
 ) => {
   const ENTRIES = entriesFor(BATCH)
   const raw = new Redis(server.port, server.host)
-  const streams = RedisShardStreams.makeWith(connection, { read })
-  const ours: Array<number> = []
-  const base: Array<number> = []
-  const oursServer: Array<number> = []
-  const baseServer: Array<number> = []
+  const oursRuns = variants.map((v) => ({
+    variant: v,
+    streams: RedisShardStreams.makeWith(connection, { read: v.read }),
+    rates: [] as Array<number>,
+    cpu: [] as Array<number>,
+  }))
+  const base = { rates: [] as Array<number>, cpu: [] as Array<number> }
+  const piped = { rates: [] as Array<number>, cpu: [] as Array<number> }
+  const ackRaw = (p: ReturnType<Redis["pipeline"]>, key: string, ids: ReadonlyArray<string>) =>
+    mode === "ack" ? p.xack(key, "g", ...ids) : p.xack(key, "g", ...ids).xdel(key, ...ids)
+  const timed = async (
+    into: { rates: Array<number>; cpu: Array<number> },
+    body: () => Promise<void>,
+  ) => {
+    const cpu = await serverCpu(raw)
+    const t = performance.now()
+    await body()
+    into.rates.push(ENTRIES / ((performance.now() - t) / 1_000))
+    into.cpu.push((await serverCpu(raw)) - cpu)
+  }
   for (let round = 0; round < ROUNDS; round++) {
-    const stream = `bench-${mode}-${read}-${BATCH}-${round}`
-    const oursKey = `{${stream}:0}`
-    const rawKey = `{${stream}:1}`
-    await fill(raw, oursKey, ENTRIES)
+    for (const [i, ours] of oursRuns.entries()) {
+      const stream = `bench-${mode}-${BATCH}-${round}-${i}`
+      const key = `{${stream}:0}`
+      await fill(raw, key, ENTRIES)
+      await Effect.runPromise(
+        ours.streams.setOwnerToken({ stream, shard: 0, group: "g", token: 1 }),
+      )
+      const address = { stream, shard: 0, group: "g", token: 1 }
+      // one fiber for the whole loop, as a read loop of the member runtime runs
+      await timed(ours, () =>
+        Effect.runPromise(
+          Effect.gen(function* () {
+            let previous: ReadonlyArray<string> = []
+            for (;;) {
+              const batch = yield* ours.streams.read({
+                ...address,
+                consumer: "c",
+                count: BATCH,
+                ...(ours.variant.fused && previous.length > 0
+                  ? { ack: { ids: previous, mode } }
+                  : {}),
+              })
+              if (batch.length === 0) return
+              const ids = batch.map((m) => m.id)
+              if (ours.variant.fused) previous = ids
+              else yield* ours.streams.ack({ ...address, ids, mode })
+            }
+          }),
+        ),
+      )
+      await raw.del(key, `${key}:owner:g`)
+    }
+    const rawKey = `{bench-${mode}-${BATCH}-${round}-raw:0}`
     await fill(raw, rawKey, ENTRIES)
     await raw.xgroup("CREATE", rawKey, "g", "0")
-    await Effect.runPromise(streams.setOwnerToken({ stream, shard: 0, group: "g", token: 1 }))
-
-    let cpu = await serverCpu(raw)
-    let t = performance.now()
-    // one fiber for the whole loop, as a read loop of the member runtime runs
-    await Effect.runPromise(
-      Effect.gen(function* () {
-        for (;;) {
-          const batch = yield* streams.read({
-            stream,
-            shard: 0,
-            group: "g",
-            consumer: "c",
-            token: 1,
-            count: BATCH,
-          })
-          if (batch.length === 0) return
-          yield* streams.ack({
-            stream,
-            shard: 0,
-            group: "g",
-            token: 1,
-            ids: batch.map((m) => m.id),
-            mode,
-          })
-        }
-      }),
-    )
-    ours.push(ENTRIES / ((performance.now() - t) / 1_000))
-    oursServer.push((await serverCpu(raw)) - cpu)
-
-    cpu = await serverCpu(raw)
-    t = performance.now()
-    for (;;) {
-      const reply = (await raw.xreadgroup(
-        "GROUP",
-        "g",
-        "c",
-        "COUNT",
-        BATCH,
-        "STREAMS",
-        rawKey,
-        ">",
-      )) as Array<[string, Array<[string, Array<string>]>]> | null
-      // the same work a consumer does with our batches: records of fields
-      const batch = (reply?.[0]?.[1] ?? []).map(([id, flat]) => ({ id, fields: record(flat) }))
-      if (batch.length === 0) break
-      const ids = batch.map((m) => m.id)
-      if (mode === "ack") await raw.xack(rawKey, "g", ...ids)
-      else
-        await raw
-          .multi()
-          .xack(rawKey, "g", ...ids)
-          .xdel(rawKey, ...ids)
-          .exec()
-    }
-    base.push(ENTRIES / ((performance.now() - t) / 1_000))
-    baseServer.push((await serverCpu(raw)) - cpu)
-    await raw.del(oursKey, rawKey, `${oursKey}:owner:g`)
+    await timed(base, async () => {
+      for (;;) {
+        const reply = (await raw.xreadgroup(
+          "GROUP",
+          "g",
+          "c",
+          "COUNT",
+          BATCH,
+          "STREAMS",
+          rawKey,
+          ">",
+        )) as Array<[string, Array<[string, Array<string>]>]> | null
+        // the same work a consumer does with our batches: records of fields
+        const batch = (reply?.[0]?.[1] ?? []).map(([id, flat]) => ({ id, fields: record(flat) }))
+        if (batch.length === 0) break
+        const ids = batch.map((m) => m.id)
+        if (mode === "ack") await raw.xack(rawKey, "g", ...ids)
+        else await ackRaw(raw.multi(), rawKey, ids).exec()
+      }
+    })
+    const pipedKey = `{bench-${mode}-${BATCH}-${round}-piped:0}`
+    await fill(raw, pipedKey, ENTRIES)
+    await raw.xgroup("CREATE", pipedKey, "g", "0")
+    await timed(piped, async () => {
+      let previous: Array<string> = []
+      for (;;) {
+        const p = raw.pipeline()
+        if (previous.length > 0) ackRaw(p, pipedKey, previous)
+        p.xreadgroup("GROUP", "g", "c", "COUNT", BATCH, "STREAMS", pipedKey, ">")
+        const res = await p.exec()
+        const reply = res?.[res.length - 1]?.[1] as Array<
+          [string, Array<[string, Array<string>]>]
+        > | null
+        const batch = (reply?.[0]?.[1] ?? []).map(([id, flat]) => ({ id, fields: record(flat) }))
+        if (batch.length === 0) break
+        previous = batch.map((m) => m.id)
+      }
+    })
+    await raw.del(rawKey, pipedKey)
   }
   raw.disconnect()
+  // server time per entry, in microseconds
+  const perEntry = (cpu: ReadonlyArray<number>) => median(cpu) / ENTRIES
   return {
-    ours: median(ours),
-    base: median(base),
-    // server time per 100 entries, in microseconds
-    oursServer: (median(oursServer) / ENTRIES) * 100,
-    baseServer: (median(baseServer) / ENTRIES) * 100,
+    ours: oursRuns.map((o) => ({
+      variant: o.variant,
+      rate: median(o.rates),
+      serverUs: perEntry(o.cpu),
+    })),
+    base: { rate: median(base.rates), serverUs: perEntry(base.cpu) },
+    piped: { rate: median(piped.rates), serverUs: perEntry(piped.cpu) },
   }
 }
 
@@ -610,31 +654,54 @@ const benchServer = async (kind: ServerKind) => {
         `\n### (a) fenced read + ack vs raw XREADGROUP + XACK, same batch size (${ROUNDS} rounds, median)\n`,
       )
       say(
-        "| batch | fence | ours entries/s | raw entries/s | ratio | server CPU per entry: ours / raw |",
+        "Raw: XREADGROUP then XACK, two round trips per batch (the baseline); raw pipelined: XACK of the previous batch + XREADGROUP in one pipeline, one round trip. " +
+          "Ours with `ack with the next read` acks each batch in the next read's fenced call (`ReadOptions.ack`), as the member runtime does.\n",
       )
-      say("|---:|---|---:|---:|---:|---:|")
+      say(
+        "| batch | ours | ours entries/s | raw entries/s | **vs raw** | raw pipelined entries/s | vs raw pipelined | server CPU per entry: ours / raw / pipelined |",
+      )
+      say("|---:|---|---:|---:|---:|---:|---:|---:|")
+      const variants: ReadonlyArray<ReadAckVariant> = [
+        { read: "script", fused: true },
+        { read: "optimistic", fused: true },
+        { read: "script", fused: false },
+        { read: "optimistic", fused: false },
+      ]
       const curve: Array<unknown> = []
-      for (const batch of [1, 10, 100])
-        for (const read of ["optimistic", "script"] as const) {
-          const r = await readAck(server, connection, "ack", batch, read)
-          const ratio = r.ours / r.base
+      for (const batch of [1, 10, 100]) {
+        const r = await readAck(server, connection, "ack", batch, variants)
+        for (const o of r.ours) {
+          const ratio = o.rate / r.base.rate
+          const pipedRatio = o.rate / r.piped.rate
           curve.push({
             batch,
-            fence: read,
-            ours: r.ours,
-            raw: r.base,
+            ours: variantName(o.variant),
+            rate: o.rate,
+            raw: r.base.rate,
             ratio,
-            serverUsPer100: [r.oursServer, r.baseServer],
+            rawPipelined: r.piped.rate,
+            pipedRatio,
+            serverUsPerEntry: [o.serverUs, r.base.serverUs, r.piped.serverUs],
           })
           say(
-            `| ${batch} | ${read} | ${fmt(r.ours)} | ${fmt(r.base)} | **${ratio.toFixed(2)}x** | ${(r.oursServer / 100).toFixed(1)} / ${(r.baseServer / 100).toFixed(1)} us |`,
+            `| ${batch} | ${variantName(o.variant)} | ${fmt(o.rate)} | ${fmt(r.base.rate)} | **${ratio.toFixed(2)}x** | ${fmt(r.piped.rate)} | ${pipedRatio.toFixed(2)}x | ${o.serverUs.toFixed(1)} / ${r.base.serverUs.toFixed(1)} / ${r.piped.serverUs.toFixed(1)} us |`,
           )
         }
+      }
       out.readAck = curve
-      const xd = await readAck(server, connection, "xackdel", 100, "optimistic")
-      out.readXackdel = { batch: 100, ours: xd.ours, raw: xd.base, ratio: xd.ours / xd.base }
+      const xd = await readAck(server, connection, "xackdel", 100, [
+        { read: "script", fused: true },
+        { read: "optimistic", fused: true },
+      ])
+      out.readXackdel = xd
       say(
-        `\nfenced read + xackdel (batch 100, optimistic) vs raw XREADGROUP + MULTI(XACK, XDEL): ${fmt(xd.ours)} vs ${fmt(xd.base)} entries/s -> **${(xd.ours / xd.base).toFixed(2)}x**`,
+        `\nfenced read + xackdel, batch 100, vs raw XREADGROUP + MULTI(XACK, XDEL) ${fmt(xd.base.rate)} entries/s: ` +
+          xd.ours
+            .map(
+              (o) =>
+                `${variantName(o.variant)} ${fmt(o.rate)} -> **${(o.rate / xd.base.rate).toFixed(2)}x**`,
+            )
+            .join("; "),
       )
     }
     if (part("b")) {

@@ -73,11 +73,12 @@ const checkIds = (ids: ReadonlyArray<string>) => {
   return Effect.void
 }
 
+/** Script entries `{id, fields[, deliveryCount]}` (no count: a first delivery). */
 const messagesOf = (raw: unknown): Array<StreamMessage> =>
   (Array.isArray(raw) ? raw : []).map((m: ReadonlyArray<unknown>) => ({
     id: String(m[0]),
     fields: fieldsOf(m[1]),
-    deliveryCount: Number(m[2]),
+    deliveryCount: m[2] === undefined ? 1 : Number(m[2]),
   }))
 
 const compareIds = (a: string, b: string): number => {
@@ -141,6 +142,13 @@ type OptimisticRead =
   | { readonly _tag: "Fallback" }
 
 const TOKEN = /^\d{1,15}$/
+
+/** The MULTI-queued acknowledgement of `ack.ids` (XACKDEL needs Redis >= 8.2). */
+const ackCommand = (stream: string, group: string, ack: ShardStreams.AckFirst) =>
+  ack.mode === "ack"
+    ? ["xack", stream, group, ...ack.ids]
+    : // ioredis has no XACKDEL method: a raw call
+      ["call", "XACKDEL", stream, group, "IDS", String(ack.ids.length), ...ack.ids]
 
 /** XREADGROUP's reply (`[[stream, [[id, [field, value, ...]], ...]]]` or null) as messages. */
 const xreadMessages = (reply: unknown): Array<StreamMessage> => {
@@ -256,13 +264,14 @@ export const makeWith = (
     const c = r.lease.client
     const owner = ownerTokenKey(o.stream, o.shard, o.group)
     const stream = shardKey(o.stream, o.shard)
-    const command =
-      o.mode === "ack"
-        ? ["xack", stream, o.group, ...o.ids]
-        : // ioredis has no XACKDEL method: a raw call
-          ["call", "XACKDEL", stream, o.group, "IDS", String(o.ids.length), ...o.ids]
     const res = await c
-      .pipeline([["multi"], command, ["exec"], ["watch", owner], ["get", owner]])
+      .pipeline([
+        ["multi"],
+        ackCommand(stream, o.group, o),
+        ["exec"],
+        ["watch", owner],
+        ["get", owner],
+      ])
       .exec()
     if (res === null || res.length < 5) throw new Error("no reply to MULTI/EXEC")
     const [execError, exec] = res[2]!
@@ -328,18 +337,21 @@ export const makeWith = (
         const verdict = await judge(error, raw)
         if (verdict !== undefined) return verdict
       }
+      const ack = o.ack !== undefined && o.ack.ids.length > 0 ? o.ack : undefined
       const res = await c
         .pipeline([
           ["multi"],
+          ...(ack === undefined ? [] : [ackCommand(stream, o.group, ack)]),
           ["xreadgroup", "GROUP", o.group, o.consumer, "COUNT", o.count, "STREAMS", stream, ">"],
           ["exec"],
           ["watch", owner],
           ["get", owner],
         ])
         .exec()
-      if (res === null || res.length < 5) throw new Error("no reply to MULTI/EXEC")
-      const [execError, exec] = res[2]!
-      const [getError, raw] = res[4]!
+      const n = ack === undefined ? 5 : 6
+      if (res === null || res.length < n) throw new Error("no reply to MULTI/EXEC")
+      const [execError, exec] = res[n - 3]!
+      const [getError, raw] = res[n - 1]!
       if (execError !== null) throw execError
       if (exec === null) {
         // the token key changed since the WATCH: nothing was read; judge the new one
@@ -347,9 +359,18 @@ export const makeWith = (
         if (verdict !== undefined) return verdict
         continue
       }
-      const inner = (exec as Array<unknown>)[0]
+      const replies = exec as Array<unknown>
+      const acked = ack === undefined ? undefined : replies[0]
+      const inner = replies[replies.length - 1]
       // the read ran under the WATCH; the new WATCH + GET arms (or disarms) the next one
       await judge(getError, raw).catch(() => undefined)
+      if (acked instanceof Error) {
+        r.checked = undefined
+        await c.unwatch()
+        if (acked.message.startsWith("WRONGTYPE"))
+          return { _tag: "Foreign", key: stream, message: acked.message }
+        throw acked
+      }
       if (inner instanceof Error) {
         r.checked = undefined
         await c.unwatch()
@@ -517,10 +538,17 @@ export const makeWith = (
       Effect.gen(function* () {
         yield* checkToken(o.token)
         yield* checkPositive("count", o.count)
+        if (o.ack !== undefined) yield* checkIds(o.ack.ids)
+        const ack = o.ack !== undefined && o.ack.ids.length > 0 ? o.ack : undefined
         const claim = o.claimIdleMs !== undefined && o.from !== "pending"
         if (claim) yield* checkNonNegative("claimIdleMs", o.claimIdleMs!)
         const mode = o.from === "pending" ? "pending" : claim ? "claim" : "new"
-        if (mode === "new" && optimistic) {
+        // the optimistic path acks in its MULTI: natively only (XACKDEL on Redis >= 8.2)
+        if (
+          mode === "new" &&
+          optimistic &&
+          (ack === undefined || ack.mode === "ack" || features.xackdel)
+        ) {
           const result = yield* stickyRead(o)
           if (result._tag === "Read") return result.messages
           if (result._tag === "Stale")
@@ -547,6 +575,9 @@ export const makeWith = (
             mode,
             String(o.claimIdleMs ?? 0),
             features.readClaim ? "1" : "0",
+            ack?.mode ?? "",
+            features.xackdel ? "1" : "0",
+            ...(ack?.ids ?? []),
           ],
         )
         return messagesOf(reply[1])

@@ -76,7 +76,18 @@ export const keyCommand = <A>(
 export const fieldsOf = (flat: unknown): Record<string, string> => {
   const out: Record<string, string> = {}
   if (!Array.isArray(flat)) return out
-  for (let i = 0; i + 1 < flat.length; i += 2) out[String(flat[i])] = String(flat[i + 1])
+  for (let i = 0; i + 1 < flat.length; i += 2) {
+    const name = String(flat[i])
+    // a field named __proto__ stays a field (an assignment would set the prototype)
+    if (name === "__proto__")
+      Object.defineProperty(out, name, {
+        value: String(flat[i + 1]),
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      })
+    else out[name] = String(flat[i + 1])
+  }
   return out
 }
 

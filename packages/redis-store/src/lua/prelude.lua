@@ -82,6 +82,33 @@ local function deliveries(stream, group, id)
   return p[1][4]
 end
 
+-- Acknowledge `ids` of `group` on `stream` (the caller fenced first): how
+-- many were pending and are now acknowledged. mode "ack": XACK; "xackdel":
+-- also delete exactly the entries this call acknowledged (XACKDEL KEEPREF
+-- semantics), with XACKDEL when `native` (Redis >= 8.2), else XACK + XDEL.
+local function acknowledge(stream, group, mode, native, ids)
+  if #ids == 0 then return 0 end
+  if mode == 'ack' then return ccall(stream, 'XACK', stream, group, unpack(ids)) end
+  if native then
+    local results = ccall(stream, 'XACKDEL', stream, group, 'IDS', #ids, unpack(ids))
+    local n = 0
+    for _, r in ipairs(results) do
+      if r == 1 then n = n + 1 end
+    end
+    return n
+  end
+  local n = 0
+  local acked = {}
+  for _, id in ipairs(ids) do
+    if ccall(stream, 'XACK', stream, group, id) == 1 then
+      n = n + 1
+      acked[#acked + 1] = id
+    end
+  end
+  if #acked > 0 then ccall(stream, 'XDEL', stream, unpack(acked)) end
+  return n
+end
+
 -- The type of `key` ('none' when absent).
 local function type_of(key)
   local t = ccall(key, 'TYPE', key)

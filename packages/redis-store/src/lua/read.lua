@@ -5,12 +5,18 @@
 --               "claim" (idle pending entries of any consumer first, then new)
 -- ARGV[6] claim min idle ms ("claim" only)
 -- ARGV[7] "1": the server has XREADGROUP ... CLAIM (Redis >= 8.4), else XAUTOCLAIM
+-- ARGV[8] "" or an ack mode ("ack" | "xackdel", as ack.lua): acknowledge
+--         ARGV[10..] first (the previous batch), after the fence
+-- ARGV[9] "1": the server has XACKDEL (Redis >= 8.2)
 -- Creates the group at 0 when absent (as the memory port does).
--- -> {0, {{id, {field, value, ...}, deliveryCount}, ...}} | {1, current} | {2, key, msg}
+-- -> {0, {{id, {field, value, ...}[, deliveryCount]}, ...}} | {1, current} | {2, key, msg}
+--    (an entry without a count was delivered for the first time: count 1;
+--    new entries are returned as XREADGROUP gives them, no copy in Lua)
 return run(function()
   local stream, owner = KEYS[1], KEYS[2]
   local group, consumer, count, mode = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
   fence(owner, tonumber(ARGV[1]))
+  if ARGV[8] ~= '' then acknowledge(stream, group, ARGV[8], ARGV[9] == '1', { unpack(ARGV, 10) }) end
 
   local function ensure_group(reply)
     if is_err(reply, 'NOGROUP') then
@@ -35,10 +41,17 @@ return run(function()
     local reply = rcall(stream, unpack(args))
     if ensure_group(reply) then reply = ccall(stream, unpack(args)) end
     if not reply then return end
+    if not claim_idle and #out == 0 then
+      out = reply[1][2]
+      return
+    end
     for _, e in ipairs(reply[1][2]) do
       -- with CLAIM each entry is {id, fields, idle, previous delivery count} (0 for new ones)
-      local previous = e[4] or 0
-      out[#out + 1] = { e[1], e[2], previous + 1 }
+      if claim_idle then
+        out[#out + 1] = { e[1], e[2], (e[4] or 0) + 1 }
+      else
+        out[#out + 1] = e
+      end
     end
   end
 

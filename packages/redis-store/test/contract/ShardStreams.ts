@@ -76,6 +76,20 @@ export const shardStreamsContract = (subject: () => Streams) => {
       }),
   )
 
+  it.live("a field named __proto__ is an ordinary field: kept, read back, never a prototype", () =>
+    Effect.gen(function* () {
+      const s = subject()
+      const { stream, base } = fresh()
+      const fields = JSON.parse('{"__proto__":"x","k":"v"}') as Record<string, string>
+      yield* s.append(stream, 3, fields)
+      const [m] = yield* s.read({ ...base, consumer: "c1", token: 0, count: 1 })
+      assert.isTrue(Object.hasOwn(m!.fields, "__proto__"))
+      assert.strictEqual(Object.getOwnPropertyDescriptor(m!.fields, "__proto__")?.value, "x")
+      assert.strictEqual(Object.getPrototypeOf(m!.fields), Object.prototype)
+      assert.deepStrictEqual(Object.keys(m!.fields).sort(), ["__proto__", "k"])
+    }),
+  )
+
   it.live("setOwnerToken only raises: equal is a no-op, lower fails OwnerTokenRegression", () =>
     Effect.gen(function* () {
       const s = subject()
@@ -183,6 +197,118 @@ export const shardStreamsContract = (subject: () => Streams) => {
       )
       assert.deepStrictEqual(yield* s.pending(base), [])
       assert.strictEqual(yield* s.ack({ ...base, token: 0, ids: [], mode: "ack" }), 0)
+    }),
+  )
+
+  it.live(
+    "read with ack: acknowledges the previous batch, then reads the next (ack and xackdel)",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { stream, base } = fresh()
+        for (const k of ["a", "b", "c", "d", "e"]) yield* s.append(stream, 3, { k })
+        const address = { ...base, consumer: "c1", token: 0 }
+        const first = yield* s.read({ ...address, count: 2 })
+        const second = yield* s.read({
+          ...address,
+          count: 2,
+          ack: { ids: first.map((m) => m.id), mode: "ack" },
+        })
+        assert.deepStrictEqual(
+          second.map((m) => [m.fields.k, m.deliveryCount]),
+          [
+            ["c", 1],
+            ["d", 1],
+          ],
+        )
+        assert.deepStrictEqual(
+          (yield* s.pending(base)).map((p) => p.id),
+          second.map((m) => m.id),
+        )
+        // xackdel: acknowledged and deleted; an id that was not pending is neither
+        const third = yield* s.read({
+          ...address,
+          count: 2,
+          ack: { ids: [...second.map((m) => m.id), first[0]!.id], mode: "xackdel" },
+        })
+        assert.deepStrictEqual(
+          third.map((m) => m.fields.k),
+          ["e"],
+        )
+        assert.deepStrictEqual(
+          (yield* s.range(shardKey(stream, 3))).map((e) => e.fields.k),
+          ["a", "b", "e"],
+        )
+        // the read that finds nothing still acknowledges
+        const empty = yield* s.read({
+          ...address,
+          count: 2,
+          ack: { ids: third.map((m) => m.id), mode: "ack" },
+        })
+        assert.deepStrictEqual(empty, [])
+        assert.deepStrictEqual(yield* s.pending(base), [])
+        // the own-pending and takeover reads acknowledge first too
+        yield* s.append(stream, 3, { k: "f" })
+        const [f] = yield* s.read({ ...address, count: 1 })
+        const retry = yield* s.read({
+          ...address,
+          count: 1,
+          from: "pending",
+          ack: { ids: [f!.id], mode: "ack" },
+        })
+        assert.deepStrictEqual(retry, [])
+        yield* s.append(stream, 3, { k: "g" })
+        const [g] = yield* s.read({ ...address, count: 1 })
+        const taken = yield* s.read({
+          ...address,
+          consumer: "c2",
+          count: 5,
+          claimIdleMs: 0,
+          ack: { ids: [g!.id], mode: "ack" },
+        })
+        assert.deepStrictEqual(taken, [])
+        assert.deepStrictEqual(yield* s.pending(base), [])
+      }),
+  )
+
+  it.live("read with ack refused (stale token, invalid id) acknowledges and reads nothing", () =>
+    Effect.gen(function* () {
+      const s = subject()
+      const { stream, base } = fresh()
+      for (const k of ["a", "b"]) yield* s.append(stream, 3, { k })
+      yield* s.setOwnerToken({ ...base, token: 1 })
+      const [a] = yield* s.read({ ...base, consumer: "old", token: 1, count: 1 })
+      const invalid = yield* Effect.flip(
+        s.read({
+          ...base,
+          consumer: "old",
+          token: 1,
+          count: 1,
+          ack: { ids: [a!.id, "nope"], mode: "xackdel" },
+        }),
+      )
+      assert.strictEqual(invalid._tag, "InvalidEntryId")
+      yield* s.setOwnerToken({ ...base, token: 2 })
+      const stale = yield* Effect.flip(
+        s.read({
+          ...base,
+          consumer: "old",
+          token: 1,
+          count: 1,
+          ack: { ids: [a!.id], mode: "ack" },
+        }),
+      )
+      assert.strictEqual(stale._tag, "StaleOwner")
+      assert.deepStrictEqual(
+        (yield* s.pending(base)).map((p) => [p.id, p.consumer]),
+        [[a!.id, "old"]],
+      )
+      assert.strictEqual((yield* s.range(shardKey(stream, 3))).length, 2)
+      // "b" was never delivered: the new owner reads it
+      assert.deepStrictEqual(
+        (yield* s.read({ ...base, consumer: "new", token: 2, count: 5 })).map((m) => m.fields.k),
+        ["b"],
+      )
     }),
   )
 
