@@ -7,6 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { ShardStreams } from "@shardline/core"
 import { Deferred, Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
+import { KEY_FIELD, type Message } from "../src/Message.js"
 import { group, type LogEntry, makeHarness, stream } from "./support/pollerHarness.js"
 
 const reads = (log: ReadonlyArray<LogEntry>) =>
@@ -293,6 +294,22 @@ describe("polling adapter: acknowledgement policies and failures", () => {
       yield* h.start(0)
       yield* h.runUntil("handled", () => seen.length === 1)
       assert.deepStrictEqual(seen, [[undefined, {}]])
+    }),
+  )
+
+  it.effect("the key field is taken out of the fields; a field named __proto__ stays a field", () =>
+    Effect.gen(function* () {
+      const seen: Array<Message> = []
+      const h = yield* makeHarness({ eachMessage: (m) => void seen.push(m) })
+      const fields = JSON.parse(`{"__proto__":"x","${KEY_FIELD}":"k1","n":"1"}`)
+      yield* h.streams.append(stream, 0, fields)
+      yield* h.start(0)
+      yield* h.runUntil("handled", () => seen.length === 1)
+      const m = seen[0]!
+      assert.strictEqual(m.key, "k1")
+      assert.deepStrictEqual(Object.keys(m.fields).sort(), ["__proto__", "n"])
+      assert.strictEqual(Object.getOwnPropertyDescriptor(m.fields, "__proto__")?.value, "x")
+      assert.strictEqual(Object.getPrototypeOf(m.fields), Object.prototype)
     }),
   )
 })
@@ -593,6 +610,123 @@ describe("polling adapter: takeover, revoke, fence, stale owner", () => {
       yield* h.start(0)
       yield* h.runUntil("handled", () => h.acked().length === 1)
       assert.strictEqual(assignedAt, 0)
+    }),
+  )
+})
+
+describe("polling adapter: a batch is acknowledged by the shard's next read", () => {
+  const acks = (log: ReadonlyArray<LogEntry>) =>
+    log.filter((e): e is Extract<LogEntry, { kind: "ack" }> => e.kind === "ack")
+
+  it.effect("one call per batch: the next read carries the ack, the empty read included", () =>
+    Effect.gen(function* () {
+      const h = yield* makeHarness({ settings: { batchSize: 2 } })
+      const ids = yield* h.produce(0, 5)
+      yield* h.start(0)
+      yield* h.runUntil("all acked", () => h.acked().length === 5)
+      assert.deepStrictEqual(
+        acks(h.log).map((a) => [a.via, a.ids.length]),
+        [
+          ["read", 2],
+          ["read", 2],
+          ["read", 1],
+        ],
+      )
+      assert.deepStrictEqual(
+        h.acked().map((a) => a.id),
+        ids,
+      )
+      assert.strictEqual((yield* h.pending(0)).length, 0)
+      // the batchEnd events count what each turn acknowledged: the previous batch
+      const ended = h.events.flatMap((e) => (e.type === "batchEnd" ? [e.acked] : []))
+      assert.deepStrictEqual(ended, [0, 2, 2])
+    }),
+  )
+
+  it.effect("pausing acknowledges what was handled at once; nothing is read while paused", () =>
+    Effect.gen(function* () {
+      const gate = yield* Deferred.make<void>()
+      const h = yield* makeHarness({
+        settings: { batchSize: 2 },
+        eachMessage: () => Deferred.await(gate),
+      })
+      const ids = yield* h.produce(0, 4)
+      yield* h.start(0)
+      yield* h.runUntil("in flight", () => h.log.some((e) => e.kind === "handle"))
+      h.paused.add(0)
+      yield* Deferred.succeed(gate, undefined)
+      yield* h.runUntil("acked", () => h.acked().length === 2)
+      assert.deepStrictEqual(
+        acks(h.log).map((a) => [a.via, a.ids]),
+        [["ack", ids.slice(0, 2)]],
+      )
+      yield* TestClock.adjust(10_000)
+      assert.strictEqual(reads(h.log).length, 1)
+      assert.deepStrictEqual(
+        (yield* h.pending(0)).map((p) => p.id),
+        [],
+      )
+    }),
+  )
+
+  it.effect(
+    "a read that fails while it carries an ack: the batch is handled again (at least once), nothing is lost",
+    () =>
+      Effect.gen(function* () {
+        let failed = 0
+        const h = yield* makeHarness({
+          settings: { batchSize: 2, retryBackoff: { initialMs: 100, maxMs: 100 } },
+          failRead: (o) => o.ack !== undefined && failed++ === 0,
+        })
+        const ids = yield* h.produce(0, 4)
+        yield* h.start(0)
+        yield* h.runUntil("all acked", () => h.acked().length >= 4, 10_000, 10)
+        const handled = h.handled().map((e) => (e.kind === "handled" ? e.id : undefined))
+        // the first batch was handled, its ack failed with the read: handled again, then the rest
+        assert.deepStrictEqual(handled, [ids[0], ids[1], ids[0], ids[1], ids[2], ids[3]])
+        assert.strictEqual(h.events.filter((e) => e.type === "dataPlaneError").length, 1)
+        assert.strictEqual((yield* h.pending(0)).length, 0)
+      }),
+  )
+
+  it.effect("the fast path (plain handlers) and run (Effect handlers) give the same log", () =>
+    Effect.gen(function* () {
+      const logs: Array<ReadonlyArray<string>> = []
+      for (const slowPath of [false, true]) {
+        const h = yield* makeHarness({
+          slowPath,
+          settings: { batchSize: 3, maxDeliveries: 2, retryBackoff: { initialMs: 10, maxMs: 10 } },
+          eachMessage: (m) => {
+            const n = Number(m.fields.n) % 7
+            if (n === 2 && m.deliveryCount === 1) throw new Error("once")
+            if (n === 4) return Promise.reject(new Error("always"))
+            if (n === 5) return Promise.resolve()
+            return undefined
+          },
+        })
+        const ids = yield* h.produce(0, 7)
+        const name = (id: string) => `#${ids.indexOf(id)}`
+        yield* h.start(0)
+        yield* h.runUntil(
+          "done",
+          () => h.acked().length === 6 && h.log.some((e) => e.kind === "deadLetter"),
+          10_000,
+          5,
+        )
+        yield* TestClock.adjust(1_000)
+        logs.push(
+          h.log.map((e) =>
+            e.kind === "handle" || e.kind === "handled"
+              ? `${e.kind} ${name(e.id)}`
+              : e.kind === "ack"
+                ? `ack ${e.ids.map(name).join(",")}`
+                : e.kind,
+          ),
+        )
+      }
+      assert.deepStrictEqual(logs[0], logs[1])
+      assert.include(logs[0]!, "deadLetter")
+      assert.include(logs[0]!, "nack")
     }),
   )
 })

@@ -19,6 +19,7 @@ import { SeekFailed, ShardNotOwned } from "../Errors.js"
 import {
   abandon,
   abortLateCalls,
+  flushAcks,
   makeRunner,
   type Outcome,
   progressOf,
@@ -225,6 +226,8 @@ export const makePoller = (env: PollerOptions): Effect.Effect<Poller> =>
               abandoned = true
             }
           }
+          // what the last turn handled is acknowledged before the shard is reported drained
+          if (!abandoned && r.alive && env.mayAct()) yield* flushAcks(env, r)
           abandon(r, "revoked")
           r.state = "stopped"
           const hook = env.hooks.onRevoked

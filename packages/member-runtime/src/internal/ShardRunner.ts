@@ -12,6 +12,12 @@
  *    succeeded before it, then nacks the message (retry after a backoff) or,
  *    at `maxDeliveries`, dead-letters it atomically with its ack and goes on.
  *
+ * A fully handled batch is acknowledged by the shard's next read, in the
+ * same fenced call (`ReadOptions.ack`): one round trip per batch instead of
+ * two. What a turn handled stays in `unacked` until then; anything else the
+ * shard does next (a claim, a seek, a pause, a revoke) acknowledges it first
+ * (`flushAcks`), so a shard never gives up entries it handled without acking them.
+ *
  * Every storage call first checks that the runner is alive (not stopped,
  * fenced or abandoned) and that the member's lease is valid; the storage's
  * owner token is the final guard (`StaleOwner`).
@@ -31,7 +37,13 @@ import type { ConsumerSettings } from "../Config.js"
 import { SeekFailed } from "../Errors.js"
 import type { RuntimeEvent } from "../Events.js"
 import { type Batch, type BatchContext, type Message, toMessage } from "../Message.js"
-import type { CallAborted, UserCodeFailed } from "./invoke.js"
+import {
+  awaitUser,
+  type CallAborted,
+  callUserEffect,
+  isPromiseLike,
+  type UserCodeFailed,
+} from "./invoke.js"
 import type { InternalHandler, InternalHooks } from "./spec.js"
 
 /** One user call in flight: its signal's controller and when it times out. */
@@ -98,6 +110,8 @@ export interface Runner {
   readonly userIdle: Array<Deferred.Deferred<void>>
   /** Turns taken (fairness tests and benchmarks count them). */
   turns: number
+  /** Handled, not yet acknowledged: the next read acknowledges them (or `flushAcks`). */
+  unacked: Array<string>
   readonly progress: {
     lastId: string | undefined
     acked: number
@@ -132,6 +146,7 @@ export const makeRunner = (
   userCalls: 0,
   userIdle: [],
   turns: 0,
+  unacked: [],
   progress: { lastId: undefined, acked: 0, inFlight: 0, lag: undefined },
 })
 
@@ -331,7 +346,12 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
     }
     if (!r.alive || r.stopping) return Abandoned
 
-    // seeks, between batches only (never while a batch is handled)
+    // seeks, between batches only (never while a batch is handled), after the
+    // handled entries are acknowledged: a seek never re-delivers what was handled
+    if (r.seeks.length > 0 && r.unacked.length > 0 && canAct()) {
+      const flushed = yield* flushAcks(env, r)
+      if (typeof flushed !== "number") return flushed
+    }
     while (r.seeks.length > 0) {
       const seek = r.seeks.shift()!
       if (!canAct()) {
@@ -378,10 +398,22 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
       env.emit({ ...base(), type: "seeked", shard: r.shard, position: seek.position })
       Deferred.doneUnsafe(seek.done, Effect.void)
     }
-    if (env.isPaused(r.shard)) return Paused
+    if (env.isPaused(r.shard)) {
+      // a paused shard holds no handled entry unacknowledged (when it may act)
+      const flushed = canAct() ? yield* flushAcks(env, r) : 0
+      return typeof flushed === "number" ? Paused : flushed
+    }
     if (!canAct()) return r.alive ? wait(50) : Abandoned
 
-    // read: takeover first, then own pending (retry), then new entries
+    // read: takeover first, then own pending (retry), then new entries; a
+    // read acknowledges what the previous turn handled (the claim does not)
+    if (!r.claimDone) {
+      const flushed = yield* flushAcks(env, r)
+      if (typeof flushed !== "number") return flushed
+    }
+    const ackFirst = r.unacked
+    r.unacked = []
+    const ack = ackFirst.length > 0 ? { ack: { ids: ackFirst, mode: settings.ack } } : undefined
     let fromPending = false
     const read: Effect.Effect<
       ReadonlyArray<ShardStreams.StreamMessage>,
@@ -409,6 +441,7 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
               consumer: env.consumerName,
               count: settings.batchSize,
               from: "pending",
+              ...ack,
             }),
             (entries) => {
               fromPending = true
@@ -416,7 +449,12 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
               return entries
             },
           )
-        : streams.read({ ...address, consumer: env.consumerName, count: settings.batchSize })
+        : streams.read({
+            ...address,
+            consumer: env.consumerName,
+            count: settings.batchSize,
+            ...ack,
+          })
     const got = yield* Effect.result(read)
     if (got._tag === "Failure") {
       if (got.failure._tag === "StaleOwner") {
@@ -424,8 +462,12 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
         return Stale
       }
       env.emit({ ...base(), type: "dataPlaneError", shard: r.shard, error: got.failure })
+      // not acknowledged (or not known to be): still pending, handled again on the retry read
+      if (ackFirst.length > 0) r.retrying = true
       return wait(settings.retryInitialMs)
     }
+    const ackedFirst = ackFirst.length
+    if (ackedFirst > 0) yield* ackedRecord(env, r, ackFirst)
     const entries = got.success
     if (entries.length === 0) {
       if (fromPending) return More
@@ -450,9 +492,17 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
     })
     const result =
       env.handler.kind === "message"
-        ? yield* handleEach(env, r, address, messages, env.handler.run)
+        ? yield* handleEach(env, r, address, messages, env.handler.run, env.handler.direct)
         : yield* handleBatch(env, r, address, messages, env.handler)
     r.progress.inFlight = 0
+    // paused meanwhile: no read follows soon to carry the ack, so ack now
+    let outcome = result.outcome
+    let ackedNow = 0
+    if (outcome._tag === "More" && env.isPaused(r.shard) && canAct()) {
+      const flushed = yield* flushAcks(env, r)
+      if (typeof flushed === "number") ackedNow = flushed
+      else outcome = flushed
+    }
     const durationMs = env.now() - started
     yield* env.record({ _tag: "Batch", durationMs })
     env.emit({
@@ -460,11 +510,11 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
       type: "batchEnd",
       shard: r.shard,
       count: messages.length,
-      acked: result.acked,
+      acked: ackedFirst + result.acked + ackedNow,
       failed: result.failed,
       durationMs,
     })
-    return result.outcome
+    return outcome
   }).pipe(
     // A defect mid-batch (a bug, never a handler's failure): what was read stays
     // pending, so read this consumer's pending entries again after a backoff.
@@ -528,10 +578,34 @@ const ackIds = (
       r.retrying = true
       return wait(env.settings.retryInitialMs)
     }
+    yield* ackedRecord(env, r, ids)
+    return ids.length
+  })
+
+/** Progress and metrics of acknowledged `ids` (in stream order). */
+const ackedRecord = (env: TurnEnv, r: Runner, ids: ReadonlyArray<string>): Effect.Effect<void> =>
+  Effect.suspend(() => {
     r.progress.acked += ids.length
     r.progress.lastId = ids[ids.length - 1]
-    yield* env.record({ _tag: "Acked", count: ids.length })
-    return ids.length
+    return env.record({ _tag: "Acked", count: ids.length })
+  })
+
+/**
+ * Acknowledge now what the last turn handled (`unacked`), when the shard's
+ * next step is not a read that would carry it: a claim, a seek, a pause, a
+ * revoke (the poller's drain). A number: how many were acknowledged.
+ */
+export const flushAcks = (env: TurnEnv, r: Runner): Effect.Effect<Outcome | number> =>
+  Effect.suspend(() => {
+    if (r.unacked.length === 0) return Effect.succeed(0)
+    const ids = r.unacked
+    r.unacked = []
+    return ackIds(
+      env,
+      r,
+      { stream: env.settings.stream, shard: r.shard, group: env.settings.group, token: r.token },
+      ids,
+    )
   })
 
 /**
@@ -601,6 +675,54 @@ const fail = (
     return wait(backoffMs(env.settings, m.deliveryCount))
   })
 
+const OK: Call = { ok: true }
+
+/**
+ * The fast path of a plain handler (`InternalHandler.direct`): call it
+ * directly; a synchronous return or throw settles at once (no fiber, no
+ * timer: a synchronous call cannot be interrupted anyway); a promise or an
+ * Effect it returns is awaited through `bounded`, as the slow path would.
+ */
+const callDirect = (
+  env: TurnEnv,
+  r: Runner,
+  m: Message,
+  direct: (m: Message, ctx: ReturnType<typeof contextOf>) => unknown,
+  timeoutMessage: string,
+): Effect.Effect<Call> =>
+  Effect.suspend(() => {
+    if (!r.alive) return Effect.succeed<Call>("abandoned")
+    let controller = r.controller
+    if (controller === undefined || controller.signal.aborted) {
+      controller = new AbortController()
+      r.controller = controller
+    }
+    let result: unknown
+    try {
+      result = direct(m, contextOf(env, r, controller.signal))
+    } catch (error) {
+      return Effect.succeed<Call>({ ok: false, error })
+    }
+    if (isPromiseLike(result))
+      return bounded(
+        env,
+        r,
+        env.settings.handlerTimeoutMs,
+        (signal, settled) => awaitUser(result, settled, signal),
+        timeoutMessage,
+      )
+    if (Effect.isEffect(result))
+      return bounded(
+        env,
+        r,
+        env.settings.handlerTimeoutMs,
+        (signal, settled) =>
+          callUserEffect(() => result as Effect.Effect<void, unknown>, settled, signal),
+        timeoutMessage,
+      )
+    return Effect.succeed(OK)
+  })
+
 const contextOf = (env: TurnEnv, r: Runner, signal: AbortSignal) => ({
   stream: env.settings.stream,
   group: env.settings.group,
@@ -619,6 +741,7 @@ const handleEach = (
     ctx: ReturnType<typeof contextOf>,
     settled: () => void,
   ) => Effect.Effect<void, UserCodeFailed | CallAborted>,
+  direct: ((m: Message, ctx: ReturnType<typeof contextOf>) => unknown) | undefined,
 ): Effect.Effect<Handled> =>
   Effect.gen(function* () {
     let toAck: Array<string> = []
@@ -631,14 +754,18 @@ const handleEach = (
         acked,
         failed,
       })
+    const timeoutMessage = `handler timed out after ${env.settings.handlerTimeoutMs} ms`
     for (const m of messages) {
-      const call = yield* bounded(
-        env,
-        r,
-        env.settings.handlerTimeoutMs,
-        (signal, settled) => run(m, contextOf(env, r, signal), settled),
-        `handler timed out after ${env.settings.handlerTimeoutMs} ms`,
-      )
+      const call =
+        direct === undefined
+          ? yield* bounded(
+              env,
+              r,
+              env.settings.handlerTimeoutMs,
+              (signal, settled) => run(m, contextOf(env, r, signal), settled),
+              timeoutMessage,
+            )
+          : yield* callDirect(env, r, m, direct, timeoutMessage)
       if (call === "abandoned" || !r.alive) return yield* finish(Abandoned)
       if (call.ok) {
         handled++
@@ -654,9 +781,8 @@ const handleEach = (
       const next = yield* fail(env, r, address, m, call.error)
       if (next !== "continue") return yield* finish(next)
     }
-    const flushed = yield* ackIds(env, r, address, toAck)
-    if (typeof flushed !== "number") return yield* finish(flushed)
-    acked += flushed
+    // acknowledged by the shard's next read (or flushAcks)
+    r.unacked = toAck
     return yield* finish(More)
   })
 
@@ -696,6 +822,11 @@ const handleBatch = (
     const upTo = call.ok && handler.autoResolve ? messages.length - 1 : resolvedUpTo
     const done = messages.slice(0, upTo + 1)
     if (done.length > 0) yield* env.record({ _tag: "Handled", count: done.length })
+    if (upTo === messages.length - 1) {
+      // acknowledged by the shard's next read (or flushAcks)
+      r.unacked = done.map((m) => m.id)
+      return { outcome: More, acked: 0, failed: 0 }
+    }
     const flushed = yield* ackIds(
       env,
       r,
@@ -703,7 +834,6 @@ const handleBatch = (
       done.map((m) => m.id),
     )
     if (typeof flushed !== "number") return { outcome: flushed, acked: 0, failed: 0 }
-    if (upTo === messages.length - 1) return { outcome: More, acked: flushed, failed: 0 }
     const first = messages[upTo + 1]!
     const error = call.ok
       ? new Error("the batch handler returned without resolving every message")

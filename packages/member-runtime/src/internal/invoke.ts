@@ -8,7 +8,7 @@
  */
 import { Cause, Effect } from "effect"
 
-const isPromiseLike = (u: unknown): u is PromiseLike<unknown> =>
+export const isPromiseLike = (u: unknown): u is PromiseLike<unknown> =>
   typeof u === "object" && u !== null && typeof (u as { then?: unknown }).then === "function"
 
 /** Why a user call failed: what it threw, rejected or failed with. */
@@ -60,24 +60,46 @@ export const callUser = (
       settled()
       return resume(Effect.void)
     }
-    const onAbort = () => resume(Effect.fail(new CallAborted(signal?.reason)))
-    signal?.addEventListener("abort", onAbort, { once: true })
-    const done = () => {
-      signal?.removeEventListener("abort", onAbort)
-      settled()
-    }
-    result.then(
-      () => {
-        done()
-        resume(Effect.void)
-      },
-      (error: unknown) => {
-        done()
-        resume(Effect.fail(new UserCodeFailed(error)))
-      },
-    )
-    return Effect.sync(() => signal?.removeEventListener("abort", onAbort))
+    return settle(result, settled, signal, resume)
   })
+
+/**
+ * Wait for a promise user code already returned (the poller's fast path
+ * called it directly): as `callUser` does after the call.
+ */
+export const awaitUser = (
+  result: PromiseLike<unknown>,
+  settled: () => void,
+  signal: AbortSignal,
+): Effect.Effect<void, UserCodeFailed | CallAborted> =>
+  Effect.callback<void, UserCodeFailed | CallAborted>((resume) =>
+    settle(result, settled, signal, resume),
+  )
+
+const settle = (
+  result: PromiseLike<unknown>,
+  settled: () => void,
+  signal: AbortSignal | undefined,
+  resume: (effect: Effect.Effect<void, UserCodeFailed | CallAborted>) => void,
+): Effect.Effect<void> => {
+  const onAbort = () => resume(Effect.fail(new CallAborted(signal?.reason)))
+  signal?.addEventListener("abort", onAbort, { once: true })
+  const done = () => {
+    signal?.removeEventListener("abort", onAbort)
+    settled()
+  }
+  result.then(
+    () => {
+      done()
+      resume(Effect.void)
+    },
+    (error: unknown) => {
+      done()
+      resume(Effect.fail(new UserCodeFailed(error)))
+    },
+  )
+  return Effect.sync(() => signal?.removeEventListener("abort", onAbort))
+}
 
 /**
  * Run a user Effect: its failure or defect becomes a `UserCodeFailed`; an

@@ -3,7 +3,7 @@
  * settings with defaults, the logical member ids, the worker count per
  * member, and the handler and hooks as Effects.
  */
-import { type Effect, Result } from "effect"
+import { Effect, Result } from "effect"
 import {
   type ConsumerSettings,
   decodeOptions,
@@ -36,6 +36,12 @@ export type InternalHandler =
         ctx: MessageContext,
         settled: () => void,
       ) => Effect.Effect<void, UserCodeFailed | CallAborted>
+      /**
+       * The plain handler, called directly (no fiber per message): a
+       * synchronous return is a success at once; a promise (or an Effect) it
+       * returns is awaited as `run` would. Absent for Effect-style handlers.
+       */
+      readonly direct?: (m: Message, ctx: MessageContext) => unknown
     }
   | {
       readonly kind: "batch"
@@ -99,8 +105,21 @@ const handlerOf = (
   autoResolve: boolean,
 ): InternalHandler => {
   const run = wrap(style, f)
+  const g = f as (...args: ReadonlyArray<unknown>) => unknown
   return kind === "message"
-    ? { kind, run: (m, ctx, settled) => run(settled, ctx.signal, m, ctx) }
+    ? {
+        kind,
+        run: (m, ctx, settled) => run(settled, ctx.signal, m, ctx),
+        // an Effect a promise-style handler returns is a plain value (as callUser treats it)
+        ...(style === "promise"
+          ? {
+              direct: (m: Message, ctx: MessageContext) => {
+                const result = g(m, ctx)
+                return Effect.isEffect(result) ? undefined : result
+              },
+            }
+          : {}),
+      }
     : { kind, autoResolve, run: (b, ctx, settled) => run(settled, ctx.signal, b, ctx) }
 }
 

@@ -4,12 +4,12 @@
  * harness fences each shard with token 1 and starts loops itself. Every
  * data-plane call and handler call goes to one ordered log.
  */
-import { type DataPlaneError, ShardStreams } from "@shardline/core"
+import { BackendUnavailable, type DataPlaneError, ShardStreams } from "@shardline/core"
 import { Clock, Effect, Scope } from "effect"
 import { TestClock } from "effect/testing"
 import { type ConsumerSettings, resolveSettings } from "../../src/Config.js"
 import type { RuntimeEvent } from "../../src/Events.js"
-import { callUser, callUserEffect } from "../../src/internal/invoke.js"
+import { callUser, callUserEffect, isPromiseLike } from "../../src/internal/invoke.js"
 import { makePoller, type Poller } from "../../src/internal/Poller.js"
 import type { TurnRecord } from "../../src/internal/ShardRunner.js"
 import type { InternalHandler, InternalHooks } from "../../src/internal/spec.js"
@@ -22,7 +22,13 @@ export const group = "g"
 export type LogEntry =
   | { readonly kind: "read"; readonly shard: number; readonly count: number; readonly from: string }
   | { readonly kind: "claim"; readonly shard: number; readonly count: number }
-  | { readonly kind: "ack"; readonly shard: number; readonly ids: ReadonlyArray<string> }
+  | {
+      readonly kind: "ack"
+      readonly shard: number
+      readonly ids: ReadonlyArray<string>
+      /** `read`: carried by a read (`ReadOptions.ack`); `ack`: a call of its own. */
+      readonly via: "read" | "ack"
+    }
   | { readonly kind: "nack"; readonly shard: number; readonly id: string }
   | { readonly kind: "deadLetter"; readonly shard: number; readonly id: string }
   | { readonly kind: "seek"; readonly shard: number; readonly position: string }
@@ -46,6 +52,10 @@ export interface HarnessOptions {
   readonly hooks?: Partial<InternalHooks>
   /** Ports without `ShardStreams.setGroupPosition` (a backend that cannot seek yet). */
   readonly withoutSeek?: boolean
+  /** Call `eachMessage` through `InternalHandler.run` only (default: `direct`, as the runtime does). */
+  readonly slowPath?: boolean
+  /** Fail this read with BackendUnavailable (nothing acknowledged, nothing read). */
+  readonly failRead?: (o: ShardStreams.ReadOptions) => boolean
 }
 
 const isEffect = (u: unknown): u is Effect.Effect<void, unknown> => Effect.isEffect(u)
@@ -70,10 +80,17 @@ export const makeHarness = (options: HarnessOptions = {}) =>
     const full: ShardStreams.ShardStreamsShape = {
       ...memory,
       read: (o) =>
-        Effect.tap(memory.read(o), (batch) =>
-          Effect.sync(() =>
-            log.push({ kind: "read", shard: o.shard, count: batch.length, from: o.from ?? "new" }),
-          ),
+        Effect.tap(
+          options.failRead?.(o) === true
+            ? Effect.fail(new BackendUnavailable({ operation: "read", message: "injected" }))
+            : memory.read(o),
+          (batch) =>
+            Effect.sync(() => {
+              // a read acknowledges the previous batch first (ReadOptions.ack)
+              if (o.ack !== undefined && o.ack.ids.length > 0)
+                log.push({ kind: "ack", shard: o.shard, ids: o.ack.ids, via: "read" })
+              log.push({ kind: "read", shard: o.shard, count: batch.length, from: o.from ?? "new" })
+            }),
         ),
       claimPending: (o) =>
         Effect.tap(memory.claimPending(o), (r) =>
@@ -81,7 +98,7 @@ export const makeHarness = (options: HarnessOptions = {}) =>
         ),
       ack: (o) =>
         Effect.tap(memory.ack(o), () =>
-          Effect.sync(() => log.push({ kind: "ack", shard: o.shard, ids: o.ids })),
+          Effect.sync(() => log.push({ kind: "ack", shard: o.shard, ids: o.ids, via: "ack" })),
         ),
       nack: (o) =>
         Effect.tap(memory.nack(o), () =>
@@ -163,6 +180,42 @@ export const makeHarness = (options: HarnessOptions = {}) =>
           }
         : {
             kind: "message",
+            // the fast path the runtime takes for plain handlers (unless `slowPath`)
+            ...(options.slowPath
+              ? {}
+              : {
+                  direct: (m: Message, ctx: MessageContext): unknown => {
+                    log.push({
+                      kind: "handle",
+                      shard: m.shard,
+                      id: m.id,
+                      key: m.key,
+                      deliveryCount: m.deliveryCount,
+                    })
+                    const done = () => {
+                      untrack(m.shard)
+                      log.push({ kind: "handled", shard: m.shard, id: m.id })
+                    }
+                    let result: unknown
+                    try {
+                      result = track(m.shard, () => options.eachMessage?.(m, ctx))
+                    } catch (error) {
+                      untrack(m.shard)
+                      throw error
+                    }
+                    if (isEffect(result))
+                      return Effect.onExit(result, (exit) =>
+                        Effect.sync(() => (exit._tag === "Success" ? done() : untrack(m.shard))),
+                      )
+                    if (isPromiseLike(result))
+                      return Promise.resolve(result).then(done, (error: unknown) => {
+                        untrack(m.shard)
+                        throw error
+                      })
+                    done()
+                    return undefined
+                  },
+                }),
             run: (m, ctx, settled) => {
               log.push({
                 kind: "handle",
