@@ -7,11 +7,14 @@
  *   first checks a coordinator serves, else `Unavailable` at once), then
  *   BLPOPs the request's own reply list `...:hb:reply:<id>` on a dedicated
  *   connection until its timeout. A per-request reply list means a late
- *   answer to an earlier request can never be taken for this one.
+ *   answer to an earlier request can never be taken for this one. Requests
+ *   of one group sent in the same tick (many members in one process) go in
+ *   one script call: one write instead of one each.
  * - serve: BLMPOPs batches from the tail of the request list on a dedicated
- *   connection, runs the handler (the coordinator commits before it
- *   answers), RPUSHes the answer to the reply list with a TTL, and keeps a
- *   presence key `...:hb:serving` alive while its scope is open.
+ *   connection, runs the handler on each (the coordinator commits before it
+ *   answers), RPUSHes the batch's answers to their reply lists with a TTL in
+ *   one script call once the batch is handled, and keeps a presence key
+ *   `...:hb:serving` alive while its scope is open.
  * - notices: PUBLISH on `...:notice:<memberId>` (SPUBLISH in a cluster, so a
  *   group's notices stay on its slot's node); one subscriber connection per
  *   RedisConnection. A missed notice costs at most one heartbeat
@@ -27,10 +30,10 @@ import {
   TransportError,
 } from "@shardline/core"
 import { Effect, Fiber, Layer, Queue, Schema, Semaphore, Stream } from "effect"
-import { Code, evalScript } from "./internal/reply.js"
+import { Code, evalScript, judgeScriptReply } from "./internal/reply.js"
 import { noticeChannel, replyKey, requestsKey, servingKey } from "./keys.js"
 import * as RedisConnection from "./RedisConnection.js"
-import { Scripts } from "./scripts.js"
+import { runScript, Scripts } from "./scripts.js"
 
 export interface RedisTransportOptions {
   /** How long a member waits for an answer (default 5000 ms). */
@@ -43,7 +46,11 @@ export interface RedisTransportOptions {
   readonly servingTtlMs?: number
   /** BLMPOP timeout of the serve loop, bounds idle load (default 2000 ms). */
   readonly popBlockMs?: number
-  /** Requests popped at once (default 64) and handled concurrently at most (default 64). */
+  /**
+   * Requests popped at once (default 64; at most `maxInFlight`) and handled
+   * concurrently at most (default 64). A popped batch is answered in one
+   * script call once all of it is handled.
+   */
   readonly popBatch?: number
   readonly maxInFlight?: number
 }
@@ -54,6 +61,9 @@ type RedisConnectionShape = RedisConnection.RedisConnectionShape
 const decodeResponse = Schema.decodeUnknownEffect(HeartbeatResponse)
 
 const REQUEST_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+
+/** Requests sent in one hb-push call at most (Lua's unpack has a stack limit). */
+const MAX_PUSH_BATCH = 1_000
 
 const unavailable = (message: string, cause?: unknown) =>
   new TransportError({ reason: "Unavailable", message, cause })
@@ -157,37 +167,107 @@ export const makeWith = (
       [serverId, mode, String(servingTtlMs)],
     )
 
+  /** The handler's answer as [reply list, response JSON]; undefined when there is none to send. */
   const answer = (key: GroupKey, raw: string, handler: HeartbeatHandler) => {
     const envelope = parseEnvelope(raw)
     if (envelope === undefined)
-      return Effect.logWarning(`serve: dropped a request that is not a Shardline envelope`)
+      return Effect.as(
+        Effect.logWarning(`serve: dropped a request that is not a Shardline envelope`),
+        undefined,
+      )
     return handler(envelope.request).pipe(
-      Effect.flatMap((response) =>
-        evalScript(
-          connection,
-          "serve (reply)",
-          Scripts.hbReply,
-          [replyKey(key, envelope.id)],
-          [JSON.stringify(response), String(replyTtlMs)],
-        ),
-      ),
+      Effect.map((response): readonly [string, string] | undefined => [
+        replyKey(key, envelope.id),
+        JSON.stringify(response),
+      ]),
       // the member times out and retries: nothing else to do with a failed answer
-      Effect.catchCause((cause) => Effect.logWarning("serve: a heartbeat was not answered", cause)),
+      Effect.catchCause((cause) =>
+        Effect.as(Effect.logWarning("serve: a heartbeat was not answered", cause), undefined),
+      ),
     )
   }
+
+  /** Handle a popped batch, then push all its answers in one script call. */
+  const answerBatch = (key: GroupKey, raws: ReadonlyArray<string>, handler: HeartbeatHandler) =>
+    Effect.forEach(raws, (raw) => answer(key, raw, handler), { concurrency: raws.length }).pipe(
+      Effect.flatMap((answers) => {
+        const keys: Array<string> = []
+        const args: Array<string> = []
+        for (const a of answers)
+          if (a !== undefined) {
+            keys.push(a[0])
+            args.push(a[1])
+          }
+        if (keys.length === 0) return Effect.void
+        args.push(String(replyTtlMs))
+        return evalScript(connection, "serve (reply)", Scripts.hbReply, keys, args).pipe(
+          Effect.flatMap((reply) =>
+            Number(reply[1]) > 0
+              ? Effect.logWarning(
+                  `serve: ${reply[1]} answers not sent: their reply lists hold foreign values`,
+                )
+              : Effect.void,
+          ),
+        )
+      }),
+      // the members time out and retry: nothing else to do with failed answers
+      Effect.catchCause((cause) => Effect.logWarning("serve: heartbeats were not answered", cause)),
+    )
+
+  /**
+   * Requests of one group sent in one event-loop turn (the replies that wake
+   * members arrive on many connections in one poll phase), sent together in one
+   * hb-push call (a process with many members would otherwise write one
+   * script call per member). Every request of a batch gets the call's reply.
+   */
+  const pushes = new Map<
+    string,
+    { readonly envelopes: Array<string>; readonly sent: Promise<unknown> }
+  >()
+  const push = (key: GroupKey, envelope: string) =>
+    Effect.suspend(() => {
+      const requests = requestsKey(key)
+      let batch = pushes.get(requests)
+      if (batch === undefined || batch.envelopes.length >= MAX_PUSH_BATCH) {
+        const envelopes = [String(queueCap)]
+        let send!: () => void
+        const sent = new Promise<unknown>((resolve, reject) => {
+          send = () => {
+            if (pushes.get(requests)?.envelopes === envelopes) pushes.delete(requests)
+            // a throw here would escape the microtask: reject instead
+            Promise.resolve()
+              .then(() =>
+                runScript(
+                  connection.client,
+                  Scripts.hbPush,
+                  [requests, servingKey(key)],
+                  envelopes,
+                ),
+              )
+              .then(resolve, reject)
+          }
+        })
+        batch = { envelopes, sent }
+        pushes.set(requests, batch)
+        setImmediate(send)
+      }
+      batch.envelopes.push(envelope)
+      const { sent } = batch
+      return Effect.tryPromise({
+        try: () => sent,
+        catch: (cause) => RedisConnection.unavailable("heartbeat (push)", cause),
+      }).pipe(
+        Effect.flatMap((raw) => judgeScriptReply("heartbeat (push)", raw)),
+        Effect.mapError((e) => unavailable(e.message, e)),
+      )
+    })
 
   return {
     heartbeat: (request) =>
       Effect.gen(function* () {
         const key = { stream: request.stream, group: request.group }
         const id = randomUUID()
-        const pushed = yield* evalScript(
-          connection,
-          "heartbeat (push)",
-          Scripts.hbPush,
-          [requestsKey(key), servingKey(key)],
-          [JSON.stringify({ id, request }), String(queueCap)],
-        ).pipe(Effect.mapError((e) => unavailable(e.message, e)))
+        const pushed = yield* push(key, JSON.stringify({ id, request }))
         if (pushed[0] === Code.Unavailable)
           return yield* unavailable(`no coordinator serves ${key.stream}/${key.group}`)
         const reply = yield* connection
@@ -243,14 +323,17 @@ export const makeWith = (
         yield* Effect.ignore(serving(key, serverId, "claim"))
         const permits = yield* Semaphore.make(maxInFlight)
         const scope = yield* Effect.scope
+        const count = Math.max(1, Math.min(popBatch, maxInFlight))
 
-        const handle = (raw: string) =>
+        const handle = (raws: ReadonlyArray<string>) =>
           permits
-            .take(1)
+            .take(raws.length)
             .pipe(
               Effect.andThen(
                 Effect.forkIn(
-                  answer(key, raw, handler).pipe(Effect.ensuring(permits.release(1))),
+                  answerBatch(key, raws, handler).pipe(
+                    Effect.ensuring(permits.release(raws.length)),
+                  ),
                   scope,
                 ),
               ),
@@ -258,12 +341,12 @@ export const makeWith = (
 
         const pop = connection
           .blocking("serve (BLMPOP)", (c) =>
-            c.call("BLMPOP", popBlockMs / 1_000, 1, requestsKey(key), "RIGHT", "COUNT", popBatch),
+            c.call("BLMPOP", popBlockMs / 1_000, 1, requestsKey(key), "RIGHT", "COUNT", count),
           )
           .pipe(
             Effect.flatMap((reply) => {
               const items = Array.isArray(reply) && Array.isArray(reply[1]) ? reply[1] : []
-              return Effect.forEach(items, (raw) => handle(String(raw)), { discard: true })
+              return items.length === 0 ? Effect.void : handle(items.map(String))
             }),
             // Redis away: retry without spinning
             Effect.catch(() => Effect.sleep(200)),

@@ -35,18 +35,24 @@ export const evalScript = (
 ): Effect.Effect<Reply, BackendUnavailable | ForeignValue> =>
   Effect.flatMap(
     connection.command(operation, (c) => runScript(c, script, keys, args)),
-    (raw): Effect.Effect<Reply, BackendUnavailable | ForeignValue> => {
-      if (!Array.isArray(raw) || typeof raw[0] !== "number")
-        return Effect.fail(
-          unavailable(operation, new Error(`unexpected reply: ${JSON.stringify(raw)}`)),
-        )
-      if (raw[0] === Code.Foreign)
-        return Effect.fail(new ForeignValue({ key: String(raw[1]), message: String(raw[2]) }))
-      if (raw[0] === Code.Unexpected)
-        return Effect.fail(unavailable(operation, new Error(String(raw[1]))))
-      return Effect.succeed(raw as Reply)
-    },
+    (raw) => judgeScriptReply(operation, raw),
   )
+
+/** evalScript's reading of a script's raw reply (for callers that run the script themselves). */
+export const judgeScriptReply = (
+  operation: string,
+  raw: unknown,
+): Effect.Effect<Reply, BackendUnavailable | ForeignValue> => {
+  if (!Array.isArray(raw) || typeof raw[0] !== "number")
+    return Effect.fail(
+      unavailable(operation, new Error(`unexpected reply: ${JSON.stringify(raw)}`)),
+    )
+  if (raw[0] === Code.Foreign)
+    return Effect.fail(new ForeignValue({ key: String(raw[1]), message: String(raw[2]) }))
+  if (raw[0] === Code.Unexpected)
+    return Effect.fail(unavailable(operation, new Error(String(raw[1]))))
+  return Effect.succeed(raw as Reply)
+}
 
 /** A WRONGTYPE reply on `key` is a ForeignValue; anything else stays BackendUnavailable. */
 export const refineWrongType =

@@ -5,6 +5,7 @@
  * files, split so that vitest runs the targets in parallel (these tests
  * mostly wait for timeouts).
  */
+import { randomUUID } from "node:crypto"
 import { assert, it } from "@effect/vitest"
 import { type GroupKey, HeartbeatRequest, type HeartbeatResponse } from "@shardline/core"
 import { Deferred, Effect, Exit, Fiber, Schema, Scope, Stream } from "effect"
@@ -222,6 +223,39 @@ export const redisTransportSuites = (target: RedisTarget) => {
           yield* Effect.promise(() => raw().lpush(requestsKey(key), junk))
         assert.strictEqual((yield* transport.heartbeat(request(key, 7))).memberEpoch, 8)
       }),
+    )
+
+    it.live(
+      "answers of one popped batch go out together; a foreign value at one reply list costs only its answer",
+      () =>
+        Effect.gen(function* () {
+          const { transport } = subject()
+          const key = freshKey()
+          const ids = [randomUUID(), randomUUID(), randomUUID()]
+          yield* Effect.promise(() => raw().set(replyKey(key, ids[1]!), "not a list", "PX", 60_000))
+          // queued before anyone serves, so the first pop takes all three
+          for (const [i, id] of ids.entries())
+            yield* Effect.promise(() =>
+              raw().lpush(requestsKey(key), JSON.stringify({ id, request: request(key, i + 1) })),
+            )
+          yield* transport.serve(key, echo)
+          // polled: a BLPOP here would block the connection the answers are sent on
+          const answer = (id: string) =>
+            Effect.gen(function* () {
+              for (let i = 0; i < 500; i++) {
+                const r = yield* Effect.promise(() => raw().lpop(replyKey(key, id)))
+                if (r !== null) return (JSON.parse(r) as HeartbeatResponse).memberEpoch
+                yield* Effect.sleep(10)
+              }
+              return assert.fail(`no answer for ${id}`)
+            })
+          assert.strictEqual(yield* answer(ids[0]!), 2)
+          assert.strictEqual(yield* answer(ids[2]!), 4)
+          assert.strictEqual(
+            yield* Effect.promise(() => raw().get(replyKey(key, ids[1]!))),
+            "not a list",
+          )
+        }),
     )
 
     it.live(
