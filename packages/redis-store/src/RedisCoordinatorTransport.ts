@@ -2,19 +2,24 @@
  * CoordinatorTransport on Redis (docs/redis.md, "CoordinatorTransport"):
  * members and the coordinator never talk directly.
  *
- * - heartbeat: the member LPUSHes `{"id", "request"}` onto the group's
- *   request list `{shardline:<stream>:<group>}:hb:requests` (a script that
- *   first checks a coordinator serves, else `Unavailable` at once), then
- *   BLPOPs the request's own reply list `...:hb:reply:<id>` on a dedicated
- *   connection until its timeout. A per-request reply list means a late
- *   answer to an earlier request can never be taken for this one. Requests
- *   of one group sent in the same tick (many members in one process) go in
- *   one script call: one write instead of one each.
+ * - heartbeat: the member LPUSHes `{"id", "inbox", "request"}` onto the
+ *   group's request list `{shardline:<stream>:<group>}:hb:requests` (a
+ *   script that first checks a coordinator serves, else `Unavailable` at
+ *   once) and waits for the answer `{"id", "response"}` on its transport's
+ *   inbox for the group, `...:hb:inbox:<inbox>`: one list per transport and
+ *   group, popped in batches by one loop on a dedicated connection while
+ *   anyone waits, which hands each answer to the request with its id (an
+ *   answer nobody waits for, e.g. a late one, is dropped), so a late answer
+ *   to an earlier request can never be taken for this one. Requests of one
+ *   group sent in the same event-loop turn (many members in one process) go
+ *   in one script call.
  * - serve: BLMPOPs batches from the tail of the request list on a dedicated
  *   connection, runs the handler on each (the coordinator commits before it
- *   answers), RPUSHes the batch's answers to their reply lists with a TTL in
+ *   answers), RPUSHes the batch's answers to their inboxes with a TTL in
  *   one script call once the batch is handled, and keeps a presence key
- *   `...:hb:serving` alive while its scope is open.
+ *   `...:hb:serving` alive while its scope is open. A request without an
+ *   inbox (an earlier version's member) is answered on its own reply list
+ *   `...:hb:reply:<id>`, which that member BLPOPs.
  * - notices: PUBLISH on `...:notice:<memberId>` (SPUBLISH in a cluster, so a
  *   group's notices stay on its slot's node); one subscriber connection per
  *   RedisConnection. A missed notice costs at most one heartbeat
@@ -29,9 +34,9 @@ import {
   HeartbeatResponse,
   TransportError,
 } from "@shardline/core"
-import { Effect, Fiber, Layer, Queue, Schema, Semaphore, Stream } from "effect"
+import { Effect, Exit, Fiber, Layer, Queue, Schema, Semaphore, Stream } from "effect"
 import { Code, evalScript, judgeScriptReply } from "./internal/reply.js"
-import { noticeChannel, replyKey, requestsKey, servingKey } from "./keys.js"
+import { inboxKey, noticeChannel, replyKey, requestsKey, servingKey } from "./keys.js"
 import * as RedisConnection from "./RedisConnection.js"
 import { runScript, Scripts } from "./scripts.js"
 
@@ -68,17 +73,49 @@ const MAX_PUSH_BATCH = 1_000
 const unavailable = (message: string, cause?: unknown) =>
   new TransportError({ reason: "Unavailable", message, cause })
 
+interface Envelope {
+  readonly id: string
+  readonly inbox: string | undefined
+  readonly request: unknown
+}
+
 /** Parses one queued envelope; undefined when it is not ours (dropped: nobody to answer). */
-const parseEnvelope = (raw: string): { id: string; request: unknown } | undefined => {
+const parseEnvelope = (raw: string): Envelope | undefined => {
   try {
     const value: unknown = JSON.parse(raw)
     if (typeof value !== "object" || value === null) return undefined
-    const { id, request } = value as { id?: unknown; request?: unknown }
-    return typeof id === "string" && REQUEST_ID.test(id) ? { id, request } : undefined
+    const { id, inbox, request } = value as { id?: unknown; inbox?: unknown; request?: unknown }
+    if (typeof id !== "string" || !REQUEST_ID.test(id)) return undefined
+    if (inbox === undefined) return { id, inbox, request }
+    return typeof inbox === "string" && REQUEST_ID.test(inbox) ? { id, inbox, request } : undefined
   } catch {
     return undefined
   }
 }
+
+/** An answer popped from an inbox: its request id and the response JSON; undefined when garbage. */
+const parseAnswer = (raw: string): { id: string; response: unknown } | undefined => {
+  try {
+    const value: unknown = JSON.parse(raw)
+    if (typeof value !== "object" || value === null) return undefined
+    const { id, response } = value as { id?: unknown; response?: unknown }
+    return typeof id === "string" ? { id, response } : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** How a waiting request ends: its answer's response (undecoded), or an error. */
+type Outcome = Exit.Exit<unknown, TransportError>
+
+interface Waiter {
+  readonly deadline: number
+  outcome: Outcome | undefined
+  resume: ((outcome: Outcome) => void) | undefined
+}
+
+/** Answers popped per BLMPOP of an inbox. */
+const INBOX_BATCH = 1_024
 
 /** Subscriptions of one transport: channel -> queues, on the connection's subscriber. */
 const makeNoticeHub = (connection: RedisConnectionShape) => {
@@ -157,6 +194,8 @@ export const makeWith = (
   const popBatch = options.popBatch ?? 64
   const maxInFlight = options.maxInFlight ?? 64
   const hub = makeNoticeHub(connection)
+  const timedOut = () =>
+    new TransportError({ reason: "Timeout", message: `no answer within ${timeoutMs} ms` })
 
   const serving = (key: GroupKey, serverId: string, mode: "claim" | "refresh" | "clear") =>
     evalScript(
@@ -175,11 +214,14 @@ export const makeWith = (
         Effect.logWarning(`serve: dropped a request that is not a Shardline envelope`),
         undefined,
       )
+    const { id, inbox } = envelope
     return handler(envelope.request).pipe(
-      Effect.map((response): readonly [string, string] | undefined => [
-        replyKey(key, envelope.id),
-        JSON.stringify(response),
-      ]),
+      Effect.map((response): readonly [string, string] | undefined =>
+        inbox === undefined
+          ? [replyKey(key, id), JSON.stringify(response)]
+          : // id is a checked UUID: no escaping needed
+            [inboxKey(key, inbox), `{"id":"${id}","response":${JSON.stringify(response)}}`],
+      ),
       // the member times out and retries: nothing else to do with a failed answer
       Effect.catchCause((cause) =>
         Effect.as(Effect.logWarning("serve: a heartbeat was not answered", cause), undefined),
@@ -262,44 +304,136 @@ export const makeWith = (
       )
     })
 
+  /**
+   * This transport's inbox for a group: one list its answers arrive on, and
+   * one loop (a dedicated connection, only while a request waits) that pops
+   * them in batches and hands each to the request with its id. A request
+   * registers before it is pushed, so its answer never arrives unexpected;
+   * the loop also ends requests past their deadline (Timeout), blocking no
+   * longer than the earliest one.
+   */
+  const makeInbox = (key: GroupKey) => {
+    const id = randomUUID()
+    const list = inboxKey(key, id)
+    const waiting = new Map<string, Waiter>()
+    let running = false
+
+    const settle = (waiter: Waiter, outcome: Outcome) => {
+      if (waiter.outcome !== undefined) return
+      waiter.outcome = outcome
+      waiter.resume?.(outcome)
+    }
+
+    const loop = async () => {
+      const lease = connection.lease()
+      let healthy = true
+      try {
+        while (waiting.size > 0) {
+          const now = Date.now()
+          let next = Number.POSITIVE_INFINITY
+          for (const [requestId, waiter] of waiting)
+            if (waiter.deadline <= now) {
+              waiting.delete(requestId)
+              settle(waiter, Exit.fail(timedOut()))
+            } else next = Math.min(next, waiter.deadline)
+          if (waiting.size === 0) break
+          // 0 would block forever; Redis takes the timeout in seconds, to the ms
+          const block = Math.max(1, Math.min(popBlockMs, next - now)) / 1_000
+          const reply = await lease.client.call(
+            "BLMPOP",
+            block,
+            1,
+            list,
+            "LEFT",
+            "COUNT",
+            INBOX_BATCH,
+          )
+          const items = Array.isArray(reply) && Array.isArray(reply[1]) ? reply[1] : []
+          for (const item of items) {
+            const answer = parseAnswer(String(item))
+            const waiter = answer === undefined ? undefined : waiting.get(answer.id)
+            if (answer === undefined || waiter === undefined) continue // garbage, or too late
+            waiting.delete(answer.id)
+            settle(waiter, Exit.succeed(answer.response))
+          }
+        }
+      } catch (cause) {
+        healthy = false
+        const error = unavailable(cause instanceof Error ? cause.message : String(cause), cause)
+        for (const waiter of waiting.values()) settle(waiter, Exit.fail(error))
+        waiting.clear()
+      } finally {
+        lease.release(healthy)
+        running = false
+        if (waiting.size > 0) start()
+      }
+    }
+
+    const start = () => {
+      if (running) return
+      running = true
+      void loop()
+    }
+
+    /** Register request `requestId` (before pushing it); `wait` is its answer's response. */
+    const expect = (requestId: string) => {
+      const waiter: Waiter = {
+        deadline: Date.now() + timeoutMs,
+        outcome: undefined,
+        resume: undefined,
+      }
+      waiting.set(requestId, waiter)
+      start()
+      const cancel = () => {
+        if (waiting.get(requestId) === waiter) waiting.delete(requestId)
+      }
+      const wait = Effect.callback<unknown, TransportError>((resume) => {
+        if (waiter.outcome !== undefined) return resume(waiter.outcome)
+        waiter.resume = resume
+        return Effect.sync(cancel)
+      })
+      return { wait, cancel }
+    }
+
+    return { id, expect }
+  }
+
+  const inboxes = new Map<string, ReturnType<typeof makeInbox>>()
+  const inboxOf = (key: GroupKey) => {
+    const tag = requestsKey(key)
+    let inbox = inboxes.get(tag)
+    if (inbox === undefined) {
+      inbox = makeInbox(key)
+      inboxes.set(tag, inbox)
+    }
+    return inbox
+  }
+
   return {
     heartbeat: (request) =>
       Effect.gen(function* () {
         const key = { stream: request.stream, group: request.group }
         const id = randomUUID()
-        const pushed = yield* push(key, JSON.stringify({ id, request }))
-        if (pushed[0] === Code.Unavailable)
-          return yield* unavailable(`no coordinator serves ${key.stream}/${key.group}`)
-        const reply = yield* connection
-          .blocking("heartbeat (BLPOP)", (c) => c.blpop(replyKey(key, id), timeoutMs / 1_000))
-          .pipe(Effect.mapError((e) => unavailable(e.message, e)))
-        if (reply === null)
-          return yield* new TransportError({
-            reason: "Timeout",
-            message: `no answer within ${timeoutMs} ms`,
-          })
-        const raw = yield* Effect.try({
-          try: (): unknown => JSON.parse(reply[1]),
-          catch: (cause) =>
-            new TransportError({ reason: "Decode", message: "response is not JSON", cause }),
-        })
+        const inbox = inboxOf(key)
+        // registered before the push, so the answer is never unexpected
+        const answer = inbox.expect(id)
+        const raw = yield* Effect.gen(function* () {
+          const pushed = yield* push(key, JSON.stringify({ id, inbox: inbox.id, request }))
+          if (pushed[0] === Code.Unavailable)
+            return yield* unavailable(`no coordinator serves ${key.stream}/${key.group}`)
+          return yield* answer.wait
+        }).pipe(Effect.ensuring(Effect.sync(answer.cancel)))
         return yield* decodeResponse(raw).pipe(
           Effect.mapError(
             (cause) => new TransportError({ reason: "Decode", message: cause.message, cause }),
           ),
         )
       }).pipe(
-        // BLPOP's own timeout runs on the server; this bounds the rest
+        // the inbox loop ends a wait at its deadline; this bounds the rest
         // (connecting, a Redis that does not answer) on the member's side
         Effect.timeoutOrElse({
           duration: timeoutMs + 1_000,
-          orElse: () =>
-            Effect.fail(
-              new TransportError({
-                reason: "Timeout",
-                message: `no answer within ${timeoutMs} ms`,
-              }),
-            ),
+          orElse: () => Effect.fail(timedOut()),
         }),
       ),
 

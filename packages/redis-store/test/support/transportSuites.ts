@@ -10,7 +10,7 @@ import { assert, it } from "@effect/vitest"
 import { type GroupKey, HeartbeatRequest, type HeartbeatResponse } from "@shardline/core"
 import { Deferred, Effect, Exit, Fiber, Schema, Scope, Stream } from "effect"
 import { Cluster, type Redis } from "ioredis"
-import { replyKey, requestsKey, servingKey } from "../../src/keys.js"
+import { inboxKey, replyKey, requestsKey, servingKey } from "../../src/keys.js"
 import * as RedisConnection from "../../src/RedisConnection.js"
 import * as RedisCoordinatorTransport from "../../src/RedisCoordinatorTransport.js"
 import { coordinatorTransportContract, TIMEOUT_MS } from "../contract/CoordinatorTransport.js"
@@ -146,7 +146,7 @@ export const redisTransportSuites = (target: RedisTarget) => {
       }),
     )
 
-    it.live("a late answer's reply list expires; nothing else is left behind", () =>
+    it.live("a late answer expires with its inbox; nothing else is left behind", () =>
       Effect.gen(function* () {
         const { connection } = subject()
         const transport = RedisCoordinatorTransport.makeWith(connection, {
@@ -173,7 +173,7 @@ export const redisTransportSuites = (target: RedisTarget) => {
         for (let i = 0; keys.length === 0; i++) {
           assert.isBelow(i, 500, "the late answer was never pushed")
           yield* Effect.sleep(10)
-          keys = yield* Effect.promise(() => keysEverywhere(raw(), replyKey(key, "*")))
+          keys = yield* Effect.promise(() => keysEverywhere(raw(), inboxKey(key, "*")))
         }
         assert.strictEqual(keys.length, 1)
         const ttl = yield* Effect.promise(() => raw().pttl(keys[0]!))
@@ -226,7 +226,7 @@ export const redisTransportSuites = (target: RedisTarget) => {
     )
 
     it.live(
-      "answers of one popped batch go out together; a foreign value at one reply list costs only its answer",
+      "requests without an inbox (an earlier member) are answered on their reply lists; a foreign value at one costs only its answer",
       () =>
         Effect.gen(function* () {
           const { transport } = subject()
