@@ -35,7 +35,7 @@ import {
   TransportError,
 } from "@shardline/core"
 import { Effect, Exit, Fiber, Layer, Queue, Schema, Semaphore, Stream } from "effect"
-import { Code, evalScript, judgeScriptReply } from "./internal/reply.js"
+import { Code, evalScript, type Reply, scriptFailure } from "./internal/reply.js"
 import { inboxKey, noticeChannel, replyKey, requestsKey, servingKey } from "./keys.js"
 import * as RedisConnection from "./RedisConnection.js"
 import { runScript, Scripts } from "./scripts.js"
@@ -109,9 +109,9 @@ const parseAnswer = (raw: string): { id: string; response: unknown } | undefined
 type Outcome = Exit.Exit<unknown, TransportError>
 
 interface Waiter {
+  /** performance.now() past which it ends with Timeout. */
   readonly deadline: number
-  outcome: Outcome | undefined
-  resume: ((outcome: Outcome) => void) | undefined
+  readonly resume: (outcome: Outcome) => void
 }
 
 /** Answers popped per BLMPOP of an inbox. */
@@ -257,71 +257,88 @@ export const makeWith = (
     )
 
   /**
-   * Requests of one group sent in one event-loop turn (the replies that wake
-   * members arrive on many connections in one poll phase), sent together in one
-   * hb-push call (a process with many members would otherwise write one
-   * script call per member). Every request of a batch gets the call's reply.
+   * The member side of this transport for one group: requests out, answers
+   * in, deadlines.
+   * - Out: requests made in one event-loop turn (with many members in one
+   *   process, the answers that wake them arrive together) go in one hb-push
+   *   call; each is still its own envelope, and a refusal (nobody serves, a
+   *   foreign value, Redis away) ends every request of the call.
+   * - In: answers `{"id", "response"}` arrive on the group's inbox list; one
+   *   loop on a dedicated connection, running only while a request waits,
+   *   pops them in batches and hands each to the request with its id. An
+   *   answer nobody waits for (garbage, or too late) is dropped.
+   * - Deadlines: one timer, at the oldest request's deadline (requests are
+   *   kept in send order, all with the same timeout), ends overdue requests
+   *   with Timeout whatever Redis is doing.
    */
-  const pushes = new Map<
-    string,
-    { readonly envelopes: Array<string>; readonly sent: Promise<unknown> }
-  >()
-  const push = (key: GroupKey, envelope: string) =>
-    Effect.suspend(() => {
-      const requests = requestsKey(key)
-      let batch = pushes.get(requests)
-      if (batch === undefined || batch.envelopes.length >= MAX_PUSH_BATCH) {
-        const envelopes = [String(queueCap)]
-        let send!: () => void
-        const sent = new Promise<unknown>((resolve, reject) => {
-          send = () => {
-            if (pushes.get(requests)?.envelopes === envelopes) pushes.delete(requests)
-            // a throw here would escape the microtask: reject instead
-            Promise.resolve()
-              .then(() =>
-                runScript(
-                  connection.client,
-                  Scripts.hbPush,
-                  [requests, servingKey(key)],
-                  envelopes,
-                ),
-              )
-              .then(resolve, reject)
-          }
-        })
-        batch = { envelopes, sent }
-        pushes.set(requests, batch)
-        setImmediate(send)
-      }
-      batch.envelopes.push(envelope)
-      const { sent } = batch
-      return Effect.tryPromise({
-        try: () => sent,
-        catch: (cause) => RedisConnection.unavailable("heartbeat (push)", cause),
-      }).pipe(
-        Effect.flatMap((raw) => judgeScriptReply("heartbeat (push)", raw)),
-        Effect.mapError((e) => unavailable(e.message, e)),
-      )
-    })
-
-  /**
-   * This transport's inbox for a group: one list its answers arrive on, and
-   * one loop (a dedicated connection, only while a request waits) that pops
-   * them in batches and hands each to the request with its id. A request
-   * registers before it is pushed, so its answer never arrives unexpected;
-   * the loop also ends requests past their deadline (Timeout), blocking no
-   * longer than the earliest one.
-   */
-  const makeInbox = (key: GroupKey) => {
-    const id = randomUUID()
-    const list = inboxKey(key, id)
+  const makeMemberSide = (key: GroupKey) => {
+    const inbox = randomUUID()
+    const list = inboxKey(key, inbox)
+    const requests = requestsKey(key)
     const waiting = new Map<string, Waiter>()
-    let running = false
+    let outbox: { readonly envelopes: Array<string>; readonly ids: Array<string> } | undefined
+    let looping = false
+    let timer: ReturnType<typeof setTimeout> | undefined
 
-    const settle = (waiter: Waiter, outcome: Outcome) => {
-      if (waiter.outcome !== undefined) return
-      waiter.outcome = outcome
-      waiter.resume?.(outcome)
+    const end = (id: string, outcome: Outcome) => {
+      const waiter = waiting.get(id)
+      if (waiter === undefined) return
+      waiting.delete(id)
+      if (waiting.size === 0 && timer !== undefined) {
+        clearTimeout(timer)
+        timer = undefined
+      }
+      waiter.resume(outcome)
+    }
+
+    const arm = () => {
+      if (timer !== undefined) return
+      const oldest = waiting.values().next()
+      if (oldest.done === true) return
+      timer = setTimeout(sweep, Math.max(0, oldest.value.deadline - performance.now()))
+      // a waiting request's own fiber, not this timer, is what keeps work alive
+      timer.unref?.()
+    }
+
+    const sweep = () => {
+      timer = undefined
+      const now = performance.now()
+      for (const [id, waiter] of waiting) {
+        if (waiter.deadline > now) break
+        end(id, Exit.fail(timedOut()))
+      }
+      arm()
+    }
+
+    const send = () => {
+      const batch = outbox
+      outbox = undefined
+      if (batch === undefined) return
+      const refuse = (error: TransportError) => {
+        for (const id of batch.ids) end(id, Exit.fail(error))
+      }
+      // a throw inside runScript would escape this callback: reject instead
+      Promise.resolve()
+        .then(() =>
+          runScript(
+            connection.client,
+            Scripts.hbPush,
+            [requests, servingKey(key)],
+            batch.envelopes,
+          ),
+        )
+        .then(
+          (raw) => {
+            const failure = scriptFailure("heartbeat (push)", raw)
+            if (failure !== undefined) refuse(unavailable(failure.message, failure))
+            else if ((raw as Reply)[0] === Code.Unavailable)
+              refuse(unavailable(`no coordinator serves ${key.stream}/${key.group}`))
+          },
+          (cause) =>
+            refuse(
+              unavailable(RedisConnection.unavailable("heartbeat (push)", cause).message, cause),
+            ),
+        )
     }
 
     const loop = async () => {
@@ -329,19 +346,9 @@ export const makeWith = (
       let healthy = true
       try {
         while (waiting.size > 0) {
-          const now = Date.now()
-          let next = Number.POSITIVE_INFINITY
-          for (const [requestId, waiter] of waiting)
-            if (waiter.deadline <= now) {
-              waiting.delete(requestId)
-              settle(waiter, Exit.fail(timedOut()))
-            } else next = Math.min(next, waiter.deadline)
-          if (waiting.size === 0) break
-          // 0 would block forever; Redis takes the timeout in seconds, to the ms
-          const block = Math.max(1, Math.min(popBlockMs, next - now)) / 1_000
           const reply = await lease.client.call(
             "BLMPOP",
-            block,
+            popBlockMs / 1_000,
             1,
             list,
             "LEFT",
@@ -351,90 +358,70 @@ export const makeWith = (
           const items = Array.isArray(reply) && Array.isArray(reply[1]) ? reply[1] : []
           for (const item of items) {
             const answer = parseAnswer(String(item))
-            const waiter = answer === undefined ? undefined : waiting.get(answer.id)
-            if (answer === undefined || waiter === undefined) continue // garbage, or too late
-            waiting.delete(answer.id)
-            settle(waiter, Exit.succeed(answer.response))
+            if (answer !== undefined) end(answer.id, Exit.succeed(answer.response))
           }
         }
       } catch (cause) {
         healthy = false
         const error = unavailable(cause instanceof Error ? cause.message : String(cause), cause)
-        for (const waiter of waiting.values()) settle(waiter, Exit.fail(error))
-        waiting.clear()
+        for (const id of [...waiting.keys()]) end(id, Exit.fail(error))
       } finally {
         lease.release(healthy)
-        running = false
-        if (waiting.size > 0) start()
+        looping = false
+        if (waiting.size > 0) startLoop()
       }
     }
 
-    const start = () => {
-      if (running) return
-      running = true
+    const startLoop = () => {
+      if (looping) return
+      looping = true
       void loop()
     }
 
-    /** Register request `requestId` (before pushing it); `wait` is its answer's response. */
-    const expect = (requestId: string) => {
-      const waiter: Waiter = {
-        deadline: Date.now() + timeoutMs,
-        outcome: undefined,
-        resume: undefined,
-      }
-      waiting.set(requestId, waiter)
-      start()
-      const cancel = () => {
-        if (waiting.get(requestId) === waiter) waiting.delete(requestId)
-      }
-      const wait = Effect.callback<unknown, TransportError>((resume) => {
-        if (waiter.outcome !== undefined) return resume(waiter.outcome)
-        waiter.resume = resume
-        return Effect.sync(cancel)
+    /** Send `request` and wait for its answer's response (undecoded). */
+    const heartbeat = (request: unknown) =>
+      Effect.callback<unknown, TransportError>((resume) => {
+        const id = randomUUID()
+        // registered before it is sent, so its answer is never unexpected
+        waiting.set(id, { deadline: performance.now() + timeoutMs, resume })
+        arm()
+        startLoop()
+        if (outbox !== undefined && outbox.ids.length >= MAX_PUSH_BATCH) send()
+        if (outbox === undefined) {
+          outbox = { envelopes: [String(queueCap)], ids: [] }
+          setImmediate(send)
+        }
+        outbox.envelopes.push(JSON.stringify({ id, inbox, request }))
+        outbox.ids.push(id)
+        // interrupted: stop waiting (a request already sent is answered into the void)
+        return Effect.sync(() => {
+          waiting.delete(id)
+        })
       })
-      return { wait, cancel }
-    }
 
-    return { id, expect }
+    return { heartbeat }
   }
 
-  const inboxes = new Map<string, ReturnType<typeof makeInbox>>()
-  const inboxOf = (key: GroupKey) => {
+  const memberSides = new Map<string, ReturnType<typeof makeMemberSide>>()
+  const memberSide = (key: GroupKey) => {
     const tag = requestsKey(key)
-    let inbox = inboxes.get(tag)
-    if (inbox === undefined) {
-      inbox = makeInbox(key)
-      inboxes.set(tag, inbox)
+    let side = memberSides.get(tag)
+    if (side === undefined) {
+      side = makeMemberSide(key)
+      memberSides.set(tag, side)
     }
-    return inbox
+    return side
   }
 
   return {
     heartbeat: (request) =>
-      Effect.gen(function* () {
-        const key = { stream: request.stream, group: request.group }
-        const id = randomUUID()
-        const inbox = inboxOf(key)
-        // registered before the push, so the answer is never unexpected
-        const answer = inbox.expect(id)
-        const raw = yield* Effect.gen(function* () {
-          const pushed = yield* push(key, JSON.stringify({ id, inbox: inbox.id, request }))
-          if (pushed[0] === Code.Unavailable)
-            return yield* unavailable(`no coordinator serves ${key.stream}/${key.group}`)
-          return yield* answer.wait
-        }).pipe(Effect.ensuring(Effect.sync(answer.cancel)))
-        return yield* decodeResponse(raw).pipe(
+      Effect.flatMap(
+        Effect.suspend(() => memberSide(request).heartbeat(request)),
+        (raw) =>
           Effect.mapError(
+            decodeResponse(raw),
             (cause) => new TransportError({ reason: "Decode", message: cause.message, cause }),
           ),
-        )
-      }).pipe(
-        // the inbox loop ends a wait at its deadline; this bounds the rest
-        // (connecting, a Redis that does not answer) on the member's side
-        Effect.timeoutOrElse({
-          duration: timeoutMs + 1_000,
-          orElse: () => Effect.fail(timedOut()),
-        }),
       ),
 
     notices: (key, memberId) =>

@@ -146,13 +146,20 @@ export const redisTransportSuites = (target: RedisTarget) => {
       }),
     )
 
-    it.live("a late answer expires with its inbox; nothing else is left behind", () =>
+    it.live("a late answer nobody pops expires with its inbox; nothing else is left behind", () =>
       Effect.gen(function* () {
         const { connection } = subject()
         const transport = RedisCoordinatorTransport.makeWith(connection, {
           ...options,
           replyTtlMs: 5_000,
         })
+        // the member on a connection of its own, closed once it gave up: its
+        // inbox loop has certainly stopped when the late answer arrives
+        const memberScope = yield* Scope.make()
+        const member = RedisCoordinatorTransport.makeWith(
+          yield* Scope.provide(connect(target), memberScope),
+          options,
+        )
         const key = freshKey()
         const gate = yield* Deferred.make<void>()
         const answered = yield* Deferred.make<void>()
@@ -162,10 +169,8 @@ export const redisTransportSuites = (target: RedisTarget) => {
             Effect.ensuring(Deferred.succeed(answered, undefined)),
           ),
         )
-        assert.strictEqual(
-          (yield* Effect.flip(transport.heartbeat(request(key)))).reason,
-          "Timeout",
-        )
+        assert.strictEqual((yield* Effect.flip(member.heartbeat(request(key)))).reason, "Timeout")
+        yield* Scope.close(memberScope, Exit.void)
         yield* Deferred.succeed(gate, undefined) // answered only after the member gave up
         yield* Deferred.await(answered)
         // the transport pushes the answer right after the handler returns
@@ -179,6 +184,10 @@ export const redisTransportSuites = (target: RedisTarget) => {
         const ttl = yield* Effect.promise(() => raw().pttl(keys[0]!))
         assert.isTrue(ttl > 0 && ttl <= 5_000)
         assert.strictEqual(yield* Effect.promise(() => raw().llen(requestsKey(key))), 0)
+        assert.deepStrictEqual(
+          yield* Effect.promise(() => keysEverywhere(raw(), replyKey(key, "*"))),
+          [],
+        )
       }),
     )
 
