@@ -43,13 +43,13 @@ import { runScript, Scripts } from "./scripts.js"
 export interface RedisTransportOptions {
   /** How long a member waits for an answer (default 5000 ms). */
   readonly timeoutMs?: number
-  /** How long an unanswered reply list lives (default 30 s). */
+  /** An inbox (or reply list) nobody pops expires this long after its last answer (default 30s). */
   readonly replyTtlMs?: number
   /** The request list keeps at most this many requests; older ones are dropped (default 10,000). */
   readonly queueCap?: number
   /** TTL of the serve presence key; refreshed every third of it (default 6000 ms). */
   readonly servingTtlMs?: number
-  /** BLMPOP timeout of the serve loop, bounds idle load (default 2000 ms). */
+  /** BLMPOP timeout of the serve loop and the inbox loops; bounds idle load (default 2000 ms). */
   readonly popBlockMs?: number
   /**
    * Requests popped at once (default 64; at most `maxInFlight`) and handled
