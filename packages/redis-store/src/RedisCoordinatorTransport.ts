@@ -403,11 +403,12 @@ export const makeWith = (
   }
 
   const memberSides = new Map<string, ReturnType<typeof makeMemberSide>>()
-  const memberSide = (key: GroupKey) => {
-    const tag = requestsKey(key)
+  const memberSide = (request: GroupKey) => {
+    const tag = requestsKey(request)
     let side = memberSides.get(tag)
     if (side === undefined) {
-      side = makeMemberSide(key)
+      // a key of its own: the side outlives the request it was made for
+      side = makeMemberSide({ stream: request.stream, group: request.group })
       memberSides.set(tag, side)
     }
     return side
