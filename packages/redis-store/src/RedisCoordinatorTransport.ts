@@ -246,7 +246,7 @@ export const makeWith = (
           Effect.flatMap((reply) =>
             Number(reply[1]) > 0
               ? Effect.logWarning(
-                  `serve: ${reply[1]} answers not sent: their reply lists hold foreign values`,
+                  `serve: ${reply[1]} answers not sent: their lists hold foreign values`,
                 )
               : Effect.void,
           ),

@@ -1,9 +1,10 @@
--- heartbeat responses: push each to its request's own reply list, which
--- expires if the member gave up (timed out) and never pops it. The answers
--- to one popped batch go in one call, but each reply list stands alone: one
--- that holds a foreign value is skipped (and counted), the others are answered.
--- KEYS[i] reply {shardline:<stream>:<group>}:hb:reply:<requestId>
--- ARGV[i] response JSON for KEYS[i]  ARGV[#KEYS + 1] ttl ms
+-- heartbeat answers: push each to its list (a member-side transport's inbox,
+-- or an inbox-less request's own reply list), which expires if nobody pops
+-- it. The answers to one popped batch go in one call, but each list stands
+-- alone: one that holds a foreign value is skipped (and counted), the others
+-- are answered.
+-- KEYS[i] {shardline:<stream>:<group>}:hb:inbox:<inboxId> or ...:hb:reply:<requestId>
+-- ARGV[i] the answer for KEYS[i]  ARGV[#KEYS + 1] ttl ms
 -- -> {0, skipped} | {9, msg}
 return run(function()
   local ttl, skipped = ARGV[#KEYS + 1], 0
