@@ -13,6 +13,9 @@
  *   connection, each taking the next shard in turn and running XREADGROUP
  *   COUNT 32 + XACK on it, over the same backlog (same keys, same fields),
  *   no fence; and one such loop alone.
+ * - the data plane alone: the same 4 loops through redis-store's
+ *   ShardStreams, each read carrying the shard's previous batch's ack (what
+ *   the runtime sends per batch), no runtime.
  */
 import { performance } from "node:perf_hooks"
 import { Layout } from "@shardline/core"
@@ -24,6 +27,8 @@ import {
   type RedisOptions,
   start,
 } from "@shardline/member-runtime"
+import { RedisConnection, RedisShardStreams } from "@shardline/redis-store"
+import { Effect, Exit, Scope } from "effect"
 import { Redis } from "ioredis"
 
 const group = "bench"
@@ -168,6 +173,83 @@ export const rawOnRedis = async (url: string, shape: RedisBenchShape, loops: num
   }
 }
 
+/**
+ * messages/s of redis-store's ShardStreams alone, no runtime: `loops`
+ * concurrent loops on one connection, each taking the next shard no other
+ * loop reads and running the fenced read that carries the shard's previous
+ * batch's ack (what the runtime sends per batch): the data plane's ceiling.
+ */
+export const portOnRedis = async (url: string, shape: RedisBenchShape, loops: number) => {
+  const stream = `bench-port-${process.pid}-${++runs}`
+  const client = new Redis(url)
+  const scope = Scope.makeUnsafe()
+  try {
+    const connection = await Effect.runPromise(Scope.provide(RedisConnection.make({ url }), scope))
+    const streams = RedisShardStreams.makeWith(connection)
+    const generation = { generation: 0, firstShard: 0, shardCount: shape.shards }
+    const keys = Array.from({ length: shape.shards }, (_, s) => `{${stream}:${s}}`)
+    for (let n = 0; n < shape.messages; n += 1_000) {
+      const p = client.pipeline()
+      for (let i = n; i < Math.min(n + 1_000, shape.messages); i++) {
+        const key = keyOf(i)
+        p.xadd(keys[Layout.shardOf(generation, key)]!, "*", KEY_FIELD, key, "n", String(i))
+      }
+      await p.exec()
+    }
+    for (let shard = 0; shard < shape.shards; shard++)
+      await Effect.runPromise(streams.setOwnerToken({ stream, shard, group, token: 1 }))
+    let handled = 0
+    let next = 0
+    const busy = new Set<number>()
+    const unacked = new Map<number, ReadonlyArray<string>>()
+    const loop = async () => {
+      while (handled < shape.messages) {
+        let shard = -1
+        for (let i = 0; i < shape.shards; i++) {
+          const s = (next + i) % shape.shards
+          if (!busy.has(s)) {
+            shard = s
+            break
+          }
+        }
+        if (shard < 0) {
+          await sleep(0)
+          continue
+        }
+        next = (shard + 1) % shape.shards
+        busy.add(shard)
+        try {
+          const ids = unacked.get(shard) ?? []
+          const batch = await Effect.runPromise(
+            streams.read({
+              stream,
+              shard,
+              group,
+              consumer: "port",
+              token: 1,
+              count: shape.batch,
+              ...(ids.length > 0 ? { ack: { ids, mode: "ack" as const } } : {}),
+            }),
+          )
+          unacked.set(
+            shard,
+            batch.map((m) => m.id),
+          )
+          handled += batch.length
+        } finally {
+          busy.delete(shard)
+        }
+      }
+    }
+    const t0 = performance.now()
+    await Promise.all(Array.from({ length: loops }, loop))
+    return Math.round(shape.messages / ((performance.now() - t0) / 1000))
+  } finally {
+    await Effect.runPromise(Scope.close(scope, Exit.void))
+    client.disconnect()
+  }
+}
+
 export interface RedisRuntimeBenchResults {
   readonly server: string
   readonly shape: RedisBenchShape
@@ -180,6 +262,7 @@ export const CASES = {
   runtimeScript: "runtime, eachMessage, script fence (default)",
   runtimeBatchScript: "runtime, eachBatch, script fence (default)",
   runtimeOptimistic: "runtime, eachMessage, optimistic fence",
+  port4: "redis-store ShardStreams alone: 4 loops of the fenced read carrying the previous ack",
   raw4: "raw ioredis: 4 loops of XREADGROUP + XACK",
   raw1: "raw ioredis: 1 loop of XREADGROUP + XACK",
 } as const
@@ -204,6 +287,7 @@ export const runRedisRuntimeBench = async (
     add(CASES.runtimeScript, await runtimeOnRedis(url, shape, "each", "script"))
     add(CASES.runtimeBatchScript, await runtimeOnRedis(url, shape, "batch", "script"))
     add(CASES.runtimeOptimistic, await runtimeOnRedis(url, shape, "each", "optimistic"))
+    add(CASES.port4, await portOnRedis(url, shape, shape.workers))
     add(CASES.raw1, await rawOnRedis(url, shape, 1))
   }
   return { server, shape, rounds, samples }

@@ -96,6 +96,8 @@ const out = {
         r.samples[CASES.raw4]!,
       ),
       runtimeOverRaw1: paired(r.samples[CASES.runtimeScript]!, r.samples[CASES.raw1]!),
+      portOverRaw4: paired(r.samples[CASES.port4]!, r.samples[CASES.raw4]!),
+      runtimeOverPort4: paired(r.samples[CASES.runtimeScript]!, r.samples[CASES.port4]!),
     },
     samples: r.samples,
   })),
@@ -125,6 +127,7 @@ const table = out.servers
       row(CASES.runtimeScript, s.ratios.runtimeOverRaw4),
       row(CASES.runtimeBatchScript, s.ratios.runtimeBatchOverRaw4),
       row(CASES.runtimeOptimistic, s.ratios.runtimeOptimisticOverRaw4),
+      row(CASES.port4, s.ratios.portOverRaw4),
       row(CASES.raw4),
       row(CASES.raw1),
     ].join("\n")
@@ -142,13 +145,15 @@ medians of ${rounds} interleaved rounds; every case and its baselines ran in the
   resume to the last handled message.
 - raw: ${shape.workers} concurrent loops (or 1) on one ioredis connection, each taking the next shard no other loop
   reads and running XREADGROUP COUNT ${shape.batch} + XACK on it, over a backlog of the same entries; no fence.
+- ShardStreams alone: the same ${shape.workers} loops through redis-store's \`ShardStreams\` (script fence), each read
+  carrying the shard's previous batch's ack, as the runtime's reads do, with no runtime: the data plane's ceiling.
 
 | server | case | messages/s | vs raw, ${shape.workers} loops |
 |---|---|---:|---:|
 ${table}
 
 Ratios are medians of the per-round ratios (the case and the baseline ran back to back in each round).
-${out.servers.map((s) => `${s.server}: runtime / raw 1 loop ${s.ratios.runtimeOverRaw1}x.`).join(" ")}
+${out.servers.map((s) => `${s.server}: runtime / raw 1 loop ${s.ratios.runtimeOverRaw1}x; runtime / ShardStreams alone ${s.ratios.runtimeOverPort4}x.`).join(" ")}
 Samples (messages/s): ${out.servers
   .map(
     (s) =>
