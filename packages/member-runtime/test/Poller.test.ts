@@ -689,6 +689,65 @@ describe("polling adapter: a batch is acknowledged by the shard's next read", ()
       }),
   )
 
+  it.effect(
+    "a lease that lapses while a read is in flight: nothing of it is handled until the lease is valid again, then all once",
+    () =>
+      Effect.gen(function* () {
+        let lapse: (() => void) | undefined
+        let reads = 0
+        const batches: Array<ReadonlyArray<string>> = []
+        const h = yield* makeHarness({
+          settings: { batchSize: 3 },
+          // a batch handler: no per-message check stands between the read and the call
+          eachBatch: (b) => void batches.push(b.messages.map((m) => m.id)),
+          failRead: () => {
+            if (++reads === 1) lapse?.()
+            return false
+          },
+        })
+        lapse = () => h.setLease(false)
+        const ids = yield* h.produce(0, 3)
+        yield* h.start(0)
+        yield* TestClock.adjust(1_000)
+        assert.deepStrictEqual(batches, [])
+        assert.isFalse(h.events.some((e) => e.type === "batchStart"))
+        assert.strictEqual((yield* h.pending(0)).length, 3)
+        h.setLease(true)
+        yield* h.runUntil("all acked", () => h.acked().length === 3, 10_000, 10)
+        assert.deepStrictEqual(batches, [ids])
+        assert.strictEqual((yield* h.pending(0)).length, 0)
+      }),
+  )
+
+  it.effect(
+    "a lease that lapses mid-batch: no further message starts; once valid, the rest is handled once",
+    () =>
+      Effect.gen(function* () {
+        let lapse: (() => void) | undefined
+        const h = yield* makeHarness({
+          settings: { batchSize: 4 },
+          eachMessage: (m) => {
+            if (m.fields.n === "1") lapse?.()
+          },
+        })
+        lapse = () => h.setLease(false)
+        const ids = yield* h.produce(0, 4)
+        yield* h.start(0)
+        yield* TestClock.adjust(1_000)
+        assert.deepStrictEqual(
+          h.handled().map((e) => (e.kind === "handled" ? e.id : undefined)),
+          ids.slice(0, 2),
+        )
+        h.setLease(true)
+        yield* h.runUntil("all acked", () => h.acked().length === 4, 10_000, 10)
+        assert.deepStrictEqual(
+          h.handled().map((e) => (e.kind === "handled" ? e.id : undefined)),
+          ids,
+        )
+        assert.strictEqual((yield* h.pending(0)).length, 0)
+      }),
+  )
+
   it.effect("the fast path (plain handlers) and run (Effect handlers) give the same log", () =>
     Effect.gen(function* () {
       const logs: Array<ReadonlyArray<string>> = []

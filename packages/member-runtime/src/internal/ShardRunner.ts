@@ -479,6 +479,13 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
       return drain._tag === "Success" && drain.success.drained ? Exhausted : Empty
     }
     if (!r.alive) return Abandoned
+    if (!env.mayAct()) {
+      // the lease lapsed while the read was in flight (a paused process, a
+      // slow answer): handle nothing; the entries stay in this consumer's
+      // pending list, read again once the lease is valid, or claimed by the next owner
+      r.retrying = true
+      return wait(50)
+    }
 
     const messages = entries.map((e) => toMessage(address, e))
     const started = env.now()
@@ -756,6 +763,13 @@ const handleEach = (
       })
     const timeoutMessage = `handler timed out after ${env.settings.handlerTimeoutMs} ms`
     for (const m of messages) {
+      if (!env.mayAct()) {
+        // no message starts without a valid lease: the rest of the batch stays
+        // pending (read again once the lease is valid, or claimed by the next owner)
+        r.unacked = toAck
+        r.retrying = true
+        return yield* finish(r.alive ? wait(50) : Abandoned)
+      }
       const call =
         direct === undefined
           ? yield* bounded(
