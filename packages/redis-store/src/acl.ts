@@ -79,6 +79,7 @@ export const aclCommands = (options: AclOptions): ReadonlyArray<string> => [
   "lpush",
   "ltrim",
   "rpush",
+  "blpop",
   "blmpop",
   "publish",
   "subscribe",
