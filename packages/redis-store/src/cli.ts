@@ -93,9 +93,17 @@ const connectionOptions = (
   args: Args,
   failFast: boolean,
 ): RedisConnection.RedisConnectionOptions => {
+  // A one-shot command gives up after three quick reconnections (a refused
+  // port fails in well under a second); the connect timeout is generous
+  // because a process still starting on a loaded machine may not run its
+  // connect callback for seconds (ioredis then closes the socket)
   const redis = failFast
-    ? { retryStrategy: () => null, maxRetriesPerRequest: 0, connectTimeout: 3_000 }
-    : { connectTimeout: 3_000 }
+    ? {
+        retryStrategy: (times: number) => (times > 3 ? null : 200),
+        maxRetriesPerRequest: 3,
+        connectTimeout: 10_000,
+      }
+    : { connectTimeout: 10_000 }
   const cluster = args.flags.get("cluster")
   if (typeof cluster === "string")
     return {
