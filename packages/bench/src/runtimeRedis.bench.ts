@@ -109,74 +109,94 @@ export const runtimeOnRedis = async (
   }
 }
 
+/** The backlog of `shape.messages` entries over the shard streams of `stream`; their keys. */
+const produceBacklog = async (client: Redis, stream: string, shape: RedisBenchShape) => {
+  const generation = { generation: 0, firstShard: 0, shardCount: shape.shards }
+  const keys = Array.from({ length: shape.shards }, (_, s) => `{${stream}:${s}}`)
+  for (let n = 0; n < shape.messages; n += 1_000) {
+    const p = client.pipeline()
+    for (let i = n; i < Math.min(n + 1_000, shape.messages); i++) {
+      const key = keyOf(i)
+      p.xadd(keys[Layout.shardOf(generation, key)]!, "*", KEY_FIELD, key, "n", String(i))
+    }
+    await p.exec()
+  }
+  return keys
+}
+
+/**
+ * messages/s of `loops` concurrent loops draining the backlog, each taking
+ * the next shard no other loop reads (one reader per shard, as the runtime)
+ * and running `batch` on it (how many entries it consumed).
+ */
+const drainInLoops = async (
+  shape: RedisBenchShape,
+  loops: number,
+  batch: (shard: number) => Promise<number>,
+) => {
+  let handled = 0
+  let next = 0
+  const busy = new Set<number>()
+  const loop = async () => {
+    while (handled < shape.messages) {
+      let shard = -1
+      for (let i = 0; i < shape.shards; i++) {
+        const s = (next + i) % shape.shards
+        if (!busy.has(s)) {
+          shard = s
+          break
+        }
+      }
+      if (shard < 0) {
+        await sleep(0)
+        continue
+      }
+      next = (shard + 1) % shape.shards
+      busy.add(shard)
+      try {
+        // not `handled += await ...`: that reads `handled` before the await
+        const n = await batch(shard)
+        handled += n
+      } finally {
+        busy.delete(shard)
+      }
+    }
+  }
+  const t0 = performance.now()
+  await Promise.all(Array.from({ length: loops }, loop))
+  return Math.round(shape.messages / ((performance.now() - t0) / 1000))
+}
+
 /** messages/s of `loops` raw XREADGROUP + XACK loops draining the same kind of backlog. */
 export const rawOnRedis = async (url: string, shape: RedisBenchShape, loops: number) => {
   const stream = `bench-raw-${process.pid}-${++runs}`
   const client = new Redis(url)
   try {
-    const generation = { generation: 0, firstShard: 0, shardCount: shape.shards }
-    const keys = Array.from({ length: shape.shards }, (_, s) => `{${stream}:${s}}`)
-    for (let n = 0; n < shape.messages; n += 1_000) {
-      const p = client.pipeline()
-      for (let i = n; i < Math.min(n + 1_000, shape.messages); i++) {
-        const key = keyOf(i)
-        p.xadd(keys[Layout.shardOf(generation, key)]!, "*", KEY_FIELD, key, "n", String(i))
-      }
-      await p.exec()
-    }
+    const keys = await produceBacklog(client, stream, shape)
     for (const key of keys) await client.xgroup("CREATE", key, group, "0", "MKSTREAM")
-    let handled = 0
-    let next = 0
-    const busy = new Set<number>()
-    const loop = async () => {
-      while (handled < shape.messages) {
-        // the next shard no other loop is reading (one reader per shard, as the runtime)
-        let shard = -1
-        for (let i = 0; i < shape.shards; i++) {
-          const s = (next + i) % shape.shards
-          if (!busy.has(s)) {
-            shard = s
-            break
-          }
-        }
-        if (shard < 0) {
-          await sleep(0)
-          continue
-        }
-        next = (shard + 1) % shape.shards
-        busy.add(shard)
-        try {
-          const reply = (await client.xreadgroup(
-            "GROUP",
-            group,
-            "raw",
-            "COUNT",
-            shape.batch,
-            "STREAMS",
-            keys[shard]!,
-            ">",
-          )) as Array<[string, Array<[string, Array<string>]>]> | null
-          const entries = reply?.[0]?.[1] ?? []
-          if (entries.length === 0) continue
-          handled += entries.length
-          await client.xack(keys[shard]!, group, ...entries.map(([id]) => id))
-        } finally {
-          busy.delete(shard)
-        }
-      }
-    }
-    const t0 = performance.now()
-    await Promise.all(Array.from({ length: loops }, loop))
-    return Math.round(shape.messages / ((performance.now() - t0) / 1000))
+    return await drainInLoops(shape, loops, async (shard) => {
+      const reply = (await client.xreadgroup(
+        "GROUP",
+        group,
+        "raw",
+        "COUNT",
+        shape.batch,
+        "STREAMS",
+        keys[shard]!,
+        ">",
+      )) as Array<[string, Array<[string, Array<string>]>]> | null
+      const entries = reply?.[0]?.[1] ?? []
+      if (entries.length > 0) await client.xack(keys[shard]!, group, ...entries.map(([id]) => id))
+      return entries.length
+    })
   } finally {
     client.disconnect()
   }
 }
 
 /**
- * messages/s of redis-store's ShardStreams alone, no runtime: `loops`
- * concurrent loops on one connection, each taking the next shard no other
- * loop reads and running the fenced read that carries the shard's previous
+ * messages/s of redis-store's ShardStreams alone, no runtime: the same
+ * loops, each running the fenced read that carries the shard's previous
  * batch's ack (what the runtime sends per batch): the data plane's ceiling.
  */
 export const portOnRedis = async (url: string, shape: RedisBenchShape, loops: number) => {
@@ -186,64 +206,29 @@ export const portOnRedis = async (url: string, shape: RedisBenchShape, loops: nu
   try {
     const connection = await Effect.runPromise(Scope.provide(RedisConnection.make({ url }), scope))
     const streams = RedisShardStreams.makeWith(connection)
-    const generation = { generation: 0, firstShard: 0, shardCount: shape.shards }
-    const keys = Array.from({ length: shape.shards }, (_, s) => `{${stream}:${s}}`)
-    for (let n = 0; n < shape.messages; n += 1_000) {
-      const p = client.pipeline()
-      for (let i = n; i < Math.min(n + 1_000, shape.messages); i++) {
-        const key = keyOf(i)
-        p.xadd(keys[Layout.shardOf(generation, key)]!, "*", KEY_FIELD, key, "n", String(i))
-      }
-      await p.exec()
-    }
+    await produceBacklog(client, stream, shape)
     for (let shard = 0; shard < shape.shards; shard++)
       await Effect.runPromise(streams.setOwnerToken({ stream, shard, group, token: 1 }))
-    let handled = 0
-    let next = 0
-    const busy = new Set<number>()
     const unacked = new Map<number, ReadonlyArray<string>>()
-    const loop = async () => {
-      while (handled < shape.messages) {
-        let shard = -1
-        for (let i = 0; i < shape.shards; i++) {
-          const s = (next + i) % shape.shards
-          if (!busy.has(s)) {
-            shard = s
-            break
-          }
-        }
-        if (shard < 0) {
-          await sleep(0)
-          continue
-        }
-        next = (shard + 1) % shape.shards
-        busy.add(shard)
-        try {
-          const ids = unacked.get(shard) ?? []
-          const batch = await Effect.runPromise(
-            streams.read({
-              stream,
-              shard,
-              group,
-              consumer: "port",
-              token: 1,
-              count: shape.batch,
-              ...(ids.length > 0 ? { ack: { ids, mode: "ack" as const } } : {}),
-            }),
-          )
-          unacked.set(
-            shard,
-            batch.map((m) => m.id),
-          )
-          handled += batch.length
-        } finally {
-          busy.delete(shard)
-        }
-      }
-    }
-    const t0 = performance.now()
-    await Promise.all(Array.from({ length: loops }, loop))
-    return Math.round(shape.messages / ((performance.now() - t0) / 1000))
+    return await drainInLoops(shape, loops, async (shard) => {
+      const ids = unacked.get(shard) ?? []
+      const batch = await Effect.runPromise(
+        streams.read({
+          stream,
+          shard,
+          group,
+          consumer: "port",
+          token: 1,
+          count: shape.batch,
+          ...(ids.length > 0 ? { ack: { ids, mode: "ack" as const } } : {}),
+        }),
+      )
+      unacked.set(
+        shard,
+        batch.map((m) => m.id),
+      )
+      return batch.length
+    })
   } finally {
     await Effect.runPromise(Scope.close(scope, Exit.void))
     client.disconnect()

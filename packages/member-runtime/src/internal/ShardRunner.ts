@@ -253,6 +253,13 @@ export type TurnRecord =
 
 type Call = { readonly ok: true } | { readonly ok: false; readonly error: unknown } | "abandoned"
 
+/** The controller the turn's user calls share; a new one once it aborted. */
+const turnController = (r: Runner): AbortController => {
+  if (r.controller === undefined || r.controller.signal.aborted)
+    r.controller = new AbortController()
+  return r.controller
+}
+
 /**
  * A handler or hook call: it gets the turn's signal, times out at `ms` (the
  * poller's watchdog aborts the signal, with no timer per call) and ends at
@@ -270,11 +277,7 @@ const bounded = (
 ): Effect.Effect<Call> =>
   Effect.suspend(() => {
     if (!r.alive) return Effect.succeed<Call>("abandoned")
-    let controller = r.controller
-    if (controller === undefined || controller.signal.aborted) {
-      controller = new AbortController()
-      r.controller = controller
-    }
+    const controller = turnController(r)
     const slot: CallSlot = { controller, deadline: env.now() + ms, timeoutMessage }
     r.calls.add(slot)
     return body(controller.signal, enterUser(r)).pipe(
@@ -699,11 +702,7 @@ const callDirect = (
 ): Effect.Effect<Call> =>
   Effect.suspend(() => {
     if (!r.alive) return Effect.succeed<Call>("abandoned")
-    let controller = r.controller
-    if (controller === undefined || controller.signal.aborted) {
-      controller = new AbortController()
-      r.controller = controller
-    }
+    const controller = turnController(r)
     let result: unknown
     try {
       result = direct(m, contextOf(env, r, controller.signal))

@@ -161,20 +161,22 @@ export const makeHarness = (options: HarnessOptions = {}) =>
         )
       })
 
+    const logHandle = (m: Message) =>
+      log.push({
+        kind: "handle",
+        shard: m.shard,
+        id: m.id,
+        key: m.key,
+        deliveryCount: m.deliveryCount,
+      })
+
     const handler: InternalHandler =
       options.eachBatch !== undefined
         ? {
             kind: "batch",
             autoResolve: options.autoResolve ?? true,
             run: (b, ctx, settled) => {
-              for (const m of b.messages)
-                log.push({
-                  kind: "handle",
-                  shard: m.shard,
-                  id: m.id,
-                  key: m.key,
-                  deliveryCount: m.deliveryCount,
-                })
+              for (const m of b.messages) logHandle(m)
               return call(b.shard, () => options.eachBatch!(b, ctx), settled, ctx.signal)
             },
           }
@@ -185,13 +187,7 @@ export const makeHarness = (options: HarnessOptions = {}) =>
               ? {}
               : {
                   direct: (m: Message, ctx: MessageContext): unknown => {
-                    log.push({
-                      kind: "handle",
-                      shard: m.shard,
-                      id: m.id,
-                      key: m.key,
-                      deliveryCount: m.deliveryCount,
-                    })
+                    logHandle(m)
                     const done = () => {
                       untrack(m.shard)
                       log.push({ kind: "handled", shard: m.shard, id: m.id })
@@ -217,13 +213,7 @@ export const makeHarness = (options: HarnessOptions = {}) =>
                   },
                 }),
             run: (m, ctx, settled) => {
-              log.push({
-                kind: "handle",
-                shard: m.shard,
-                id: m.id,
-                key: m.key,
-                deliveryCount: m.deliveryCount,
-              })
+              logHandle(m)
               return Effect.tap(
                 call(m.shard, () => options.eachMessage?.(m, ctx), settled, ctx.signal),
                 () => Effect.sync(() => log.push({ kind: "handled", shard: m.shard, id: m.id })),
