@@ -202,7 +202,11 @@ export const fromClient = (
     )
 
     const dedicated = (): Client => {
-      const c = client.duplicate()
+      // no auto-pipelining: it would reorder a burst (internal/burst.ts) of a lease
+      const c =
+        client instanceof Cluster
+          ? client.duplicate()
+          : client.duplicate({ enableAutoPipelining: false })
       // errors surface on the commands; without a listener ioredis logs them
       c.on("error", () => {})
       return c

@@ -31,6 +31,8 @@ import {
   StaleOwner,
 } from "@shardline/core"
 import { Clock, Effect, Layer } from "effect"
+import type { Redis } from "ioredis"
+import { burst, type Command } from "./internal/burst.js"
 import {
   Code,
   evalScript,
@@ -144,11 +146,13 @@ type OptimisticRead =
 const TOKEN = /^\d{1,15}$/
 
 /** The MULTI-queued acknowledgement of `ack.ids` (XACKDEL needs Redis >= 8.2). */
-const ackCommand = (stream: string, group: string, ack: ShardStreams.AckFirst) =>
+const ackCommand = (stream: string, group: string, ack: ShardStreams.AckFirst): Command =>
   ack.mode === "ack"
-    ? ["xack", stream, group, ...ack.ids]
-    : // ioredis has no XACKDEL method: a raw call
-      ["call", "XACKDEL", stream, group, "IDS", String(ack.ids.length), ...ack.ids]
+    ? ["XACK", stream, group, ...ack.ids]
+    : ["XACKDEL", stream, group, "IDS", ack.ids.length, ...ack.ids]
+
+/** A dedicated connection of the optimistic fence (single node only). */
+const single = (c: RedisConnection.Client) => c as Redis
 
 /** XREADGROUP's reply (`[[stream, [[id, [field, value, ...]], ...]]]` or null) as messages. */
 const xreadMessages = (reply: unknown): Array<StreamMessage> => {
@@ -172,7 +176,7 @@ export const makeWith = (
    * dedicated connection whose WATCH on the owner token stays armed between
    * calls. Each read is then ONE round trip: MULTI / XREADGROUP / EXEC
    * (aborted if the token key changed since the WATCH), then WATCH + GET for
-   * the next call, in one pipeline. Safety is the same as a script's: an EXEC
+   * the next call, in one burst. Safety is the same as a script's: an EXEC
    * runs only if the token key is unchanged since a WATCH whose GET showed a
    * token not above the caller's.
    */
@@ -264,16 +268,13 @@ export const makeWith = (
     const c = r.lease.client
     const owner = ownerTokenKey(o.stream, o.shard, o.group)
     const stream = shardKey(o.stream, o.shard)
-    const res = await c
-      .pipeline([
-        ["multi"],
-        ackCommand(stream, o.group, o),
-        ["exec"],
-        ["watch", owner],
-        ["get", owner],
-      ])
-      .exec()
-    if (res === null || res.length < 5) throw new Error("no reply to MULTI/EXEC")
+    const res = await burst(single(c), [
+      ["MULTI"],
+      ackCommand(stream, o.group, o),
+      ["EXEC"],
+      ["WATCH", owner],
+      ["GET", owner],
+    ])
     const [execError, exec] = res[2]!
     if (execError !== null) throw execError
     const [getError, raw] = res[4]!
@@ -332,24 +333,24 @@ export const makeWith = (
       judgeReader(r, owner, o.token, error, raw)
     for (let attempt = 0; attempt < 3; attempt++) {
       if (r.checked === undefined || o.token < r.checked) {
-        const res = await c.pipeline().watch(owner).get(owner).exec()
-        const [error, raw] = res?.[1] ?? [new Error("no reply"), null]
+        const res = await burst(single(c), [
+          ["WATCH", owner],
+          ["GET", owner],
+        ])
+        const [error, raw] = res[1]!
         const verdict = await judge(error, raw)
         if (verdict !== undefined) return verdict
       }
       const ack = o.ack !== undefined && o.ack.ids.length > 0 ? o.ack : undefined
-      const res = await c
-        .pipeline([
-          ["multi"],
-          ...(ack === undefined ? [] : [ackCommand(stream, o.group, ack)]),
-          ["xreadgroup", "GROUP", o.group, o.consumer, "COUNT", o.count, "STREAMS", stream, ">"],
-          ["exec"],
-          ["watch", owner],
-          ["get", owner],
-        ])
-        .exec()
-      const n = ack === undefined ? 5 : 6
-      if (res === null || res.length < n) throw new Error("no reply to MULTI/EXEC")
+      const res = await burst(single(c), [
+        ["MULTI"],
+        ...(ack === undefined ? [] : [ackCommand(stream, o.group, ack)]),
+        ["XREADGROUP", "GROUP", o.group, o.consumer, "COUNT", o.count, "STREAMS", stream, ">"],
+        ["EXEC"],
+        ["WATCH", owner],
+        ["GET", owner],
+      ])
+      const n = res.length
       const [execError, exec] = res[n - 3]!
       const [getError, raw] = res[n - 1]!
       if (execError !== null) throw execError
@@ -395,8 +396,11 @@ export const makeWith = (
     const stream = shardKey(o.stream, o.shard)
     return connection.blocking("read (WATCH/MULTI)", async (c): Promise<OptimisticRead> => {
       for (let attempt = 0; attempt < 3; attempt++) {
-        const checked = await c.pipeline().watch(owner).get(owner).exec()
-        const [error, raw] = checked?.[1] ?? [new Error("no reply"), null]
+        const checked = await burst(single(c), [
+          ["WATCH", owner],
+          ["GET", owner],
+        ])
+        const [error, raw] = checked[1]!
         if (error !== null || (raw !== null && !TOKEN.test(String(raw)))) {
           await c.unwatch()
           if (error !== null && !error.message.startsWith("WRONGTYPE")) throw error
@@ -413,12 +417,16 @@ export const makeWith = (
           await c.unwatch()
           return { _tag: "Stale", current }
         }
-        const done = await c
-          .multi()
-          .xreadgroup("GROUP", o.group, o.consumer, "COUNT", o.count, "STREAMS", stream, ">")
-          .exec()
-        if (done === null) continue // a new owner was fenced in meanwhile: check again
-        const [readError, reply] = done[0] ?? [new Error("no reply"), null]
+        const done = await burst(single(c), [
+          ["MULTI"],
+          ["XREADGROUP", "GROUP", o.group, o.consumer, "COUNT", o.count, "STREAMS", stream, ">"],
+          ["EXEC"],
+        ])
+        const [execError, exec] = done[2]!
+        if (execError !== null) throw execError
+        if (exec === null) continue // a new owner was fenced in meanwhile: check again
+        const read = (exec as Array<unknown>)[0]
+        const [readError, reply] = read instanceof Error ? [read, null] : [null, read]
         if (readError === null) return { _tag: "Read", messages: xreadMessages(reply) }
         if (readError.message.startsWith("NOGROUP")) return { _tag: "Fallback" }
         if (readError.message.startsWith("WRONGTYPE"))

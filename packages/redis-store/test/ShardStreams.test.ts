@@ -6,6 +6,7 @@ import { assert, it } from "@effect/vitest"
 import { ShardStreams } from "@shardline/core"
 import { Effect } from "effect"
 import { ownerTokenKey } from "../src/keys.js"
+import * as RedisConnection from "../src/RedisConnection.js"
 import * as RedisShardStreams from "../src/RedisShardStreams.js"
 import { shardStreamsContract } from "./contract/ShardStreams.js"
 import { connect, describeTarget, redisTargets, unique } from "./support/targets.js"
@@ -80,6 +81,84 @@ for (const target of redisTargets()) {
               assert.strictEqual(late._tag, "StaleOwner")
               assert.strictEqual((yield* s.drainState(base)).undelivered, 1)
             }),
+        )
+
+        it.live(
+          "an armed reader's next read, carrying an ack, after a new owner is fenced in: refused, nothing read or acked",
+          () =>
+            Effect.gen(function* () {
+              const s = subject()
+              const stream = unique("sticky-read")
+              const base = { stream, shard: 0, group: "g" }
+              yield* s.setOwnerToken({ ...base, token: 3 })
+              for (const k of ["a", "b", "c", "d"]) yield* s.append(stream, 0, { k })
+              // the first read creates the group (through the script), the second arms the WATCH
+              yield* s.read({ ...base, consumer: "c", token: 3, count: 1 })
+              const [b] = yield* s.read({ ...base, consumer: "c", token: 3, count: 1 })
+              yield* s.setOwnerToken({ ...base, token: 4 })
+              const stale = yield* Effect.flip(
+                s.read({
+                  ...base,
+                  consumer: "c",
+                  token: 3,
+                  count: 2,
+                  ack: { ids: [b!.id], mode: "ack" },
+                }),
+              )
+              assert.strictEqual(stale._tag, "StaleOwner")
+              assert.strictEqual((yield* s.drainState(base)).undelivered, 2)
+              assert.strictEqual((yield* s.pending(base)).length, 2)
+            }),
+        )
+      },
+    )
+
+  // the optimistic fence's bursts (internal/burst.ts) would be reordered by
+  // ioredis auto-pipelining: the dedicated connections have it off whatever the options say
+  if (target.kind !== "cluster7")
+    describeTarget(
+      "ShardStreams optimistic fence, auto-pipelining asked for",
+      target,
+      Effect.map(
+        RedisConnection.make({ ...target.options, redis: { enableAutoPipelining: true } }),
+        (connection) => ({
+          connection,
+          streams: RedisShardStreams.makeWith(connection, { read: "optimistic" }),
+        }),
+      ),
+      (subject) => {
+        it.live("reads and acks in order, and refuses a stale token", () =>
+          Effect.gen(function* () {
+            const { connection, streams: s } = subject()
+            const lease = connection.lease()
+            assert.isFalse(lease.client.options.enableAutoPipelining)
+            lease.release(true)
+            const stream = unique("sticky-auto")
+            const base = { stream, shard: 0, group: "g" }
+            yield* s.setOwnerToken({ ...base, token: 1 })
+            for (let i = 0; i < 6; i++) yield* s.append(stream, 0, { i: String(i) })
+            const seen: Array<string> = []
+            let ack: Array<string> = []
+            for (;;) {
+              const batch = yield* s.read({
+                ...base,
+                consumer: "c",
+                token: 1,
+                count: 2,
+                ...(ack.length > 0 ? { ack: { ids: ack, mode: "ack" as const } } : {}),
+              })
+              if (batch.length === 0) break
+              seen.push(...batch.map((m) => m.fields.i!))
+              ack = batch.map((m) => m.id)
+            }
+            assert.deepStrictEqual(seen, ["0", "1", "2", "3", "4", "5"])
+            assert.strictEqual((yield* s.pending(base)).length, 0)
+            yield* s.append(stream, 0, { i: "6" })
+            yield* s.setOwnerToken({ ...base, token: 2 })
+            const stale = yield* Effect.flip(s.read({ ...base, consumer: "c", token: 1, count: 2 }))
+            assert.strictEqual(stale._tag, "StaleOwner")
+            assert.strictEqual((yield* s.drainState(base)).undelivered, 1)
+          }),
         )
       },
     )
