@@ -199,13 +199,18 @@ export const rawOnRedis = async (url: string, shape: RedisBenchShape, loops: num
  * loops, each running the fenced read that carries the shard's previous
  * batch's ack (what the runtime sends per batch): the data plane's ceiling.
  */
-export const portOnRedis = async (url: string, shape: RedisBenchShape, loops: number) => {
+export const portOnRedis = async (
+  url: string,
+  shape: RedisBenchShape,
+  loops: number,
+  read: "script" | "optimistic",
+) => {
   const stream = `bench-port-${process.pid}-${++runs}`
   const client = new Redis(url)
   const scope = Scope.makeUnsafe()
   try {
     const connection = await Effect.runPromise(Scope.provide(RedisConnection.make({ url }), scope))
-    const streams = RedisShardStreams.makeWith(connection)
+    const streams = RedisShardStreams.makeWith(connection, { read })
     await produceBacklog(client, stream, shape)
     for (let shard = 0; shard < shape.shards; shard++)
       await Effect.runPromise(streams.setOwnerToken({ stream, shard, group, token: 1 }))
@@ -248,6 +253,7 @@ export const CASES = {
   runtimeBatchScript: "runtime, eachBatch, script fence (default)",
   runtimeOptimistic: "runtime, eachMessage, optimistic fence",
   port4: "redis-store ShardStreams alone: 4 loops of the fenced read carrying the previous ack",
+  port4Optimistic: "redis-store ShardStreams alone, optimistic fence: the same 4 loops",
   raw4: "raw ioredis: 4 loops of XREADGROUP + XACK",
   raw1: "raw ioredis: 1 loop of XREADGROUP + XACK",
 } as const
@@ -272,7 +278,8 @@ export const runRedisRuntimeBench = async (
     add(CASES.runtimeScript, await runtimeOnRedis(url, shape, "each", "script"))
     add(CASES.runtimeBatchScript, await runtimeOnRedis(url, shape, "batch", "script"))
     add(CASES.runtimeOptimistic, await runtimeOnRedis(url, shape, "each", "optimistic"))
-    add(CASES.port4, await portOnRedis(url, shape, shape.workers))
+    add(CASES.port4, await portOnRedis(url, shape, shape.workers, "script"))
+    add(CASES.port4Optimistic, await portOnRedis(url, shape, shape.workers, "optimistic"))
     add(CASES.raw1, await rawOnRedis(url, shape, 1))
   }
   return { server, shape, rounds, samples }

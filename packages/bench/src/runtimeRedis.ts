@@ -4,7 +4,8 @@
  * scripts/build-redis8.sh has built it) on a free loopback port through
  * redis-store's test harness, or uses `BENCH_REDIS_URL`; runs every case
  * and its baselines in the same process, interleaved (src/runtimeRedis.bench.ts).
- * Writes results/runtime-redis.json and results/runtime-redis.md.
+ * Writes results/runtime-redis.json and results/runtime-redis.md
+ * (runtime-redis-<N>k.* when BENCH_MESSAGES is not the default).
  * BENCH_MESSAGES (default 20,000), BENCH_ROUNDS (default 3).
  */
 import { mkdirSync, writeFileSync } from "node:fs"
@@ -18,7 +19,10 @@ import {
   runtimeHandoff,
 } from "./runtimeRedis.bench.js"
 
-const messages = Number(process.env.BENCH_MESSAGES ?? 20_000)
+const DEFAULT_MESSAGES = 20_000
+const messages = Number(process.env.BENCH_MESSAGES ?? DEFAULT_MESSAGES)
+const resultName =
+  messages === DEFAULT_MESSAGES ? "runtime-redis" : `runtime-redis-${Math.round(messages / 1_000)}k`
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3)
 const shape = { messages, shards: 16, workers: 4, batch: 32 }
 const fmt = (n: number) => n.toLocaleString("en-US")
@@ -79,7 +83,7 @@ if (process.env.BENCH_REDIS_URL !== undefined) {
 }
 
 const out = {
-  command: "pnpm --filter @shardline/bench run bench:runtime-redis",
+  command: `${messages === DEFAULT_MESSAGES ? "" : `BENCH_MESSAGES=${messages} `}pnpm --filter @shardline/bench run bench:runtime-redis`,
   date: new Date().toISOString(),
   node: process.version,
   cpus: cpus().length,
@@ -97,7 +101,12 @@ const out = {
       ),
       runtimeOverRaw1: paired(r.samples[CASES.runtimeScript]!, r.samples[CASES.raw1]!),
       portOverRaw4: paired(r.samples[CASES.port4]!, r.samples[CASES.raw4]!),
+      portOptimisticOverRaw4: paired(r.samples[CASES.port4Optimistic]!, r.samples[CASES.raw4]!),
       runtimeOverPort4: paired(r.samples[CASES.runtimeScript]!, r.samples[CASES.port4]!),
+      runtimeOptimisticOverPort4Optimistic: paired(
+        r.samples[CASES.runtimeOptimistic]!,
+        r.samples[CASES.port4Optimistic]!,
+      ),
     },
     samples: r.samples,
   })),
@@ -117,7 +126,7 @@ const out = {
 }
 const dir = new URL("../results/", import.meta.url)
 mkdirSync(dir, { recursive: true })
-writeFileSync(new URL("runtime-redis.json", dir), `${JSON.stringify(out, null, 2)}\n`)
+writeFileSync(new URL(`${resultName}.json`, dir), `${JSON.stringify(out, null, 2)}\n`)
 
 const table = out.servers
   .map((s) => {
@@ -128,6 +137,7 @@ const table = out.servers
       row(CASES.runtimeBatchScript, s.ratios.runtimeBatchOverRaw4),
       row(CASES.runtimeOptimistic, s.ratios.runtimeOptimisticOverRaw4),
       row(CASES.port4, s.ratios.portOverRaw4),
+      row(CASES.port4Optimistic, s.ratios.portOptimisticOverRaw4),
       row(CASES.raw4),
       row(CASES.raw1),
     ].join("\n")
@@ -145,7 +155,7 @@ medians of ${rounds} interleaved rounds; every case and its baselines ran in the
   resume to the last handled message.
 - raw: ${shape.workers} concurrent loops (or 1) on one ioredis connection, each taking the next shard no other loop
   reads and running XREADGROUP COUNT ${shape.batch} + XACK on it, over a backlog of the same entries; no fence.
-- ShardStreams alone: the same ${shape.workers} loops through redis-store's \`ShardStreams\` (script fence), each read
+- ShardStreams alone: the same ${shape.workers} loops through redis-store's \`ShardStreams\` (either fence), each read
   carrying the shard's previous batch's ack, as the runtime's reads do, with no runtime: the data plane's ceiling.
 
 | server | case | messages/s | vs raw, ${shape.workers} loops |
@@ -153,7 +163,7 @@ medians of ${rounds} interleaved rounds; every case and its baselines ran in the
 ${table}
 
 Ratios are medians of the per-round ratios (the case and the baseline ran back to back in each round).
-${out.servers.map((s) => `${s.server}: runtime / raw 1 loop ${s.ratios.runtimeOverRaw1}x; runtime / ShardStreams alone ${s.ratios.runtimeOverPort4}x.`).join(" ")}
+${out.servers.map((s) => `${s.server}: runtime / raw 1 loop ${s.ratios.runtimeOverRaw1}x; runtime / ShardStreams alone ${s.ratios.runtimeOverPort4}x (script), ${s.ratios.runtimeOptimisticOverPort4Optimistic}x (optimistic).`).join(" ")}
 Samples (messages/s): ${out.servers
   .map(
     (s) =>
@@ -179,5 +189,5 @@ ${out.handoffs
   )
   .join("\n")}
 `
-writeFileSync(new URL("runtime-redis.md", dir), md + handoffMd)
+writeFileSync(new URL(`${resultName}.md`, dir), md + handoffMd)
 console.log(md + handoffMd)
