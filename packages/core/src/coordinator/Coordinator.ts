@@ -535,6 +535,20 @@ export const validateRequest = (
 const weightOf = (state: CoordinatorState, memberId: string, req: HeartbeatRequest): number =>
   state.config.memberWeights?.[memberId] ?? req.memberInfo?.weight ?? 1
 
+/**
+ * The member's grants being revoked, with their tokens (docs/protocol.md rule
+ * 17): a member that never received one of them (its answer was lost) learns
+ * it may report it REVOKED, instead of being fenced when the revocation times out.
+ */
+const revokingGrants = (draft: Draft, memberId: string): Array<ShardGrant> => {
+  const out: Array<ShardGrant> = []
+  for (const s of draft.revokingFrom(memberId)) {
+    const cur = draft.currentOf(s)
+    if (cur !== null && cur.memberId === memberId) out.push({ shard: s, token: cur.token })
+  }
+  return out.sort((a, b) => a.shard - b.shard)
+}
+
 const respond = (
   draft: Draft,
   req: HeartbeatRequest,
@@ -542,6 +556,7 @@ const respond = (
   r: Reconciled,
 ): HeartbeatResponse => {
   const state = draft.state
+  const revoking = revokingGrants(draft, req.memberId)
   return {
     errorCode: "NONE",
     memberId: req.memberId,
@@ -549,6 +564,7 @@ const respond = (
     assignmentEpoch: draft.assignmentEpoch,
     assigned: r.assigned,
     pending: r.pending,
+    ...(revoking.length > 0 ? { revoking } : {}),
     // A joining member learns the layout even at generation 0 (docs/protocol.md rule 14).
     ...(req.memberEpoch === 0 || req.metadataVersion < state.layout.generation
       ? { layout: state.layout }

@@ -751,7 +751,25 @@ const applyAssignment = (
       state.shards.set(shard, { status: "starting", token, revokedReportedFromSeq: 0 })
       out.push({ _tag: "StartShard", shard, token })
     }
-  } else if (!draining(state)) {
+  }
+  // Grants being revoked from us that we do not hold (docs/protocol.md rule
+  // 17): the answer that granted one was lost, so we never read under it.
+  // Report it REVOKED now; its revocation would otherwise wait for a report
+  // that never comes and fence us. A later arrival of that lost answer is
+  // older than this one, so it is stale (isStale) and never starts the shard.
+  // A shard we hold, under any grant, is reported by its own revoke.
+  let unheld = false
+  for (const grant of response.revoking ?? []) {
+    if (state.shards.has(grant.shard) || state.assigned.has(grant.shard)) continue
+    state.shards.set(grant.shard, {
+      status: "revoked",
+      token: grant.token,
+      revokedReportedFromSeq: 0,
+    })
+    unheld = true
+  }
+  if (unheld) requestSend(state, out)
+  if (leaving && !draining(state)) {
     // Everything drained and acknowledged: send the epoch -1.
     requestSend(state, out)
   }

@@ -181,6 +181,13 @@ export const HeartbeatResponse = Schema.Struct({
   assigned: Schema.Array(ShardGrant),
   /** Shards targeted to the member but still being revoked elsewhere: must not read yet. */
   pending: Schema.Array(ShardId),
+  /**
+   * The member's grants being revoked, each with its owner token (absent:
+   * none). A member not reading the shard under that grant reports it REVOKED
+   * at once, so a grant whose answer was lost can still be revoked
+   * (docs/protocol.md rule 17).
+   */
+  revoking: Schema.optional(Schema.Array(ShardGrant)),
   /** Present when the request's metadataVersion is stale. */
   layout: Schema.optional(ShardLayout),
   heartbeatIntervalMs: PositiveInt,

@@ -49,6 +49,7 @@ interface ResponseDraft {
   readonly assignmentEpochDelta: number
   readonly assigned: HeartbeatResponse["assigned"]
   readonly pending: HeartbeatResponse["pending"]
+  readonly revoking: NonNullable<HeartbeatResponse["revoking"]>
 }
 
 const responseArb: fc.Arbitrary<ResponseDraft> = fc.record({
@@ -63,6 +64,13 @@ const responseArb: fc.Arbitrary<ResponseDraft> = fc.record({
     { selector: (g) => g.shard, maxLength: SHARDS },
   ),
   pending: fc.uniqueArray(fc.integer({ min: 0, max: SHARDS - 1 }), { maxLength: 2 }),
+  revoking: fc.uniqueArray(
+    fc.record({
+      shard: fc.integer({ min: 0, max: SHARDS - 1 }),
+      token: fc.integer({ min: 1, max: 2 }),
+    }),
+    { selector: (g) => g.shard, maxLength: 2 },
+  ),
 })
 
 type Action =
@@ -231,6 +239,7 @@ const run = (actions: ReadonlyArray<Action>) => {
           assignmentEpoch: Math.max(0, model.assignmentEpoch + d.assignmentEpochDelta),
           assigned: d.assigned,
           pending: d.pending,
+          ...(d.revoking.length > 0 ? { revoking: d.revoking } : {}),
           heartbeatIntervalMs: 1_000,
           sessionTimeoutMs: SESSION_TIMEOUT_MS,
           rebalanceTimeoutMs: 10_000,
