@@ -29,6 +29,8 @@ import { decodeRedisOptions, type RedisOptions } from "../../src/Redis.js"
 import { type ShardlineRuntime, start } from "../../src/Runtime.js"
 import {
   begins,
+  entryOf,
+  entryOfLine,
   handledOutsideOwnership,
   overlappingOwners,
   ownedNow,
@@ -209,10 +211,15 @@ const midBatch = (p: MemberProcess) =>
         if (l.ev !== "begin") continue
         const batch = lastOf(
           lines.slice(0, i),
-          (b) => b.ev === "batch" && (b.ids as Array<string>).includes(l.id as string),
+          (b) =>
+            b.ev === "batch" &&
+            b.shard === l.shard &&
+            (b.ids as Array<string>).includes(l.id as string),
         )
         const ids = (batch?.ids as Array<string> | undefined) ?? []
-        const finished = lines.some((d, j) => j > i && d.ev === "done" && d.id === l.id)
+        const finished = lines.some(
+          (d, j) => j > i && d.ev === "done" && entryOfLine(d) === entryOfLine(l),
+        )
         const at = ids.indexOf(l.id as string)
         return ids.length >= 4 && at >= 1 && at <= ids.length - 3 && !finished
       }
@@ -222,21 +229,21 @@ const midBatch = (p: MemberProcess) =>
     2,
   )
 
-/** Ids `p` started but did not finish. */
+/** Entries (`entryOf`) `p` started but did not finish. */
 const inFlight = (p: MemberProcess): Array<string> => {
-  const done = new Set(p.lines.filter((l) => l.ev === "done").map((l) => l.id as string))
+  const done = new Set(p.lines.filter((l) => l.ev === "done").map(entryOfLine))
   return begins(p.lines)
-    .filter((l) => !done.has(l.id as string))
-    .map((l) => l.id as string)
+    .map(entryOfLine)
+    .filter((e) => !done.has(e))
 }
 
-/** Ids `p` read in a batch and did not finish (started or not): pending for it when it dies. */
+/** Entries (`entryOf`) `p` read in a batch and did not finish (started or not): pending for it when it dies. */
 const unfinished = (p: MemberProcess): Array<string> => {
-  const done = new Set(p.lines.filter((l) => l.ev === "done").map((l) => l.id as string))
+  const done = new Set(p.lines.filter((l) => l.ev === "done").map(entryOfLine))
   return p.lines
     .filter((l) => l.ev === "batch")
-    .flatMap((l) => l.ids as Array<string>)
-    .filter((id) => !done.has(id))
+    .flatMap((l) => (l.ids as Array<string>).map((id) => entryOf(l.shard, id)))
+    .filter((e) => !done.has(e))
 }
 
 /** Each wait polls for up to 60 s; a scenario has several. */
@@ -280,10 +287,12 @@ const scenarios = (redis: () => RedisOptions) => {
       w.commonChecks()
       // each entry the dead process had read and not finished is started again by a survivor, as a re-delivery
       const survivors = begins([...a.lines, ...c.lines])
-      for (const id of lost)
+      for (const entry of lost)
         expect(
-          survivors.some((l) => l.id === id && (l.dc as number) >= 2 && l.t >= killedAt),
-          `${id} re-delivered`,
+          survivors.some(
+            (l) => entryOfLine(l) === entry && (l.dc as number) >= 2 && l.t >= killedAt,
+          ),
+          `${entry} re-delivered`,
         ).toBe(true)
       // the dead process's shards went to the survivors after the kill
       for (const shard of bShards)
@@ -323,7 +332,9 @@ const scenarios = (redis: () => RedisOptions) => {
       )
       // entries b read before it was stopped (its batches)
       const readBeforeStop = new Set(
-        pre.filter((l) => l.ev === "batch").flatMap((l) => l.ids as Array<string>),
+        pre
+          .filter((l) => l.ev === "batch")
+          .flatMap((l) => (l.ids as Array<string>).map((id) => entryOf(l.shard, id))),
       )
       // its shards go to the others, with higher owner tokens (the store's fence)
       await w.settled([a, c], "a and c own every shard while b is stopped")
@@ -357,19 +368,23 @@ const scenarios = (redis: () => RedisOptions) => {
       const late = begins(post()).filter((l) => l.t < firstNewAssignment(l.shard as number))
       const others = begins([...a.lines, ...c.lines])
       for (const l of late) {
-        expect(readBeforeStop.has(l.id as string), `${l.id} read before the stop`).toBe(true)
+        expect(readBeforeStop.has(entryOfLine(l)), `${entryOfLine(l)} read before the stop`).toBe(
+          true,
+        )
         expect(
-          others.some((o) => o.id === l.id && o.t > stoppedAt),
-          `${l.id} (started by b after SIGCONT) also handled by the new owner`,
+          others.some((o) => entryOfLine(o) === entryOfLine(l) && o.t > stoppedAt),
+          `${entryOfLine(l)} (started by b after SIGCONT) also handled by the new owner`,
         ).toBe(true)
       }
       // what b had in flight when it was stopped was re-delivered to the new owners
-      const stuck = begins(pre).filter((l) => !pre.some((d) => d.ev === "done" && d.id === l.id))
+      const stuck = begins(pre).filter(
+        (l) => !pre.some((d) => d.ev === "done" && entryOfLine(d) === entryOfLine(l)),
+      )
       expect(stuck.length).toBeGreaterThan(0)
       for (const l of stuck)
         expect(
-          others.some((o) => o.id === l.id && (o.dc as number) >= 2),
-          `${l.id}`,
+          others.some((o) => entryOfLine(o) === entryOfLine(l) && (o.dc as number) >= 2),
+          entryOfLine(l),
         ).toBe(true)
     },
     SCENARIO_TIMEOUT_MS,

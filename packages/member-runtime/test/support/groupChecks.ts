@@ -7,6 +7,14 @@
 import type { Line } from "./processes.js"
 
 export const begins = (lines: ReadonlyArray<Line>) => lines.filter((l) => l.ev === "begin")
+
+/**
+ * An entry's identity, `<shard>/<id>`: stream ids are per shard stream, and
+ * entries appended in one millisecond to two shards share an id.
+ */
+export const entryOf = (shard: unknown, id: unknown): string => `${String(shard)}/${String(id)}`
+/** The entry a `begin` / `done` / `aborted` line is about. */
+export const entryOfLine = (l: Line): string => entryOf(l.shard, l.id)
 export const dones = (lines: ReadonlyArray<Line>) => lines.filter((l) => l.ev === "done")
 
 /**
