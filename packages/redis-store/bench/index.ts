@@ -8,7 +8,8 @@
  *    XREADGROUP + XACK loop with the same batch size (and a pipelined one);
  * 2. heartbeats/s of 2,000 members in steady state through the Redis
  *    transport, a CoordinatorHost and the Redis Store, vs raw ioredis
- *    LPUSH / BLMPOP / RPUSH / BLPOP round trips over the same kind of keys;
+ *    LPUSH / BLMPOP / RPUSH / BLPOP round trips over the same kind of keys,
+ *    64 and 256 in flight;
  * 3. commit cost of a one-member change at 100 and at 10,000 members;
  * 4. handoff: a revoke accepted -> the new owner's first read (3 s
  *    heartbeat interval; the notice path);
@@ -16,10 +17,12 @@
  *
  *   pnpm --filter @shardline/redis-store bench            # Redis 7.0 and, if built, 8.x
  *   SHARDLINE_BENCH_QUICK=1 pnpm --filter @shardline/redis-store bench
+ *   SHARDLINE_BENCH_ONLY=b SHARDLINE_BENCH_PROFILE=/tmp/prof ...  # CPU profiles of (b)'s steady phases
  *
  * Results: packages/bench/results/redis.{md,json} and bench/results/latest.{txt,json}.
  */
 import { writeFileSync } from "node:fs"
+import inspector from "node:inspector"
 import os from "node:os"
 import path from "node:path"
 import { performance } from "node:perf_hooks"
@@ -44,6 +47,7 @@ import { type RedisServer, type ServerKind, ServerMissing, startRedis } from "..
 import { makeGroup, makeLog, runUntil } from "../test/support/driver.js"
 
 const QUICK = process.env.SHARDLINE_BENCH_QUICK === "1"
+/** Rounds of (a), and windows per side of (b). */
 const ROUNDS = QUICK ? 3 : 5
 const HB_SECONDS = QUICK ? 2 : 4
 const IDLE_SHARDS = 50
@@ -244,11 +248,16 @@ const response: HeartbeatResponse = {
 /**
  * Steady heartbeats of `members` members through the Redis transport, a
  * CoordinatorHost and the Redis Store: the members (core's MemberMachine)
- * join and settle first, then `CONCURRENCY` fibers heartbeat for them in
+ * join and settle first, then `inFlight` fibers heartbeat for them in
  * turn, each member at most once in flight.
  */
 const CONCURRENCY = 64
-const heartbeats = async (server: RedisServer, members: number, autoPipelining = false) => {
+const heartbeats = async (
+  server: RedisServer,
+  members: number,
+  autoPipelining = false,
+  inFlight = CONCURRENCY,
+) => {
   const scope = Scope.makeUnsafe()
   const options = {
     host: server.host,
@@ -265,7 +274,7 @@ const heartbeats = async (server: RedisServer, members: number, autoPipelining =
     scope,
   )
   const transport = Context.get(ports, CoordinatorTransport.CoordinatorTransport)
-  const key = { stream: `hb-${members}`, group: "g" }
+  const key = { stream: `hb-${members}-${inFlight}${autoPipelining ? "-piped" : ""}`, group: "g" }
   const config = {
     groupId: key.group,
     stream: key.stream,
@@ -309,7 +318,7 @@ const heartbeats = async (server: RedisServer, members: number, autoPipelining =
       }
     })
   const all = (effect: (m: MemberMachine.MemberState) => Effect.Effect<void, unknown>) =>
-    Effect.forEach(machines, effect, { concurrency: CONCURRENCY, discard: true })
+    Effect.forEach(machines, effect, { concurrency: inFlight, discard: true })
   const joinStart = performance.now()
   await Effect.runPromise(all(beat))
   // settle: rounds of heartbeats until the coordinator has nothing in flight
@@ -322,32 +331,48 @@ const heartbeats = async (server: RedisServer, members: number, autoPipelining =
   const monitor = Option.getOrThrow(await Effect.runPromise(host.monitor))
   const revisionBefore = monitor.storeRevision
   // measure: every fiber heartbeats its own members in turn until the deadline
-  const deadline = performance.now() + HB_SECONDS * 1_000
-  const perFiber = Math.ceil(members / CONCURRENCY)
-  const counts = await Effect.runPromise(
-    Effect.forEach(
-      Array.from({ length: CONCURRENCY }, (_, f) =>
-        machines.slice(f * perFiber, (f + 1) * perFiber),
-      ),
-      (mine) =>
-        Effect.gen(function* () {
-          let n = 0
-          for (let i = 0; performance.now() < deadline && mine.length > 0; i++) {
-            yield* beat(mine[i % mine.length]!)
-            n++
-          }
-          return n
-        }),
-      { concurrency: "unbounded" },
-    ),
+  const perFiber = Math.ceil(members / inFlight)
+  const slices = Array.from({ length: inFlight }, (_, f) =>
+    machines.slice(f * perFiber, (f + 1) * perFiber),
   )
-  const ours = counts.reduce((a, b) => a + b, 0) / HB_SECONDS
+  const measureOurs = async (ms: number) => {
+    const deadline = performance.now() + ms
+    const counts = await Effect.runPromise(
+      Effect.forEach(
+        slices,
+        (mine) =>
+          Effect.gen(function* () {
+            let n = 0
+            for (let i = 0; performance.now() < deadline && mine.length > 0; i++) {
+              yield* beat(mine[i % mine.length]!)
+              n++
+            }
+            return n
+          }),
+        { concurrency: "unbounded" },
+      ),
+    )
+    return counts.reduce((a, b) => a + b, 0)
+  }
+  // ours and raw take turns in short windows, so load from elsewhere on this
+  // shared machine lands on both alike
+  const raw = autoPipelining ? undefined : await rawRoundTrips(server, members, inFlight)
+  const window = (HB_SECONDS * 1_000) / ROUNDS
+  const profiler = await startProfile(`hb-${inFlight}${autoPipelining ? "-piped" : ""}`)
+  let oursCount = 0
+  let rawCount = 0
+  for (let round = 0; round < ROUNDS; round++) {
+    oursCount += await measureOurs(window)
+    if (raw !== undefined) rawCount += await raw.measure(window)
+  }
+  await profiler()
+  const ours = oursCount / HB_SECONDS
   const revisionAfter = Option.getOrThrow(await Effect.runPromise(host.monitor)).storeRevision
+  await raw?.close()
   await Effect.runPromise(Scope.close(scope, Exit.void))
-  const base = autoPipelining ? Number.NaN : await rawRoundTrips(server, members)
   return {
     ours,
-    base,
+    base: raw === undefined ? Number.NaN : rawCount / HB_SECONDS,
     settleMs,
     members: monitor.memberCount,
     shards: monitor.shardCount,
@@ -355,8 +380,30 @@ const heartbeats = async (server: RedisServer, members: number, autoPipelining =
   }
 }
 
-/** Raw ioredis request/response round trips/s with the same concurrency. */
-const rawRoundTrips = async (server: RedisServer, members: number) => {
+/** `SHARDLINE_BENCH_PROFILE=dir`: a CPU profile of each steady phase of (b) (only that window). */
+const startProfile = async (name: string): Promise<() => Promise<void>> => {
+  const dir = process.env.SHARDLINE_BENCH_PROFILE
+  if (dir === undefined) return async () => {}
+  const session = new inspector.Session()
+  session.connect()
+  const post = (method: string, params?: object) =>
+    new Promise<unknown>((resolve, reject) =>
+      session.post(method, params, (error, result) => (error ? reject(error) : resolve(result))),
+    )
+  await post("Profiler.enable")
+  await post("Profiler.start")
+  return async () => {
+    const { profile } = (await post("Profiler.stop")) as { profile: unknown }
+    writeFileSync(path.join(dir, `${name}-${Date.now()}.cpuprofile`), JSON.stringify(profile))
+    session.disconnect()
+  }
+}
+
+/**
+ * Raw ioredis request/response round trips with the same concurrency: set
+ * up (and warmed) once, then `measure(ms)` counts the round trips of a window.
+ */
+const rawRoundTrips = async (server: RedisServer, members: number, inFlight: number) => {
   const request = { stream: "raw", group: "g", memberId: "m0", memberEpoch: 1, ownedShards: [0] }
   const response = {
     errorCode: "NONE",
@@ -364,9 +411,8 @@ const rawRoundTrips = async (server: RedisServer, members: number) => {
     memberEpoch: 1,
     assigned: [{ shard: 0, token: 1 }],
   }
-  let deadline = 0
   // raw: LPUSH a request, the server BLMPOPs it and RPUSHes the reply, the member BLPOPs it
-  const tag = `{shardline:raw-${members}:g}`
+  const tag = `{shardline:raw-${members}-${inFlight}:g}`
   const command = new Redis(server.port, server.host)
   const serverBlock = new Redis(server.port, server.host)
   let serving = true
@@ -392,7 +438,7 @@ const rawRoundTrips = async (server: RedisServer, members: number) => {
     }
   })()
   const waiters = Array.from(
-    { length: Math.min(members, CONCURRENCY) },
+    { length: Math.min(members, inFlight) },
     () => new Redis(server.port, server.host),
   )
   let seq = 0
@@ -406,13 +452,20 @@ const rawRoundTrips = async (server: RedisServer, members: number) => {
     }
     return n
   }
-  await Promise.all(waiters.map((w) => rawLoop(w, performance.now() + 300)))
-  deadline = performance.now() + HB_SECONDS * 1_000
-  const rawCounts = await Promise.all(waiters.map((w) => rawLoop(w, deadline)))
-  serving = false
-  await serve
-  for (const c of [command, serverBlock, ...waiters]) c.disconnect()
-  return rawCounts.reduce((a, b) => a + b, 0) / HB_SECONDS
+  const measure = async (ms: number) => {
+    const until = performance.now() + ms
+    const counts = await Promise.all(waiters.map((w) => rawLoop(w, until)))
+    return counts.reduce((a, b) => a + b, 0)
+  }
+  await measure(300)
+  return {
+    measure,
+    close: async () => {
+      serving = false
+      await serve
+      for (const c of [command, serverBlock, ...waiters]) c.disconnect()
+    },
+  }
 }
 
 /**
@@ -710,13 +763,23 @@ const benchServer = async (kind: ServerKind) => {
       )
       const hb = await heartbeats(server, 2_000)
       const piped = await heartbeats(server, 2_000, true)
-      out.heartbeats = { ...hb, autoPipelined: piped.ours }
+      // raw's one request per round trip is bound by how many are in flight:
+      // both again with 4x as many, in the same run
+      const wide = await heartbeats(server, 2_000, false, 4 * CONCURRENCY)
+      out.heartbeats = {
+        ...hb,
+        autoPipelined: piped.ours,
+        wide: { inFlight: 4 * CONCURRENCY, ...wide },
+      }
       say(
         `${fmt(hb.ours)} heartbeats/s vs raw ioredis LPUSH/BLMPOP/RPUSH/BLPOP round trips ${fmt(hb.base)}/s -> **${(hb.ours / hb.base).toFixed(2)}x** ` +
-          `(${hb.members} members x ${hb.shards} shards, ${CONCURRENCY} in flight; joined and settled in ${(hb.settleMs / 1_000).toFixed(1)} s; ${hb.commitsDuringSteady} commits during the steady run)`,
+          `(${hb.members} members x ${hb.shards} shards, ${CONCURRENCY} in flight; ours and raw take turns, ${ROUNDS} windows of ${(HB_SECONDS / ROUNDS).toFixed(1)} s each; joined and settled in ${(hb.settleMs / 1_000).toFixed(1)} s; ${hb.commitsDuringSteady} commits during the steady run)`,
       )
       say(
         `with ioredis enableAutoPipelining on the ports' connection: ${fmt(piped.ours)} heartbeats/s -> **${(piped.ours / hb.base).toFixed(2)}x** of the same raw baseline`,
+      )
+      say(
+        `${4 * CONCURRENCY} in flight (both): ${fmt(wide.ours)} heartbeats/s vs raw ${fmt(wide.base)}/s -> **${(wide.ours / wide.base).toFixed(2)}x** (${wide.commitsDuringSteady} commits during the steady run)`,
       )
     }
     if (part("c")) {

@@ -2,16 +2,24 @@
  * CoordinatorTransport on Redis (docs/redis.md, "CoordinatorTransport"):
  * members and the coordinator never talk directly.
  *
- * - heartbeat: the member LPUSHes `{"id", "request"}` onto the group's
- *   request list `{shardline:<stream>:<group>}:hb:requests` (a script that
- *   first checks a coordinator serves, else `Unavailable` at once), then
- *   BLPOPs the request's own reply list `...:hb:reply:<id>` on a dedicated
- *   connection until its timeout. A per-request reply list means a late
- *   answer to an earlier request can never be taken for this one.
+ * - heartbeat: the member LPUSHes `{"id", "inbox", "request"}` onto the
+ *   group's request list `{shardline:<stream>:<group>}:hb:requests` (a
+ *   script that first checks a coordinator serves, else `Unavailable` at
+ *   once) and waits for the answer `{"id", "response"}` on its transport's
+ *   inbox for the group, `...:hb:inbox:<inbox>`: one list per transport and
+ *   group, popped in batches by one loop on a dedicated connection while
+ *   anyone waits, which hands each answer to the request with its id (an
+ *   answer nobody waits for, e.g. a late one, is dropped), so a late answer
+ *   to an earlier request can never be taken for this one. Requests of one
+ *   group sent in the same event-loop turn (many members in one process) go
+ *   in one script call.
  * - serve: BLMPOPs batches from the tail of the request list on a dedicated
- *   connection, runs the handler (the coordinator commits before it
- *   answers), RPUSHes the answer to the reply list with a TTL, and keeps a
- *   presence key `...:hb:serving` alive while its scope is open.
+ *   connection, runs the handler on each (the coordinator commits before it
+ *   answers), RPUSHes the batch's answers to their inboxes with a TTL in
+ *   one script call once the batch is handled, and keeps a presence key
+ *   `...:hb:serving` alive while its scope is open. A request without an
+ *   inbox (an earlier version's member) is answered on its own reply list
+ *   `...:hb:reply:<id>`, which that member BLPOPs.
  * - notices: PUBLISH on `...:notice:<memberId>` (SPUBLISH in a cluster, so a
  *   group's notices stay on its slot's node); one subscriber connection per
  *   RedisConnection. A missed notice costs at most one heartbeat
@@ -26,24 +34,28 @@ import {
   HeartbeatResponse,
   TransportError,
 } from "@shardline/core"
-import { Effect, Fiber, Layer, Queue, Schema, Semaphore, Stream } from "effect"
-import { Code, evalScript } from "./internal/reply.js"
-import { noticeChannel, replyKey, requestsKey, servingKey } from "./keys.js"
+import { Effect, Exit, Fiber, Layer, Queue, Schema, Semaphore, Stream } from "effect"
+import { Code, evalScript, type Reply, scriptFailure } from "./internal/reply.js"
+import { inboxKey, noticeChannel, replyKey, requestsKey, servingKey } from "./keys.js"
 import * as RedisConnection from "./RedisConnection.js"
-import { Scripts } from "./scripts.js"
+import { runScript, Scripts } from "./scripts.js"
 
 export interface RedisTransportOptions {
   /** How long a member waits for an answer (default 5000 ms). */
   readonly timeoutMs?: number
-  /** How long an unanswered reply list lives (default 30 s). */
+  /** An inbox (or reply list) nobody pops expires this long after its last answer (default 30s). */
   readonly replyTtlMs?: number
   /** The request list keeps at most this many requests; older ones are dropped (default 10,000). */
   readonly queueCap?: number
   /** TTL of the serve presence key; refreshed every third of it (default 6000 ms). */
   readonly servingTtlMs?: number
-  /** BLMPOP timeout of the serve loop, bounds idle load (default 2000 ms). */
+  /** BLMPOP timeout of the serve loop and the inbox loops; bounds idle load (default 2000 ms). */
   readonly popBlockMs?: number
-  /** Requests popped at once (default 64) and handled concurrently at most (default 64). */
+  /**
+   * Requests popped at once (default 64; at most `maxInFlight`) and handled
+   * concurrently at most (default 64). A popped batch is answered in one
+   * script call once all of it is handled.
+   */
   readonly popBatch?: number
   readonly maxInFlight?: number
 }
@@ -55,20 +67,55 @@ const decodeResponse = Schema.decodeUnknownEffect(HeartbeatResponse)
 
 const REQUEST_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 
+/** Requests sent in one hb-push call at most (Lua's unpack has a stack limit). */
+const MAX_PUSH_BATCH = 1_000
+
 const unavailable = (message: string, cause?: unknown) =>
   new TransportError({ reason: "Unavailable", message, cause })
 
+interface Envelope {
+  readonly id: string
+  readonly inbox: string | undefined
+  readonly request: unknown
+}
+
 /** Parses one queued envelope; undefined when it is not ours (dropped: nobody to answer). */
-const parseEnvelope = (raw: string): { id: string; request: unknown } | undefined => {
+const parseEnvelope = (raw: string): Envelope | undefined => {
   try {
     const value: unknown = JSON.parse(raw)
     if (typeof value !== "object" || value === null) return undefined
-    const { id, request } = value as { id?: unknown; request?: unknown }
-    return typeof id === "string" && REQUEST_ID.test(id) ? { id, request } : undefined
+    const { id, inbox, request } = value as { id?: unknown; inbox?: unknown; request?: unknown }
+    if (typeof id !== "string" || !REQUEST_ID.test(id)) return undefined
+    if (inbox === undefined) return { id, inbox, request }
+    return typeof inbox === "string" && REQUEST_ID.test(inbox) ? { id, inbox, request } : undefined
   } catch {
     return undefined
   }
 }
+
+/** An answer popped from an inbox: its request id and the response JSON; undefined when garbage. */
+const parseAnswer = (raw: string): { id: string; response: unknown } | undefined => {
+  try {
+    const value: unknown = JSON.parse(raw)
+    if (typeof value !== "object" || value === null) return undefined
+    const { id, response } = value as { id?: unknown; response?: unknown }
+    return typeof id === "string" ? { id, response } : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** How a waiting request ends: its answer's response (undecoded), or an error. */
+type Outcome = Exit.Exit<unknown, TransportError>
+
+interface Waiter {
+  /** performance.now() past which it ends with Timeout. */
+  readonly deadline: number
+  readonly resume: (outcome: Outcome) => void
+}
+
+/** Answers popped per BLMPOP of an inbox. */
+const INBOX_BATCH = 1_024
 
 /** Subscriptions of one transport: channel -> queues, on the connection's subscriber. */
 const makeNoticeHub = (connection: RedisConnectionShape) => {
@@ -147,6 +194,8 @@ export const makeWith = (
   const popBatch = options.popBatch ?? 64
   const maxInFlight = options.maxInFlight ?? 64
   const hub = makeNoticeHub(connection)
+  const timedOut = () =>
+    new TransportError({ reason: "Timeout", message: `no answer within ${timeoutMs} ms` })
 
   const serving = (key: GroupKey, serverId: string, mode: "claim" | "refresh" | "clear") =>
     evalScript(
@@ -157,70 +206,223 @@ export const makeWith = (
       [serverId, mode, String(servingTtlMs)],
     )
 
+  /** The handler's answer as [reply list, response JSON]; undefined when there is none to send. */
   const answer = (key: GroupKey, raw: string, handler: HeartbeatHandler) => {
     const envelope = parseEnvelope(raw)
     if (envelope === undefined)
-      return Effect.logWarning(`serve: dropped a request that is not a Shardline envelope`)
+      return Effect.as(
+        Effect.logWarning(`serve: dropped a request that is not a Shardline envelope`),
+        undefined,
+      )
+    const { id, inbox } = envelope
     return handler(envelope.request).pipe(
-      Effect.flatMap((response) =>
-        evalScript(
-          connection,
-          "serve (reply)",
-          Scripts.hbReply,
-          [replyKey(key, envelope.id)],
-          [JSON.stringify(response), String(replyTtlMs)],
-        ),
+      Effect.map((response): readonly [string, string] | undefined =>
+        inbox === undefined
+          ? [replyKey(key, id), JSON.stringify(response)]
+          : // id is a checked UUID: no escaping needed
+            [inboxKey(key, inbox), `{"id":"${id}","response":${JSON.stringify(response)}}`],
       ),
       // the member times out and retries: nothing else to do with a failed answer
-      Effect.catchCause((cause) => Effect.logWarning("serve: a heartbeat was not answered", cause)),
+      Effect.catchCause((cause) =>
+        Effect.as(Effect.logWarning("serve: a heartbeat was not answered", cause), undefined),
+      ),
     )
+  }
+
+  /** Handle a popped batch, then push all its answers in one script call. */
+  const answerBatch = (key: GroupKey, raws: ReadonlyArray<string>, handler: HeartbeatHandler) =>
+    Effect.forEach(raws, (raw) => answer(key, raw, handler), { concurrency: raws.length }).pipe(
+      Effect.flatMap((answers) => {
+        const keys: Array<string> = []
+        const args: Array<string> = []
+        for (const a of answers)
+          if (a !== undefined) {
+            keys.push(a[0])
+            args.push(a[1])
+          }
+        if (keys.length === 0) return Effect.void
+        args.push(String(replyTtlMs))
+        return evalScript(connection, "serve (reply)", Scripts.hbReply, keys, args).pipe(
+          Effect.flatMap((reply) =>
+            Number(reply[1]) > 0
+              ? Effect.logWarning(
+                  `serve: ${reply[1]} answers not sent: their lists hold foreign values`,
+                )
+              : Effect.void,
+          ),
+        )
+      }),
+      // the members time out and retry: nothing else to do with failed answers
+      Effect.catchCause((cause) => Effect.logWarning("serve: heartbeats were not answered", cause)),
+    )
+
+  /**
+   * The member side of this transport for one group: requests out, answers
+   * in, deadlines.
+   * - Out: requests made in one event-loop turn (with many members in one
+   *   process, the answers that wake them arrive together) go in one hb-push
+   *   call; each is still its own envelope, and a refusal (nobody serves, a
+   *   foreign value, Redis away) ends every request of the call.
+   * - In: answers `{"id", "response"}` arrive on the group's inbox list; one
+   *   loop on a dedicated connection, running only while a request waits,
+   *   pops them in batches and hands each to the request with its id. An
+   *   answer nobody waits for (garbage, or too late) is dropped.
+   * - Deadlines: one timer, at the oldest request's deadline (requests are
+   *   kept in send order, all with the same timeout), ends overdue requests
+   *   with Timeout whatever Redis is doing.
+   */
+  const makeMemberSide = (key: GroupKey) => {
+    const inbox = randomUUID()
+    const list = inboxKey(key, inbox)
+    const requests = requestsKey(key)
+    const waiting = new Map<string, Waiter>()
+    let outbox: { readonly envelopes: Array<string>; readonly ids: Array<string> } | undefined
+    let looping = false
+    let timer: ReturnType<typeof setTimeout> | undefined
+
+    const end = (id: string, outcome: Outcome) => {
+      const waiter = waiting.get(id)
+      if (waiter === undefined) return
+      waiting.delete(id)
+      if (waiting.size === 0 && timer !== undefined) {
+        clearTimeout(timer)
+        timer = undefined
+      }
+      waiter.resume(outcome)
+    }
+
+    const arm = () => {
+      if (timer !== undefined) return
+      const oldest = waiting.values().next()
+      if (oldest.done === true) return
+      timer = setTimeout(sweep, Math.max(0, oldest.value.deadline - performance.now()))
+      // a waiting request's own fiber, not this timer, is what keeps work alive
+      timer.unref?.()
+    }
+
+    const sweep = () => {
+      timer = undefined
+      const now = performance.now()
+      for (const [id, waiter] of waiting) {
+        if (waiter.deadline > now) break
+        end(id, Exit.fail(timedOut()))
+      }
+      arm()
+    }
+
+    const send = () => {
+      const batch = outbox
+      outbox = undefined
+      if (batch === undefined) return
+      const refuse = (error: TransportError) => {
+        for (const id of batch.ids) end(id, Exit.fail(error))
+      }
+      // a throw inside runScript would escape this callback: reject instead
+      Promise.resolve()
+        .then(() =>
+          runScript(
+            connection.client,
+            Scripts.hbPush,
+            [requests, servingKey(key)],
+            batch.envelopes,
+          ),
+        )
+        .then(
+          (raw) => {
+            const failure = scriptFailure("heartbeat (push)", raw)
+            if (failure !== undefined) refuse(unavailable(failure.message, failure))
+            else if ((raw as Reply)[0] === Code.Unavailable)
+              refuse(unavailable(`no coordinator serves ${key.stream}/${key.group}`))
+          },
+          (cause) =>
+            refuse(
+              unavailable(RedisConnection.unavailable("heartbeat (push)", cause).message, cause),
+            ),
+        )
+    }
+
+    const loop = async () => {
+      const lease = connection.lease()
+      let healthy = true
+      try {
+        while (waiting.size > 0) {
+          const reply = await lease.client.call(
+            "BLMPOP",
+            popBlockMs / 1_000,
+            1,
+            list,
+            "LEFT",
+            "COUNT",
+            INBOX_BATCH,
+          )
+          const items = Array.isArray(reply) && Array.isArray(reply[1]) ? reply[1] : []
+          for (const item of items) {
+            const answer = parseAnswer(String(item))
+            if (answer !== undefined) end(answer.id, Exit.succeed(answer.response))
+          }
+        }
+      } catch (cause) {
+        healthy = false
+        const error = unavailable(cause instanceof Error ? cause.message : String(cause), cause)
+        for (const id of [...waiting.keys()]) end(id, Exit.fail(error))
+      } finally {
+        lease.release(healthy)
+        looping = false
+        if (waiting.size > 0) startLoop()
+      }
+    }
+
+    const startLoop = () => {
+      if (looping) return
+      looping = true
+      void loop()
+    }
+
+    /** Send `request` and wait for its answer's response (undecoded). */
+    const heartbeat = (request: unknown) =>
+      Effect.callback<unknown, TransportError>((resume) => {
+        const id = randomUUID()
+        // registered before it is sent, so its answer is never unexpected
+        waiting.set(id, { deadline: performance.now() + timeoutMs, resume })
+        arm()
+        startLoop()
+        if (outbox !== undefined && outbox.ids.length >= MAX_PUSH_BATCH) send()
+        if (outbox === undefined) {
+          outbox = { envelopes: [String(queueCap)], ids: [] }
+          setImmediate(send)
+        }
+        outbox.envelopes.push(JSON.stringify({ id, inbox, request }))
+        outbox.ids.push(id)
+        // interrupted: stop waiting (a request already sent is answered into the void)
+        return Effect.sync(() => {
+          waiting.delete(id)
+        })
+      })
+
+    return { heartbeat }
+  }
+
+  const memberSides = new Map<string, ReturnType<typeof makeMemberSide>>()
+  const memberSide = (request: GroupKey) => {
+    const tag = requestsKey(request)
+    let side = memberSides.get(tag)
+    if (side === undefined) {
+      // a key of its own: the side outlives the request it was made for
+      side = makeMemberSide({ stream: request.stream, group: request.group })
+      memberSides.set(tag, side)
+    }
+    return side
   }
 
   return {
     heartbeat: (request) =>
-      Effect.gen(function* () {
-        const key = { stream: request.stream, group: request.group }
-        const id = randomUUID()
-        const pushed = yield* evalScript(
-          connection,
-          "heartbeat (push)",
-          Scripts.hbPush,
-          [requestsKey(key), servingKey(key)],
-          [JSON.stringify({ id, request }), String(queueCap)],
-        ).pipe(Effect.mapError((e) => unavailable(e.message, e)))
-        if (pushed[0] === Code.Unavailable)
-          return yield* unavailable(`no coordinator serves ${key.stream}/${key.group}`)
-        const reply = yield* connection
-          .blocking("heartbeat (BLPOP)", (c) => c.blpop(replyKey(key, id), timeoutMs / 1_000))
-          .pipe(Effect.mapError((e) => unavailable(e.message, e)))
-        if (reply === null)
-          return yield* new TransportError({
-            reason: "Timeout",
-            message: `no answer within ${timeoutMs} ms`,
-          })
-        const raw = yield* Effect.try({
-          try: (): unknown => JSON.parse(reply[1]),
-          catch: (cause) =>
-            new TransportError({ reason: "Decode", message: "response is not JSON", cause }),
-        })
-        return yield* decodeResponse(raw).pipe(
+      Effect.flatMap(
+        Effect.suspend(() => memberSide(request).heartbeat(request)),
+        (raw) =>
           Effect.mapError(
+            decodeResponse(raw),
             (cause) => new TransportError({ reason: "Decode", message: cause.message, cause }),
           ),
-        )
-      }).pipe(
-        // BLPOP's own timeout runs on the server; this bounds the rest
-        // (connecting, a Redis that does not answer) on the member's side
-        Effect.timeoutOrElse({
-          duration: timeoutMs + 1_000,
-          orElse: () =>
-            Effect.fail(
-              new TransportError({
-                reason: "Timeout",
-                message: `no answer within ${timeoutMs} ms`,
-              }),
-            ),
-        }),
       ),
 
     notices: (key, memberId) =>
@@ -243,14 +445,17 @@ export const makeWith = (
         yield* Effect.ignore(serving(key, serverId, "claim"))
         const permits = yield* Semaphore.make(maxInFlight)
         const scope = yield* Effect.scope
+        const count = Math.max(1, Math.min(popBatch, maxInFlight))
 
-        const handle = (raw: string) =>
+        const handle = (raws: ReadonlyArray<string>) =>
           permits
-            .take(1)
+            .take(raws.length)
             .pipe(
               Effect.andThen(
                 Effect.forkIn(
-                  answer(key, raw, handler).pipe(Effect.ensuring(permits.release(1))),
+                  answerBatch(key, raws, handler).pipe(
+                    Effect.ensuring(permits.release(raws.length)),
+                  ),
                   scope,
                 ),
               ),
@@ -258,12 +463,12 @@ export const makeWith = (
 
         const pop = connection
           .blocking("serve (BLMPOP)", (c) =>
-            c.call("BLMPOP", popBlockMs / 1_000, 1, requestsKey(key), "RIGHT", "COUNT", popBatch),
+            c.call("BLMPOP", popBlockMs / 1_000, 1, requestsKey(key), "RIGHT", "COUNT", count),
           )
           .pipe(
             Effect.flatMap((reply) => {
               const items = Array.isArray(reply) && Array.isArray(reply[1]) ? reply[1] : []
-              return Effect.forEach(items, (raw) => handle(String(raw)), { discard: true })
+              return items.length === 0 ? Effect.void : handle(items.map(String))
             }),
             // Redis away: retry without spinning
             Effect.catch(() => Effect.sleep(200)),

@@ -79,7 +79,6 @@ export const aclCommands = (options: AclOptions): ReadonlyArray<string> => [
   "lpush",
   "ltrim",
   "rpush",
-  "blpop",
   "blmpop",
   "publish",
   "subscribe",

@@ -35,6 +35,9 @@ export const requestsKey = (key: GroupKey): string => `${groupTag(key)}:hb:reque
 export const servingKey = (key: GroupKey): string => `${groupTag(key)}:hb:serving`
 export const replyKey = (key: GroupKey, requestId: string): string =>
   `${groupTag(key)}:hb:reply:${requestId}`
+/** A member-side transport's reply list for the group: answers `{"id", "response"}` to its requests. */
+export const inboxKey = (key: GroupKey, inboxId: string): string =>
+  `${groupTag(key)}:hb:inbox:${inboxId}`
 /** Pub/sub channel of a member's notices (SPUBLISH in a cluster: it hashes like a key). */
 export const noticeChannel = (key: GroupKey, memberId: string): string =>
   `${groupTag(key)}:notice:${memberId}`

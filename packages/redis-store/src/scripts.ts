@@ -59,7 +59,8 @@ export const Scripts = {
   leaseAcquire: script("leaseAcquire", 2, leaseAcquire),
   leaseRenew: script("leaseRenew", 1, leaseRenew),
   hbPush: script("hbPush", 2, hbPush),
-  hbReply: script("hbReply", 1, hbReply),
+  // variadic keys (one reply list per answer of a batch)
+  hbReply: script("hbReply", -1, hbReply),
   hbServing: script("hbServing", 1, hbServing),
   storeLoad: script("storeLoad", 3, storeLoad),
   storeAppend: script("storeAppend", 4, storeAppend),

@@ -36,17 +36,23 @@ export const evalScript = (
   Effect.flatMap(
     connection.command(operation, (c) => runScript(c, script, keys, args)),
     (raw): Effect.Effect<Reply, BackendUnavailable | ForeignValue> => {
-      if (!Array.isArray(raw) || typeof raw[0] !== "number")
-        return Effect.fail(
-          unavailable(operation, new Error(`unexpected reply: ${JSON.stringify(raw)}`)),
-        )
-      if (raw[0] === Code.Foreign)
-        return Effect.fail(new ForeignValue({ key: String(raw[1]), message: String(raw[2]) }))
-      if (raw[0] === Code.Unexpected)
-        return Effect.fail(unavailable(operation, new Error(String(raw[1]))))
-      return Effect.succeed(raw as Reply)
+      const failure = scriptFailure(operation, raw)
+      return failure === undefined ? Effect.succeed(raw as Reply) : Effect.fail(failure)
     },
   )
+
+/** What evalScript fails with for a script's raw reply; undefined when the caller judges the code. */
+export const scriptFailure = (
+  operation: string,
+  raw: unknown,
+): BackendUnavailable | ForeignValue | undefined => {
+  if (!Array.isArray(raw) || typeof raw[0] !== "number")
+    return unavailable(operation, new Error(`unexpected reply: ${JSON.stringify(raw)}`))
+  if (raw[0] === Code.Foreign)
+    return new ForeignValue({ key: String(raw[1]), message: String(raw[2]) })
+  if (raw[0] === Code.Unexpected) return unavailable(operation, new Error(String(raw[1])))
+  return undefined
+}
 
 /** A WRONGTYPE reply on `key` is a ForeignValue; anything else stays BackendUnavailable. */
 export const refineWrongType =

@@ -1,11 +1,21 @@
--- heartbeat response: push it to the request's own reply list, which
--- expires if the member gave up (timed out) and never pops it.
--- KEYS[1] reply {shardline:<stream>:<group>}:hb:reply:<requestId>
--- ARGV[1] response JSON  ARGV[2] ttl ms
--- -> {0} | {2, key, msg}
+-- heartbeat answers: push each to its list (a member-side transport's inbox,
+-- or an inbox-less request's own reply list), which expires if nobody pops
+-- it. The answers to one popped batch go in one call, but each list stands
+-- alone: one that holds a foreign value is skipped (and counted), the others
+-- are answered.
+-- KEYS[i] {shardline:<stream>:<group>}:hb:inbox:<inboxId> or ...:hb:reply:<requestId>
+-- ARGV[i] the answer for KEYS[i]  ARGV[#KEYS + 1] ttl ms
+-- -> {0, skipped} | {9, msg}
 return run(function()
-  local reply = KEYS[1]
-  ccall(reply, 'RPUSH', reply, ARGV[1])
-  ccall(reply, 'PEXPIRE', reply, ARGV[2])
-  return { 0 }
+  local ttl, skipped = ARGV[#KEYS + 1], 0
+  for i, reply in ipairs(KEYS) do
+    local pushed = redis.pcall('RPUSH', reply, ARGV[i])
+    if type(pushed) == 'table' and pushed.err then
+      if not string.find(pushed.err, 'WRONGTYPE', 1, true) then error(pushed) end
+      skipped = skipped + 1
+    else
+      ccall(reply, 'PEXPIRE', reply, ttl)
+    end
+  end
+  return { 0, skipped }
 end)

@@ -5,11 +5,12 @@
  * files, split so that vitest runs the targets in parallel (these tests
  * mostly wait for timeouts).
  */
+import { randomUUID } from "node:crypto"
 import { assert, it } from "@effect/vitest"
 import { type GroupKey, HeartbeatRequest, type HeartbeatResponse } from "@shardline/core"
 import { Deferred, Effect, Exit, Fiber, Schema, Scope, Stream } from "effect"
 import { Cluster, type Redis } from "ioredis"
-import { replyKey, requestsKey, servingKey } from "../../src/keys.js"
+import { inboxKey, replyKey, requestsKey, servingKey } from "../../src/keys.js"
 import * as RedisConnection from "../../src/RedisConnection.js"
 import * as RedisCoordinatorTransport from "../../src/RedisCoordinatorTransport.js"
 import { coordinatorTransportContract, TIMEOUT_MS } from "../contract/CoordinatorTransport.js"
@@ -145,13 +146,20 @@ export const redisTransportSuites = (target: RedisTarget) => {
       }),
     )
 
-    it.live("a late answer's reply list expires; nothing else is left behind", () =>
+    it.live("a late answer nobody pops expires with its inbox; nothing else is left behind", () =>
       Effect.gen(function* () {
         const { connection } = subject()
         const transport = RedisCoordinatorTransport.makeWith(connection, {
           ...options,
           replyTtlMs: 5_000,
         })
+        // the member on a connection of its own, closed once it gave up: its
+        // inbox loop has certainly stopped when the late answer arrives
+        const memberScope = yield* Scope.make()
+        const member = RedisCoordinatorTransport.makeWith(
+          yield* Scope.provide(connect(target), memberScope),
+          options,
+        )
         const key = freshKey()
         const gate = yield* Deferred.make<void>()
         const answered = yield* Deferred.make<void>()
@@ -161,10 +169,8 @@ export const redisTransportSuites = (target: RedisTarget) => {
             Effect.ensuring(Deferred.succeed(answered, undefined)),
           ),
         )
-        assert.strictEqual(
-          (yield* Effect.flip(transport.heartbeat(request(key)))).reason,
-          "Timeout",
-        )
+        assert.strictEqual((yield* Effect.flip(member.heartbeat(request(key)))).reason, "Timeout")
+        yield* Scope.close(memberScope, Exit.void)
         yield* Deferred.succeed(gate, undefined) // answered only after the member gave up
         yield* Deferred.await(answered)
         // the transport pushes the answer right after the handler returns
@@ -172,12 +178,16 @@ export const redisTransportSuites = (target: RedisTarget) => {
         for (let i = 0; keys.length === 0; i++) {
           assert.isBelow(i, 500, "the late answer was never pushed")
           yield* Effect.sleep(10)
-          keys = yield* Effect.promise(() => keysEverywhere(raw(), replyKey(key, "*")))
+          keys = yield* Effect.promise(() => keysEverywhere(raw(), inboxKey(key, "*")))
         }
         assert.strictEqual(keys.length, 1)
         const ttl = yield* Effect.promise(() => raw().pttl(keys[0]!))
         assert.isTrue(ttl > 0 && ttl <= 5_000)
         assert.strictEqual(yield* Effect.promise(() => raw().llen(requestsKey(key))), 0)
+        assert.deepStrictEqual(
+          yield* Effect.promise(() => keysEverywhere(raw(), replyKey(key, "*"))),
+          [],
+        )
       }),
     )
 
@@ -222,6 +232,39 @@ export const redisTransportSuites = (target: RedisTarget) => {
           yield* Effect.promise(() => raw().lpush(requestsKey(key), junk))
         assert.strictEqual((yield* transport.heartbeat(request(key, 7))).memberEpoch, 8)
       }),
+    )
+
+    it.live(
+      "requests without an inbox (an earlier member) are answered on their reply lists; a foreign value at one costs only its answer",
+      () =>
+        Effect.gen(function* () {
+          const { transport } = subject()
+          const key = freshKey()
+          const ids = [randomUUID(), randomUUID(), randomUUID()]
+          yield* Effect.promise(() => raw().set(replyKey(key, ids[1]!), "not a list", "PX", 60_000))
+          // queued before anyone serves, so the first pop takes all three
+          for (const [i, id] of ids.entries())
+            yield* Effect.promise(() =>
+              raw().lpush(requestsKey(key), JSON.stringify({ id, request: request(key, i + 1) })),
+            )
+          yield* transport.serve(key, echo)
+          // polled: a BLPOP here would block the connection the answers are sent on
+          const answer = (id: string) =>
+            Effect.gen(function* () {
+              for (let i = 0; i < 500; i++) {
+                const r = yield* Effect.promise(() => raw().lpop(replyKey(key, id)))
+                if (r !== null) return (JSON.parse(r) as HeartbeatResponse).memberEpoch
+                yield* Effect.sleep(10)
+              }
+              return assert.fail(`no answer for ${id}`)
+            })
+          assert.strictEqual(yield* answer(ids[0]!), 2)
+          assert.strictEqual(yield* answer(ids[2]!), 4)
+          assert.strictEqual(
+            yield* Effect.promise(() => raw().get(replyKey(key, ids[1]!))),
+            "not a list",
+          )
+        }),
     )
 
     it.live(
