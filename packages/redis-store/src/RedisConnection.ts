@@ -89,6 +89,9 @@ export class RedisConnection extends Context.Service<RedisConnection, RedisConne
   "@shardline/redis-store/RedisConnection",
 ) {}
 
+/** The connection is gone for good (a dedicated one never reconnects). */
+export const isClosed = (c: Client): boolean => c.status === "end" || c.status === "close"
+
 export const unavailable = (operation: string, cause: unknown): BackendUnavailable =>
   new BackendUnavailable({
     operation,
@@ -202,19 +205,36 @@ export const fromClient = (
     )
 
     const dedicated = (): Client => {
-      // no auto-pipelining: it would reorder a burst (internal/burst.ts) of a lease
+      // A single node's dedicated connection never reconnects and never
+      // resends: a WATCH (the optimistic fence's) and a MULTI die with their
+      // connection, so a queued command must fail rather than run on a new
+      // connection without them. No auto-pipelining either: it would reorder
+      // a burst (internal/burst.ts).
       const c =
         client instanceof Cluster
           ? client.duplicate()
-          : client.duplicate({ enableAutoPipelining: false })
+          : client.duplicate({
+              enableAutoPipelining: false,
+              autoResendUnfulfilledCommands: false,
+              retryStrategy: () => null,
+            })
       // errors surface on the commands; without a listener ioredis logs them
       c.on("error", () => {})
       return c
     }
 
+    /** An idle dedicated connection that is still open (a closed one is dropped). */
+    const takeIdle = (): Client | undefined => {
+      for (;;) {
+        const c = idle.pop()
+        if (c === undefined || !isClosed(c)) return c
+        c.disconnect()
+      }
+    }
+
     const blocking = <A>(operation: string, run: (connection: Client) => Promise<A>) =>
       Effect.suspend(() => {
-        const connection = idle.pop() ?? dedicated()
+        const connection = takeIdle() ?? dedicated()
         busy.add(connection)
         return Effect.tryPromise({
           try: (signal) => {
@@ -234,7 +254,7 @@ export const fromClient = (
       })
 
     const lease = () => {
-      const c = idle.pop() ?? dedicated()
+      const c = takeIdle() ?? dedicated()
       busy.add(c)
       let released = false
       return {

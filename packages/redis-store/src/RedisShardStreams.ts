@@ -200,6 +200,11 @@ export const makeWith = (
       const k = JSON.stringify([o.stream, o.shard, o.group, o.consumer])
       let reader = readers.get(k)
       if (reader?.busy) return optimisticRead(o) // a second loop on one consumer: no shared WATCH
+      if (reader !== undefined && RedisConnection.isClosed(reader.lease.client)) {
+        // its connection dropped, and its WATCH with it: arm a new one
+        dropReader(k, reader, false)
+        reader = undefined
+      }
       if (reader === undefined) {
         if (readers.size >= MAX_READERS) {
           const [oldest, r] = readers.entries().next().value as [string, StickyReader]
@@ -245,7 +250,13 @@ export const makeWith = (
   ): Effect.Effect<StickyAck | undefined, DataPlaneError> =>
     Effect.suspend(() => {
       const r = lastReader.get(JSON.stringify([o.stream, o.shard, o.group]))
-      if (r === undefined || r.busy || r.checked === undefined || o.token < r.checked)
+      if (
+        r === undefined ||
+        r.busy ||
+        r.checked === undefined ||
+        o.token < r.checked ||
+        RedisConnection.isClosed(r.lease.client)
+      )
         return Effect.succeed(undefined)
       r.busy = true
       return Effect.tryPromise({

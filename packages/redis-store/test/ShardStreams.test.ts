@@ -5,6 +5,7 @@
 import { assert, it } from "@effect/vitest"
 import { ShardStreams } from "@shardline/core"
 import { Effect } from "effect"
+import type { Redis } from "ioredis"
 import { ownerTokenKey } from "../src/keys.js"
 import * as RedisConnection from "../src/RedisConnection.js"
 import * as RedisShardStreams from "../src/RedisShardStreams.js"
@@ -108,6 +109,40 @@ for (const target of redisTargets()) {
               assert.strictEqual(stale._tag, "StaleOwner")
               assert.strictEqual((yield* s.drainState(base)).undelivered, 2)
               assert.strictEqual((yield* s.pending(base)).length, 2)
+            }),
+        )
+
+        it.live(
+          "an armed reader whose connection dropped (its WATCH gone with it): a new owner fenced in meanwhile is still refused",
+          () =>
+            Effect.gen(function* () {
+              const s = subject()
+              const stream = unique("sticky-drop")
+              const base = { stream, shard: 0, group: "g" }
+              yield* s.setOwnerToken({ ...base, token: 3 })
+              for (const k of ["a", "b", "c", "d"]) yield* s.append(stream, 0, { k })
+              yield* s.read({ ...base, consumer: "c", token: 3, count: 1 })
+              yield* s.read({ ...base, consumer: "c", token: 3, count: 1 })
+              // every client connection drops (the reader's too); ioredis reconnects what it may
+              const killer = yield* Effect.promise(() =>
+                RedisConnection.make(target.options ?? {}).pipe(
+                  Effect.flatMap((c) =>
+                    c.command("CLIENT KILL", (client) =>
+                      (client as Redis).client("KILL", "TYPE", "normal", "SKIPME", "yes"),
+                    ),
+                  ),
+                  Effect.scoped,
+                  Effect.runPromise,
+                ),
+              )
+              assert.isAtLeast(Number(killer), 1)
+              yield* Effect.sleep("300 millis")
+              yield* s.setOwnerToken({ ...base, token: 4 })
+              const stale = yield* Effect.flip(
+                s.read({ ...base, consumer: "c", token: 3, count: 2 }),
+              )
+              assert.strictEqual(stale._tag, "StaleOwner")
+              assert.strictEqual((yield* s.drainState(base)).undelivered, 2)
             }),
         )
       },
