@@ -9,13 +9,16 @@ export type Outcome = readonly [error: Error | null, reply: unknown]
 /**
  * Sends `commands` in order on a DEDICATED connection in one synchronous
  * burst and settles each one, without an ioredis `Pipeline`: a Pipeline per
- * call costs about 1.2 µs of client CPU per entry read at batch 100 (docs/
- * redis.md, "Benchmarks"), as much as the whole read of raw XREADGROUP.
+ * call costs about 1.2 µs of client CPU per entry read at batch 100
+ * (docs/redis.md, "The optimistic fence"), as much as the whole read of raw
+ * XREADGROUP.
  *
  * Safe only on a connection no other caller writes to (a MULTI would queue
- * their commands) and with auto-pipelining off (it defers the commands it
- * pipelines and sends the others at once, which reorders a burst);
- * RedisConnection's dedicated connections are such connections. Replies
+ * their commands), with auto-pipelining off (it defers the commands it
+ * pipelines and sends the others at once, which reorders a burst), and that
+ * never reconnects or resends (a resent tail would run outside its MULTI,
+ * without its WATCH); RedisConnection's dedicated connections of a single
+ * node are such connections. Replies
  * inside an EXEC array stay as the parser gives them (a failed command is an
  * Error element).
  */
