@@ -154,6 +154,47 @@ const ackCommand = (stream: string, group: string, ack: ShardStreams.AckFirst): 
 /** A dedicated connection of the optimistic fence (single node only). */
 const single = (c: RedisConnection.Client) => c as Redis
 
+/** Why a WATCH + GET refuses a read or an ack. */
+type Refusal = Exclude<OptimisticRead, { _tag: "Read" | "Fallback" }>
+
+/** WATCH + GET of the owner token in one burst: GET's outcome. */
+const watchToken = async (c: RedisConnection.Client, owner: string) =>
+  (
+    await burst(single(c), [
+      ["WATCH", owner],
+      ["GET", owner],
+    ])
+  )[1]!
+
+/**
+ * Judge a WATCH + GET reply for `token`: the token seen (the WATCH stays
+ * armed), or why not (UNWATCHed). An error other than WRONGTYPE is thrown.
+ */
+const judgeWatch = async (
+  c: RedisConnection.Client,
+  owner: string,
+  token: number,
+  error: Error | null,
+  raw: unknown,
+): Promise<number | Refusal> => {
+  if (error !== null || (raw !== null && !TOKEN.test(String(raw)))) {
+    await c.unwatch()
+    if (error !== null && !error.message.startsWith("WRONGTYPE")) throw error
+    return {
+      _tag: "Foreign",
+      key: owner,
+      message:
+        error?.message ?? `owner token is not a non-negative integer: ${String(raw).slice(0, 40)}`,
+    }
+  }
+  const current = raw === null ? 0 : Number(raw)
+  if (token < current) {
+    await c.unwatch()
+    return { _tag: "Stale", current }
+  }
+  return current
+}
+
 /** XREADGROUP's reply (`[[stream, [[id, [field, value, ...]], ...]]]` or null) as messages. */
 const xreadMessages = (reply: unknown): Array<StreamMessage> => {
   const entries = Array.isArray(reply) && Array.isArray(reply[0]) ? reply[0][1] : []
@@ -308,27 +349,11 @@ export const makeWith = (
     token: number,
     error: Error | null,
     raw: unknown,
-  ): Promise<Exclude<OptimisticRead, { _tag: "Read" | "Fallback" }> | undefined> => {
-    const c = r.lease.client
-    if (error !== null || (raw !== null && !TOKEN.test(String(raw)))) {
-      r.checked = undefined
-      await c.unwatch()
-      if (error !== null && !error.message.startsWith("WRONGTYPE")) throw error
-      return {
-        _tag: "Foreign",
-        key: owner,
-        message:
-          error?.message ??
-          `owner token is not a non-negative integer: ${String(raw).slice(0, 40)}`,
-      }
-    }
-    const current = raw === null ? 0 : Number(raw)
-    if (token < current) {
-      r.checked = undefined
-      await c.unwatch()
-      return { _tag: "Stale", current }
-    }
-    r.checked = current
+  ): Promise<Refusal | undefined> => {
+    r.checked = undefined
+    const judged = await judgeWatch(r.lease.client, owner, token, error, raw)
+    if (typeof judged !== "number") return judged
+    r.checked = judged
     return undefined
   }
 
@@ -344,11 +369,7 @@ export const makeWith = (
       judgeReader(r, owner, o.token, error, raw)
     for (let attempt = 0; attempt < 3; attempt++) {
       if (r.checked === undefined || o.token < r.checked) {
-        const res = await burst(single(c), [
-          ["WATCH", owner],
-          ["GET", owner],
-        ])
-        const [error, raw] = res[1]!
+        const [error, raw] = await watchToken(c, owner)
         const verdict = await judge(error, raw)
         if (verdict !== undefined) return verdict
       }
@@ -407,27 +428,9 @@ export const makeWith = (
     const stream = shardKey(o.stream, o.shard)
     return connection.blocking("read (WATCH/MULTI)", async (c): Promise<OptimisticRead> => {
       for (let attempt = 0; attempt < 3; attempt++) {
-        const checked = await burst(single(c), [
-          ["WATCH", owner],
-          ["GET", owner],
-        ])
-        const [error, raw] = checked[1]!
-        if (error !== null || (raw !== null && !TOKEN.test(String(raw)))) {
-          await c.unwatch()
-          if (error !== null && !error.message.startsWith("WRONGTYPE")) throw error
-          return {
-            _tag: "Foreign",
-            key: owner,
-            message:
-              error?.message ??
-              `owner token is not a non-negative integer: ${String(raw).slice(0, 40)}`,
-          }
-        }
-        const current = raw === null ? 0 : Number(raw)
-        if (o.token < current) {
-          await c.unwatch()
-          return { _tag: "Stale", current }
-        }
+        const [error, raw] = await watchToken(c, owner)
+        const judged = await judgeWatch(c, owner, o.token, error, raw)
+        if (typeof judged !== "number") return judged
         const done = await burst(single(c), [
           ["MULTI"],
           ["XREADGROUP", "GROUP", o.group, o.consumer, "COUNT", o.count, "STREAMS", stream, ">"],
