@@ -93,19 +93,16 @@ const out = {
     server: r.server,
     medians: Object.fromEntries(Object.entries(r.samples).map(([k, v]) => [k, median(v)])),
     ratios: {
-      runtimeOverRaw4: paired(r.samples[CASES.runtimeScript]!, r.samples[CASES.raw4]!),
-      runtimeBatchOverRaw4: paired(r.samples[CASES.runtimeBatchScript]!, r.samples[CASES.raw4]!),
-      runtimeOptimisticOverRaw4: paired(
-        r.samples[CASES.runtimeOptimistic]!,
-        r.samples[CASES.raw4]!,
-      ),
-      runtimeOverRaw1: paired(r.samples[CASES.runtimeScript]!, r.samples[CASES.raw1]!),
+      runtimeOverRaw4: paired(r.samples[CASES.runtimeGated]!, r.samples[CASES.raw4]!),
+      runtimeBatchOverRaw4: paired(r.samples[CASES.runtimeBatchGated]!, r.samples[CASES.raw4]!),
+      runtimeScriptOverRaw4: paired(r.samples[CASES.runtimeScript]!, r.samples[CASES.raw4]!),
+      runtimeOverRaw1: paired(r.samples[CASES.runtimeGated]!, r.samples[CASES.raw1]!),
       portOverRaw4: paired(r.samples[CASES.port4]!, r.samples[CASES.raw4]!),
-      portOptimisticOverRaw4: paired(r.samples[CASES.port4Optimistic]!, r.samples[CASES.raw4]!),
-      runtimeOverPort4: paired(r.samples[CASES.runtimeScript]!, r.samples[CASES.port4]!),
-      runtimeOptimisticOverPort4Optimistic: paired(
-        r.samples[CASES.runtimeOptimistic]!,
-        r.samples[CASES.port4Optimistic]!,
+      portScriptOverRaw4: paired(r.samples[CASES.port4Script]!, r.samples[CASES.raw4]!),
+      runtimeOverPort4: paired(r.samples[CASES.runtimeGated]!, r.samples[CASES.port4]!),
+      runtimeScriptOverPort4Script: paired(
+        r.samples[CASES.runtimeScript]!,
+        r.samples[CASES.port4Script]!,
       ),
     },
     samples: r.samples,
@@ -133,11 +130,11 @@ const table = out.servers
     const row = (name: string, ratio?: number) =>
       `| ${s.server} | ${name} | ${fmt(s.medians[name]!)} | ${ratio === undefined ? "" : `${ratio}x`} |`
     return [
-      row(CASES.runtimeScript, s.ratios.runtimeOverRaw4),
-      row(CASES.runtimeBatchScript, s.ratios.runtimeBatchOverRaw4),
-      row(CASES.runtimeOptimistic, s.ratios.runtimeOptimisticOverRaw4),
+      row(CASES.runtimeGated, s.ratios.runtimeOverRaw4),
+      row(CASES.runtimeBatchGated, s.ratios.runtimeBatchOverRaw4),
+      row(CASES.runtimeScript, s.ratios.runtimeScriptOverRaw4),
       row(CASES.port4, s.ratios.portOverRaw4),
-      row(CASES.port4Optimistic, s.ratios.portOptimisticOverRaw4),
+      row(CASES.port4Script, s.ratios.portScriptOverRaw4),
       row(CASES.raw4),
       row(CASES.raw1),
     ].join("\n")
@@ -155,7 +152,7 @@ medians of ${rounds} interleaved rounds; every case and its baselines ran in the
   resume to the last handled message.
 - raw: ${shape.workers} concurrent loops (or 1) on one ioredis connection, each taking the next shard no other loop
   reads and running XREADGROUP COUNT ${shape.batch} + XACK on it, over a backlog of the same entries; no fence.
-- ShardStreams alone: the same ${shape.workers} loops through redis-store's \`ShardStreams\` (either fence), each read
+- ShardStreams alone: the same ${shape.workers} loops through redis-store's \`ShardStreams\` (gated or script fence), each read
   carrying the shard's previous batch's ack, as the runtime's reads do, with no runtime: the data plane's ceiling.
 
 | server | case | messages/s | vs raw, ${shape.workers} loops |
@@ -163,7 +160,7 @@ medians of ${rounds} interleaved rounds; every case and its baselines ran in the
 ${table}
 
 Ratios are medians of the per-round ratios (the case and the baseline ran back to back in each round).
-${out.servers.map((s) => `${s.server}: runtime / raw 1 loop ${s.ratios.runtimeOverRaw1}x; runtime / ShardStreams alone ${s.ratios.runtimeOverPort4}x (script), ${s.ratios.runtimeOptimisticOverPort4Optimistic}x (optimistic).`).join(" ")}
+${out.servers.map((s) => `${s.server}: runtime / raw 1 loop ${s.ratios.runtimeOverRaw1}x; runtime / ShardStreams alone ${s.ratios.runtimeOverPort4}x (gated), ${s.ratios.runtimeScriptOverPort4Script}x (script).`).join(" ")}
 Samples (messages/s): ${out.servers
   .map(
     (s) =>

@@ -49,7 +49,7 @@ export interface RedisOptions {
   readonly cluster?: Omit<ClusterOptions, "redisOptions" | "scripts">
   /**
    * Port options passed to `RedisPorts.layer` (packages/redis-store/src/RedisPorts.ts):
-   * the store, the heartbeat transport and the shard streams (`{ read: "optimistic" }`).
+   * the store, the heartbeat transport and the shard streams (`{ read: "script" }` to keep every read in a Lua script; docs/redis.md, "The gated fence").
    */
   readonly ports?: Pick<RedisPorts.RedisPortsOptions, "store" | "transport" | "shardStreams">
   /** Override the probed server features, e.g. `{ xackdel: false }` to force the Lua fallback. */

@@ -2,9 +2,10 @@
  * Redis port benchmarks, each against a baseline measured on the same server
  * in the same run (docs/redis.md, "Benchmarks"):
  *
- * 1. fenced read + ack, batch 1 / 10 / 100, optimistic fence (WATCH + GET,
- *    MULTI/XREADGROUP/EXEC) and script fence (one Lua script), each with a
- *    separate ack and with the ack riding on the next read, vs a raw
+ * 1. fenced read + ack, batch 1 / 10 / 100, gated fence (the default: a
+ *    gate script + XACK + XREADGROUP in one MULTI), optimistic fence (WATCH +
+ *    GET, MULTI/XREADGROUP/EXEC) and script fence (one Lua script), each with
+ *    a separate ack and with the ack riding on the next read, vs a raw
  *    XREADGROUP + XACK loop with the same batch size (and a pipelined one);
  * 2. heartbeats/s of 2,000 members in steady state through the Redis
  *    transport, a CoordinatorHost and the Redis Store, vs raw ioredis
@@ -100,7 +101,7 @@ const serverCpu = async (raw: Redis) => {
 
 /** How a variant of ours reads and acks: its fence, and whether the ack rides on the next read. */
 interface ReadAckVariant {
-  readonly read: "optimistic" | "script"
+  readonly read: "gated" | "optimistic" | "script"
   /** true: the batch is acked by the next read (`ReadOptions.ack`), one round trip per batch. */
   readonly fused: boolean
 }
@@ -715,8 +716,10 @@ const benchServer = async (kind: ServerKind) => {
       )
       say("|---:|---|---:|---:|---:|---:|---:|---:|")
       const variants: ReadonlyArray<ReadAckVariant> = [
+        { read: "gated", fused: true },
         { read: "script", fused: true },
         { read: "optimistic", fused: true },
+        { read: "gated", fused: false },
         { read: "script", fused: false },
         { read: "optimistic", fused: false },
       ]
@@ -743,6 +746,7 @@ const benchServer = async (kind: ServerKind) => {
       }
       out.readAck = curve
       const xd = await readAck(server, connection, "xackdel", 100, [
+        { read: "gated", fused: true },
         { read: "script", fused: true },
         { read: "optimistic", fused: true },
       ])

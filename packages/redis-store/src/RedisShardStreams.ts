@@ -33,6 +33,7 @@ import {
 import { Clock, Effect, Layer } from "effect"
 import type { Redis } from "ioredis"
 import { burst, type Command } from "./internal/burst.js"
+import { makeGatedReader } from "./internal/gatedRead.js"
 import {
   Code,
   evalScript,
@@ -40,6 +41,7 @@ import {
   keyCommand,
   pairsOf,
   refineWrongType,
+  xreadMessages,
 } from "./internal/reply.js"
 import * as StreamId from "./internal/streamId.js"
 import { deadLetterKey, idempotencyKey, ownerTokenKey, sealedKey, shardKey } from "./keys.js"
@@ -104,18 +106,24 @@ const parseToken = (key: string, raw: string | null) => {
 /** ShardStreams over an existing connection. */
 export interface ShardStreamsOptions {
   /**
-   * How `read` of new entries (and `ack`) is fenced (docs/redis.md, "The
-   * optimistic fence"):
-   * - `script` (default, and always in a cluster): one Lua script (token
-   *   check + XREADGROUP), entries returned through Lua;
+   * How `read` of new entries is fenced (docs/redis.md, "The gated fence"
+   * and "The optimistic fence"):
+   * - `gated` (default on a single node): one MULTI per read: a small gate
+   *   script checks the owner token and only then moves the stream under
+   *   the key that the transaction's XACK and XREADGROUP address, and a
+   *   RENAMENX moves it back; entries never pass through Lua. All read
+   *   loops share one dedicated connection.
+   * - `script` (always in a cluster): one Lua script (token check +
+   *   XREADGROUP), entries returned through Lua;
    * - `optimistic` (single node): a read loop keeps a dedicated connection
    *   whose WATCH on the owner token stays armed; each read is MULTI /
    *   XREADGROUP / EXEC (aborted if a new owner was fenced in meanwhile) +
    *   WATCH / GET, one round trip, entries never pass through Lua; acks of
    *   the same shard and group go through it too.
-   * Pending and takeover reads always use the script.
+   * Pending and takeover reads always use the script, and so does a read
+   * carrying an `xackdel` ack before Redis 8.2 (no XACKDEL).
    */
-  readonly read?: "optimistic" | "script"
+  readonly read?: "gated" | "optimistic" | "script"
 }
 
 type StickyAck =
@@ -137,6 +145,7 @@ interface StickyReader {
   busy: boolean
 }
 
+/** What an optimistic (or gated) read decided. */
 type OptimisticRead =
   | { readonly _tag: "Read"; readonly messages: Array<StreamMessage> }
   | { readonly _tag: "Stale"; readonly current: number }
@@ -195,22 +204,14 @@ const judgeWatch = async (
   return current
 }
 
-/** XREADGROUP's reply (`[[stream, [[id, [field, value, ...]], ...]]]` or null) as messages. */
-const xreadMessages = (reply: unknown): Array<StreamMessage> => {
-  const entries = Array.isArray(reply) && Array.isArray(reply[0]) ? reply[0][1] : []
-  return (Array.isArray(entries) ? entries : []).map((e: [string, Array<string>]) => ({
-    id: e[0],
-    fields: fieldsOf(e[1]),
-    deliveryCount: 1,
-  }))
-}
-
 export const makeWith = (
   connection: RedisConnection.RedisConnectionShape,
   options: ShardStreamsOptions = {},
 ): ShardStreams.ShardStreamsShape => {
   const { features } = connection
   const optimistic = !connection.isCluster && options.read === "optimistic"
+  const gated = !connection.isCluster && (options.read ?? "gated") === "gated"
+  const gatedReader = makeGatedReader(connection)
 
   /**
    * Sticky readers: a read loop (stream, shard, group, consumer) keeps a
@@ -565,13 +566,18 @@ export const makeWith = (
         const claim = o.claimIdleMs !== undefined && o.from !== "pending"
         if (claim) yield* checkNonNegative("claimIdleMs", o.claimIdleMs!)
         const mode = o.from === "pending" ? "pending" : claim ? "claim" : "new"
-        // the optimistic path acks in its MULTI: natively only (XACKDEL on Redis >= 8.2)
+        // the gated and optimistic paths ack in their MULTI: natively only (XACKDEL on Redis >= 8.2)
         if (
           mode === "new" &&
-          optimistic &&
+          (gated || optimistic) &&
           (ack === undefined || ack.mode === "ack" || features.xackdel)
         ) {
-          const result = yield* stickyRead(o)
+          const result = yield* gated
+            ? Effect.tryPromise({
+                try: () => gatedReader.read(o, ack),
+                catch: (cause) => RedisConnection.unavailable("read (gated MULTI)", cause),
+              })
+            : stickyRead(o)
           if (result._tag === "Read") return result.messages
           if (result._tag === "Stale")
             return yield* new StaleOwner({

@@ -20,6 +20,7 @@ export const aclKeyPatterns: ReadonlyArray<string> = [
   "{*:*}:dlq", // dead-letter stream
   "{*:*}:sealed", // seal marker of a shard of an earlier layout generation
   "{*:*}:idmp:*", // a producer's idempotency window on a shard (idempotent appends)
+  "{*:*}:gate", // the shard stream's name inside a gated read's MULTI (never seen outside it)
   "{shardline:*}:*", // lease, heartbeat queues, presence, reply lists, Store, audit, layouts
 ]
 
@@ -34,11 +35,14 @@ export const aclCommands = (options: AclOptions): ReadonlyArray<string> => [
   "command|docs",
   "evalsha",
   "eval",
-  // the optimistic fence of ShardStreams.read (WATCH, GET, MULTI, XREADGROUP, EXEC)
+  // the gated fence of ShardStreams.read (MULTI, the gate script's RENAME, XREADGROUP,
+  // RENAMENX, EXEC) and the optimistic one (WATCH, GET, MULTI, XREADGROUP, EXEC)
   "watch",
   "unwatch",
   "multi",
   "exec",
+  "rename",
+  "renamenx",
   // ShardStreams (direct, and inside read/ack/nack/claim/dead-letter scripts)
   "xadd",
   "xrange",

@@ -10,6 +10,7 @@ import append from "./lua/append.lua"
 import claimPending from "./lua/claim-pending.lua"
 import deadLetter from "./lua/dead-letter.lua"
 import drainState from "./lua/drain-state.lua"
+import gate from "./lua/gate.lua"
 import hbPush from "./lua/hb-push.lua"
 import hbReply from "./lua/hb-reply.lua"
 import hbServing from "./lua/hb-serving.lua"
@@ -50,6 +51,7 @@ export const Scripts = {
   retireShard: script("retireShard", -1, retireShard),
   setOwnerToken: script("setOwnerToken", 1, setOwnerToken),
   read: script("read", 2, read),
+  gate: script("gate", 3, gate),
   ack: script("ack", 2, ack),
   nack: script("nack", 2, nack),
   claimPending: script("claimPending", 2, claimPending),

@@ -5,12 +5,17 @@
 import { assert, it } from "@effect/vitest"
 import { ShardStreams } from "@shardline/core"
 import { Effect } from "effect"
-import type { Redis } from "ioredis"
 import { ownerTokenKey } from "../src/keys.js"
 import * as RedisConnection from "../src/RedisConnection.js"
 import * as RedisShardStreams from "../src/RedisShardStreams.js"
 import { shardStreamsContract } from "./contract/ShardStreams.js"
-import { connect, describeTarget, redisTargets, unique } from "./support/targets.js"
+import {
+  connect,
+  connectAsOwnUser,
+  describeTarget,
+  redisTargets,
+  unique,
+} from "./support/targets.js"
 
 const { deadLetterKey, shardKey } = ShardStreams
 
@@ -31,6 +36,17 @@ for (const target of redisTargets()) {
     shardStreamsContract(() => subject().streams),
   )
 
+  // the default above is the gated fence on single nodes: the script's read of new entries too
+  if (target.kind !== "cluster7")
+    describeTarget(
+      "ShardStreams contract (script fence)",
+      target,
+      Effect.map(connect(target), (connection) =>
+        RedisShardStreams.makeWith(connection, { read: "script" }),
+      ),
+      (subject) => shardStreamsContract(subject),
+    )
+
   // the optimistic fence (single nodes; a cluster always uses the script)
   if (target.kind !== "cluster7")
     describeTarget(
@@ -46,10 +62,12 @@ for (const target of redisTargets()) {
     describeTarget(
       "ShardStreams optimistic fence",
       target,
-      Effect.map(connect(target), (connection) =>
-        RedisShardStreams.makeWith(connection, { read: "optimistic" }),
-      ),
-      (subject) => {
+      Effect.map(connectAsOwnUser(target), ({ connection, killAll }) => ({
+        streams: RedisShardStreams.makeWith(connection, { read: "optimistic" }),
+        killAll,
+      })),
+      (fixture) => {
+        const subject = () => fixture().streams
         it.live(
           "acks through an armed reader: ack and xackdel, then a stale token is refused",
           () =>
@@ -123,18 +141,8 @@ for (const target of redisTargets()) {
               for (const k of ["a", "b", "c", "d"]) yield* s.append(stream, 0, { k })
               yield* s.read({ ...base, consumer: "c", token: 3, count: 1 })
               yield* s.read({ ...base, consumer: "c", token: 3, count: 1 })
-              // every client connection drops (the reader's too); ioredis reconnects what it may
-              const killer = yield* Effect.promise(() =>
-                RedisConnection.make(target.options ?? {}).pipe(
-                  Effect.flatMap((c) =>
-                    c.command("CLIENT KILL", (client) =>
-                      (client as Redis).client("KILL", "TYPE", "normal", "SKIPME", "yes"),
-                    ),
-                  ),
-                  Effect.scoped,
-                  Effect.runPromise,
-                ),
-              )
+              // every connection of this fence drops (the reader's too); ioredis reconnects what it may
+              const killer = yield* fixture().killAll
               assert.isAtLeast(Number(killer), 1)
               yield* Effect.sleep("300 millis")
               yield* s.setOwnerToken({ ...base, token: 4 })

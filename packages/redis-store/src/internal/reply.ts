@@ -1,6 +1,6 @@
 /** Decoding script replies and ioredis errors into typed errors. */
 
-import { type BackendUnavailable, ForeignValue } from "@shardline/core"
+import { type BackendUnavailable, ForeignValue, type ShardStreams } from "@shardline/core"
 import { Effect } from "effect"
 import type { Client, RedisConnectionShape } from "../RedisConnection.js"
 import { unavailable } from "../RedisConnection.js"
@@ -103,4 +103,14 @@ export const pairsOf = (flat: unknown): Map<string, unknown> => {
   if (!Array.isArray(flat)) return out
   for (let i = 0; i + 1 < flat.length; i += 2) out.set(String(flat[i]), flat[i + 1])
   return out
+}
+
+/** XREADGROUP's reply (`[[key, [[id, [field, value, ...]], ...]]]` or null) as messages, each delivered once. */
+export const xreadMessages = (reply: unknown): Array<ShardStreams.StreamMessage> => {
+  const entries = Array.isArray(reply) && Array.isArray(reply[0]) ? reply[0][1] : []
+  return (Array.isArray(entries) ? entries : []).map((e: [string, Array<string>]) => ({
+    id: e[0],
+    fields: fieldsOf(e[1]),
+    deliveryCount: 1,
+  }))
 }

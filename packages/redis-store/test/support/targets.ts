@@ -79,3 +79,23 @@ export const describeTarget = <S>(
 
 /** A Redis connection for a target, closed with the scope. */
 export const connect = (target: RedisTarget) => RedisConnection.make(target.options ?? {})
+
+/**
+ * A connection of its own ACL user (every command, every key), and a way to
+ * drop every connection of that user: a test that kills "its" connections
+ * must not kill the connections of the tests running beside it on the same
+ * server (CLIENT KILL has no filter by connection name). Single nodes only.
+ */
+export const connectAsOwnUser = (target: RedisTarget) =>
+  Effect.gen(function* () {
+    const user = unique("own-user")
+    const admin = yield* connect(target)
+    const raw = admin.client as import("ioredis").Redis
+    yield* Effect.promise(() =>
+      raw.call("ACL", "SETUSER", user, "on", "nopass", "~*", "&*", "+@all"),
+    )
+    const connection = yield* RedisConnection.make({ ...target.options, username: user })
+    /** Closes every connection of the user (the dedicated ones too); how many it closed. */
+    const killAll = Effect.promise(() => raw.client("KILL", "USER", user).then(Number))
+    return { connection, killAll }
+  })

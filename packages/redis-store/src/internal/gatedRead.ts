@@ -1,0 +1,143 @@
+/**
+ * The gated fence (docs/redis.md, "The gated fence"): a fenced read of new
+ * entries in one MULTI whose entries never pass through Lua.
+ *
+ *     MULTI
+ *     EVALSHA gate {s:n} {s:n}:owner:<group> {s:n}:gate <token>   -- RENAME {s:n} -> gate if the token holds
+ *     [XACK {s:n}:gate <group> <ids of the previous batch>]       -- or XACKDEL (Redis >= 8.2)
+ *     XREADGROUP GROUP <group> <consumer> COUNT <n> STREAMS {s:n}:gate >
+ *     RENAMENX {s:n}:gate {s:n}
+ *     EXEC
+ *
+ * The ack and the read address the gate key, which exists only when the
+ * gate script found the caller's token current and moved the stream there.
+ * Anything else (a stale token, a foreign value, a script error, a flushed
+ * script cache) leaves the gate absent: the ack and the read touch nothing
+ * and RENAMENX fails with "no such key". Fail-safe by construction, not by
+ * the script's cooperation; and MULTI makes the move invisible to every
+ * other client. The RENAMENX is a plain command, so the stream always goes
+ * back.
+ */
+import { createHash } from "node:crypto"
+import type { ShardStreams } from "@shardline/core"
+import type { Redis } from "ioredis"
+import { ownerTokenKey, shardKey } from "../keys.js"
+import type { RedisConnectionShape } from "../RedisConnection.js"
+import * as RedisConnection from "../RedisConnection.js"
+import { Scripts } from "../scripts.js"
+import { burst, type Command } from "./burst.js"
+import { xreadMessages } from "./reply.js"
+
+/** The gate key of a shard: the stream's name while a gated read holds it (same slot). */
+export const gateKey = (stream: string, shard: number): string => `${shardKey(stream, shard)}:gate`
+
+/** What a gated read decided. */
+export type GatedRead =
+  | { readonly _tag: "Read"; readonly messages: Array<ShardStreams.StreamMessage> }
+  | { readonly _tag: "Stale"; readonly current: number }
+  | { readonly _tag: "Foreign"; readonly key: string; readonly message: string }
+  /** No stream or group yet: the read script creates them. */
+  | { readonly _tag: "Fallback" }
+
+const GATE_SHA = createHash("sha1").update(Scripts.gate.lua).digest("hex")
+
+/** The ack of the previous batch, on the gate key (XACKDEL needs Redis >= 8.2). */
+const ackOnGate = (gate: string, group: string, ack: ShardStreams.AckFirst): Command =>
+  ack.mode === "ack"
+    ? ["XACK", gate, group, ...ack.ids]
+    : ["XACKDEL", gate, group, "IDS", ack.ids.length, ...ack.ids]
+
+const isError = (x: unknown, prefix: string): x is Error =>
+  x instanceof Error && x.message.startsWith(prefix)
+
+/**
+ * Gated reads over one dedicated connection of a single node, shared by
+ * every read loop: each read is one burst (MULTI ... EXEC) written in one
+ * go, so bursts of concurrent loops never interleave; the connection never
+ * reconnects or resends (a resent tail would run outside its MULTI). A
+ * closed connection is replaced at the next read.
+ */
+export const makeGatedReader = (connection: RedisConnectionShape) => {
+  let lease: ReturnType<RedisConnectionShape["lease"]> | undefined
+
+  const client = () => {
+    if (lease !== undefined && RedisConnection.isClosed(lease.client)) {
+      lease.release(false)
+      lease = undefined
+    }
+    lease ??= connection.lease()
+    return lease.client as Redis
+  }
+
+  const once = (
+    c: Redis,
+    o: ShardStreams.ReadOptions,
+    ack: ShardStreams.AckFirst | undefined,
+    evalBody: boolean,
+  ) => {
+    const stream = shardKey(o.stream, o.shard)
+    const gate = gateKey(o.stream, o.shard)
+    const owner = ownerTokenKey(o.stream, o.shard, o.group)
+    return burst(c, [
+      ["MULTI"],
+      evalBody
+        ? ["EVAL", Scripts.gate.lua, 3, stream, owner, gate, o.token]
+        : ["EVALSHA", GATE_SHA, 3, stream, owner, gate, o.token],
+      ...(ack === undefined ? [] : [ackOnGate(gate, o.group, ack)]),
+      ["XREADGROUP", "GROUP", o.group, o.consumer, "COUNT", o.count, "STREAMS", gate, ">"],
+      ["RENAMENX", gate, stream],
+      ["EXEC"],
+    ])
+  }
+
+  /** One gated read; `ack` (non-empty) rides in its MULTI. Throws on a connection error. */
+  const read = async (
+    o: ShardStreams.ReadOptions,
+    ack: ShardStreams.AckFirst | undefined,
+  ): Promise<GatedRead> => {
+    const c = client()
+    try {
+      for (let attempt = 0; ; attempt++) {
+        const res = await once(c, o, ack, attempt > 0)
+        const [execError, exec] = res[res.length - 1]!
+        if (execError !== null) throw execError
+        const replies = exec as Array<unknown>
+        const [gated, acked, xread, renamed] =
+          ack === undefined
+            ? [replies[0], undefined, replies[1], replies[2]]
+            : [replies[0], replies[1], replies[2], replies[3]]
+        // the script cache was flushed: the gate stayed shut, nothing happened;
+        // again with the script's body (EVAL caches it)
+        if (isError(gated, "NOSCRIPT") && attempt === 0) continue
+        if (gated instanceof Error) throw gated
+        const code = Array.isArray(gated) ? Number(gated[0]) : Number.NaN
+        if (code === 1) return { _tag: "Stale", current: Number((gated as Array<unknown>)[1]) }
+        if (code === 2) {
+          const [, key, message] = gated as Array<unknown>
+          return { _tag: "Foreign", key: String(key), message: String(message) }
+        }
+        if (code !== 0) throw new Error(`gate script: ${String((gated as Array<unknown>)[1])}`)
+        const opened = Number((gated as Array<unknown>)[1]) === 1
+        if (opened && Number(renamed) !== 1)
+          throw new Error(`gated read: the stream did not move back (RENAMENX: ${String(renamed)})`)
+        if (!opened || isError(xread, "NOGROUP")) return { _tag: "Fallback" }
+        for (const reply of [acked, xread])
+          if (isError(reply, "WRONGTYPE")) {
+            const key = shardKey(o.stream, o.shard)
+            return { _tag: "Foreign", key, message: reply.message }
+          }
+        if (acked instanceof Error) throw acked
+        if (xread instanceof Error) throw xread
+        return { _tag: "Read", messages: xreadMessages(xread) }
+      }
+    } catch (error) {
+      if (lease?.client === c) {
+        lease.release(false)
+        lease = undefined
+      }
+      throw error
+    }
+  }
+
+  return { read }
+}

@@ -1,0 +1,25 @@
+-- gate: the guard of the gated fence (docs/redis.md, "The gated fence").
+-- It runs first inside MULTI; the transaction's XACK / XREADGROUP address
+-- the GATE key, and its last command is RENAMENX gate stream. So the
+-- entries are reachable only when this script opened the gate: a stale
+-- token, a foreign value, an error or a missing script leave the gate key
+-- absent, the XACK and XREADGROUP touch nothing, and RENAMENX (no such key)
+-- changes nothing. When it opened, RENAMENX puts the stream back before
+-- EXEC ends, so no other client ever sees it moved.
+-- KEYS[1] shard stream {<stream>:<shard>}   KEYS[2] owner token
+-- KEYS[3] gate {<stream>:<shard>}:gate (same slot)
+-- ARGV[1] token
+-- A non-stream value at the shard key moves too: the XACK / XREADGROUP on
+-- it fail WRONGTYPE (reported as FOREIGN) and RENAMENX moves it back.
+-- -> {0, 1} opened | {0, 0} no stream yet (the read script creates it)
+--    | {1, current} | {2, key, msg}
+return run(function()
+  local stream, owner, gate = KEYS[1], KEYS[2], KEYS[3]
+  fence(owner, tonumber(ARGV[1]))
+  -- RENAMENX: a value under the gate key is not ours, so it is left alone (and the gate stays shut)
+  local moved = redis.pcall('RENAMENX', stream, gate)
+  if moved == 1 then return { 0, 1 } end
+  if moved == 0 then foreign(gate, 'the gate key holds a value') end
+  if is_err(moved, 'ERR no such key') then return { 0, 0 } end
+  error(moved)
+end)

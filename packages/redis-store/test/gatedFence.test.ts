@@ -1,0 +1,240 @@
+/**
+ * The gated fence (the default read of new entries on a single node): what
+ * the contract cannot see. A refused read leaves the stream where it was and
+ * reads or acks nothing, whatever refused it (a stale token, a foreign
+ * token, a flushed script cache); a dropped connection is replaced; many
+ * read loops share one connection without mixing their transactions.
+ */
+import { assert, it } from "@effect/vitest"
+import { ShardStreams } from "@shardline/core"
+import { Effect } from "effect"
+import type { Redis } from "ioredis"
+import { gateKey } from "../src/internal/gatedRead.js"
+import { ownerTokenKey } from "../src/keys.js"
+import * as RedisShardStreams from "../src/RedisShardStreams.js"
+import { connectAsOwnUser, describeTarget, redisTargets, unique } from "./support/targets.js"
+
+const { shardKey } = ShardStreams
+
+for (const target of redisTargets().filter((t) => t.kind !== "cluster7")) {
+  describeTarget(
+    "ShardStreams gated fence",
+    target,
+    Effect.map(connectAsOwnUser(target), ({ connection, killAll }) => ({
+      connection,
+      killAll,
+      streams: RedisShardStreams.makeWith(connection, { read: "gated" }),
+    })),
+    (subject) => {
+      const redis = () => subject().connection.client as Redis
+
+      /** A shard with `n` entries, token 3, whose group exists (one entry read and acked). */
+      const seeded = (prefix: string, n: number) =>
+        Effect.gen(function* () {
+          const s = subject().streams
+          const stream = unique(prefix)
+          const base = { stream, shard: 0, group: "g" }
+          yield* s.setOwnerToken({ ...base, token: 3 })
+          for (let i = 0; i <= n; i++) yield* s.append(stream, 0, { i: String(i) })
+          const [first] = yield* s.read({ ...base, consumer: "c", token: 3, count: 1 })
+          yield* s.ack({ ...base, token: 3, ids: [first!.id], mode: "ack" })
+          return { s, stream, base }
+        })
+
+      /** The stream is at its own key, the gate key is empty, and `undelivered`/`pending` are as given. */
+      const untouched = (
+        stream: string,
+        base: { stream: string; shard: number; group: string },
+        undelivered: number,
+        pending: number,
+      ) =>
+        Effect.gen(function* () {
+          const s = subject().streams
+          const keys = yield* Effect.promise(() =>
+            Promise.all([redis().type(shardKey(stream, 0)), redis().exists(gateKey(stream, 0))]),
+          )
+          assert.deepStrictEqual(keys, ["stream", 0])
+          const state = yield* s.drainState(base)
+          assert.strictEqual(state.undelivered, undelivered)
+          assert.strictEqual((yield* s.pending(base)).length, pending)
+        })
+
+      it.live("reads new entries in order, each ack riding on the next read", () =>
+        Effect.gen(function* () {
+          const { s, stream, base } = yield* seeded("gated-order", 7)
+          const seen: Array<string> = []
+          let ack: Array<string> = []
+          for (;;) {
+            const batch = yield* s.read({
+              ...base,
+              consumer: "c",
+              token: 3,
+              count: 3,
+              ...(ack.length > 0 ? { ack: { ids: ack, mode: "ack" as const } } : {}),
+            })
+            if (batch.length === 0) break
+            assert.isTrue(batch.every((m) => m.deliveryCount === 1))
+            seen.push(...batch.map((m) => m.fields.i!))
+            ack = batch.map((m) => m.id)
+          }
+          assert.deepStrictEqual(seen, ["1", "2", "3", "4", "5", "6", "7"])
+          yield* untouched(stream, base, 0, 0)
+        }),
+      )
+
+      it.live(
+        "a stale token carrying an ack: StaleOwner, nothing read or acked, the stream in place",
+        () =>
+          Effect.gen(function* () {
+            const { s, stream, base } = yield* seeded("gated-stale", 4)
+            const [a] = yield* s.read({ ...base, consumer: "c", token: 3, count: 1 })
+            yield* s.setOwnerToken({ ...base, token: 4 })
+            const stale = yield* Effect.flip(
+              s.read({
+                ...base,
+                consumer: "c",
+                token: 3,
+                count: 2,
+                ack: { ids: [a!.id], mode: "ack" },
+              }),
+            )
+            assert.strictEqual(stale._tag, "StaleOwner")
+            assert.strictEqual((stale as { currentToken: number }).currentToken, 4)
+            yield* untouched(stream, base, 3, 1)
+            // the current owner reads on
+            const next = yield* s.read({ ...base, consumer: "d", token: 4, count: 10 })
+            assert.deepStrictEqual(
+              next.map((m) => m.fields.i),
+              ["2", "3", "4"],
+            )
+          }),
+      )
+
+      it.live("a foreign owner token: ForeignValue naming the key, nothing read", () =>
+        Effect.gen(function* () {
+          const { s, stream, base } = yield* seeded("gated-foreign", 2)
+          const owner = ownerTokenKey(stream, 0, "g")
+          yield* Effect.promise(() => redis().set(owner, "not-a-token"))
+          const error = yield* Effect.flip(s.read({ ...base, consumer: "c", token: 3, count: 5 }))
+          assert.strictEqual(error._tag, "ForeignValue")
+          assert.strictEqual((error as { key: string }).key, owner)
+          yield* untouched(stream, base, 2, 0)
+          assert.strictEqual(yield* Effect.promise(() => redis().get(owner)), "not-a-token")
+        }),
+      )
+
+      it.live("a value under the gate key is foreign: left as it is, the stream not read", () =>
+        Effect.gen(function* () {
+          const { s, stream, base } = yield* seeded("gated-gate-foreign", 2)
+          const gate = gateKey(stream, 0)
+          yield* Effect.promise(() => redis().set(gate, "someone else's"))
+          const error = yield* Effect.flip(s.read({ ...base, consumer: "c", token: 3, count: 5 }))
+          assert.strictEqual(error._tag, "ForeignValue")
+          assert.strictEqual((error as { key: string }).key, gate)
+          assert.strictEqual(yield* Effect.promise(() => redis().get(gate)), "someone else's")
+          yield* Effect.promise(() => redis().del(gate))
+          yield* untouched(stream, base, 2, 0)
+        }),
+      )
+
+      it.live("a flushed script cache: the gate stays shut, then the script is loaded again", () =>
+        Effect.gen(function* () {
+          const { s, stream, base } = yield* seeded("gated-flush", 3)
+          yield* Effect.promise(() => redis().script("FLUSH"))
+          const batch = yield* s.read({ ...base, consumer: "c", token: 3, count: 2 })
+          assert.deepStrictEqual(
+            batch.map((m) => m.fields.i),
+            ["1", "2"],
+          )
+          // flushed again, and stale: refused all the same
+          yield* Effect.promise(() => redis().script("FLUSH"))
+          yield* s.setOwnerToken({ ...base, token: 5 })
+          const stale = yield* Effect.flip(s.read({ ...base, consumer: "c", token: 3, count: 2 }))
+          assert.strictEqual(stale._tag, "StaleOwner")
+          yield* untouched(stream, base, 1, 2)
+        }),
+      )
+
+      it.live("the transaction without its gate (an unknown script) touches nothing", () =>
+        Effect.gen(function* () {
+          // the construction's own guarantee, without the gate script's help
+          const { stream, base } = yield* seeded("gated-shut", 3)
+          const key = shardKey(stream, 0)
+          const gate = gateKey(stream, 0)
+          const owner = ownerTokenKey(stream, 0, "g")
+          const replies = yield* Effect.promise(() =>
+            redis()
+              .multi()
+              .evalsha("0".repeat(40), 3, key, owner, gate, "3")
+              .xreadgroup("GROUP", "g", "c", "COUNT", 10, "STREAMS", gate, ">")
+              .renamenx(gate, key)
+              .exec(),
+          )
+          assert.match(String(replies![0]![0]), /NOSCRIPT/)
+          assert.match(String(replies![1]![0]), /NOGROUP/)
+          assert.match(String(replies![2]![0]), /no such key/)
+          yield* untouched(stream, base, 3, 0)
+        }),
+      )
+
+      it.live(
+        "a dropped connection: the next read fails or reads, never unfenced, and the one after runs on a new connection",
+        () =>
+          Effect.gen(function* () {
+            const { s, base } = yield* seeded("gated-drop", 4)
+            yield* s.read({ ...base, consumer: "c", token: 3, count: 1 })
+            const killed = yield* subject().killAll
+            assert.isAtLeast(Number(killed), 1)
+            yield* Effect.sleep("300 millis")
+            // the first read after the drop may fail (RedisUnavailable), never read unfenced
+            const first = yield* Effect.result(
+              s.read({ ...base, consumer: "c", token: 3, count: 1 }),
+            )
+            const got = first._tag === "Success" ? first.success.length : 0
+            if (first._tag === "Failure")
+              assert.strictEqual(first.failure._tag, "BackendUnavailable")
+            const rest = yield* s.read({ ...base, consumer: "c", token: 3, count: 10 })
+            assert.strictEqual(got + rest.length, 3)
+            yield* s.setOwnerToken({ ...base, token: 4 })
+            const stale = yield* Effect.flip(s.read({ ...base, consumer: "c", token: 3, count: 1 }))
+            assert.strictEqual(stale._tag, "StaleOwner")
+          }),
+      )
+
+      it.live("sixteen loops on one connection: every entry once, to its own shard's loop", () =>
+        Effect.gen(function* () {
+          const s = subject().streams
+          const stream = unique("gated-loops")
+          const shards = Array.from({ length: 16 }, (_, i) => i)
+          for (const shard of shards) {
+            yield* s.setOwnerToken({ stream, shard, group: "g", token: 1 })
+            for (let i = 0; i < 20; i++)
+              yield* s.append(stream, shard, { s: String(shard), i: String(i) })
+          }
+          const loop = (shard: number) =>
+            Effect.gen(function* () {
+              const base = { stream, shard, group: "g", consumer: `c${shard}`, token: 1 }
+              const seen: Array<string> = []
+              let ack: Array<string> = []
+              for (;;) {
+                const batch = yield* s.read({
+                  ...base,
+                  count: 3,
+                  ...(ack.length > 0 ? { ack: { ids: ack, mode: "ack" as const } } : {}),
+                })
+                if (batch.length === 0) return seen
+                assert.isTrue(batch.every((m) => m.fields.s === String(shard)))
+                seen.push(...batch.map((m) => m.fields.i!))
+                ack = batch.map((m) => m.id)
+              }
+            })
+          const all = yield* Effect.forEach(shards, loop, { concurrency: "unbounded" })
+          const expected = Array.from({ length: 20 }, (_, i) => String(i))
+          for (const seen of all) assert.deepStrictEqual(seen, expected)
+          for (const shard of shards)
+            assert.strictEqual((yield* s.pending({ stream, shard, group: "g" })).length, 0)
+        }),
+      )
+    },
+  )
+}
