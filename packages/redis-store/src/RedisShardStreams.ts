@@ -569,7 +569,7 @@ export const makeWith = (
         // the gated and optimistic paths ack in their MULTI: natively only (XACKDEL on Redis >= 8.2)
         if (
           mode === "new" &&
-          (gated || optimistic) &&
+          ((gated && gatedReader.usable()) || optimistic) &&
           (ack === undefined || ack.mode === "ack" || features.xackdel)
         ) {
           const result = yield* gated

@@ -9,8 +9,10 @@ import { assert, it } from "@effect/vitest"
 import { ShardStreams } from "@shardline/core"
 import { Effect } from "effect"
 import type { Redis } from "ioredis"
+import { aclRules } from "../src/acl.js"
 import { gateKey } from "../src/internal/gatedRead.js"
 import { ownerTokenKey } from "../src/keys.js"
+import * as RedisConnection from "../src/RedisConnection.js"
 import * as RedisShardStreams from "../src/RedisShardStreams.js"
 import { connectAsOwnUser, describeTarget, redisTargets, unique } from "./support/targets.js"
 
@@ -199,6 +201,64 @@ for (const target of redisTargets().filter((t) => t.kind !== "cluster7")) {
             const stale = yield* Effect.flip(s.read({ ...base, consumer: "c", token: 3, count: 1 }))
             assert.strictEqual(stale._tag, "StaleOwner")
           }),
+      )
+
+      it.live(
+        "an ACL user of an earlier version (no RENAME, RENAMENX or gate key): reads take the script",
+        () =>
+          Effect.gen(function* () {
+            const user = unique("old-acl")
+            const rules = aclRules({ xackdel: subject().connection.features.xackdel }).filter(
+              (r) => !["+rename", "+renamenx", "~{*:*}:gate"].includes(r),
+            )
+            yield* Effect.promise(() =>
+              redis().call("ACL", "SETUSER", user, "reset", "on", ">pw", ...rules),
+            )
+            const { s, stream, base } = yield* seeded("gated-old-acl", 3)
+            const old = yield* RedisConnection.make({
+              ...target.options,
+              username: user,
+              password: "pw",
+            })
+            const streams = RedisShardStreams.makeWith(old, { read: "gated" })
+            const first = yield* streams.read({ ...base, consumer: "c", token: 3, count: 2 })
+            assert.deepStrictEqual(
+              first.map((m) => m.fields.i),
+              ["1", "2"],
+            )
+            // the server refused the transaction once (ACL LOG); after that the script reads
+            const refusals = Effect.promise(async () => {
+              const log = (await redis().call("ACL", "LOG", "128")) as Array<Array<unknown>>
+              return log
+                .map((entry) => {
+                  const fields = new Map<unknown, unknown>()
+                  for (let i = 0; i + 1 < entry.length; i += 2) fields.set(entry[i], entry[i + 1])
+                  return fields
+                })
+                .filter((e) => e.get("username") === user)
+                .reduce((n, e) => n + Number(e.get("count")), 0)
+            })
+            const afterFirst = yield* refusals
+            assert.isAtLeast(afterFirst, 1)
+            const next = yield* streams.read({
+              ...base,
+              consumer: "c",
+              token: 3,
+              count: 2,
+              ack: { ids: first.map((m) => m.id), mode: "ack" },
+            })
+            assert.deepStrictEqual(
+              next.map((m) => m.fields.i),
+              ["3"],
+            )
+            assert.strictEqual(yield* refusals, afterFirst)
+            yield* s.setOwnerToken({ ...base, token: 4 })
+            const stale = yield* Effect.flip(
+              streams.read({ ...base, consumer: "c", token: 3, count: 2 }),
+            )
+            assert.strictEqual(stale._tag, "StaleOwner")
+            yield* untouched(stream, base, 0, 1)
+          }).pipe(Effect.scoped),
       )
 
       it.live("sixteen loops on one connection: every entry once, to its own shard's loop", () =>

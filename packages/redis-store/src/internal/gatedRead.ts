@@ -59,6 +59,13 @@ const isError = (x: unknown, prefix: string): x is Error =>
  */
 export const makeGatedReader = (connection: RedisConnectionShape) => {
   let lease: ReturnType<RedisConnectionShape["lease"]> | undefined
+  /**
+   * Off once the server refused the transaction's commands themselves: an
+   * ACL user without +rename / +renamenx or the gate key (rules of an earlier
+   * version), or RENAME / RENAMENX disabled by rename-command. Reads then
+   * take the script, which needs neither.
+   */
+  let refused = false
 
   const client = () => {
     if (lease !== undefined && RedisConnection.isClosed(lease.client)) {
@@ -100,7 +107,13 @@ export const makeGatedReader = (connection: RedisConnectionShape) => {
       for (let attempt = 0; ; attempt++) {
         const res = await once(c, o, ack, attempt > 0)
         const [execError, exec] = res[res.length - 1]!
-        if (execError !== null) throw execError
+        if (execError !== null) {
+          // EXECABORT: a command was refused when queued, so nothing ran
+          const queued = res.find(([error]) => error !== null && error !== execError)?.[0]
+          if (queued != null && /^(NOPERM|ERR unknown command)/.test(queued.message)) refused = true
+          if (execError.message.startsWith("EXECABORT")) return { _tag: "Fallback" }
+          throw execError
+        }
         const replies = exec as Array<unknown>
         const [gated, acked, xread, renamed] =
           ack === undefined
@@ -139,5 +152,9 @@ export const makeGatedReader = (connection: RedisConnectionShape) => {
     }
   }
 
-  return { read }
+  return {
+    read,
+    /** False once the server refused the transaction (see `refused`): use the script. */
+    usable: () => !refused,
+  }
 }
