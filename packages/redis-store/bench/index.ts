@@ -820,7 +820,7 @@ const benchServer = async (kind: ServerKind) => {
       const idle = await idleLoad(server, connection)
       out.idle = idle
       say(
-        `idle load: ${idle.perShard.toFixed(2)} commands/s per idle shard (${IDLE_SHARDS} shards, script-fenced read + waitForEntries 5 s); ${idle.perGroup.toFixed(2)} commands/s per idle served group`,
+        `idle load: ${idle.perShard.toFixed(2)} commands/s per idle shard (${IDLE_SHARDS} shards, a fenced read, on a single node a gated MULTI of 5 commands, then waitForEntries 5 s); ${idle.perGroup.toFixed(2)} commands/s per idle served group`,
       )
     }
   } finally {

@@ -109,9 +109,9 @@ export interface ShardStreamsOptions {
    * How `read` of new entries is fenced (docs/redis.md, "The gated fence"
    * and "The optimistic fence"):
    * - `gated` (default on a single node): one MULTI per read: a small gate
-   *   script checks the owner token and only then moves the stream under
-   *   the key that the transaction's XACK and XREADGROUP address, and a
-   *   RENAMENX moves it back; entries never pass through Lua. All read
+   *   script checks the owner token, acknowledges the previous batch, and
+   *   only then moves the stream under the key that the transaction's
+   *   XREADGROUP addresses, and a RENAMENX moves it back; entries never pass through Lua. All read
    *   loops share one dedicated connection.
    * - `script` (always in a cluster): one Lua script (token check +
    *   XREADGROUP), entries returned through Lua;
@@ -120,8 +120,8 @@ export interface ShardStreamsOptions {
    *   XREADGROUP / EXEC (aborted if a new owner was fenced in meanwhile) +
    *   WATCH / GET, one round trip, entries never pass through Lua; acks of
    *   the same shard and group go through it too.
-   * Pending and takeover reads always use the script, and so does a read
-   * carrying an `xackdel` ack before Redis 8.2 (no XACKDEL).
+   * Pending and takeover reads always use the script, and so does an
+   * optimistic read carrying an `xackdel` ack before Redis 8.2 (no XACKDEL).
    */
   readonly read?: "gated" | "optimistic" | "script"
 }
@@ -566,11 +566,11 @@ export const makeWith = (
         const claim = o.claimIdleMs !== undefined && o.from !== "pending"
         if (claim) yield* checkNonNegative("claimIdleMs", o.claimIdleMs!)
         const mode = o.from === "pending" ? "pending" : claim ? "claim" : "new"
-        // the gated and optimistic paths ack in their MULTI: natively only (XACKDEL on Redis >= 8.2)
+        // the optimistic fence acks in its MULTI: natively only (XACKDEL on Redis >= 8.2)
         if (
           mode === "new" &&
-          ((gated && gatedReader.usable()) || optimistic) &&
-          (ack === undefined || ack.mode === "ack" || features.xackdel)
+          ((gated && gatedReader.usable()) ||
+            (optimistic && (ack === undefined || ack.mode === "ack" || features.xackdel)))
         ) {
           const result = yield* gated
             ? Effect.tryPromise({

@@ -3,17 +3,17 @@
  * entries in one MULTI whose entries never pass through Lua.
  *
  *     MULTI
- *     EVALSHA gate {s:n} {s:n}:owner:<group> {s:n}:gate <token>   -- RENAME {s:n} -> gate if the token holds
- *     [XACK {s:n}:gate <group> <ids of the previous batch>]       -- or XACKDEL (Redis >= 8.2)
+ *     EVALSHA gate {s:n} {s:n}:owner:<group> {s:n}:gate <token> <group> [<ack mode> <ids>]
+ *         -- the fence, the ack of the previous batch, then RENAMENX {s:n} -> gate
  *     XREADGROUP GROUP <group> <consumer> COUNT <n> STREAMS {s:n}:gate >
  *     RENAMENX {s:n}:gate {s:n}
  *     EXEC
  *
- * The ack and the read address the gate key, which exists only when the
- * gate script found the caller's token current and moved the stream there.
- * Anything else (a stale token, a foreign value, a script error, a flushed
- * script cache) leaves the gate absent: the ack and the read touch nothing
- * and RENAMENX fails with "no such key". Fail-safe by construction, not by
+ * The read addresses the gate key, which exists only when the gate script
+ * found the caller's token current (and acknowledged, as the read script
+ * does) and moved the stream there. Anything else (a stale token, a
+ * foreign value, a script error, a flushed script cache) leaves the gate
+ * absent: the read touches nothing and RENAMENX fails with "no such key". Fail-safe by construction, not by
  * the script's cooperation; and MULTI makes the move invisible to every
  * other client. The RENAMENX is a plain command, so the stream always goes
  * back.
@@ -25,7 +25,7 @@ import { ownerTokenKey, shardKey } from "../keys.js"
 import type { RedisConnectionShape } from "../RedisConnection.js"
 import * as RedisConnection from "../RedisConnection.js"
 import { Scripts } from "../scripts.js"
-import { burst, type Command } from "./burst.js"
+import { burst } from "./burst.js"
 import { xreadMessages } from "./reply.js"
 
 /** The gate key of a shard: the stream's name while a gated read holds it (same slot). */
@@ -41,12 +41,6 @@ export type GatedRead =
 
 const GATE_SHA = createHash("sha1").update(Scripts.gate.lua).digest("hex")
 
-/** The ack of the previous batch, on the gate key (XACKDEL needs Redis >= 8.2). */
-const ackOnGate = (gate: string, group: string, ack: ShardStreams.AckFirst): Command =>
-  ack.mode === "ack"
-    ? ["XACK", gate, group, ...ack.ids]
-    : ["XACKDEL", gate, group, "IDS", ack.ids.length, ...ack.ids]
-
 const isError = (x: unknown, prefix: string): x is Error =>
   x instanceof Error && x.message.startsWith(prefix)
 
@@ -58,6 +52,7 @@ const isError = (x: unknown, prefix: string): x is Error =>
  * closed connection is replaced at the next read.
  */
 export const makeGatedReader = (connection: RedisConnectionShape) => {
+  const { features } = connection
   let lease: ReturnType<RedisConnectionShape["lease"]> | undefined
   /**
    * Off once the server refused the transaction's commands themselves: an
@@ -85,19 +80,24 @@ export const makeGatedReader = (connection: RedisConnectionShape) => {
     const stream = shardKey(o.stream, o.shard)
     const gate = gateKey(o.stream, o.shard)
     const owner = ownerTokenKey(o.stream, o.shard, o.group)
+    const args = [
+      stream,
+      owner,
+      gate,
+      o.token,
+      o.group,
+      ...(ack === undefined ? [""] : [ack.mode, features.xackdel ? "1" : "0", ...ack.ids]),
+    ]
     return burst(c, [
       ["MULTI"],
-      evalBody
-        ? ["EVAL", Scripts.gate.lua, 3, stream, owner, gate, o.token]
-        : ["EVALSHA", GATE_SHA, 3, stream, owner, gate, o.token],
-      ...(ack === undefined ? [] : [ackOnGate(gate, o.group, ack)]),
+      evalBody ? ["EVAL", Scripts.gate.lua, 3, ...args] : ["EVALSHA", GATE_SHA, 3, ...args],
       ["XREADGROUP", "GROUP", o.group, o.consumer, "COUNT", o.count, "STREAMS", gate, ">"],
       ["RENAMENX", gate, stream],
       ["EXEC"],
     ])
   }
 
-  /** One gated read; `ack` (non-empty) rides in its MULTI. Throws on a connection error. */
+  /** One gated read; `ack` (non-empty) is made by the gate script after the fence. Throws on a connection error. */
   const read = async (
     o: ShardStreams.ReadOptions,
     ack: ShardStreams.AckFirst | undefined,
@@ -115,10 +115,7 @@ export const makeGatedReader = (connection: RedisConnectionShape) => {
           throw execError
         }
         const replies = exec as Array<unknown>
-        const [gated, acked, xread, renamed] =
-          ack === undefined
-            ? [replies[0], undefined, replies[1], replies[2]]
-            : [replies[0], replies[1], replies[2], replies[3]]
+        const [gated, xread, renamed] = replies
         // the script cache was flushed: the gate stayed shut, nothing happened;
         // again with the script's body (EVAL caches it)
         if (isError(gated, "NOSCRIPT") && attempt === 0) continue
@@ -134,12 +131,8 @@ export const makeGatedReader = (connection: RedisConnectionShape) => {
         if (opened && Number(renamed) !== 1)
           throw new Error(`gated read: the stream did not move back (RENAMENX: ${String(renamed)})`)
         if (!opened || isError(xread, "NOGROUP")) return { _tag: "Fallback" }
-        for (const reply of [acked, xread])
-          if (isError(reply, "WRONGTYPE")) {
-            const key = shardKey(o.stream, o.shard)
-            return { _tag: "Foreign", key, message: reply.message }
-          }
-        if (acked instanceof Error) throw acked
+        if (isError(xread, "WRONGTYPE"))
+          return { _tag: "Foreign", key: shardKey(o.stream, o.shard), message: xread.message }
         if (xread instanceof Error) throw xread
         return { _tag: "Read", messages: xreadMessages(xread) }
       }
