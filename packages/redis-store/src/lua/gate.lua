@@ -1,21 +1,21 @@
 -- gate: the guard of the gated fence (docs/redis.md, "The gated fence").
--- It runs first inside MULTI and acknowledges the previous batch after the
--- fence, as read.lua does; the transaction's XREADGROUP addresses the GATE
--- key, and its last command is RENAMENX gate stream. So the entries are
--- reachable only when this script opened the gate: a stale token, a
--- foreign value, an error or a missing script leave the gate key absent,
--- the XREADGROUP touches nothing, and RENAMENX (no such key) changes
--- nothing. When it opened, RENAMENX puts the stream back before
+-- It runs first inside MULTI; the transaction's XACK / XACKDEL and
+-- XREADGROUP address the GATE key, and its last command is RENAMENX gate
+-- stream. So the entries are reachable only when this script opened the
+-- gate: a stale token, a foreign value, an error or a missing script leave
+-- the gate key absent, the ack and the read touch nothing, and RENAMENX
+-- (no such key) changes nothing. An xackdel ack before Redis 8.2 (XACK then
+-- XDEL of exactly what was acked) is made here instead, after the fence. When it opened, RENAMENX puts the stream back before
 -- EXEC ends, so no other client ever sees it moved.
 -- KEYS[1] shard stream {<stream>:<shard>}   KEYS[2] owner token
 -- KEYS[3] gate {<stream>:<shard>}:gate (same slot)
 -- ARGV[1] token  ARGV[2] group
 -- ARGV[3] "" or an ack mode ("ack" | "xackdel", as ack.lua): acknowledge
---         ARGV[5..] first (the previous batch), after the fence
+--         ARGV[5..] first (the previous batch), after the fence (used for
+--         xackdel before Redis 8.2; other acks are queued in the MULTI)
 -- ARGV[4] "1": the server has XACKDEL (Redis >= 8.2)
--- A non-stream value at the shard key: an ack fails WRONGTYPE (FOREIGN);
--- without one it moves too, the XREADGROUP on it fails WRONGTYPE (FOREIGN)
--- and RENAMENX moves it back.
+-- A non-stream value at the shard key moves too: the XACK / XREADGROUP on
+-- it fail WRONGTYPE (reported as FOREIGN) and RENAMENX moves it back.
 -- -> {0, 1} opened | {0, 0} no stream yet (the read script creates it)
 --    | {1, current} | {2, key, msg}
 return run(function()
