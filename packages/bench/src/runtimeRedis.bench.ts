@@ -46,13 +46,37 @@ export interface RedisBenchShape {
 
 const keyOf = (n: number) => `customer-${n % 500}`
 
+/** A case's rate and the Redis CPU it cost (INFO cpu, user + sys) per message consumed. */
+export interface Measured {
+  readonly rate: number
+  readonly serverUsPerMessage: number
+}
+
+/** The server's CPU time so far, µs (INFO cpu: used_cpu_user + used_cpu_sys). */
+const serverCpuUs = async (client: Redis) => {
+  const info = await client.info("cpu")
+  const field = (name: string) => Number(new RegExp(`^${name}:([0-9.]+)`, "m").exec(info)?.[1] ?? 0)
+  return (field("used_cpu_user") + field("used_cpu_sys")) * 1e6
+}
+
+/** Runs `consume` (messages/s) and measures the Redis CPU it cost per message. */
+const measured = async (
+  client: Redis,
+  messages: number,
+  consume: () => Promise<number>,
+): Promise<Measured> => {
+  const before = await serverCpuUs(client)
+  const rate = await consume()
+  return { rate, serverUsPerMessage: ((await serverCpuUs(client)) - before) / messages }
+}
+
 /** messages/s of the runtime draining a backlog of `messages` on `redis`. */
 export const runtimeOnRedis = async (
   url: string,
   shape: RedisBenchShape,
   mode: "each" | "batch",
   read: "gated" | "script",
-): Promise<number> => {
+): Promise<Measured> => {
   const stream = `bench-runtime-${process.pid}-${++runs}`
   const redis: RedisOptions = { url, ports: { shardStreams: { read } } }
   let handled = 0
@@ -68,6 +92,7 @@ export const runtimeOnRedis = async (
             handled += b.messages.length
           },
         }
+  const admin = new Redis(url)
   const runtime = await start({
     redis,
     handleSignals: false,
@@ -99,14 +124,17 @@ export const runtimeOnRedis = async (
         })),
       )
     await producer.flush()
-    const t0 = performance.now()
-    for (let shard = 0; shard < shape.shards; shard++) runtime.resume(stream, group, shard)
-    while (handled < shape.messages) await sleep(1)
-    const seconds = (performance.now() - t0) / 1000
-    if (handled !== shape.messages) throw new Error(`handled ${handled} of ${shape.messages}`)
-    return Math.round(shape.messages / seconds)
+    return await measured(admin, shape.messages, async () => {
+      const t0 = performance.now()
+      for (let shard = 0; shard < shape.shards; shard++) runtime.resume(stream, group, shard)
+      while (handled < shape.messages) await sleep(1)
+      const seconds = (performance.now() - t0) / 1000
+      if (handled !== shape.messages) throw new Error(`handled ${handled} of ${shape.messages}`)
+      return Math.round(shape.messages / seconds)
+    })
   } finally {
     await runtime.stop()
+    admin.disconnect()
   }
 }
 
@@ -175,21 +203,23 @@ export const rawOnRedis = async (url: string, shape: RedisBenchShape, loops: num
   try {
     const keys = await produceBacklog(client, stream, shape)
     for (const key of keys) await client.xgroup("CREATE", key, group, "0", "MKSTREAM")
-    return await drainInLoops(shape, loops, async (shard) => {
-      const reply = (await client.xreadgroup(
-        "GROUP",
-        group,
-        "raw",
-        "COUNT",
-        shape.batch,
-        "STREAMS",
-        keys[shard]!,
-        ">",
-      )) as Array<[string, Array<[string, Array<string>]>]> | null
-      const entries = reply?.[0]?.[1] ?? []
-      if (entries.length > 0) await client.xack(keys[shard]!, group, ...entries.map(([id]) => id))
-      return entries.length
-    })
+    return await measured(client, shape.messages, () =>
+      drainInLoops(shape, loops, async (shard) => {
+        const reply = (await client.xreadgroup(
+          "GROUP",
+          group,
+          "raw",
+          "COUNT",
+          shape.batch,
+          "STREAMS",
+          keys[shard]!,
+          ">",
+        )) as Array<[string, Array<[string, Array<string>]>]> | null
+        const entries = reply?.[0]?.[1] ?? []
+        if (entries.length > 0) await client.xack(keys[shard]!, group, ...entries.map(([id]) => id))
+        return entries.length
+      }),
+    )
   } finally {
     client.disconnect()
   }
@@ -216,25 +246,27 @@ export const portOnRedis = async (
     for (let shard = 0; shard < shape.shards; shard++)
       await Effect.runPromise(streams.setOwnerToken({ stream, shard, group, token: 1 }))
     const unacked = new Map<number, ReadonlyArray<string>>()
-    return await drainInLoops(shape, loops, async (shard) => {
-      const ids = unacked.get(shard) ?? []
-      const batch = await Effect.runPromise(
-        streams.read({
-          stream,
+    return await measured(client, shape.messages, () =>
+      drainInLoops(shape, loops, async (shard) => {
+        const ids = unacked.get(shard) ?? []
+        const batch = await Effect.runPromise(
+          streams.read({
+            stream,
+            shard,
+            group,
+            consumer: "port",
+            token: 1,
+            count: shape.batch,
+            ...(ids.length > 0 ? { ack: { ids, mode: "ack" as const } } : {}),
+          }),
+        )
+        unacked.set(
           shard,
-          group,
-          consumer: "port",
-          token: 1,
-          count: shape.batch,
-          ...(ids.length > 0 ? { ack: { ids, mode: "ack" as const } } : {}),
-        }),
-      )
-      unacked.set(
-        shard,
-        batch.map((m) => m.id),
-      )
-      return batch.length
-    })
+          batch.map((m) => m.id),
+        )
+        return batch.length
+      }),
+    )
   } finally {
     await Effect.runPromise(Scope.close(scope, Exit.void))
     client.disconnect()
@@ -247,6 +279,8 @@ export interface RedisRuntimeBenchResults {
   readonly rounds: number
   /** messages/s per round, by case. */
   readonly samples: Readonly<Record<string, ReadonlyArray<number>>>
+  /** Redis CPU per message consumed (µs) per round, by case. */
+  readonly serverUs: Readonly<Record<string, ReadonlyArray<number>>>
 }
 
 export const CASES = {
@@ -271,9 +305,13 @@ export const runRedisRuntimeBench = async (
   const samples: Record<string, Array<number>> = Object.fromEntries(
     Object.values(CASES).map((name) => [name, []]),
   )
-  const add = (name: string, rate: number) => {
-    samples[name]!.push(rate)
-    onSample(name, rate)
+  const serverUs: Record<string, Array<number>> = Object.fromEntries(
+    Object.values(CASES).map((name) => [name, []]),
+  )
+  const add = (name: string, m: Measured) => {
+    samples[name]!.push(m.rate)
+    serverUs[name]!.push(m.serverUsPerMessage)
+    onSample(name, m.rate)
   }
   for (let round = 0; round < rounds; round++) {
     add(CASES.raw4, await rawOnRedis(url, shape, shape.workers))
@@ -284,7 +322,7 @@ export const runRedisRuntimeBench = async (
     add(CASES.port4Script, await portOnRedis(url, shape, shape.workers, "script"))
     add(CASES.raw1, await rawOnRedis(url, shape, 1))
   }
-  return { server, shape, rounds, samples }
+  return { server, shape, rounds, samples, serverUs }
 }
 
 export interface HandoffSample {

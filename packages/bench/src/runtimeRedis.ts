@@ -92,6 +92,9 @@ const out = {
   servers: results.map((r) => ({
     server: r.server,
     medians: Object.fromEntries(Object.entries(r.samples).map(([k, v]) => [k, median(v)])),
+    serverUsPerMessage: Object.fromEntries(
+      Object.entries(r.serverUs).map(([k, v]) => [k, Math.round(median(v) * 100) / 100]),
+    ),
     ratios: {
       runtimeOverRaw4: paired(r.samples[CASES.runtimeGated]!, r.samples[CASES.raw4]!),
       runtimeBatchOverRaw4: paired(r.samples[CASES.runtimeBatchGated]!, r.samples[CASES.raw4]!),
@@ -128,7 +131,7 @@ writeFileSync(new URL(`${resultName}.json`, dir), `${JSON.stringify(out, null, 2
 const table = out.servers
   .map((s) => {
     const row = (name: string, ratio?: number) =>
-      `| ${s.server} | ${name} | ${fmt(s.medians[name]!)} | ${ratio === undefined ? "" : `${ratio}x`} |`
+      `| ${s.server} | ${name} | ${fmt(s.medians[name]!)} | ${ratio === undefined ? "" : `${ratio}x`} | ${s.serverUsPerMessage[name]!.toFixed(2)} µs |`
     return [
       row(CASES.runtimeGated, s.ratios.runtimeOverRaw4),
       row(CASES.runtimeBatchGated, s.ratios.runtimeBatchOverRaw4),
@@ -155,11 +158,13 @@ medians of ${rounds} interleaved rounds; every case and its baselines ran in the
 - ShardStreams alone: the same ${shape.workers} loops through redis-store's \`ShardStreams\` (gated or script fence), each read
   carrying the shard's previous batch's ack, as the runtime's reads do, with no runtime: the data plane's ceiling.
 
-| server | case | messages/s | vs raw, ${shape.workers} loops |
-|---|---|---:|---:|
+| server | case | messages/s | vs raw, ${shape.workers} loops | Redis CPU per message |
+|---|---|---:|---:|---:|
 ${table}
 
 Ratios are medians of the per-round ratios (the case and the baseline ran back to back in each round).
+Redis CPU per message: the server's user + sys CPU time (INFO cpu) over the consume phase, per message, median of the rounds:
+what one Redis core can serve, whatever the number of consumer processes.
 ${out.servers.map((s) => `${s.server}: runtime / raw 1 loop ${s.ratios.runtimeOverRaw1}x; runtime / ShardStreams alone ${s.ratios.runtimeOverPort4}x (gated), ${s.ratios.runtimeScriptOverPort4Script}x (script).`).join(" ")}
 Samples (messages/s): ${out.servers
   .map(
