@@ -127,7 +127,9 @@ export const makeGatedReader = (connection: RedisConnectionShape) => {
           if (execError.message.startsWith("EXECABORT")) return { _tag: "Fallback" }
           throw execError
         }
-        const replies = exec as Array<unknown>
+        // null only when a WATCH failed, and this connection holds none
+        if (!Array.isArray(exec)) throw new Error(`gated read: EXEC replied ${String(exec)}`)
+        const replies: Array<unknown> = exec
         const [gated, acked, xread, renamed] =
           replies.length === 4 ? replies : [replies[0], undefined, replies[1], replies[2]]
         // the script cache was flushed: the gate stayed shut, nothing happened;
