@@ -32,7 +32,7 @@ import {
 } from "@shardline/core"
 import { Clock, Effect, Layer } from "effect"
 import type { Redis } from "ioredis"
-import { burst, type Command } from "./internal/burst.js"
+import { ackCommand, burst, type FencedRead } from "./internal/burst.js"
 import { makeGatedReader } from "./internal/gatedRead.js"
 import {
   Code,
@@ -145,26 +145,13 @@ interface StickyReader {
   busy: boolean
 }
 
-/** What an optimistic (or gated) read decided. */
-type OptimisticRead =
-  | { readonly _tag: "Read"; readonly messages: Array<StreamMessage> }
-  | { readonly _tag: "Stale"; readonly current: number }
-  | { readonly _tag: "Foreign"; readonly key: string; readonly message: string }
-  | { readonly _tag: "Fallback" }
-
 const TOKEN = /^\d{1,15}$/
-
-/** The MULTI-queued acknowledgement of `ack.ids` (XACKDEL needs Redis >= 8.2). */
-const ackCommand = (stream: string, group: string, ack: ShardStreams.AckFirst): Command =>
-  ack.mode === "ack"
-    ? ["XACK", stream, group, ...ack.ids]
-    : ["XACKDEL", stream, group, "IDS", ack.ids.length, ...ack.ids]
 
 /** A dedicated connection of the optimistic fence (single node only). */
 const single = (c: RedisConnection.Client) => c as Redis
 
 /** Why a WATCH + GET refuses a read or an ack. */
-type Refusal = Exclude<OptimisticRead, { _tag: "Read" | "Fallback" }>
+type Refusal = Exclude<FencedRead, { _tag: "Read" | "Fallback" }>
 
 /** WATCH + GET of the owner token in one burst: GET's outcome. */
 const watchToken = async (c: RedisConnection.Client, owner: string) =>
@@ -210,8 +197,10 @@ export const makeWith = (
 ): ShardStreams.ShardStreamsShape => {
   const { features } = connection
   const optimistic = !connection.isCluster && options.read === "optimistic"
-  const gated = !connection.isCluster && (options.read ?? "gated") === "gated"
-  const gatedReader = makeGatedReader(connection)
+  const gatedReader =
+    !connection.isCluster && (options.read ?? "gated") === "gated"
+      ? makeGatedReader(connection)
+      : undefined
 
   /**
    * Sticky readers: a read loop (stream, shard, group, consumer) keeps a
@@ -237,7 +226,7 @@ export const makeWith = (
     )
   }
 
-  const stickyRead = (o: ShardStreams.ReadOptions): Effect.Effect<OptimisticRead, DataPlaneError> =>
+  const stickyRead = (o: ShardStreams.ReadOptions): Effect.Effect<FencedRead, DataPlaneError> =>
     Effect.suspend(() => {
       const k = JSON.stringify([o.stream, o.shard, o.group, o.consumer])
       let reader = readers.get(k)
@@ -358,15 +347,12 @@ export const makeWith = (
     return undefined
   }
 
-  const runSticky = async (
-    r: StickyReader,
-    o: ShardStreams.ReadOptions,
-  ): Promise<OptimisticRead> => {
+  const runSticky = async (r: StickyReader, o: ShardStreams.ReadOptions): Promise<FencedRead> => {
     const c = r.lease.client
     const owner = ownerTokenKey(o.stream, o.shard, o.group)
     const stream = shardKey(o.stream, o.shard)
     /** A WATCH + GET reply pair: the token now, or why not. */
-    const judge = (error: Error | null, raw: unknown): Promise<OptimisticRead | undefined> =>
+    const judge = (error: Error | null, raw: unknown): Promise<FencedRead | undefined> =>
       judgeReader(r, owner, o.token, error, raw)
     for (let attempt = 0; attempt < 3; attempt++) {
       if (r.checked === undefined || o.token < r.checked) {
@@ -427,7 +413,7 @@ export const makeWith = (
   const optimisticRead = (o: ShardStreams.ReadOptions) => {
     const owner = ownerTokenKey(o.stream, o.shard, o.group)
     const stream = shardKey(o.stream, o.shard)
-    return connection.blocking("read (WATCH/MULTI)", async (c): Promise<OptimisticRead> => {
+    return connection.blocking("read (WATCH/MULTI)", async (c): Promise<FencedRead> => {
       for (let attempt = 0; attempt < 3; attempt++) {
         const [error, raw] = await watchToken(c, owner)
         const judged = await judgeWatch(c, owner, o.token, error, raw)
@@ -569,10 +555,10 @@ export const makeWith = (
         // the optimistic fence acks in its MULTI: natively only (XACKDEL on Redis >= 8.2)
         if (
           mode === "new" &&
-          ((gated && gatedReader.usable()) ||
+          (gatedReader?.usable() === true ||
             (optimistic && (ack === undefined || ack.mode === "ack" || features.xackdel)))
         ) {
-          const result = yield* gated
+          const result = yield* gatedReader
             ? Effect.tryPromise({
                 try: () => gatedReader.read(o, ack),
                 catch: (cause) => RedisConnection.unavailable("read (gated MULTI)", cause),

@@ -9,6 +9,7 @@ import { ownerTokenKey } from "../src/keys.js"
 import * as RedisConnection from "../src/RedisConnection.js"
 import * as RedisShardStreams from "../src/RedisShardStreams.js"
 import { shardStreamsContract } from "./contract/ShardStreams.js"
+import { readAllAckingWithNext } from "./support/reads.js"
 import {
   connect,
   connectAsOwnUser,
@@ -180,21 +181,16 @@ for (const target of redisTargets()) {
             const base = { stream, shard: 0, group: "g" }
             yield* s.setOwnerToken({ ...base, token: 1 })
             for (let i = 0; i < 6; i++) yield* s.append(stream, 0, { i: String(i) })
-            const seen: Array<string> = []
-            let ack: Array<string> = []
-            for (;;) {
-              const batch = yield* s.read({
-                ...base,
-                consumer: "c",
-                token: 1,
-                count: 2,
-                ...(ack.length > 0 ? { ack: { ids: ack, mode: "ack" as const } } : {}),
-              })
-              if (batch.length === 0) break
-              seen.push(...batch.map((m) => m.fields.i!))
-              ack = batch.map((m) => m.id)
-            }
-            assert.deepStrictEqual(seen, ["0", "1", "2", "3", "4", "5"])
+            const all = yield* readAllAckingWithNext(s, {
+              ...base,
+              consumer: "c",
+              token: 1,
+              count: 2,
+            })
+            assert.deepStrictEqual(
+              all.map((m) => m.fields.i),
+              ["0", "1", "2", "3", "4", "5"],
+            )
             assert.strictEqual((yield* s.pending(base)).length, 0)
             yield* s.append(stream, 0, { i: "6" })
             yield* s.setOwnerToken({ ...base, token: 2 })

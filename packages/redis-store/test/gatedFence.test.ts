@@ -14,6 +14,7 @@ import { gateKey } from "../src/internal/gatedRead.js"
 import { ownerTokenKey } from "../src/keys.js"
 import * as RedisConnection from "../src/RedisConnection.js"
 import * as RedisShardStreams from "../src/RedisShardStreams.js"
+import { readAllAckingWithNext } from "./support/reads.js"
 import { connectAsOwnUser, describeTarget, redisTargets, unique } from "./support/targets.js"
 
 const { shardKey } = ShardStreams
@@ -64,22 +65,17 @@ for (const target of redisTargets().filter((t) => t.kind !== "cluster7")) {
       it.live("reads new entries in order, each ack riding on the next read", () =>
         Effect.gen(function* () {
           const { s, stream, base } = yield* seeded("gated-order", 7)
-          const seen: Array<string> = []
-          let ack: Array<string> = []
-          for (;;) {
-            const batch = yield* s.read({
-              ...base,
-              consumer: "c",
-              token: 3,
-              count: 3,
-              ...(ack.length > 0 ? { ack: { ids: ack, mode: "ack" as const } } : {}),
-            })
-            if (batch.length === 0) break
-            assert.isTrue(batch.every((m) => m.deliveryCount === 1))
-            seen.push(...batch.map((m) => m.fields.i!))
-            ack = batch.map((m) => m.id)
-          }
-          assert.deepStrictEqual(seen, ["1", "2", "3", "4", "5", "6", "7"])
+          const all = yield* readAllAckingWithNext(s, {
+            ...base,
+            consumer: "c",
+            token: 3,
+            count: 3,
+          })
+          assert.isTrue(all.every((m) => m.deliveryCount === 1))
+          assert.deepStrictEqual(
+            all.map((m) => m.fields.i),
+            ["1", "2", "3", "4", "5", "6", "7"],
+          )
           yield* untouched(stream, base, 0, 0)
         }),
       )
@@ -272,25 +268,23 @@ for (const target of redisTargets().filter((t) => t.kind !== "cluster7")) {
               yield* s.append(stream, shard, { s: String(shard), i: String(i) })
           }
           const loop = (shard: number) =>
-            Effect.gen(function* () {
-              const base = { stream, shard, group: "g", consumer: `c${shard}`, token: 1 }
-              const seen: Array<string> = []
-              let ack: Array<string> = []
-              for (;;) {
-                const batch = yield* s.read({
-                  ...base,
-                  count: 3,
-                  ...(ack.length > 0 ? { ack: { ids: ack, mode: "ack" as const } } : {}),
-                })
-                if (batch.length === 0) return seen
-                assert.isTrue(batch.every((m) => m.fields.s === String(shard)))
-                seen.push(...batch.map((m) => m.fields.i!))
-                ack = batch.map((m) => m.id)
-              }
+            readAllAckingWithNext(s, {
+              stream,
+              shard,
+              group: "g",
+              consumer: `c${shard}`,
+              token: 1,
+              count: 3,
             })
           const all = yield* Effect.forEach(shards, loop, { concurrency: "unbounded" })
           const expected = Array.from({ length: 20 }, (_, i) => String(i))
-          for (const seen of all) assert.deepStrictEqual(seen, expected)
+          for (const [shard, read] of all.entries()) {
+            assert.isTrue(read.every((m) => m.fields.s === String(shard)))
+            assert.deepStrictEqual(
+              read.map((m) => m.fields.i),
+              expected,
+            )
+          }
           for (const shard of shards)
             assert.strictEqual((yield* s.pending({ stream, shard, group: "g" })).length, 0)
         }),

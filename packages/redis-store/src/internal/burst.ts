@@ -1,7 +1,26 @@
+import type { ShardStreams } from "@shardline/core"
 import type { Redis } from "ioredis"
 
 /** One command: its name, then its arguments. */
 export type Command = readonly [name: string, ...args: ReadonlyArray<string | number>]
+
+/**
+ * The MULTI-queued acknowledgement of `ack.ids` on `key` (XACKDEL needs
+ * Redis >= 8.2): the optimistic fence's on the stream, the gated fence's on
+ * the gate key.
+ */
+export const ackCommand = (key: string, group: string, ack: ShardStreams.AckFirst): Command =>
+  ack.mode === "ack"
+    ? ["XACK", key, group, ...ack.ids]
+    : ["XACKDEL", key, group, "IDS", ack.ids.length, ...ack.ids]
+
+/** What a read of the gated or the optimistic fence decided. */
+export type FencedRead =
+  | { readonly _tag: "Read"; readonly messages: Array<ShardStreams.StreamMessage> }
+  | { readonly _tag: "Stale"; readonly current: number }
+  | { readonly _tag: "Foreign"; readonly key: string; readonly message: string }
+  /** No stream or group yet (the read script creates them), or the fence stepped aside. */
+  | { readonly _tag: "Fallback" }
 
 /** A command's outcome, as an ioredis pipeline reports it: [error, null] or [null, reply]. */
 export type Outcome = readonly [error: Error | null, reply: unknown]

@@ -27,27 +27,13 @@ import { ownerTokenKey, shardKey } from "../keys.js"
 import type { RedisConnectionShape } from "../RedisConnection.js"
 import * as RedisConnection from "../RedisConnection.js"
 import { Scripts } from "../scripts.js"
-import { burst, type Command } from "./burst.js"
-import { xreadMessages } from "./reply.js"
+import { ackCommand, burst, type FencedRead } from "./burst.js"
+import { Code, xreadMessages } from "./reply.js"
 
 /** The gate key of a shard: the stream's name while a gated read holds it (same slot). */
 export const gateKey = (stream: string, shard: number): string => `${shardKey(stream, shard)}:gate`
 
-/** What a gated read decided. */
-export type GatedRead =
-  | { readonly _tag: "Read"; readonly messages: Array<ShardStreams.StreamMessage> }
-  | { readonly _tag: "Stale"; readonly current: number }
-  | { readonly _tag: "Foreign"; readonly key: string; readonly message: string }
-  /** No stream or group yet: the read script creates them. */
-  | { readonly _tag: "Fallback" }
-
 const GATE_SHA = createHash("sha1").update(Scripts.gate.lua).digest("hex")
-
-/** The ack of the previous batch queued on the gate key: it acks only when the gate opened. */
-const ackOnGate = (gate: string, group: string, ack: ShardStreams.AckFirst): Command =>
-  ack.mode === "ack"
-    ? ["XACK", gate, group, ...ack.ids]
-    : ["XACKDEL", gate, group, "IDS", ack.ids.length, ...ack.ids]
 
 const isError = (x: unknown, prefix: string): x is Error =>
   x instanceof Error && x.message.startsWith(prefix)
@@ -103,7 +89,8 @@ export const makeGatedReader = (connection: RedisConnectionShape) => {
     return burst(c, [
       ["MULTI"],
       evalBody ? ["EVAL", Scripts.gate.lua, 3, ...args] : ["EVALSHA", GATE_SHA, 3, ...args],
-      ...(native ? [ackOnGate(gate, o.group, ack)] : []),
+      // on the gate key: it acks only when the gate opened
+      ...(native ? [ackCommand(gate, o.group, ack)] : []),
       ["XREADGROUP", "GROUP", o.group, o.consumer, "COUNT", o.count, "STREAMS", gate, ">"],
       ["RENAMENX", gate, stream],
       ["EXEC"],
@@ -114,7 +101,7 @@ export const makeGatedReader = (connection: RedisConnectionShape) => {
   const read = async (
     o: ShardStreams.ReadOptions,
     ack: ShardStreams.AckFirst | undefined,
-  ): Promise<GatedRead> => {
+  ): Promise<FencedRead> => {
     const c = client()
     try {
       for (let attempt = 0; ; attempt++) {
@@ -136,14 +123,13 @@ export const makeGatedReader = (connection: RedisConnectionShape) => {
         // again with the script's body (EVAL caches it)
         if (isError(gated, "NOSCRIPT") && attempt === 0) continue
         if (gated instanceof Error) throw gated
-        const code = Array.isArray(gated) ? Number(gated[0]) : Number.NaN
-        if (code === 1) return { _tag: "Stale", current: Number((gated as Array<unknown>)[1]) }
-        if (code === 2) {
-          const [, key, message] = gated as Array<unknown>
-          return { _tag: "Foreign", key: String(key), message: String(message) }
-        }
-        if (code !== 0) throw new Error(`gate script: ${String((gated as Array<unknown>)[1])}`)
-        const opened = Number((gated as Array<unknown>)[1]) === 1
+        // the gate script's reply, coded as every script's (src/lua/prelude.lua)
+        const [code, detail, message] = Array.isArray(gated) ? gated : [Number.NaN]
+        if (code === Code.Stale) return { _tag: "Stale", current: Number(detail) }
+        if (code === Code.Foreign)
+          return { _tag: "Foreign", key: String(detail), message: String(message) }
+        if (code !== Code.Ok) throw new Error(`gate script: ${String(detail)}`)
+        const opened = Number(detail) === 1
         if (opened && Number(renamed) !== 1)
           throw new Error(`gated read: the stream did not move back (RENAMENX: ${String(renamed)})`)
         if (!opened || isError(xread, "NOGROUP")) return { _tag: "Fallback" }
