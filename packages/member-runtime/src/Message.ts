@@ -67,15 +67,31 @@ export type EachMessageEffect = (
 /** The Effect form of `EachBatch`. */
 export type EachBatchEffect = (batch: Batch, context: BatchContext) => Effect.Effect<void, unknown>
 
-/** Build a `Message` from a stream entry. */
+/**
+ * Build a `Message` from a stream entry. An entry read with `keyField:
+ * KEY_FIELD` (`ShardStreams.ReadOptions.keyField`; it has `key` as an own
+ * property) already holds its fields without the key: they are used as they
+ * are, no second copy per message.
+ */
 export const toMessage = (
   address: { readonly stream: string; readonly group: string; readonly shard: number },
   entry: {
     readonly id: string
     readonly fields: Readonly<Record<string, string>>
     readonly deliveryCount: number
+    readonly key?: string | undefined
   },
 ): Message => {
+  if (Object.hasOwn(entry, "key"))
+    return {
+      stream: address.stream,
+      group: address.group,
+      shard: address.shard,
+      id: entry.id,
+      key: entry.key,
+      fields: entry.fields,
+      deliveryCount: entry.deliveryCount,
+    }
   // a loop, not `{ [KEY_FIELD]: key, ...fields }`: rest spread of a computed
   // key is several times slower, and this runs once per message
   const fields: Record<string, string> = {}

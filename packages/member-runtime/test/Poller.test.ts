@@ -286,6 +286,44 @@ describe("polling adapter: acknowledgement policies and failures", () => {
       }),
   )
 
+  it.effect(
+    "a batch's handlers share one context; after one timed out, the next ones get a live signal",
+    () =>
+      Effect.gen(function* () {
+        const seen: Array<{ readonly n: string; readonly signal: AbortSignal; aborted: boolean }> =
+          []
+        const h = yield* makeHarness({
+          settings: { batchSize: 4, handlerTimeoutMs: 1_000, maxDeliveries: 1 },
+          eachMessage: (m, ctx) => {
+            seen.push({ n: m.fields.n!, signal: ctx.signal, aborted: ctx.signal.aborted })
+            // the second message hangs until its signal aborts (the timeout)
+            if (m.fields.n === "1") return new Promise<void>(() => {})
+            return undefined
+          },
+        })
+        yield* h.produce(0, 4)
+        yield* h.start(0)
+        yield* h.runUntil("all four seen", () => seen.length === 4, 50_000, 10)
+        yield* h.runUntil("three acked", () => h.acked().length === 3, 50_000, 10)
+        assert.deepStrictEqual(
+          seen.map((s) => [s.n, s.aborted]),
+          [
+            ["0", false],
+            ["1", false],
+            ["2", false],
+            ["3", false],
+          ],
+        )
+        // one context (one signal) until it aborted, then a new one
+        assert.strictEqual(seen[0]!.signal, seen[1]!.signal)
+        assert.isTrue(seen[1]!.signal.aborted)
+        assert.notStrictEqual(seen[2]!.signal, seen[1]!.signal)
+        assert.strictEqual(seen[2]!.signal, seen[3]!.signal)
+        assert.isFalse(seen[3]!.signal.aborted)
+        assert.isTrue(h.log.some((e) => e.kind === "deadLetter"))
+      }),
+  )
+
   it.effect("a message with no fields is handled with empty fields and no key", () =>
     Effect.gen(function* () {
       const seen: Array<unknown> = []

@@ -117,7 +117,14 @@ describe("Promise API", () => {
         .every((m) => m.owned.length === 2),
     )
     const metrics = await runtime.metrics()
-    expect(metrics).toContain("shardline_messages_handled_total")
+    expect(metrics).toMatch(/shardline_messages_handled_total\{[^}]*group="billing"[^}]*\} 400/)
+    // every batch counted, and its duration observed once
+    const batchCount = /shardline_batches_total\{[^}]*group="billing"[^}]*\} (\d+)/.exec(metrics)
+    const observed = /shardline_batch_duration_ms_count\{[^}]*group="billing"[^}]*\} (\d+)/.exec(
+      metrics,
+    )
+    expect(Number(batchCount?.[1])).toBeGreaterThan(0)
+    expect(observed?.[1]).toBe(batchCount?.[1])
     expect(metrics).toMatch(/shardline_messages_acked_total\{[^}]*group="billing"[^}]*\} 400/)
     await until("events delivered", () => types.has("batchEnd") && types.has("joined"))
     expect([...types]).toEqual(

@@ -39,6 +39,7 @@ import {
   evalScript,
   fieldsOf,
   keyCommand,
+  messageOf,
   pairsOf,
   refineWrongType,
   xreadMessages,
@@ -78,12 +79,10 @@ const checkIds = (ids: ReadonlyArray<string>) => {
 }
 
 /** Script entries `{id, fields[, deliveryCount]}` (no count: a first delivery). */
-const messagesOf = (raw: unknown): Array<StreamMessage> =>
-  (Array.isArray(raw) ? raw : []).map((m: ReadonlyArray<unknown>) => ({
-    id: String(m[0]),
-    fields: fieldsOf(m[1]),
-    deliveryCount: m[2] === undefined ? 1 : Number(m[2]),
-  }))
+const messagesOf = (raw: unknown, keyField?: string): Array<StreamMessage> =>
+  (Array.isArray(raw) ? raw : []).map((m: ReadonlyArray<unknown>) =>
+    messageOf(m[0], m[1], m[2] === undefined ? 1 : Number(m[2]), keyField),
+  )
 
 const compareIds = (a: string, b: string): number => {
   const [am, as] = a.split("-").map(BigInt) as [bigint, bigint]
@@ -399,7 +398,7 @@ export const makeWith = (
           return { _tag: "Foreign", key: stream, message: inner.message }
         throw inner
       }
-      return { _tag: "Read", messages: xreadMessages(inner) }
+      return { _tag: "Read", messages: xreadMessages(inner, o.keyField) }
     }
     return { _tag: "Fallback" }
   }
@@ -428,7 +427,7 @@ export const makeWith = (
         if (exec === null) continue // a new owner was fenced in meanwhile: check again
         const read = (exec as Array<unknown>)[0]
         const [readError, reply] = read instanceof Error ? [read, null] : [null, read]
-        if (readError === null) return { _tag: "Read", messages: xreadMessages(reply) }
+        if (readError === null) return { _tag: "Read", messages: xreadMessages(reply, o.keyField) }
         if (readError.message.startsWith("NOGROUP")) return { _tag: "Fallback" }
         if (readError.message.startsWith("WRONGTYPE"))
           return { _tag: "Foreign", key: stream, message: readError.message }
@@ -594,7 +593,7 @@ export const makeWith = (
             ...(ack?.ids ?? []),
           ],
         )
-        return messagesOf(reply[1])
+        return messagesOf(reply[1], o.keyField)
       }),
 
     ack: (o) =>

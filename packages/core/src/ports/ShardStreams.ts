@@ -49,6 +49,34 @@ export interface StreamMessage {
   readonly fields: Fields
   /** How many times the entry was delivered to a consumer of this group (1 on first read). */
   readonly deliveryCount: number
+  /**
+   * Only on a read with `ReadOptions.keyField`, then always present as an own
+   * property: that field's value (undefined when the entry has none), which
+   * `fields` then does not hold.
+   */
+  readonly key?: string | undefined
+}
+
+/**
+ * `message` as a read with `keyField` returns it: the key field taken out of
+ * a copy of its fields into `key` (a field named `__proto__` stays a field).
+ */
+export const splitKey = (message: StreamMessage, keyField: string): StreamMessage => {
+  const fields: Record<string, string> = {}
+  let key: string | undefined
+  for (const name of Object.keys(message.fields)) {
+    const value = message.fields[name]!
+    if (name === keyField) key = value
+    else if (name === "__proto__")
+      Object.defineProperty(fields, name, {
+        value,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      })
+    else fields[name] = value
+  }
+  return { id: message.id, fields, deliveryCount: message.deliveryCount, key }
 }
 
 export interface GroupAddress {
@@ -84,6 +112,12 @@ export interface ReadOptions extends FencedAddress {
    * const next = yield* streams.read({ ...address, consumer, count: 100, ack: { ids: handled, mode: "ack" } })
    */
   readonly ack?: AckFirst
+  /**
+   * Take this field out of each message's `fields` into its `key`, while
+   * decoding the reply: a consumer that splits a routing key (the member
+   * runtime's `shardline-key`) then builds no second copy of the fields.
+   */
+  readonly keyField?: string
 }
 
 /** What `read` acknowledges before it reads (`ReadOptions.ack`). */
@@ -366,6 +400,12 @@ interface StreamState {
  * consumer, delivery count and last delivery time. Each operation runs in one
  * synchronous step, which is what a Lua script gives on Redis.
  */
+const withKeyField = (
+  messages: Array<StreamMessage>,
+  keyField: string | undefined,
+): Array<StreamMessage> =>
+  keyField === undefined ? messages : messages.map((m) => splitKey(m, keyField))
+
 export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
   const streams = new Map<string, StreamState>()
   const tokens = new Map<string, number>()
@@ -609,7 +649,7 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
             if (entry !== undefined)
               out.push({ id: text, fields: entry.fields, deliveryCount: p.deliveryCount })
           }
-          return out
+          return withKeyField(out, o.keyField)
         }
         // new entries: from the group's last-delivered id on (never a scan from the start)
         for (let i = firstAfter(state, group.lastDelivered); i < state.entries.length; i++) {
@@ -619,7 +659,7 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
           group.pel.set(entry.text, { consumer: o.consumer, deliveryCount: 1, deliveredAt: now })
           out.push({ id: entry.text, fields: entry.fields, deliveryCount: 1 })
         }
-        return out
+        return withKeyField(out, o.keyField)
       }),
 
     ack: (o) =>

@@ -157,23 +157,30 @@ export const makeLogicalMember = (
       rebalances: Metrics.forGroup(Metrics.rebalances, key),
       fences: Metrics.forGroup(Metrics.fences, key),
     }
-    const record = (what: TurnRecord): Effect.Effect<void> => {
+    // metrics are updated in place with the member's context (its registry):
+    // no Effect per update, on the per-batch path
+    const context = yield* Effect.context<never>()
+    const record = (what: TurnRecord): void => {
       switch (what._tag) {
         case "Handled":
-          return Metric.update(m.handled, what.count)
+          m.handled.updateUnsafe(what.count, context)
+          break
         case "Acked":
-          return Metric.update(m.acked, what.count)
+          m.acked.updateUnsafe(what.count, context)
+          break
         case "HandlerError":
-          return Metric.update(m.handlerErrors, 1)
+          m.handlerErrors.updateUnsafe(1, context)
+          break
         case "DeadLettered":
-          return Metric.update(m.deadLettered, 1)
+          m.deadLettered.updateUnsafe(1, context)
+          break
         case "StaleOwner":
-          return Metric.update(m.staleOwner, 1)
+          m.staleOwner.updateUnsafe(1, context)
+          break
         case "Batch":
-          return Effect.andThen(
-            Metric.update(m.batches, 1),
-            Metric.update(m.batchDuration, what.durationMs),
-          )
+          m.batches.updateUnsafe(1, context)
+          m.batchDuration.updateUnsafe(what.durationMs, context)
+          break
       }
     }
 

@@ -180,7 +180,9 @@ export const makePoller = (env: PollerOptions): Effect.Effect<Poller> =>
         const outcome = yield* turn(env, r)
         r.turns++
         Deferred.doneUnsafe(done, Effect.void)
-        yield* schedule(r, outcome)
+        // the common case, a batch read: back to the queue's tail with no Effect
+        if (outcome._tag === "More") makeReady(r)
+        else yield* schedule(r, outcome)
       }
     })
     for (let i = 0; i < env.workers; i++) yield* Effect.forkIn(worker, env.scope)

@@ -36,7 +36,7 @@ import { Deferred, Effect, type Fiber } from "effect"
 import type { ConsumerSettings } from "../Config.js"
 import { SeekFailed } from "../Errors.js"
 import type { RuntimeEvent } from "../Events.js"
-import { type Batch, type BatchContext, type Message, toMessage } from "../Message.js"
+import { type Batch, type BatchContext, KEY_FIELD, type Message, toMessage } from "../Message.js"
 import {
   awaitUser,
   type CallAborted,
@@ -239,7 +239,8 @@ export interface TurnEnv {
   /** Drain budget of the group (ms), also bounds hooks and waiting for a predecessor. */
   readonly drainBudgetMs: () => number
   readonly emit: (event: RuntimeEvent) => void
-  readonly record: (what: TurnRecord) => Effect.Effect<void>
+  /** Count it in the member's metrics (synchronous: it runs on the per-batch path). */
+  readonly record: (what: TurnRecord) => void
 }
 
 /** Counters a turn reports (metrics). */
@@ -393,7 +394,7 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
           ),
         )
         if (error._tag === "StaleOwner") {
-          yield* env.record({ _tag: "StaleOwner" })
+          env.record({ _tag: "StaleOwner" })
           return Stale
         }
         continue
@@ -416,7 +417,9 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
     }
     const ackFirst = r.unacked
     r.unacked = []
-    const ack = ackFirst.length > 0 ? { ack: { ids: ackFirst, mode: settings.ack } } : undefined
+    // object literals of one shape, never spreads: this runs once per batch
+    // (a spread of several objects cost more than the rest of the turn)
+    const ack = ackFirst.length > 0 ? { ids: ackFirst, mode: settings.ack } : undefined
     let fromPending = false
     const read: Effect.Effect<
       ReadonlyArray<ShardStreams.StreamMessage>,
@@ -440,11 +443,15 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
       : r.retrying
         ? Effect.map(
             streams.read({
-              ...address,
+              stream: settings.stream,
+              shard: r.shard,
+              group: settings.group,
+              token: r.token,
               consumer: env.consumerName,
               count: settings.batchSize,
               from: "pending",
-              ...ack,
+              ack,
+              keyField: KEY_FIELD,
             }),
             (entries) => {
               fromPending = true
@@ -453,15 +460,19 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
             },
           )
         : streams.read({
-            ...address,
+            stream: settings.stream,
+            shard: r.shard,
+            group: settings.group,
+            token: r.token,
             consumer: env.consumerName,
             count: settings.batchSize,
-            ...ack,
+            ack,
+            keyField: KEY_FIELD,
           })
     const got = yield* Effect.result(read)
     if (got._tag === "Failure") {
       if (got.failure._tag === "StaleOwner") {
-        yield* env.record({ _tag: "StaleOwner" })
+        env.record({ _tag: "StaleOwner" })
         return Stale
       }
       env.emit({ ...base(), type: "dataPlaneError", shard: r.shard, error: got.failure })
@@ -470,7 +481,7 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
       return wait(settings.retryInitialMs)
     }
     const ackedFirst = ackFirst.length
-    if (ackedFirst > 0) yield* ackedRecord(env, r, ackFirst)
+    if (ackedFirst > 0) ackedRecord(env, r, ackFirst)
     const entries = got.success
     if (entries.length === 0) {
       if (fromPending) return More
@@ -494,7 +505,10 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
     const started = env.now()
     r.progress.inFlight = messages.length
     env.emit({
-      ...base(),
+      stream: settings.stream,
+      group: settings.group,
+      memberId: env.memberId,
+      at: started,
       type: "batchStart",
       shard: r.shard,
       count: messages.length,
@@ -514,9 +528,12 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
       else outcome = flushed
     }
     const durationMs = env.now() - started
-    yield* env.record({ _tag: "Batch", durationMs })
+    env.record({ _tag: "Batch", durationMs })
     env.emit({
-      ...base(),
+      stream: settings.stream,
+      group: settings.group,
+      memberId: env.memberId,
+      at: started + durationMs,
       type: "batchEnd",
       shard: r.shard,
       count: messages.length,
@@ -572,7 +589,7 @@ const ackIds = (
     const acked = yield* Effect.result(env.streams.ack({ ...address, ids, mode: env.settings.ack }))
     if (acked._tag === "Failure") {
       if (acked.failure._tag === "StaleOwner") {
-        yield* env.record({ _tag: "StaleOwner" })
+        env.record({ _tag: "StaleOwner" })
         return Stale
       }
       env.emit({
@@ -588,17 +605,16 @@ const ackIds = (
       r.retrying = true
       return wait(env.settings.retryInitialMs)
     }
-    yield* ackedRecord(env, r, ids)
+    ackedRecord(env, r, ids)
     return ids.length
   })
 
 /** Progress and metrics of acknowledged `ids` (in stream order). */
-const ackedRecord = (env: TurnEnv, r: Runner, ids: ReadonlyArray<string>): Effect.Effect<void> =>
-  Effect.suspend(() => {
-    r.progress.acked += ids.length
-    r.progress.lastId = ids[ids.length - 1]
-    return env.record({ _tag: "Acked", count: ids.length })
-  })
+const ackedRecord = (env: TurnEnv, r: Runner, ids: ReadonlyArray<string>): void => {
+  r.progress.acked += ids.length
+  r.progress.lastId = ids[ids.length - 1]
+  env.record({ _tag: "Acked", count: ids.length })
+}
 
 /**
  * Acknowledge now what the last turn handled (`unacked`), when the shard's
@@ -630,7 +646,7 @@ const fail = (
   error: unknown,
 ): Effect.Effect<Outcome | "continue"> =>
   Effect.gen(function* () {
-    yield* env.record({ _tag: "HandlerError" })
+    env.record({ _tag: "HandlerError" })
     env.emit({
       stream: address.stream,
       group: address.group,
@@ -651,14 +667,14 @@ const fail = (
       const moved = yield* Effect.result(env.streams.deadLetter({ ...address, id: m.id, reason }))
       if (moved._tag === "Failure") {
         if (moved.failure._tag === "StaleOwner") {
-          yield* env.record({ _tag: "StaleOwner" })
+          env.record({ _tag: "StaleOwner" })
           return Stale
         }
         r.retrying = true
         return wait(env.settings.retryInitialMs)
       }
       if (moved.success !== undefined) {
-        yield* env.record({ _tag: "DeadLettered" })
+        env.record({ _tag: "DeadLettered" })
         r.progress.acked++
         r.progress.lastId = m.id
         env.emit({
@@ -678,56 +694,32 @@ const fail = (
     }
     const nacked = yield* Effect.result(env.streams.nack({ ...address, id: m.id }))
     if (nacked._tag === "Failure" && nacked.failure._tag === "StaleOwner") {
-      yield* env.record({ _tag: "StaleOwner" })
+      env.record({ _tag: "StaleOwner" })
       return Stale
     }
     r.retrying = true
     return wait(backoffMs(env.settings, m.deliveryCount))
   })
 
-const OK: Call = { ok: true }
-
-/**
- * The fast path of a plain handler (`InternalHandler.direct`): call it
- * directly; a synchronous return or throw settles at once (no fiber, no
- * timer: a synchronous call cannot be interrupted anyway); a promise or an
- * Effect it returns is awaited through `bounded`, as the slow path would.
- */
-const callDirect = (
+/** A promise or an Effect a plain handler returned: awaited through `bounded`, as the slow path would. */
+const awaitDirect = (
   env: TurnEnv,
   r: Runner,
-  m: Message,
-  direct: (m: Message, ctx: ReturnType<typeof contextOf>) => unknown,
+  result: unknown,
   timeoutMessage: string,
 ): Effect.Effect<Call> =>
-  Effect.suspend(() => {
-    if (!r.alive) return Effect.succeed<Call>("abandoned")
-    const controller = turnController(r)
-    let result: unknown
-    try {
-      result = direct(m, contextOf(env, r, controller.signal))
-    } catch (error) {
-      return Effect.succeed<Call>({ ok: false, error })
-    }
-    if (isPromiseLike(result))
-      return bounded(
-        env,
-        r,
-        env.settings.handlerTimeoutMs,
-        (signal, settled) => awaitUser(result, settled, signal),
-        timeoutMessage,
-      )
-    if (Effect.isEffect(result))
-      return bounded(
-        env,
-        r,
-        env.settings.handlerTimeoutMs,
-        (signal, settled) =>
-          callUserEffect(() => result as Effect.Effect<void, unknown>, settled, signal),
-        timeoutMessage,
-      )
-    return Effect.succeed(OK)
-  })
+  bounded(
+    env,
+    r,
+    env.settings.handlerTimeoutMs,
+    (signal, settled) =>
+      isPromiseLike(result)
+        ? awaitUser(result, settled, signal)
+        : callUserEffect(() => result as Effect.Effect<void, unknown>, settled, signal),
+    timeoutMessage,
+  )
+
+type Context = ReturnType<typeof contextOf>
 
 const contextOf = (env: TurnEnv, r: Runner, signal: AbortSignal) => ({
   stream: env.settings.stream,
@@ -737,6 +729,14 @@ const contextOf = (env: TurnEnv, r: Runner, signal: AbortSignal) => ({
   signal,
 })
 
+/**
+ * The batch of a per-message handler, in stream order. The fast path of a
+ * plain handler (`InternalHandler.direct`) calls it directly, with one
+ * context per batch (a new one only after its signal aborted): a synchronous
+ * return or throw settles at once, with no Effect, fiber or timer per
+ * message (a synchronous call cannot be interrupted anyway); only a promise
+ * or an Effect it returns is awaited through `bounded`.
+ */
 const handleEach = (
   env: TurnEnv,
   r: Runner,
@@ -744,23 +744,22 @@ const handleEach = (
   messages: ReadonlyArray<Message>,
   run: (
     m: Message,
-    ctx: ReturnType<typeof contextOf>,
+    ctx: Context,
     settled: () => void,
   ) => Effect.Effect<void, UserCodeFailed | CallAborted>,
-  direct: ((m: Message, ctx: ReturnType<typeof contextOf>) => unknown) | undefined,
+  direct: ((m: Message, ctx: Context) => unknown) | undefined,
 ): Effect.Effect<Handled> =>
   Effect.gen(function* () {
     let toAck: Array<string> = []
     let handled = 0
     let acked = 0
     let failed = 0
-    const finish = (outcome: Outcome) =>
-      Effect.as(handled > 0 ? env.record({ _tag: "Handled", count: handled }) : Effect.void, {
-        outcome,
-        acked,
-        failed,
-      })
+    const finish = (outcome: Outcome): Effect.Effect<Handled> => {
+      if (handled > 0) env.record({ _tag: "Handled", count: handled })
+      return Effect.succeed({ outcome, acked, failed })
+    }
     const timeoutMessage = `handler timed out after ${env.settings.handlerTimeoutMs} ms`
+    let ctx: Context | undefined
     for (const m of messages) {
       if (!env.mayAct()) {
         // no message starts without a valid lease: the rest of the batch stays
@@ -769,16 +768,32 @@ const handleEach = (
         r.retrying = true
         return yield* finish(r.alive ? wait(50) : Abandoned)
       }
-      const call =
-        direct === undefined
-          ? yield* bounded(
-              env,
-              r,
-              env.settings.handlerTimeoutMs,
-              (signal, settled) => run(m, contextOf(env, r, signal), settled),
-              timeoutMessage,
-            )
-          : yield* callDirect(env, r, m, direct, timeoutMessage)
+      if (!r.alive) return yield* finish(Abandoned)
+      let call: Call
+      if (direct === undefined)
+        call = yield* bounded(
+          env,
+          r,
+          env.settings.handlerTimeoutMs,
+          (signal, settled) => run(m, contextOf(env, r, signal), settled),
+          timeoutMessage,
+        )
+      else {
+        if (ctx === undefined || ctx.signal.aborted)
+          ctx = contextOf(env, r, turnController(r).signal)
+        let result: unknown
+        let threw: Call | undefined
+        try {
+          result = direct(m, ctx)
+        } catch (error) {
+          threw = { ok: false, error }
+        }
+        call =
+          threw ??
+          (isPromiseLike(result) || Effect.isEffect(result)
+            ? yield* awaitDirect(env, r, result, timeoutMessage)
+            : OK)
+      }
       if (call === "abandoned" || !r.alive) return yield* finish(Abandoned)
       if (call.ok) {
         handled++
@@ -798,6 +813,8 @@ const handleEach = (
     r.unacked = toAck
     return yield* finish(More)
   })
+
+const OK: Call = { ok: true }
 
 const handleBatch = (
   env: TurnEnv,
@@ -834,7 +851,7 @@ const handleBatch = (
     if (call === "abandoned" || !r.alive) return { outcome: Abandoned, acked: 0, failed: 0 }
     const upTo = call.ok && handler.autoResolve ? messages.length - 1 : resolvedUpTo
     const done = messages.slice(0, upTo + 1)
-    if (done.length > 0) yield* env.record({ _tag: "Handled", count: done.length })
+    if (done.length > 0) env.record({ _tag: "Handled", count: done.length })
     if (upTo === messages.length - 1) {
       // acknowledged by the shard's next read (or flushAcks)
       r.unacked = done.map((m) => m.id)

@@ -237,7 +237,9 @@ export const makeHarness = (options: HarnessOptions = {}) =>
       isPaused: (shard) => paused.has(shard),
       drainBudgetMs: () => settings.drainTimeoutMs ?? Math.floor(settings.rebalanceTimeoutMs / 2),
       emit: (e) => events.push(e),
-      record: (r) => Effect.sync(() => records.push(r)),
+      record: (r) => {
+        records.push(r)
+      },
       workers: options.workers ?? 1,
       scope,
       onStaleOwner: (shard) => stale.push(shard),

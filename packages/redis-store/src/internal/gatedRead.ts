@@ -138,7 +138,7 @@ export const makeGatedReader = (connection: RedisConnectionShape) => {
             return { _tag: "Foreign", key: shardKey(o.stream, o.shard), message: reply.message }
         if (acked instanceof Error) throw acked
         if (xread instanceof Error) throw xread
-        return { _tag: "Read", messages: xreadMessages(xread) }
+        return { _tag: "Read", messages: xreadMessages(xread, o.keyField) }
       }
     } catch (error) {
       if (lease?.client === c) {

@@ -105,12 +105,45 @@ export const pairsOf = (flat: unknown): Map<string, unknown> => {
   return out
 }
 
+/**
+ * One message from its id and flat `[name, value, ...]` fields, in one pass;
+ * with `keyField` (`ReadOptions.keyField`) that field goes to `key` instead
+ * of `fields`.
+ */
+export const messageOf = (
+  id: unknown,
+  flat: unknown,
+  deliveryCount: number,
+  keyField: string | undefined,
+): ShardStreams.StreamMessage => {
+  if (keyField === undefined) return { id: String(id), fields: fieldsOf(flat), deliveryCount }
+  const fields: Record<string, string> = {}
+  let key: string | undefined
+  if (Array.isArray(flat))
+    for (let i = 0; i + 1 < flat.length; i += 2) {
+      const name = String(flat[i])
+      const value = String(flat[i + 1])
+      if (name === keyField) key = value
+      // a field named __proto__ stays a field (an assignment would set the prototype)
+      else if (name === "__proto__")
+        Object.defineProperty(fields, name, {
+          value,
+          enumerable: true,
+          writable: true,
+          configurable: true,
+        })
+      else fields[name] = value
+    }
+  return { id: String(id), fields, deliveryCount, key }
+}
+
 /** XREADGROUP's reply (`[[key, [[id, [field, value, ...]], ...]]]` or null) as messages, each delivered once. */
-export const xreadMessages = (reply: unknown): Array<ShardStreams.StreamMessage> => {
+export const xreadMessages = (
+  reply: unknown,
+  keyField?: string,
+): Array<ShardStreams.StreamMessage> => {
   const entries = Array.isArray(reply) && Array.isArray(reply[0]) ? reply[0][1] : []
-  return (Array.isArray(entries) ? entries : []).map((e: [string, Array<string>]) => ({
-    id: e[0],
-    fields: fieldsOf(e[1]),
-    deliveryCount: 1,
-  }))
+  return (Array.isArray(entries) ? entries : []).map((e: [string, Array<string>]) =>
+    messageOf(e[0], e[1], 1, keyField),
+  )
 }

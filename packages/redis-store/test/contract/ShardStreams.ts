@@ -90,6 +90,50 @@ export const shardStreamsContract = (subject: () => Streams) => {
     }),
   )
 
+  it.live(
+    "keyField takes that field out into key (new and pending reads); without it no key at all",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { stream, base } = fresh()
+        const withProto = JSON.parse('{"__proto__":"x","rk":"k3"}') as Record<string, string>
+        for (const fields of [{ rk: "k1", n: "1" }, { n: "2" }, withProto, { rk: "k4", n: "4" }])
+          yield* s.append(stream, 3, fields)
+        const address = { ...base, consumer: "c1", token: 0, keyField: "rk" }
+        // the first read creates the group, the second reads with it in place
+        // (on Redis: the script, then the gated or optimistic fence)
+        const first = yield* s.read({ ...address, count: 2 })
+        const second = yield* s.read({ ...address, count: 2 })
+        const pending = yield* s.read({ ...address, count: 10, from: "pending" })
+        const plain = yield* s.read({
+          ...base,
+          consumer: "c1",
+          token: 0,
+          count: 1,
+          from: "pending",
+        })
+        for (const batch of [[...first, ...second], pending]) {
+          assert.deepStrictEqual(
+            batch.map((m) => [m.key, { ...m.fields }]),
+            [
+              ["k1", { n: "1" }],
+              [undefined, { n: "2" }],
+              ["k3", JSON.parse('{"__proto__":"x"}')],
+              ["k4", { n: "4" }],
+            ],
+          )
+          assert.isTrue(batch.every((m) => Object.hasOwn(m, "key")))
+          assert.strictEqual(
+            Object.getOwnPropertyDescriptor(batch[2]!.fields, "__proto__")?.value,
+            "x",
+          )
+          assert.strictEqual(Object.getPrototypeOf(batch[2]!.fields), Object.prototype)
+        }
+        assert.isFalse(Object.hasOwn(plain[0]!, "key"))
+        assert.deepStrictEqual({ ...plain[0]!.fields }, { rk: "k1", n: "1" })
+      }),
+  )
+
   it.live("setOwnerToken only raises: equal is a no-op, lower fails OwnerTokenRegression", () =>
     Effect.gen(function* () {
       const s = subject()
