@@ -7,6 +7,8 @@
  *   handles through the public API, against a bare loop that reads and
  *   acks the same backlog on the same memory data plane with no runtime;
  * - producer: messages/s of `producer.sendBatch` against bare appends;
+ * - the runtime's own cost per message, over a data plane that costs
+ *   nothing, against bare loops over it (src/runtimeOverhead.ts);
  * - fairness: with skewed backlogs on 64 shards (1 and 4 workers), the
  *   runtime's rotation against a lowest-index-first scheduler (the naive
  *   "poll shards in order, serve the first with entries" loop): Jain's
@@ -28,6 +30,7 @@ import {
 } from "@shardline/member-runtime"
 import { Effect } from "effect"
 import { jainIndex, serviceCounts, skewedBacklog, worstWaitRounds } from "./fairness.js"
+import { type OverheadSample, runtimeOverhead } from "./runtimeOverhead.js"
 
 const stream = "orders"
 const group = "billing"
@@ -307,6 +310,9 @@ export const producerThroughput = async (messages: number, shards = 16) => {
   return { produced, bare }
 }
 
+/** Rounds of the free data plane are short: more messages, so the JIT settles within them. */
+export const OVERHEAD_MESSAGES = 200_000
+
 export const runRuntimeBench = async (options: {
   readonly messages: number
   readonly runs: number
@@ -316,7 +322,9 @@ export const runRuntimeBench = async (options: {
   const bareRates: Array<number> = []
   const producerRates: Array<number> = []
   const appendRates: Array<number> = []
+  const overhead: Array<OverheadSample> = []
   for (let i = 0; i < options.runs; i++) {
+    overhead.push(await runtimeOverhead(OVERHEAD_MESSAGES))
     bareRates.push(await bareThroughput(options.messages))
     runtimeRates.push(await runtimeThroughput(options.messages, "each"))
     batchRates.push(await runtimeThroughput(options.messages, "batch"))
@@ -342,6 +350,7 @@ export const runRuntimeBench = async (options: {
   return {
     throughput,
     samples: { runtimeRates, batchRates, bareRates, producerRates, appendRates },
+    overhead,
     fairness,
   }
 }

@@ -1,0 +1,129 @@
+/**
+ * The member runtime's own cost per message, apart from any data plane
+ * (docs/runtime.md, "Measured"): one explicit member (4 workers, 16
+ * shards, a no-op `eachMessage`) over a `ShardStreams` whose `read` hands
+ * out ready-made entries at once and whose acks cost nothing, against 4
+ * bare loops taking the same entries from the same free `read`. What the
+ * runtime adds per message is 1 / runtime rate - 1 / bare rate; it bounds
+ * how close the runtime can come to raw loops on any real data plane.
+ */
+import { CoordinatorLease, CoordinatorTransport, ShardStreams, Store } from "@shardline/core"
+import { consumer, fromServices, KEY_FIELD, start } from "@shardline/member-runtime"
+import { Effect } from "effect"
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+
+/** A data plane that costs (almost) nothing: `read` makes up to `count` entries of a budget. */
+const freeStreams = (backlog: Map<number, number>) => {
+  const memory = Effect.runSync(ShardStreams.makeMemory)
+  let seq = 0
+  const make = (o: ShardStreams.ReadOptions): Array<ShardStreams.StreamMessage> => {
+    const left = backlog.get(o.shard) ?? 0
+    const n = Math.min(left, o.count)
+    backlog.set(o.shard, left - n)
+    const out: Array<ShardStreams.StreamMessage> = []
+    for (let i = 0; i < n; i++) {
+      seq++
+      const key = `customer-${seq % 500}`
+      out.push(
+        o.keyField === undefined
+          ? { id: `1-${seq}`, fields: { [KEY_FIELD]: key, n: String(seq) }, deliveryCount: 1 }
+          : { id: `1-${seq}`, fields: { n: String(seq) }, deliveryCount: 1, key },
+      )
+    }
+    return out
+  }
+  const streams: ShardStreams.ShardStreamsShape = {
+    ...memory,
+    read: (o) => Effect.sync(() => make(o)),
+    claimPending: () => Effect.succeed({ messages: [], next: "0-0", deleted: [] }),
+    ack: (o) => Effect.succeed(o.ids.length),
+    drainState: (o) =>
+      Effect.succeed({
+        sealed: false,
+        drained: false,
+        undelivered: backlog.get(o.shard) ?? 0,
+        pending: 0,
+      }),
+    // the backlog is set after the group settles: poll it instead of waiting on appends
+    waitForEntries: () => Effect.as(Effect.sleep(2), false),
+  }
+  return { streams, make }
+}
+
+export interface OverheadSample {
+  readonly runtime: number
+  readonly bare: number
+}
+
+/** One round: the runtime over the free data plane, then 4 bare loops over it, messages/s each. */
+export const runtimeOverhead = async (
+  messages: number,
+  options: { readonly shards?: number; readonly workers?: number; readonly batch?: number } = {},
+): Promise<OverheadSample> => {
+  const shards = options.shards ?? 16
+  const workers = options.workers ?? 4
+  const batch = options.batch ?? 32
+  const backlog = new Map<number, number>()
+  const { streams, make } = freeStreams(backlog)
+  const ports = fromServices({
+    streams,
+    transport: Effect.runSync(CoordinatorTransport.makeMemory({})),
+    store: Effect.runSync(Store.makeMemory),
+    lease: Effect.runSync(CoordinatorLease.makeMemory),
+  })
+  const stream = "overhead"
+  const group = "g"
+  let handled = 0
+  const runtime = await start({
+    ports,
+    handleSignals: false,
+    memberBase: "bench",
+    consumers: [
+      consumer({
+        stream,
+        group,
+        shardCount: shards,
+        sessionTimeoutMs: 10_000,
+        rebalanceTimeoutMs: 20_000,
+        heartbeatIntervalMs: 1_000,
+        batchSize: batch,
+        runtimeMaxConcurrency: workers,
+        eachMessage: () => {
+          handled++
+        },
+      }),
+    ],
+  })
+  while ((runtime.members()[0]?.owned.length ?? 0) !== shards) await sleep(10)
+  for (let s = 0; s < shards; s++) runtime.pause(stream, group, s)
+  await sleep(50)
+  const perShard = Math.ceil(messages / shards)
+  for (let s = 0; s < shards; s++) backlog.set(s, perShard)
+  const total = perShard * shards
+  const t0 = performance.now()
+  for (let s = 0; s < shards; s++) runtime.resume(stream, group, s)
+  while (handled < total) await sleep(1)
+  const runtimeRate = Math.round(total / ((performance.now() - t0) / 1000))
+  await runtime.stop()
+
+  // bare: `workers` loops over a FIFO of shards, each reading a batch and counting it
+  for (let s = 0; s < shards; s++) backlog.set(s, perShard)
+  let counted = 0
+  const queue = Array.from({ length: shards }, (_, s) => s)
+  const address = { stream, group, consumer: "bare", token: 1, count: batch, keyField: KEY_FIELD }
+  const t1 = performance.now()
+  await Promise.all(
+    Array.from({ length: workers }, async () => {
+      while (queue.length > 0) {
+        const shard = queue.shift()!
+        const read = make({ ...address, shard })
+        for (const _m of read) counted++
+        if (read.length > 0) queue.push(shard)
+        await Promise.resolve()
+      }
+    }),
+  )
+  const bareRate = Math.round(counted / ((performance.now() - t1) / 1000))
+  return { runtime: runtimeRate, bare: bareRate }
+}
