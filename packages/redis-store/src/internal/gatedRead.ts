@@ -25,10 +25,10 @@ import type { ShardStreams } from "@shardline/core"
 import type { Redis } from "ioredis"
 import { ownerTokenKey, shardKey } from "../keys.js"
 import type { RedisConnectionShape } from "../RedisConnection.js"
-import * as RedisConnection from "../RedisConnection.js"
 import { Scripts } from "../scripts.js"
-import { ackCommand, burst, type FencedRead } from "./burst.js"
+import { ackCommand, type Command, type FencedRead } from "./burst.js"
 import { Code, xreadMessages } from "./reply.js"
+import { adopt, type Wire } from "./wire.js"
 
 /** The gate key of a shard: the stream's name while a gated read holds it (same slot). */
 export const gateKey = (stream: string, shard: number): string => `${shardKey(stream, shard)}:gate`
@@ -38,16 +38,35 @@ const GATE_SHA = createHash("sha1").update(Scripts.gate.lua).digest("hex")
 const isError = (x: unknown, prefix: string): x is Error =>
   x instanceof Error && x.message.startsWith(prefix)
 
+/** Resolves once `c` is ready; rejects if it ends first. */
+const ready = (c: Redis): Promise<void> =>
+  c.status === "ready"
+    ? Promise.resolve()
+    : new Promise((resolve, reject) => {
+        const onReady = () => {
+          c.off("end", onEnd)
+          resolve()
+        }
+        const onEnd = () => {
+          c.off("ready", onReady)
+          reject(new Error("gated read: the connection closed before it was ready"))
+        }
+        c.once("ready", onReady)
+        c.once("end", onEnd)
+      })
+
 /**
  * Gated reads over one dedicated connection of a single node, shared by
- * every read loop: each read is one burst (MULTI ... EXEC) written in one
- * go, so bursts of concurrent loops never interleave; the connection never
- * reconnects or resends (a resent tail would run outside its MULTI). A
- * closed connection is replaced at the next read.
+ * every read loop and spoken to directly once ready (internal/wire.ts): each
+ * read is one burst (MULTI ... EXEC) in one write, so bursts of concurrent
+ * loops never interleave; the connection never reconnects or resends (a
+ * resent tail would run outside its MULTI). A closed connection is replaced
+ * at the next read.
  */
 export const makeGatedReader = (connection: RedisConnectionShape) => {
   const { features } = connection
   let lease: ReturnType<RedisConnectionShape["lease"]> | undefined
+  let wire: Promise<Wire> | undefined
   /**
    * Off once the server refused the transaction's commands themselves: an
    * ACL user without +rename / +renamenx or the gate key (rules of an earlier
@@ -56,17 +75,38 @@ export const makeGatedReader = (connection: RedisConnectionShape) => {
    */
   let refused = false
 
-  const client = () => {
-    if (lease !== undefined && RedisConnection.isClosed(lease.client)) {
-      lease.release(false)
-      lease = undefined
-    }
-    lease ??= connection.lease()
-    return lease.client as Redis
+  /** The wire `wire` resolved to (to see it closed without awaiting). */
+  let live: Wire | undefined
+
+  const drop = (failed: Promise<Wire>) => {
+    if (wire !== failed) return
+    live?.close()
+    wire = undefined
+    live = undefined
+    lease?.release(false)
+    lease = undefined
   }
 
-  const once = (
-    c: Redis,
+  /** The shared wire; a new connection when the last one closed (one for concurrent callers). */
+  const open = (): Promise<Wire> => {
+    if (wire !== undefined && live?.closed() === true) drop(wire)
+    if (wire === undefined) {
+      const taken = connection.lease()
+      const c = taken.client as Redis
+      const made = ready(c).then(() => {
+        const w = adopt(c)
+        if (wire === made) live = w
+        else w.close()
+        return w
+      })
+      lease = taken
+      wire = made
+    }
+    return wire
+  }
+
+  /** The burst of one gated read. */
+  const commandsOf = (
     o: ShardStreams.ReadOptions,
     ack: ShardStreams.AckFirst | undefined,
     evalBody: boolean,
@@ -86,7 +126,7 @@ export const makeGatedReader = (connection: RedisConnectionShape) => {
       o.group,
       ...(ack === undefined || native ? [""] : [ack.mode, "0", ...ack.ids]),
     ]
-    return burst(c, [
+    const commands: Array<Command> = [
       ["MULTI"],
       evalBody ? ["EVAL", Scripts.gate.lua, 3, ...args] : ["EVALSHA", GATE_SHA, 3, ...args],
       // on the gate key: it acks only when the gate opened
@@ -94,7 +134,8 @@ export const makeGatedReader = (connection: RedisConnectionShape) => {
       ["XREADGROUP", "GROUP", o.group, o.consumer, "COUNT", o.count, "STREAMS", gate, ">"],
       ["RENAMENX", gate, stream],
       ["EXEC"],
-    ])
+    ]
+    return commands
   }
 
   /** One gated read; `ack` (non-empty) rides in its MULTI. Throws on a connection error. */
@@ -102,17 +143,19 @@ export const makeGatedReader = (connection: RedisConnectionShape) => {
     o: ShardStreams.ReadOptions,
     ack: ShardStreams.AckFirst | undefined,
   ): Promise<FencedRead> => {
-    const c = client()
+    const opened = open()
     try {
+      const w = await opened
       for (let attempt = 0; ; attempt++) {
-        const res = await once(c, o, ack, attempt > 0)
-        const [execError, exec] = res[res.length - 1]!
-        if (execError !== null) {
+        const res = await w.send(commandsOf(o, ack, attempt > 0))
+        const exec = res[res.length - 1]
+        if (exec instanceof Error) {
           // EXECABORT: a command was refused when queued, so nothing ran
-          const queued = res.find(([error]) => error !== null && error !== execError)?.[0]
-          if (queued != null && /^(NOPERM|ERR unknown command)/.test(queued.message)) refused = true
-          if (execError.message.startsWith("EXECABORT")) return { _tag: "Fallback" }
-          throw execError
+          const queued = res.find((reply) => reply instanceof Error && reply !== exec)
+          if (queued instanceof Error && /^(NOPERM|ERR unknown command)/.test(queued.message))
+            refused = true
+          if (exec.message.startsWith("EXECABORT")) return { _tag: "Fallback" }
+          throw exec
         }
         // null only when a WATCH failed, and this connection holds none
         if (!Array.isArray(exec)) throw new Error(`gated read: EXEC replied ${String(exec)}`)
@@ -129,10 +172,10 @@ export const makeGatedReader = (connection: RedisConnectionShape) => {
         if (code === Code.Foreign)
           return { _tag: "Foreign", key: String(detail), message: String(message) }
         if (code !== Code.Ok) throw new Error(`gate script: ${String(detail)}`)
-        const opened = Number(detail) === 1
-        if (opened && Number(renamed) !== 1)
+        const moved = Number(detail) === 1
+        if (moved && Number(renamed) !== 1)
           throw new Error(`gated read: the stream did not move back (RENAMENX: ${String(renamed)})`)
-        if (!opened || isError(xread, "NOGROUP")) return { _tag: "Fallback" }
+        if (!moved || isError(xread, "NOGROUP")) return { _tag: "Fallback" }
         for (const reply of [acked, xread])
           if (isError(reply, "WRONGTYPE"))
             return { _tag: "Foreign", key: shardKey(o.stream, o.shard), message: reply.message }
@@ -141,10 +184,7 @@ export const makeGatedReader = (connection: RedisConnectionShape) => {
         return { _tag: "Read", messages: xreadMessages(xread, o.keyField) }
       }
     } catch (error) {
-      if (lease?.client === c) {
-        lease.release(false)
-        lease = undefined
-      }
+      drop(opened)
       throw error
     }
   }
