@@ -45,12 +45,11 @@ for (const target of redisTargets().filter((t) => t.kind !== "cluster7")) {
             bursts.map((commands) => send(w, commands)),
             { concurrency: "unbounded" },
           )
-          replies.forEach((got, b) =>
+          for (const [b, got] of replies.entries())
             assert.deepStrictEqual(
               got,
               bursts[b]!.map(([, text]) => text),
-            ),
-          )
+            )
           // a MULTI of one burst is never entered by another burst's commands
           const transactions = yield* Effect.all(
             Array.from({ length: 16 }, (_, b) =>
