@@ -2,6 +2,7 @@
  * What handlers receive. A message is one stream entry of a shard, with the
  * producer's routing key split out of its fields.
  */
+import { ShardStreams } from "@shardline/core"
 import type { Effect } from "effect"
 
 /** The field a `Producer` stores the routing key in (docs/runtime.md, "Producer"). */
@@ -71,51 +72,21 @@ export type EachBatchEffect = (batch: Batch, context: BatchContext) => Effect.Ef
  * Build a `Message` from a stream entry. An entry read with `keyField:
  * KEY_FIELD` (`ShardStreams.ReadOptions.keyField`; it has `key` as an own
  * property) already holds its fields without the key: they are used as they
- * are, no second copy per message.
+ * are, no second copy per message. Any other entry (a takeover claim, a
+ * store that ignores the option) is split here, as a keyed read would.
  */
 export const toMessage = (
   address: { readonly stream: string; readonly group: string; readonly shard: number },
-  entry: {
-    readonly id: string
-    readonly fields: Readonly<Record<string, string>>
-    readonly deliveryCount: number
-    readonly key?: string | undefined
-  },
+  entry: ShardStreams.StreamMessage,
 ): Message => {
-  if (Object.hasOwn(entry, "key"))
-    return {
-      stream: address.stream,
-      group: address.group,
-      shard: address.shard,
-      id: entry.id,
-      key: entry.key,
-      fields: entry.fields,
-      deliveryCount: entry.deliveryCount,
-    }
-  // a loop, not `{ [KEY_FIELD]: key, ...fields }`: rest spread of a computed
-  // key is several times slower, and this runs once per message
-  const fields: Record<string, string> = {}
-  let key: string | undefined
-  for (const name of Object.keys(entry.fields)) {
-    const value = entry.fields[name]!
-    if (name === KEY_FIELD) key = value
-    // a field named __proto__ stays a field (an assignment would set the prototype)
-    else if (name === "__proto__")
-      Object.defineProperty(fields, name, {
-        value,
-        enumerable: true,
-        writable: true,
-        configurable: true,
-      })
-    else fields[name] = value
-  }
+  const split = Object.hasOwn(entry, "key") ? entry : ShardStreams.splitKey(entry, KEY_FIELD)
   return {
     stream: address.stream,
     group: address.group,
     shard: address.shard,
-    id: entry.id,
-    key,
-    fields,
-    deliveryCount: entry.deliveryCount,
+    id: split.id,
+    key: split.key,
+    fields: split.fields,
+    deliveryCount: split.deliveryCount,
   }
 }

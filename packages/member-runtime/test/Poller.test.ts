@@ -436,6 +436,11 @@ describe("polling adapter: takeover, revoke, fence, stale owner", () => {
           handles.map((e) => (e.kind === "handle" ? e.deliveryCount : undefined)),
           [2, 2, 2, 2, 1, 1, 1],
         )
+        // claimed entries (no keyField) and read ones (keyField) give the same key
+        assert.deepStrictEqual(
+          handles.map((e) => (e.kind === "handle" ? e.key : undefined)),
+          Array.from({ length: 7 }, () => "k0-0"),
+        )
       }),
   )
 
