@@ -289,6 +289,35 @@ for (const target of redisTargets().filter((t) => t.kind !== "cluster7")) {
             assert.strictEqual((yield* s.pending({ stream, shard, group: "g" })).length, 0)
         }),
       )
+
+      it.live("a connection made with ioredis' lazyConnect still opens its gated wire", () =>
+        Effect.scoped(
+          Effect.gen(function* () {
+            const lazy = yield* RedisConnection.make({
+              ...target.options,
+              redis: { lazyConnect: true },
+            })
+            const s = RedisShardStreams.makeWith(lazy, { read: "gated" })
+            const stream = unique("gated-lazy")
+            const base = { stream, shard: 0, group: "g", consumer: "c", token: 0, count: 10 }
+            for (let i = 0; i < 3; i++) yield* s.append(stream, 0, { i: String(i) })
+            // the first read creates the group (the script), the second takes the gate
+            const first = yield* s.read({ ...base, count: 1 })
+            const rest = yield* s
+              .read({ ...base, ack: { ids: first.map((m) => m.id), mode: "ack" } })
+              .pipe(
+                Effect.timeoutOrElse({
+                  duration: "5 seconds",
+                  orElse: () => Effect.die(new Error("the gated read never ran")),
+                }),
+              )
+            assert.deepStrictEqual(
+              [...first, ...rest].map((m) => m.fields.i),
+              ["0", "1", "2"],
+            )
+          }),
+        ),
+      )
     },
   )
 }

@@ -53,6 +53,8 @@ const ready = (c: Redis): Promise<void> =>
         }
         c.once("ready", onReady)
         c.once("end", onEnd)
+        // a lazyConnect client (an ioredis option a user may pass) waits for a first command
+        if (c.status === "wait") c.connect().catch(() => {})
       })
 
 /**
