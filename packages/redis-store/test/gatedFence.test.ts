@@ -10,7 +10,7 @@ import { ShardStreams } from "@shardline/core"
 import { Effect } from "effect"
 import type { Redis } from "ioredis"
 import { aclRules } from "../src/acl.js"
-import { gateKey } from "../src/internal/gatedRead.js"
+import { gateKey, makeGatedReader } from "../src/internal/gatedRead.js"
 import { ownerTokenKey } from "../src/keys.js"
 import * as RedisConnection from "../src/RedisConnection.js"
 import * as RedisShardStreams from "../src/RedisShardStreams.js"
@@ -288,6 +288,52 @@ for (const target of redisTargets().filter((t) => t.kind !== "cluster7")) {
           for (const shard of shards)
             assert.strictEqual((yield* s.pending({ stream, shard, group: "g" })).length, 0)
         }),
+      )
+
+      it.live(
+        "ioredis' keyPrefix: the gated read addresses the prefixed keys, as every other command",
+        () =>
+          Effect.scoped(
+            Effect.gen(function* () {
+              const prefix = `${unique("pfx")}:`
+              const prefixed = yield* RedisConnection.make({
+                ...target.options,
+                redis: { keyPrefix: prefix },
+              })
+              const s = RedisShardStreams.makeWith(prefixed, { read: "gated" })
+              const stream = unique("gated-prefix")
+              const base = { stream, shard: 0, group: "g", consumer: "c", token: 2, count: 10 }
+              yield* s.setOwnerToken({ stream, shard: 0, group: "g", token: 2 })
+              for (let i = 0; i < 4; i++) yield* s.append(stream, 0, { i: String(i) })
+              const first = yield* s.read({ ...base, count: 1 })
+              // the gate itself, not the script it falls back to when it finds nothing
+              const gated = yield* Effect.promise(() =>
+                makeGatedReader(prefixed).read(base, {
+                  ids: first.map((m) => m.id),
+                  mode: "ack",
+                }),
+              )
+              assert.strictEqual(gated._tag, "Read")
+              const rest = gated._tag === "Read" ? gated.messages : []
+              assert.deepStrictEqual(
+                [...first, ...rest].map((m) => m.fields.i),
+                ["0", "1", "2", "3"],
+              )
+              // the stream lives under the prefix only, and the gated read acked the first entry there
+              const keys = yield* Effect.promise(() =>
+                Promise.all([
+                  redis().type(`${prefix}${shardKey(stream, 0)}`),
+                  redis().exists(shardKey(stream, 0)),
+                ]),
+              )
+              assert.deepStrictEqual(keys, ["stream", 0])
+              const state = yield* s.drainState({ stream, shard: 0, group: "g" })
+              assert.strictEqual(state.pending, 3)
+              // a stale token is refused through the prefixed owner key too
+              const stale = yield* Effect.flip(s.read({ ...base, token: 1 }))
+              assert.strictEqual(stale._tag, "StaleOwner")
+            }),
+          ),
       )
 
       it.live("a connection made with ioredis' lazyConnect still opens its gated wire", () =>

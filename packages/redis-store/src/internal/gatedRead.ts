@@ -79,6 +79,8 @@ export const makeGatedReader = (connection: RedisConnectionShape) => {
 
   /** The wire `wire` resolved to (to see it closed without awaiting). */
   let live: Wire | undefined
+  /** ioredis' keyPrefix option: every other command of the connection has its keys prefixed. */
+  const prefix = (connection.client as Redis).options.keyPrefix ?? ""
 
   const drop = (failed: Promise<Wire>) => {
     if (wire !== failed) return
@@ -113,9 +115,10 @@ export const makeGatedReader = (connection: RedisConnectionShape) => {
     ack: ShardStreams.AckFirst | undefined,
     evalBody: boolean,
   ) => {
-    const stream = shardKey(o.stream, o.shard)
-    const gate = gateKey(o.stream, o.shard)
-    const owner = ownerTokenKey(o.stream, o.shard, o.group)
+    // the wire bypasses ioredis, which would prefix every key with its keyPrefix option
+    const stream = prefix + shardKey(o.stream, o.shard)
+    const gate = prefix + gateKey(o.stream, o.shard)
+    const owner = prefix + ownerTokenKey(o.stream, o.shard, o.group)
     // XACK (XACKDEL on Redis >= 8.2) queued natively on the gate key costs Redis
     // less than acking in the script; an xackdel ack before 8.2 (XACK then XDEL
     // of exactly what was acked) needs the script's acknowledge
