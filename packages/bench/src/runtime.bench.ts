@@ -30,6 +30,7 @@ import {
 } from "@shardline/member-runtime"
 import { Effect } from "effect"
 import { jainIndex, serviceCounts, skewedBacklog, worstWaitRounds } from "./fairness.js"
+import { startOneMember } from "./oneMember.js"
 import { type OverheadSample, runtimeOverhead } from "./runtimeOverhead.js"
 
 const stream = "orders"
@@ -91,27 +92,23 @@ export const runtimeFairness = async (
   const order: Array<number> = []
   const total = backlog.reduce((a, b) => a + b, 0)
   let handled = 0
-  const runtime = await start({
-    ports,
-    handleSignals: false,
-    memberBase: "bench",
-    consumers: [
-      consumer({
-        stream,
-        group,
-        shardCount: shards,
-        ...timing,
-        batchSize: batch,
-        runtimeMaxConcurrency: workers,
-        eachBatch: async (b: Batch) => {
-          order.push(b.shard)
-          handled += b.messages.length
-          // a little asynchronous work so that workers interleave
-          await new Promise<void>((resolve) => setImmediate(resolve))
-        },
-      }),
-    ],
-  })
+  const runtime = await startOneMember(
+    { ports },
+    {
+      stream,
+      group,
+      shardCount: shards,
+      ...timing,
+      batchSize: batch,
+      runtimeMaxConcurrency: workers,
+      eachBatch: async (b: Batch) => {
+        order.push(b.shard)
+        handled += b.messages.length
+        // a little asynchronous work so that workers interleave
+        await new Promise<void>((resolve) => setImmediate(resolve))
+      },
+    },
+  )
   while (handled < total) await sleep(10)
   await runtime.stop()
   return analyse(order, backlog, batch, workers, minTurns)

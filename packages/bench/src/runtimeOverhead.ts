@@ -8,8 +8,9 @@
  * how close the runtime can come to raw loops on any real data plane.
  */
 import { CoordinatorLease, CoordinatorTransport, ShardStreams, Store } from "@shardline/core"
-import { consumer, fromServices, KEY_FIELD, start } from "@shardline/member-runtime"
+import { fromServices, KEY_FIELD } from "@shardline/member-runtime"
 import { Effect } from "effect"
+import { ownAllPaused, startOneMember } from "./oneMember.js"
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
@@ -75,28 +76,23 @@ export const runtimeOverhead = async (
   const stream = "overhead"
   const group = "g"
   let handled = 0
-  const runtime = await start({
-    ports,
-    handleSignals: false,
-    memberBase: "bench",
-    consumers: [
-      consumer({
-        stream,
-        group,
-        shardCount: shards,
-        sessionTimeoutMs: 10_000,
-        rebalanceTimeoutMs: 20_000,
-        heartbeatIntervalMs: 1_000,
-        batchSize: batch,
-        runtimeMaxConcurrency: workers,
-        eachMessage: () => {
-          handled++
-        },
-      }),
-    ],
-  })
-  while ((runtime.members()[0]?.owned.length ?? 0) !== shards) await sleep(10)
-  for (let s = 0; s < shards; s++) runtime.pause(stream, group, s)
+  const runtime = await startOneMember(
+    { ports },
+    {
+      stream,
+      group,
+      shardCount: shards,
+      sessionTimeoutMs: 10_000,
+      rebalanceTimeoutMs: 20_000,
+      heartbeatIntervalMs: 1_000,
+      batchSize: batch,
+      runtimeMaxConcurrency: workers,
+      eachMessage: () => {
+        handled++
+      },
+    },
+  )
+  await ownAllPaused(runtime, stream, group, shards)
   await sleep(50)
   const perShard = Math.ceil(messages / shards)
   for (let s = 0; s < shards; s++) backlog.set(s, perShard)

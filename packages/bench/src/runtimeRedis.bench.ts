@@ -31,6 +31,7 @@ import {
 import { RedisConnection, RedisShardStreams } from "@shardline/redis-store"
 import { Effect, Exit, Scope } from "effect"
 import { Redis } from "ioredis"
+import { ownAllPaused, startOneMember } from "./oneMember.js"
 
 const group = "bench"
 const timing = { sessionTimeoutMs: 10_000, rebalanceTimeoutMs: 20_000, heartbeatIntervalMs: 1_000 }
@@ -93,25 +94,20 @@ export const runtimeOnRedis = async (
           },
         }
   const admin = new Redis(url)
-  const runtime = await start({
-    redis,
-    handleSignals: false,
-    memberBase: "bench",
-    consumers: [
-      consumer({
-        stream,
-        group,
-        shardCount: shape.shards,
-        ...timing,
-        batchSize: shape.batch,
-        runtimeMaxConcurrency: shape.workers,
-        ...handler,
-      }),
-    ],
-  })
+  const runtime = await startOneMember(
+    { redis },
+    {
+      stream,
+      group,
+      shardCount: shape.shards,
+      ...timing,
+      batchSize: shape.batch,
+      runtimeMaxConcurrency: shape.workers,
+      ...handler,
+    },
+  )
   try {
-    while ((runtime.members()[0]?.owned.length ?? 0) !== shape.shards) await sleep(10)
-    for (let shard = 0; shard < shape.shards; shard++) runtime.pause(stream, group, shard)
+    await ownAllPaused(runtime, stream, group, shape.shards)
     const producer = runtime.producer(stream, {
       layout: LayoutSource.fixed({ [stream]: shape.shards }),
     })

@@ -8,7 +8,7 @@
 import { assert, it } from "@effect/vitest"
 import { ShardStreams } from "@shardline/core"
 import { Effect } from "effect"
-import type { Redis } from "ioredis"
+import type { Redis, RedisOptions } from "ioredis"
 import { aclRules } from "../src/acl.js"
 import { gateKey, makeGatedReader } from "../src/internal/gatedRead.js"
 import { ownerTokenKey } from "../src/keys.js"
@@ -290,35 +290,45 @@ for (const target of redisTargets().filter((t) => t.kind !== "cluster7")) {
         }),
       )
 
+      /**
+       * A connection made with these ioredis options, a shard with 4 entries
+       * (token 2) whose group exists (its first entry read by the script),
+       * and the gated read of the rest through the gated reader itself: the
+       * script it falls back to would hide a gate that found nothing.
+       */
+      const gatedWith = (options: RedisOptions) =>
+        Effect.gen(function* () {
+          const connection = yield* RedisConnection.make({ ...target.options, redis: options })
+          const s = RedisShardStreams.makeWith(connection, { read: "gated" })
+          const stream = unique("gated-options")
+          const base = { stream, shard: 0, group: "g", consumer: "c", token: 2, count: 10 }
+          yield* s.setOwnerToken({ stream, shard: 0, group: "g", token: 2 })
+          for (let i = 0; i < 4; i++) yield* s.append(stream, 0, { i: String(i) })
+          const first = yield* s.read({ ...base, count: 1 })
+          const gated = yield* Effect.promise(() =>
+            makeGatedReader(connection).read(base, { ids: first.map((m) => m.id), mode: "ack" }),
+          ).pipe(
+            Effect.timeoutOrElse({
+              duration: "5 seconds",
+              orElse: () => Effect.die(new Error("the gated read never ran")),
+            }),
+          )
+          assert.strictEqual(gated._tag, "Read")
+          const rest = gated._tag === "Read" ? gated.messages : []
+          assert.deepStrictEqual(
+            [...first, ...rest].map((m) => m.fields.i),
+            ["0", "1", "2", "3"],
+          )
+          return { s, stream, base }
+        })
+
       it.live(
         "ioredis' keyPrefix: the gated read addresses the prefixed keys, as every other command",
         () =>
           Effect.scoped(
             Effect.gen(function* () {
               const prefix = `${unique("pfx")}:`
-              const prefixed = yield* RedisConnection.make({
-                ...target.options,
-                redis: { keyPrefix: prefix },
-              })
-              const s = RedisShardStreams.makeWith(prefixed, { read: "gated" })
-              const stream = unique("gated-prefix")
-              const base = { stream, shard: 0, group: "g", consumer: "c", token: 2, count: 10 }
-              yield* s.setOwnerToken({ stream, shard: 0, group: "g", token: 2 })
-              for (let i = 0; i < 4; i++) yield* s.append(stream, 0, { i: String(i) })
-              const first = yield* s.read({ ...base, count: 1 })
-              // the gate itself, not the script it falls back to when it finds nothing
-              const gated = yield* Effect.promise(() =>
-                makeGatedReader(prefixed).read(base, {
-                  ids: first.map((m) => m.id),
-                  mode: "ack",
-                }),
-              )
-              assert.strictEqual(gated._tag, "Read")
-              const rest = gated._tag === "Read" ? gated.messages : []
-              assert.deepStrictEqual(
-                [...first, ...rest].map((m) => m.fields.i),
-                ["0", "1", "2", "3"],
-              )
+              const { s, stream, base } = yield* gatedWith({ keyPrefix: prefix })
               // the stream lives under the prefix only, and the gated read acked the first entry there
               const keys = yield* Effect.promise(() =>
                 Promise.all([
@@ -337,32 +347,7 @@ for (const target of redisTargets().filter((t) => t.kind !== "cluster7")) {
       )
 
       it.live("a connection made with ioredis' lazyConnect still opens its gated wire", () =>
-        Effect.scoped(
-          Effect.gen(function* () {
-            const lazy = yield* RedisConnection.make({
-              ...target.options,
-              redis: { lazyConnect: true },
-            })
-            const s = RedisShardStreams.makeWith(lazy, { read: "gated" })
-            const stream = unique("gated-lazy")
-            const base = { stream, shard: 0, group: "g", consumer: "c", token: 0, count: 10 }
-            for (let i = 0; i < 3; i++) yield* s.append(stream, 0, { i: String(i) })
-            // the first read creates the group (the script), the second takes the gate
-            const first = yield* s.read({ ...base, count: 1 })
-            const rest = yield* s
-              .read({ ...base, ack: { ids: first.map((m) => m.id), mode: "ack" } })
-              .pipe(
-                Effect.timeoutOrElse({
-                  duration: "5 seconds",
-                  orElse: () => Effect.die(new Error("the gated read never ran")),
-                }),
-              )
-            assert.deepStrictEqual(
-              [...first, ...rest].map((m) => m.fields.i),
-              ["0", "1", "2"],
-            )
-          }),
-        ),
+        Effect.scoped(Effect.asVoid(gatedWith({ lazyConnect: true }))),
       )
     },
   )

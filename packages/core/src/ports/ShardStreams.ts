@@ -58,8 +58,23 @@ export interface StreamMessage {
 }
 
 /**
+ * Set a field on a fields object being built; a field named `__proto__`
+ * stays a field (an assignment would set the object's prototype).
+ */
+export const setField = (fields: Record<string, string>, name: string, value: string): void => {
+  if (name === "__proto__")
+    Object.defineProperty(fields, name, {
+      value,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    })
+  else fields[name] = value
+}
+
+/**
  * `message` as a read with `keyField` returns it: the key field taken out of
- * a copy of its fields into `key` (a field named `__proto__` stays a field).
+ * a copy of its fields into `key`.
  */
 export const splitKey = (message: StreamMessage, keyField: string): StreamMessage => {
   const fields: Record<string, string> = {}
@@ -67,14 +82,7 @@ export const splitKey = (message: StreamMessage, keyField: string): StreamMessag
   for (const name of Object.keys(message.fields)) {
     const value = message.fields[name]!
     if (name === keyField) key = value
-    else if (name === "__proto__")
-      Object.defineProperty(fields, name, {
-        value,
-        enumerable: true,
-        writable: true,
-        configurable: true,
-      })
-    else fields[name] = value
+    else setField(fields, name, value)
   }
   return { id: message.id, fields, deliveryCount: message.deliveryCount, key }
 }

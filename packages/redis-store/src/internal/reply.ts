@@ -1,6 +1,6 @@
 /** Decoding script replies and ioredis errors into typed errors. */
 
-import { type BackendUnavailable, ForeignValue, type ShardStreams } from "@shardline/core"
+import { type BackendUnavailable, ForeignValue, ShardStreams } from "@shardline/core"
 import { Effect } from "effect"
 import type { Client, RedisConnectionShape } from "../RedisConnection.js"
 import { unavailable } from "../RedisConnection.js"
@@ -81,19 +81,9 @@ export const keyCommand = <A>(
 /** Flat `[field, value, ...]` to a record (a later duplicate field wins). */
 export const fieldsOf = (flat: unknown): Record<string, string> => {
   const out: Record<string, string> = {}
-  if (!Array.isArray(flat)) return out
-  for (let i = 0; i + 1 < flat.length; i += 2) {
-    const name = String(flat[i])
-    // a field named __proto__ stays a field (an assignment would set the prototype)
-    if (name === "__proto__")
-      Object.defineProperty(out, name, {
-        value: String(flat[i + 1]),
-        enumerable: true,
-        writable: true,
-        configurable: true,
-      })
-    else out[name] = String(flat[i + 1])
-  }
+  if (Array.isArray(flat))
+    for (let i = 0; i + 1 < flat.length; i += 2)
+      ShardStreams.setField(out, String(flat[i]), String(flat[i + 1]))
   return out
 }
 
@@ -122,17 +112,8 @@ export const messageOf = (
   if (Array.isArray(flat))
     for (let i = 0; i + 1 < flat.length; i += 2) {
       const name = String(flat[i])
-      const value = String(flat[i + 1])
-      if (name === keyField) key = value
-      // a field named __proto__ stays a field (an assignment would set the prototype)
-      else if (name === "__proto__")
-        Object.defineProperty(fields, name, {
-          value,
-          enumerable: true,
-          writable: true,
-          configurable: true,
-        })
-      else fields[name] = value
+      if (name === keyField) key = String(flat[i + 1])
+      else ShardStreams.setField(fields, name, String(flat[i + 1]))
     }
   return { id: String(id), fields, deliveryCount, key }
 }
