@@ -417,9 +417,18 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
     }
     const ackFirst = r.unacked
     r.unacked = []
-    // object literals of one shape, never spreads: this runs once per batch
-    // (a spread of several objects cost more than the rest of the turn)
-    const ack = ackFirst.length > 0 ? { ids: ackFirst, mode: settings.ack } : undefined
+    // object literals of one shape, no spread on the read of new entries: this
+    // runs once per batch (spreads cost more than the rest of the turn)
+    const readOptions: ShardStreams.ReadOptions = {
+      stream: settings.stream,
+      shard: r.shard,
+      group: settings.group,
+      token: r.token,
+      consumer: env.consumerName,
+      count: settings.batchSize,
+      ack: ackFirst.length > 0 ? { ids: ackFirst, mode: settings.ack } : undefined,
+      keyField: KEY_FIELD,
+    }
     let fromPending = false
     const read: Effect.Effect<
       ReadonlyArray<ShardStreams.StreamMessage>,
@@ -441,34 +450,12 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
           },
         )
       : r.retrying
-        ? Effect.map(
-            streams.read({
-              stream: settings.stream,
-              shard: r.shard,
-              group: settings.group,
-              token: r.token,
-              consumer: env.consumerName,
-              count: settings.batchSize,
-              from: "pending",
-              ack,
-              keyField: KEY_FIELD,
-            }),
-            (entries) => {
-              fromPending = true
-              if (entries.length === 0) r.retrying = false
-              return entries
-            },
-          )
-        : streams.read({
-            stream: settings.stream,
-            shard: r.shard,
-            group: settings.group,
-            token: r.token,
-            consumer: env.consumerName,
-            count: settings.batchSize,
-            ack,
-            keyField: KEY_FIELD,
+        ? Effect.map(streams.read({ ...readOptions, from: "pending" }), (entries) => {
+            fromPending = true
+            if (entries.length === 0) r.retrying = false
+            return entries
           })
+        : streams.read(readOptions)
     const got = yield* Effect.result(read)
     if (got._tag === "Failure") {
       if (got.failure._tag === "StaleOwner") {
@@ -476,8 +463,12 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
         return Stale
       }
       env.emit({ ...base(), type: "dataPlaneError", shard: r.shard, error: got.failure })
-      // not acknowledged (or not known to be): still pending, handled again on the retry read
-      if (ackFirst.length > 0) r.retrying = true
+      // the read may have run and its reply been lost: whatever it delivered,
+      // and the batch its ack carried (not known to be acknowledged), is
+      // pending with this consumer; the retry read handles it again. Without
+      // this, a lost reply of a read that carried no ack stranded its batch
+      // in the pending entries until the shard changed owner.
+      r.retrying = true
       return wait(settings.retryInitialMs)
     }
     const ackedFirst = ackFirst.length

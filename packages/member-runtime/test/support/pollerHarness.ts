@@ -56,6 +56,11 @@ export interface HarnessOptions {
   readonly slowPath?: boolean
   /** Fail this read with BackendUnavailable (nothing acknowledged, nothing read). */
   readonly failRead?: (o: ShardStreams.ReadOptions) => boolean
+  /**
+   * Run this read (its ack applied, its entries delivered to the consumer),
+   * then fail it with BackendUnavailable: the reply lost after the commit.
+   */
+  readonly loseReply?: (o: ShardStreams.ReadOptions) => boolean
 }
 
 const isEffect = (u: unknown): u is Effect.Effect<void, unknown> => Effect.isEffect(u)
@@ -83,7 +88,12 @@ export const makeHarness = (options: HarnessOptions = {}) =>
         Effect.tap(
           options.failRead?.(o) === true
             ? Effect.fail(new BackendUnavailable({ operation: "read", message: "injected" }))
-            : memory.read(o),
+            : options.loseReply?.(o) === true
+              ? Effect.andThen(
+                  memory.read(o),
+                  Effect.fail(new BackendUnavailable({ operation: "read", message: "reply lost" })),
+                )
+              : memory.read(o),
           (batch) =>
             Effect.sync(() => {
               // a read acknowledges the previous batch first (ReadOptions.ack)
