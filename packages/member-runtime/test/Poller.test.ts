@@ -352,13 +352,17 @@ describe("polling adapter: acknowledgement policies and failures", () => {
   )
 })
 
-describe("polling adapter: batch handlers", () => {
+describe.each([
+  { path: "fast path (plain handler called directly)", slowPath: false },
+  { path: "through InternalHandler.run", slowPath: true },
+])("polling adapter: batch handlers, $path", ({ slowPath }) => {
   it.effect(
     "resolve acknowledges up to a message; a throw then retries from the first unresolved",
     () =>
       Effect.gen(function* () {
         let calls = 0
         const h = yield* makeHarness({
+          slowPath,
           settings: { batchSize: 5, retryBackoff: { initialMs: 10 } },
           eachBatch: (batch, ctx) => {
             calls++
@@ -390,6 +394,7 @@ describe("polling adapter: batch handlers", () => {
     Effect.gen(function* () {
       let calls = 0
       const h = yield* makeHarness({
+        slowPath,
         autoResolve: false,
         settings: { batchSize: 4, retryBackoff: { initialMs: 10 } },
         eachBatch: (batch, ctx) => {
@@ -403,6 +408,44 @@ describe("polling adapter: batch handlers", () => {
       assert.strictEqual(calls, 2)
       assert.strictEqual((yield* h.pending(0)).length, 0)
     }),
+  )
+
+  it.effect(
+    "a returned promise that rejects after resolving one message retries from the next; one that never settles times out and retries",
+    () =>
+      Effect.gen(function* () {
+        let calls = 0
+        const h = yield* makeHarness({
+          slowPath,
+          settings: { batchSize: 3, handlerTimeoutMs: 50, retryBackoff: { initialMs: 10 } },
+          eachBatch: async (batch, ctx) => {
+            calls++
+            if (calls === 1) {
+              ctx.resolve(batch.messages[0]!)
+              await Promise.resolve()
+              throw new Error("async failure")
+            }
+            // the second call never settles by itself: its signal aborts at the timeout
+            if (calls === 2)
+              await new Promise<void>((_, reject) =>
+                ctx.signal.addEventListener("abort", () => reject(ctx.signal.reason)),
+              )
+          },
+        })
+        const ids = yield* h.produce(0, 3)
+        yield* h.start(0)
+        yield* h.runUntil("all acked", () => h.acked().length === 3, 10_000, 10)
+        assert.strictEqual(calls, 3)
+        // the first message was acknowledged before the failure's nack
+        const acks = h.log.filter((e) => e.kind === "ack")
+        assert.deepStrictEqual(acks[0]!.kind === "ack" ? acks[0]!.ids : undefined, ids.slice(0, 1))
+        // the failure and the timeout each nacked the first unresolved message
+        assert.deepStrictEqual(
+          h.log.filter((e) => e.kind === "nack").map((e) => (e.kind === "nack" ? e.id : undefined)),
+          [ids[1], ids[1]],
+        )
+        assert.strictEqual(h.maxInFlightPerShard(), 1)
+      }),
   )
 })
 

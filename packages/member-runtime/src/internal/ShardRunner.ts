@@ -772,18 +772,11 @@ const handleEach = (
       else {
         if (ctx === undefined || ctx.signal.aborted)
           ctx = contextOf(env, r, turnController(r).signal)
-        let result: unknown
-        let threw: Call | undefined
-        try {
-          result = direct(m, ctx)
-        } catch (error) {
-          threw = { ok: false, error }
-        }
+        const called = callDirect(direct, m, ctx)
         call =
-          threw ??
-          (isPromiseLike(result) || Effect.isEffect(result)
-            ? yield* awaitDirect(env, r, result, timeoutMessage)
-            : OK)
+          called instanceof Pending
+            ? yield* awaitDirect(env, r, called.result, timeoutMessage)
+            : called
       }
       if (call === "abandoned" || !r.alive) return yield* finish(Abandoned)
       if (call.ok) {
@@ -807,6 +800,27 @@ const handleEach = (
 
 const OK: Call = { ok: true }
 
+/** What a plain handler returned to be awaited: a promise or an Effect. */
+class Pending {
+  constructor(readonly result: unknown) {}
+}
+
+/**
+ * The fast path of a plain handler (`InternalHandler.direct`): a synchronous
+ * return or throw is its `Call` at once, with no Effect, fiber or timer (a
+ * synchronous call cannot be interrupted anyway); only a promise or an
+ * Effect it returns is `Pending`, awaited through `bounded` (`awaitDirect`).
+ */
+const callDirect = <I, C>(f: (input: I, ctx: C) => unknown, input: I, ctx: C): Call | Pending => {
+  let result: unknown
+  try {
+    result = f(input, ctx)
+  } catch (error) {
+    return { ok: false, error }
+  }
+  return isPromiseLike(result) || Effect.isEffect(result) ? new Pending(result) : OK
+}
+
 const handleBatch = (
   env: TurnEnv,
   r: Runner,
@@ -822,38 +836,49 @@ const handleBatch = (
       shard: r.shard,
       messages,
     }
-    const call = yield* bounded(
-      env,
-      r,
-      env.settings.handlerTimeoutMs,
-      (signal, settled) => {
-        const ctx: BatchContext = {
-          ...contextOf(env, r, signal),
-          resolve: (message) => {
-            const id = typeof message === "string" ? message : message.id
-            const index = messages.findIndex((m) => m.id === id)
-            if (index > resolvedUpTo) resolvedUpTo = index
-          },
-        }
-        return handler.run(batch, ctx, settled)
-      },
-      `batch handler timed out after ${env.settings.handlerTimeoutMs} ms`,
-    )
+    const resolve = (message: Message | string) => {
+      const id = typeof message === "string" ? message : message.id
+      const index = messages.findIndex((m) => m.id === id)
+      if (index > resolvedUpTo) resolvedUpTo = index
+    }
+    // one object shape, no spread: this runs once per batch
+    const contextWith = (signal: AbortSignal): BatchContext => ({
+      stream: env.settings.stream,
+      group: env.settings.group,
+      shard: r.shard,
+      memberId: env.memberId,
+      signal,
+      resolve,
+    })
+    const timeoutMessage = `batch handler timed out after ${env.settings.handlerTimeoutMs} ms`
+    let call: Call
+    if (handler.direct === undefined)
+      call = yield* bounded(
+        env,
+        r,
+        env.settings.handlerTimeoutMs,
+        (signal, settled) => handler.run(batch, contextWith(signal), settled),
+        timeoutMessage,
+      )
+    else {
+      const called = callDirect(handler.direct, batch, contextWith(turnController(r).signal))
+      call =
+        called instanceof Pending
+          ? yield* awaitDirect(env, r, called.result, timeoutMessage)
+          : called
+    }
     if (call === "abandoned" || !r.alive) return { outcome: Abandoned, acked: 0, failed: 0 }
     const upTo = call.ok && handler.autoResolve ? messages.length - 1 : resolvedUpTo
-    const done = messages.slice(0, upTo + 1)
-    if (done.length > 0) env.record({ _tag: "Handled", count: done.length })
+    if (upTo >= 0) env.record({ _tag: "Handled", count: upTo + 1 })
+    const doneIds = (upTo === messages.length - 1 ? messages : messages.slice(0, upTo + 1)).map(
+      (m) => m.id,
+    )
     if (upTo === messages.length - 1) {
       // acknowledged by the shard's next read (or flushAcks)
-      r.unacked = done.map((m) => m.id)
+      r.unacked = doneIds
       return { outcome: More, acked: 0, failed: 0 }
     }
-    const flushed = yield* ackIds(
-      env,
-      r,
-      address,
-      done.map((m) => m.id),
-    )
+    const flushed = yield* ackIds(env, r, address, doneIds)
     if (typeof flushed !== "number") return { outcome: flushed, acked: 0, failed: 0 }
     const first = messages[upTo + 1]!
     const error = call.ok

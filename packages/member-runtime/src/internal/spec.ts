@@ -51,6 +51,8 @@ export type InternalHandler =
         ctx: BatchContext,
         settled: () => void,
       ) => Effect.Effect<void, UserCodeFailed | CallAborted>
+      /** The plain batch handler, called directly, as the per-message `direct`. */
+      readonly direct?: (b: Batch, ctx: BatchContext) => unknown
     }
 
 export interface InternalHooks {
@@ -106,21 +108,26 @@ const handlerOf = (
 ): InternalHandler => {
   const run = wrap(style, f)
   const g = f as (...args: ReadonlyArray<unknown>) => unknown
+  // an Effect a promise-style handler returns is a plain value (as callUser treats it)
+  const direct =
+    style === "promise"
+      ? (input: Message | Batch, ctx: MessageContext) => {
+          const result = g(input, ctx)
+          return Effect.isEffect(result) ? undefined : result
+        }
+      : undefined
   return kind === "message"
     ? {
         kind,
         run: (m, ctx, settled) => run(settled, ctx.signal, m, ctx),
-        // an Effect a promise-style handler returns is a plain value (as callUser treats it)
-        ...(style === "promise"
-          ? {
-              direct: (m: Message, ctx: MessageContext) => {
-                const result = g(m, ctx)
-                return Effect.isEffect(result) ? undefined : result
-              },
-            }
-          : {}),
+        ...(direct !== undefined ? { direct } : {}),
       }
-    : { kind, autoResolve, run: (b, ctx, settled) => run(settled, ctx.signal, b, ctx) }
+    : {
+        kind,
+        autoResolve,
+        run: (b, ctx, settled) => run(settled, ctx.signal, b, ctx),
+        ...(direct !== undefined ? { direct } : {}),
+      }
 }
 
 /** Resolve one declaration; `label` names it in errors. */

@@ -52,7 +52,7 @@ export interface HarnessOptions {
   readonly hooks?: Partial<InternalHooks>
   /** Ports without `ShardStreams.setGroupPosition` (a backend that cannot seek yet). */
   readonly withoutSeek?: boolean
-  /** Call `eachMessage` through `InternalHandler.run` only (default: `direct`, as the runtime does). */
+  /** Call the handler through `InternalHandler.run` only (default: `direct`, as the runtime does for plain handlers). */
   readonly slowPath?: boolean
   /** Fail this read with BackendUnavailable (nothing acknowledged, nothing read). */
   readonly failRead?: (o: ShardStreams.ReadOptions) => boolean
@@ -189,6 +189,30 @@ export const makeHarness = (options: HarnessOptions = {}) =>
               for (const m of b.messages) logHandle(m)
               return call(b.shard, () => options.eachBatch!(b, ctx), settled, ctx.signal)
             },
+            // the fast path the runtime takes for plain handlers (unless `slowPath`)
+            ...(options.slowPath
+              ? {}
+              : {
+                  direct: (b: Batch, ctx: BatchContext): unknown => {
+                    for (const m of b.messages) logHandle(m)
+                    let result: unknown
+                    try {
+                      result = track(b.shard, () => options.eachBatch!(b, ctx))
+                    } catch (error) {
+                      untrack(b.shard)
+                      throw error
+                    }
+                    if (isEffect(result))
+                      return Effect.ensuring(
+                        result,
+                        Effect.sync(() => untrack(b.shard)),
+                      )
+                    if (isPromiseLike(result))
+                      return Promise.resolve(result).finally(() => untrack(b.shard))
+                    untrack(b.shard)
+                    return undefined
+                  },
+                }),
           }
         : {
             kind: "message",
