@@ -23,7 +23,8 @@ const DEFAULT_MESSAGES = 20_000
 const messages = Number(process.env.BENCH_MESSAGES ?? DEFAULT_MESSAGES)
 const resultName =
   messages === DEFAULT_MESSAGES ? "runtime-redis" : `runtime-redis-${Math.round(messages / 1_000)}k`
-const rounds = Number(process.env.BENCH_ROUNDS ?? 3)
+const DEFAULT_ROUNDS = 3
+const rounds = Number(process.env.BENCH_ROUNDS ?? DEFAULT_ROUNDS)
 const shape = { messages, shards: 16, workers: 4, batch: 32 }
 const fmt = (n: number) => n.toLocaleString("en-US")
 const median = (xs: ReadonlyArray<number>) => {
@@ -83,7 +84,7 @@ if (process.env.BENCH_REDIS_URL !== undefined) {
 }
 
 const out = {
-  command: `${messages === DEFAULT_MESSAGES ? "" : `BENCH_MESSAGES=${messages} `}pnpm --filter @shardline/bench run bench:runtime-redis`,
+  command: `${rounds === DEFAULT_ROUNDS ? "" : `BENCH_ROUNDS=${rounds} `}${messages === DEFAULT_MESSAGES ? "" : `BENCH_MESSAGES=${messages} `}pnpm --filter @shardline/bench run bench:runtime-redis`,
   date: new Date().toISOString(),
   node: process.version,
   cpus: cpus().length,
