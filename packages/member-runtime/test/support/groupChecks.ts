@@ -18,6 +18,30 @@ export const entryOfLine = (l: Line): string => entryOf(l.shard, l.id)
 export const dones = (lines: ReadonlyArray<Line>) => lines.filter((l) => l.ev === "done")
 
 /**
+ * What happened to an entry, for a failure message: every batch that held
+ * it, every start, end and abort of it, and every ownership event of its
+ * shard, by process, with times relative to `t0` (ms).
+ */
+export const historyOf = (entry: string, lines: ReadonlyArray<Line>, t0: number): string => {
+  const [shard, id] = entry.split("/") as [string, string]
+  const about = (l: Line) =>
+    String(l.shard) === shard &&
+    (l.ev === "batch"
+      ? (l.ids as ReadonlyArray<string>).includes(id)
+      : ["begin", "done", "aborted"].includes(l.ev as string)
+        ? l.id === id
+        : ["assigned", "revoking", "revoked", "lost"].includes(l.ev as string))
+  return lines
+    .filter(about)
+    .sort((a, b) => a.t - b.t)
+    .map(
+      (l) =>
+        `${l.proc} ${l.ev} at ${Math.round(l.t - t0)} ms${l.dc === undefined ? "" : ` dc ${l.dc}`}`,
+    )
+    .join("; ")
+}
+
+/**
  * Handler starts by a process that was no longer the shard's latest owner:
  * a newer `assigned` of the shard to another process came before it (a
  * fenced process finishing a batch it read before the fence).

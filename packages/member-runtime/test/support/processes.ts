@@ -63,8 +63,10 @@ export class MemberProcess {
     this.child.stderr!.on("data", (chunk: string) => {
       this.stderr += chunk
     })
+    // "close", not "exit": it comes once the process ended and its output was
+    // read to the end, so a test that reads the lines after the exit sees all
     this.exited = new Promise((resolve) =>
-      this.child.on("exit", (code, signal) => resolve({ code, signal })),
+      this.child.on("close", (code, signal) => resolve({ code, signal })),
     )
   }
 
