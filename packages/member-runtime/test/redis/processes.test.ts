@@ -238,11 +238,20 @@ const inFlight = (p: MemberProcess): Array<string> => {
     .filter((e) => !done.has(e))
 }
 
-/** Entries (`entryOf`) `p` read in a batch and did not finish (started or not): pending for it when it dies. */
+/**
+ * Entries (`entryOf`) `p` read in a batch since its latest assignment of the
+ * shard and did not finish (started or not): pending for it when it dies.
+ * A batch of an earlier assignment was handed over then (and re-read by `p`
+ * itself if the shard came back to it).
+ */
 const unfinished = (p: MemberProcess): Array<string> => {
   const done = new Set(p.lines.filter((l) => l.ev === "done").map(entryOfLine))
+  const latestAssigned = new Map<unknown, number>()
+  p.lines.forEach((l, i) => {
+    if (l.ev === "assigned") latestAssigned.set(l.shard, i)
+  })
   return p.lines
-    .filter((l) => l.ev === "batch")
+    .filter((l, i) => l.ev === "batch" && i > (latestAssigned.get(l.shard) ?? -1))
     .flatMap((l) => (l.ids as Array<string>).map((id) => entryOf(l.shard, id)))
     .filter((e) => !done.has(e))
 }
