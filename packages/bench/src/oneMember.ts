@@ -11,6 +11,16 @@ import {
   start,
 } from "@shardline/member-runtime"
 
+/**
+ * Group timing of the throughput benchmarks: a session long enough that a
+ * busy Node thread never loses its shards mid-measurement.
+ */
+export const THROUGHPUT_TIMING = {
+  sessionTimeoutMs: 10_000,
+  rebalanceTimeoutMs: 20_000,
+  heartbeatIntervalMs: 1_000,
+} as const
+
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
 /** Starts one member of `options` on `on` (`{ ports }` or `{ redis }`). */

@@ -10,7 +10,7 @@
 import { CoordinatorLease, CoordinatorTransport, ShardStreams, Store } from "@shardline/core"
 import { fromServices, KEY_FIELD } from "@shardline/member-runtime"
 import { Effect } from "effect"
-import { ownAllPaused, startOneMember } from "./oneMember.js"
+import { ownAllPaused, startOneMember, THROUGHPUT_TIMING } from "./oneMember.js"
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
@@ -82,9 +82,7 @@ export const runtimeOverhead = async (
       stream,
       group,
       shardCount: shards,
-      sessionTimeoutMs: 10_000,
-      rebalanceTimeoutMs: 20_000,
-      heartbeatIntervalMs: 1_000,
+      ...THROUGHPUT_TIMING,
       batchSize: batch,
       runtimeMaxConcurrency: workers,
       eachMessage: () => {

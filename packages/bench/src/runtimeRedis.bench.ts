@@ -31,10 +31,9 @@ import {
 import { RedisConnection, RedisShardStreams } from "@shardline/redis-store"
 import { Effect, Exit, Scope } from "effect"
 import { Redis } from "ioredis"
-import { ownAllPaused, startOneMember } from "./oneMember.js"
+import { ownAllPaused, startOneMember, THROUGHPUT_TIMING } from "./oneMember.js"
 
 const group = "bench"
-const timing = { sessionTimeoutMs: 10_000, rebalanceTimeoutMs: 20_000, heartbeatIntervalMs: 1_000 }
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 let runs = 0
 
@@ -100,7 +99,7 @@ export const runtimeOnRedis = async (
       stream,
       group,
       shardCount: shape.shards,
-      ...timing,
+      ...THROUGHPUT_TIMING,
       batchSize: shape.batch,
       runtimeMaxConcurrency: shape.workers,
       ...handler,

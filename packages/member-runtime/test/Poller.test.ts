@@ -775,48 +775,45 @@ describe("polling adapter: a batch is acknowledged by the shard's next read", ()
       }),
   )
 
+  /**
+   * The reply of the `lost`-th read of new entries is lost after the read ran
+   * (its ack applied, its entries delivered); `count` entries are produced.
+   * Every one is handled once, in order, and none stays pending.
+   */
+  const afterLostReply = (lost: number, count: number) =>
+    Effect.gen(function* () {
+      let reads = 0
+      const h = yield* makeHarness({
+        settings: { batchSize: 2, retryBackoff: { initialMs: 100, maxMs: 100 } },
+        loseReply: (o) => o.from !== "pending" && ++reads === lost,
+      })
+      const ids = yield* h.produce(0, count)
+      yield* h.start(0)
+      yield* h.runUntil("all handled", () => h.handled().length >= count, 10_000, 10)
+      yield* TestClock.adjust(1_000)
+      assert.deepStrictEqual(
+        h.handled().map((e) => (e.kind === "handled" ? e.id : undefined)),
+        ids,
+      )
+      assert.strictEqual((yield* h.pending(0)).length, 0)
+      return h
+    })
+
   it.effect(
     "a read whose reply is lost after it ran (ack applied, entries delivered): they are read again from the consumer's pending entries, in order, none lost",
     () =>
       Effect.gen(function* () {
-        let reads = 0
-        const h = yield* makeHarness({
-          settings: { batchSize: 2, retryBackoff: { initialMs: 100, maxMs: 100 } },
-          // the second read: it acks the first batch and delivers the second, then its reply is lost
-          loseReply: (o) => o.from !== "pending" && ++reads === 2,
-        })
-        const ids = yield* h.produce(0, 6)
-        yield* h.start(0)
-        yield* h.runUntil("all handled", () => h.handled().length >= 6, 10_000, 10)
-        yield* TestClock.adjust(1_000)
-        const handled = h.handled().map((e) => (e.kind === "handled" ? e.id : undefined))
-        assert.deepStrictEqual(handled, ids)
+        // the second read: it acks the first batch and delivers the second
+        const h = yield* afterLostReply(2, 6)
         // the batch delivered by the lost read came back from the pending entries
         assert.isTrue(h.log.some((e) => e.kind === "read" && e.from === "pending" && e.count === 2))
         assert.strictEqual(h.events.filter((e) => e.type === "dataPlaneError").length, 1)
-        assert.strictEqual((yield* h.pending(0)).length, 0)
       }),
   )
 
   it.effect(
     "the same when the lost read carried no ack (a shard's first read): its batch is not stranded in the pending entries",
-    () =>
-      Effect.gen(function* () {
-        let reads = 0
-        const h = yield* makeHarness({
-          settings: { batchSize: 2, retryBackoff: { initialMs: 100, maxMs: 100 } },
-          loseReply: (o) => o.from !== "pending" && ++reads === 1,
-        })
-        const ids = yield* h.produce(0, 4)
-        yield* h.start(0)
-        yield* h.runUntil("all handled", () => h.handled().length >= 4, 10_000, 10)
-        yield* TestClock.adjust(1_000)
-        assert.deepStrictEqual(
-          h.handled().map((e) => (e.kind === "handled" ? e.id : undefined)),
-          ids,
-        )
-        assert.strictEqual((yield* h.pending(0)).length, 0)
-      }),
+    () => Effect.asVoid(afterLostReply(1, 4)),
   )
 
   it.effect(
