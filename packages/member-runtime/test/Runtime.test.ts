@@ -20,6 +20,7 @@ import {
   ownershipProblems,
   stream,
   timing,
+  type World,
 } from "./support/world.js"
 
 const ownedBy = (events: ReadonlyArray<RuntimeEvent>) => {
@@ -419,6 +420,78 @@ describe("runtime: shutdown, progress, pause and seek", () => {
           .map((e) => e.type),
         ["paused", "seeked", "resumed"],
       )
+    }),
+  )
+})
+
+describe("runtime: hostile handler results", () => {
+  /** A value whose `then` getter throws: reading it is user code that fails. */
+  const hostile = (): Promise<void> =>
+    // biome-ignore lint/suspicious/noThenProperty: a hostile thenable is what this tests
+    Object.defineProperty({}, "then", {
+      get: () => {
+        throw new Error("hostile then")
+      },
+    }) as Promise<void>
+
+  const expectDeadLettered = (w: World, n: string) =>
+    Effect.gen(function* () {
+      const letters: Array<{ readonly fields: Readonly<Record<string, string>> }> = []
+      for (let shard = 0; shard < w.shardCount; shard++)
+        letters.push(...(yield* w.streams.range(ShardStreams.deadLetterKey(stream, shard))))
+      assert.deepStrictEqual(
+        letters.map((l) => l.fields.n),
+        [n],
+      )
+      assert.include(letters[0]!.fields[ShardStreams.DeadLetterFields.reason], "hostile then")
+    })
+
+  it.effect(
+    "eachMessage: a returned value whose then getter throws is a failed call, retried then dead-lettered; the shard goes on",
+    () =>
+      Effect.gen(function* () {
+        const w = yield* makeWorld()
+        yield* w.produce(20)
+        yield* w.startRuntime("pod-a", {
+          consumers: [
+            w.recordingConsumer({
+              maxDeliveries: 2,
+              handle: (m) => (m.fields.n === "3" ? hostile() : undefined),
+            }),
+          ],
+        })
+        yield* w.runUntil("all handled", w.allHandled)
+        yield* w.runUntil("dead-lettered", () => w.eventsOf("deadLettered").length === 1)
+        yield* expectDeadLettered(w, "3")
+        assert.strictEqual(w.handles().filter((h) => h.n === 3).length, 2)
+      }),
+  )
+
+  it.effect("eachBatch: the same for a batch handler's returned value", () =>
+    Effect.gen(function* () {
+      const w = yield* makeWorld()
+      yield* w.produce(20)
+      const handled: Array<string> = []
+      yield* w.startRuntime("pod-a", {
+        consumers: [
+          consumer({
+            stream,
+            group,
+            ...timing,
+            shardCount: w.shardCount,
+            batchSize: 1,
+            maxDeliveries: 2,
+            eachBatch: (b) => {
+              for (const m of b.messages) handled.push(m.fields.n!)
+              return b.messages.some((m) => m.fields.n === "3") ? hostile() : undefined
+            },
+          }),
+        ],
+      })
+      yield* w.runUntil("dead-lettered", () => w.eventsOf("deadLettered").length === 1)
+      yield* w.runUntil("all handled", () => new Set(handled).size === 20)
+      yield* expectDeadLettered(w, "3")
+      assert.strictEqual(handled.filter((n) => n === "3").length, 2)
     }),
   )
 })

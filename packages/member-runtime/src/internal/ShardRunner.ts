@@ -812,13 +812,13 @@ class Pending {
  * Effect it returns is `Pending`, awaited through `bounded` (`awaitDirect`).
  */
 const callDirect = <I, C>(f: (input: I, ctx: C) => unknown, input: I, ctx: C): Call | Pending => {
-  let result: unknown
   try {
-    result = f(input, ctx)
+    const result = f(input, ctx)
+    // inside the try: reading `then` of what it returned is user code too (a getter may throw)
+    return isPromiseLike(result) || Effect.isEffect(result) ? new Pending(result) : OK
   } catch (error) {
     return { ok: false, error }
   }
-  return isPromiseLike(result) || Effect.isEffect(result) ? new Pending(result) : OK
 }
 
 const handleBatch = (

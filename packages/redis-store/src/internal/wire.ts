@@ -10,8 +10,8 @@
  * RENAMENX, EXEC) is six `Command`s, six promises and a corked write of six
  * chunks, and every reply is parsed into Buffers, then copied into strings.
  * Over the wire it is one string and one promise, and each bulk string is
- * decoded once: a gated read costs Node less than raw ioredis XREADGROUP +
- * XACK (docs/redis.md, "The gated fence").
+ * decoded once: a gated read costs Node about as much as raw ioredis
+ * XREADGROUP + XACK (docs/redis.md, "The gated fence").
  *
  * What keeps it safe (the gated fence relies on it): a burst is one write,
  * so bursts of concurrent read loops never interleave; the wire never
