@@ -142,6 +142,45 @@ describe("ShardStreams (memory)", () => {
     ),
   )
 
+  it.effect(
+    "fan-out: xackdel deletes an entry only once every group of the stream acknowledged it (XACKDEL ACKED)",
+    () =>
+      withStreams((s) =>
+        Effect.gen(function* () {
+          const a = { ...base, group: "a", consumer: "ca", token: 0 }
+          const b = { ...base, group: "b", consumer: "cb", token: 0 }
+          const keys = () => Effect.map(s.range(shardKey(S, 3)), (r) => r.map((e) => e.fields.k))
+          // B exists and has not read: A's xackdel acks (count 2) and keeps both
+          yield* s.read({ ...b, count: 10 })
+          for (const k of ["1", "2"]) yield* s.append(S, 3, { k })
+          const a1 = yield* s.read({ ...a, count: 10 })
+          assert.strictEqual(yield* s.ack({ ...a, ids: a1.map((m) => m.id), mode: "xackdel" }), 2)
+          assert.deepStrictEqual(yield* keys(), ["1", "2"])
+          // B reads (pending): A acking again changes nothing, B's retry still sees them
+          const b1 = yield* s.read({ ...b, count: 10 })
+          assert.deepStrictEqual(
+            (yield* s.read({ ...b, count: 10, from: "pending" })).map((m) => m.fields.k),
+            ["1", "2"],
+          )
+          // B acks 1 with xackdel (every group done: deleted), 2 plainly (kept)
+          yield* s.ack({ ...b, ids: [b1[0]!.id], mode: "xackdel" })
+          yield* s.ack({ ...b, ids: [b1[1]!.id], mode: "ack" })
+          assert.deepStrictEqual(yield* keys(), ["2"])
+          // C created after A read 3, at the start: 3 stays for it
+          yield* s.append(S, 3, { k: "3" })
+          const [three] = yield* s.read({ ...a, count: 10 })
+          yield* s.setGroupPosition!({ ...base, group: "c", token: 0, position: "start" })
+          yield* s.read({ ...a, count: 10, ack: { ids: [three!.id], mode: "xackdel" } })
+          assert.deepStrictEqual(
+            (yield* s.read({ ...base, group: "c", consumer: "cc", token: 0, count: 10 })).map(
+              (m) => m.fields.k,
+            ),
+            ["2", "3"],
+          )
+        }),
+      ),
+  )
+
   it.effect("ack removes from the PEL and keeps the entry; xackdel also deletes the entry", () =>
     withStreams((s) =>
       Effect.gen(function* () {
@@ -254,9 +293,9 @@ describe("ShardStreams (memory)", () => {
         Effect.gen(function* () {
           for (const k of ["a", "b", "c"]) yield* s.append(S, 3, { k })
           const read = yield* s.read({ ...base, consumer: "old", token: 0, count: 10 })
-          // another group deletes "b" from the stream (XACKDEL), leaving our reference dangling
-          yield* s.read({ ...base, group: "other", consumer: "x", token: 0, count: 10 })
-          yield* s.ack({ ...base, group: "other", token: 0, ids: [read[1]!.id], mode: "xackdel" })
+          // a producer's trim (MINID) drops "a", still pending in the group:
+          // a dangling reference (no group's ack ever deletes a pending entry)
+          yield* s.append(S, 3, { k: "d" }, { trim: { minId: read[1]!.id } })
           const page1 = yield* s.claimPending({
             ...base,
             token: 0,
@@ -264,11 +303,12 @@ describe("ShardStreams (memory)", () => {
             minIdleMs: 0,
             count: 1,
           })
+          assert.deepStrictEqual(page1.deleted, [read[0]!.id])
           assert.deepStrictEqual(
             page1.messages.map((m) => m.fields.k),
-            ["a"],
+            ["b"],
           )
-          assert.strictEqual(page1.next, read[1]!.id)
+          assert.strictEqual(page1.next, read[2]!.id)
           const page2 = yield* s.claimPending({
             ...base,
             token: 0,
@@ -277,7 +317,7 @@ describe("ShardStreams (memory)", () => {
             count: 1,
             start: page1.next,
           })
-          assert.deepStrictEqual(page2.deleted, [read[1]!.id])
+          assert.deepStrictEqual(page2.deleted, [])
           assert.deepStrictEqual(
             page2.messages.map((m) => m.fields.k),
             ["c"],

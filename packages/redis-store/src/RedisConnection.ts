@@ -44,7 +44,11 @@ export interface RedisConnectionOptions {
 export interface ServerFeatures {
   readonly server: "redis" | "valkey" | "unknown"
   readonly version: string
-  /** XACKDEL exists (Redis >= 8.2). */
+  /**
+   * XACKDEL with its ACKED option exists (Redis >= 8.2): `xackdel` acks use
+   * it; without it, the Lua fallback (XACK, then XDEL of what every group
+   * has acknowledged).
+   */
   readonly xackdel: boolean
   /** XREADGROUP takes CLAIM min-idle-time (Redis >= 8.4). */
   readonly readClaim: boolean
@@ -132,9 +136,26 @@ const flatten = (value: unknown): Array<unknown> =>
   Array.isArray(value) ? value.flatMap(flatten) : [value]
 
 /**
+ * The words of one command's COMMAND DOCS entry (the reply alternates a
+ * command name and its docs), or undefined when the server has no such
+ * command.
+ */
+export const commandDocs = (docs: unknown, name: string): Array<unknown> | undefined => {
+  const top = Array.isArray(docs) ? docs : []
+  for (let i = 0; i + 1 < top.length; i += 2) {
+    const key = Buffer.isBuffer(top[i]) ? top[i].toString() : top[i]
+    if (typeof key === "string" && key.toLowerCase() === name)
+      return flatten(top[i + 1]).map((w) => (Buffer.isBuffer(w) ? w.toString() : w))
+  }
+  return undefined
+}
+
+/**
  * Probes the server once: INFO server for the version, COMMAND DOCS for
- * XACKDEL and XREADGROUP's CLAIM argument (a cluster answers from any node:
- * its nodes are assumed to run one version).
+ * XACKDEL's ACKED option and XREADGROUP's CLAIM argument (a cluster answers
+ * from any node: its nodes are assumed to run one version). An XACKDEL
+ * without ACKED would not do: its KEEPREF deletes entries other groups have
+ * not acknowledged (docs/runtime.md, "Ack policies and other groups").
  */
 export const probe = (client: Client): Promise<ServerFeatures> =>
   Promise.all([
@@ -143,13 +164,11 @@ export const probe = (client: Client): Promise<ServerFeatures> =>
   ]).then(([info, docs]) => {
     const field = (name: string) => new RegExp(`^${name}:(.*)$`, "m").exec(info)?.[1]?.trim()
     const valkey = field("valkey_version")
-    const words = flatten(docs).map((w) => (Buffer.isBuffer(w) ? w.toString() : w))
-    const xreadgroup = words.indexOf("xreadgroup")
     return {
       server: valkey !== undefined ? "valkey" : field("redis_version") ? "redis" : "unknown",
       version: valkey ?? field("redis_version") ?? "unknown",
-      xackdel: words.includes("xackdel"),
-      readClaim: xreadgroup >= 0 && words.slice(xreadgroup).includes("CLAIM"),
+      xackdel: commandDocs(docs, "xackdel")?.includes("ACKED") === true,
+      readClaim: commandDocs(docs, "xreadgroup")?.includes("CLAIM") === true,
     }
   })
 

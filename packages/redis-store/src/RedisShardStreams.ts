@@ -14,9 +14,12 @@
  * seal marker (late producers are still refused) and the dead-letter stream.
  *
  * Native commands where the server has them (probed once by
- * RedisConnection): XACKDEL (Redis >= 8.2) for `xackdel`, XREADGROUP ...
- * CLAIM (Redis >= 8.4) for the takeover read; Lua XACK+XDEL and XAUTOCLAIM
- * otherwise. Redis refuses BLOCK inside Lua, so an idle shard waits with
+ * RedisConnection): XACKDEL ... ACKED (Redis >= 8.2) for `xackdel`,
+ * XREADGROUP ... CLAIM (Redis >= 8.4) for the takeover read; Lua XACK + XDEL
+ * of what every group acknowledged, and XAUTOCLAIM, otherwise. No ack mode
+ * deletes an entry another group of the stream has not acknowledged
+ * (docs/runtime.md, "Ack policies and other groups"); `setOwnerToken`
+ * creates the group on the shard, so that holds from its first grant. Redis refuses BLOCK inside Lua, so an idle shard waits with
  * `waitForEntries`: a blocking XREAD on a dedicated connection.
  */
 import {
@@ -32,7 +35,7 @@ import {
 } from "@shardline/core"
 import { Clock, Effect, Layer } from "effect"
 import type { Redis } from "ioredis"
-import { ackCommand, burst, type FencedRead } from "./internal/burst.js"
+import { ackCommand, ackedCount, burst, type FencedRead } from "./internal/burst.js"
 import { makeGatedReader } from "./internal/gatedRead.js"
 import {
   Code,
@@ -271,7 +274,7 @@ export const makeWith = (
 
   /**
    * An ack through the armed WATCH of a read loop of the same (stream, shard,
-   * group): MULTI / XACK (XACKDEL on Redis >= 8.2) / EXEC, then WATCH + GET
+   * group): MULTI / XACK (XACKDEL ... ACKED on Redis >= 8.2) / EXEC, then WATCH + GET
    * again, one round trip, no Lua. Undefined: no armed reader is free (the
    * script acks instead).
    */
@@ -327,8 +330,7 @@ export const makeWith = (
         return { _tag: "Foreign", key: stream, message: inner.message }
       throw inner
     }
-    const count = Array.isArray(inner) ? inner.filter((x) => Number(x) === 1).length : Number(inner)
-    return { _tag: "Acked", count }
+    return { _tag: "Acked", count: ackedCount(inner) }
   }
 
   /** Judge a WATCH + GET reply of a reader: undefined when armed for `token`. */
@@ -522,8 +524,8 @@ export const makeWith = (
           connection,
           "setOwnerToken",
           Scripts.setOwnerToken,
-          [ownerKey(o)],
-          [String(o.token)],
+          [ownerKey(o), shardKey(o.stream, o.shard), sealedKey(o.stream, o.shard)],
+          [String(o.token), o.group],
         )
         if (reply[0] === Code.Regression)
           return yield* new OwnerTokenRegression({
@@ -551,7 +553,7 @@ export const makeWith = (
         const claim = o.claimIdleMs !== undefined && o.from !== "pending"
         if (claim) yield* checkNonNegative("claimIdleMs", o.claimIdleMs!)
         const mode = o.from === "pending" ? "pending" : claim ? "claim" : "new"
-        // the optimistic fence acks in its MULTI: natively only (XACKDEL on Redis >= 8.2)
+        // the optimistic fence acks in its MULTI: natively only (XACKDEL ... ACKED on Redis >= 8.2)
         if (
           mode === "new" &&
           (gatedReader?.usable() === true ||

@@ -49,7 +49,7 @@ export const Scripts = {
   drainState: script("drainState", 2, drainState),
   // variadic keys (the groups' owner tokens): numberOfKeys is passed per call
   retireShard: script("retireShard", -1, retireShard),
-  setOwnerToken: script("setOwnerToken", 1, setOwnerToken),
+  setOwnerToken: script("setOwnerToken", 3, setOwnerToken),
   read: script("read", 2, read),
   gate: script("gate", 3, gate),
   ack: script("ack", 2, ack),

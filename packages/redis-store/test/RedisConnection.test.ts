@@ -49,6 +49,28 @@ for (const kind of ["redis7", "redis8", "valkey8"] as const) {
     )
 }
 
+it("the probe reads each command's own docs: an XACKDEL without ACKED is not used (its KEEPREF deletes under other groups)", () => {
+  const xreadgroup = ["summary", "x", "arguments", [["name", "claim", "token", "CLAIM"]]]
+  const acked = ["arguments", [["name", "condition", "arguments", [["token", "ACKED"]]]]]
+  const keepOnly = ["arguments", [["name", "condition", "arguments", [["token", "KEEPREF"]]]]]
+  // either order of the reply; a Buffer name as ioredis may give it
+  for (const docs of [
+    ["xackdel", acked, "xreadgroup", xreadgroup],
+    ["xreadgroup", xreadgroup, Buffer.from("xackdel"), acked],
+  ]) {
+    assert.isTrue(RedisConnection.commandDocs(docs, "xackdel")!.includes("ACKED"))
+    assert.isTrue(RedisConnection.commandDocs(docs, "xreadgroup")!.includes("CLAIM"))
+  }
+  // CLAIM in XACKDEL's docs would not make XREADGROUP take it, nor ACKED the other way round
+  const swapped = ["xackdel", ["token", "CLAIM"], "xreadgroup", ["token", "ACKED"]]
+  assert.isFalse(RedisConnection.commandDocs(swapped, "xackdel")!.includes("ACKED"))
+  assert.isFalse(RedisConnection.commandDocs(swapped, "xreadgroup")!.includes("CLAIM"))
+  assert.isFalse(RedisConnection.commandDocs(["xackdel", keepOnly], "xackdel")!.includes("ACKED"))
+  // a server without XACKDEL answers only for XREADGROUP
+  assert.isUndefined(RedisConnection.commandDocs(["xreadgroup", xreadgroup], "xackdel"))
+  assert.isUndefined(RedisConnection.commandDocs(null, "xackdel"))
+})
+
 it.live("an unreachable server is BackendUnavailable, not a hang or a defect", () =>
   Effect.gen(function* () {
     const error = yield* Effect.flip(

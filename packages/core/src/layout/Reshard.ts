@@ -30,12 +30,14 @@ export type LayoutError = CorruptLayout | StaleLayout | BackendUnavailable
  * Read-modify-write the stream's layout with a compare-and-set: `change`
  * returns the new record, the same record (nothing to write) or a refusal.
  */
-export const update = (
+export const update = <E = never, R = never>(
   stream: string,
   change: (
     record: StreamLayout.StreamLayoutRecord,
   ) => Result.Result<StreamLayout.StreamLayoutRecord, StreamLayout.Refused>,
-): Effect.Effect<StoredLayout, ReshardRefused | LayoutError, StreamLayouts> =>
+  /** Runs with the new record before it is saved (again on each retry). */
+  beforeSave?: (record: StreamLayout.StreamLayoutRecord) => Effect.Effect<void, E, R>,
+): Effect.Effect<StoredLayout, ReshardRefused | LayoutError | E, StreamLayouts | R> =>
   Effect.gen(function* () {
     const layouts = yield* StreamLayouts
     for (let attempt = 1; ; attempt++) {
@@ -49,6 +51,7 @@ export const update = (
       const next = change(stored.value.record)
       if (Result.isFailure(next)) return yield* new ReshardRefused({ stream, ...next.failure })
       if (next.success === stored.value.record) return stored.value
+      if (beforeSave !== undefined) yield* beforeSave(next.success)
       const saved = yield* Effect.result(layouts.save(stream, stored.value.revision, next.success))
       if (Result.isSuccess(saved)) return { record: next.success, revision: saved.success }
       if (saved.failure._tag !== "StaleLayout" || attempt >= ATTEMPTS)
@@ -86,19 +89,44 @@ export const sealEarlier = (
   })
 
 /**
+ * Create every registered group on every shard of the newest generation
+ * (at 0, through `setOwnerToken` with token 0, which grants nothing), before
+ * the record that producers route by names it. A group granted those shards
+ * only after draining the earlier generation then finds every entry there:
+ * another group's `xackdel` keeps what it has not acknowledged
+ * (docs/runtime.md, "Ack policies and other groups"). A shard that already
+ * has a token (granted: its group exists) refuses token 0; that is fine.
+ */
+export const createGroupsOnNewest = (
+  record: StreamLayout.StreamLayoutRecord,
+): Effect.Effect<void, DataPlaneError, ShardStreams> =>
+  Effect.gen(function* () {
+    const streams = yield* ShardStreams
+    const newest = StreamLayout.current(record)
+    for (const group of Object.keys(record.groups))
+      for (let s = newest.firstShard; s < newest.firstShard + newest.shardCount; s++)
+        yield* streams
+          .setOwnerToken({ stream: record.stream, shard: s, group, token: 0 })
+          .pipe(Effect.catchTag("OwnerTokenRegression", () => Effect.void))
+  })
+
+/**
  * Change the stream's shard count: a new generation producers write to at
- * once; the current one is sealed, and every group drains it before reading
- * the keys it held under the new layout.
+ * once (every registered group created on its shards first); the current
+ * one is sealed, and every group drains it before reading the keys it held
+ * under the new layout.
  */
 export const reshardStream = (stream: string, shardCount: number) =>
   Effect.tap(
-    update(stream, (r) => StreamLayout.reshard(r, shardCount)),
+    update(stream, (r) => StreamLayout.reshard(r, shardCount), createGroupsOnNewest),
     (s) => sealEarlier(s.record),
   )
 
 /** Roll a running reshard back: one more generation with the previous shard count. */
 export const rollbackStream = (stream: string) =>
-  Effect.tap(update(stream, StreamLayout.rollback), (s) => sealEarlier(s.record))
+  Effect.tap(update(stream, StreamLayout.rollback, createGroupsOnNewest), (s) =>
+    sealEarlier(s.record),
+  )
 
 /**
  * A group has drained every generation below `generation`; generations every

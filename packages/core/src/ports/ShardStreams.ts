@@ -11,9 +11,9 @@
  * | operation       | Redis                                                        |
  * |-----------------|--------------------------------------------------------------|
  * | `append`        | XADD `{s:n}` [IDMP pid iid] [MAXLEN/MINID ~ n] *             |
- * | `setOwnerToken` | SET `{s:n}:owner:<group>` if greater                         |
+ * | `setOwnerToken` | SET `{s:n}:owner:<group>` if greater; XGROUP CREATE at 0     |
  * | `read`          | token check [+ XACK of the previous batch] + XREADGROUP      |
- * | `ack`           | token check + XACK, or XACKDEL / XACK+XDEL (`xackdel`)       |
+ * | `ack`           | token check + XACK, or XACKDEL ACKED / XACK+XDEL (`xackdel`) |
  * | `nack`          | token check + XCLAIM to the same consumer (count +1)         |
  * | `claimPending`  | token check + XAUTOCLAIM                                     |
  * | `deadLetter`    | token check + XRANGE + XADD `{s:n}:dlq` + XACK, one script   |
@@ -198,7 +198,12 @@ export interface SetPositionOptions extends FencedAddress {
 
 export interface AckOptions extends FencedAddress {
   readonly ids: ReadonlyArray<string>
-  /** `ack`: XACK, the entry stays in the stream; `xackdel`: acked and deleted from the stream. */
+  /**
+   * `ack`: XACK, the entry stays in the stream; `xackdel`: acked, and deleted
+   * from the stream once every group of the stream has acknowledged it
+   * (XACKDEL ... ACKED): an entry another group has not read yet, or holds
+   * pending, stays for it (docs/runtime.md, "Ack policies and other groups").
+   */
   readonly mode: "ack" | "xackdel"
 }
 
@@ -294,7 +299,11 @@ export interface ShardStreamsShape {
   ) => Effect.Effect<string, ShardSealed | DataPlaneError>
   /**
    * Coordinator's fence: raise the group's owner token for the shard (equal is
-   * a no-op, lower is refused). Other groups' tokens are untouched.
+   * a no-op, lower is refused). Other groups' tokens are untouched. It also
+   * creates the group on the shard at `0` when absent (where its first read
+   * would), so that from its first grant on no other group's `xackdel`
+   * deletes an entry it has not acknowledged; not on a sealed shard that has
+   * no stream.
    */
   readonly setOwnerToken: (
     options: FencedAddress,
@@ -511,15 +520,34 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
       }),
     )
 
-  /** XACK (or XACKDEL) of `ids` in `group`: how many were pending and are now acknowledged. */
+  /**
+   * Every group of the stream is done with entry `text`: delivered to it (at
+   * or before its last-delivered id) and not pending in it. XACKDEL ACKED's
+   * rule: a group created later at an earlier id, or moved back by a seek,
+   * has not delivered what follows its position.
+   */
+  const ackedByAll = (state: StreamState, text: string): boolean => {
+    const id = StreamId.parse(text)!
+    for (const group of state.groups.values())
+      if (StreamId.compare(id, group.lastDelivered) > 0 || group.pel.has(text)) return false
+    return true
+  }
+
+  /**
+   * XACK (or XACKDEL ... ACKED) of `ids` in `group`: how many were pending
+   * and are now acknowledged. `xackdel` deletes an entry this call
+   * acknowledged only once every group of the stream has acknowledged it
+   * (docs/runtime.md, "Ack policies and other groups"): never under another
+   * group that has not read it or still holds it pending.
+   */
   const acknowledge = (state: StreamState, groupName: string, o: AckFirst): number => {
     const group = state.groups.get(groupName)
     let acked = 0
     for (const id of o.ids) {
-      // as XACKDEL (KEEPREF): only an entry this call acknowledged is deleted
+      // only an entry this call acknowledged can be deleted
       if (!group?.pel.delete(id)) continue
       acked++
-      if (o.mode === "xackdel") removeEntry(state, id)
+      if (o.mode === "xackdel" && ackedByAll(state, id)) removeEntry(state, id)
     }
     return acked
   }
@@ -617,6 +645,11 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
             }),
           )
         tokens.set(ownerTokenKey(o.stream, o.shard, o.group), o.token)
+        // the group exists on the shard from its grant on (created at 0, as
+        // its first read would): other groups' xackdel keeps what it has not
+        // acknowledged; a sealed shard without a stream gets none
+        const key = shardKey(o.stream, o.shard)
+        if (streams.has(key) || !sealed.has(key)) groupOf(streamOf(key), o.group)
         return Effect.void
       }),
 

@@ -83,6 +83,47 @@ describe("StreamLayouts port and Reshard operations (memory)", () => {
   )
 
   it.effect(
+    "reshardStream and rollbackStream create every registered group on the new shards first: a group held back keeps what another group's xackdel acked there",
+    () =>
+      Effect.gen(function* () {
+        const streams = yield* ShardStreams.ShardStreams
+        yield* Reshard.loadOrCreate("orders", 2)
+        for (const group of ["a", "b"]) yield* Reshard.registerGroup("orders", group)
+        const stored = yield* Reshard.reshardStream("orders", 4)
+        const groupsOn = (shard: number) =>
+          Effect.map(streams.info("orders", shard), (i) => i.groups.map((g) => g.name).sort())
+        for (let shard = 2; shard < 6; shard++)
+          assert.deepStrictEqual(yield* groupsOn(shard), ["a", "b"])
+        assert.strictEqual(stored.record.generations.length, 2)
+        // a producer writes to the new shard 2; group a (already past the old
+        // generation) is granted it and acks with xackdel; b is still held back
+        yield* streams.append("orders", 2, { k: "new" })
+        yield* streams.setOwnerToken({ stream: "orders", shard: 2, group: "a", token: 7 })
+        const a = { stream: "orders", shard: 2, group: "a", token: 7 }
+        const batch = yield* streams.read({ ...a, consumer: "ca", count: 10 })
+        yield* streams.ack({ ...a, ids: batch.map((m) => m.id), mode: "xackdel" })
+        // b, granted later, reads it
+        yield* streams.setOwnerToken({ stream: "orders", shard: 2, group: "b", token: 9 })
+        const b = yield* streams.read({
+          stream: "orders",
+          shard: 2,
+          group: "b",
+          consumer: "cb",
+          token: 9,
+          count: 10,
+        })
+        assert.deepStrictEqual(
+          b.map((m) => m.fields.k),
+          ["new"],
+        )
+        // a rollback's generation too (shards 6 and 7); a's token on shard 2 is untouched
+        yield* Reshard.rollbackStream("orders")
+        for (const shard of [6, 7]) assert.deepStrictEqual(yield* groupsOn(shard), ["a", "b"])
+        assert.strictEqual(yield* streams.ownerToken({ stream: "orders", shard: 2, group: "a" }), 7)
+      }).pipe(Effect.provide(ports)),
+  )
+
+  it.effect(
     "a stale write is refused; a corrupt or foreign record is a CorruptLayout, never overwritten",
     () =>
       Effect.gen(function* () {

@@ -11,10 +11,17 @@
  * - poison messages (a handler that throws synchronously, one that rejects,
  *   one that never returns) never crash the process and never block their
  *   shard: each ends in the dead-letter stream, every other message is
- *   handled once, in order.
+ *   handled once, in order;
+ * - fan-out (docs/runtime.md, "Ack policies and other groups"): group A
+ *   acks with `xackdel` while group B, on the same stream, is live but
+ *   stuck in a handler with a backlog on every shard, or stopped and back
+ *   later: B handles every message once (Lua fallback on Redis 7.0, native
+ *   XACKDEL ... ACKED and the forced fallback on Redis 8).
  */
-import { ShardStreams } from "@shardline/core"
+import { Layout, ShardStreams } from "@shardline/core"
+import { RedisPorts } from "@shardline/redis-store"
 import type { RedisServer } from "@shardline/redis-store/testing"
+import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { type ConsumerOptions, consumer } from "../../src/Consumer.js"
 import type { RuntimeEvent } from "../../src/Events.js"
@@ -136,6 +143,197 @@ const xackdelCases = (
     })
 }
 
+/** A runtime with one consumer of `stream` in `group`, handlers counted in `seen`. */
+const startGroup = (
+  redis: RedisOptions,
+  stream: string,
+  group: string,
+  options: Partial<ConsumerOptions> & { readonly shardCount: number },
+  seen: Array<string>,
+  handle: (m: Message) => void | Promise<void> = () => {},
+) =>
+  start({
+    redis,
+    handleSignals: false,
+    memberBase: `fan-${group}`,
+    shutdownTimeoutMs: 5_000,
+    consumers: [
+      consumer({
+        stream,
+        group,
+        ...fast,
+        batchSize: 8,
+        ...options,
+        eachMessage: async (m) => {
+          await handle(m)
+          seen.push(m.fields.n!)
+        },
+      }),
+    ],
+  })
+
+const produce = async (redis: RedisOptions, stream: string, shardCount: number, count: number) => {
+  const runtime = await start({ redis, handleSignals: false })
+  try {
+    const producer = runtime.producer(stream, {
+      layout: LayoutSource.fixed({ [stream]: shardCount }),
+    })
+    await producer.sendBatch(numbered(count, (n) => `k${n % 11}`))
+    await producer.flush()
+  } finally {
+    await runtime.stop()
+  }
+}
+
+const groupPendings = (server: RedisServer, stream: string, group: string, shards: number) =>
+  Array.from({ length: shards }, (_, s) =>
+    Number(server.cli("XPENDING", ShardStreams.shardKey(stream, s), group).split("\n")[0]!.trim()),
+  )
+
+/** Every message of 0..count-1 exactly once. */
+const everyOnce = (seen: ReadonlyArray<string>, count: number) => {
+  expect([...seen].map(Number).sort((a, b) => a - b)).toEqual(
+    Array.from({ length: count }, (_, n) => n),
+  )
+}
+
+const fanOutCases = (
+  server: () => RedisServer,
+  variants: ReadonlyArray<readonly [string, Partial<RedisOptions>]>,
+) => {
+  const shardCount = 4
+  const count = 60
+  for (const [name, extra] of variants) {
+    it(`fan-out (${name}): group B, live but stuck in a handler with a backlog on every shard, handles every message that group A acked with xackdel`, async () => {
+      const redis = { url: server().url, ...extra }
+      const stream = `fanout-live-${process.pid}-${++streams}`
+      await produce(redis, stream, shardCount, count)
+      const a: Array<string> = []
+      const b: Array<string> = []
+      let release!: () => void
+      const released = new Promise<void>((resolve) => {
+        release = resolve
+      })
+      let entered = 0
+      // B's one worker holds its first batch (pending) and has not read its other shards
+      const runtimeB = await startGroup(redis, stream, "b", { shardCount }, b, async () => {
+        entered++
+        await released
+      })
+      let runtimeA: Awaited<ReturnType<typeof start>> | undefined
+      try {
+        await eventually(
+          "B owns every shard and is stuck in its first message",
+          () => runtimeB.members().every((m) => m.owned.length === shardCount) && entered === 1,
+        )
+        runtimeA = await startGroup(redis, stream, "a", { shardCount, ack: "xackdel" }, a)
+        await eventually("A handled everything", () => a.length >= count, 20_000)
+        await eventually(
+          "A acknowledged everything (its acks ride on its next reads)",
+          () => groupPendings(server(), stream, "a", shardCount).every((n) => n === 0),
+          20_000,
+        )
+        release()
+        await eventually("B handled everything", () => b.length >= count, 20_000)
+        everyOnce(a, count)
+        everyOnce(b, count)
+        await eventually("B acknowledged everything", () =>
+          groupPendings(server(), stream, "b", shardCount).every((n) => n === 0),
+        )
+        // B's plain acks came last: every entry stays (only an xackdel that completes it deletes)
+        expect(lengths(server(), stream, shardCount).reduce((x, y) => x + y, 0)).toBe(count)
+      } finally {
+        release()
+        await Promise.all([runtimeB.stop(), runtimeA?.stop()])
+      }
+    })
+
+    it(`fan-out (${name}): group B, stopped while group A acked everything with xackdel, handles every message when it comes back; the last xackdel empties the shards`, async () => {
+      const redis = { url: server().url, ...extra }
+      const stream = `fanout-back-${process.pid}-${++streams}`
+      const b: Array<string> = []
+      // B has consumed the stream before (its groups exist), then stops
+      const first = await startGroup(redis, stream, "b", { shardCount, ack: "xackdel" }, b)
+      await eventually("B owns every shard", () =>
+        first.members().every((m) => m.owned.length === shardCount),
+      )
+      await first.stop()
+      await produce(redis, stream, shardCount, count)
+      const a: Array<string> = []
+      const runtimeA = await startGroup(redis, stream, "a", { shardCount, ack: "xackdel" }, a)
+      try {
+        await eventually("A handled everything", () => a.length >= count, 20_000)
+        await eventually(
+          "A acknowledged everything",
+          () => groupPendings(server(), stream, "a", shardCount).every((n) => n === 0),
+          20_000,
+        )
+        expect(lengths(server(), stream, shardCount).reduce((x, y) => x + y, 0)).toBe(count)
+      } finally {
+        await runtimeA.stop()
+      }
+      const back = await startGroup(redis, stream, "b", { shardCount, ack: "xackdel" }, b)
+      try {
+        await eventually("B handled everything", () => b.length >= count, 20_000)
+        everyOnce(b, count)
+        await eventually("the last xackdel (B's) deleted every entry", () =>
+          lengths(server(), stream, shardCount).every((n) => n === 0),
+        )
+      } finally {
+        await back.stop()
+      }
+    })
+
+    it(`fan-out (${name}): a reshard 2 -> 4 while group B is stuck in its old generation: A reads the new shards first and acks with xackdel, B still handles every message`, async () => {
+      const redis = { url: server().url, ...extra }
+      const stream = `fanout-reshard-${process.pid}-${++streams}`
+      const a: Array<string> = []
+      const b: Array<string> = []
+      let release!: () => void
+      const released = new Promise<void>((resolve) => {
+        release = resolve
+      })
+      const options = { shardCount: 2, batchSize: 4 }
+      const runtimeB = await startGroup(redis, stream, "b", options, b, () => released)
+      const runtimeA = await startGroup(redis, stream, "a", { ...options, ack: "xackdel" }, a)
+      try {
+        await eventually("both groups own every shard", () =>
+          [runtimeA, runtimeB].every((r) => r.members().every((m) => m.owned.length === 2)),
+        )
+        const producer = runtimeA.producer(stream)
+        await producer.sendBatch(numbered(20, (n) => `k${n % 11}`))
+        await eventually("A handled the old generation", () => a.length >= 20, 20_000)
+        await Effect.runPromise(
+          Layout.Reshard.reshardStream(stream, 4).pipe(
+            Effect.provide(RedisPorts.layer({ url: server().url })),
+          ),
+        )
+        // routed by generation 1 (shards 2..5) after the producer's ShardSealed
+        await producer.sendBatch(
+          numbered(40, (n) => `k${n % 11}`).map((m) => ({
+            ...m,
+            fields: { n: String(Number(m.fields.n) + 20) },
+          })),
+        )
+        await eventually("A handled the new generation too", () => a.length >= 60, 30_000)
+        await eventually(
+          "A acknowledged everything",
+          () => groupPendings(server(), stream, "a", 6).every((n) => n === 0),
+          20_000,
+        )
+        expect(b.length).toBe(0)
+        release()
+        await eventually("B handled everything", () => b.length >= 60, 30_000)
+        everyOnce(a, 60)
+        everyOnce(b, 60)
+      } finally {
+        release()
+        await Promise.all([runtimeA.stop(), runtimeB.stop()])
+      }
+    })
+  }
+}
+
 /** Dead-letter entries of a shard: [id, fields] with fields as an object. */
 const deadLetters = (server: RedisServer, stream: string, shard: number) => {
   const out = server.cli("XRANGE", ShardStreams.deadLetterKey(stream, shard), "-", "+").trim()
@@ -159,6 +357,7 @@ describe("ack policies on Redis 7.0", () => {
   const server = useRedisServer("redis7")
 
   xackdelCases(server, [["the Lua fallback: Redis 7 has no XACKDEL", {}]])
+  fanOutCases(server, [["the Lua fallback", {}]])
 
   it("a failing message is delivered maxDeliveries times, then dead-lettered with its ack; the shard goes on in order", async () => {
     const run = await runConsumer(
@@ -241,6 +440,10 @@ describe("ack policies on Redis 8", () => {
 
   xackdelCases(server, [
     ["native XACKDEL", {}],
+    ["the Lua fallback, forced", { features: { xackdel: false } }],
+  ])
+  fanOutCases(server, [
+    ["native XACKDEL ... ACKED", {}],
     ["the Lua fallback, forced", { features: { xackdel: false } }],
   ])
 })

@@ -7,12 +7,25 @@ export type Command = readonly [name: string, ...args: ReadonlyArray<string | nu
 /**
  * The MULTI-queued acknowledgement of `ack.ids` on `key` (XACKDEL needs
  * Redis >= 8.2): the optimistic fence's on the stream, the gated fence's on
- * the gate key.
+ * the gate key. `xackdel` is XACKDEL ... ACKED: an entry is deleted only
+ * once every group of the stream has acknowledged it, never under another
+ * group that has not (docs/runtime.md, "Ack policies and other groups";
+ * KEEPREF, XACKDEL's default, would delete it).
  */
 export const ackCommand = (key: string, group: string, ack: ShardStreams.AckFirst): Command =>
   ack.mode === "ack"
     ? ["XACK", key, group, ...ack.ids]
-    : ["XACKDEL", key, group, "IDS", ack.ids.length, ...ack.ids]
+    : ["XACKDEL", key, group, "ACKED", "IDS", ack.ids.length, ...ack.ids]
+
+/**
+ * How many entries an ack's reply says were acknowledged: XACK's count, or
+ * XACKDEL's per-id codes (1 acked and deleted, 2 acked and kept for another
+ * group, -1 not pending).
+ */
+export const ackedCount = (reply: unknown): number =>
+  Array.isArray(reply)
+    ? reply.filter((x) => Number(x) === 1 || Number(x) === 2).length
+    : Number(reply)
 
 /** What a read of the gated or the optimistic fence decided. */
 export type FencedRead =

@@ -5,7 +5,7 @@
  *     MULTI
  *     EVALSHA gate {s:n} {s:n}:owner:<group> {s:n}:gate <token> <group> ""
  *         -- the fence, then RENAMENX {s:n} -> gate
- *     XACK {s:n}:gate <group> <ids of the previous batch>    (XACKDEL on Redis >= 8.2)
+ *     XACK {s:n}:gate <group> <ids of the previous batch>    (XACKDEL ... ACKED on Redis >= 8.2)
  *     XREADGROUP GROUP <group> <consumer> COUNT <n> STREAMS {s:n}:gate >
  *     RENAMENX {s:n}:gate {s:n}
  *     EXEC
@@ -17,7 +17,8 @@
  * and RENAMENX fails with "no such key". Fail-safe by construction, not by
  * the script's cooperation; and MULTI makes the move invisible to every
  * other client. The RENAMENX is a plain command, so the stream always goes
- * back. An `xackdel` ack before Redis 8.2 (no XACKDEL) is made by the gate
+ * back. An `xackdel` ack before Redis 8.2 (no XACKDEL: XACK, then XDEL of
+ * what every group of the stream acknowledged) is made by the gate
  * script after its fence (`<ack mode> <ids>` instead of "").
  */
 import { createHash } from "node:crypto"
@@ -119,9 +120,9 @@ export const makeGatedReader = (connection: RedisConnectionShape) => {
     const stream = prefix + shardKey(o.stream, o.shard)
     const gate = prefix + gateKey(o.stream, o.shard)
     const owner = prefix + ownerTokenKey(o.stream, o.shard, o.group)
-    // XACK (XACKDEL on Redis >= 8.2) queued natively on the gate key costs Redis
-    // less than acking in the script; an xackdel ack before 8.2 (XACK then XDEL
-    // of exactly what was acked) needs the script's acknowledge
+    // XACK (XACKDEL ... ACKED on Redis >= 8.2) queued natively on the gate key costs Redis
+    // less than acking in the script; an xackdel ack before 8.2 (XACK, then
+    // XDEL of what every group acknowledged) needs the script's acknowledge
     const native = ack !== undefined && (ack.mode === "ack" || features.xackdel)
     const args = [
       stream,

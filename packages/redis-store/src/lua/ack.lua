@@ -1,9 +1,10 @@
 -- ack: fenced acknowledgement of entries of one shard.
 -- KEYS[1] shard stream   KEYS[2] owner token
 -- ARGV[1] token  ARGV[2] group  ARGV[3] mode: "ack" | "xackdel"
--- ARGV[4] "1": the server has XACKDEL (Redis >= 8.2)   ARGV[5..] entry ids
--- "xackdel" deletes exactly the entries this call acknowledged (XACKDEL
--- KEEPREF semantics): an id not pending in the group is neither acked nor deleted.
+-- ARGV[4] "1": the server has XACKDEL ... ACKED (Redis >= 8.2)   ARGV[5..] entry ids
+-- "xackdel" also deletes each entry this call acknowledged that every group
+-- of the stream has acknowledged (XACKDEL ACKED semantics, prelude's
+-- acknowledge): an id not pending in the group is neither acked nor deleted.
 -- -> {0, acknowledged} | {1, current} | {2, key, msg}
 return run(function()
   local stream, owner, group = KEYS[1], KEYS[2], ARGV[2]

@@ -4,8 +4,9 @@
 -- stream. So the entries are reachable only when this script opened the
 -- gate: a stale token, a foreign value, an error or a missing script leave
 -- the gate key absent, the ack and the read touch nothing, and RENAMENX
--- (no such key) changes nothing. An xackdel ack before Redis 8.2 (XACK then
--- XDEL of exactly what was acked) is made here instead, after the fence. When it opened, RENAMENX puts the stream back before
+-- (no such key) changes nothing. An xackdel ack before Redis 8.2 (XACK, then
+-- XDEL of what every group has acknowledged: prelude's acknowledge) is made
+-- here instead, after the fence. When it opened, RENAMENX puts the stream back before
 -- EXEC ends, so no other client ever sees it moved.
 -- KEYS[1] shard stream {<stream>:<shard>}   KEYS[2] owner token
 -- KEYS[3] gate {<stream>:<shard>}:gate (same slot)
@@ -13,7 +14,7 @@
 -- ARGV[3] "" or an ack mode ("ack" | "xackdel", as ack.lua): acknowledge
 --         ARGV[5..] first (the previous batch), after the fence (used for
 --         xackdel before Redis 8.2; other acks are queued in the MULTI)
--- ARGV[4] "1": the server has XACKDEL (Redis >= 8.2)
+-- ARGV[4] "1": the server has XACKDEL ... ACKED (Redis >= 8.2)
 -- A non-stream value at the shard key moves too: the XACK / XREADGROUP on
 -- it fail WRONGTYPE (reported as FOREIGN) and RENAMENX moves it back.
 -- -> {0, 1} opened | {0, 0} no stream yet (the read script creates it)

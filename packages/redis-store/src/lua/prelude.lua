@@ -82,31 +82,80 @@ local function deliveries(stream, group, id)
   return p[1][4]
 end
 
+-- Compare two stream ids `<ms>-<seq>` (decimal, any length): -1, 0 or 1.
+local function id_cmp(a, b)
+  local am, as = string.match(a, '^(%d+)-(%d+)$')
+  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
+  local function num(x, y)
+    x = (string.gsub(x, '^0+(%d)', '%1'))
+    y = (string.gsub(y, '^0+(%d)', '%1'))
+    if #x ~= #y then return #x < #y and -1 or 1 end
+    if x == y then return 0 end
+    return x < y and -1 or 1
+  end
+  local c = num(am, bm)
+  if c ~= 0 then return c end
+  return num(as, bs)
+end
+
+-- The ids among `ids` that every consumer group of `stream` is done with:
+-- delivered to it (id <= its last-delivered-id) and not in its PEL. This is
+-- XACKDEL ACKED's rule (Redis >= 8.2) for servers without it
+-- (docs/runtime.md, "Ack policies and other groups": no group's ack removes
+-- an entry another group of the stream has not acknowledged). A group
+-- created later at an earlier id, or moved back by a seek, has not
+-- delivered what follows its position: kept.
+-- `acker` just acknowledged `ids`: its PEL holds none of them.
+local function acked_by_all(stream, acker, ids)
+  local groups = {}
+  for _, g in ipairs(ccall(stream, 'XINFO', 'GROUPS', stream)) do
+    local info = {}
+    for i = 1, #g, 2 do info[g[i]] = g[i + 1] end
+    groups[#groups + 1] = { name = info['name'], last = info['last-delivered-id'] }
+  end
+  local done = {}
+  for _, id in ipairs(ids) do
+    local free = true
+    for _, g in ipairs(groups) do
+      if
+        id_cmp(id, g.last) > 0
+        or (g.name ~= acker and #ccall(stream, 'XPENDING', stream, g.name, id, id, 1) > 0)
+      then
+        free = false
+        break
+      end
+    end
+    if free then done[#done + 1] = id end
+  end
+  return done
+end
+
 -- Acknowledge `ids` of `group` on `stream` (the caller fenced first): how
 -- many were pending and are now acknowledged. mode "ack": XACK; "xackdel":
--- also delete exactly the entries this call acknowledged (XACKDEL KEEPREF
--- semantics), with XACKDEL when `native` (Redis >= 8.2), else XACK + XDEL.
+-- also delete each entry this call acknowledged that every group of the
+-- stream has acknowledged (XACKDEL ACKED semantics): with XACKDEL ... ACKED
+-- when `native` (Redis >= 8.2), else XACK, then XDEL of what acked_by_all
+-- allows. An id not pending in the group is neither acked nor deleted.
 local function acknowledge(stream, group, mode, native, ids)
   if #ids == 0 then return 0 end
   if mode == 'ack' then return ccall(stream, 'XACK', stream, group, unpack(ids)) end
   if native then
-    local results = ccall(stream, 'XACKDEL', stream, group, 'IDS', #ids, unpack(ids))
+    -- per id: 1 acked and deleted, 2 acked and kept (another group still needs it), -1 not pending
+    local results = ccall(stream, 'XACKDEL', stream, group, 'ACKED', 'IDS', #ids, unpack(ids))
     local n = 0
     for _, r in ipairs(results) do
-      if r == 1 then n = n + 1 end
+      if r == 1 or r == 2 then n = n + 1 end
     end
     return n
   end
-  local n = 0
   local acked = {}
   for _, id in ipairs(ids) do
-    if ccall(stream, 'XACK', stream, group, id) == 1 then
-      n = n + 1
-      acked[#acked + 1] = id
-    end
+    if ccall(stream, 'XACK', stream, group, id) == 1 then acked[#acked + 1] = id end
   end
-  if #acked > 0 then ccall(stream, 'XDEL', stream, unpack(acked)) end
-  return n
+  if #acked == 0 then return 0 end
+  local done = acked_by_all(stream, group, acked)
+  if #done > 0 then ccall(stream, 'XDEL', stream, unpack(done)) end
+  return #acked
 end
 
 -- The type of `key` ('none' when absent).

@@ -7,7 +7,7 @@
 -- ARGV[7] "1": the server has XREADGROUP ... CLAIM (Redis >= 8.4), else XAUTOCLAIM
 -- ARGV[8] "" or an ack mode ("ack" | "xackdel", as ack.lua): acknowledge
 --         ARGV[10..] first (the previous batch), after the fence
--- ARGV[9] "1": the server has XACKDEL (Redis >= 8.2)
+-- ARGV[9] "1": the server has XACKDEL ... ACKED (Redis >= 8.2)
 -- Creates the group at 0 when absent (as the memory port does).
 -- -> {0, {{id, {field, value, ...}[, deliveryCount]}, ...}} | {1, current} | {2, key, msg}
 --    (an entry without a count was delivered for the first time: count 1;
