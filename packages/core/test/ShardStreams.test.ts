@@ -589,6 +589,28 @@ describe("ShardStreams (memory): seek, trimming and idempotent appends", () => {
   )
 
   it.effect(
+    "an idempotent append retried on a sealed shard returns its first id while the window holds it, then ShardSealed",
+    () =>
+      withStreams((s) =>
+        Effect.gen(function* () {
+          const idem = { producerId: "p1", messageId: "order-1" }
+          const first = yield* s.append(S, 3, { k: "a" }, { idempotency: idem })
+          yield* s.seal(S, 3)
+          assert.strictEqual(yield* s.append(S, 3, { k: "a" }, { idempotency: idem }), first)
+          const other = yield* Effect.flip(
+            s.append(S, 3, { k: "a" }, { idempotency: { ...idem, messageId: "order-2" } }),
+          )
+          assert.strictEqual(other._tag, "ShardSealed")
+          // past the window the retry is an append like any other: refused
+          yield* TestClock.adjust(ShardStreams.IDEMPOTENCY_WINDOW.durationMs)
+          const late = yield* Effect.flip(s.append(S, 3, { k: "a" }, { idempotency: idem }))
+          assert.strictEqual(late._tag, "ShardSealed")
+          assert.strictEqual((yield* s.info(S, 3)).length, 1)
+        }),
+      ),
+  )
+
+  it.effect(
     "an idempotent append seen within the window adds nothing and returns the first id",
     () =>
       withStreams((s) =>

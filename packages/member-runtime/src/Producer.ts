@@ -13,7 +13,11 @@
  *   `LayoutSource`, route again, retry (`maxAttempts`).
  * - Idempotent sends (`idempotent`): each send carries (producer id, message
  *   id), so an append retried after an unknown outcome is never duplicated
- *   (XADD IDMP on Redis >= 8.6; a dedupe window in memory).
+ *   (a dedupe window per shard and producer, in the memory port and on every
+ *   Redis). A retry goes to the shard of the first attempt even when a
+ *   reshard sealed it meanwhile: the window is checked before the seal, so
+ *   an append that landed answers with its id and is never re-routed to the
+ *   new generation (stored twice).
  *
  * @example
  * const producer = runtime.producer("orders", { idempotent: true })

@@ -129,6 +129,50 @@ describe("producer", () => {
     }),
   )
 
+  it.effect(
+    "idempotent sends across a reshard: an append whose reply was lost before the seal is stored once, on the sealed shard",
+    () =>
+      Effect.gen(function* () {
+        const streams = yield* ShardStreams.makeMemory
+        const layout = LayoutSource.mutable({ orders: g0 })
+        const g1 = Layout.next(g0, 8)
+        let lost = 0
+        // the first append lands; its reply is lost while a reshard 4 -> 8 seals generation 0
+        const resharding: ShardStreams.ShardStreamsShape = {
+          ...streams,
+          append: (s, shard, fields, options) =>
+            Effect.flatMap(streams.append(s, shard, fields, options), (id) =>
+              lost++ > 0
+                ? Effect.succeed(id)
+                : Effect.gen(function* () {
+                    layout.set(stream, g1)
+                    for (let sealed = 0; sealed < 4; sealed++) yield* streams.seal(stream, sealed)
+                    return yield* new BackendUnavailable({
+                      operation: "append",
+                      message: "reply lost",
+                    })
+                  }),
+            ),
+        }
+        const producer = yield* makeProducer(resharding, stream, {
+          layout,
+          idempotent: { producerId: "p-1" },
+        })
+        const sent = yield* producer.send("customer-42", { v: "1" })
+        // the retry found its message id in the sealed shard's window: the first entry's id
+        assert.strictEqual(sent.generation, 0)
+        assert.strictEqual(sent.shard, Layout.shardOf(g0, "customer-42"))
+        const stored: Array<{ shard: number; id: string }> = []
+        for (let shard = 0; shard < 12; shard++)
+          for (const e of yield* entries(streams, shard)) stored.push({ shard, id: e.id })
+        assert.deepStrictEqual(stored, [{ shard: sent.shard, id: sent.id }])
+        // the next send goes to the new generation
+        const next = yield* producer.send("customer-42", { v: "2" })
+        assert.strictEqual(next.generation, 1)
+        assert.strictEqual(next.shard, Layout.shardOf(g1, "customer-42"))
+      }),
+  )
+
   it.effect("ShardSealed: refresh the layout from the LayoutSource and route again", () =>
     Effect.gen(function* () {
       const streams = yield* ShardStreams.makeMemory

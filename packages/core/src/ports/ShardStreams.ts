@@ -290,6 +290,10 @@ export interface ShardStreamsShape {
   /**
    * Producer: append an entry to a shard; returns its id. A shard sealed by a
    * reshard refuses it (`ShardSealed`): refresh the layout and route again.
+   * The idempotency window is checked first: an idempotent append already
+   * in the shard's window returns the first id, sealed or not, so a retry
+   * of an append that landed before the seal is never re-routed and stored
+   * twice.
    */
   readonly append: (
     stream: string,
@@ -575,7 +579,13 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
     if (drop > 0) state.entries.splice(0, drop)
   }
 
-  /** XADD with IDMP and trimming, in one synchronous step. */
+  /** The id an idempotent append of `idem` added to `key` within the window, if any. */
+  const remembered = (key: string, idem: IdempotencyKey, now: number): string | undefined => {
+    const seen = idempotency.get(JSON.stringify([key, idem.producerId]))?.get(idem.messageId)
+    return seen !== undefined && now - seen.at < IDEMPOTENCY_WINDOW.durationMs ? seen.id : undefined
+  }
+
+  /** XADD with IDMP and trimming, in one synchronous step (`remembered` was checked). */
   const appendWith = (key: string, fields: Fields, options: AppendOptions, now: number): string => {
     const idem = options.idempotency
     let window: Map<string, { readonly id: string; readonly at: number }> | undefined
@@ -590,8 +600,6 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
         if (now - seen.at < IDEMPOTENCY_WINDOW.durationMs) break
         window.delete(messageId)
       }
-      const seen = window.get(idem.messageId)
-      if (seen !== undefined) return seen.id
     }
     const id = append(key, fields, now)
     if (idem !== undefined && window !== undefined) {
@@ -626,6 +634,12 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
     append: (stream, shard, fields, options = {}) =>
       Effect.flatMap(Clock.currentTimeMillis, (now) => {
         const key = shardKey(stream, shard)
+        // the window before the seal: a retry of an append that landed
+        // before a reshard sealed the shard returns its id, never ShardSealed
+        // (which would send it to the next generation: stored twice)
+        const seen =
+          options.idempotency === undefined ? undefined : remembered(key, options.idempotency, now)
+        if (seen !== undefined) return Effect.succeed(seen)
         return sealed.has(key)
           ? Effect.fail(new ShardSealed({ stream, shard }))
           : Effect.succeed(appendWith(key, fields, options, now))

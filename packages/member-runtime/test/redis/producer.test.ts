@@ -1,11 +1,15 @@
 /**
  * The producer on real Redis (docs/runtime.md, "Producer"): idempotent sends
  * (a retried send with the same message id, even from another process with
- * the same producer id, is stored once) and trimming (XADD MAXLEN).
+ * the same producer id, is stored once; across a reshard's seal too) and
+ * trimming (XADD MAXLEN).
  */
-import { ShardStreams } from "@shardline/core"
+import { BackendUnavailable, Layout, ShardStreams } from "@shardline/core"
+import { RedisConnection, RedisShardStreams } from "@shardline/redis-store"
+import { Effect } from "effect"
 import { expect, it } from "vitest"
 import * as LayoutSource from "../../src/LayoutSource.js"
+import { makeProducer } from "../../src/Producer.js"
 import { start } from "../../src/Runtime.js"
 import { useRedisServer } from "../support/redis.js"
 
@@ -51,4 +55,49 @@ it("a producer's trim keeps the shard stream at maxLen", async () => {
   } finally {
     await runtime.stop()
   }
+})
+
+it("an idempotent send whose reply was lost before a reshard sealed its shard is stored once (the append script checks the window before the seal)", async () => {
+  const stream = "resharded"
+  const g0 = { generation: 0, firstShard: 0, shardCount: 2 }
+  const g1 = Layout.next(g0, 4)
+  const layout = LayoutSource.mutable({ [stream]: g0 })
+  const xlenOf = (shard: number) =>
+    Number(server().cli("XLEN", ShardStreams.shardKey(stream, shard)).trim())
+  const sent = await Effect.runPromise(
+    Effect.scoped(
+      Effect.gen(function* () {
+        const connection = yield* RedisConnection.make({ url: server().url })
+        const streams = RedisShardStreams.makeWith(connection)
+        let lost = 0
+        // the first append runs on Redis; its reply is lost while a reshard seals generation 0
+        const resharding: ShardStreams.ShardStreamsShape = {
+          ...streams,
+          append: (s, shard, fields, options) =>
+            Effect.flatMap(streams.append(s, shard, fields, options), (id) =>
+              lost++ > 0
+                ? Effect.succeed(id)
+                : Effect.gen(function* () {
+                    layout.set(stream, g1)
+                    for (let sealed = 0; sealed < 2; sealed++) yield* streams.seal(stream, sealed)
+                    return yield* new BackendUnavailable({
+                      operation: "append",
+                      message: "reply lost",
+                    })
+                  }),
+            ),
+        }
+        const producer = yield* makeProducer(resharding, stream, {
+          layout,
+          idempotent: { producerId: "billing-1" },
+        })
+        return yield* producer.send("customer-42", { n: "1" })
+      }),
+    ),
+  )
+  expect(sent.generation).toBe(0)
+  expect(sent.shard).toBe(Layout.shardOf(g0, "customer-42"))
+  expect(Array.from({ length: 6 }, (_, shard) => xlenOf(shard))).toEqual(
+    Array.from({ length: 6 }, (_, shard) => (shard === sent.shard ? 1 : 0)),
+  )
 })

@@ -9,17 +9,20 @@
 -- ARGV[4] now (ms, the producer's clock)   ARGV[5] message id ('' = not idempotent)
 -- ARGV[6] window duration ms   ARGV[7] window max size   ARGV[8..] field, value, ...
 -- Window hash: field 'seq' (a counter), fields 'm:<message id>' = '<at>|<seq>|<entry id>'.
+-- The window is checked before the seal: a retry of an append that landed
+-- before a reshard sealed the shard returns its id instead of {8}, which
+-- would send it to the next generation and store it twice.
 -- -> {0, id} | {8} sealed (nothing added) | {2, key, msg}
 return run(function()
   local stream, sealed, window = KEYS[1], KEYS[2], KEYS[3]
   local trim, how, threshold = ARGV[1], ARGV[2], ARGV[3]
   local now, message = tonumber(ARGV[4]), ARGV[5]
   local duration, max_size = tonumber(ARGV[6]), tonumber(ARGV[7])
-  if ccall(sealed, 'EXISTS', sealed) == 1 then return { 8 } end
   local fields = {}
   for i = 8, #ARGV do fields[#fields + 1] = ARGV[i] end
 
-  local entries = {}
+  -- the window's live entries; expired ones are forgotten only if this call adds
+  local entries, expired = {}, {}
   if message ~= '' then
     expect_type(window, 'hash')
     local flat = ccall(window, 'HGETALL', window)
@@ -29,7 +32,7 @@ return run(function()
         local at, seq, id = string.match(value, '^(%d+)|(%d+)|(.+)$')
         if at == nil then foreign(window, 'not an idempotency window entry: ' .. string.sub(value, 1, 40)) end
         if now - tonumber(at) >= duration then
-          ccall(window, 'HDEL', window, name)
+          expired[#expired + 1] = name
         else
           entries[#entries + 1] = { name = name, seq = tonumber(seq), id = id }
         end
@@ -39,6 +42,8 @@ return run(function()
       if e.name == 'm:' .. message then return { 0, e.id } end
     end
   end
+  if ccall(sealed, 'EXISTS', sealed) == 1 then return { 8 } end
+  for _, name in ipairs(expired) do ccall(window, 'HDEL', window, name) end
 
   local args = { 'XADD', stream }
   if trim ~= '' then

@@ -858,6 +858,34 @@ export const shardStreamsContract = (subject: () => Streams) => {
   )
 
   it.live(
+    "an idempotent append retried after a reshard sealed the shard returns its first id (never ShardSealed, so never re-routed and stored twice)",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { stream } = fresh()
+        const idem = { producerId: "p1", messageId: "order-1" }
+        // the first append lands, its reply is lost, then a reshard seals the shard
+        const first = yield* s.append(stream, 3, { k: "a" }, { idempotency: idem })
+        yield* s.seal(stream, 3)
+        const retried = yield* s.append(stream, 3, { k: "a" }, { idempotency: idem })
+        assert.strictEqual(retried, first)
+        // anything the window has not seen is refused as before, adding nothing
+        for (const options of [
+          { idempotency: { ...idem, messageId: "order-2" } },
+          { idempotency: { ...idem, producerId: "p2" } },
+          {},
+        ]) {
+          const refused = yield* Effect.flip(s.append(stream, 3, { k: "a" }, options))
+          assert.strictEqual(refused._tag, "ShardSealed")
+        }
+        assert.deepStrictEqual(
+          (yield* s.range(shardKey(stream, 3))).map((e) => e.id),
+          [first],
+        )
+      }),
+  )
+
+  it.live(
     "drainState: undelivered after the last-delivered id, pending; drained once sealed and both 0",
     () =>
       Effect.gen(function* () {
