@@ -44,6 +44,7 @@ import {
   isPromiseLike,
   type UserCodeFailed,
 } from "./invoke.js"
+import { PerMessageContext } from "./MessageContexts.js"
 import type { InternalHandler, InternalHooks } from "./spec.js"
 
 /** One user call in flight: its signal's controller and when it times out. */
@@ -710,23 +711,16 @@ const awaitDirect = (
     timeoutMessage,
   )
 
-type Context = ReturnType<typeof contextOf>
-
-const contextOf = (env: TurnEnv, r: Runner, signal: AbortSignal) => ({
-  stream: env.settings.stream,
-  group: env.settings.group,
-  shard: r.shard,
-  memberId: env.memberId,
-  signal,
-})
+type Context = PerMessageContext
 
 /**
- * The batch of a per-message handler, in stream order. The fast path of a
- * plain handler (`InternalHandler.direct`) calls it directly, with one
- * context per batch (a new one only after its signal aborted): a synchronous
- * return or throw settles at once, with no Effect, fiber or timer per
- * message (a synchronous call cannot be interrupted anyway); only a promise
- * or an Effect it returns is awaited through `bounded`.
+ * The batch of a per-message handler, in stream order, with one context per
+ * batch (a new one only after the turn's signal aborted) whose `signal` is
+ * each message's own, made when the handler reads it (PerMessageContext).
+ * The fast path of a plain handler (`InternalHandler.direct`) calls it
+ * directly: a synchronous return or throw settles at once, with no Effect,
+ * fiber or timer per message (a synchronous call cannot be interrupted
+ * anyway); only a promise or an Effect it returns is awaited through `bounded`.
  */
 const handleEach = (
   env: TurnEnv,
@@ -760,24 +754,33 @@ const handleEach = (
         return yield* finish(r.alive ? wait(50) : Abandoned)
       }
       if (!r.alive) return yield* finish(Abandoned)
+      if (ctx === undefined || ctx.parent.aborted)
+        ctx = new PerMessageContext(
+          env.settings.stream,
+          env.settings.group,
+          r.shard,
+          env.memberId,
+          turnController(r).signal,
+        )
+      const c = ctx
       let call: Call
       if (direct === undefined)
         call = yield* bounded(
           env,
           r,
           env.settings.handlerTimeoutMs,
-          (signal, settled) => run(m, contextOf(env, r, signal), settled),
+          (_signal, settled) => run(m, c, settled),
           timeoutMessage,
         )
       else {
-        if (ctx === undefined || ctx.signal.aborted)
-          ctx = contextOf(env, r, turnController(r).signal)
-        const called = callDirect(direct, m, ctx)
+        const called = callDirect(direct, m, c)
         call =
           called instanceof Pending
             ? yield* awaitDirect(env, r, called.result, timeoutMessage)
             : called
       }
+      // the message ended: the next one gets a signal of its own
+      c.next()
       if (call === "abandoned" || !r.alive) return yield* finish(Abandoned)
       if (call.ok) {
         handled++
