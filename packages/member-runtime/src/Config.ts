@@ -198,6 +198,20 @@ export const RuntimeOptionsSchema = Schema.Struct({
   metricRegistry: Schema.optional(Schema.Unknown),
   onEvent: Schema.optional(Fn),
   eventHub: Schema.optional(Schema.Unknown),
+  /** Where warnings and errors go: `{ debug, info, warn, error }` taking (fields, message), or `console`. */
+  logger: Schema.optional(
+    Schema.declare(
+      (u: unknown): u is object =>
+        typeof u === "object" &&
+        u !== null &&
+        ["debug", "info", "warn", "error"].every(
+          (m) => typeof (u as Record<string, unknown>)[m] === "function",
+        ),
+      { expected: "a logger with debug, info, warn and error methods (pino, console, ...)" },
+    ),
+  ),
+  /** The least severe level the runtime writes (default warn). */
+  logLevel: Schema.optional(Schema.Literals(["debug", "info", "warn", "error", "silent"])),
 })
 
 // ---------------------------------------------------------------------------

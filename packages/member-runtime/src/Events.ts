@@ -13,7 +13,12 @@ import type {
   MemberMachine,
   MemberSuperseded,
   ShardLayout,
+  TransportError,
 } from "@shardline/core"
+import type { NoCoordinator } from "./Errors.js"
+
+/** Why a heartbeat got no answer: the transport's error, or no coordinator serves the group. */
+export type HeartbeatFailure = TransportError | NoCoordinator
 
 interface Base {
   readonly stream: string
@@ -47,11 +52,13 @@ export type RuntimeEvent =
       readonly assignmentEpoch: number
       readonly owned: ReadonlyArray<number>
     })
-  /** A heartbeat ended: the coordinator's error code, or `TRANSPORT_ERROR`. */
+  /** A heartbeat ended: the coordinator's error code, or `TRANSPORT_ERROR` with its cause (`error`). */
   | (MemberBase & {
       readonly type: "heartbeat"
       readonly errorCode: ErrorCode | "TRANSPORT_ERROR"
       readonly latencyMs: number
+      /** With `TRANSPORT_ERROR`: why no answer came (`NoCoordinator` when none serves a standalone group). */
+      readonly error?: HeartbeatFailure
     })
   | (MemberBase & {
       readonly type: "batchStart"

@@ -36,6 +36,7 @@ import { Deferred, Effect, type Fiber } from "effect"
 import type { ConsumerSettings } from "../Config.js"
 import { SeekFailed } from "../Errors.js"
 import type { RuntimeEvent } from "../Events.js"
+import { describeError } from "../Logging.js"
 import { type Batch, type BatchContext, KEY_FIELD, type Message, toMessage } from "../Message.js"
 import {
   awaitUser,
@@ -299,8 +300,7 @@ const bounded = (
 export const backoffMs = (settings: ConsumerSettings, deliveryCount: number): number =>
   Math.min(settings.retryMaxMs, settings.retryInitialMs * 2 ** Math.min(deliveryCount - 1, 30))
 
-const describe = (error: unknown): string =>
-  error instanceof Error ? `${error.name}: ${error.message}` : String(error)
+const describe = describeError
 
 /** One turn of runner `r`. Never fails: every failure is an `Outcome`. */
 export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
