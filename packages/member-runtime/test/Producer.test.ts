@@ -183,7 +183,12 @@ describe("producer", () => {
         const unknown = yield* makeProducer(streams, "payments", {
           layout: LayoutSource.fixed({ orders: 4 }),
         })
-        assert.strictEqual((yield* Effect.flip(unknown.send("k")))._tag, "UnknownStream")
+        const noLayout = yield* Effect.flip(unknown.send("k"))
+        assert.strictEqual(noLayout._tag, "UnknownStream")
+        // it says why and what to do (it was an empty message)
+        assert.include(noLayout.message, 'stream "payments" has no shard layout yet')
+        assert.include(noLayout.message, "Start a consumer of the stream first")
+        assert.include(noLayout.message, 'layout: LayoutSource.fixed({ "payments":')
         yield* producer.close
         assert.strictEqual((yield* Effect.flip(producer.send("k")))._tag, "RuntimeStopped")
       }),
