@@ -27,7 +27,13 @@ import {
   StreamLayouts,
   type TransportError,
 } from "@shardline/core"
-import { RedisPorts } from "@shardline/redis-store"
+import {
+  Acl,
+  type BackendUnavailable,
+  type PermissionDenied,
+  RedisConnection,
+  RedisPorts,
+} from "@shardline/redis-store"
 import {
   Cause,
   Clock,
@@ -258,14 +264,35 @@ const noCoordinatorOr = (spec: ConsumerSpec, error: TransportError): HeartbeatFa
   })
 }
 
-/** The runtime (Effect API). Fails with `InvalidRuntimeConfig` before anything starts. */
+/**
+ * The runtime (Effect API). Fails with `InvalidRuntimeConfig` before anything
+ * starts; on Redis (a `RedisConnection` in context, as `redisPorts` gives),
+ * with `PermissionDenied` when the ACL user may not run a command, or touch a
+ * key or channel, that its groups need (redis-store `Acl.checkPermissions`).
+ */
 export const make = (
   options: RuntimeOptions,
-): Effect.Effect<EffectRuntime, InvalidRuntimeConfig, Scope.Scope | PortServices> =>
+): Effect.Effect<
+  EffectRuntime,
+  InvalidRuntimeConfig | PermissionDenied | BackendUnavailable,
+  Scope.Scope | PortServices
+> =>
   Effect.gen(function* () {
     const resolved = resolveOptions(options)
     if (Result.isFailure(resolved)) return yield* Effect.fail(resolved.failure)
     const { o, memberBase, shutdownTimeoutMs, specs } = resolved.success
+
+    // on Redis: the ACL user may run everything these groups need, before anything runs
+    const redis = yield* Effect.serviceOption(RedisConnection.RedisConnection)
+    if (Option.isSome(redis) && specs.length > 0)
+      yield* Acl.checkPermissions(
+        redis.value,
+        specs.map((spec) => ({
+          stream: spec.settings.stream,
+          group: spec.settings.group,
+          memberIds: spec.memberIds,
+        })),
+      )
 
     // ports and scopes ------------------------------------------------------------
     const streams = yield* ShardStreams.ShardStreams

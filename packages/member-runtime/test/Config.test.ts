@@ -5,6 +5,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { type ConsumerOptions, consumer, effectConsumer } from "../src/Consumer.js"
+import type { InvalidRuntimeConfig } from "../src/Errors.js"
 import { memoryPorts } from "../src/Ports.js"
 import { make, type RuntimeOptions, start } from "../src/Runtime.js"
 import { StreamListener, type StreamListenerOptions } from "../src/StreamListener.js"
@@ -24,7 +25,9 @@ const failureOf = (options: RuntimeOptions) =>
     // nothing connected: no heartbeat reached a coordinator, no group was created
     const info = yield* ports.streams.info("orders", 0)
     assert.strictEqual(info.groups.length, 0)
-    return error
+    // the memory ports have no Redis connection: only configuration errors
+    assert.strictEqual(error._tag, "InvalidRuntimeConfig")
+    return error as InvalidRuntimeConfig
   })
 
 const cases: ReadonlyArray<readonly [string, RuntimeOptions, string]> = [

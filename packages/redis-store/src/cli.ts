@@ -26,6 +26,7 @@ import {
   StreamLayouts,
 } from "@shardline/core"
 import { Context, Data, Effect, Exit, Layer, Option, Scope } from "effect"
+import { checkPermissions } from "./acl.js"
 import { leaseKey } from "./keys.js"
 import * as RedisConnection from "./RedisConnection.js"
 import * as RedisPorts from "./RedisPorts.js"
@@ -521,6 +522,10 @@ const coordinator = (args: Args) => {
     Effect.gen(function* () {
       const transport = Context.get(ports, CoordinatorTransport.CoordinatorTransport)
       const key = { stream, group }
+      // the ACL user may run everything the group needs (docs/redis.md, "ACL")
+      yield* checkPermissions(Context.get(ports, RedisConnection.RedisConnection), [key]).pipe(
+        Effect.mapError((e) => new CliFailure({ message: e.message })),
+      )
       const host = yield* makeCoordinatorHost({
         config,
         holder,
