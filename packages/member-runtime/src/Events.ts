@@ -107,6 +107,28 @@ export type RuntimeEvent =
       readonly error: unknown
     })
   | (MemberBase & { readonly type: "layoutChanged"; readonly layout: ShardLayout })
+  /**
+   * A circuit breaker opened (`failures` handler failures in a row, or a
+   * failed trial): its scope (the member, or `shard`) reads nothing until
+   * `retryInMs`, then tries one message; failed messages stay pending.
+   */
+  | (MemberBase & {
+      readonly type: "circuitOpened"
+      readonly scope: "member" | "shard"
+      /** The shard whose failure opened it. */
+      readonly shard: number
+      readonly failures: number
+      readonly retryInMs: number
+      readonly error: unknown
+    })
+  /** A circuit breaker closed: its trial succeeded, or `resetCircuit` closed it. */
+  | (MemberBase & {
+      readonly type: "circuitClosed"
+      readonly scope: "member" | "shard"
+      /** The shard of a shard-scoped breaker. */
+      readonly shard: number | undefined
+      readonly reason: "a trial succeeded" | "reset by hand"
+    })
   | (MemberBase & { readonly type: "paused" | "resumed"; readonly shard: number })
   | (MemberBase & { readonly type: "seeked"; readonly shard: number; readonly position: string })
   /** The member left the group (or gave up leaving at its leave timeout). */

@@ -271,6 +271,16 @@ export const makeEventLog = (log: LevelLogger) => {
         }
       case "coordinatorResigned":
         return { level: "info", message: `this process no longer coordinates the group` }
+      case "circuitOpened":
+        return {
+          level: "warn",
+          message: `circuit breaker opened (${event.scope === "member" ? "the member's shards" : `shard ${event.shard}`}) after ${event.failures} handler failure(s) in a row, the last on shard ${event.shard}: ${describeError(event.error)}; nothing is read for ${event.retryInMs} ms, then one message is tried; failed messages stay pending, none is dead-lettered meanwhile (resetCircuit closes it by hand)`,
+        }
+      case "circuitClosed":
+        return {
+          level: "info",
+          message: `circuit breaker closed (${event.scope === "member" ? "the member's shards" : `shard ${event.shard}`}): ${event.reason}`,
+        }
       case "batchStart":
         return undefined
       default:

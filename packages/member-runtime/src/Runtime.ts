@@ -58,6 +58,7 @@ import {
 } from "./Errors.js"
 import { type EventHub, type EventListener, type HeartbeatFailure, makeEventHub } from "./Events.js"
 import { memberBase as defaultMemberBase, nextIncarnation } from "./Identity.js"
+import type { BreakerView } from "./internal/CircuitBreaker.js"
 import { type Candidate, runCandidate } from "./internal/CoordinatorCandidate.js"
 import { type LogicalMember, makeLogicalMember } from "./internal/LogicalMember.js"
 import { type MemberError, makeObserver } from "./internal/Observer.js"
@@ -151,6 +152,8 @@ export interface MemberView {
   readonly lastErrorAt: number | undefined
   /** Turns per owned shard since it was started (fairness checks). */
   readonly turns: ReadonlyMap<number, number>
+  /** Its circuit breakers (with `circuitBreaker`): the member's, or one per shard that has one. */
+  readonly circuits: ReadonlyArray<BreakerView>
 }
 
 /** The runtime with Effect results. */
@@ -187,6 +190,16 @@ export interface EffectRuntime {
     stream: string,
     options?: Partial<ProducerOptions>,
   ) => Effect.Effect<EffectProducer, never, Scope.Scope>
+  /**
+   * Close the group's circuit breakers in this process by hand (every
+   * member's; a shard-scoped one only for `shard` when given): their shards
+   * read again at once. True when one was open.
+   */
+  readonly resetCircuit: (
+    stream: string,
+    group: string,
+    shard?: number,
+  ) => Effect.Effect<boolean, UnknownGroup>
   /** The group's monitoring view, if this process is its coordinator now. */
   readonly monitor: (stream: string, group: string) => Effect.Effect<GroupMonitor | undefined>
   /** Leave every group (drain, leave, close) within `shutdownTimeoutMs`. Idempotent. */
@@ -482,6 +495,7 @@ export const make = (
           lastError: stateOf(member, spec).lastError ?? member.lastError(),
           lastErrorAt: stateOf(member, spec).lastErrorAt,
           turns: new Map([...member.poller.runners].map(([shard, r]) => [shard, r.turns])),
+          circuits: member.poller.circuits(),
         })),
       pause: (stream, group, shard) =>
         Effect.map(knownGroup(stream, group), (g) => {
@@ -534,6 +548,10 @@ export const make = (
               : declared),
         })
       },
+      resetCircuit: (stream, group, shard) =>
+        Effect.map(knownGroup(stream, group), (g) =>
+          g.members.reduce((closed, m) => m.poller.resetCircuit(shard) || closed, false),
+        ),
       monitor: (stream, group) => {
         const candidate = candidates.get(groupKeyString(stream, group))
         return candidate === undefined
@@ -558,6 +576,8 @@ export interface ShardlineRuntime {
   readonly pause: (stream: string, group: string, shard: number) => void
   readonly resume: (stream: string, group: string, shard: number) => void
   readonly seek: (stream: string, group: string, shard: number, position: string) => Promise<void>
+  /** Close the group's circuit breakers by hand (a shard's only, with `shard`); true when one was open. */
+  readonly resetCircuit: (stream: string, group: string, shard?: number) => boolean
   /** A producer on `stream`, routed by the runtime's shard counts unless `layout` is given. */
   readonly producer: (stream: string, options?: Partial<ProducerOptions>) => Producer
   /** Prometheus text exposition of this runtime's metrics. */
@@ -675,6 +695,8 @@ export const start = async (options: StartOptions = {}): Promise<ShardlineRuntim
       runSyncOrThrow(runtime.resume(stream, group, shard))
     },
     seek: (stream, group, shard, position) => run(runtime.seek(stream, group, shard, position)),
+    resetCircuit: (stream, group, shard) =>
+      runSyncOrThrow(runtime.resetCircuit(stream, group, shard)),
     producer: (stream, producerOptions) =>
       promiseProducer(
         stream,

@@ -54,6 +54,38 @@ const cases: ReadonlyArray<readonly [string, RuntimeOptions, string]> = [
     "consumers[0].maxDeliveries",
   ],
   [
+    "a circuit breaker opening after zero failures",
+    { consumers: [consumer({ ...ok, circuitBreaker: { failures: 0 } })] },
+    "consumers[0].circuitBreaker.failures",
+  ],
+  [
+    "a circuit breaker whose longest open period is below its first",
+    {
+      consumers: [
+        consumer({ ...ok, circuitBreaker: { failures: 3, resetMs: 5_000, maxResetMs: 1_000 } }),
+      ],
+    },
+    "consumers[0].circuitBreaker.maxResetMs",
+  ],
+  [
+    "an unknown circuit breaker scope",
+    {
+      consumers: [consumer({ ...ok, circuitBreaker: { failures: 3, scope: "pod" as never } })],
+    },
+    "consumers[0].circuitBreaker.scope",
+  ],
+  [
+    "a rate limit with a zero interval",
+    { consumers: [consumer({ ...ok, rateLimit: { messages: 10, intervalMs: 0 } })] },
+    "consumers[0].rateLimit.intervalMs",
+  ],
+  [
+    "a logger without error()",
+    { logger: { debug() {}, info() {}, warn() {} } as never, consumers: [consumer(ok)] },
+    "logger",
+  ],
+  ["an unknown log level", { logLevel: "verbose" as never, consumers: [consumer(ok)] }, "logLevel"],
+  [
     "a fractional shard count",
     { consumers: [consumer({ ...ok, shardCount: 2.5 })] },
     "consumers[0].shardCount",

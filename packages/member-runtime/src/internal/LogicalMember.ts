@@ -219,6 +219,7 @@ export const makeLogicalMember = (
         emit({ ...base(), type: "exhausted", shard })
         Queue.offerUnsafe(inbox, { _tag: "Exhausted", shard })
       },
+      groupShardCount: () => machine.layout?.shardCount ?? settings.shardCount,
     })
 
     const ownedGauge = Metric.withAttributes(Metrics.ownedShards, memberAttributes)
