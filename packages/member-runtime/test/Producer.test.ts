@@ -1,6 +1,7 @@
 /** The producer: routing, batching, trimming, idempotent sends, re-routing after ShardSealed. */
 import { assert, describe, it } from "@effect/vitest"
 import { BackendUnavailable, Layout, ShardStreams } from "@shardline/core"
+import { Admin } from "@shardline/redis-store"
 import { Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
 import * as LayoutSource from "../src/LayoutSource.js"
@@ -193,4 +194,10 @@ describe("producer", () => {
         assert.strictEqual((yield* Effect.flip(producer.send("k")))._tag, "RuntimeStopped")
       }),
   )
+})
+
+describe("the key field", () => {
+  it("is the one redis-store's dead-letter tools read and replay (Admin.KEY_FIELD)", () => {
+    assert.strictEqual(Admin.KEY_FIELD, KEY_FIELD)
+  })
 })

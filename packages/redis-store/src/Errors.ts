@@ -6,7 +6,8 @@
  * re-exports those three under the names this package used before, and
  * adds the two a connection can fail with before any port runs:
  * `PermissionDenied` (the ACL user lacks a command, key or channel
- * Shardline needs: docs/redis.md, "ACL") and `InvalidDatabase`.
+ * Shardline needs: docs/redis.md, "ACL") and `InvalidDatabase`, and the
+ * administration's refusals (`AdminRefused`).
  */
 export {
   BackendUnavailable,
@@ -48,5 +49,23 @@ export class PermissionDenied extends Schema.TaggedError<PermissionDenied>()("Pe
 /** The connection names a database the server does not have (`redis://host/99` on a 16-database server). */
 export class InvalidDatabase extends Schema.TaggedError<InvalidDatabase>()("InvalidDatabase", {
   db: Schema.Number,
+  message: Schema.String,
+}) {}
+
+/**
+ * An administration request the data does not allow (src/Admin.ts, the
+ * `shardline dlq` and `groups` commands): an unknown stream or group, a
+ * live group to delete without `force`, a dead letter that is not there,
+ * dead-letter ids without their shard.
+ * The message says why.
+ */
+export class AdminRefused extends Schema.TaggedError<AdminRefused>()("AdminRefused", {
+  reason: Schema.Literals([
+    "UnknownStream",
+    "GroupLive",
+    "UnknownGroup",
+    "NotFound",
+    "InvalidRequest",
+  ]),
   message: Schema.String,
 }) {}
