@@ -18,6 +18,7 @@
  * import pino from "pino"
  * await start({ logger: pino(), logLevel: "info", listeners: [new Billing()] })
  */
+import { Cause, Logger as EffectLogger, type Layer } from "effect"
 import type { RuntimeEvent } from "./Events.js"
 
 export type LogFields = Readonly<Record<string, unknown>>
@@ -303,3 +304,34 @@ export const makeEventLog = (log: LevelLogger) => {
     log.log(e.level, { ...fields, ...e.fields }, e.message)
   }
 }
+
+const effectLevels: Record<string, Level | undefined> = {
+  Fatal: "error",
+  Error: "error",
+  Warn: "warn",
+  Info: "info",
+  Debug: "debug",
+  Trace: "debug",
+}
+
+/**
+ * Effect's own logs (`Effect.logWarning` in the ports, e.g. the Redis
+ * transport's "a heartbeat was not answered") to the same logger, for
+ * `start`: its runtime replaces Effect's default logger with this one.
+ */
+export const effectLoggerLayer = (log: LevelLogger): Layer.Layer<never> =>
+  EffectLogger.layer([
+    EffectLogger.make((o) => {
+      const level = effectLevels[o.logLevel]
+      if (level === undefined || !log.enabled(level)) return
+      const parts = Array.isArray(o.message) ? o.message : [o.message]
+      const message = parts.map((p) => (typeof p === "string" ? p : describeError(p))).join(" ")
+      const cause =
+        Cause.hasFails(o.cause) || Cause.hasDies(o.cause) ? Cause.squash(o.cause) : undefined
+      log.log(
+        level,
+        { source: "effect", ...(cause === undefined ? {} : { error: describeError(cause) }) },
+        message,
+      )
+    }),
+  ])

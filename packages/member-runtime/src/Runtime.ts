@@ -64,7 +64,7 @@ import { type LogicalMember, makeLogicalMember } from "./internal/LogicalMember.
 import { type MemberError, makeObserver } from "./internal/Observer.js"
 import { type ConsumerSpec, checkAcross, resolveDefinition } from "./internal/spec.js"
 import * as LayoutSource from "./LayoutSource.js"
-import { type Logger, type LogLevel, makeLevelLogger } from "./Logging.js"
+import { effectLoggerLayer, type Logger, type LogLevel, makeLevelLogger } from "./Logging.js"
 import { prometheusTextOf } from "./Metrics.js"
 import { memoryPorts, type PortServices, type Ports } from "./Ports.js"
 import {
@@ -629,10 +629,15 @@ export const start = async (options: StartOptions = {}): Promise<ShardlineRuntim
     ports = { layer: RedisPorts.layer(decoded.success) }
   } else ports = given ?? memoryPorts()
   const registry: Metric.MetricRegistry = metricRegistry ?? new Map()
+  // Effect's own logs (the ports') go to the runtime's logger too
+  const effectLogs = effectLoggerLayer(
+    makeLevelLogger(rest.logger, resolved.success.o.logLevel ?? "warn"),
+  )
   const managed = ManagedRuntime.make(
-    Layer.merge(
+    Layer.mergeAll(
       ports.layer as Layer.Layer<PortServices, never>,
       Layer.succeed(Metric.MetricRegistry, registry),
+      effectLogs,
     ),
   )
   const scope = await managed.runPromise(Scope.make())

@@ -8,10 +8,16 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { BackendUnavailable, type HeartbeatResponse, TransportError } from "@shardline/core"
-import { Clock, Effect } from "effect"
+import { Cause, Clock, Effect } from "effect"
 import { afterEach, vi } from "vitest"
 import type { RuntimeEvent } from "../src/Events.js"
-import { type LogFields, type Logger, makeEventLog, makeLevelLogger } from "../src/Logging.js"
+import {
+  effectLoggerLayer,
+  type LogFields,
+  type Logger,
+  makeEventLog,
+  makeLevelLogger,
+} from "../src/Logging.js"
 import { group, makeWorld, stream, timing } from "./support/world.js"
 
 interface Line {
@@ -387,6 +393,30 @@ describe("makeEventLog (unit)", () => {
       assert.include(l.message, 'docs/redis.md, "ACL"')
     }
   })
+
+  it.effect("Effect's own logs (the ports') reach the logger at their level", () =>
+    Effect.gen(function* () {
+      const { logger, lines } = capture()
+      yield* Effect.logWarning("serve: a heartbeat was not answered").pipe(
+        Effect.andThen(Effect.logDebug("below the level")),
+        Effect.andThen(
+          Effect.logError(
+            "boom",
+            Cause.fail(new BackendUnavailable({ operation: "x", message: "down" })),
+          ),
+        ),
+        Effect.provide(effectLoggerLayer(makeLevelLogger(logger, "warn"))),
+      )
+      assert.deepStrictEqual(
+        lines.map((l) => [l.level, l.message]),
+        [
+          ["warn", "serve: a heartbeat was not answered"],
+          ["error", "boom"],
+        ],
+      )
+      assert.strictEqual(lines[1]!.fields.error, "BackendUnavailable: down")
+    }),
+  )
 
   it("debug shows batches; silent shows nothing", () => {
     const batch: RuntimeEvent = {
