@@ -289,7 +289,14 @@ export const makeEventLog = (log: LevelLogger) => {
     }
   }
 
+  const debug = log.enabled("debug")
   return (event: RuntimeEvent): void => {
+    // the per-batch events say nothing below debug unless a data-plane streak ends
+    if (
+      !debug &&
+      (event.type === "batchStart" || (event.type === "batchEnd" && dataPlaneFailures.size === 0))
+    )
+      return
     const e = entry(event)
     if (e === undefined || !log.enabled(e.level)) return
     const fields: Record<string, unknown> = {
