@@ -8,6 +8,8 @@
 import { MemberWeight } from "@shardline/core"
 import { Result, Schema, SchemaIssue } from "effect"
 import { InvalidRuntimeConfig } from "./Errors.js"
+import type { BreakerSettings } from "./internal/CircuitBreaker.js"
+import type { RateLimitSettings } from "./internal/RateLimiter.js"
 
 // ---------------------------------------------------------------------------
 // public option types
@@ -60,6 +62,39 @@ export interface CommonOptions {
   readonly heartbeatTimeoutMs?: number
   /** Configured assignment weight of each logical member (default 1). */
   readonly weight?: number
+  /**
+   * Opt-in: after `failures` handler failures in a row, stop reading the
+   * member's shards (or the shard's, `scope: "shard"`), leaving failed
+   * messages pending (never dead-lettered), then try one message after
+   * `resetMs` (docs/runtime.md, "Circuit breaker and rate limit").
+   */
+  readonly circuitBreaker?: CircuitBreakerOptions
+  /** Opt-in: at most `messages` per `intervalMs`, per member or per group. */
+  readonly rateLimit?: RateLimitOptions
+}
+
+export interface CircuitBreakerOptions {
+  /** Handler failures in a row that open it (>= 1). Above `maxDeliveries`, a lone poison message is still dead-lettered. */
+  readonly failures: number
+  /** `member` (default): one breaker for all the member's shards; `shard`: one per shard. */
+  readonly scope?: "member" | "shard"
+  /** Open this long before one message is tried (default 30,000 ms). */
+  readonly resetMs?: number
+  /** The open period doubles after each failed trial, up to this (default 600,000 ms). */
+  readonly maxResetMs?: number
+}
+
+export interface RateLimitOptions {
+  /** At most this many messages ... */
+  readonly messages: number
+  /** ... in any window of this long (ms). */
+  readonly intervalMs: number
+  /**
+   * `member` (default): each logical member on its own. `group`: the group's
+   * total, split by the share of the stream's shards each member owns (no
+   * coordination through Redis).
+   */
+  readonly scope?: "member" | "group"
 }
 
 /** Shard lifecycle hooks, all optional; each receives the member and shard. */
@@ -102,6 +137,8 @@ export interface ConsumerSettings extends GroupSettings {
   readonly safetyMarginMs: number | undefined
   readonly heartbeatTimeoutMs: number
   readonly weight: number | undefined
+  readonly circuitBreaker: BreakerSettings | undefined
+  readonly rateLimit: RateLimitSettings | undefined
 }
 
 export const DEFAULTS = {
@@ -118,6 +155,8 @@ export const DEFAULTS = {
   heartbeatIntervalMs: 3_000,
   heartbeatTimeoutMs: 5_000,
   shutdownTimeoutMs: 30_000,
+  breakerResetMs: 30_000,
+  breakerMaxResetMs: 600_000,
 } as const
 
 // ---------------------------------------------------------------------------
@@ -152,6 +191,21 @@ const commonFields = {
   safetyMarginMs: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
   heartbeatTimeoutMs: Schema.optional(PositiveInt),
   weight: Schema.optional(MemberWeight),
+  circuitBreaker: Schema.optional(
+    Schema.Struct({
+      failures: PositiveInt,
+      scope: Schema.optional(Schema.Literals(["member", "shard"])),
+      resetMs: Schema.optional(PositiveInt),
+      maxResetMs: Schema.optional(PositiveInt),
+    }),
+  ),
+  rateLimit: Schema.optional(
+    Schema.Struct({
+      messages: PositiveInt,
+      intervalMs: PositiveInt,
+      scope: Schema.optional(Schema.Literals(["member", "group"])),
+    }),
+  ),
   onAssigned: Schema.optional(Fn),
   onRevoked: Schema.optional(Fn),
   onLost: Schema.optional(Fn),
@@ -198,6 +252,20 @@ export const RuntimeOptionsSchema = Schema.Struct({
   metricRegistry: Schema.optional(Schema.Unknown),
   onEvent: Schema.optional(Fn),
   eventHub: Schema.optional(Schema.Unknown),
+  /** Where warnings and errors go: `{ debug, info, warn, error }` taking (fields, message), or `console`. */
+  logger: Schema.optional(
+    Schema.declare(
+      (u: unknown): u is object =>
+        typeof u === "object" &&
+        u !== null &&
+        ["debug", "info", "warn", "error"].every(
+          (m) => typeof (u as Record<string, unknown>)[m] === "function",
+        ),
+      { expected: "a logger with debug, info, warn and error methods (pino, console, ...)" },
+    ),
+  ),
+  /** The least severe level the runtime writes (default warn). */
+  logLevel: Schema.optional(Schema.Literals(["debug", "info", "warn", "error", "silent"])),
 })
 
 // ---------------------------------------------------------------------------
@@ -280,6 +348,13 @@ export const resolveSettings = (
     return Result.fail(
       invalid(at("retryBackoff.maxMs"), `must be at least initialMs (${retryInitialMs})`),
     )
+  const breaker = o.circuitBreaker
+  const resetMs = breaker?.resetMs ?? DEFAULTS.breakerResetMs
+  const maxResetMs = breaker?.maxResetMs ?? Math.max(DEFAULTS.breakerMaxResetMs, resetMs)
+  if (breaker !== undefined && maxResetMs < resetMs)
+    return Result.fail(
+      invalid(at("circuitBreaker.maxResetMs"), `must be at least resetMs (${resetMs})`),
+    )
   if (heartbeatTimeoutMs >= sessionTimeoutMs)
     return Result.fail(
       invalid(
@@ -305,6 +380,18 @@ export const resolveSettings = (
     safetyMarginMs: o.safetyMarginMs,
     heartbeatTimeoutMs,
     weight: o.weight,
+    circuitBreaker:
+      breaker === undefined
+        ? undefined
+        : { failures: breaker.failures, scope: breaker.scope ?? "member", resetMs, maxResetMs },
+    rateLimit:
+      o.rateLimit === undefined
+        ? undefined
+        : {
+            messages: o.rateLimit.messages,
+            intervalMs: o.rateLimit.intervalMs,
+            scope: o.rateLimit.scope ?? "member",
+          },
   })
 }
 

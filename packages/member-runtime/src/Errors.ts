@@ -30,9 +30,15 @@ export class RuntimeStopped extends Schema.TaggedError<RuntimeStopped>()("Runtim
   message: Schema.String,
 }) {}
 
-/** The producer knows no layout for the stream (its `LayoutSource` has none). */
+/**
+ * The producer knows no layout for the stream (its `LayoutSource` has none):
+ * no group has created the stream yet and the producer was given no layout.
+ * The message says what to do (start a consumer first, or give the producer
+ * a `layout`).
+ */
 export class UnknownStream extends Schema.TaggedError<UnknownStream>()("UnknownStream", {
   stream: Schema.String,
+  message: Schema.String,
 }) {}
 
 /**
@@ -65,3 +71,24 @@ export class LayoutUnavailable extends Schema.TaggedError<LayoutUnavailable>()(
     cause: Schema.optional(Schema.Defect()),
   },
 ) {}
+
+/**
+ * No coordinator serves the group: its members run with `coordinator:
+ * "standalone"` and no coordinator process holds the group. The message
+ * says how to start one (`shardline coordinator ...` with the group's
+ * settings, or `startCoordinator`). The members keep trying; they join as
+ * soon as one serves.
+ */
+export class NoCoordinator extends Schema.TaggedError<NoCoordinator>()("NoCoordinator", {
+  stream: Schema.String,
+  group: Schema.String,
+  message: Schema.String,
+  cause: Schema.optional(Schema.Defect()),
+}) {}
+
+/** `pause`, `resume`, `seek` or `resetCircuit` named a group this runtime does not consume. */
+export class UnknownGroup extends Schema.TaggedError<UnknownGroup>()("UnknownGroup", {
+  stream: Schema.String,
+  group: Schema.String,
+  message: Schema.String,
+}) {}

@@ -13,7 +13,12 @@ import type {
   MemberMachine,
   MemberSuperseded,
   ShardLayout,
+  TransportError,
 } from "@shardline/core"
+import type { NoCoordinator } from "./Errors.js"
+
+/** Why a heartbeat got no answer: the transport's error, or no coordinator serves the group. */
+export type HeartbeatFailure = TransportError | NoCoordinator
 
 interface Base {
   readonly stream: string
@@ -47,11 +52,13 @@ export type RuntimeEvent =
       readonly assignmentEpoch: number
       readonly owned: ReadonlyArray<number>
     })
-  /** A heartbeat ended: the coordinator's error code, or `TRANSPORT_ERROR`. */
+  /** A heartbeat ended: the coordinator's error code, or `TRANSPORT_ERROR` with its cause (`error`). */
   | (MemberBase & {
       readonly type: "heartbeat"
       readonly errorCode: ErrorCode | "TRANSPORT_ERROR"
       readonly latencyMs: number
+      /** With `TRANSPORT_ERROR`: why no answer came (`NoCoordinator` when none serves a standalone group). */
+      readonly error?: HeartbeatFailure
     })
   | (MemberBase & {
       readonly type: "batchStart"
@@ -100,6 +107,28 @@ export type RuntimeEvent =
       readonly error: unknown
     })
   | (MemberBase & { readonly type: "layoutChanged"; readonly layout: ShardLayout })
+  /**
+   * A circuit breaker opened (`failures` handler failures in a row, or a
+   * failed trial): its scope (the member, or `shard`) reads nothing until
+   * `retryInMs`, then tries one message; failed messages stay pending.
+   */
+  | (MemberBase & {
+      readonly type: "circuitOpened"
+      readonly scope: "member" | "shard"
+      /** The shard whose failure opened it. */
+      readonly shard: number
+      readonly failures: number
+      readonly retryInMs: number
+      readonly error: unknown
+    })
+  /** A circuit breaker closed: its trial succeeded, or `resetCircuit` closed it. */
+  | (MemberBase & {
+      readonly type: "circuitClosed"
+      readonly scope: "member" | "shard"
+      /** The shard of a shard-scoped breaker. */
+      readonly shard: number | undefined
+      readonly reason: "a trial succeeded" | "reset by hand"
+    })
   | (MemberBase & { readonly type: "paused" | "resumed"; readonly shard: number })
   | (MemberBase & { readonly type: "seeked"; readonly shard: number; readonly position: string })
   /** The member left the group (or gave up leaving at its leave timeout). */

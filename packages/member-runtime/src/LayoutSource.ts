@@ -15,6 +15,13 @@ import { LayoutUnavailable, UnknownStream } from "./Errors.js"
 
 export type LayoutError = UnknownStream | LayoutUnavailable
 
+/** `UnknownStream` with what to do about it. */
+export const unknownStream = (stream: string): UnknownStream =>
+  new UnknownStream({
+    stream,
+    message: `stream ${JSON.stringify(stream)} has no shard layout yet: no consumer group has created it (a group's coordinator stores the layout when the group first starts) and this producer was given none. Start a consumer of the stream first, or give the producer the layout its consumers will use: runtime.producer(${JSON.stringify(stream)}, { layout: LayoutSource.fixed({ ${JSON.stringify(stream)}: <the group's shardCount> }) })`,
+  })
+
 export interface LayoutSource {
   /** The layout producers route `stream`'s keys by now. */
   readonly current: (stream: string) => Effect.Effect<Layout.Generation, LayoutError>
@@ -27,7 +34,7 @@ export const fixed = (shardCounts: Readonly<Record<string, number>>): LayoutSour
   const get = (stream: string): Effect.Effect<Layout.Generation, UnknownStream> => {
     const shardCount = Object.hasOwn(shardCounts, stream) ? shardCounts[stream] : undefined
     return shardCount === undefined
-      ? Effect.fail(new UnknownStream({ stream }))
+      ? Effect.fail(unknownStream(stream))
       : Effect.succeed({ generation: 0, firstShard: 0, shardCount })
   }
   return { current: get, refresh: get }
@@ -43,7 +50,7 @@ export const mutable = (
   const generations = new Map(Object.entries(initial))
   const get = (stream: string): Effect.Effect<Layout.Generation, UnknownStream> => {
     const g = generations.get(stream)
-    return g === undefined ? Effect.fail(new UnknownStream({ stream })) : Effect.succeed(g)
+    return g === undefined ? Effect.fail(unknownStream(stream)) : Effect.succeed(g)
   }
   return {
     current: get,
@@ -75,7 +82,7 @@ export const fromStreamLayouts = (
           ? Effect.succeed(Layout.StreamLayout.current(stored.value.record))
           : fallback !== undefined
             ? fallback.current(stream)
-            : Effect.fail(new UnknownStream({ stream })),
+            : Effect.fail(unknownStream(stream)),
       ),
     )
   return { current: get, refresh: get }

@@ -19,8 +19,7 @@
  * })
  */
 import type { ConnectionOptions as TlsOptions } from "node:tls"
-import type { BackendUnavailable } from "@shardline/core"
-import { RedisPorts } from "@shardline/redis-store"
+import { type RedisConnection, RedisPorts } from "@shardline/redis-store"
 import { Effect, Layer, Result, Schema } from "effect"
 import type { ClusterOptions, RedisOptions as IoRedisOptions } from "ioredis"
 import { decodeOptions } from "./Config.js"
@@ -165,14 +164,20 @@ export const decodeRedisOptions = (
 /**
  * Ports on Redis: every runtime given them (or given the same `redis`
  * options) shares the server's streams, groups and coordinators. The layer
- * validates the options first (`InvalidRuntimeConfig`), then connects
- * (`BackendUnavailable` when the server cannot be reached); its connections
- * close with it.
+ * validates the options first (`InvalidRuntimeConfig`), then connects:
+ * `BackendUnavailable` at once when the server cannot be reached (its
+ * message names the cause: ECONNREFUSED, ENOTFOUND, WRONGPASS, ...),
+ * `InvalidDatabase` for a database the server does not have,
+ * `PermissionDenied` when the ACL user may not run the connection's own
+ * commands; its connections close with it.
  */
 export const redisPorts = (
   options: RedisOptions,
 ): Ports & {
-  readonly layer: Layer.Layer<RedisPorts.RedisPorts, InvalidRuntimeConfig | BackendUnavailable>
+  readonly layer: Layer.Layer<
+    RedisPorts.RedisPorts,
+    InvalidRuntimeConfig | RedisConnection.ConnectError
+  >
 } => ({
   layer: Layer.unwrap(
     Effect.suspend(() => {

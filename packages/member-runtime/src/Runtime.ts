@@ -21,30 +21,50 @@ import {
   CoordinatorTransport,
   type GroupConfig,
   type GroupMonitor,
-  type HeartbeatRejected,
-  type LeaseUnusable,
   MemberMachine,
-  type MemberSuperseded,
   OwnerFence,
   ShardStreams,
   StreamLayouts,
+  type TransportError,
 } from "@shardline/core"
-import { RedisPorts } from "@shardline/redis-store"
-import { Clock, Effect, Exit, Layer, ManagedRuntime, Metric, Option, Result, Scope } from "effect"
+import {
+  Acl,
+  type BackendUnavailable,
+  type PermissionDenied,
+  RedisConnection,
+  RedisPorts,
+} from "@shardline/redis-store"
+import {
+  Cause,
+  Clock,
+  Effect,
+  Exit,
+  Layer,
+  ManagedRuntime,
+  Metric,
+  Option,
+  Result,
+  Scope,
+} from "effect"
 import { DEFAULTS, decodeOptions, invalid, RuntimeOptionsSchema } from "./Config.js"
 import { type ConsumerDefinition, isConsumerDefinition } from "./Consumer.js"
 import {
   type InvalidRuntimeConfig,
+  NoCoordinator,
   RuntimeStopped,
-  type SeekFailed,
+  SeekFailed,
   ShardNotOwned,
+  UnknownGroup,
 } from "./Errors.js"
-import { type EventHub, type EventListener, makeEventHub } from "./Events.js"
+import { type EventHub, type EventListener, type HeartbeatFailure, makeEventHub } from "./Events.js"
 import { memberBase as defaultMemberBase, nextIncarnation } from "./Identity.js"
+import type { BreakerView } from "./internal/CircuitBreaker.js"
 import { type Candidate, runCandidate } from "./internal/CoordinatorCandidate.js"
 import { type LogicalMember, makeLogicalMember } from "./internal/LogicalMember.js"
+import { type MemberError, makeObserver } from "./internal/Observer.js"
 import { type ConsumerSpec, checkAcross, resolveDefinition } from "./internal/spec.js"
 import * as LayoutSource from "./LayoutSource.js"
+import { effectLoggerLayer, type Logger, type LogLevel, makeLevelLogger } from "./Logging.js"
 import { prometheusTextOf } from "./Metrics.js"
 import { memoryPorts, type PortServices, type Ports } from "./Ports.js"
 import {
@@ -84,6 +104,14 @@ export interface RuntimeOptions {
    * `emit` must return at once (it runs on the members' fibers).
    */
   readonly eventHub?: EventHub
+  /**
+   * Where warnings and errors go (docs/runtime.md, "Logging"): pino,
+   * bunyan, `console` (the default) or any `{ debug, info, warn, error }`
+   * taking (fields, message).
+   */
+  readonly logger?: Logger | Console
+  /** The least severe level written (default `warn`; `silent` writes nothing). */
+  readonly logLevel?: LogLevel
 }
 
 export interface StartOptions extends RuntimeOptions {
@@ -114,10 +142,18 @@ export interface MemberView {
   readonly owned: ReadonlyArray<number>
   /** Local workers. */
   readonly workers: number
-  /** The last error the coordinator or the member's lease surfaced, if any. */
-  readonly lastError: MemberSuperseded | LeaseUnusable | HeartbeatRejected | undefined
+  /**
+   * The last error the member met, if any: superseded, lease unusable, a
+   * rejected or unanswered heartbeat (with its cause: `TransportError`,
+   * `NoCoordinator`), or a data-plane call Redis refused (NOPERM).
+   */
+  readonly lastError: MemberError | undefined
+  /** When `lastError` happened (clock ms). */
+  readonly lastErrorAt: number | undefined
   /** Turns per owned shard since it was started (fairness checks). */
   readonly turns: ReadonlyMap<number, number>
+  /** Its circuit breakers (with `circuitBreaker`): the member's, or one per shard that has one. */
+  readonly circuits: ReadonlyArray<BreakerView>
 }
 
 /** The runtime with Effect results. */
@@ -125,9 +161,20 @@ export interface EffectRuntime {
   readonly memberBase: string
   readonly members: () => ReadonlyArray<MemberView>
   readonly on: (listener: EventListener) => () => void
-  /** Stop reading a shard (it keeps its owner and its fence); works for shards owned later too. */
-  readonly pause: (stream: string, group: string, shard: number) => Effect.Effect<void>
-  readonly resume: (stream: string, group: string, shard: number) => Effect.Effect<void>
+  /**
+   * Stop reading a shard (it keeps its owner and its fence); works for shards
+   * owned later too. A group this runtime does not consume fails `UnknownGroup`.
+   */
+  readonly pause: (
+    stream: string,
+    group: string,
+    shard: number,
+  ) => Effect.Effect<void, UnknownGroup>
+  readonly resume: (
+    stream: string,
+    group: string,
+    shard: number,
+  ) => Effect.Effect<void, UnknownGroup>
   /**
    * Move the group's read position on a shard this process owns (XGROUP
    * SETID, fenced by the owner token): an entry id, `start` or `end`. It runs
@@ -138,11 +185,21 @@ export interface EffectRuntime {
     group: string,
     shard: number,
     position: string,
-  ) => Effect.Effect<void, ShardNotOwned | SeekFailed>
+  ) => Effect.Effect<void, ShardNotOwned | SeekFailed | UnknownGroup>
   readonly producer: (
     stream: string,
     options?: Partial<ProducerOptions>,
   ) => Effect.Effect<EffectProducer, never, Scope.Scope>
+  /**
+   * Close the group's circuit breakers in this process by hand (every
+   * member's; a shard-scoped one only for `shard` when given): their shards
+   * read again at once. True when one was open.
+   */
+  readonly resetCircuit: (
+    stream: string,
+    group: string,
+    shard?: number,
+  ) => Effect.Effect<boolean, UnknownGroup>
   /** The group's monitoring view, if this process is its coordinator now. */
   readonly monitor: (stream: string, group: string) => Effect.Effect<GroupMonitor | undefined>
   /** Leave every group (drain, leave, close) within `shutdownTimeoutMs`. Idempotent. */
@@ -199,14 +256,56 @@ const resolveOptions = (options: RuntimeOptions): Result.Result<Resolved, Invali
   return Result.succeed({ o, memberBase, shutdownTimeoutMs, specs })
 }
 
-/** The runtime (Effect API). Fails with `InvalidRuntimeConfig` before anything starts. */
+/** `start`, `end`, or a stream entry id (`<ms>-<seq>`, or `<ms>` for `<ms>-0`). */
+const isPosition = (position: string): boolean =>
+  position === "start" || position === "end" || /^\d{1,20}(-\d{1,20})?$/.test(position)
+
+/**
+ * A heartbeat of a standalone group that no coordinator serves: say so, and
+ * how to start one with the group's settings (the transports' words for it:
+ * "no coordinator serves ...").
+ */
+const noCoordinatorOr = (spec: ConsumerSpec, error: TransportError): HeartbeatFailure => {
+  if (error.reason !== "Unavailable" || !error.message.includes("no coordinator serves"))
+    return error
+  const s = spec.settings
+  return new NoCoordinator({
+    stream: s.stream,
+    group: s.group,
+    message: `no coordinator serves group ${JSON.stringify(s.group)} of stream ${JSON.stringify(s.stream)}: its members run with coordinator: "standalone", so one must run elsewhere: shardline coordinator --redis <url> --stream ${s.stream} --group ${s.group} --shards ${s.shardCount} --session-timeout ${s.sessionTimeoutMs} --heartbeat-interval ${s.heartbeatIntervalMs} --rebalance-timeout ${s.rebalanceTimeoutMs} (the bin of @shardline/redis-store), or startCoordinator({ ports, groups: [...] }) in a process of your own, or drop coordinator: "standalone" to coordinate in this process. The members keep trying and join as soon as one serves`,
+    cause: error,
+  })
+}
+
+/**
+ * The runtime (Effect API). Fails with `InvalidRuntimeConfig` before anything
+ * starts; on Redis (a `RedisConnection` in context, as `redisPorts` gives),
+ * with `PermissionDenied` when the ACL user may not run a command, or touch a
+ * key or channel, that its groups need (redis-store `Acl.checkPermissions`).
+ */
 export const make = (
   options: RuntimeOptions,
-): Effect.Effect<EffectRuntime, InvalidRuntimeConfig, Scope.Scope | PortServices> =>
+): Effect.Effect<
+  EffectRuntime,
+  InvalidRuntimeConfig | PermissionDenied | BackendUnavailable,
+  Scope.Scope | PortServices
+> =>
   Effect.gen(function* () {
     const resolved = resolveOptions(options)
     if (Result.isFailure(resolved)) return yield* Effect.fail(resolved.failure)
     const { o, memberBase, shutdownTimeoutMs, specs } = resolved.success
+
+    // on Redis: the ACL user may run everything these groups need, before anything runs
+    const redis = yield* Effect.serviceOption(RedisConnection.RedisConnection)
+    if (Option.isSome(redis) && specs.length > 0)
+      yield* Acl.checkPermissions(
+        redis.value,
+        specs.map((spec) => ({
+          stream: spec.settings.stream,
+          group: spec.settings.group,
+          memberIds: spec.memberIds,
+        })),
+      )
 
     // ports and scopes ------------------------------------------------------------
     const streams = yield* ShardStreams.ShardStreams
@@ -216,10 +315,15 @@ export const make = (
     const coordinatorScope = yield* Scope.fork(outer)
     const memberScope = yield* Scope.fork(outer)
     const clock = yield* Clock.Clock
-    const events =
+    const hub =
       options.eventHub ??
       makeEventHub(o.eventBufferCapacity !== undefined ? { capacity: o.eventBufferCapacity } : {})
-    if (options.onEvent !== undefined) events.on(options.onEvent)
+    if (options.onEvent !== undefined) hub.on(options.onEvent)
+    // every event is logged and remembered on its way to the hub (src/internal/Observer.ts)
+    const log = makeLevelLogger(options.logger, o.logLevel ?? "warn")
+    const observer = makeObserver(hub, log)
+    const events = observer.events
+    const standalone = (o.coordinator ?? "embedded") === "standalone"
     const fence = yield* OwnerFence.make
 
     // coordinators ------------------------------------------------------------------
@@ -268,6 +372,9 @@ export const make = (
           events,
           isPaused: (shard) => paused.has(shard),
           leaveTimeoutMs: shutdownTimeoutMs,
+          ...(standalone
+            ? { describeHeartbeatFailure: (e: TransportError) => noCoordinatorOr(spec, e) }
+            : {}),
         }).pipe(Scope.provide(memberScope))
         g.members.push(member)
         all.push({ member, spec })
@@ -276,21 +383,62 @@ export const make = (
 
     // stop ----------------------------------------------------------------------------
     let stopping: Effect.Effect<void> | undefined
-    const stopOnce = Effect.gen(function* () {
-      yield* Effect.forEach(all, ({ member }) => member.requestLeave, { discard: true })
-      // leave while this process's coordinators still serve; force what is left at the deadline
-      yield* Effect.timeoutOption(
-        Effect.forEach(all, ({ member }) => member.left, {
-          concurrency: "unbounded",
-          discard: true,
-        }),
-        Math.max(1, Math.floor(shutdownTimeoutMs * 0.9)),
+    const stateOf = (member: LogicalMember, spec: ConsumerSpec) =>
+      observer.member(spec.settings.stream, spec.settings.group, member.memberId)
+    /**
+     * A member no coordinator can answer: it never joined (or is fenced),
+     * owns nothing and its last heartbeat failed; or its heartbeats fail in a
+     * way waiting will not cure (no coordinator serves it, NOPERM). Its leave
+     * would only wait out the deadline: it stops at once.
+     */
+    const unreachable = (member: LogicalMember, spec: ConsumerSpec) => {
+      const state = stateOf(member, spec)
+      if (state.hopeless) return true
+      const lifecycle = member.machine.lifecycle
+      return (
+        state.heartbeatFailing &&
+        (lifecycle === "joining" || lifecycle === "fenced") &&
+        MemberMachine.ownedShards(member.machine).length === 0
       )
+    }
+    const stopOnce = Effect.gen(function* () {
+      const cutOff = all.filter(({ member, spec }) => unreachable(member, spec))
       yield* Effect.forEach(
-        all.filter(({ member }) => !member.hasLeft()),
-        ({ member }) => member.stopNow("shutdown deadline"),
+        cutOff,
+        ({ member }) => member.stopNow("stopped: its coordinator cannot be reached"),
         { discard: true },
       )
+      const leaving = all.filter((x) => !cutOff.includes(x))
+      yield* Effect.forEach(leaving, ({ member }) => member.requestLeave, { discard: true })
+      // leave while this process's coordinators still serve; a member whose
+      // heartbeats turn hopeless meanwhile stops at once; force what is left at the deadline
+      yield* Effect.timeoutOption(
+        Effect.forEach(
+          leaving,
+          ({ member, spec }) =>
+            Effect.raceFirst(
+              member.left,
+              Effect.andThen(
+                Effect.repeat(Effect.sleep(50), {
+                  until: () => stateOf(member, spec).hopeless,
+                }),
+                member.stopNow("stopped: its coordinator cannot be reached"),
+              ),
+            ),
+          { concurrency: "unbounded", discard: true },
+        ),
+        Math.max(1, Math.floor(shutdownTimeoutMs * 0.9)),
+      )
+      const late = all.filter(({ member }) => !member.hasLeft())
+      if (late.length > 0)
+        log.log(
+          "warn",
+          { memberIds: late.map(({ member }) => member.memberId) },
+          `${late.length} member(s) had not left at 90% of shutdownTimeoutMs (${shutdownTimeoutMs} ms): stopped at once, their handlers' signals aborted`,
+        )
+      yield* Effect.forEach(late, ({ member }) => member.stopNow("shutdown deadline"), {
+        discard: true,
+      })
       yield* Scope.close(memberScope, Exit.void)
       yield* Scope.close(coordinatorScope, Exit.void)
     })
@@ -301,6 +449,25 @@ export const make = (
     yield* Scope.addFinalizer(outer, stop)
 
     const groupOf = (stream: string, group: string) => groups.get(groupKeyString(stream, group))
+    const knownGroup = (
+      stream: string,
+      group: string,
+    ): Effect.Effect<GroupRuntime, UnknownGroup> => {
+      const g = groupOf(stream, group)
+      return g !== undefined
+        ? Effect.succeed(g)
+        : Effect.fail(
+            new UnknownGroup({
+              stream,
+              group,
+              message: `this runtime does not consume group ${JSON.stringify(group)} of stream ${JSON.stringify(stream)} (it consumes ${
+                [...groups.values()]
+                  .map((x) => `${x.spec.settings.group} of ${x.spec.settings.stream}`)
+                  .join(", ") || "no group"
+              })`,
+            }),
+          )
+    }
     const base = (stream: string, group: string, memberId: string) => ({
       stream,
       group,
@@ -325,13 +492,14 @@ export const make = (
           assignmentEpoch: member.machine.assignmentEpoch,
           owned: MemberMachine.ownedShards(member.machine),
           workers: spec.workersPerMember,
-          lastError: member.lastError(),
+          lastError: stateOf(member, spec).lastError ?? member.lastError(),
+          lastErrorAt: stateOf(member, spec).lastErrorAt,
           turns: new Map([...member.poller.runners].map(([shard, r]) => [shard, r.turns])),
+          circuits: member.poller.circuits(),
         })),
       pause: (stream, group, shard) =>
-        Effect.sync(() => {
-          const g = groupOf(stream, group)
-          if (g === undefined || g.paused.has(shard)) return
+        Effect.map(knownGroup(stream, group), (g) => {
+          if (g.paused.has(shard)) return
           g.paused.add(shard)
           events.emit({
             ...base(stream, group, ownerOf(g, shard)?.memberId ?? ""),
@@ -340,9 +508,8 @@ export const make = (
           })
         }),
       resume: (stream, group, shard) =>
-        Effect.sync(() => {
-          const g = groupOf(stream, group)
-          if (g === undefined || !g.paused.delete(shard)) return
+        Effect.map(knownGroup(stream, group), (g) => {
+          if (!g.paused.delete(shard)) return
           for (const m of g.members) m.poller.resume(shard)
           events.emit({
             ...base(stream, group, ownerOf(g, shard)?.memberId ?? ""),
@@ -351,9 +518,17 @@ export const make = (
           })
         }),
       seek: (stream, group, shard, position) =>
-        Effect.suspend(() => {
-          const g = groupOf(stream, group)
-          const owner = g === undefined ? undefined : ownerOf(g, shard)
+        Effect.flatMap(knownGroup(stream, group), (g) => {
+          if (!isPosition(position))
+            return Effect.fail(
+              new SeekFailed({
+                stream,
+                group,
+                shard,
+                message: `${JSON.stringify(position)} is no position: give "start", "end" or a stream entry id such as "1700000000000-0" (or "1700000000000")`,
+              }),
+            )
+          const owner = ownerOf(g, shard)
           return owner === undefined
             ? Effect.fail(new ShardNotOwned({ stream, group, shard }))
             : owner.poller.seek(shard, position)
@@ -373,6 +548,10 @@ export const make = (
               : declared),
         })
       },
+      resetCircuit: (stream, group, shard) =>
+        Effect.map(knownGroup(stream, group), (g) =>
+          g.members.reduce((closed, m) => m.poller.resetCircuit(shard) || closed, false),
+        ),
       monitor: (stream, group) => {
         const candidate = candidates.get(groupKeyString(stream, group))
         return candidate === undefined
@@ -393,9 +572,12 @@ export interface ShardlineRuntime {
   readonly members: () => ReadonlyArray<MemberView>
   /** Subscribe to events; returns the unsubscribe function. Listeners never block members. */
   readonly on: (listener: EventListener) => () => void
+  /** Stop reading a shard; throws `UnknownGroup` for a group this runtime does not consume. */
   readonly pause: (stream: string, group: string, shard: number) => void
   readonly resume: (stream: string, group: string, shard: number) => void
   readonly seek: (stream: string, group: string, shard: number, position: string) => Promise<void>
+  /** Close the group's circuit breakers by hand (a shard's only, with `shard`); true when one was open. */
+  readonly resetCircuit: (stream: string, group: string, shard?: number) => boolean
   /** A producer on `stream`, routed by the runtime's shard counts unless `layout` is given. */
   readonly producer: (stream: string, options?: Partial<ProducerOptions>) => Producer
   /** Prometheus text exposition of this runtime's metrics. */
@@ -405,6 +587,13 @@ export interface ShardlineRuntime {
   readonly stop: () => Promise<void>
   /** Resolves once the runtime has stopped (by `stop()` or a signal). */
   readonly stopped: Promise<void>
+}
+
+/** Run a synchronous Effect; its failure is thrown as the typed error itself. */
+const runSyncOrThrow = <A, E>(effect: Effect.Effect<A, E>): A => {
+  const exit = Effect.runSyncExit(effect)
+  if (Exit.isSuccess(exit)) return exit.value
+  throw Cause.squash(exit.cause)
 }
 
 /** Wrap an Effect producer whose construction is under way. */
@@ -440,10 +629,15 @@ export const start = async (options: StartOptions = {}): Promise<ShardlineRuntim
     ports = { layer: RedisPorts.layer(decoded.success) }
   } else ports = given ?? memoryPorts()
   const registry: Metric.MetricRegistry = metricRegistry ?? new Map()
+  // Effect's own logs (the ports') go to the runtime's logger too
+  const effectLogs = effectLoggerLayer(
+    makeLevelLogger(rest.logger, resolved.success.o.logLevel ?? "warn"),
+  )
   const managed = ManagedRuntime.make(
-    Layer.merge(
+    Layer.mergeAll(
       ports.layer as Layer.Layer<PortServices, never>,
       Layer.succeed(Metric.MetricRegistry, registry),
+      effectLogs,
     ),
   )
   const scope = await managed.runPromise(Scope.make())
@@ -500,12 +694,14 @@ export const start = async (options: StartOptions = {}): Promise<ShardlineRuntim
     members: runtime.members,
     on: runtime.on,
     pause: (stream, group, shard) => {
-      Effect.runSync(runtime.pause(stream, group, shard))
+      runSyncOrThrow(runtime.pause(stream, group, shard))
     },
     resume: (stream, group, shard) => {
-      Effect.runSync(runtime.resume(stream, group, shard))
+      runSyncOrThrow(runtime.resume(stream, group, shard))
     },
     seek: (stream, group, shard, position) => run(runtime.seek(stream, group, shard, position)),
+    resetCircuit: (stream, group, shard) =>
+      runSyncOrThrow(runtime.resetCircuit(stream, group, shard)),
     producer: (stream, producerOptions) =>
       promiseProducer(
         stream,

@@ -16,8 +16,10 @@
  */
 export type {
   AckPolicy,
+  CircuitBreakerOptions,
   CommonOptions,
   LostHookInfo,
+  RateLimitOptions,
   RetryBackoff,
   ShardHookInfo,
 } from "./Config.js"
@@ -43,12 +45,16 @@ export {
   type EventHub,
   type EventHubStats,
   type EventListener,
+  type HeartbeatFailure,
   makeEventHub,
   type RuntimeEvent,
   type RuntimeEventType,
 } from "./Events.js"
 export { logicalMemberIds, memberBase, nextIncarnation } from "./Identity.js"
+export type { BreakerState, BreakerView } from "./internal/CircuitBreaker.js"
+export type { MemberError } from "./internal/Observer.js"
 export * as LayoutSource from "./LayoutSource.js"
+export type { LogFields, Logger, LogLevel } from "./Logging.js"
 export {
   type Batch,
   type BatchContext,

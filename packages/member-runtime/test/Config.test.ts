@@ -5,6 +5,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { type ConsumerOptions, consumer, effectConsumer } from "../src/Consumer.js"
+import type { InvalidRuntimeConfig } from "../src/Errors.js"
 import { memoryPorts } from "../src/Ports.js"
 import { make, type RuntimeOptions, start } from "../src/Runtime.js"
 import { StreamListener, type StreamListenerOptions } from "../src/StreamListener.js"
@@ -24,7 +25,9 @@ const failureOf = (options: RuntimeOptions) =>
     // nothing connected: no heartbeat reached a coordinator, no group was created
     const info = yield* ports.streams.info("orders", 0)
     assert.strictEqual(info.groups.length, 0)
-    return error
+    // the memory ports have no Redis connection: only configuration errors
+    assert.strictEqual(error._tag, "InvalidRuntimeConfig")
+    return error as InvalidRuntimeConfig
   })
 
 const cases: ReadonlyArray<readonly [string, RuntimeOptions, string]> = [
@@ -50,6 +53,38 @@ const cases: ReadonlyArray<readonly [string, RuntimeOptions, string]> = [
     { consumers: [consumer({ ...ok, maxDeliveries: 0 })] },
     "consumers[0].maxDeliveries",
   ],
+  [
+    "a circuit breaker opening after zero failures",
+    { consumers: [consumer({ ...ok, circuitBreaker: { failures: 0 } })] },
+    "consumers[0].circuitBreaker.failures",
+  ],
+  [
+    "a circuit breaker whose longest open period is below its first",
+    {
+      consumers: [
+        consumer({ ...ok, circuitBreaker: { failures: 3, resetMs: 5_000, maxResetMs: 1_000 } }),
+      ],
+    },
+    "consumers[0].circuitBreaker.maxResetMs",
+  ],
+  [
+    "an unknown circuit breaker scope",
+    {
+      consumers: [consumer({ ...ok, circuitBreaker: { failures: 3, scope: "pod" as never } })],
+    },
+    "consumers[0].circuitBreaker.scope",
+  ],
+  [
+    "a rate limit with a zero interval",
+    { consumers: [consumer({ ...ok, rateLimit: { messages: 10, intervalMs: 0 } })] },
+    "consumers[0].rateLimit.intervalMs",
+  ],
+  [
+    "a logger without error()",
+    { logger: { debug() {}, info() {}, warn() {} } as never, consumers: [consumer(ok)] },
+    "logger",
+  ],
+  ["an unknown log level", { logLevel: "verbose" as never, consumers: [consumer(ok)] }, "logLevel"],
   [
     "a fractional shard count",
     { consumers: [consumer({ ...ok, shardCount: 2.5 })] },

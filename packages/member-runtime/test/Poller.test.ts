@@ -287,7 +287,7 @@ describe("polling adapter: acknowledgement policies and failures", () => {
   )
 
   it.effect(
-    "a batch's handlers share one context; after one timed out, the next ones get a live signal",
+    "each message of a batch has a signal of its own; a timeout aborts only the message it hit",
     () =>
       Effect.gen(function* () {
         const seen: Array<{ readonly n: string; readonly signal: AbortSignal; aborted: boolean }> =
@@ -295,6 +295,8 @@ describe("polling adapter: acknowledgement policies and failures", () => {
         const h = yield* makeHarness({
           settings: { batchSize: 4, handlerTimeoutMs: 1_000, maxDeliveries: 1 },
           eachMessage: (m, ctx) => {
+            // read twice: one message, one signal
+            assert.strictEqual(ctx.signal, ctx.signal)
             seen.push({ n: m.fields.n!, signal: ctx.signal, aborted: ctx.signal.aborted })
             // the second message hangs until its signal aborts (the timeout)
             if (m.fields.n === "1") return new Promise<void>(() => {})
@@ -314,14 +316,66 @@ describe("polling adapter: acknowledgement policies and failures", () => {
             ["3", false],
           ],
         )
-        // one context (one signal) until it aborted, then a new one
-        assert.strictEqual(seen[0]!.signal, seen[1]!.signal)
-        assert.isTrue(seen[1]!.signal.aborted)
-        assert.notStrictEqual(seen[2]!.signal, seen[1]!.signal)
-        assert.strictEqual(seen[2]!.signal, seen[3]!.signal)
-        assert.isFalse(seen[3]!.signal.aborted)
+        assert.strictEqual(new Set(seen.map((s) => s.signal)).size, 4)
+        assert.deepStrictEqual(
+          seen.map((s) => s.signal.aborted),
+          [false, true, false, false],
+        )
+        assert.include(String(seen[1]!.signal.reason), "timed out after 1000 ms")
         assert.isTrue(h.log.some((e) => e.kind === "deadLetter"))
       }),
+  )
+
+  for (const path of ["fast", "slow"] as const)
+    it.effect(
+      `1,000 messages of one batch, each adding an abort listener, trip no MaxListeners warning (${path} path)`,
+      () =>
+        Effect.gen(function* () {
+          const warnings: Array<string> = []
+          const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`)
+          process.on("warning", onWarning)
+          const signals = new Set<AbortSignal>()
+          const h = yield* makeHarness({
+            settings: { batchSize: 1_000 },
+            slowPath: path === "slow",
+            eachMessage: (_m, { signal }) => {
+              signals.add(signal)
+              // the common pattern: a listener per call, never removed
+              signal.addEventListener("abort", () => {})
+            },
+          })
+          yield* h.produce(0, 1_000)
+          yield* h.start(0)
+          yield* h.runUntil("1,000 handled", () => h.handled().length === 1_000)
+          // Node emits the warning on a later tick
+          yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+          process.off("warning", onWarning)
+          assert.strictEqual(h.log.filter((e) => e.kind === "read" && e.count > 0).length, 1)
+          assert.deepStrictEqual(
+            warnings.filter((w) => w.includes("MaxListeners")),
+            [],
+          )
+          assert.strictEqual(signals.size, 1_000)
+        }),
+    )
+
+  it.effect("a message's own signal aborts when the shard is fenced mid-call", () =>
+    Effect.gen(function* () {
+      const signals: Array<AbortSignal> = []
+      const h = yield* makeHarness({
+        eachMessage: (_m, { signal }) => {
+          signals.push(signal)
+          return new Promise<void>(() => {})
+        },
+      })
+      yield* h.produce(0, 1)
+      yield* h.start(0)
+      yield* h.runUntil("in flight", () => signals.length === 1)
+      assert.isFalse(signals[0]!.aborted)
+      h.poller.stopAll("fenced")
+      assert.isTrue(signals[0]!.aborted)
+      assert.include(String(signals[0]!.reason), "fenced")
+    }),
   )
 
   it.effect("a message with no fields is handled with empty fields and no key", () =>

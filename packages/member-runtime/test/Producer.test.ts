@@ -1,6 +1,7 @@
 /** The producer: routing, batching, trimming, idempotent sends, re-routing after ShardSealed. */
 import { assert, describe, it } from "@effect/vitest"
 import { BackendUnavailable, Layout, ShardStreams } from "@shardline/core"
+import { Admin } from "@shardline/redis-store"
 import { Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
 import * as LayoutSource from "../src/LayoutSource.js"
@@ -227,9 +228,20 @@ describe("producer", () => {
         const unknown = yield* makeProducer(streams, "payments", {
           layout: LayoutSource.fixed({ orders: 4 }),
         })
-        assert.strictEqual((yield* Effect.flip(unknown.send("k")))._tag, "UnknownStream")
+        const noLayout = yield* Effect.flip(unknown.send("k"))
+        assert.strictEqual(noLayout._tag, "UnknownStream")
+        // it says why and what to do (it was an empty message)
+        assert.include(noLayout.message, 'stream "payments" has no shard layout yet')
+        assert.include(noLayout.message, "Start a consumer of the stream first")
+        assert.include(noLayout.message, 'layout: LayoutSource.fixed({ "payments":')
         yield* producer.close
         assert.strictEqual((yield* Effect.flip(producer.send("k")))._tag, "RuntimeStopped")
       }),
   )
+})
+
+describe("the key field", () => {
+  it("is the one redis-store's dead-letter tools read and replay (Admin.KEY_FIELD)", () => {
+    assert.strictEqual(Admin.KEY_FIELD, KEY_FIELD)
+  })
 })

@@ -411,8 +411,24 @@ describe("runtime: shutdown, progress, pause and seek", () => {
         w.handles().map((h) => h.n),
         [10, 11, 12],
       )
-      const notOwned = yield* Effect.flip(r.runtime.seek(stream, "other-group", 0, "start"))
+      const notOwned = yield* Effect.flip(r.runtime.seek(stream, group, 5, "start"))
       assert.strictEqual(notOwned._tag, "ShardNotOwned")
+      // a group this runtime does not consume: named, for pause, resume and seek alike
+      for (const call of [
+        r.runtime.pause(stream, "other-group", 0),
+        r.runtime.resume(stream, "other-group", 0),
+        r.runtime.seek(stream, "other-group", 0, "start"),
+      ]) {
+        const unknown = yield* Effect.flip(call)
+        assert.strictEqual(unknown._tag, "UnknownGroup")
+        assert.include(unknown.message, 'does not consume group "other-group" of stream "orders"')
+        assert.include(unknown.message, `it consumes ${group} of ${stream}`)
+      }
+      // a position that is no entry id: refused before anything is queued, with what to give
+      const bad = yield* Effect.flip(r.runtime.seek(stream, group, 0, "not-an-id"))
+      assert.strictEqual(bad._tag, "SeekFailed")
+      assert.include(bad.message, '"not-an-id" is no position')
+      assert.include(bad.message, '"start", "end" or a stream entry id')
       assert.deepStrictEqual(
         w
           .events()

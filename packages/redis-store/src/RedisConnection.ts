@@ -8,10 +8,12 @@
  * `new Redis(options)` or `new Redis.Cluster(nodes, { redisOptions })`.
  * docs/redis.md lists every command and key the ports use, for an ACL user.
  */
+import net from "node:net"
 import type { ConnectionOptions as TlsOptions } from "node:tls"
 import { BackendUnavailable } from "@shardline/core"
 import { Context, Effect, Exit, Layer, type Scope } from "effect"
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from "ioredis"
+import { InvalidDatabase, PermissionDenied } from "./Errors.js"
 import { ioredisScripts } from "./scripts.js"
 
 export interface RedisConnectionOptions {
@@ -311,10 +313,131 @@ export const fromClient = (
     }
   })
 
-/** Connects, probes the server and closes everything when the scope closes. */
+/** Where the options point, for messages: the URL without its password, or the nodes. */
+export const describeTarget = (options: RedisConnectionOptions): string => {
+  if (options.cluster !== undefined)
+    return `the cluster nodes ${options.cluster.nodes
+      .map((n) => (typeof n === "string" ? n : `${n.host}:${n.port}`))
+      .join(", ")}`
+  if (options.url !== undefined) {
+    try {
+      const u = new URL(options.url)
+      if (u.password !== "") u.password = "***"
+      return u.toString()
+    } catch {
+      return "the URL given"
+    }
+  }
+  return `${options.host ?? "127.0.0.1"}:${options.port ?? 6379}`
+}
+
+/** The ACL user a client logs in as (`default` when none is named). */
+export const userOf = (client: Client): string =>
+  (client instanceof Cluster ? client.options.redisOptions?.username : client.options.username) ||
+  "default"
+
+/** Redis refused a command to this user (an ACL rule is missing). */
+export const isNoPerm = (cause: unknown): boolean =>
+  /\bNOPERM\b/.test(cause instanceof Error ? cause.message : String(cause))
+
+/** `PermissionDenied` for a command refused outside the ACL probe (the connection's own commands). */
+export const commandDenied = (
+  client: Client,
+  command: string,
+  cause: unknown,
+): PermissionDenied => {
+  const user = userOf(client)
+  const reason = cause instanceof Error ? cause.message : String(cause)
+  return new PermissionDenied({
+    user,
+    missing: [{ kind: "command", command, rule: `+${command}` }],
+    message: `the Redis user ${JSON.stringify(user)} may not run ${command.toUpperCase().replace("|", " ")} (${reason}), which Shardline needs: ACL SETUSER ${user} +${command} (docs/redis.md, "ACL", lists every rule)`,
+  })
+}
+
+/** How a TCP connection to each node ends, for a cluster that could not be reached. */
+const nodeReachability = (
+  nodes: ReadonlyArray<string | { readonly host: string; readonly port: number }>,
+): Promise<string> =>
+  Promise.all(
+    nodes.map((n) => {
+      const node = typeof n === "string" ? n : `${n.host}:${n.port}`
+      const at = node.lastIndexOf(":")
+      const host = node.slice(0, at).replace(/^\[|\]$/g, "")
+      const port = Number(node.slice(at + 1))
+      return new Promise<string>((resolve) => {
+        const socket = net.connect({ host, port })
+        socket.setTimeout(2_000)
+        const done = (result: string) => {
+          socket.destroy()
+          resolve(`${node}: ${result}`)
+        }
+        socket.once("connect", () => done("accepts TCP connections"))
+        socket.once("timeout", () => done("no answer within 2 s (ETIMEDOUT)"))
+        socket.once("error", (e: NodeJS.ErrnoException) => done(e.message))
+      })
+    }),
+  ).then((lines) => lines.join("; "))
+
+/**
+ * Resolves once the client is ready; rejects when its first connection
+ * attempt ends without becoming ready (refused, unknown host, timeout, TLS,
+ * wrong password), with the error it met, instead of letting commands wait
+ * through ioredis' reconnection attempts (20 by default, about 10 s) and
+ * fail with "max retries per request". A failed SELECT is not the end of
+ * an attempt (ioredis goes on with database 0): `make` checks the database.
+ */
+const connected = (client: Client): Promise<void> => {
+  if (client.status === "ready") return Promise.resolve()
+  if (client.status === "wait") return client.connect().then(() => undefined)
+  return new Promise<void>((resolve, reject) => {
+    let last: Error | undefined
+    const off = () => {
+      client.off("ready", onReady)
+      client.off("error", onError)
+      client.off("close", onClose)
+      client.off("end", onClose)
+    }
+    const onReady = () => {
+      off()
+      resolve()
+    }
+    const onError = (error: Error) => {
+      last = error
+    }
+    const onClose = () => {
+      off()
+      reject(last ?? new Error("the connection closed before it was ready"))
+    }
+    client.on("ready", onReady)
+    client.on("error", onError)
+    client.on("close", onClose)
+    client.on("end", onClose)
+  })
+}
+
+/** The database the options select: `db`, else the URL's path (`redis://host/3`); 0 by default. */
+const databaseOf = (options: RedisConnectionOptions): number => {
+  if (options.redis?.db !== undefined) return options.redis.db
+  if (options.db !== undefined) return options.db
+  if (options.url === undefined) return 0
+  try {
+    const path = new URL(options.url).pathname.replace(/^\//, "")
+    return path === "" ? 0 : Number(path)
+  } catch {
+    return 0
+  }
+}
+
+/**
+ * Connects (failing fast, naming the cause: ECONNREFUSED, ENOTFOUND, ...),
+ * checks that the database exists (ioredis only logs a failed SELECT and
+ * goes on with database 0), probes the server, and closes everything when
+ * the scope closes.
+ */
 export const make = (
   options: RedisConnectionOptions,
-): Effect.Effect<RedisConnectionShape, BackendUnavailable, Scope.Scope> =>
+): Effect.Effect<RedisConnectionShape, ConnectError, Scope.Scope> =>
   Effect.gen(function* () {
     const client = yield* Effect.acquireRelease(
       Effect.sync(() => {
@@ -324,10 +447,55 @@ export const make = (
       }),
       (c) => Effect.promise(() => quit(c)),
     )
-    const probed = yield* Effect.tryPromise({
-      try: () => probe(client),
-      catch: (cause) => unavailable("probe (INFO server, COMMAND DOCS)", cause),
-    })
+    const target = describeTarget(options)
+    /** A promise's rejection as a value (undefined when it resolved). */
+    const failureOf = (run: () => Promise<unknown>) =>
+      Effect.promise(() =>
+        run().then(
+          () => undefined,
+          (cause: unknown) => ({ cause }),
+        ),
+      )
+    const notConnected = yield* failureOf(() => connected(client))
+    if (notConnected !== undefined) {
+      const { cause } = notConnected
+      const nodes =
+        options.cluster === undefined
+          ? ""
+          : ` (${yield* Effect.promise(() => nodeReachability(options.cluster!.nodes))})`
+      return yield* new BackendUnavailable({
+        operation: "connect",
+        message: `cannot connect to Redis at ${target}: ${cause instanceof Error ? cause.message : String(cause)}${nodes}. Is the server running, and are the host, port, TLS and credentials right?`,
+        cause,
+      })
+    }
+    const db = databaseOf(options)
+    if (db !== 0 && !(client instanceof Cluster)) {
+      const refused = yield* failureOf(() => client.select(db))
+      if (refused !== undefined)
+        return yield* isNoPerm(refused.cause)
+          ? commandDenied(client, "select", refused.cause)
+          : new InvalidDatabase({
+              db,
+              message: `cannot use database ${db} on ${target}: ${refused.cause instanceof Error ? refused.cause.message : String(refused.cause)}. A server has the databases 0 to (its "databases" setting - 1), 16 by default: fix the database in the URL (redis://host:port/<db>) or the db option`,
+            })
+    }
+    let probed: ServerFeatures | undefined
+    const notProbed = yield* failureOf(() =>
+      probe(client).then((p) => {
+        probed = p
+      }),
+    )
+    if (notProbed !== undefined || probed === undefined) {
+      const cause = notProbed?.cause
+      if (!isNoPerm(cause)) return yield* unavailable("probe (INFO server, COMMAND DOCS)", cause)
+      const message = cause instanceof Error ? cause.message : String(cause)
+      return yield* commandDenied(
+        client,
+        /'command'|command\|docs/i.test(message) ? "command|docs" : "info",
+        cause,
+      )
+    }
     const features: ServerFeatures = { ...probed, ...options.features }
     return yield* fromClient(
       client,
@@ -336,6 +504,9 @@ export const make = (
     )
   })
 
+/** Why a connection could not be made ready for the ports. */
+export type ConnectError = BackendUnavailable | InvalidDatabase | PermissionDenied
+
 export const layer = (
   options: RedisConnectionOptions,
-): Layer.Layer<RedisConnection, BackendUnavailable> => Layer.effect(RedisConnection, make(options))
+): Layer.Layer<RedisConnection, ConnectError> => Layer.effect(RedisConnection, make(options))

@@ -15,7 +15,6 @@
  * is overwritten), a TTL Redis cannot hold (`cause`: InvalidArgument).
  */
 import {
-  type BackendUnavailable,
   CoordinatorLease,
   type GroupKey,
   InvalidArgument,
@@ -143,5 +142,5 @@ export const layerFromConnection: Layer.Layer<
 /** `CoordinatorLease` on a connection of its own (closed with the layer). */
 export const layer = (
   options: RedisConnection.RedisConnectionOptions,
-): Layer.Layer<CoordinatorLease.CoordinatorLease, BackendUnavailable> =>
+): Layer.Layer<CoordinatorLease.CoordinatorLease, RedisConnection.ConnectError> =>
   layerFromConnection.pipe(Layer.provide(RedisConnection.layer(options)))

@@ -28,7 +28,6 @@
  */
 import { randomUUID } from "node:crypto"
 import {
-  type BackendUnavailable,
   CoordinatorTransport,
   type GroupKey,
   HeartbeatResponse,
@@ -514,5 +513,5 @@ export const layerFromConnection = (
 /** `CoordinatorTransport` on a connection of its own (closed with the layer). */
 export const layer = (
   options: RedisConnection.RedisConnectionOptions & { readonly transport?: RedisTransportOptions },
-): Layer.Layer<CoordinatorTransport.CoordinatorTransport, BackendUnavailable> =>
+): Layer.Layer<CoordinatorTransport.CoordinatorTransport, RedisConnection.ConnectError> =>
   layerFromConnection(options.transport).pipe(Layer.provide(RedisConnection.layer(options)))

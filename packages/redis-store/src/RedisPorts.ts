@@ -15,7 +15,6 @@
  * Effect.runPromise(Effect.provide(program, ports))
  */
 import {
-  type BackendUnavailable,
   type CoordinatorLease,
   type CoordinatorTransport,
   OwnerFence,
@@ -65,5 +64,7 @@ export const layerFromConnection = (
   )
 
 /** Every port on one connection of their own (closed with the layer). */
-export const layer = (options: RedisPortsOptions): Layer.Layer<RedisPorts, BackendUnavailable> =>
+export const layer = (
+  options: RedisPortsOptions,
+): Layer.Layer<RedisPorts, RedisConnection.ConnectError> =>
   layerFromConnection(options).pipe(Layer.provideMerge(RedisConnection.layer(options)))

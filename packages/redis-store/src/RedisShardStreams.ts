@@ -23,7 +23,6 @@
  * `waitForEntries`: a blocking XREAD on a dedicated connection.
  */
 import {
-  type BackendUnavailable,
   type DataPlaneError,
   ForeignValue,
   InvalidArgument,
@@ -864,5 +863,5 @@ export const layerFromConnectionWith = (
 /** `ShardStreams` on a connection of its own (closed with the layer). */
 export const layer = (
   options: RedisConnection.RedisConnectionOptions,
-): Layer.Layer<ShardStreams.ShardStreams, BackendUnavailable> =>
+): Layer.Layer<ShardStreams.ShardStreams, RedisConnection.ConnectError> =>
   layerFromConnection.pipe(Layer.provide(RedisConnection.layer(options)))

@@ -171,5 +171,5 @@ export const layerFromConnection = (
 /** `Store` on a connection of its own (closed with the layer). */
 export const layer = (
   options: RedisConnection.RedisConnectionOptions & { readonly store?: RedisStoreOptions },
-): Layer.Layer<Store.Store, BackendUnavailable> =>
+): Layer.Layer<Store.Store, RedisConnection.ConnectError> =>
   layerFromConnection(options.store).pipe(Layer.provide(RedisConnection.layer(options)))

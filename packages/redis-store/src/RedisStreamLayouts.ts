@@ -109,5 +109,5 @@ export const layerFromConnection: Layer.Layer<
 /** `StreamLayouts` on a connection of its own (closed with the layer). */
 export const layer = (
   options: RedisConnection.RedisConnectionOptions,
-): Layer.Layer<StreamLayouts.StreamLayouts, BackendUnavailable> =>
+): Layer.Layer<StreamLayouts.StreamLayouts, RedisConnection.ConnectError> =>
   layerFromConnection.pipe(Layer.provide(RedisConnection.layer(options)))

@@ -9,6 +9,8 @@
  *   shardline coordinator --redis <url> --stream S --group G [--shards N]
  *       [--session-timeout ms] [--heartbeat-interval ms] [--rebalance-timeout ms]
  *       [--lease-ttl ms] [--holder id]
+ *   shardline dlq list|count|show|replay|purge --redis <url> --stream S --group G ...
+ *   shardline groups list|delete --redis <url> --stream S [--group G] [--force] [--dry-run]
  *
  * `--cluster host:port,...` instead of `--redis` for a Redis Cluster. A group
  * that does not exist, a refusal, or a Redis that cannot be reached is one
@@ -26,6 +28,9 @@ import {
   StreamLayouts,
 } from "@shardline/core"
 import { Context, Data, Effect, Exit, Layer, Option, Scope } from "effect"
+import * as Admin from "./Admin.js"
+import { checkPermissions } from "./acl.js"
+import type { AdminRefused } from "./Errors.js"
 import { leaseKey } from "./keys.js"
 import * as RedisConnection from "./RedisConnection.js"
 import * as RedisPorts from "./RedisPorts.js"
@@ -40,11 +45,19 @@ class UsageError {
 }
 
 const USAGE = `usage:
-  shardline inspect --redis <url> --stream S --group G [--json] [--audit N]
+  shardline inspect --redis <url> --stream S [--group G] [--json] [--audit N]
+      (without --group: every group of the stream)
   shardline reshard --redis <url> --stream S (--shards M | --rollback)
   shardline coordinator --redis <url> --stream S --group G [--shards N]
       [--session-timeout ms] [--heartbeat-interval ms] [--rebalance-timeout ms]
       [--lease-ttl ms] [--holder id]
+  shardline dlq list --redis <url> --stream S --group G [--shard N] [--count N] [--json]
+  shardline dlq count --redis <url> --stream S --group G [--shard N] [--json]
+  shardline dlq show --redis <url> --stream S --shard N --id ID [--json]
+  shardline dlq replay --redis <url> --stream S --group G [--shard N [--id ID]] [--count N] [--json]
+  shardline dlq purge --redis <url> --stream S --group G (--all | --shard N [--id ID]) [--count N]
+  shardline groups list --redis <url> --stream S [--json]
+  shardline groups delete --redis <url> --stream S --group G [--dry-run] [--force]
   (--cluster host:port,... instead of --redis for a Redis Cluster)`
 
 interface Args {
@@ -52,10 +65,24 @@ interface Args {
   readonly flags: Map<string, string | true>
 }
 
-const BOOLEAN_FLAGS = new Set(["json", "rollback", "help"])
+const BOOLEAN_FLAGS = new Set(["json", "rollback", "help", "all", "force", "dry-run"])
+
+/** Commands with a subcommand: `dlq list`, `groups delete`, ... */
+const SUBCOMMANDS: Readonly<Record<string, ReadonlyArray<string>>> = {
+  dlq: ["list", "count", "show", "replay", "purge"],
+  groups: ["list", "delete"],
+}
 
 export const parseArgs = (argv: ReadonlyArray<string>): Args => {
-  const [command = "help", ...rest] = argv
+  let [command = "help", ...rest] = argv
+  const subcommands = SUBCOMMANDS[command]
+  if (subcommands !== undefined) {
+    const sub = rest[0]
+    if (sub === undefined || !subcommands.includes(sub))
+      throw new UsageError(`${command} needs one of: ${subcommands.join(", ")}`)
+    command = `${command} ${sub}`
+    rest = rest.slice(1)
+  }
   const flags = new Map<string, string | true>()
   for (let i = 0; i < rest.length; i++) {
     const arg = rest[i]!
@@ -219,8 +246,10 @@ export interface InspectReport {
 }
 
 const inspect = (args: Args) => {
-  const key: GroupKey = { stream: text(args, "stream"), group: text(args, "group") }
+  const stream = text(args, "stream")
   const auditCount = optionalInt(args, "audit") ?? 10
+  if (!args.flags.has("group")) return inspectAll(args, stream, auditCount)
+  const key: GroupKey = { stream, group: text(args, "group") }
   return withPorts(args, true, undefined, (ports) =>
     Effect.gen(function* () {
       const found = yield* inspectGroup(key).pipe(
@@ -233,6 +262,254 @@ const inspect = (args: Args) => {
         })
       const report = yield* collect(ports, key, found.value, auditCount)
       return args.flags.has("json") ? JSON.stringify(report, null, 2) : table(report)
+    }),
+  )
+}
+
+/** `inspect` without `--group`: every group of the stream that has stored state. */
+const inspectAll = (args: Args, stream: string, auditCount: number) =>
+  withPorts(args, true, undefined, (ports) =>
+    Effect.gen(function* () {
+      const groups = yield* Admin.listGroups(stream).pipe(
+        Effect.provide(ports),
+        Effect.mapError(adminFailure),
+      )
+      const reports: Array<InspectReport> = []
+      for (const g of groups) {
+        const key = { stream, group: g.group }
+        const found = yield* inspectGroup(key).pipe(
+          Effect.provide(ports),
+          Effect.mapError((e) => new CliFailure({ message: oneLine(e) })),
+        )
+        if (Option.isSome(found)) reports.push(yield* collect(ports, key, found.value, auditCount))
+      }
+      if (reports.length === 0)
+        return yield* new CliFailure({
+          message: `stream ${stream} has no group with stored state (groups seen: ${groups.map((g) => g.group).join(", ") || "none"})`,
+        })
+      return args.flags.has("json")
+        ? JSON.stringify(reports, null, 2)
+        : reports.map(table).join(`\n\n${"=".repeat(72)}\n\n`)
+    }),
+  )
+
+const adminFailure = (e: AdminRefused | { readonly _tag: string; readonly message?: string }) =>
+  new CliFailure({
+    message:
+      e._tag === "AdminRefused"
+        ? `refused (${(e as AdminRefused).reason}): ${(e as AdminRefused).message}`
+        : oneLine(e),
+  })
+
+// ---------------------------------------------------------------------------
+// dlq and groups (src/Admin.ts)
+
+const cut = (s: string, n: number) => (s.length <= n ? s : `${s.slice(0, n - 1)}…`)
+
+const letterRows = (letters: ReadonlyArray<Admin.DeadLetter>) =>
+  pad([
+    ["shard", "dead-letter id", "original id", "key", "deliveries", "reason", "fields"],
+    ...letters.map((l) => [
+      String(l.shard),
+      l.id,
+      l.originalId,
+      l.key ?? "-",
+      String(l.deliveries),
+      cut(l.reason, 60),
+      cut(JSON.stringify(l.fields), 60),
+    ]),
+  ])
+
+const optionalShard = (args: Args): number | undefined => {
+  const v = args.flags.get("shard")
+  if (v === undefined) return undefined
+  const n = Number(v)
+  if (typeof v !== "string" || !Number.isSafeInteger(n) || n < 0)
+    throw new UsageError(`--shard must be a shard number (0 or more), got ${String(v)}`)
+  return n
+}
+
+const dlq = (args: Args, sub: string) => {
+  const stream = text(args, "stream")
+  const json = args.flags.has("json")
+  const shard = optionalShard(args)
+  if (sub === "show") {
+    if (shard === undefined) throw new UsageError("--shard is required")
+    const id = text(args, "id")
+    return withPorts(args, true, undefined, (ports) =>
+      Admin.showDeadLetter({ stream, shard, id }).pipe(
+        Effect.provide(ports),
+        Effect.mapError(adminFailure),
+        Effect.map((l) =>
+          json
+            ? JSON.stringify(l, null, 2)
+            : [
+                `dead letter ${l.id} of shard ${l.shard} (stream ${stream})`,
+                `  group        ${l.group}`,
+                `  original id  ${l.originalId}`,
+                `  key          ${l.key ?? "-"}`,
+                `  deliveries   ${l.deliveries}`,
+                `  reason       ${l.reason}`,
+                "  fields",
+                ...Object.entries(l.fields).map(([k, v]) => `    ${k}: ${v}`),
+              ].join("\n"),
+        ),
+      ),
+    )
+  }
+  const group = text(args, "group")
+  const id = args.flags.get("id")
+  if (id !== undefined && shard === undefined)
+    throw new UsageError(
+      "--id needs --shard (each shard's dead-letter stream numbers its own entries)",
+    )
+  const filter: Admin.DeadLetterFilter = {
+    stream,
+    group,
+    ...(shard === undefined ? {} : { shard }),
+    ...(typeof id === "string" ? { ids: [id] } : {}),
+    ...(optionalInt(args, "count") === undefined ? {} : { limit: optionalInt(args, "count")! }),
+  }
+  const run = <A>(effect: Effect.Effect<A, Admin.AdminError, Admin.Services>) =>
+    withPorts(args, true, undefined, (ports) =>
+      effect.pipe(Effect.provide(ports), Effect.mapError(adminFailure)),
+    )
+  switch (sub) {
+    case "list":
+      return run(
+        Effect.map(Admin.listDeadLetters(filter), (letters) =>
+          json
+            ? JSON.stringify(letters, null, 2)
+            : letters.length === 0
+              ? `group ${group} of stream ${stream} has no dead letters`
+              : letterRows(letters),
+        ),
+      )
+    case "count":
+      return run(
+        Effect.map(Admin.countDeadLetters(filter), (c) =>
+          json
+            ? JSON.stringify(c)
+            : `group ${group} of stream ${stream}: ${c.total} dead letter(s)${
+                c.total === 0
+                  ? ""
+                  : ` (${Object.entries(c.byShard)
+                      .map(([s, n]) => `shard ${s}: ${n}`)
+                      .join(", ")})`
+              }`,
+        ),
+      )
+    case "replay":
+      return run(
+        Effect.map(Admin.replayDeadLetters(filter), (r) =>
+          json
+            ? JSON.stringify(r, null, 2)
+            : [
+                `replayed ${r.replayed.length} dead letter(s) of group ${group} into stream ${stream}${
+                  r.replayed.length === 0
+                    ? ""
+                    : `: ${r.replayed
+                        .map(
+                          (x) => `${x.from.shard}/${x.from.id} -> shard ${x.to.shard} ${x.to.id}`,
+                        )
+                        .join(", ")}`
+                }`,
+                ...r.skipped.map((x) => `skipped ${x.shard}/${x.id}: ${x.why}`),
+                ...(r.otherGroups.length > 0 && r.replayed.length > 0
+                  ? [
+                      `note: the stream's other groups (${r.otherGroups.join(", ")}) receive the replayed messages too`,
+                    ]
+                  : []),
+              ].join("\n"),
+        ),
+      )
+    case "purge":
+      if (!args.flags.has("all") && shard === undefined && typeof id !== "string")
+        throw new UsageError("dlq purge needs --all or --shard N (with --id ID for one entry)")
+      return run(
+        Effect.map(
+          Admin.purgeDeadLetters(filter),
+          (n) =>
+            `purged ${n} dead letter(s) of group ${group} of stream ${stream} (other groups' dead letters are kept)`,
+        ),
+      )
+    default:
+      throw new UsageError(`unknown dlq command: ${sub}`)
+  }
+}
+
+const deletionLines = (d: Admin.GroupDeletion, verb: string) => [
+  `${verb} group ${d.group} of stream ${d.stream}:`,
+  `  Redis consumer groups on shards: ${d.consumerGroups.length === 0 ? "none" : ranges(d.consumerGroups)}`,
+  `  owner tokens: ${d.ownerTokens.length === 0 ? "none" : d.ownerTokens.join(" ")}`,
+  `  dead letters: ${d.deadLetters}`,
+  `  keys: ${d.keys.length === 0 ? "none" : d.keys.join(" ")}`,
+  `  its entry in the stream's layout: ${d.layoutEntry ? "yes" : "none"}`,
+]
+
+const groups = (args: Args, sub: string) => {
+  const stream = text(args, "stream")
+  const json = args.flags.has("json")
+  if (sub === "list")
+    return withPorts(args, true, undefined, (ports) =>
+      Admin.listGroups(stream).pipe(
+        Effect.provide(ports),
+        Effect.mapError(adminFailure),
+        Effect.map((gs) =>
+          json
+            ? JSON.stringify(gs, null, 2)
+            : pad([
+                [
+                  "group",
+                  "live",
+                  "registered",
+                  "stored",
+                  "shards",
+                  "members",
+                  "dead letters",
+                  "coordinator",
+                ],
+                ...gs.map((g) => [
+                  g.group,
+                  g.live ? "yes" : "no",
+                  g.registered ? "yes" : "no",
+                  g.stored ? "yes" : "no",
+                  String(g.shards),
+                  String(g.members),
+                  String(g.deadLetters),
+                  g.coordinator ?? "-",
+                ]),
+              ]),
+        ),
+      ),
+    )
+  const key = { stream, group: text(args, "group") }
+  return withPorts(args, true, undefined, (ports) =>
+    Effect.gen(function* () {
+      if (args.flags.has("dry-run")) {
+        const plan = yield* Admin.planGroupDeletion(key).pipe(
+          Effect.provide(ports),
+          Effect.mapError(adminFailure),
+        )
+        if (json) return JSON.stringify(plan, null, 2)
+        return [
+          ...deletionLines(plan, "would delete"),
+          ...(plan.live
+            ? [`  refused unless --force: it is live (${plan.liveBecause.join("; ")})`]
+            : []),
+        ].join("\n")
+      }
+      const done = yield* Admin.deleteGroup(key, { force: args.flags.has("force") }).pipe(
+        Effect.provide(ports),
+        Effect.mapError((e) =>
+          e._tag === "AdminRefused" && e.reason === "GroupLive"
+            ? new CliFailure({
+                message: `refused (GroupLive): ${e.message} (--force deletes it anyway)`,
+              })
+            : adminFailure(e),
+        ),
+      )
+      return json ? JSON.stringify(done, null, 2) : deletionLines(done, "deleted").join("\n")
     }),
   )
 }
@@ -521,6 +798,10 @@ const coordinator = (args: Args) => {
     Effect.gen(function* () {
       const transport = Context.get(ports, CoordinatorTransport.CoordinatorTransport)
       const key = { stream, group }
+      // the ACL user may run everything the group needs (docs/redis.md, "ACL")
+      yield* checkPermissions(Context.get(ports, RedisConnection.RedisConnection), [key]).pipe(
+        Effect.mapError((e) => new CliFailure({ message: e.message })),
+      )
       const host = yield* makeCoordinatorHost({
         config,
         holder,
@@ -593,6 +874,17 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
         break
       case "coordinator":
         program = coordinator(args)
+        break
+      case "dlq list":
+      case "dlq count":
+      case "dlq show":
+      case "dlq replay":
+      case "dlq purge":
+        program = dlq(args, args.command.slice(4))
+        break
+      case "groups list":
+      case "groups delete":
+        program = groups(args, args.command.slice(7))
         break
       default:
         throw new UsageError(`unknown command: ${args.command}`)

@@ -1,3 +1,4 @@
+export * as Admin from "./Admin.js"
 export * as Acl from "./acl.js"
 export * from "./Errors.js"
 export * as Keys from "./keys.js"

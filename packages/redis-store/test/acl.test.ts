@@ -3,11 +3,21 @@
  * docs/redis.md "ACL"), on every Redis target: if a command or key the ports
  * use were missing from the rules, an operation here would fail NOPERM.
  */
-import { assert, it } from "@effect/vitest"
+import { assert, describe, it } from "@effect/vitest"
 import { Coordinator, Layout } from "@shardline/core"
 import { Effect, Fiber, Option, Stream } from "effect"
 import { Cluster, type Redis } from "ioredis"
-import { aclRules } from "../src/acl.js"
+import {
+  aclChannelPatterns,
+  aclCommands,
+  aclKeyPatterns,
+  aclRules,
+  checkPermissions,
+  globMatches,
+  keySlot,
+  probeKeys,
+  probeLines,
+} from "../src/acl.js"
 import * as RedisConnection from "../src/RedisConnection.js"
 import * as RedisCoordinatorLease from "../src/RedisCoordinatorLease.js"
 import * as RedisCoordinatorTransport from "../src/RedisCoordinatorTransport.js"
@@ -156,6 +166,110 @@ for (const target of redisTargets()) {
       }),
     )
 
+    it.live(
+      "the probe passes the least-privilege user and a user with every right, and runs nothing",
+      () =>
+        Effect.gen(function* () {
+          const { admin, connection } = subject()
+          const stream = unique("probe")
+          const target = { stream, group: "billing", memberIds: ["m0"] }
+          yield* checkPermissions(connection, [target])
+          // the default user may run everything: every line is queued, none may run
+          yield* checkPermissions(admin, [target])
+          const keys = Object.entries(probeKeys(stream, "billing", "m0")).filter(
+            ([name]) => name !== "group" && name !== "notice",
+          )
+          for (const [name, key] of keys)
+            assert.strictEqual(
+              yield* Effect.promise(() => admin.client.exists(key)),
+              0,
+              `${name} (${key}) exists after the probe`,
+            )
+        }),
+    )
+
+    /** A user with the rules minus `drop`, on every master. */
+    const userWithout = (drop: string) =>
+      Effect.gen(function* () {
+        const { admin } = subject()
+        const user = unique("acl-less")
+        const rules = aclRules({ xackdel: admin.features.xackdel, cluster: admin.isCluster })
+        assert.include(rules, drop)
+        const nodes: ReadonlyArray<Redis> =
+          admin.client instanceof Cluster ? admin.client.nodes("master") : [admin.client]
+        yield* Effect.promise(() =>
+          Promise.all(
+            nodes.map((n) =>
+              n.call(
+                "ACL",
+                "SETUSER",
+                user,
+                "reset",
+                "on",
+                `>${PASSWORD}`,
+                ...rules.filter((r) => r !== drop),
+              ),
+            ),
+          ),
+        )
+        return yield* RedisConnection.make({
+          ...target.options,
+          username: user,
+          password: PASSWORD,
+        })
+      })
+
+    for (const [drop, kind] of [
+      ["+xautoclaim", "command"],
+      ["+watch", "command"],
+      ["+multi", "command"],
+      ["+exec", "command"],
+      ["+ssubscribe", "command"],
+      ["~{*:*}:dlq", "key"],
+      ["~{shardline:*}:*", "key"],
+      ["&{shardline:*}:notice:*", "channel"],
+    ] as const)
+      it.live(`a user without ${drop}: PermissionDenied naming it (${kind})`, () =>
+        Effect.scoped(
+          Effect.gen(function* () {
+            const connection = yield* userWithout(drop)
+            const stream = unique("probe")
+            const error = yield* Effect.flip(
+              checkPermissions(connection, [{ stream, group: "billing", memberIds: ["m0"] }]),
+            )
+            assert.strictEqual(error._tag, "PermissionDenied")
+            if (error._tag !== "PermissionDenied") return
+            assert.deepStrictEqual(
+              error.missing.map((m) => [m.kind, m.rule]),
+              [[kind, drop]],
+            )
+            assert.include(error.message, `ACL SETUSER ${error.user} ${drop}`)
+            assert.include(error.message, `billing of ${stream}`)
+            if (kind === "key") assert.match(error.message, /key \S+ \(used by [A-Z]/)
+          }),
+        ),
+      )
+
+    if (target.kind === "cluster7")
+      it.live("keySlot agrees with CLUSTER KEYSLOT", () =>
+        Effect.gen(function* () {
+          const { admin } = subject()
+          const node = (admin.client as Cluster).nodes("master")[0]!
+          for (const key of [
+            "foo",
+            "{orders:0}",
+            "{shardline:orders:billing}:lease",
+            "a{}b",
+            "{x}{y}",
+          ])
+            assert.strictEqual(
+              keySlot(key),
+              Number(yield* Effect.promise(() => node.call("CLUSTER", "KEYSLOT", key))),
+              key,
+            )
+        }),
+      )
+
     it.live("is refused anything outside Shardline's keys and commands", () =>
       Effect.gen(function* () {
         const { connection } = subject()
@@ -178,3 +292,49 @@ for (const target of redisTargets()) {
 const ShardKey = {
   dlq: (stream: string, shard: number) => `{${stream}:${shard}}:dlq`,
 }
+
+describe("the probe follows the rules (src/acl.ts): one list, the key builders of src/keys.ts", () => {
+  const probed = (cluster: boolean) =>
+    probeLines(
+      { stream: "orders", group: "billing", memberIds: ["m0"] },
+      { xackdel: true, cluster },
+    )
+  it("every command of the rules is probed (MULTI and EXEC by the probe's own transaction)", () => {
+    const commands = new Set(probed(true).map((l) => l.use.acl))
+    for (const c of aclCommands({ xackdel: true, cluster: true }))
+      if (c !== "multi" && c !== "exec") assert.isTrue(commands.has(c), c)
+  })
+  it("every key and channel pattern matches a probed key, and every probed key a pattern", () => {
+    const lines = probed(false)
+    const keys = new Set(lines.flatMap((l) => (l.target?.kind === "key" ? [l.target.name] : [])))
+    const channels = new Set(
+      lines.flatMap((l) => (l.target?.kind === "channel" ? [l.target.name] : [])),
+    )
+    // every builder of src/keys.ts the ports use, through probeKeys
+    assert.strictEqual(keys.size, Object.keys(probeKeys("s", "g")).length - 2)
+    for (const p of aclKeyPatterns)
+      assert.isTrue(
+        [...keys].some((k) => globMatches(p, k)),
+        `no probed key matches ~${p}`,
+      )
+    for (const k of keys)
+      assert.isTrue(
+        aclKeyPatterns.some((p) => globMatches(p, k)),
+        `${k} matches no key pattern`,
+      )
+    for (const c of channels)
+      assert.isTrue(
+        aclChannelPatterns.some((p) => globMatches(p, c)),
+        c,
+      )
+  })
+  it("Redis glob: *, ?, [..] and escapes", () => {
+    assert.isTrue(globMatches("{*:*}:dlq", "{orders:3}:dlq"))
+    assert.isFalse(globMatches("{*:*}:dlq", "{orders:3}:owner:g"))
+    assert.isTrue(globMatches("a?c", "abc"))
+    assert.isTrue(globMatches("a[bc]d", "acd"))
+    assert.isFalse(globMatches("a[^bc]d", "acd"))
+    assert.isTrue(globMatches("a\\*", "a*"))
+    assert.isFalse(globMatches("a\\*", "ab"))
+  })
+})

@@ -28,7 +28,7 @@ import {
 } from "@shardline/core"
 import { Clock, Deferred, Effect, Exit, Metric, Option, Queue, Result, Scope, Stream } from "effect"
 import { InvalidRuntimeConfig } from "../Errors.js"
-import type { EventHub, RuntimeEvent } from "../Events.js"
+import type { EventHub, HeartbeatFailure, RuntimeEvent } from "../Events.js"
 import * as Metrics from "../Metrics.js"
 import { makePoller, type Poller } from "./Poller.js"
 import type { Runner, TurnRecord } from "./ShardRunner.js"
@@ -65,6 +65,8 @@ export interface MemberEnv {
   readonly isPaused: (shard: number) => boolean
   /** A leave that cannot finish ends after this long. */
   readonly leaveTimeoutMs: number
+  /** Names a failed heartbeat's cause for events and `lastError` (e.g. `NoCoordinator`). */
+  readonly describeHeartbeatFailure?: (error: TransportError) => HeartbeatFailure
 }
 
 export interface LogicalMember {
@@ -83,7 +85,12 @@ export interface LogicalMember {
   /** Ask for a heartbeat now (as a coordinator notice would). */
   readonly nudge: Effect.Effect<void>
   /** The last error the coordinator or the lease surfaced (superseded, lease unusable, rejected). */
-  readonly lastError: () => MemberSuperseded | LeaseUnusable | HeartbeatRejected | undefined
+  readonly lastError: () =>
+    | MemberSuperseded
+    | LeaseUnusable
+    | HeartbeatRejected
+    | HeartbeatFailure
+    | undefined
 }
 
 /** Build and start a logical member in the scope in context (its own child scope). */
@@ -137,7 +144,12 @@ export const makeLogicalMember = (
     let rebalanceTimeoutMs = settings.rebalanceTimeoutMs
     let lastStopReason: MemberMachine.StopReason = "left"
     let lastLagAt = Number.NEGATIVE_INFINITY
-    let lastError: MemberSuperseded | LeaseUnusable | HeartbeatRejected | undefined
+    let lastError:
+      | MemberSuperseded
+      | LeaseUnusable
+      | HeartbeatRejected
+      | HeartbeatFailure
+      | undefined
 
     const base = () => ({ ...key, memberId: env.memberId, at: now() })
     const emit = (event: RuntimeEvent) => env.events.emit(event)
@@ -207,6 +219,7 @@ export const makeLogicalMember = (
         emit({ ...base(), type: "exhausted", shard })
         Queue.offerUnsafe(inbox, { _tag: "Exhausted", shard })
       },
+      groupShardCount: () => machine.layout?.shardCount ?? settings.shardCount,
     })
 
     const ownedGauge = Metric.withAttributes(Metrics.ownedShards, memberAttributes)
@@ -342,11 +355,14 @@ export const makeLogicalMember = (
             const { result } = input
             if (Result.isFailure(result)) {
               yield* Metric.update(m.heartbeatFailures, 1)
+              const error = env.describeHeartbeatFailure?.(result.failure) ?? result.failure
+              lastError = error
               emit({
                 ...base(),
                 type: "heartbeat",
                 errorCode: "TRANSPORT_ERROR",
                 latencyMs: input.latencyMs,
+                error,
               })
               return yield* exec(
                 MemberMachine.step(machine, { _tag: "HeartbeatFailed", seq: input.seq, now: t }),

@@ -16,6 +16,8 @@
 import type { ShardProgress } from "@shardline/core"
 import { Deferred, Effect, Queue, type Scope } from "effect"
 import { SeekFailed, ShardNotOwned } from "../Errors.js"
+import { type BreakerView, CircuitBreaker } from "./CircuitBreaker.js"
+import { RateLimiter } from "./RateLimiter.js"
 import {
   abandon,
   abortLateCalls,
@@ -36,6 +38,8 @@ export interface PollerOptions extends TurnEnv {
   readonly onStaleOwner: (shard: number) => void
   /** The shard is sealed and drained for the group: report `ShardExhausted`. */
   readonly onExhausted: (shard: number) => void
+  /** The stream's shard count now (a group-scoped rate limit's share); default the declared one. */
+  readonly groupShardCount?: () => number
 }
 
 export interface DrainResult {
@@ -70,12 +74,88 @@ export interface Poller {
   readonly refreshLag: Effect.Effect<void>
   /** Live runners by shard (read-only use: tests and benchmarks count turns). */
   readonly runners: ReadonlyMap<number, Runner>
+  /** The circuit breakers (opt-in): the member's, or one per shard that has one. */
+  readonly circuits: () => ReadonlyArray<BreakerView>
+  /** Close the member's breaker (or the shard's; all of them without `shard`); true when one was open. */
+  readonly resetCircuit: (shard?: number) => boolean
 }
 
-export const makePoller = (env: PollerOptions): Effect.Effect<Poller> =>
+export const makePoller = (options: PollerOptions): Effect.Effect<Poller> =>
   Effect.gen(function* () {
     const ready = yield* Queue.unbounded<Runner>()
     const runners = new Map<number, Runner>()
+
+    // opt-in limits (docs/runtime.md, "Circuit breaker and rate limit")
+    const breakerSettings = options.settings.circuitBreaker
+    const memberBreaker =
+      breakerSettings?.scope === "member"
+        ? new CircuitBreaker(breakerSettings, undefined)
+        : undefined
+    const shardBreakers = new Map<number, CircuitBreaker>()
+    const breakerFor = (shard: number): CircuitBreaker | undefined => {
+      if (breakerSettings === undefined) return undefined
+      if (memberBreaker !== undefined) return memberBreaker
+      let b = shardBreakers.get(shard)
+      if (b === undefined) {
+        b = new CircuitBreaker(breakerSettings, shard)
+        shardBreakers.set(shard, b)
+      }
+      return b
+    }
+    const limiter =
+      options.settings.rateLimit === undefined
+        ? undefined
+        : new RateLimiter(options.settings.rateLimit, () => {
+            let owned = 0
+            for (const r of runners.values()) if (r.alive && !r.stopping) owned++
+            return owned / (options.groupShardCount?.() ?? options.settings.shardCount)
+          })
+    /** Make the runners a breaker held read again (after it closed). */
+    const wakeHeld = (breaker: CircuitBreaker) => {
+      for (const r of runners.values())
+        if (breaker.shard === undefined || breaker.shard === r.shard) wake(r)
+    }
+    const onBreaker = (
+      breaker: CircuitBreaker,
+      change: "opened" | "closed",
+      shard: number,
+      error?: unknown,
+    ) => {
+      const base = {
+        stream: options.settings.stream,
+        group: options.settings.group,
+        memberId: options.memberId,
+        at: options.now(),
+      }
+      if (change === "opened")
+        options.emit({
+          ...base,
+          type: "circuitOpened",
+          scope: breaker.settings.scope,
+          shard,
+          failures: breaker.consecutive,
+          retryInMs: breaker.waitMs(options.now()),
+          error,
+        })
+      else {
+        options.emit({
+          ...base,
+          type: "circuitClosed",
+          scope: breaker.settings.scope,
+          shard: breaker.shard,
+          reason: "a trial succeeded",
+        })
+        wakeHeld(breaker)
+      }
+    }
+    const env: PollerOptions =
+      breakerSettings === undefined && limiter === undefined
+        ? options
+        : {
+            ...options,
+            ...(breakerSettings === undefined ? {} : { breakerFor, onBreaker }),
+            ...(limiter === undefined ? {} : { limiter }),
+          }
     /** Loops stopped at once (StopAllShards) whose user code may still run, by shard. */
     const leftovers = new Map<number, Runner>()
 
@@ -100,6 +180,13 @@ export const makePoller = (env: PollerOptions): Effect.Effect<Poller> =>
       const waiter = r.waiter
       r.waiter = undefined
       waiter?.interruptUnsafe()
+    }
+
+    /** An idle or backing-off runner takes its next turn now. */
+    function wake(r: Runner): void {
+      if (r.state !== "idle" && r.state !== "backoff") return
+      cancelWaiter(r)
+      makeReady(r)
     }
 
     /** Sleep (or wait for entries), then make the runner ready, unless superseded meanwhile. */
@@ -337,6 +424,35 @@ export const makePoller = (env: PollerOptions): Effect.Effect<Poller> =>
       ),
 
       runners,
+
+      circuits: () =>
+        memberBreaker !== undefined
+          ? [memberBreaker.view()]
+          : [...shardBreakers.values()].sort((a, b) => a.shard! - b.shard!).map((b) => b.view()),
+
+      resetCircuit: (shard) => {
+        const chosen =
+          memberBreaker !== undefined
+            ? [memberBreaker]
+            : [...shardBreakers.values()].filter((b) => shard === undefined || b.shard === shard)
+        let closed = false
+        for (const b of chosen)
+          if (b.reset()) {
+            closed = true
+            options.emit({
+              stream: options.settings.stream,
+              group: options.settings.group,
+              memberId: options.memberId,
+              at: options.now(),
+              type: "circuitClosed",
+              scope: b.settings.scope,
+              shard: b.shard,
+              reason: "reset by hand",
+            })
+            wakeHeld(b)
+          }
+        return closed
+      },
     }
     return poller
   })

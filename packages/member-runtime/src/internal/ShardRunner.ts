@@ -36,7 +36,9 @@ import { Deferred, Effect, type Fiber } from "effect"
 import type { ConsumerSettings } from "../Config.js"
 import { SeekFailed } from "../Errors.js"
 import type { RuntimeEvent } from "../Events.js"
+import { describeError } from "../Logging.js"
 import { type Batch, type BatchContext, KEY_FIELD, type Message, toMessage } from "../Message.js"
+import type { CircuitBreaker } from "./CircuitBreaker.js"
 import {
   awaitUser,
   type CallAborted,
@@ -44,6 +46,8 @@ import {
   isPromiseLike,
   type UserCodeFailed,
 } from "./invoke.js"
+import { PerMessageContext } from "./MessageContexts.js"
+import type { RateLimiter } from "./RateLimiter.js"
 import type { InternalHandler, InternalHooks } from "./spec.js"
 
 /** One user call in flight: its signal's controller and when it times out. */
@@ -241,6 +245,17 @@ export interface TurnEnv {
   readonly emit: (event: RuntimeEvent) => void
   /** Count it in the member's metrics (synchronous: it runs on the per-batch path). */
   readonly record: (what: TurnRecord) => void
+  /** The circuit breaker of the shard's scope, when one is configured (opt-in). */
+  readonly breakerFor?: (shard: number) => CircuitBreaker | undefined
+  /** The member's rate limit, when one is configured (opt-in). */
+  readonly limiter?: RateLimiter
+  /** A breaker opened (by a failure on `shard`) or closed: events, and wake what it held. */
+  readonly onBreaker?: (
+    breaker: CircuitBreaker,
+    change: "opened" | "closed",
+    shard: number,
+    error?: unknown,
+  ) => void
 }
 
 /** Counters a turn reports (metrics). */
@@ -298,11 +313,30 @@ const bounded = (
 export const backoffMs = (settings: ConsumerSettings, deliveryCount: number): number =>
   Math.min(settings.retryMaxMs, settings.retryInitialMs * 2 ** Math.min(deliveryCount - 1, 30))
 
-const describe = (error: unknown): string =>
-  error instanceof Error ? `${error.name}: ${error.message}` : String(error)
+const describe = describeError
+
+/** Wait `ms` without reading: what the last turn handled is acknowledged first. */
+const holdOff = (env: TurnEnv, r: Runner, ms: number): Effect.Effect<Outcome> =>
+  Effect.map(flushAcks(env, r), (flushed) => (typeof flushed === "number" ? wait(ms) : flushed))
 
 /** One turn of runner `r`. Never fails: every failure is an `Outcome`. */
-export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
+export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> => {
+  if (env.breakerFor === undefined) return turnOf(env, r, undefined)
+  // a half-open breaker's trial ends with its turn, whatever ended it
+  const trial: { id: number } = { id: 0 }
+  return Effect.ensuring(
+    turnOf(env, r, trial),
+    Effect.sync(() => {
+      if (trial.id !== 0) env.breakerFor?.(r.shard)?.endTrial(trial.id)
+    }),
+  )
+}
+
+const turnOf = (
+  env: TurnEnv,
+  r: Runner,
+  trial: { id: number } | undefined,
+): Effect.Effect<Outcome> =>
   Effect.gen(function* () {
     const { settings, streams } = env
     const address = {
@@ -409,6 +443,27 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
     }
     if (!canAct()) return r.alive ? wait(50) : Abandoned
 
+    // opt-in limits (docs/runtime.md, "Circuit breaker and rate limit"): an
+    // open breaker reads nothing, a half-open one reads one message (its
+    // trial); the rate limit caps what this turn reads
+    let count = settings.batchSize
+    const breaker = env.breakerFor?.(r.shard)
+    if (breaker !== undefined && trial !== undefined) {
+      const admission = breaker.admit(env.now())
+      if (admission._tag === "Wait") return yield* holdOff(env, r, admission.ms)
+      if (admission._tag === "Trial") {
+        trial.id = admission.id
+        count = 1
+      }
+    }
+    const limiter = env.limiter
+    let reserved = 0
+    if (limiter !== undefined) {
+      reserved = limiter.reserve(env.now(), count)
+      if (reserved === 0) return yield* holdOff(env, r, limiter.waitMs(env.now()))
+      count = reserved
+    }
+
     // read: takeover first, then own pending (retry), then new entries; a
     // read acknowledges what the previous turn handled (the claim does not)
     if (!r.claimDone) {
@@ -425,7 +480,7 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
       group: settings.group,
       token: r.token,
       consumer: env.consumerName,
-      count: settings.batchSize,
+      count,
       ack: ackFirst.length > 0 ? { ids: ackFirst, mode: settings.ack } : undefined,
       keyField: KEY_FIELD,
     }
@@ -439,7 +494,7 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
             ...address,
             consumer: env.consumerName,
             minIdleMs: 0,
-            count: settings.batchSize,
+            count,
             start: r.claimCursor,
           }),
           (claimed) => {
@@ -457,6 +512,10 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
           })
         : streams.read(readOptions)
     const got = yield* Effect.result(read)
+    if (limiter !== undefined) {
+      const used = got._tag === "Success" ? got.success.length : 0
+      if (reserved > used) limiter.release(reserved - used)
+    }
     if (got._tag === "Failure") {
       if (got.failure._tag === "StaleOwner") {
         env.record({ _tag: "StaleOwner" })
@@ -650,6 +709,21 @@ const fail = (
       error,
     })
     if (!r.alive || !env.mayAct()) return Abandoned
+    const breaker = env.breakerFor?.(r.shard)
+    if (breaker !== undefined) {
+      const verdict = breaker.failure(env.now())
+      if (verdict !== "closed") {
+        // open: the message stays pending (never dead-lettered) until a trial succeeds
+        if (verdict === "opened") env.onBreaker?.(breaker, "opened", r.shard, error)
+        const nacked = yield* Effect.result(env.streams.nack({ ...address, id: m.id }))
+        if (nacked._tag === "Failure" && nacked.failure._tag === "StaleOwner") {
+          env.record({ _tag: "StaleOwner" })
+          return Stale
+        }
+        r.retrying = true
+        return wait(breaker.waitMs(env.now()))
+      }
+    }
     if (m.deliveryCount >= env.settings.maxDeliveries) {
       const reason = `failed ${m.deliveryCount} deliveries; last error: ${describe(error)}`.slice(
         0,
@@ -710,23 +784,16 @@ const awaitDirect = (
     timeoutMessage,
   )
 
-type Context = ReturnType<typeof contextOf>
-
-const contextOf = (env: TurnEnv, r: Runner, signal: AbortSignal) => ({
-  stream: env.settings.stream,
-  group: env.settings.group,
-  shard: r.shard,
-  memberId: env.memberId,
-  signal,
-})
+type Context = PerMessageContext
 
 /**
- * The batch of a per-message handler, in stream order. The fast path of a
- * plain handler (`InternalHandler.direct`) calls it directly, with one
- * context per batch (a new one only after its signal aborted): a synchronous
- * return or throw settles at once, with no Effect, fiber or timer per
- * message (a synchronous call cannot be interrupted anyway); only a promise
- * or an Effect it returns is awaited through `bounded`.
+ * The batch of a per-message handler, in stream order, with one context per
+ * batch (a new one only after the turn's signal aborted) whose `signal` is
+ * each message's own, made when the handler reads it (PerMessageContext).
+ * The fast path of a plain handler (`InternalHandler.direct`) calls it
+ * directly: a synchronous return or throw settles at once, with no Effect,
+ * fiber or timer per message (a synchronous call cannot be interrupted
+ * anyway); only a promise or an Effect it returns is awaited through `bounded`.
  */
 const handleEach = (
   env: TurnEnv,
@@ -751,7 +818,17 @@ const handleEach = (
     }
     const timeoutMessage = `handler timed out after ${env.settings.handlerTimeoutMs} ms`
     let ctx: Context | undefined
+    const breaker = env.breakerFor?.(r.shard)
+    /** Successes since the last failure (the breaker counts failures in a row). */
+    let okRun = 0
     for (const m of messages) {
+      if (breaker !== undefined && breaker.state === "open") {
+        // opened meanwhile (by another shard of the member): the rest stays pending
+        if (okRun > 0) succeeded(env, breaker, r.shard)
+        r.unacked = toAck
+        r.retrying = true
+        return yield* finish(wait(breaker.waitMs(env.now())))
+      }
       if (!env.mayAct()) {
         // no message starts without a valid lease: the rest of the batch stays
         // pending (read again once the lease is valid, or claimed by the next owner)
@@ -760,31 +837,43 @@ const handleEach = (
         return yield* finish(r.alive ? wait(50) : Abandoned)
       }
       if (!r.alive) return yield* finish(Abandoned)
+      if (ctx === undefined || ctx.parent.aborted)
+        ctx = new PerMessageContext(
+          env.settings.stream,
+          env.settings.group,
+          r.shard,
+          env.memberId,
+          turnController(r).signal,
+        )
+      const c = ctx
       let call: Call
       if (direct === undefined)
         call = yield* bounded(
           env,
           r,
           env.settings.handlerTimeoutMs,
-          (signal, settled) => run(m, contextOf(env, r, signal), settled),
+          (_signal, settled) => run(m, c, settled),
           timeoutMessage,
         )
       else {
-        if (ctx === undefined || ctx.signal.aborted)
-          ctx = contextOf(env, r, turnController(r).signal)
-        const called = callDirect(direct, m, ctx)
+        const called = callDirect(direct, m, c)
         call =
           called instanceof Pending
             ? yield* awaitDirect(env, r, called.result, timeoutMessage)
             : called
       }
+      // the message ended: the next one gets a signal of its own
+      c.next()
       if (call === "abandoned" || !r.alive) return yield* finish(Abandoned)
       if (call.ok) {
         handled++
+        okRun++
         toAck.push(m.id)
         continue
       }
       failed++
+      if (breaker !== undefined && okRun > 0) succeeded(env, breaker, r.shard)
+      okRun = 0
       // keep per-shard order: acknowledge what succeeded before the failure first
       const flushed = yield* ackIds(env, r, address, toAck)
       toAck = []
@@ -793,10 +882,16 @@ const handleEach = (
       const next = yield* fail(env, r, address, m, call.error)
       if (next !== "continue") return yield* finish(next)
     }
+    if (breaker !== undefined && okRun > 0) succeeded(env, breaker, r.shard)
     // acknowledged by the shard's next read (or flushAcks)
     r.unacked = toAck
     return yield* finish(More)
   })
+
+/** Handler calls succeeded: a half-open breaker closes (an event, and what it held reads again). */
+const succeeded = (env: TurnEnv, breaker: CircuitBreaker, shard: number): void => {
+  if (breaker.success()) env.onBreaker?.(breaker, "closed", shard)
+}
 
 const OK: Call = { ok: true }
 
@@ -869,6 +964,8 @@ const handleBatch = (
     }
     if (call === "abandoned" || !r.alive) return { outcome: Abandoned, acked: 0, failed: 0 }
     const upTo = call.ok && handler.autoResolve ? messages.length - 1 : resolvedUpTo
+    const breaker = env.breakerFor?.(r.shard)
+    if (breaker !== undefined && upTo >= 0) succeeded(env, breaker, r.shard)
     if (upTo >= 0) env.record({ _tag: "Handled", count: upTo + 1 })
     const doneIds = (upTo === messages.length - 1 ? messages : messages.slice(0, upTo + 1)).map(
       (m) => m.id,

@@ -1,0 +1,120 @@
+/**
+ * A runtime whose Redis user lacks a permission (docs/runtime.md, "On
+ * Redis"; docs/redis.md, "ACL"): `start` probes every command, key and
+ * channel its groups need and fails naming what is missing, before any
+ * member runs; a permission taken away later surfaces with its cause
+ * (events, `lastError`, an error in the log), and `stop` does not wait for
+ * a leave no coordinator can answer. The probe itself is tested on every
+ * server kind and a cluster in redis-store (test/acl.test.ts).
+ */
+import { Acl, Keys } from "@shardline/redis-store"
+import { describe, expect, it } from "vitest"
+import { consumer } from "../../src/Consumer.js"
+import type { RuntimeEvent } from "../../src/Events.js"
+import type { LogFields, Logger } from "../../src/Logging.js"
+import { start } from "../../src/Runtime.js"
+import { eventually, useRedisServer } from "../support/redis.js"
+
+const server = useRedisServer("redis7")
+const fast = { sessionTimeoutMs: 3_000, rebalanceTimeoutMs: 6_000, heartbeatIntervalMs: 200 }
+
+/** A user with the least-privilege rules minus `drop` (the server is Redis 7: no XACKDEL). */
+const user = (name: string, drop: ReadonlyArray<string> = []) => {
+  const rules = Acl.aclRules({ xackdel: false }).filter((r) => !drop.includes(r))
+  server().cli("ACL", "SETUSER", name, "reset", "on", ">pw", ...rules)
+  return { url: server().url, username: name, password: "pw" }
+}
+
+describe("start() with a Redis user that lacks permissions", () => {
+  it("fails PermissionDenied naming each missing command and key, before any member runs", async () => {
+    const stream = "acl-start"
+    const error = await start({
+      redis: user("lacks-two", ["+xautoclaim", "~{*:*}:dlq"]),
+      handleSignals: false,
+      logLevel: "silent",
+      consumers: [consumer({ stream, group: "billing", ...fast, eachMessage: () => {} })],
+    }).then(
+      async (runtime) => {
+        await runtime.stop()
+        return undefined
+      },
+      (e: { _tag: string; message: string; missing: ReadonlyArray<{ rule: string }> }) => e,
+    )
+    expect(error?._tag).toBe("PermissionDenied")
+    expect(error?.missing.map((m) => m.rule).sort()).toEqual(["+xautoclaim", "~{*:*}:dlq"])
+    expect(error?.message).toContain("command XAUTOCLAIM (+xautoclaim)")
+    expect(error?.message).toContain(`key {${stream}:0}:dlq (used by`)
+    expect(error?.message).toContain("ACL SETUSER lacks-two")
+    // nothing joined, nothing was created
+    expect(
+      server()
+        .cli("EXISTS", Keys.storeRevisionKey({ stream, group: "billing" }))
+        .trim(),
+    ).toBe("0")
+    expect(server().cli("EXISTS", Keys.shardKey(stream, 0)).trim()).toBe("0")
+  })
+})
+
+describe("a permission taken away while the runtime runs", () => {
+  it("NOPERM surfaces with its cause (heartbeat event, lastError, an error in the log); stop is fast", async () => {
+    const lines: Array<{ level: string; message: string }> = []
+    const at =
+      (level: string) =>
+      (_fields: LogFields, message: string): void => {
+        lines.push({ level, message })
+      }
+    const logger: Logger = {
+      debug: at("debug"),
+      info: at("info"),
+      warn: at("warn"),
+      error: at("error"),
+    }
+    const events: Array<RuntimeEvent> = []
+    const handled = new Set<string>()
+    const runtime = await start({
+      redis: user("revoked-later"),
+      handleSignals: false,
+      logger,
+      onEvent: (e) => {
+        events.push(e)
+      },
+      memberBase: "acl",
+      consumers: [
+        consumer({
+          stream: "acl-later",
+          group: "g",
+          shardCount: 2,
+          ...fast,
+          eachMessage: (m) => {
+            handled.add(m.id)
+          },
+        }),
+      ],
+    })
+    let stopped = false
+    try {
+      await eventually("joined", () => events.some((e) => e.type === "joined"))
+      // every script (heartbeats, fenced reads) needs EVALSHA
+      server().cli("ACL", "SETUSER", "revoked-later", "-evalsha")
+      await eventually("a refused heartbeat", () =>
+        events.some(
+          (e) => e.type === "heartbeat" && e.error !== undefined && /NOPERM/.test(e.error.message),
+        ),
+      )
+      expect(runtime.members()[0]!.lastError?.message).toMatch(/NOPERM.*evalsha/)
+      await eventually("an error in the log", () =>
+        lines.some((l) => l.level === "error" && l.message.includes("NOPERM")),
+      )
+      const logged = lines.find((l) => l.level === "error" && l.message.includes("NOPERM"))!
+      expect(logged.message).toContain('docs/redis.md, "ACL"')
+      const outcome = await Promise.race([
+        runtime.stop().then(() => "stopped"),
+        new Promise((resolve) => setTimeout(() => resolve("still waiting after 20 s"), 20_000)),
+      ])
+      stopped = outcome === "stopped"
+      expect(outcome).toBe("stopped")
+    } finally {
+      if (!stopped) await runtime.stop()
+    }
+  })
+})

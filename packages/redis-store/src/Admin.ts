@@ -1,0 +1,659 @@
+/**
+ * Administration of a stream's groups and dead letters on Redis
+ * (docs/redis.md, "Dead letters and groups"; the `shardline dlq` and
+ * `shardline groups` commands run these):
+ *
+ * - dead letters: `listDeadLetters`, `countDeadLetters`, `showDeadLetter`,
+ *   `replayDeadLetters`, `purgeDeadLetters`. A shard's dead-letter stream
+ *   `{<stream>:<shard>}:dlq` holds every group's dead letters (the group is
+ *   the entry's `shardline-dlq-group` field), so a group's are found by
+ *   reading each shard's stream and are removed entry by entry (XDEL),
+ *   never by deleting a stream another group shares.
+ * - replay goes through the producer's path: the key is routed by the
+ *   stream's current layout (`Layout.shardOf`, as `runtime.producer` does;
+ *   a shard sealed meanwhile is routed again), the entry appended with its
+ *   original fields and key, idempotently (producer `shardline-replay`,
+ *   message id `<group>/<shard>/<dead-letter id>`), then removed from the
+ *   dead-letter stream. A replay cut between the two steps and run again is
+ *   stored once (the append's dedupe window: docs/runtime.md, "Producer").
+ * - groups: `listGroups` (every group the stream's layout registers or its
+ *   shards know), `planGroupDeletion` / `deleteGroup` (the group's Redis
+ *   consumer groups, owner tokens, dead letters, every key under its tag,
+ *   and its entry in the stream's layout, which would otherwise hold back
+ *   the retirement of earlier generations). A live group (its coordinator
+ *   lease held, or a consumer active within the session timeout) is
+ *   refused unless `force`.
+ *
+ * Everything is read from Redis alone, through the ports of `RedisPorts`.
+ *
+ * @example
+ * const letters = yield* Admin.listDeadLetters({ stream: "orders", group: "billing" })
+ * yield* Admin.replayDeadLetters({ stream: "orders", group: "billing", ids: [letters[0]!.id] })
+ */
+import {
+  BackendUnavailable,
+  type GroupKey,
+  Layout,
+  ShardStreams,
+  Store,
+  StreamLayouts,
+} from "@shardline/core"
+import { Effect, Option } from "effect"
+import { Cluster } from "ioredis"
+import { keySlot } from "./acl.js"
+import { AdminRefused } from "./Errors.js"
+import { deadLetterKey, groupTag, leaseKey, ownerTokenKey, servingKey, shardKey } from "./keys.js"
+import * as RedisConnection from "./RedisConnection.js"
+
+/** The field the producer keeps the routing key in (member-runtime's `KEY_FIELD`). */
+export const KEY_FIELD = "shardline-key"
+
+const { DeadLetterFields } = ShardStreams
+
+export type AdminError = AdminRefused | BackendUnavailable
+
+export type Services =
+  | RedisConnection.RedisConnection
+  | ShardStreams.ShardStreams
+  | StreamLayouts.StreamLayouts
+  | Store.Store
+
+export interface DeadLetter {
+  readonly shard: number
+  /** The dead-letter entry's id (in `{<stream>:<shard>}:dlq`). */
+  readonly id: string
+  /** The entry's id in the shard stream, before it was dead-lettered. */
+  readonly originalId: string
+  readonly group: string
+  readonly deliveries: number
+  readonly reason: string
+  /** The producer's routing key (undefined for entries written without one). */
+  readonly key: string | undefined
+  /** The entry's fields, without the key and the dead-letter fields. */
+  readonly fields: Readonly<Record<string, string>>
+}
+
+export interface DeadLetterFilter {
+  readonly stream: string
+  readonly group: string
+  /** Only this shard's. */
+  readonly shard?: number
+  /**
+   * Only these dead-letter ids of `shard` (required with them: each shard's
+   * dead-letter stream numbers its entries on its own, so two shards can
+   * hold the same id).
+   */
+  readonly ids?: ReadonlyArray<string>
+  /** At most this many, in shard and id order. */
+  readonly limit?: number
+}
+
+const describe = (cause: unknown) => (cause instanceof Error ? cause.message : String(cause))
+
+const command = <A>(operation: string, run: (c: RedisConnection.Client) => Promise<A>) =>
+  Effect.gen(function* () {
+    const connection = yield* RedisConnection.RedisConnection
+    return yield* connection.command(operation, run)
+  })
+
+const flatFields = (raw: ReadonlyArray<string>): Record<string, string> => {
+  const out: Record<string, string> = {}
+  for (let i = 0; i + 1 < raw.length; i += 2) out[raw[i]!] = raw[i + 1]!
+  return out
+}
+
+const toDeadLetter = (shard: number, id: string, raw: Record<string, string>): DeadLetter => {
+  const fields: Record<string, string> = {}
+  for (const [k, v] of Object.entries(raw))
+    if (
+      k !== KEY_FIELD &&
+      k !== DeadLetterFields.originalId &&
+      k !== DeadLetterFields.reason &&
+      k !== DeadLetterFields.group &&
+      k !== DeadLetterFields.deliveryCount
+    )
+      fields[k] = v
+  return {
+    shard,
+    id,
+    originalId: raw[DeadLetterFields.originalId] ?? "",
+    group: raw[DeadLetterFields.group] ?? "",
+    deliveries: Number(raw[DeadLetterFields.deliveryCount] ?? 0),
+    reason: raw[DeadLetterFields.reason] ?? "",
+    key: raw[KEY_FIELD],
+    fields,
+  }
+}
+
+/**
+ * Every shard the stream ever had (0 up to the end of its last generation):
+ * retired shards keep their dead-letter streams. From the stream's layout,
+ * else from the group's stored snapshot.
+ */
+export const streamShards = (
+  stream: string,
+  group?: string,
+): Effect.Effect<ReadonlyArray<number>, AdminError, Services> =>
+  Effect.gen(function* () {
+    const layouts = yield* StreamLayouts.StreamLayouts
+    const stored = yield* layouts
+      .load(stream)
+      .pipe(
+        Effect.mapError((e) =>
+          e._tag === "BackendUnavailable"
+            ? e
+            : new BackendUnavailable({ operation: "layout", message: e.message, cause: e }),
+        ),
+      )
+    let end = 0
+    if (Option.isSome(stored))
+      for (const g of stored.value.record.generations)
+        end = Math.max(end, g.firstShard + g.shardCount)
+    else if (group !== undefined) {
+      const snapshot = yield* loadSnapshot({ stream, group })
+      if (Option.isSome(snapshot))
+        end = snapshot.value.layout.firstShard + snapshot.value.layout.shardCount
+    }
+    if (end === 0)
+      return yield* new AdminRefused({
+        reason: "UnknownStream",
+        message: `stream ${JSON.stringify(stream)} has no stored layout${group === undefined ? "" : ` and group ${JSON.stringify(group)} no stored state`}: no group has run on it`,
+      })
+    return Array.from({ length: end }, (_, i) => i)
+  })
+
+const loadSnapshot = (key: GroupKey) =>
+  Effect.gen(function* () {
+    const store = yield* Store.Store
+    return yield* store
+      .load(key)
+      .pipe(
+        Effect.mapError(
+          (e) => new BackendUnavailable({ operation: "store", message: e.message, cause: e }),
+        ),
+      )
+  })
+
+const PAGE = 1_000
+
+/** Every entry of one shard's dead-letter stream, in id order (paged XRANGE). */
+const readDlq = (stream: string, shard: number) =>
+  Effect.gen(function* () {
+    const key = deadLetterKey(stream, shard)
+    const out: Array<DeadLetter> = []
+    let start = "-"
+    for (;;) {
+      const page = (yield* command("dead letters (XRANGE)", (c) =>
+        c.xrange(key, start, "+", "COUNT", PAGE),
+      )) as Array<[string, Array<string>]>
+      for (const [id, raw] of page) out.push(toDeadLetter(shard, id, flatFields(raw)))
+      if (page.length < PAGE) return out
+      start = `(${page[page.length - 1]![0]}`
+    }
+  })
+
+/** The group's dead letters, in shard and id order, filtered. */
+export const listDeadLetters = (
+  filter: DeadLetterFilter,
+): Effect.Effect<ReadonlyArray<DeadLetter>, AdminError, Services> =>
+  Effect.gen(function* () {
+    if (filter.ids !== undefined && filter.shard === undefined)
+      return yield* new AdminRefused({
+        reason: "InvalidRequest",
+        message:
+          "dead-letter ids need their shard: each shard's dead-letter stream numbers its entries on its own",
+      })
+    const shards =
+      filter.shard !== undefined ? [filter.shard] : yield* streamShards(filter.stream, filter.group)
+    const ids = filter.ids === undefined ? undefined : new Set(filter.ids)
+    const limit = filter.limit ?? Number.POSITIVE_INFINITY
+    const out: Array<DeadLetter> = []
+    for (const shard of shards) {
+      for (const letter of yield* readDlq(filter.stream, shard)) {
+        if (letter.group !== filter.group) continue
+        if (ids !== undefined && !ids.has(letter.id)) continue
+        out.push(letter)
+        if (out.length >= limit) return out
+      }
+    }
+    return out
+  })
+
+export interface DeadLetterCount {
+  readonly total: number
+  /** Shards that hold any of the group's dead letters. */
+  readonly byShard: Readonly<Record<number, number>>
+}
+
+export const countDeadLetters = (
+  filter: Omit<DeadLetterFilter, "ids" | "limit">,
+): Effect.Effect<DeadLetterCount, AdminError, Services> =>
+  Effect.map(listDeadLetters(filter), (letters) => {
+    const byShard: Record<number, number> = {}
+    for (const l of letters) byShard[l.shard] = (byShard[l.shard] ?? 0) + 1
+    return { total: letters.length, byShard }
+  })
+
+/** One dead letter by shard and id (any group's). */
+export const showDeadLetter = (options: {
+  readonly stream: string
+  readonly shard: number
+  readonly id: string
+}): Effect.Effect<DeadLetter, AdminError, Services> =>
+  Effect.gen(function* () {
+    const key = deadLetterKey(options.stream, options.shard)
+    const found = (yield* command("dead letter (XRANGE)", (c) =>
+      c.xrange(key, options.id, options.id),
+    )) as Array<[string, Array<string>]>
+    const entry = found[0]
+    if (entry === undefined)
+      return yield* new AdminRefused({
+        reason: "NotFound",
+        message: `no dead letter ${options.id} in ${key}`,
+      })
+    return toDeadLetter(options.shard, entry[0], flatFields(entry[1]))
+  })
+
+export interface Replayed {
+  readonly from: { readonly shard: number; readonly id: string }
+  /** Where it was appended (the shard its key routes to now). */
+  readonly to: { readonly shard: number; readonly id: string }
+}
+
+export interface ReplayResult {
+  readonly replayed: ReadonlyArray<Replayed>
+  /** Dead letters not replayed, with why (a keyless entry whose shard is no longer written to). */
+  readonly skipped: ReadonlyArray<{
+    readonly shard: number
+    readonly id: string
+    readonly why: string
+  }>
+  /** Other groups that consume the stream: they receive the replayed messages too. */
+  readonly otherGroups: ReadonlyArray<string>
+}
+
+/** The producer id of replays (docs/runtime.md, "Producer": idempotent sends). */
+export const REPLAY_PRODUCER = "shardline-replay"
+
+/**
+ * Put the group's dead letters back into the stream through the producer's
+ * path (routed by key over the current layout, appended idempotently), then
+ * remove them from the dead-letter streams. Every group of the stream
+ * receives them (`otherGroups` names the others); a replayed message comes
+ * after whatever was appended since, so it is not back in its key's order
+ * relative to newer messages.
+ */
+export const replayDeadLetters = (
+  filter: DeadLetterFilter,
+): Effect.Effect<ReplayResult, AdminError, Services> =>
+  Effect.gen(function* () {
+    const streams = yield* ShardStreams.ShardStreams
+    const layouts = yield* StreamLayouts.StreamLayouts
+    const letters = yield* listDeadLetters(filter)
+    const current = Effect.gen(function* () {
+      const stored = yield* layouts
+        .load(filter.stream)
+        .pipe(
+          Effect.mapError((e) =>
+            e._tag === "BackendUnavailable"
+              ? e
+              : new BackendUnavailable({ operation: "layout", message: e.message, cause: e }),
+          ),
+        )
+      if (Option.isSome(stored)) return Layout.StreamLayout.current(stored.value.record)
+      const snapshot = yield* loadSnapshot({ stream: filter.stream, group: filter.group })
+      if (Option.isSome(snapshot)) return snapshot.value.layout
+      return yield* new AdminRefused({
+        reason: "UnknownStream",
+        message: `stream ${JSON.stringify(filter.stream)} has no layout to route by`,
+      })
+    })
+    let generation = yield* current
+    const replayed: Array<Replayed> = []
+    const skipped: Array<{ shard: number; id: string; why: string }> = []
+    for (const letter of letters) {
+      const fields =
+        letter.key === undefined ? letter.fields : { ...letter.fields, [KEY_FIELD]: letter.key }
+      let appended: { shard: number; id: string } | undefined
+      for (let attempt = 1; appended === undefined; attempt++) {
+        const shard =
+          letter.key !== undefined
+            ? Layout.shardOf(generation, letter.key)
+            : letter.shard >= generation.firstShard &&
+                letter.shard < generation.firstShard + generation.shardCount
+              ? letter.shard
+              : undefined
+        if (shard === undefined) {
+          skipped.push({
+            shard: letter.shard,
+            id: letter.id,
+            why: `it has no routing key and shard ${letter.shard} is no longer written to (generation ${generation.generation})`,
+          })
+          break
+        }
+        const result = yield* Effect.result(
+          streams.append(filter.stream, shard, fields, {
+            idempotency: {
+              producerId: REPLAY_PRODUCER,
+              messageId: `${filter.group}/${letter.shard}/${letter.id}`,
+            },
+          }),
+        )
+        if (result._tag === "Success") appended = { shard, id: result.success }
+        else if (result.failure._tag === "ShardSealed" && attempt < 3) generation = yield* current
+        else
+          return yield* new BackendUnavailable({
+            operation: "replay (append)",
+            message: `${result.failure._tag}: ${result.failure.message} (dead letter ${letter.id} of shard ${letter.shard}; ${replayed.length} replayed before it)`,
+            cause: result.failure,
+          })
+      }
+      if (appended === undefined) continue
+      const key = deadLetterKey(filter.stream, letter.shard)
+      yield* command("replay (XDEL)", (c) => c.xdel(key, letter.id))
+      replayed.push({ from: { shard: letter.shard, id: letter.id }, to: appended })
+    }
+    const groups = yield* listGroups(filter.stream).pipe(
+      Effect.catchTag("AdminRefused", () => Effect.succeed([] as ReadonlyArray<GroupSummary>)),
+    )
+    return {
+      replayed,
+      skipped,
+      otherGroups: groups.map((g) => g.group).filter((g) => g !== filter.group),
+    }
+  })
+
+/** Remove the group's dead letters (XDEL, entry by entry: other groups' stay); how many. */
+export const purgeDeadLetters = (
+  filter: DeadLetterFilter,
+): Effect.Effect<number, AdminError, Services> =>
+  Effect.gen(function* () {
+    const letters = yield* listDeadLetters(filter)
+    const byShard = new Map<number, Array<string>>()
+    for (const l of letters) byShard.set(l.shard, [...(byShard.get(l.shard) ?? []), l.id])
+    let purged = 0
+    for (const [shard, ids] of byShard) {
+      const key = deadLetterKey(filter.stream, shard)
+      for (let i = 0; i < ids.length; i += PAGE) {
+        const chunk = ids.slice(i, i + PAGE)
+        purged += yield* command("purge (XDEL)", (c) => c.xdel(key, ...chunk))
+      }
+    }
+    return purged
+  })
+
+// ---------------------------------------------------------------------------
+// groups
+
+export interface GroupSummary {
+  readonly group: string
+  /** The stream's layout registers it (its coordinator ran with the layout). */
+  readonly registered: boolean
+  /** Its coordinator state is stored. */
+  readonly stored: boolean
+  /** Shards whose stream has a Redis consumer group of this name. */
+  readonly shards: number
+  /** Members in its stored state. */
+  readonly members: number
+  /** The coordinator lease's holder, if it is held now. */
+  readonly coordinator: string | undefined
+  readonly deadLetters: number
+  readonly live: boolean
+  /** Why it counts as live (the lease, the serving key, an active consumer). */
+  readonly liveBecause: ReadonlyArray<string>
+}
+
+interface GroupSeen {
+  readonly shards: Set<number>
+  /** The least idle time of any of its consumers, ms. */
+  leastIdleMs: number
+}
+
+/** The Redis consumer groups of every shard, with their consumers' idle times. */
+const consumerGroups = (stream: string, shards: ReadonlyArray<number>) =>
+  Effect.gen(function* () {
+    const seen = new Map<string, GroupSeen>()
+    for (const shard of shards) {
+      const key = shardKey(stream, shard)
+      const groups = (yield* command("groups (XINFO GROUPS)", (c) =>
+        c.call("XINFO", "GROUPS", key).catch((e: unknown) => {
+          if (/no such key/i.test(describe(e))) return []
+          throw e
+        }),
+      )) as Array<Array<unknown>>
+      for (const raw of groups) {
+        const info = flatFields(raw.map(String))
+        const name = info.name!
+        let g = seen.get(name)
+        if (g === undefined) {
+          g = { shards: new Set(), leastIdleMs: Number.POSITIVE_INFINITY }
+          seen.set(name, g)
+        }
+        g.shards.add(shard)
+        const consumers = (yield* command("groups (XINFO CONSUMERS)", (c) =>
+          c.call("XINFO", "CONSUMERS", key, name),
+        )) as Array<Array<unknown>>
+        for (const c of consumers) {
+          const idle = Number(flatFields(c.map(String)).idle)
+          if (Number.isFinite(idle)) g.leastIdleMs = Math.min(g.leastIdleMs, idle)
+        }
+      }
+    }
+    return seen
+  })
+
+/** Every group of the stream: registered in its layout, stored, or known to its shards. */
+export const listGroups = (
+  stream: string,
+): Effect.Effect<ReadonlyArray<GroupSummary>, AdminError, Services> =>
+  Effect.gen(function* () {
+    const layouts = yield* StreamLayouts.StreamLayouts
+    const stored = yield* layouts
+      .load(stream)
+      .pipe(
+        Effect.mapError((e) =>
+          e._tag === "BackendUnavailable"
+            ? e
+            : new BackendUnavailable({ operation: "layout", message: e.message, cause: e }),
+        ),
+      )
+    const shards = yield* streamShards(stream)
+    const registered = Option.isSome(stored) ? Object.keys(stored.value.record.groups) : []
+    const seen = yield* consumerGroups(stream, shards)
+    const letters = new Map<string, number>()
+    for (const shard of shards)
+      for (const l of yield* readDlq(stream, shard))
+        letters.set(l.group, (letters.get(l.group) ?? 0) + 1)
+    const names = [...new Set([...registered, ...seen.keys()])].sort()
+    const out: Array<GroupSummary> = []
+    for (const group of names)
+      out.push(
+        yield* summarize({ stream, group }, registered.includes(group), seen.get(group), letters),
+      )
+    return out
+  })
+
+const summarize = (
+  key: GroupKey,
+  registered: boolean,
+  seen: GroupSeen | undefined,
+  letters: ReadonlyMap<string, number>,
+) =>
+  Effect.gen(function* () {
+    const snapshot = yield* loadSnapshot(key)
+    const lk = leaseKey(key)
+    const [[holder], ttl, serving] = yield* command("group (lease, serving)", (c) =>
+      Promise.all([c.hmget(lk, "holder"), c.pttl(lk), c.exists(servingKey(key))]),
+    )
+    const sessionTimeoutMs = Option.match(snapshot, {
+      onNone: () => 30_000,
+      onSome: (s) => s.config.sessionTimeoutMs,
+    })
+    const liveBecause: Array<string> = []
+    if (holder !== null && holder !== undefined && ttl > 0)
+      liveBecause.push(`its coordinator lease is held by ${holder} (${ttl} ms left)`)
+    if (serving > 0) liveBecause.push("a coordinator serves its heartbeats")
+    if (seen !== undefined && seen.leastIdleMs < sessionTimeoutMs)
+      liveBecause.push(
+        `a consumer read ${seen.leastIdleMs} ms ago (within its ${sessionTimeoutMs} ms session)`,
+      )
+    return {
+      group: key.group,
+      registered,
+      stored: Option.isSome(snapshot),
+      shards: seen?.shards.size ?? 0,
+      members: Option.match(snapshot, { onNone: () => 0, onSome: (s) => s.members.length }),
+      coordinator: holder !== null && holder !== undefined && ttl > 0 ? holder : undefined,
+      deadLetters: letters.get(key.group) ?? 0,
+      live: liveBecause.length > 0,
+      liveBecause,
+    } satisfies GroupSummary
+  })
+
+export interface GroupDeletion {
+  readonly stream: string
+  readonly group: string
+  /** Shards whose Redis consumer group of this name is destroyed (XGROUP DESTROY). */
+  readonly consumerGroups: ReadonlyArray<number>
+  /** The group's owner tokens, `{<stream>:<shard>}:owner:<group>`. */
+  readonly ownerTokens: ReadonlyArray<string>
+  /** Its dead letters (entries of the shards' dead-letter streams). */
+  readonly deadLetters: number
+  /** Every key under its tag `{shardline:<stream>:<group>}`: lease, heartbeat lists, Store, audit. */
+  readonly keys: ReadonlyArray<string>
+  /** It is removed from the stream's layout record (its `groups`). */
+  readonly layoutEntry: boolean
+  readonly live: boolean
+  readonly liveBecause: ReadonlyArray<string>
+}
+
+/** Redis' glob with every special character of `text` escaped. */
+const globEscape = (text: string) => text.replace(/[*?[\]\\]/g, "\\$&")
+
+/** Every key whose name starts with `prefix` (SCAN on the node that holds its slot). */
+const keysWithPrefix = (prefix: string) =>
+  Effect.gen(function* () {
+    const connection = yield* RedisConnection.RedisConnection
+    const client = connection.client
+    const node =
+      client instanceof Cluster
+        ? client.nodes("master").find((n) => {
+            const owner = client.slots[keySlot(prefix)]?.[0]
+            return owner === `${n.options.host}:${n.options.port}`
+          })
+        : client
+    if (node === undefined)
+      return yield* new BackendUnavailable({
+        operation: "keys (SCAN)",
+        message: `no cluster node serves the slot of ${prefix}`,
+      })
+    const keys: Array<string> = []
+    let cursor = "0"
+    do {
+      const [next, batch] = yield* Effect.tryPromise({
+        try: () => node.scan(cursor, "MATCH", `${globEscape(prefix)}*`, "COUNT", 1_000),
+        catch: (cause) => RedisConnection.unavailable("keys (SCAN)", cause),
+      })
+      keys.push(...batch)
+      cursor = next
+    } while (cursor !== "0")
+    return keys.sort()
+  })
+
+/** What `deleteGroup` would delete, and whether the group is live. */
+export const planGroupDeletion = (
+  key: GroupKey,
+): Effect.Effect<GroupDeletion, AdminError, Services> =>
+  Effect.gen(function* () {
+    const layouts = yield* StreamLayouts.StreamLayouts
+    const shards = yield* streamShards(key.stream, key.group)
+    const seen = (yield* consumerGroups(key.stream, shards)).get(key.group)
+    const stored = yield* layouts
+      .load(key.stream)
+      .pipe(
+        Effect.mapError((e) =>
+          e._tag === "BackendUnavailable"
+            ? e
+            : new BackendUnavailable({ operation: "layout", message: e.message, cause: e }),
+        ),
+      )
+    const registered = Option.isSome(stored) && key.group in stored.value.record.groups
+    const ownerTokens: Array<string> = []
+    for (const shard of shards) {
+      const owner = ownerTokenKey(key.stream, shard, key.group)
+      if ((yield* command("plan (EXISTS owner)", (c) => c.exists(owner))) > 0)
+        ownerTokens.push(owner)
+    }
+    const letters = yield* listDeadLetters({ stream: key.stream, group: key.group })
+    const keys = yield* keysWithPrefix(groupTag(key))
+    if (!registered && seen === undefined && keys.length === 0 && ownerTokens.length === 0)
+      return yield* new AdminRefused({
+        reason: "UnknownGroup",
+        message: `stream ${JSON.stringify(key.stream)} has no group ${JSON.stringify(key.group)}`,
+      })
+    const summary = yield* summarize(key, registered, seen, new Map())
+    return {
+      stream: key.stream,
+      group: key.group,
+      consumerGroups: [...(seen?.shards ?? [])].sort((a, b) => a - b),
+      ownerTokens,
+      deadLetters: letters.length,
+      keys,
+      layoutEntry: registered,
+      live: summary.live,
+      liveBecause: summary.liveBecause,
+    }
+  })
+
+/**
+ * Delete the group and all its keys (what `planGroupDeletion` lists). A live
+ * group is refused (`AdminRefused` GroupLive, saying why) unless `force`:
+ * its running members and coordinator would recreate what they use.
+ */
+export const deleteGroup = (
+  key: GroupKey,
+  options: { readonly force?: boolean } = {},
+): Effect.Effect<GroupDeletion, AdminError, Services> =>
+  Effect.gen(function* () {
+    const plan = yield* planGroupDeletion(key)
+    if (plan.live && options.force !== true)
+      return yield* new AdminRefused({
+        reason: "GroupLive",
+        message: `group ${JSON.stringify(key.group)} of stream ${JSON.stringify(key.stream)} is live: ${plan.liveBecause.join("; ")}. Stop its members and coordinator first, or force it (they would recreate what they use)`,
+      })
+    for (const shard of plan.consumerGroups) {
+      const k = shardKey(key.stream, shard)
+      yield* command("delete (XGROUP DESTROY)", (c) => c.call("XGROUP", "DESTROY", k, key.group))
+    }
+    for (const owner of plan.ownerTokens) yield* command("delete (owner)", (c) => c.del(owner))
+    yield* purgeDeadLetters({ stream: key.stream, group: key.group })
+    // one slot: every key under the group's tag at once
+    if (plan.keys.length > 0) yield* command("delete (group keys)", (c) => c.del(...plan.keys))
+    if (plan.layoutEntry) {
+      const layouts = yield* StreamLayouts.StreamLayouts
+      for (let attempt = 0; ; attempt++) {
+        const stored = yield* layouts
+          .load(key.stream)
+          .pipe(
+            Effect.mapError((e) =>
+              e._tag === "BackendUnavailable"
+                ? e
+                : new BackendUnavailable({ operation: "layout", message: e.message, cause: e }),
+            ),
+          )
+        if (Option.isNone(stored) || !(key.group in stored.value.record.groups)) break
+        const { [key.group]: _, ...groups } = stored.value.record.groups
+        const saved = yield* Effect.result(
+          layouts.save(key.stream, stored.value.revision, { ...stored.value.record, groups }),
+        )
+        if (saved._tag === "Success") break
+        if (saved.failure._tag !== "StaleLayout" || attempt >= 5)
+          return yield* new BackendUnavailable({
+            operation: "delete (layout)",
+            message: saved.failure.message,
+            cause: saved.failure,
+          })
+      }
+    }
+    return plan
+  })
