@@ -198,6 +198,16 @@ export const RuntimeOptionsSchema = Schema.Struct({
   metricRegistry: Schema.optional(Schema.Unknown),
   onEvent: Schema.optional(Fn),
   eventHub: Schema.optional(Schema.Unknown),
+  /** OpenTelemetry providers, or `false` for none (docs/observability.md). */
+  telemetry: Schema.optional(
+    Schema.Union([
+      Schema.Literal(false),
+      Schema.Struct({
+        tracerProvider: Schema.optional(Schema.Unknown),
+        meterProvider: Schema.optional(Schema.Unknown),
+      }),
+    ]),
+  ),
 })
 
 // ---------------------------------------------------------------------------

@@ -27,10 +27,22 @@ import {
   type MemberSuperseded,
   OwnerFence,
   ShardStreams,
+  Store,
   StreamLayouts,
 } from "@shardline/core"
 import { RedisPorts } from "@shardline/redis-store"
-import { Clock, Effect, Exit, Layer, ManagedRuntime, Metric, Option, Result, Scope } from "effect"
+import {
+  Clock,
+  Effect,
+  Exit,
+  Layer,
+  ManagedRuntime,
+  Metric,
+  Option,
+  Result,
+  Scope,
+  type Tracer,
+} from "effect"
 import { DEFAULTS, decodeOptions, invalid, RuntimeOptionsSchema } from "./Config.js"
 import { type ConsumerDefinition, isConsumerDefinition } from "./Consumer.js"
 import {
@@ -44,6 +56,14 @@ import { memberBase as defaultMemberBase, nextIncarnation } from "./Identity.js"
 import { type Candidate, runCandidate } from "./internal/CoordinatorCandidate.js"
 import { type LogicalMember, makeLogicalMember } from "./internal/LogicalMember.js"
 import { type ConsumerSpec, checkAcross, resolveDefinition } from "./internal/spec.js"
+import { tracedStore } from "./internal/telemetry/coordinatorSpans.js"
+import { activeSpan } from "./internal/telemetry/otel.js"
+import {
+  observeEvents,
+  observeGauges,
+  resolveTelemetry,
+  type Telemetry,
+} from "./internal/telemetry/Telemetry.js"
 import * as LayoutSource from "./LayoutSource.js"
 import { prometheusTextOf } from "./Metrics.js"
 import { memoryPorts, type PortServices, type Ports } from "./Ports.js"
@@ -57,6 +77,7 @@ import {
 } from "./Producer.js"
 import { decodeRedisOptions, type RedisOptions } from "./Redis.js"
 import { listenersOf } from "./StreamListener.js"
+import type { TelemetryOptions } from "./Telemetry.js"
 
 export interface RuntimeOptions {
   /** Explicit members (`consumer`, `effectConsumer`). */
@@ -84,6 +105,14 @@ export interface RuntimeOptions {
    * `emit` must return at once (it runs on the members' fibers).
    */
   readonly eventHub?: EventHub
+  /**
+   * OpenTelemetry (docs/observability.md): by default the runtime traces and
+   * measures when `@opentelemetry/api` is installed and an SDK registered its
+   * providers before the runtime started (or, with the Effect API, when the
+   * Effect context has a tracer of its own). Give providers here to use them
+   * instead of the global ones, or `false` for nothing at all.
+   */
+  readonly telemetry?: TelemetryOptions | false
 }
 
 export interface StartOptions extends RuntimeOptions {
@@ -148,6 +177,8 @@ export interface EffectRuntime {
   /** Leave every group (drain, leave, close) within `shutdownTimeoutMs`. Idempotent. */
   readonly stop: Effect.Effect<void>
   readonly events: EventHub
+  /** What the runtime traces and measures with (undefined: nothing). Internal. */
+  readonly telemetry?: Telemetry | undefined
 }
 
 const groupKeyString = (stream: string, group: string) => JSON.stringify([stream, group])
@@ -221,6 +252,8 @@ export const make = (
       makeEventHub(o.eventBufferCapacity !== undefined ? { capacity: o.eventBufferCapacity } : {})
     if (options.onEvent !== undefined) events.on(options.onEvent)
     const fence = yield* OwnerFence.make
+    const telemetry = yield* resolveTelemetry(options.telemetry)
+    const store = yield* Store.Store
 
     // coordinators ------------------------------------------------------------------
     const candidates = new Map<string, Candidate>()
@@ -239,6 +272,10 @@ export const make = (
         }
         const candidate = yield* runCandidate({ config, holder, transport, events }).pipe(
           Effect.provideService(OwnerFence.OwnerFence, fence),
+          Effect.provideService(
+            Store.Store,
+            telemetry?.tracer === undefined ? store : tracedStore(store, telemetry.tracer, clock),
+          ),
           Scope.provide(coordinatorScope),
         )
         candidates.set(k, candidate)
@@ -268,10 +305,36 @@ export const make = (
           events,
           isPaused: (shard) => paused.has(shard),
           leaveTimeoutMs: shutdownTimeoutMs,
+          telemetry,
         }).pipe(Scope.provide(memberScope))
         g.members.push(member)
         all.push({ member, spec })
       }
+    }
+
+    // telemetry from events and gauges: nothing on the members' path ----------------
+    if (telemetry !== undefined) {
+      const unsubscribe = observeEvents(telemetry, events)
+      const instruments = telemetry.instruments
+      const unobserve =
+        instruments === undefined
+          ? undefined
+          : observeGauges(instruments, () =>
+              all.map(({ member, spec }) => ({
+                stream: spec.settings.stream,
+                group: spec.settings.group,
+                memberId: member.memberId,
+                owned: member.hasLeft() ? () => [] : member.poller.progress,
+              })),
+            )
+      yield* Scope.addFinalizer(
+        outer,
+        Effect.sync(() => {
+          unobserve?.()
+          // the last events (left, resigned) are still delivered: unsubscribe after them
+          setTimeout(unsubscribe, 1_000).unref()
+        }),
+      )
     }
 
     // stop ----------------------------------------------------------------------------
@@ -364,14 +427,19 @@ export const make = (
         const declared = LayoutSource.fixed(
           Object.fromEntries(specs.map((s) => [s.settings.stream, s.settings.shardCount])),
         )
-        return makeProducer(streams, stream, {
-          ...producerOptions,
-          layout:
-            producerOptions.layout ??
-            (Option.isSome(layouts)
-              ? LayoutSource.fromStreamLayouts(layouts.value, declared)
-              : declared),
-        })
+        return makeProducer(
+          streams,
+          stream,
+          {
+            ...producerOptions,
+            layout:
+              producerOptions.layout ??
+              (Option.isSome(layouts)
+                ? LayoutSource.fromStreamLayouts(layouts.value, declared)
+                : declared),
+          },
+          telemetry?.tracer,
+        )
       },
       monitor: (stream, group) => {
         const candidate = candidates.get(groupKeyString(stream, group))
@@ -380,6 +448,7 @@ export const make = (
           : Effect.map(candidate.host.monitor, Option.getOrUndefined)
       },
       stop,
+      telemetry,
     }
     return runtime
   })
@@ -412,15 +481,32 @@ const promiseProducer = (
   stream: string,
   ready: Promise<EffectProducer>,
   run: <A, E>(effect: Effect.Effect<A, E>) => Promise<A>,
-): Producer => ({
-  stream,
-  send: (key: string, fields?: Readonly<Record<string, string>>, options?: SendOptions) =>
-    ready.then((p) => run(p.send(key, fields, options))),
-  sendBatch: (messages: ReadonlyArray<OutgoingMessage>) =>
-    ready.then((p) => run(p.sendBatch(messages))),
-  flush: () => ready.then((p) => run(p.flush)),
-  close: () => ready.then((p) => run(p.close)),
-})
+  telemetry: Telemetry | undefined,
+): Producer => {
+  // the caller's active OpenTelemetry span, read at the call (the send runs
+  // later, on the runtime's fibers), becomes the Effect parent of the send span
+  const callerSpan = (): Tracer.ExternalSpan | undefined =>
+    telemetry?.api === undefined || telemetry.tracer === undefined
+      ? undefined
+      : activeSpan(telemetry.api)
+  const under = <A, E>(
+    parent: Tracer.ExternalSpan | undefined,
+    effect: Effect.Effect<A, E>,
+  ): Effect.Effect<A, E> => (parent === undefined ? effect : Effect.withParentSpan(effect, parent))
+  return {
+    stream,
+    send: (key: string, fields?: Readonly<Record<string, string>>, options?: SendOptions) => {
+      const parent = callerSpan()
+      return ready.then((p) => run(under(parent, p.send(key, fields, options))))
+    },
+    sendBatch: (messages: ReadonlyArray<OutgoingMessage>) => {
+      const parent = callerSpan()
+      return ready.then((p) => run(under(parent, p.sendBatch(messages))))
+    },
+    flush: () => ready.then((p) => run(p.flush)),
+    close: () => ready.then((p) => run(p.close)),
+  }
+}
 
 /**
  * Start a runtime (Promise API). Rejects with `InvalidRuntimeConfig` (naming
@@ -511,6 +597,7 @@ export const start = async (options: StartOptions = {}): Promise<ShardlineRuntim
         stream,
         run(Scope.provide(runtime.producer(stream, producerOptions), scope)),
         run,
+        runtime.telemetry,
       ),
     metrics: () => prometheusTextOf(registry),
     monitor: (stream, group) => run(runtime.monitor(stream, group)),

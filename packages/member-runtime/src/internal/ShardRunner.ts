@@ -45,6 +45,7 @@ import {
   type UserCodeFailed,
 } from "./invoke.js"
 import type { InternalHandler, InternalHooks } from "./spec.js"
+import type { HandleOutcome, TurnTelemetry } from "./telemetry/Telemetry.js"
 
 /** One user call in flight: its signal's controller and when it times out. */
 export interface CallSlot {
@@ -241,6 +242,8 @@ export interface TurnEnv {
   readonly emit: (event: RuntimeEvent) => void
   /** Count it in the member's metrics (synchronous: it runs on the per-batch path). */
   readonly record: (what: TurnRecord) => void
+  /** Spans and OpenTelemetry metrics of handler calls; undefined when off (docs/observability.md). */
+  readonly telemetry?: TurnTelemetry | undefined
 }
 
 /** Counters a turn reports (metrics). */
@@ -751,6 +754,7 @@ const handleEach = (
     }
     const timeoutMessage = `handler timed out after ${env.settings.handlerTimeoutMs} ms`
     let ctx: Context | undefined
+    const t = env.telemetry
     for (const m of messages) {
       if (!env.mayAct()) {
         // no message starts without a valid lease: the rest of the batch stays
@@ -760,37 +764,55 @@ const handleEach = (
         return yield* finish(r.alive ? wait(50) : Abandoned)
       }
       if (!r.alive) return yield* finish(Abandoned)
+      const traced = t === undefined ? undefined : t.startMessage(r.shard, m)
       let call: Call
       if (direct === undefined)
         call = yield* bounded(
           env,
           r,
           env.settings.handlerTimeoutMs,
-          (signal, settled) => run(m, contextOf(env, r, signal), settled),
+          (signal, settled) =>
+            traced === undefined
+              ? run(m, contextOf(env, r, signal), settled)
+              : t!.wrap(traced, run(m, contextOf(env, r, signal), settled)),
           timeoutMessage,
         )
       else {
         if (ctx === undefined || ctx.signal.aborted)
           ctx = contextOf(env, r, turnController(r).signal)
-        const called = callDirect(direct, m, ctx)
+        const c = ctx
+        const called =
+          traced === undefined
+            ? callDirect(direct, m, c)
+            : t!.within(traced, () => callDirect(direct, m, c))
         call =
           called instanceof Pending
             ? yield* awaitDirect(env, r, called.result, timeoutMessage)
             : called
       }
-      if (call === "abandoned" || !r.alive) return yield* finish(Abandoned)
+      if (call === "abandoned" || !r.alive) {
+        if (traced !== undefined) t!.end(traced, r.shard, "abandoned")
+        return yield* finish(Abandoned)
+      }
       if (call.ok) {
         handled++
         toAck.push(m.id)
+        if (traced !== undefined) t!.end(traced, r.shard, "acked")
         continue
       }
       failed++
       // keep per-shard order: acknowledge what succeeded before the failure first
       const flushed = yield* ackIds(env, r, address, toAck)
       toAck = []
-      if (typeof flushed !== "number") return yield* finish(flushed)
+      if (typeof flushed !== "number") {
+        if (traced !== undefined) t!.end(traced, r.shard, outcomeOf(flushed), call.error)
+        return yield* finish(flushed)
+      }
       acked += flushed
+      const ackedBefore = r.progress.acked
       const next = yield* fail(env, r, address, m, call.error)
+      if (traced !== undefined)
+        t!.end(traced, r.shard, outcomeOf(next, r.progress.acked > ackedBefore), call.error)
       if (next !== "continue") return yield* finish(next)
     }
     // acknowledged by the shard's next read (or flushAcks)
@@ -799,6 +821,21 @@ const handleEach = (
   })
 
 const OK: Call = { ok: true }
+
+/**
+ * A failed call's outcome on its span: `continue` after `fail` is a
+ * dead-letter when it acknowledged the message (else the entry was no
+ * longer pending: someone else has it); a wait retries; anything else
+ * (stale owner, abandoned) gave the message up here.
+ */
+const outcomeOf = (next: Outcome | "continue", movedToDlq = false): HandleOutcome =>
+  next === "continue"
+    ? movedToDlq
+      ? "dead_lettered"
+      : "abandoned"
+    : next._tag === "Wait"
+      ? "retried"
+      : "abandoned"
 
 /** What a plain handler returned to be awaited: a promise or an Effect. */
 class Pending {
@@ -851,23 +888,36 @@ const handleBatch = (
       resolve,
     })
     const timeoutMessage = `batch handler timed out after ${env.settings.handlerTimeoutMs} ms`
+    const t = env.telemetry
+    const traced = t === undefined ? undefined : t.startBatch(r.shard, messages)
     let call: Call
     if (handler.direct === undefined)
       call = yield* bounded(
         env,
         r,
         env.settings.handlerTimeoutMs,
-        (signal, settled) => handler.run(batch, contextWith(signal), settled),
+        (signal, settled) =>
+          traced === undefined
+            ? handler.run(batch, contextWith(signal), settled)
+            : t!.wrap(traced, handler.run(batch, contextWith(signal), settled)),
         timeoutMessage,
       )
     else {
-      const called = callDirect(handler.direct, batch, contextWith(turnController(r).signal))
+      const direct = handler.direct
+      const context = contextWith(turnController(r).signal)
+      const called =
+        traced === undefined
+          ? callDirect(direct, batch, context)
+          : t!.within(traced, () => callDirect(direct, batch, context))
       call =
         called instanceof Pending
           ? yield* awaitDirect(env, r, called.result, timeoutMessage)
           : called
     }
-    if (call === "abandoned" || !r.alive) return { outcome: Abandoned, acked: 0, failed: 0 }
+    if (call === "abandoned" || !r.alive) {
+      if (traced !== undefined) t!.end(traced, r.shard, "abandoned")
+      return { outcome: Abandoned, acked: 0, failed: 0 }
+    }
     const upTo = call.ok && handler.autoResolve ? messages.length - 1 : resolvedUpTo
     if (upTo >= 0) env.record({ _tag: "Handled", count: upTo + 1 })
     const doneIds = (upTo === messages.length - 1 ? messages : messages.slice(0, upTo + 1)).map(
@@ -876,15 +926,22 @@ const handleBatch = (
     if (upTo === messages.length - 1) {
       // acknowledged by the shard's next read (or flushAcks)
       r.unacked = doneIds
+      if (traced !== undefined) t!.end(traced, r.shard, "acked")
       return { outcome: More, acked: 0, failed: 0 }
     }
     const flushed = yield* ackIds(env, r, address, doneIds)
-    if (typeof flushed !== "number") return { outcome: flushed, acked: 0, failed: 0 }
-    const first = messages[upTo + 1]!
     const error = call.ok
       ? new Error("the batch handler returned without resolving every message")
       : call.error
+    if (typeof flushed !== "number") {
+      if (traced !== undefined) t!.end(traced, r.shard, outcomeOf(flushed), error)
+      return { outcome: flushed, acked: 0, failed: 0 }
+    }
+    const first = messages[upTo + 1]!
+    const ackedBefore = r.progress.acked
     const next = yield* fail(env, r, address, first, error)
+    if (traced !== undefined)
+      t!.end(traced, r.shard, outcomeOf(next, r.progress.acked > ackedBefore), error)
     // the rest of the batch is still pending: read it again from this consumer's PEL
     r.retrying = true
     return { outcome: next === "continue" ? More : next, acked: flushed, failed: 1 }
