@@ -102,3 +102,51 @@ export const aclRules = (options: AclOptions): ReadonlyArray<string> => [
   ...aclChannelPatterns.map((p) => `&${p}`),
   ...aclCommands(options).map((c) => `+${c}`),
 ]
+
+/**
+ * The commands `shardline inspect` and `shardline dashboard` send (directly
+ * and from the drainState script): reads only. A user with these rules can
+ * watch every group and change nothing (docs/observability.md, "The
+ * dashboard"; a script's commands are checked against the caller's ACL too,
+ * so EVAL cannot write either).
+ */
+export const readOnlyCommands = (
+  options: Pick<AclOptions, "cluster"> = {},
+): ReadonlyArray<string> => [
+  // connection: ioredis's ready check, the feature probe
+  "info",
+  "ping",
+  "select",
+  "client|setname",
+  "command|docs",
+  // drainState's script (XINFO GROUPS, EXISTS, TYPE, XRANGE inside)
+  "evalsha",
+  "eval",
+  // the groups on the server, the snapshot, layouts, lease, audit log
+  "scan",
+  "get",
+  "hget",
+  "hmget",
+  "hgetall",
+  "lrange",
+  "pttl",
+  "type",
+  "exists",
+  // shards, their groups and dead-letter streams
+  "xrange",
+  "xrevrange",
+  "xpending",
+  "xinfo|stream",
+  "xinfo|groups",
+  "xinfo|consumers",
+  ...(options.cluster ? ["cluster|slots", "cluster|info"] : []),
+]
+
+/** The arguments after `ACL SETUSER <name> on ><password>` for a read-only (dashboard) user. */
+export const readOnlyRules = (options: Pick<AclOptions, "cluster"> = {}): ReadonlyArray<string> => [
+  "resetkeys",
+  "resetchannels",
+  "-@all",
+  ...aclKeyPatterns.map((p) => `~${p}`),
+  ...readOnlyCommands(options).map((c) => `+${c}`),
+]
