@@ -97,13 +97,15 @@ const connectionOptions = (
   // port fails in well under a second); the connect timeout is generous
   // because a process still starting on a loaded machine may not run its
   // connect callback for seconds (ioredis then closes the socket)
+  // no CLIENT SETINFO: inspect and the dashboard run as read-only ACL users (Acl.readOnlyRules)
   const redis = failFast
     ? {
         retryStrategy: (times: number) => (times > 3 ? null : 200),
         maxRetriesPerRequest: 3,
         connectTimeout: 10_000,
+        disableClientInfo: true,
       }
-    : { connectTimeout: 10_000 }
+    : { connectTimeout: 10_000, disableClientInfo: true }
   const cluster = args.flags.get("cluster")
   if (typeof cluster === "string")
     return {
