@@ -8,7 +8,7 @@
  * how close the runtime can come to raw loops on any real data plane.
  */
 import { CoordinatorLease, CoordinatorTransport, ShardStreams, Store } from "@shardline/core"
-import { fromServices, KEY_FIELD } from "@shardline/member-runtime"
+import { fromServices, KEY_FIELD, type StartOptions } from "@shardline/member-runtime"
 import { Effect } from "effect"
 import { ownAllPaused, startOneMember, THROUGHPUT_TIMING } from "./oneMember.js"
 
@@ -60,7 +60,13 @@ export interface OverheadSample {
 /** One round: the runtime over the free data plane, then 4 bare loops over it, messages/s each. */
 export const runtimeOverhead = async (
   messages: number,
-  options: { readonly shards?: number; readonly workers?: number; readonly batch?: number } = {},
+  options: {
+    readonly shards?: number
+    readonly workers?: number
+    readonly batch?: number
+    /** The runtime's `telemetry` option (src/telemetry.ts measures its cost). */
+    readonly telemetry?: StartOptions["telemetry"]
+  } = {},
 ): Promise<OverheadSample> => {
   const shards = options.shards ?? 16
   const workers = options.workers ?? 4
@@ -77,7 +83,7 @@ export const runtimeOverhead = async (
   const group = "g"
   let handled = 0
   const runtime = await startOneMember(
-    { ports },
+    { ports, ...(options.telemetry !== undefined ? { telemetry: options.telemetry } : {}) },
     {
       stream,
       group,
