@@ -45,7 +45,7 @@ import {
   type UserCodeFailed,
 } from "./invoke.js"
 import type { InternalHandler, InternalHooks } from "./spec.js"
-import type { HandleOutcome, TurnTelemetry } from "./telemetry/Telemetry.js"
+import type { HandleOutcome, Traced, TurnTelemetry } from "./telemetry/Telemetry.js"
 
 /** One user call in flight: its signal's controller and when it times out. */
 export interface CallSlot {
@@ -766,25 +766,26 @@ const handleEach = (
       if (!r.alive) return yield* finish(Abandoned)
       const traced = t === undefined ? undefined : t.startMessage(r.shard, m)
       let call: Call
+      // no closure over this block's variables: V8 would allocate a context per message
       if (direct === undefined)
         call = yield* bounded(
           env,
           r,
           env.settings.handlerTimeoutMs,
-          (signal, settled) =>
-            traced === undefined
-              ? run(m, contextOf(env, r, signal), settled)
-              : t!.wrap(traced, run(m, contextOf(env, r, signal), settled)),
+          traced === undefined
+            ? (signal, settled) => run(m, contextOf(env, r, signal), settled)
+            : tracedCall(t!, traced, (signal, settled) =>
+                run(m, contextOf(env, r, signal), settled),
+              ),
           timeoutMessage,
         )
       else {
         if (ctx === undefined || ctx.signal.aborted)
           ctx = contextOf(env, r, turnController(r).signal)
-        const c = ctx
         const called =
           traced === undefined
-            ? callDirect(direct, m, c)
-            : t!.within(traced, () => callDirect(direct, m, c))
+            ? callDirect(direct, m, ctx)
+            : t!.within(traced, callDirect, direct, m, ctx)
         call =
           called instanceof Pending
             ? yield* awaitDirect(env, r, called.result, timeoutMessage)
@@ -821,6 +822,19 @@ const handleEach = (
   })
 
 const OK: Call = { ok: true }
+
+/** A `bounded` body run inside a traced call's span. */
+const tracedCall =
+  (
+    t: TurnTelemetry,
+    traced: Traced,
+    body: (
+      signal: AbortSignal,
+      settled: () => void,
+    ) => Effect.Effect<void, UserCodeFailed | CallAborted>,
+  ) =>
+  (signal: AbortSignal, settled: () => void) =>
+    t.wrap(traced, body(signal, settled))
 
 /**
  * A failed call's outcome on its span: `continue` after `fail` is a
@@ -896,19 +910,19 @@ const handleBatch = (
         env,
         r,
         env.settings.handlerTimeoutMs,
-        (signal, settled) =>
-          traced === undefined
-            ? handler.run(batch, contextWith(signal), settled)
-            : t!.wrap(traced, handler.run(batch, contextWith(signal), settled)),
+        traced === undefined
+          ? (signal, settled) => handler.run(batch, contextWith(signal), settled)
+          : tracedCall(t!, traced, (signal, settled) =>
+              handler.run(batch, contextWith(signal), settled),
+            ),
         timeoutMessage,
       )
     else {
-      const direct = handler.direct
       const context = contextWith(turnController(r).signal)
       const called =
         traced === undefined
-          ? callDirect(direct, batch, context)
-          : t!.within(traced, () => callDirect(direct, batch, context))
+          ? callDirect(handler.direct, batch, context)
+          : t!.within(traced, callDirect, handler.direct, batch, context)
       call =
         called instanceof Pending
           ? yield* awaitDirect(env, r, called.result, timeoutMessage)

@@ -199,8 +199,12 @@ export interface TurnTelemetry {
   /** One process span for a batch handler's call, linked to each message's producer span. */
   readonly startBatch: (shard: number, messages: ReadonlyArray<Message>) => Traced
   readonly end: (traced: Traced, shard: number, outcome: HandleOutcome, error?: unknown) => void
-  /** Call plain user code with the span active in the OpenTelemetry context. */
-  readonly within: <A>(traced: Traced, f: () => A) => A
+  /** `f(...args)` with the span active in the OpenTelemetry context (plain user code). */
+  readonly within: <A extends Array<unknown>, R>(
+    traced: Traced,
+    f: (...args: A) => R,
+    ...args: A
+  ) => R
   /** An Effect handler inside the span (its own spans become children). */
   readonly wrap: <A, E, R>(traced: Traced, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
   /** The member's counters, as its Prometheus metrics (`TurnEnv.record`). */
@@ -326,10 +330,10 @@ export const turnTelemetry = (
         outcome === "acked" || outcome === "abandoned" ? Exit.void : Exit.fail(error),
       )
     },
-    within: (traced, f) =>
+    within: (traced, f, ...args) =>
       traced.span === undefined || api === undefined
-        ? f()
-        : api.context.with(contextWith(api, traced.span), f),
+        ? f(...args)
+        : api.context.with(contextWith(api, traced.span), f, undefined, ...args),
     wrap: (traced, effect) => {
       if (traced.span === undefined) return effect
       const inSpan = Effect.withParentSpan(effect, traced.span)
