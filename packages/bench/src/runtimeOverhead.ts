@@ -55,6 +55,14 @@ const freeStreams = (backlog: Map<number, number>) => {
 export interface OverheadSample {
   readonly runtime: number
   readonly bare: number
+  /** CPU time of this process per message (µs, user + system): steadier than rates on a loaded machine. */
+  readonly runtimeCpuMicros: number
+  readonly bareCpuMicros: number
+}
+
+const cpuMicros = (since: NodeJS.CpuUsage, messages: number): number => {
+  const used = process.cpuUsage(since)
+  return (used.user + used.system) / messages
 }
 
 /** One round: the runtime over the free data plane, then 4 bare loops over it, messages/s each. */
@@ -102,9 +110,11 @@ export const runtimeOverhead = async (
   for (let s = 0; s < shards; s++) backlog.set(s, perShard)
   const total = perShard * shards
   const t0 = performance.now()
+  const c0 = process.cpuUsage()
   for (let s = 0; s < shards; s++) runtime.resume(stream, group, s)
   while (handled < total) await sleep(1)
   const runtimeRate = Math.round(total / ((performance.now() - t0) / 1000))
+  const runtimeCpuMicros = cpuMicros(c0, total)
   await runtime.stop()
 
   // bare: `workers` loops over a FIFO of shards, each reading a batch and counting it
@@ -113,6 +123,7 @@ export const runtimeOverhead = async (
   const queue = Array.from({ length: shards }, (_, s) => s)
   const address = { stream, group, consumer: "bare", token: 1, count: batch, keyField: KEY_FIELD }
   const t1 = performance.now()
+  const c1 = process.cpuUsage()
   await Promise.all(
     Array.from({ length: workers }, async () => {
       while (queue.length > 0) {
@@ -125,5 +136,6 @@ export const runtimeOverhead = async (
     }),
   )
   const bareRate = Math.round(counted / ((performance.now() - t1) / 1000))
-  return { runtime: runtimeRate, bare: bareRate }
+  const bareCpuMicros = cpuMicros(c1, counted)
+  return { runtime: runtimeRate, bare: bareRate, runtimeCpuMicros, bareCpuMicros }
 }

@@ -346,6 +346,33 @@ describe("rebalances, revocations, fences, coordinator changes", () => {
   })
 })
 
+describe("fences", () => {
+  it("a second process with the same member id: a coordinator fence span (MemberReplaced) and the first member's fence span", async () => {
+    const { exporter, tracerProvider } = sdk()
+    const ports = memoryPorts()
+    const declare = () =>
+      consumer({ stream: "orders", group: "g", memberId: "twin", ...fast, eachMessage: () => {} })
+    const first = await startRuntime({
+      ports,
+      telemetry: { tracerProvider },
+      consumers: [declare()],
+    })
+    await until("first owns 4", () => first.members()[0]!.owned.length === 4)
+    await startRuntime({ ports, telemetry: { tracerProvider }, consumers: [declare()] })
+    await until("the first is fenced", () => spans(exporter, "shardline.member.fence").length > 0)
+    const [fence] = spans(exporter, "shardline.member.fence")
+    expect(fence!.attributes["shardline.fence.reason"]).toBe("superseded")
+    expect(fence!.status.code).toBe(otel.SpanStatusCode.ERROR)
+    await until(
+      "the coordinator's fence span",
+      () => spans(exporter, "shardline.coordinator.fence").length > 0,
+    )
+    const [replaced] = spans(exporter, "shardline.coordinator.fence")
+    expect(replaced!.attributes["shardline.coordinator.event"]).toBe("MemberReplaced")
+    expect(replaced!.attributes["messaging.client.id"]).toBe("twin")
+  })
+})
+
 describe("metrics", () => {
   it("handled, lag per shard and the Prometheus text's new series", async () => {
     const { tracerProvider, reader, meterProvider } = sdk()

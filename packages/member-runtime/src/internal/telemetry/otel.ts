@@ -97,13 +97,14 @@ class BridgeSpan implements Tracer.Span {
     this.annotations = options.annotations
     this.links = options.links
     this.kind = options.kind
-    const active = api.context.active()
     let parent = options.parent
     let context: Otel.Context
-    if (options.root) context = api.trace.deleteSpan(active)
+    // a root span has no parent: the root context, not a copy of the active one (one object less)
+    if (options.root) context = api.ROOT_CONTEXT
     else if (Option.isSome(parent))
-      context = api.trace.setSpanContext(active, spanContextOf(api, parent.value))
+      context = api.trace.setSpanContext(api.context.active(), spanContextOf(api, parent.value))
     else {
+      const active = api.context.active()
       // no Effect parent: the active OpenTelemetry span (a handler's caller, an HTTP request)
       context = active
       const current = api.trace.getSpan(active)?.spanContext()
