@@ -63,13 +63,15 @@ const telemetryOf = (c: Case): StartOptions["telemetry"] => {
 
 const micros = (s: OverheadSample) => 1e6 / s.runtime - 1e6 / s.bare
 const cpu = (s: OverheadSample) => s.runtimeCpuMicros - s.bareCpuMicros
-const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
+const median = (xs: ReadonlyArray<number>) =>
+  [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 const round2 = (n: number) => Math.round(n * 100) / 100
 
 const load = loadavg()
 const samples = new Map<Case, Array<OverheadSample>>(CASES.map((c) => [c, []]))
 // a warm-up round, not counted
-for (const c of CASES) await runtimeOverhead(Math.min(messages, 50_000), { telemetry: telemetryOf(c) })
+for (const c of CASES)
+  await runtimeOverhead(Math.min(messages, 50_000), { telemetry: telemetryOf(c) })
 for (let r = 0; r < rounds; r++)
   for (let i = 0; i < CASES.length; i++) {
     const c = CASES[(i + r) % CASES.length]!
