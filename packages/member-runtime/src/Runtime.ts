@@ -177,9 +177,10 @@ export interface EffectRuntime {
   /** Leave every group (drain, leave, close) within `shutdownTimeoutMs`. Idempotent. */
   readonly stop: Effect.Effect<void>
   readonly events: EventHub
-  /** What the runtime traces and measures with (undefined: nothing). Internal. */
-  readonly telemetry?: Telemetry | undefined
 }
+
+/** What each runtime traces and measures with, for `start`'s producers (not public: no OpenTelemetry type in the API). */
+const telemetryOf = new WeakMap<EffectRuntime, Telemetry>()
 
 const groupKeyString = (stream: string, group: string) => JSON.stringify([stream, group])
 
@@ -448,8 +449,8 @@ export const make = (
           : Effect.map(candidate.host.monitor, Option.getOrUndefined)
       },
       stop,
-      telemetry,
     }
+    if (telemetry !== undefined) telemetryOf.set(runtime, telemetry)
     return runtime
   })
 
@@ -597,7 +598,7 @@ export const start = async (options: StartOptions = {}): Promise<ShardlineRuntim
         stream,
         run(Scope.provide(runtime.producer(stream, producerOptions), scope)),
         run,
-        runtime.telemetry,
+        telemetryOf.get(runtime),
       ),
     metrics: () => prometheusTextOf(registry),
     monitor: (stream, group) => run(runtime.monitor(stream, group)),
