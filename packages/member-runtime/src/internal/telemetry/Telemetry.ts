@@ -218,8 +218,6 @@ const remoteParent = (m: Message): Tracer.ExternalSpan | undefined => {
     : parseTraceparent(traceparent, m.fields[TRACESTATE_FIELD])
 }
 
-const NO_LINKS: Array<Tracer.SpanLink> = []
-
 /** The handler-path telemetry of one logical member. */
 export const turnTelemetry = (
   telemetry: Telemetry,
@@ -291,7 +289,8 @@ export const turnTelemetry = (
       const span = open(
         shard,
         parent,
-        parent === undefined ? NO_LINKS : [{ span: parent, attributes: {} }],
+        // a fresh array: a tracer keeps it as the span's links and may add to it
+        parent === undefined ? [] : [{ span: parent, attributes: {} }],
       )
       if (span !== undefined) {
         span.attribute(ATTR.messageId, m.id)
