@@ -211,6 +211,8 @@ export interface TurnTelemetry {
   readonly record: (what: TurnRecord) => void
 }
 
+const NO_ANNOTATIONS: Context.Context<never> = Context.empty()
+
 const remoteParent = (m: Message): Tracer.ExternalSpan | undefined => {
   const traceparent = m.fields[TRACEPARENT_FIELD]
   return traceparent === undefined
@@ -364,7 +366,6 @@ export const turnTelemetry = (
   }
 }
 
-const NO_ANNOTATIONS: Context.Context<never> = Context.empty()
 
 const errorType = (error: unknown): string =>
   error instanceof Error ? error.name : error === undefined ? "_OTHER" : typeof error
