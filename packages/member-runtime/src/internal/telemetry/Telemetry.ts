@@ -366,7 +366,6 @@ export const turnTelemetry = (
   }
 }
 
-
 const errorType = (error: unknown): string =>
   error instanceof Error ? error.name : error === undefined ? "_OTHER" : typeof error
 
