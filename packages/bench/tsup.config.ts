@@ -10,6 +10,7 @@ export default defineConfig({
     "src/assignorWalkthrough.ts",
     "src/reshard.ts",
     "src/simulatorReshard.ts",
+    "src/telemetry.ts",
   ],
   format: ["esm"],
   dts: true,

@@ -9,8 +9,8 @@ export default defineConfig({
   },
   format: ["esm"],
   dts: { entry: { index: "src/index.ts", testing: "src/testing.ts" } },
-  // the Lua scripts are bundled as strings (src/scripts.ts)
-  loader: { ".lua": "text" },
+  // the Lua scripts (src/scripts.ts) and the dashboard page are bundled as strings
+  loader: { ".lua": "text", ".html": "text" },
   sourcemap: true,
   clean: true,
   target: "node20",

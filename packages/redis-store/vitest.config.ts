@@ -1,12 +1,12 @@
 import { readFileSync } from "node:fs"
 import { defineConfig, type Plugin } from "vitest/config"
 
-/** `.lua` files load as text, as tsup's `loader: { ".lua": "text" }` does for the build. */
+/** `.lua` and `.html` files load as text, as tsup's `loader` does for the build. */
 const luaText: Plugin = {
   name: "shardline-lua-text",
   enforce: "pre",
   load(id) {
-    if (!id.endsWith(".lua")) return null
+    if (!id.endsWith(".lua") && !id.endsWith(".html")) return null
     return `export default ${JSON.stringify(readFileSync(id, "utf8"))}`
   },
 }

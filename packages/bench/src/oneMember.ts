@@ -25,7 +25,7 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 
 /** Starts one member of `options` on `on` (`{ ports }` or `{ redis }`). */
 export const startOneMember = (
-  on: Pick<StartOptions, "ports" | "redis">,
+  on: Pick<StartOptions, "ports" | "redis" | "telemetry">,
   options: ConsumerOptions,
 ): Promise<ShardlineRuntime> =>
   start({ ...on, handleSignals: false, memberBase: "bench", consumers: [consumer(options)] })

@@ -8,7 +8,7 @@
  * how close the runtime can come to raw loops on any real data plane.
  */
 import { CoordinatorLease, CoordinatorTransport, ShardStreams, Store } from "@shardline/core"
-import { fromServices, KEY_FIELD } from "@shardline/member-runtime"
+import { fromServices, KEY_FIELD, type StartOptions } from "@shardline/member-runtime"
 import { Effect } from "effect"
 import { ownAllPaused, startOneMember, THROUGHPUT_TIMING } from "./oneMember.js"
 
@@ -55,12 +55,26 @@ const freeStreams = (backlog: Map<number, number>) => {
 export interface OverheadSample {
   readonly runtime: number
   readonly bare: number
+  /** CPU time of this process per message (µs, user + system): steadier than rates on a loaded machine. */
+  readonly runtimeCpuMicros: number
+  readonly bareCpuMicros: number
+}
+
+const cpuMicros = (since: NodeJS.CpuUsage, messages: number): number => {
+  const used = process.cpuUsage(since)
+  return (used.user + used.system) / messages
 }
 
 /** One round: the runtime over the free data plane, then 4 bare loops over it, messages/s each. */
 export const runtimeOverhead = async (
   messages: number,
-  options: { readonly shards?: number; readonly workers?: number; readonly batch?: number } = {},
+  options: {
+    readonly shards?: number
+    readonly workers?: number
+    readonly batch?: number
+    /** The runtime's `telemetry` option (src/telemetry.ts measures its cost). */
+    readonly telemetry?: StartOptions["telemetry"]
+  } = {},
 ): Promise<OverheadSample> => {
   const shards = options.shards ?? 16
   const workers = options.workers ?? 4
@@ -77,7 +91,7 @@ export const runtimeOverhead = async (
   const group = "g"
   let handled = 0
   const runtime = await startOneMember(
-    { ports },
+    { ports, ...(options.telemetry !== undefined ? { telemetry: options.telemetry } : {}) },
     {
       stream,
       group,
@@ -96,9 +110,11 @@ export const runtimeOverhead = async (
   for (let s = 0; s < shards; s++) backlog.set(s, perShard)
   const total = perShard * shards
   const t0 = performance.now()
+  const c0 = process.cpuUsage()
   for (let s = 0; s < shards; s++) runtime.resume(stream, group, s)
   while (handled < total) await sleep(1)
   const runtimeRate = Math.round(total / ((performance.now() - t0) / 1000))
+  const runtimeCpuMicros = cpuMicros(c0, total)
   await runtime.stop()
 
   // bare: `workers` loops over a FIFO of shards, each reading a batch and counting it
@@ -107,6 +123,7 @@ export const runtimeOverhead = async (
   const queue = Array.from({ length: shards }, (_, s) => s)
   const address = { stream, group, consumer: "bare", token: 1, count: batch, keyField: KEY_FIELD }
   const t1 = performance.now()
+  const c1 = process.cpuUsage()
   await Promise.all(
     Array.from({ length: workers }, async () => {
       while (queue.length > 0) {
@@ -119,5 +136,6 @@ export const runtimeOverhead = async (
     }),
   )
   const bareRate = Math.round(counted / ((performance.now() - t1) / 1000))
-  return { runtime: runtimeRate, bare: bareRate }
+  const bareCpuMicros = cpuMicros(c1, counted)
+  return { runtime: runtimeRate, bare: bareRate, runtimeCpuMicros, bareCpuMicros }
 }

@@ -266,6 +266,16 @@ export const RuntimeOptionsSchema = Schema.Struct({
   ),
   /** The least severe level the runtime writes (default warn). */
   logLevel: Schema.optional(Schema.Literals(["debug", "info", "warn", "error", "silent"])),
+  /** OpenTelemetry providers, or `false` for none (docs/observability.md). */
+  telemetry: Schema.optional(
+    Schema.Union([
+      Schema.Literal(false),
+      Schema.Struct({
+        tracerProvider: Schema.optional(Schema.Unknown),
+        meterProvider: Schema.optional(Schema.Unknown),
+      }),
+    ]),
+  ),
 })
 
 // ---------------------------------------------------------------------------

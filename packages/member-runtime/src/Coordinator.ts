@@ -18,13 +18,17 @@ import {
   type GroupConfig,
   type InvalidGroupConfig,
   OwnerFence,
+  Store,
 } from "@shardline/core"
-import { Effect, Exit, type Layer, ManagedRuntime, Scope } from "effect"
+import { Clock, Effect, Exit, type Layer, ManagedRuntime, Scope } from "effect"
 import { DEFAULTS } from "./Config.js"
 import { type EventHub, type EventListener, makeEventHub } from "./Events.js"
 import { memberBase, nextIncarnation } from "./Identity.js"
 import { type Candidate, runCandidate } from "./internal/CoordinatorCandidate.js"
+import { tracedStore } from "./internal/telemetry/coordinatorSpans.js"
+import { observeEvents, resolveTelemetry } from "./internal/telemetry/Telemetry.js"
 import { memoryPorts, type PortServices, type Ports } from "./Ports.js"
+import type { TelemetryOptions } from "./Telemetry.js"
 
 export interface CoordinatedGroup {
   readonly stream: string
@@ -41,6 +45,8 @@ export interface CoordinatorOptions {
   /** The lease holder's name (default: the process's base id + a new incarnation). */
   readonly holder?: string
   readonly eventHub?: EventHub
+  /** OpenTelemetry providers, or `false` for none (as the runtime's, docs/observability.md). */
+  readonly telemetry?: TelemetryOptions | false
 }
 
 export interface EffectCoordinator {
@@ -71,6 +77,13 @@ export const makeCoordinator = (
     const transport = yield* CoordinatorTransport.CoordinatorTransport
     const fence = yield* OwnerFence.make
     const configs = yield* Effect.forEach(options.groups, groupConfigOf)
+    const telemetry = yield* resolveTelemetry(options.telemetry)
+    const store = yield* Store.Store
+    const clock = yield* Clock.Clock
+    if (telemetry !== undefined && options.eventHub !== undefined) {
+      const unsubscribe = observeEvents(telemetry, options.eventHub)
+      yield* Effect.addFinalizer(() => Effect.sync(unsubscribe))
+    }
     const candidates: Array<Candidate> = []
     for (const config of configs)
       candidates.push(
@@ -79,7 +92,13 @@ export const makeCoordinator = (
           holder,
           transport,
           ...(options.eventHub !== undefined ? { events: options.eventHub } : {}),
-        }).pipe(Effect.provideService(OwnerFence.OwnerFence, fence)),
+        }).pipe(
+          Effect.provideService(OwnerFence.OwnerFence, fence),
+          Effect.provideService(
+            Store.Store,
+            telemetry?.tracer === undefined ? store : tracedStore(store, telemetry.tracer, clock),
+          ),
+        ),
       )
     return {
       holder,

@@ -1,6 +1,7 @@
 /**
- * Metrics through effect's `Metric` (docs/runtime.md, "Metrics"), labelled by
- * `stream` and `group` (never by member or shard: bounded cardinality). The
+ * Metrics through effect's `Metric` (docs/runtime.md, "Metrics";
+ * docs/observability.md, "Metrics"), labelled by `stream` and `group`
+ * (gauges also by `member`, `shardline_shard_lag` by `shard`). The
  * Promise API keeps one registry per runtime (`runtime.metrics()`); with the
  * Effect API the metrics land in the `Metric.MetricRegistry` in context (the
  * process-wide default unless you provide one), and `prometheusText` renders
@@ -43,6 +44,10 @@ export const heartbeats = Metric.counter("shardline_heartbeats_total", {
   description: "Heartbeats sent",
   incremental: true,
 })
+export const heartbeatDuration = Metric.histogram("shardline_heartbeat_duration_ms", {
+  description: "Heartbeat round trip, request sent to answer received (or failed)",
+  boundaries: [1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000],
+})
 export const heartbeatFailures = Metric.counter("shardline_heartbeat_failures_total", {
   description: "Heartbeats that failed (transport error or timeout)",
   incremental: true,
@@ -64,6 +69,11 @@ export const ownedShards = Metric.gauge("shardline_owned_shards", {
 })
 export const lag = Metric.gauge("shardline_lag", {
   description: "Entries not yet delivered to the group, summed over the shards this process owns",
+})
+
+export const shardLag = Metric.gauge("shardline_shard_lag", {
+  description:
+    "Entries of a shard this process owns not yet delivered to the group (0 once it is owned elsewhere)",
 })
 
 /** The metric with this group's labels. */

@@ -18,6 +18,11 @@
  *   reshard sealed it meanwhile: the window is checked before the seal, so
  *   an append that landed answers with its id and is never re-routed to the
  *   new generation (stored twice).
+ * - Tracing (docs/observability.md): a send made inside a span (the Effect
+ *   parent span, or the caller's active OpenTelemetry span through the
+ *   Promise API) gets a `send <stream>` span, and the entry carries its W3C
+ *   trace context in the reserved `shardline-traceparent` field; a send
+ *   outside any span adds nothing.
  *
  * @example
  * const producer = runtime.producer("orders", { idempotent: true })
@@ -26,8 +31,25 @@
  */
 import { randomUUID } from "node:crypto"
 import { Layout, type ShardStreams } from "@shardline/core"
-import { Deferred, Effect, Queue, type Scope } from "effect"
+import {
+  Clock,
+  Context,
+  Deferred,
+  Effect,
+  Option,
+  Queue,
+  References,
+  type Scope,
+  Tracer,
+} from "effect"
 import { type LayoutUnavailable, RuntimeStopped, SendFailed, type UnknownStream } from "./Errors.js"
+import { traceStateOf } from "./internal/telemetry/otel.js"
+import {
+  formatTraceparent,
+  TRACEPARENT_FIELD,
+  TRACESTATE_FIELD,
+} from "./internal/telemetry/propagation.js"
+import { ATTR, SYSTEM } from "./internal/telemetry/Telemetry.js"
 import type { LayoutSource } from "./LayoutSource.js"
 import { KEY_FIELD } from "./Message.js"
 
@@ -114,13 +136,25 @@ const failed = (stream: string, key: string, attempts: number, message: string, 
     ...(cause !== undefined ? { cause } : {}),
   })
 
-/** A producer for `stream` over the `ShardStreams` given; its flusher lives in the scope. */
+/**
+ * A producer for `stream` over the `ShardStreams` given; its flusher lives in
+ * the scope. Its send spans come from `tracer` (default: the Effect tracer in
+ * context; none when that is Effect's default tracer).
+ */
 export const makeProducer = (
   streams: ShardStreams.ShardStreamsShape,
   stream: string,
   options: ProducerOptions,
+  tracer?: Tracer.Tracer,
 ): Effect.Effect<EffectProducer, never, Scope.Scope> =>
   Effect.gen(function* () {
+    const inContext = yield* Effect.tracer
+    const sendTracer =
+      tracer ??
+      ((yield* References.TracerEnabled) && inContext !== Tracer.nativeTracer
+        ? inContext
+        : undefined)
+    const clock = yield* Clock.Clock
     const maxBatch = Math.max(1, options.maxBatch ?? 256)
     const maxAttempts = Math.max(1, options.maxAttempts ?? 3)
     const lingerMs = options.lingerMs ?? 0
@@ -260,14 +294,84 @@ export const makeProducer = (
         return Effect.succeed(done)
       })
 
+    /** A send span under `parent`, its trace context in the entry's reserved fields. */
+    const traced = (
+      t: Tracer.Tracer,
+      parent: Tracer.AnySpan,
+      key: string,
+      fields: Readonly<Record<string, string>>,
+      sendOptions: SendOptions | undefined,
+    ): Effect.Effect<Effect.Effect<Sent, SendError>, SendError> =>
+      Effect.suspend(() => {
+        const span = t.span({
+          name: `send ${stream}`,
+          parent: Option.some(parent),
+          annotations: Context.empty(),
+          links: [],
+          startTime: clock.currentTimeNanosUnsafe(),
+          kind: "producer",
+          root: false,
+          sampled: parent.sampled,
+        })
+        span.attribute(ATTR.system, SYSTEM)
+        span.attribute(ATTR.operationName, "send")
+        span.attribute(ATTR.operationType, "send")
+        span.attribute(ATTR.destination, stream)
+        span.attribute(ATTR.key, key)
+        const traceparent = formatTraceparent(span)
+        const tracestate = traceparent === undefined ? undefined : traceStateOf(span)
+        const withContext =
+          traceparent === undefined
+            ? fields
+            : tracestate === undefined
+              ? { ...fields, [TRACEPARENT_FIELD]: traceparent }
+              : { ...fields, [TRACEPARENT_FIELD]: traceparent, [TRACESTATE_FIELD]: tracestate }
+        return enqueue(key, withContext, sendOptions).pipe(
+          Effect.onExit((exit) =>
+            exit._tag === "Failure"
+              ? Effect.sync(() => span.end(clock.currentTimeNanosUnsafe(), exit))
+              : Effect.void,
+          ),
+          Effect.map((done) =>
+            Deferred.await(done).pipe(
+              Effect.tap((sent) =>
+                Effect.sync(() => {
+                  span.attribute(ATTR.partition, String(sent.shard))
+                  span.attribute(ATTR.messageId, sent.id)
+                }),
+              ),
+              Effect.onExit((exit) =>
+                Effect.sync(() => span.end(clock.currentTimeNanosUnsafe(), exit)),
+              ),
+            ),
+          ),
+        )
+      })
+
+    /** Queue one send; the Effect it returns waits for its append. */
+    const prepare = (
+      key: string,
+      fields: Readonly<Record<string, string>>,
+      sendOptions: SendOptions | undefined,
+    ): Effect.Effect<Effect.Effect<Sent, SendError>, SendError> => {
+      const plain = Effect.map(enqueue(key, fields, sendOptions), Deferred.await)
+      if (sendTracer === undefined) return plain
+      const t = sendTracer
+      return Effect.flatMap(Effect.serviceOption(Tracer.ParentSpan), (parent) =>
+        Option.isNone(parent) ? plain : traced(t, parent.value, key, fields, sendOptions),
+      )
+    }
+
     const producer: EffectProducer = {
       stream,
       send: (key, fields = {}, sendOptions) =>
-        Effect.flatMap(enqueue(key, fields, sendOptions), Deferred.await),
+        sendTracer === undefined
+          ? Effect.flatMap(enqueue(key, fields, sendOptions), Deferred.await)
+          : Effect.flatten(prepare(key, fields, sendOptions)),
       sendBatch: (messages) =>
         Effect.flatMap(
-          Effect.forEach(messages, (m) => enqueue(m.key, m.fields ?? {}, m.options)),
-          (pending) => Effect.forEach(pending, Deferred.await),
+          Effect.forEach(messages, (m) => prepare(m.key, m.fields ?? {}, m.options)),
+          (pending) => Effect.forEach(pending, (wait) => wait),
         ),
       flush: Effect.suspend(() => {
         if (outstanding === 0) return Effect.void

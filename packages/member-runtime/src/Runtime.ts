@@ -24,6 +24,7 @@ import {
   MemberMachine,
   OwnerFence,
   ShardStreams,
+  Store,
   StreamLayouts,
   type TransportError,
 } from "@shardline/core"
@@ -45,6 +46,7 @@ import {
   Option,
   Result,
   Scope,
+  type Tracer,
 } from "effect"
 import { DEFAULTS, decodeOptions, invalid, RuntimeOptionsSchema } from "./Config.js"
 import { type ConsumerDefinition, isConsumerDefinition } from "./Consumer.js"
@@ -63,6 +65,14 @@ import { type Candidate, runCandidate } from "./internal/CoordinatorCandidate.js
 import { type LogicalMember, makeLogicalMember } from "./internal/LogicalMember.js"
 import { type MemberError, makeObserver } from "./internal/Observer.js"
 import { type ConsumerSpec, checkAcross, resolveDefinition } from "./internal/spec.js"
+import { tracedStore } from "./internal/telemetry/coordinatorSpans.js"
+import { activeSpan } from "./internal/telemetry/otel.js"
+import {
+  observeEvents,
+  observeGauges,
+  resolveTelemetry,
+  type Telemetry,
+} from "./internal/telemetry/Telemetry.js"
 import * as LayoutSource from "./LayoutSource.js"
 import { effectLoggerLayer, type Logger, type LogLevel, makeLevelLogger } from "./Logging.js"
 import { prometheusTextOf } from "./Metrics.js"
@@ -77,6 +87,7 @@ import {
 } from "./Producer.js"
 import { decodeRedisOptions, type RedisOptions } from "./Redis.js"
 import { listenersOf } from "./StreamListener.js"
+import type { TelemetryOptions } from "./Telemetry.js"
 
 export interface RuntimeOptions {
   /** Explicit members (`consumer`, `effectConsumer`). */
@@ -112,6 +123,14 @@ export interface RuntimeOptions {
   readonly logger?: Logger | Console
   /** The least severe level written (default `warn`; `silent` writes nothing). */
   readonly logLevel?: LogLevel
+  /**
+   * OpenTelemetry (docs/observability.md): by default the runtime traces and
+   * measures when `@opentelemetry/api` is installed and an SDK registered its
+   * providers before the runtime started (or, with the Effect API, when the
+   * Effect context has a tracer of its own). Give providers here to use them
+   * instead of the global ones, or `false` for nothing at all.
+   */
+  readonly telemetry?: TelemetryOptions | false
 }
 
 export interface StartOptions extends RuntimeOptions {
@@ -206,6 +225,9 @@ export interface EffectRuntime {
   readonly stop: Effect.Effect<void>
   readonly events: EventHub
 }
+
+/** What each runtime traces and measures with, for `start`'s producers (not public: no OpenTelemetry type in the API). */
+const telemetryOf = new WeakMap<EffectRuntime, Telemetry>()
 
 const groupKeyString = (stream: string, group: string) => JSON.stringify([stream, group])
 
@@ -325,6 +347,8 @@ export const make = (
     const events = observer.events
     const standalone = (o.coordinator ?? "embedded") === "standalone"
     const fence = yield* OwnerFence.make
+    const telemetry = yield* resolveTelemetry(options.telemetry)
+    const store = yield* Store.Store
 
     // coordinators ------------------------------------------------------------------
     const candidates = new Map<string, Candidate>()
@@ -343,6 +367,10 @@ export const make = (
         }
         const candidate = yield* runCandidate({ config, holder, transport, events }).pipe(
           Effect.provideService(OwnerFence.OwnerFence, fence),
+          Effect.provideService(
+            Store.Store,
+            telemetry?.tracer === undefined ? store : tracedStore(store, telemetry.tracer, clock),
+          ),
           Scope.provide(coordinatorScope),
         )
         candidates.set(k, candidate)
@@ -375,10 +403,36 @@ export const make = (
           ...(standalone
             ? { describeHeartbeatFailure: (e: TransportError) => noCoordinatorOr(spec, e) }
             : {}),
+          telemetry,
         }).pipe(Scope.provide(memberScope))
         g.members.push(member)
         all.push({ member, spec })
       }
+    }
+
+    // telemetry from events and gauges: nothing on the members' path ----------------
+    if (telemetry !== undefined) {
+      const unsubscribe = observeEvents(telemetry, events)
+      const instruments = telemetry.instruments
+      const unobserve =
+        instruments === undefined
+          ? undefined
+          : observeGauges(instruments, () =>
+              all.map(({ member, spec }) => ({
+                stream: spec.settings.stream,
+                group: spec.settings.group,
+                memberId: member.memberId,
+                owned: member.hasLeft() ? () => [] : member.poller.progress,
+              })),
+            )
+      yield* Scope.addFinalizer(
+        outer,
+        Effect.sync(() => {
+          unobserve?.()
+          // the last events (left, resigned) are still delivered: unsubscribe after them
+          setTimeout(unsubscribe, 1_000).unref()
+        }),
+      )
     }
 
     // stop ----------------------------------------------------------------------------
@@ -539,14 +593,19 @@ export const make = (
         const declared = LayoutSource.fixed(
           Object.fromEntries(specs.map((s) => [s.settings.stream, s.settings.shardCount])),
         )
-        return makeProducer(streams, stream, {
-          ...producerOptions,
-          layout:
-            producerOptions.layout ??
-            (Option.isSome(layouts)
-              ? LayoutSource.fromStreamLayouts(layouts.value, declared)
-              : declared),
-        })
+        return makeProducer(
+          streams,
+          stream,
+          {
+            ...producerOptions,
+            layout:
+              producerOptions.layout ??
+              (Option.isSome(layouts)
+                ? LayoutSource.fromStreamLayouts(layouts.value, declared)
+                : declared),
+          },
+          telemetry?.tracer,
+        )
       },
       resetCircuit: (stream, group, shard) =>
         Effect.map(knownGroup(stream, group), (g) =>
@@ -560,6 +619,7 @@ export const make = (
       },
       stop,
     }
+    if (telemetry !== undefined) telemetryOf.set(runtime, telemetry)
     return runtime
   })
 
@@ -601,15 +661,32 @@ const promiseProducer = (
   stream: string,
   ready: Promise<EffectProducer>,
   run: <A, E>(effect: Effect.Effect<A, E>) => Promise<A>,
-): Producer => ({
-  stream,
-  send: (key: string, fields?: Readonly<Record<string, string>>, options?: SendOptions) =>
-    ready.then((p) => run(p.send(key, fields, options))),
-  sendBatch: (messages: ReadonlyArray<OutgoingMessage>) =>
-    ready.then((p) => run(p.sendBatch(messages))),
-  flush: () => ready.then((p) => run(p.flush)),
-  close: () => ready.then((p) => run(p.close)),
-})
+  telemetry: Telemetry | undefined,
+): Producer => {
+  // the caller's active OpenTelemetry span, read at the call (the send runs
+  // later, on the runtime's fibers), becomes the Effect parent of the send span
+  const callerSpan = (): Tracer.ExternalSpan | undefined =>
+    telemetry?.api === undefined || telemetry.tracer === undefined
+      ? undefined
+      : activeSpan(telemetry.api)
+  const under = <A, E>(
+    parent: Tracer.ExternalSpan | undefined,
+    effect: Effect.Effect<A, E>,
+  ): Effect.Effect<A, E> => (parent === undefined ? effect : Effect.withParentSpan(effect, parent))
+  return {
+    stream,
+    send: (key: string, fields?: Readonly<Record<string, string>>, options?: SendOptions) => {
+      const parent = callerSpan()
+      return ready.then((p) => run(under(parent, p.send(key, fields, options))))
+    },
+    sendBatch: (messages: ReadonlyArray<OutgoingMessage>) => {
+      const parent = callerSpan()
+      return ready.then((p) => run(under(parent, p.sendBatch(messages))))
+    },
+    flush: () => ready.then((p) => run(p.flush)),
+    close: () => ready.then((p) => run(p.close)),
+  }
+}
 
 /**
  * Start a runtime (Promise API). Rejects with `InvalidRuntimeConfig` (naming
@@ -707,6 +784,7 @@ export const start = async (options: StartOptions = {}): Promise<ShardlineRuntim
         stream,
         run(Scope.provide(runtime.producer(stream, producerOptions), scope)),
         run,
+        telemetryOf.get(runtime),
       ),
     metrics: () => prometheusTextOf(registry),
     monitor: (stream, group) => run(runtime.monitor(stream, group)),

@@ -102,3 +102,4 @@ export {
   start,
 } from "./Runtime.js"
 export { listenersOf, StreamListener, type StreamListenerOptions } from "./StreamListener.js"
+export { type TelemetryOptions, TRACEPARENT_FIELD, TRACESTATE_FIELD } from "./Telemetry.js"

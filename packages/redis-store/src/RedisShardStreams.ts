@@ -755,6 +755,9 @@ export const makeWith = (
               .map((c) => String(pairsOf(c).get("name")))
               .sort(),
             ownerToken: token,
+            ...(typeof info.get("entries-read") === "number"
+              ? { entriesRead: info.get("entries-read") as number }
+              : {}),
           })
         }
         return {

@@ -654,3 +654,51 @@ export const checkPermissions = (
       message: `the Redis user ${JSON.stringify(user)} may not do what Shardline needs for ${groupsText}: ${named.join("; ")}. Grant it: ACL SETUSER ${user} ${missing.map((m) => m.rule).join(" ")} (docs/redis.md, "ACL", lists every rule: Acl.aclRules)`,
     })
   })
+
+/**
+ * The commands `shardline inspect` and `shardline dashboard` send (directly
+ * and from the drainState script): reads only. A user with these rules can
+ * watch every group and change nothing (docs/observability.md, "The
+ * dashboard"; a script's commands are checked against the caller's ACL too,
+ * so EVAL cannot write either).
+ */
+export const readOnlyCommands = (
+  options: Pick<AclOptions, "cluster"> = {},
+): ReadonlyArray<string> => [
+  // connection: ioredis's ready check, the feature probe
+  "info",
+  "ping",
+  "select",
+  "client|setname",
+  "command|docs",
+  // drainState's script (XINFO GROUPS, EXISTS, TYPE, XRANGE inside)
+  "evalsha",
+  "eval",
+  // the groups on the server, the snapshot, layouts, lease, audit log
+  "scan",
+  "get",
+  "hget",
+  "hmget",
+  "hgetall",
+  "lrange",
+  "pttl",
+  "type",
+  "exists",
+  // shards, their groups and dead-letter streams
+  "xrange",
+  "xrevrange",
+  "xpending",
+  "xinfo|stream",
+  "xinfo|groups",
+  "xinfo|consumers",
+  ...(options.cluster ? ["cluster|slots", "cluster|info"] : []),
+]
+
+/** The arguments after `ACL SETUSER <name> on ><password>` for a read-only (dashboard) user. */
+export const readOnlyRules = (options: Pick<AclOptions, "cluster"> = {}): ReadonlyArray<string> => [
+  "resetkeys",
+  "resetchannels",
+  "-@all",
+  ...aclKeyPatterns.map((p) => `~${p}`),
+  ...readOnlyCommands(options).map((c) => `+${c}`),
+]

@@ -11,6 +11,8 @@
  *       [--lease-ttl ms] [--holder id]
  *   shardline dlq list|count|show|replay|purge --redis <url> --stream S --group G ...
  *   shardline groups list|delete --redis <url> --stream S [--group G] [--force] [--dry-run]
+ *   shardline dashboard --redis <url> [--port N] [--host H] [--token T]
+ *       [--stream S --group G] [--interval ms]   (src/dashboard/, docs/observability.md)
  *
  * `--cluster host:port,...` instead of `--redis` for a Redis Cluster. A group
  * that does not exist, a refusal, or a Redis that cannot be reached is one
@@ -19,22 +21,18 @@
 import os from "node:os"
 import {
   CoordinatorTransport,
-  type GroupInspection,
   type GroupKey,
   inspectGroup,
   Layout,
   makeCoordinatorHost,
-  ShardStreams,
-  StreamLayouts,
 } from "@shardline/core"
 import { Context, Data, Effect, Exit, Layer, Option, Scope } from "effect"
 import * as Admin from "./Admin.js"
 import { checkPermissions } from "./acl.js"
 import type { AdminRefused } from "./Errors.js"
-import { leaseKey } from "./keys.js"
+import { collect, type InspectReport } from "./inspect.js"
 import * as RedisConnection from "./RedisConnection.js"
 import * as RedisPorts from "./RedisPorts.js"
-import { auditEvents } from "./RedisStore.js"
 
 /** A failure the CLI reports as one line (exit 2). */
 class CliFailure extends Data.TaggedError("CliFailure")<{ readonly message: string }> {}
@@ -58,6 +56,8 @@ const USAGE = `usage:
   shardline dlq purge --redis <url> --stream S --group G (--all | --shard N [--id ID]) [--count N]
   shardline groups list --redis <url> --stream S [--json]
   shardline groups delete --redis <url> --stream S --group G [--dry-run] [--force]
+  shardline dashboard --redis <url> [--port N (7070)] [--host H (127.0.0.1)] [--token T]
+      [--stream S --group G] [--interval ms]
   (--cluster host:port,... instead of --redis for a Redis Cluster)`
 
 interface Args {
@@ -124,13 +124,15 @@ const connectionOptions = (
   // port fails in well under a second); the connect timeout is generous
   // because a process still starting on a loaded machine may not run its
   // connect callback for seconds (ioredis then closes the socket)
+  // no CLIENT SETINFO: inspect and the dashboard run as read-only ACL users (Acl.readOnlyRules)
   const redis = failFast
     ? {
         retryStrategy: (times: number) => (times > 3 ? null : 200),
         maxRetriesPerRequest: 3,
         connectTimeout: 10_000,
+        disableClientInfo: true,
       }
-    : { connectTimeout: 10_000 }
+    : { connectTimeout: 10_000, disableClientInfo: true }
   const cluster = args.flags.get("cluster")
   if (typeof cluster === "string")
     return {
@@ -178,73 +180,6 @@ const oneLine = (e: { readonly _tag: string; readonly message?: string }) =>
 // ---------------------------------------------------------------------------
 // inspect
 
-interface ShardRow {
-  readonly shard: number
-  readonly generation: number
-  readonly length: number
-  readonly pending: number
-  readonly lag: number
-  readonly ownerToken: number
-  readonly sealed: boolean
-  readonly drained: boolean
-}
-
-export interface InspectReport {
-  readonly stream: string
-  readonly group: string
-  readonly storeRevision: number
-  readonly groupEpoch: number
-  readonly assignmentEpoch: number
-  readonly coordinator: { readonly holder: string; readonly leaseToken: number } | undefined
-  readonly lease: { readonly holder: string; readonly token: number; readonly ttlMs: number } | null
-  readonly members: ReadonlyArray<{
-    readonly memberId: string
-    readonly memberEpoch: number
-    readonly incarnation: number
-    readonly state: string
-    readonly host: string
-    readonly weight: number
-    readonly owned: ReadonlyArray<number>
-    readonly target: ReadonlyArray<number>
-  }>
-  readonly assignment: ReadonlyArray<{
-    readonly shard: number
-    readonly target: string | null
-    readonly owner: string | null
-    readonly token: number
-    readonly confirmed: boolean
-    readonly revokingFrom: string | null
-  }>
-  readonly pendingRevocations: ReadonlyArray<{ readonly shard: number; readonly from: string }>
-  readonly imbalance: number
-  readonly targetImbalance: number
-  readonly rebalanceInProgress: boolean
-  readonly resharding: {
-    readonly phase: string
-    readonly layout: {
-      readonly generation: number
-      readonly firstShard: number
-      readonly shardCount: number
-    }
-    readonly draining: ReadonlyArray<{
-      readonly generation: number
-      readonly firstShard: number
-      readonly shardCount: number
-    }>
-    readonly shardsDrained: number
-    readonly shardsToDrain: number
-    readonly backlogLeft: number
-    readonly streamGenerations: ReadonlyArray<{
-      readonly generation: number
-      readonly firstShard: number
-      readonly shardCount: number
-    }>
-    readonly groupsDrainedBelow: Readonly<Record<string, number>>
-  }
-  readonly shards: ReadonlyArray<ShardRow>
-  readonly audit: ReadonlyArray<unknown>
-}
-
 const inspect = (args: Args) => {
   const stream = text(args, "stream")
   const auditCount = optionalInt(args, "audit") ?? 10
@@ -260,7 +195,9 @@ const inspect = (args: Args) => {
         return yield* new CliFailure({
           message: `group ${key.group} on stream ${key.stream} does not exist (nothing stored for it)`,
         })
-      const report = yield* collect(ports, key, found.value, auditCount)
+      const report = yield* collect(ports, key, found.value, auditCount).pipe(
+        Effect.mapError((e) => new CliFailure({ message: e.message })),
+      )
       return args.flags.has("json") ? JSON.stringify(report, null, 2) : table(report)
     }),
   )
@@ -281,7 +218,12 @@ const inspectAll = (args: Args, stream: string, auditCount: number) =>
           Effect.provide(ports),
           Effect.mapError((e) => new CliFailure({ message: oneLine(e) })),
         )
-        if (Option.isSome(found)) reports.push(yield* collect(ports, key, found.value, auditCount))
+        if (Option.isSome(found))
+          reports.push(
+            yield* collect(ports, key, found.value, auditCount).pipe(
+              Effect.mapError((e) => new CliFailure({ message: e.message })),
+            ),
+          )
       }
       if (reports.length === 0)
         return yield* new CliFailure({
@@ -514,127 +456,6 @@ const groups = (args: Args, sub: string) => {
   )
 }
 
-const collect = (
-  ports: Context.Context<RedisPorts.RedisPorts>,
-  key: GroupKey,
-  found: GroupInspection,
-  auditCount: number,
-) =>
-  Effect.gen(function* () {
-    const { snapshot, monitor } = found
-    const connection = Context.get(ports, RedisConnection.RedisConnection)
-    const streams = Context.get(ports, ShardStreams.ShardStreams)
-    const layouts = Context.get(ports, StreamLayouts.StreamLayouts)
-    const fail = (e: { readonly _tag: string; readonly message?: string }) =>
-      new CliFailure({ message: oneLine(e) })
-    const stored = yield* Effect.mapError(layouts.load(key.stream), fail)
-    const generations = Option.match(stored, {
-      onNone: () => [snapshot.layout],
-      onSome: (s) => s.record.generations,
-    })
-    const shards: Array<ShardRow> = []
-    for (const g of generations)
-      for (let shard = g.firstShard; shard < g.firstShard + g.shardCount; shard++) {
-        const info = yield* Effect.mapError(streams.info(key.stream, shard), fail)
-        const state = yield* Effect.mapError(streams.drainState({ ...key, shard }), fail)
-        const mine = info.groups.find((x) => x.name === key.group)
-        shards.push({
-          shard,
-          generation: g.generation,
-          length: info.length,
-          pending: state.pending,
-          lag: state.undelivered,
-          ownerToken:
-            mine?.ownerToken ??
-            (yield* Effect.mapError(streams.ownerToken({ ...key, shard }), fail)),
-          sealed: state.sealed,
-          drained: state.drained,
-        })
-      }
-    const lk = leaseKey(key)
-    const lease = yield* connection
-      .command("inspect (lease)", (c) => Promise.all([c.hmget(lk, "holder", "token"), c.pttl(lk)]))
-      .pipe(Effect.mapError(fail))
-    const audit = yield* Effect.mapError(auditEvents(connection, key, auditCount), fail)
-    const owned = new Map<string, Array<number>>()
-    const target = new Map<string, Array<number>>()
-    snapshot.current.forEach((o, shard) => {
-      if (o !== null) owned.set(o.memberId, [...(owned.get(o.memberId) ?? []), shard])
-    })
-    snapshot.target.forEach((m, shard) => {
-      if (m !== null) target.set(m, [...(target.get(m) ?? []), shard])
-    })
-    const draining = new Set(
-      monitor.resharding.draining.flatMap((g) =>
-        Array.from({ length: g.shardCount }, (_, i) => g.firstShard + i),
-      ),
-    )
-    const backlog = shards
-      .filter((s) => draining.has(s.shard))
-      .reduce((n, s) => n + s.pending + s.lag, 0)
-    const report: InspectReport = {
-      stream: key.stream,
-      group: key.group,
-      storeRevision: snapshot.storeRevision,
-      groupEpoch: snapshot.groupEpoch,
-      assignmentEpoch: snapshot.assignmentEpoch,
-      coordinator: snapshot.coordinator,
-      lease:
-        lease[0][0] === null
-          ? null
-          : { holder: String(lease[0][0]), token: Number(lease[0][1]), ttlMs: Number(lease[1]) },
-      members: snapshot.members.map((m) => ({
-        memberId: m.memberId,
-        memberEpoch: m.memberEpoch,
-        incarnation: m.incarnation,
-        state: m.state,
-        host: m.memberInfo.host,
-        weight: m.weight,
-        owned: owned.get(m.memberId) ?? [],
-        target: target.get(m.memberId) ?? [],
-      })),
-      assignment: snapshot.target.map((t, shard) => ({
-        shard,
-        target: t,
-        owner: snapshot.current[shard]?.memberId ?? null,
-        token: snapshot.tokens[shard] ?? 0,
-        confirmed: snapshot.current[shard]?.confirmed ?? false,
-        revokingFrom: snapshot.revocations[shard]?.memberId ?? null,
-      })),
-      pendingRevocations: snapshot.revocations.flatMap((r, shard) =>
-        r === null ? [] : [{ shard, from: r.memberId }],
-      ),
-      imbalance: monitor.imbalance,
-      targetImbalance: monitor.targetImbalance,
-      rebalanceInProgress: monitor.rebalanceInProgress,
-      resharding: {
-        phase: monitor.resharding.phase,
-        layout: monitor.resharding.layout,
-        draining: monitor.resharding.draining,
-        shardsDrained: monitor.resharding.shardsDrained,
-        shardsToDrain: monitor.resharding.shardsToDrain,
-        backlogLeft: backlog,
-        streamGenerations: generations,
-        groupsDrainedBelow: Option.match(stored, {
-          onNone: () => ({}),
-          onSome: (s) =>
-            Object.fromEntries(
-              Object.entries(s.record.groups).map(([g, v]) => [g, v.drainedBelow]),
-            ),
-        }),
-      },
-      shards,
-      audit: audit.map((a) => {
-        try {
-          return JSON.parse(a.event) as unknown
-        } catch {
-          return a.event
-        }
-      }),
-    }
-    return report
-  })
-
 const pad = (rows: ReadonlyArray<ReadonlyArray<string>>): string => {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length)))
   return rows
@@ -707,7 +528,7 @@ export const table = (r: InspectReport): string => {
   const assignment = new Map(r.assignment.map((a) => [a.shard, a]))
   lines.push(
     pad([
-      ["shard", "gen", "length", "pending", "lag", "token", "owner", "target", "sealed"],
+      ["shard", "gen", "length", "pending", "lag", "dlq", "token", "owner", "target", "sealed"],
       ...r.shards.map((s) => {
         const a = assignment.get(s.shard)
         return [
@@ -716,6 +537,7 @@ export const table = (r: InspectReport): string => {
           String(s.length),
           String(s.pending),
           String(s.lag),
+          String(s.deadLetters),
           String(s.ownerToken),
           a === undefined
             ? "-"
@@ -726,6 +548,8 @@ export const table = (r: InspectReport): string => {
       }),
     ]),
   )
+  lines.push("")
+  lines.push(`dead letters: ${r.deadLetters}`)
   lines.push("")
   lines.push(`last ${r.audit.length} audit events:`)
   for (const e of r.audit) {
@@ -855,6 +679,39 @@ const coordinator = (args: Args) => {
 }
 
 // ---------------------------------------------------------------------------
+// dashboard (its own module: src/dashboard/server.ts)
+
+const dashboard = (args: Args): Effect.Effect<undefined, CliFailure> => {
+  const stream = args.flags.get("stream")
+  const group = args.flags.get("group")
+  if ((stream === undefined) !== (group === undefined))
+    throw new UsageError("--stream and --group go together")
+  const portFlag = args.flags.get("port")
+  const port = portFlag === undefined ? undefined : Number(portFlag)
+  if (port !== undefined && (!Number.isInteger(port) || port < 0 || port > 65_535))
+    throw new UsageError(`--port must be 0..65535, got ${String(portFlag)}`)
+  const host = args.flags.get("host")
+  const token = args.flags.get("token")
+  const options = {
+    connection: connectionOptions(args, false),
+    ...(typeof host === "string" ? { host } : {}),
+    ...(port !== undefined ? { port } : {}),
+    ...(typeof token === "string" ? { token } : {}),
+    ...(typeof stream === "string" && typeof group === "string"
+      ? { group: { stream, group } }
+      : {}),
+    ...(optionalInt(args, "interval") !== undefined
+      ? { intervalMs: optionalInt(args, "interval")! }
+      : {}),
+  }
+  return Effect.promise(() => import("./dashboard/server.js")).pipe(
+    Effect.flatMap((m) => m.run(options, (line) => process.stdout.write(`${line}\n`))),
+    Effect.mapError((e) => new CliFailure({ message: oneLine(e) })),
+    Effect.as(undefined),
+  )
+}
+
+// ---------------------------------------------------------------------------
 // main
 
 export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
@@ -885,6 +742,9 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
       case "groups list":
       case "groups delete":
         program = groups(args, args.command.slice(7))
+        break
+      case "dashboard":
+        program = dashboard(args)
         break
       default:
         throw new UsageError(`unknown command: ${args.command}`)

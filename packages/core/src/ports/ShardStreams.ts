@@ -248,6 +248,12 @@ export interface GroupInfo {
   readonly consumers: ReadonlyArray<string>
   /** The group's owner token for this shard (0 if never fenced). */
   readonly ownerToken: number
+  /**
+   * Entries delivered to the group so far (XINFO GROUPS `entries-read`), when
+   * the backend knows it: with `pending`, what monitoring derives a handling
+   * rate from (docs/observability.md, "The dashboard").
+   */
+  readonly entriesRead?: number | undefined
 }
 
 export interface ShardInfo {

@@ -33,6 +33,7 @@ import * as Metrics from "../Metrics.js"
 import { makePoller, type Poller } from "./Poller.js"
 import type { Runner, TurnRecord } from "./ShardRunner.js"
 import type { ConsumerSpec } from "./spec.js"
+import { type Telemetry, turnTelemetry } from "./telemetry/Telemetry.js"
 
 type Input =
   | {
@@ -67,6 +68,8 @@ export interface MemberEnv {
   readonly leaveTimeoutMs: number
   /** Names a failed heartbeat's cause for events and `lastError` (e.g. `NoCoordinator`). */
   readonly describeHeartbeatFailure?: (error: TransportError) => HeartbeatFailure
+  /** Spans and OpenTelemetry metrics (docs/observability.md); undefined when off. */
+  readonly telemetry?: Telemetry | undefined
 }
 
 export interface LogicalMember {
@@ -166,6 +169,7 @@ export const makeLogicalMember = (
       batchDuration: Metrics.forGroup(Metrics.batchDuration, key),
       heartbeats: Metrics.forGroup(Metrics.heartbeats, key),
       heartbeatFailures: Metrics.forGroup(Metrics.heartbeatFailures, key),
+      heartbeatDuration: Metrics.forGroup(Metrics.heartbeatDuration, key),
       rebalances: Metrics.forGroup(Metrics.rebalances, key),
       fences: Metrics.forGroup(Metrics.fences, key),
     }
@@ -196,6 +200,10 @@ export const makeLogicalMember = (
       }
     }
 
+    const telemetry =
+      env.telemetry === undefined
+        ? undefined
+        : turnTelemetry(env.telemetry, key, env.memberId, clock)
     const poller = yield* makePoller({
       streams: env.streams,
       settings,
@@ -208,7 +216,14 @@ export const makeLogicalMember = (
       isPaused: env.isPaused,
       drainBudgetMs,
       emit,
-      record,
+      record:
+        telemetry === undefined
+          ? record
+          : (what) => {
+              record(what)
+              telemetry.record(what)
+            },
+      telemetry,
       workers: env.spec.workersPerMember,
       scope,
       onStaleOwner: (shard) => {
@@ -224,6 +239,23 @@ export const makeLogicalMember = (
 
     const ownedGauge = Metric.withAttributes(Metrics.ownedShards, memberAttributes)
     const lagGauge = Metric.withAttributes(Metrics.lag, memberAttributes)
+    // lag per owned shard; a shard no longer owned here is set to 0 (its new owner reports it)
+    const shardLag = new Map<number, Metric.Metric<number, unknown>>()
+    let lagShards: ReadonlyArray<number> = []
+    const reportShardLag = (progress: ReadonlyArray<{ shard: number; lag?: number }>) => {
+      const gauge = (shard: number) => {
+        let g = shardLag.get(shard)
+        if (g === undefined) {
+          g = Metric.withAttributes(Metrics.shardLag, { ...attributes, shard: String(shard) })
+          shardLag.set(shard, g)
+        }
+        return g
+      }
+      const now = progress.map((p) => p.shard)
+      for (const shard of lagShards) if (!now.includes(shard)) gauge(shard).updateUnsafe(0, context)
+      for (const p of progress) gauge(p.shard).updateUnsafe(p.lag ?? 0, context)
+      lagShards = now
+    }
 
     // heartbeats ---------------------------------------------------------------
     const send = (t: number) =>
@@ -241,6 +273,7 @@ export const makeLogicalMember = (
                 lagGauge,
                 progress.reduce((sum, p) => sum + (p.lag ?? 0), 0),
               )
+              reportShardLag(progress)
             }
             const full =
               progress.length > 0 && request.memberEpoch > 0 ? { ...request, progress } : request
@@ -353,6 +386,7 @@ export const makeLogicalMember = (
         switch (input._tag) {
           case "Response": {
             const { result } = input
+            m.heartbeatDuration.updateUnsafe(input.latencyMs, context)
             if (Result.isFailure(result)) {
               yield* Metric.update(m.heartbeatFailures, 1)
               const error = env.describeHeartbeatFailure?.(result.failure) ?? result.failure

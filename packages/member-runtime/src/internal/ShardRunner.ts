@@ -49,6 +49,7 @@ import {
 import { PerMessageContext } from "./MessageContexts.js"
 import type { RateLimiter } from "./RateLimiter.js"
 import type { InternalHandler, InternalHooks } from "./spec.js"
+import type { HandleOutcome, Traced, TurnTelemetry } from "./telemetry/Telemetry.js"
 
 /** One user call in flight: its signal's controller and when it times out. */
 export interface CallSlot {
@@ -256,6 +257,8 @@ export interface TurnEnv {
     shard: number,
     error?: unknown,
   ) => void
+  /** Spans and OpenTelemetry metrics of handler calls; undefined when off (docs/observability.md). */
+  readonly telemetry?: TurnTelemetry | undefined
 }
 
 /** Counters a turn reports (metrics). */
@@ -817,10 +820,11 @@ const handleEach = (
       return Effect.succeed({ outcome, acked, failed })
     }
     const timeoutMessage = `handler timed out after ${env.settings.handlerTimeoutMs} ms`
-    let ctx: Context | undefined
+    let ctx: PerMessageContext | undefined
     const breaker = env.breakerFor?.(r.shard)
     /** Successes since the last failure (the breaker counts failures in a row). */
     let okRun = 0
+    const t = env.telemetry
     for (const m of messages) {
       if (breaker !== undefined && breaker.state === "open") {
         // opened meanwhile (by another shard of the member): the rest stays pending
@@ -846,17 +850,23 @@ const handleEach = (
           turnController(r).signal,
         )
       const c = ctx
+      const traced = t === undefined ? undefined : t.startMessage(r.shard, m)
       let call: Call
       if (direct === undefined)
         call = yield* bounded(
           env,
           r,
           env.settings.handlerTimeoutMs,
-          (_signal, settled) => run(m, c, settled),
+          traced === undefined
+            ? (_signal, settled) => run(m, c, settled)
+            : tracedCall(t!, traced, (_signal, settled) => run(m, c, settled)),
           timeoutMessage,
         )
       else {
-        const called = callDirect(direct, m, c)
+        const called =
+          traced === undefined
+            ? callDirect(direct, m, c)
+            : t!.within(traced, callDirect, direct, m, c)
         call =
           called instanceof Pending
             ? yield* awaitDirect(env, r, called.result, timeoutMessage)
@@ -864,11 +874,15 @@ const handleEach = (
       }
       // the message ended: the next one gets a signal of its own
       c.next()
-      if (call === "abandoned" || !r.alive) return yield* finish(Abandoned)
+      if (call === "abandoned" || !r.alive) {
+        if (traced !== undefined) t!.end(traced, r.shard, "abandoned")
+        return yield* finish(Abandoned)
+      }
       if (call.ok) {
         handled++
         okRun++
         toAck.push(m.id)
+        if (traced !== undefined) t!.end(traced, r.shard, "acked")
         continue
       }
       failed++
@@ -877,9 +891,15 @@ const handleEach = (
       // keep per-shard order: acknowledge what succeeded before the failure first
       const flushed = yield* ackIds(env, r, address, toAck)
       toAck = []
-      if (typeof flushed !== "number") return yield* finish(flushed)
+      if (typeof flushed !== "number") {
+        if (traced !== undefined) t!.end(traced, r.shard, outcomeOf(flushed), call.error)
+        return yield* finish(flushed)
+      }
       acked += flushed
+      const ackedBefore = r.progress.acked
       const next = yield* fail(env, r, address, m, call.error)
+      if (traced !== undefined)
+        t!.end(traced, r.shard, outcomeOf(next, r.progress.acked > ackedBefore), call.error)
       if (next !== "continue") return yield* finish(next)
     }
     if (breaker !== undefined && okRun > 0) succeeded(env, breaker, r.shard)
@@ -894,6 +914,34 @@ const succeeded = (env: TurnEnv, breaker: CircuitBreaker, shard: number): void =
 }
 
 const OK: Call = { ok: true }
+
+/** A `bounded` body run inside a traced call's span. */
+const tracedCall =
+  (
+    t: TurnTelemetry,
+    traced: Traced,
+    body: (
+      signal: AbortSignal,
+      settled: () => void,
+    ) => Effect.Effect<void, UserCodeFailed | CallAborted>,
+  ) =>
+  (signal: AbortSignal, settled: () => void) =>
+    t.wrap(traced, body(signal, settled))
+
+/**
+ * A failed call's outcome on its span: `continue` after `fail` is a
+ * dead-letter when it acknowledged the message (else the entry was no
+ * longer pending: someone else has it); a wait retries; anything else
+ * (stale owner, abandoned) gave the message up here.
+ */
+const outcomeOf = (next: Outcome | "continue", movedToDlq = false): HandleOutcome =>
+  next === "continue"
+    ? movedToDlq
+      ? "dead_lettered"
+      : "abandoned"
+    : next._tag === "Wait"
+      ? "retried"
+      : "abandoned"
 
 /** What a plain handler returned to be awaited: a promise or an Effect. */
 class Pending {
@@ -946,23 +994,36 @@ const handleBatch = (
       resolve,
     })
     const timeoutMessage = `batch handler timed out after ${env.settings.handlerTimeoutMs} ms`
+    const t = env.telemetry
+    const traced = t === undefined ? undefined : t.startBatch(r.shard, messages)
     let call: Call
     if (handler.direct === undefined)
       call = yield* bounded(
         env,
         r,
         env.settings.handlerTimeoutMs,
-        (signal, settled) => handler.run(batch, contextWith(signal), settled),
+        traced === undefined
+          ? (signal, settled) => handler.run(batch, contextWith(signal), settled)
+          : tracedCall(t!, traced, (signal, settled) =>
+              handler.run(batch, contextWith(signal), settled),
+            ),
         timeoutMessage,
       )
     else {
-      const called = callDirect(handler.direct, batch, contextWith(turnController(r).signal))
+      const context = contextWith(turnController(r).signal)
+      const called =
+        traced === undefined
+          ? callDirect(handler.direct, batch, context)
+          : t!.within(traced, callDirect, handler.direct, batch, context)
       call =
         called instanceof Pending
           ? yield* awaitDirect(env, r, called.result, timeoutMessage)
           : called
     }
-    if (call === "abandoned" || !r.alive) return { outcome: Abandoned, acked: 0, failed: 0 }
+    if (call === "abandoned" || !r.alive) {
+      if (traced !== undefined) t!.end(traced, r.shard, "abandoned")
+      return { outcome: Abandoned, acked: 0, failed: 0 }
+    }
     const upTo = call.ok && handler.autoResolve ? messages.length - 1 : resolvedUpTo
     const breaker = env.breakerFor?.(r.shard)
     if (breaker !== undefined && upTo >= 0) succeeded(env, breaker, r.shard)
@@ -973,15 +1034,22 @@ const handleBatch = (
     if (upTo === messages.length - 1) {
       // acknowledged by the shard's next read (or flushAcks)
       r.unacked = doneIds
+      if (traced !== undefined) t!.end(traced, r.shard, "acked")
       return { outcome: More, acked: 0, failed: 0 }
     }
     const flushed = yield* ackIds(env, r, address, doneIds)
-    if (typeof flushed !== "number") return { outcome: flushed, acked: 0, failed: 0 }
-    const first = messages[upTo + 1]!
     const error = call.ok
       ? new Error("the batch handler returned without resolving every message")
       : call.error
+    if (typeof flushed !== "number") {
+      if (traced !== undefined) t!.end(traced, r.shard, outcomeOf(flushed), error)
+      return { outcome: flushed, acked: 0, failed: 0 }
+    }
+    const first = messages[upTo + 1]!
+    const ackedBefore = r.progress.acked
     const next = yield* fail(env, r, address, first, error)
+    if (traced !== undefined)
+      t!.end(traced, r.shard, outcomeOf(next, r.progress.acked > ackedBefore), error)
     // the rest of the batch is still pending: read it again from this consumer's PEL
     r.retrying = true
     return { outcome: next === "continue" ? More : next, acked: flushed, failed: 1 }
