@@ -164,15 +164,24 @@ describe("CoordinatorHost", () => {
           "UNREVOKED_SHARDS",
         )
         yield* TestClock.adjust(2)
-        // fenced: removed, so all its shards go to b
+        // fenced: removed, all its shards targeted to b, but held until a's
+        // lease has provably ended (its session deadline, t=30s; rule 19)
         assert.isFalse(Option.getOrThrow(yield* host.state).members.has("a"))
-        const rb = yield* host.heartbeat(
-          request({
-            memberId: "b",
-            memberEpoch: b.memberEpoch,
-            assignmentEpoch: b.assignmentEpoch,
-          }),
-        )
+        const heartbeatB = () =>
+          host.heartbeat(
+            request({
+              memberId: "b",
+              memberEpoch: b.memberEpoch,
+              assignmentEpoch: b.assignmentEpoch,
+            }),
+          )
+        const held = yield* heartbeatB()
+        assert.deepStrictEqual(held.assigned, [])
+        assert.deepStrictEqual([...held.pending], [0, 1, 2, 3])
+        yield* TestClock.adjust(29_000 - 10_001)
+        yield* heartbeatB()
+        yield* TestClock.adjust(1_000)
+        const rb = yield* heartbeatB()
         assert.deepStrictEqual(
           rb.assigned.map((g) => g.shard),
           [0, 1, 2, 3],
