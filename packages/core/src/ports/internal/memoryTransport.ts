@@ -48,6 +48,29 @@ export const makeMemoryTransport = (
 
     const memberKey = (key: GroupKey, memberId: string) =>
       JSON.stringify([key.stream, key.group, memberId])
+    /** The candidates' channel: two elements, never a member's three. */
+    const handoverKey = (key: GroupKey) => JSON.stringify([key.stream, key.group])
+    const subscribe = (k: string) =>
+      Effect.gen(function* () {
+        const queue = yield* Queue.sliding<void>(1)
+        let set = subscribers.get(k)
+        if (set === undefined) {
+          set = new Set()
+          subscribers.set(k, set)
+        }
+        set.add(queue)
+        yield* Effect.addFinalizer(() =>
+          Effect.sync(() => {
+            set.delete(queue)
+            if (set.size === 0) subscribers.delete(k)
+          }),
+        )
+        return Stream.fromQueue(queue)
+      })
+    const publish = (k: string) =>
+      Effect.sync(() => {
+        for (const queue of subscribers.get(k) ?? []) Queue.offerUnsafe(queue, undefined)
+      })
     const timeout = (message: string) =>
       Effect.flatMap(Effect.sleep(timeoutMs), () =>
         Effect.fail(new TransportError({ reason: "Timeout", message })),
@@ -101,24 +124,7 @@ export const makeMemoryTransport = (
           )
         }),
 
-      notices: (key, memberId) =>
-        Effect.gen(function* () {
-          const queue = yield* Queue.sliding<void>(1)
-          const k = memberKey(key, memberId)
-          let set = subscribers.get(k)
-          if (set === undefined) {
-            set = new Set()
-            subscribers.set(k, set)
-          }
-          set.add(queue)
-          yield* Effect.addFinalizer(() =>
-            Effect.sync(() => {
-              set.delete(queue)
-              if (set.size === 0) subscribers.delete(k)
-            }),
-          )
-          return Stream.fromQueue(queue)
-        }),
+      notices: (key, memberId) => subscribe(memberKey(key, memberId)),
 
       serve: (key, handler) =>
         Effect.gen(function* () {
@@ -132,11 +138,11 @@ export const makeMemoryTransport = (
           )
         }),
 
-      notify: (key, memberId) =>
-        Effect.sync(() => {
-          for (const queue of subscribers.get(memberKey(key, memberId)) ?? [])
-            Queue.offerUnsafe(queue, undefined)
-        }),
+      notify: (key, memberId) => publish(memberKey(key, memberId)),
+
+      handover: (key) => publish(handoverKey(key)),
+
+      handovers: (key) => subscribe(handoverKey(key)),
     }
 
     const faults: TransportFaultsShape = {
