@@ -21,10 +21,7 @@ import {
   CoordinatorTransport,
   type GroupConfig,
   type GroupMonitor,
-  type HeartbeatRejected,
-  type LeaseUnusable,
   MemberMachine,
-  type MemberSuperseded,
   OwnerFence,
   ShardStreams,
   StreamLayouts,
@@ -40,9 +37,9 @@ import {
   ShardNotOwned,
 } from "./Errors.js"
 import { type EventHub, type EventListener, makeEventHub } from "./Events.js"
-import { memberBase as defaultMemberBase, nextIncarnation } from "./Identity.js"
+import { memberBase as defaultMemberBase, newInstance, nextIncarnation } from "./Identity.js"
 import { type Candidate, runCandidate } from "./internal/CoordinatorCandidate.js"
-import { type LogicalMember, makeLogicalMember } from "./internal/LogicalMember.js"
+import { type LogicalMember, type MemberError, makeLogicalMember } from "./internal/LogicalMember.js"
 import { type ConsumerSpec, checkAcross, resolveDefinition } from "./internal/spec.js"
 import * as LayoutSource from "./LayoutSource.js"
 import { prometheusTextOf } from "./Metrics.js"
@@ -115,7 +112,8 @@ export interface MemberView {
   /** Local workers. */
   readonly workers: number
   /** The last error the coordinator or the member's lease surfaced, if any. */
-  readonly lastError: MemberSuperseded | LeaseUnusable | HeartbeatRejected | undefined
+  /** The member's last error: superseded, lease unusable, a rejected request, a stuck handler. */
+  readonly lastError: MemberError | undefined
   /** Turns per owned shard since it was started (fairness checks). */
   readonly turns: ReadonlyMap<number, number>
 }
@@ -262,6 +260,7 @@ export const make = (
           spec,
           memberId,
           incarnation: nextIncarnation(),
+          instance: newInstance(),
           host,
           streams,
           transport,

@@ -12,8 +12,12 @@
  *   member's progress) and reports its end, answered or failed on timeout;
  * - `StartShard` starts the shard's loop in the poller, `StopShard` drains it
  *   (in-flight batch, then `onRevoked`) and reports `ShardDrained` for that
- *   very loop, `StopAllShards` stops every loop at once (signals abort, no
- *   more reads or acks);
+ *   very loop once none of its user code runs, `StopAllShards` stops every
+ *   loop at once (signals abort, no more reads or acks) and reports
+ *   `ShardDrained` for each once its user code has ended (a handler that
+ *   ignores its signal is reported `handlerStuck`, and its shard waits);
+ * - the machine runs on the monotonic clock (docs/protocol.md rule 21);
+ *   events carry wall-clock times;
  * - a `StaleOwner` from the storage stops that loop and asks for a heartbeat.
  */
 import {
@@ -24,10 +28,11 @@ import {
   MemberMachine,
   type MemberSuperseded,
   type ShardStreams,
+  Time,
   TransportError,
 } from "@shardline/core"
 import { Clock, Deferred, Effect, Exit, Metric, Option, Queue, Result, Scope, Stream } from "effect"
-import { InvalidRuntimeConfig } from "../Errors.js"
+import { HandlerStuck, InvalidRuntimeConfig } from "../Errors.js"
 import type { EventHub, RuntimeEvent } from "../Events.js"
 import * as Metrics from "../Metrics.js"
 import { makePoller, type Poller } from "./Poller.js"
@@ -49,6 +54,8 @@ type Input =
       readonly abandoned: boolean
     }
   | { readonly _tag: "Leave" }
+  /** A loop StopAllShards stopped has ended (none of its user code runs). */
+  | { readonly _tag: "Stopped"; readonly shard: number }
   | { readonly _tag: "Exhausted"; readonly shard: number }
   | { readonly _tag: "Wake" }
 
@@ -56,6 +63,8 @@ export interface MemberEnv {
   readonly spec: ConsumerSpec
   readonly memberId: string
   readonly incarnation: number
+  /** The process's random identity (docs/protocol.md rule 24). */
+  readonly instance: string
   /** Reported in memberInfo.host. */
   readonly host: string
   readonly streams: ShardStreams.ShardStreamsShape
@@ -82,9 +91,11 @@ export interface LogicalMember {
   readonly stopNow: (reason: string) => Effect.Effect<void>
   /** Ask for a heartbeat now (as a coordinator notice would). */
   readonly nudge: Effect.Effect<void>
-  /** The last error the coordinator or the lease surfaced (superseded, lease unusable, rejected). */
-  readonly lastError: () => MemberSuperseded | LeaseUnusable | HeartbeatRejected | undefined
+  /** The last error the coordinator, the lease or a stuck handler surfaced. */
+  readonly lastError: () => MemberError | undefined
 }
+
+export type MemberError = MemberSuperseded | LeaseUnusable | HeartbeatRejected | HandlerStuck
 
 /** Build and start a logical member in the scope in context (its own child scope). */
 export const makeLogicalMember = (
@@ -94,7 +105,9 @@ export const makeLogicalMember = (
     const parent = yield* Scope.Scope
     const scope = yield* Scope.fork(parent)
     const clock = yield* Clock.Clock
-    const now = () => clock.currentTimeMillisUnsafe()
+    // the machine, leases and timeouts: monotonic (rule 21); events: wall clock
+    const now = () => Time.monotonicMillisOf(clock)
+    const wallNow = () => clock.currentTimeMillisUnsafe()
     const { settings } = env.spec
     const key = { stream: settings.stream, group: settings.group }
     const attributes = { stream: settings.stream, group: settings.group }
@@ -108,6 +121,7 @@ export const makeLogicalMember = (
             stream: settings.stream,
             memberId: env.memberId,
             incarnation: env.incarnation,
+            instance: env.instance,
             memberInfo: {
               consumerName: env.memberId,
               host: env.host,
@@ -115,6 +129,10 @@ export const makeLogicalMember = (
               ...(settings.weight !== undefined ? { weight: settings.weight } : {}),
             },
             heartbeatIntervalMs: settings.heartbeatIntervalMs,
+            // retries at most a heartbeat interval apart: after an outage shorter
+            // than the session the member is answered before the coordinator
+            // could expire it, and resumes with its epoch (docs/protocol.md rule 22)
+            retryBackoffMaxMs: Math.max(100, settings.heartbeatIntervalMs),
             leaveTimeoutMs: env.leaveTimeoutMs,
             ...(settings.safetyMarginMs !== undefined
               ? { safetyMarginMs: settings.safetyMarginMs }
@@ -137,9 +155,9 @@ export const makeLogicalMember = (
     let rebalanceTimeoutMs = settings.rebalanceTimeoutMs
     let lastStopReason: MemberMachine.StopReason = "left"
     let lastLagAt = Number.NEGATIVE_INFINITY
-    let lastError: MemberSuperseded | LeaseUnusable | HeartbeatRejected | undefined
+    let lastError: MemberError | undefined
 
-    const base = () => ({ ...key, memberId: env.memberId, at: now() })
+    const base = () => ({ ...key, memberId: env.memberId, at: wallNow() })
     const emit = (event: RuntimeEvent) => env.events.emit(event)
     const drainBudgetMs = () => settings.drainTimeoutMs ?? Math.floor(rebalanceTimeoutMs / 2)
 
@@ -156,6 +174,8 @@ export const makeLogicalMember = (
       heartbeatFailures: Metrics.forGroup(Metrics.heartbeatFailures, key),
       rebalances: Metrics.forGroup(Metrics.rebalances, key),
       fences: Metrics.forGroup(Metrics.fences, key),
+      handlersStuck: Metrics.forGroup(Metrics.handlersStuck, key),
+      leaseLost: Metrics.forGroup(Metrics.leaseLost, key),
     }
     // metrics are updated in place with the member's context (its registry):
     // no Effect per update, on the per-batch path
@@ -192,6 +212,7 @@ export const makeLogicalMember = (
       memberId: env.memberId,
       consumerName: env.memberId,
       now,
+      wallNow,
       mayAct: () => MemberMachine.leaseValid(machine, now()),
       isPaused: env.isPaused,
       drainBudgetMs,
@@ -206,6 +227,16 @@ export const makeLogicalMember = (
       onExhausted: (shard) => {
         emit({ ...base(), type: "exhausted", shard })
         Queue.offerUnsafe(inbox, { _tag: "Exhausted", shard })
+      },
+      onStuck: (shard, why, budgetMs) => {
+        m.handlersStuck.updateUnsafe(1, context)
+        lastError = new HandlerStuck({
+          ...key,
+          memberId: env.memberId,
+          shard,
+          message: `the handler of shard ${shard} still runs ${budgetMs} ms after its loop was ${why === "revoked" ? "revoked" : "stopped"} (its signal was aborted): shard ${shard} is not released until it returns`,
+        })
+        emit({ ...base(), type: "handlerStuck", shard, why, budgetMs })
       },
     })
 
@@ -288,11 +319,25 @@ export const makeLogicalMember = (
             }
             case "StopAllShards": {
               lastStopReason = c.reason
-              const shards = poller.stopAll(c.reason)
+              const stopped = poller.stopAll(c.reason)
+              const shards = stopped.map((r) => r.shard)
+              // each loop is reported ended once its user code has (the machine
+              // waits for it before a REVOKED or a rejoin; docs/protocol.md rule 19)
+              if (c.reason !== "left" && c.reason !== "leave-timeout")
+                for (const r of stopped)
+                  yield* Effect.forkIn(
+                    Effect.andThen(poller.quiet(r, "stopped", drainBudgetMs()), () =>
+                      Queue.offer(inbox, { _tag: "Stopped", shard: r.shard }),
+                    ),
+                    scope,
+                  )
+              if (c.reason === "lease-lost") {
+                yield* Metric.update(m.leaseLost, 1)
+                emit({ ...base(), type: "leaseLost", shards })
+              }
               if (shards.length > 0 && c.reason !== "left") {
                 yield* Metric.update(m.fences, 1)
                 emit({ ...base(), type: "lost", shards, reason: c.reason })
-                if (c.reason === "self-fence") emit({ ...base(), type: "leaseLost", shards })
                 const hook = env.spec.hooks.onLost
                 if (hook !== undefined)
                   yield* Effect.forkIn(
@@ -372,6 +417,8 @@ export const makeLogicalMember = (
             const joined =
               (lifecycle === "joining" || lifecycle === "fenced") && machine.lifecycle === "active"
             if (joined) emit({ ...base(), type: "joined", memberEpoch: machine.memberEpoch })
+            if (lifecycle === "suspended" && machine.lifecycle === "active")
+              emit({ ...base(), type: "leaseRegained", memberEpoch: machine.memberEpoch })
             yield* exec(commands, t)
             if (machine.lifecycle === "active" && machine.assignmentEpoch !== assignmentEpoch) {
               yield* Metric.update(m.rebalances, 1)
@@ -400,6 +447,11 @@ export const makeLogicalMember = (
           }
           case "Leave":
             return yield* exec(MemberMachine.step(machine, { _tag: "LeaveRequested", now: t }), t)
+          case "Stopped":
+            return yield* exec(
+              MemberMachine.step(machine, { _tag: "ShardDrained", shard: input.shard }),
+              t,
+            )
           case "Exhausted":
             return yield* exec(
               MemberMachine.step(machine, { _tag: "ShardExhausted", shard: input.shard }),

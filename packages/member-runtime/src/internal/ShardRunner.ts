@@ -232,7 +232,10 @@ export interface TurnEnv {
   readonly hooks: InternalHooks
   readonly memberId: string
   readonly consumerName: string
+  /** Monotonic ms: handler deadlines and durations (docs/protocol.md rule 21). */
   readonly now: () => number
+  /** Wall-clock ms: the `at` of events. */
+  readonly wallNow: () => number
   /** The member's lease is valid now (MemberMachine.leaseValid). */
   readonly mayAct: () => boolean
   readonly isPaused: (shard: number) => boolean
@@ -315,7 +318,7 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
       stream: settings.stream,
       group: settings.group,
       memberId: env.memberId,
-      at: env.now(),
+      at: env.wallNow(),
     })
     const canAct = () => r.alive && env.mayAct()
 
@@ -548,7 +551,7 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> =>
               stream: env.settings.stream,
               group: env.settings.group,
               memberId: env.memberId,
-              at: env.now(),
+              at: env.wallNow(),
               type: "dataPlaneError",
               shard: r.shard,
               error: cause,
@@ -587,7 +590,7 @@ const ackIds = (
         stream: address.stream,
         group: address.group,
         memberId: env.memberId,
-        at: env.now(),
+        at: env.wallNow(),
         type: "dataPlaneError",
         shard: r.shard,
         error: acked.failure,
@@ -642,7 +645,7 @@ const fail = (
       stream: address.stream,
       group: address.group,
       memberId: env.memberId,
-      at: env.now(),
+      at: env.wallNow(),
       type: "handlerError",
       shard: r.shard,
       messageId: m.id,
@@ -672,7 +675,7 @@ const fail = (
           stream: address.stream,
           group: address.group,
           memberId: env.memberId,
-          at: env.now(),
+          at: env.wallNow(),
           type: "deadLettered",
           shard: r.shard,
           messageId: m.id,
