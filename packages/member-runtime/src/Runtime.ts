@@ -39,7 +39,11 @@ import {
 import { type EventHub, type EventListener, makeEventHub } from "./Events.js"
 import { memberBase as defaultMemberBase, newInstance, nextIncarnation } from "./Identity.js"
 import { type Candidate, runCandidate } from "./internal/CoordinatorCandidate.js"
-import { type LogicalMember, type MemberError, makeLogicalMember } from "./internal/LogicalMember.js"
+import {
+  type LogicalMember,
+  type MemberError,
+  makeLogicalMember,
+} from "./internal/LogicalMember.js"
 import { type ConsumerSpec, checkAcross, resolveDefinition } from "./internal/spec.js"
 import * as LayoutSource from "./LayoutSource.js"
 import { prometheusTextOf } from "./Metrics.js"

@@ -557,30 +557,32 @@ describe("polling adapter: takeover, revoke, fence, stale owner", () => {
       }),
   )
 
-  it.effect("a stopped loop (stopAll) is quiet only once its handler returned; stuck reported once", () =>
-    Effect.gen(function* () {
-      let release = () => {}
-      let started = 0
-      const h = yield* makeHarness({
-        eachMessage: () => {
-          started++
-          return new Promise<void>((resolve) => {
-            release = resolve
-          })
-        },
-      })
-      yield* h.produce(0, 1)
-      yield* h.start(0)
-      yield* h.runUntil("in flight", () => started === 1)
-      const [r] = h.poller.stopAll("fenced")
-      const quiet = yield* Effect.forkChild(h.poller.quiet(r!, "stopped", 500))
-      yield* TestClock.adjust(500)
-      assert.deepStrictEqual(h.stuck, [{ shard: 0, why: "stopped", budgetMs: 500 }])
-      assert.isUndefined(quiet.pollUnsafe())
-      release()
-      yield* Fiber.join(quiet)
-      assert.strictEqual(h.stuck.length, 1)
-    }),
+  it.effect(
+    "a stopped loop (stopAll) is quiet only once its handler returned; stuck reported once",
+    () =>
+      Effect.gen(function* () {
+        let release = () => {}
+        let started = 0
+        const h = yield* makeHarness({
+          eachMessage: () => {
+            started++
+            return new Promise<void>((resolve) => {
+              release = resolve
+            })
+          },
+        })
+        yield* h.produce(0, 1)
+        yield* h.start(0)
+        yield* h.runUntil("in flight", () => started === 1)
+        const [r] = h.poller.stopAll("fenced")
+        const quiet = yield* Effect.forkChild(h.poller.quiet(r!, "stopped", 500))
+        yield* TestClock.adjust(500)
+        assert.deepStrictEqual(h.stuck, [{ shard: 0, why: "stopped", budgetMs: 500 }])
+        assert.isUndefined(quiet.pollUnsafe())
+        release()
+        yield* Fiber.join(quiet)
+        assert.strictEqual(h.stuck.length, 1)
+      }),
   )
 
   it.effect("fence (stopAll): signals abort at once, nothing more is read or acked", () =>

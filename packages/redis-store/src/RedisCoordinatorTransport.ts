@@ -490,10 +490,12 @@ export const makeWith = (
           // wake the pop loop: the mark queues behind every request already there
           yield* Effect.ignore(
             Effect.tryPromise(() =>
-              runScript(connection.client, Scripts.hbPush, [requests, servingKey(key)], [
-                String(queueCap + 1),
-                stopMark,
-              ]),
+              runScript(
+                connection.client,
+                Scripts.hbPush,
+                [requests, servingKey(key)],
+                [String(queueCap + 1), stopMark],
+              ),
             ),
           )
           // (with the mark lost, the loop still ends at its block timeout)

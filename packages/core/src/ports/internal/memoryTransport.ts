@@ -6,8 +6,8 @@
 import { Deferred, Effect, Fiber, Queue, Schema, Stream } from "effect"
 import { TransportError } from "../../Errors.js"
 import { HeartbeatResponse } from "../../protocol/Heartbeat.js"
-import type { CoordinatorTransportShape, HeartbeatHandler } from "../CoordinatorTransport.js"
 import { monotonicMillis } from "../../time/Instant.js"
+import type { CoordinatorTransportShape, HeartbeatHandler } from "../CoordinatorTransport.js"
 import { type GroupKey, groupKeyString } from "../GroupKey.js"
 
 export interface MemoryTransportOptions {
