@@ -20,7 +20,6 @@
  * completed, that it drained them, retiring generations every group drained.
  */
 import {
-  Clock,
   Effect,
   Exit,
   Fiber,
@@ -53,13 +52,19 @@ import { ShardStreams } from "./ports/ShardStreams.js"
 import { Store, layerMemory as storeMemory } from "./ports/Store.js"
 import { StreamLayouts } from "./ports/StreamLayouts.js"
 import { HeartbeatRequest, type HeartbeatResponse } from "./protocol/Heartbeat.js"
+import { instant, monotonicMillis } from "./time/Instant.js"
 
 export interface CoordinatorHostOptions {
   /** Group configuration (validated; used when the group does not exist yet). */
   readonly config: GroupConfig | unknown
   /** Identity of this coordinator candidate (lease holder). */
   readonly holder: string
-  /** Lease TTL; defaults to the group's session timeout. Renewed every TTL/3. */
+  /**
+   * Coordinator lease TTL, renewed every TTL/3. Default
+   * `defaultCoordinatorLeaseMs(config)`: twice the heartbeat interval (at
+   * most a quarter of the session), so a successor serves long before any
+   * member's lease runs out (docs/protocol.md rule 20).
+   */
   readonly leaseTtlMs?: number
   /** Called for every "look again" notice (also published on `notices`). */
   readonly onNotice?: (memberId: string) => Effect.Effect<void>
@@ -89,7 +94,26 @@ export interface CoordinatorHost {
   readonly lastError: Effect.Effect<Option.Option<string>>
   /** Try to become coordinator now (otherwise done lazily and by the renew loop). */
   readonly elect: Effect.Effect<boolean>
+  /**
+   * While another holder has the lease: when its lease runs out (monotonic
+   * ms, as last seen), so a standby can try again right then.
+   */
+  readonly standbyUntil: Effect.Effect<Option.Option<number>>
+  /** The coordinator lease TTL in use (ms). */
+  readonly leaseTtlMs: number
 }
+
+/**
+ * The default coordinator lease: twice the heartbeat interval, at most a
+ * quarter of the session timeout, at least a second. A coordinator that dies
+ * is replaced within about this long (plus a standby's wake-up), far inside
+ * every member's lease (the session minus its safety margin), so members keep
+ * their shards, epochs and tokens (docs/protocol.md rule 20).
+ */
+export const defaultCoordinatorLeaseMs = (
+  config: Pick<GroupConfig, "heartbeatIntervalMs" | "sessionTimeoutMs">,
+): number =>
+  Math.max(1_000, Math.min(2 * config.heartbeatIntervalMs, Math.floor(config.sessionTimeoutMs / 4)))
 
 interface Leader {
   lease: LeaseGrant
@@ -111,12 +135,14 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
   const key = groupKeyOf(config)
   const streamLayouts = yield* Effect.serviceOption(StreamLayouts)
   const dataPlane = yield* Effect.serviceOption(ShardStreams)
-  const ttl = options.leaseTtlMs ?? config.sessionTimeoutMs
+  const ttl = options.leaseTtlMs ?? defaultCoordinatorLeaseMs(config)
   const maxAttempts = options.maxCommitAttempts ?? 3
   const lock = yield* Semaphore.make(1)
   const pubsub = yield* PubSub.unbounded<string>()
   let leader: Leader | null = null
   let lastError: string | null = null
+  /** When the other holder's lease runs out (monotonic ms), from the last LeaseHeld. */
+  let heldUntil: number | undefined
   /** The one sleeping fiber, due at the leader's earliest deadline (`shell.nextTimer()`). */
   let timer: { readonly at: number; readonly fiber: Fiber.Fiber<void> } | undefined
 
@@ -156,7 +182,7 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
     return Effect.gen(function* () {
       yield* disarm
       if (next === undefined) return
-      const now = yield* Clock.currentTimeMillis
+      const now = yield* monotonicMillis
       const fiber = yield* Effect.forkIn(
         Effect.andThen(Effect.sleep(Math.max(0, next - now)), lock.withPermit(fireDue)),
         scope,
@@ -172,7 +198,7 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
   const fireDue: Effect.Effect<void> = Effect.gen(function* () {
     timer = undefined // this fiber is the armed one: never interrupt it from here
     while (leader !== null) {
-      const now = yield* Clock.currentTimeMillis
+      const now = yield* instant
       const ran = yield* execute((shell) => shell.dueTimer(now), "a deadline ran").pipe(
         Effect.catch((e: NotServing) => Effect.as(stepDown(e.reason), Option.none())),
       )
@@ -189,13 +215,17 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
    * memory, so the ex-leader's next commit fails the compare-and-set even if
    * this host never commits anything else. The lease is renewed right before
    * the commit (a load may take a while); a StaleRevision reloads and retries.
+   * Then the owner tokens storage holds are compared with the state's: tokens
+   * the state never issued mean the metadata was rewound, and those shards
+   * are held one session before anything else is written (docs/protocol.md
+   * rule 23); then every remaining owner is re-fenced.
    */
   const takeOver = (lease: LeaseGrant) =>
     Effect.gen(function* () {
       const candidate = { holder: options.holder, leaseToken: lease.token }
       let held = lease
       for (let attempt = 1; ; attempt++) {
-        const now = yield* Clock.currentTimeMillis
+        const now = yield* instant
         const snapshot = yield* store.load(key)
         // a new group starts on the stream's oldest live generation
         const origin = Option.isSome(snapshot) ? undefined : yield* streamOrigin
@@ -216,7 +246,7 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
             electedHolder: start.current.holder,
             electedLeaseToken: start.current.leaseToken,
           })
-        const { shell, step, fences } = start
+        const { shell, step } = start
         if (step.records.length > 0) {
           const committed = yield* Effect.result(store.commit(key, shell.revision, step.records))
           if (Result.isFailure(committed)) {
@@ -225,7 +255,22 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
           }
           shell.apply(step, committed.success)
         }
-        yield* writeFences(fences)
+        const shards = shell.state.tokens.map((_, shard) => shard)
+        const stored = yield* fence.read(key, shards)
+        const rewind = shell.rewound(stored, now)
+        if (rewind !== undefined) {
+          const committed = yield* Effect.result(store.commit(key, shell.revision, rewind.records))
+          if (Result.isFailure(committed)) {
+            if (committed.failure._tag === "StaleRevision" && attempt < maxAttempts) continue
+            return yield* Effect.fail(committed.failure)
+          }
+          shell.apply(rewind, committed.success)
+        }
+        // every owner left after the rewind check, re-asserted (a fence write may have been lost)
+        const owners = shell.state.current.flatMap((o, shard) =>
+          o === null ? [] : [{ shard, token: o.token, memberId: o.memberId }],
+        )
+        yield* writeFences(owners)
         return { lease: held, shell } satisfies Leader
       }
     })
@@ -249,7 +294,13 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
    */
   const reconcileLeader = (first: boolean): Effect.Effect<void> =>
     Effect.gen(function* () {
-      if (first) yield* runStep((shell, now) => shell.configure(config, now), "a config change")
+      if (first)
+        yield* runStep((shell, now) => {
+          const r = shell.configure(config, now)
+          if (r !== undefined && typeof r !== "string" && r.refused !== undefined)
+            refusedConfig = `config refused: ${r.refused}`
+          return r
+        }, "a config change")
       if (Option.isNone(streamLayouts)) return
       const provide = Effect.provideService(StreamLayouts, streamLayouts.value)
       const stored = yield* Effect.result(provide(Reshard.registerGroup(key.stream, key.group)))
@@ -293,13 +344,16 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
       }
     })
 
+  /** A part of the config the group refused (audited; docs/protocol.md rule 12). */
+  let refusedConfig: string | null = null
+
   /** Run one record-producing shell computation; true if it changed anything. Under `lock`. */
   const runStep = (
-    compute: (shell: CoordinatorShell, now: number) => Step<void> | undefined | string,
+    compute: (shell: CoordinatorShell, now: Coordinator.Instant) => Step<void> | undefined | string,
     what: string,
   ): Effect.Effect<boolean> =>
     Effect.gen(function* () {
-      const now = yield* Clock.currentTimeMillis
+      const now = yield* instant
       let refusal: string | undefined
       const ran = yield* execute((shell) => {
         const r = compute(shell, now)
@@ -318,8 +372,9 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
 
   /** Become (or stay) the coordinator; must run under `lock`. */
   const ensureLeader: Effect.Effect<Leader | null> = Effect.gen(function* () {
-    const now = yield* Clock.currentTimeMillis
+    const now = yield* monotonicMillis
     if (leader !== null) {
+      // rule 20: a leader answers only within its lease, by its own monotonic clock
       if (leader.lease.expiresAt > now) return leader
       yield* stepDown("lease expired before it could be renewed")
     }
@@ -327,8 +382,10 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
     if (Result.isFailure(acquired)) {
       const e = acquired.failure
       lastError = e._tag === "LeaseHeld" ? `lease held by ${e.holder}` : `${e._tag}: ${e.message}`
+      heldUntil = e._tag === "LeaseHeld" ? e.expiresAt : undefined
       return null
     }
+    heldUntil = undefined
     const loaded = yield* Effect.result(takeOver(acquired.success))
     if (Result.isFailure(loaded)) {
       const e = loaded.failure
@@ -338,6 +395,7 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
     }
     leader = loaded.success
     lastError = null
+    refusedConfig = null
     yield* rearm
     yield* reconcileLeader(true)
     return leader
@@ -426,7 +484,7 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
         Effect.gen(function* () {
           const l = yield* ensureLeader
           if (l === null) return notCoordinator(req.memberId, lastError ?? "not the coordinator")
-          const now = yield* Clock.currentTimeMillis
+          const now = yield* instant
           return yield* execute((shell) => shell.heartbeat(req, now), "a commit").pipe(
             Effect.tap(() => rearm),
             Effect.map(Option.getOrElse(() => notCoordinator(req.memberId, "no answer"))),
@@ -481,8 +539,10 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
     isCoordinator: Effect.sync(() => leader !== null),
     state: Effect.sync(() => Option.fromNullishOr(leader?.shell.state)),
     monitor: Effect.sync(() => Option.map(Option.fromNullishOr(leader?.shell.state), monitor)),
-    lastError: Effect.sync(() => Option.fromNullishOr(lastError)),
+    lastError: Effect.sync(() => Option.fromNullishOr(lastError ?? refusedConfig)),
     elect: lock.withPermit(Effect.map(ensureLeader, (l) => l !== null)),
+    standbyUntil: Effect.sync(() => Option.fromUndefinedOr(heldUntil)),
+    leaseTtlMs: ttl,
   }
   return host
 }) as (
@@ -522,6 +582,8 @@ const fenceLayer = (
   write === undefined
     ? fenceNoop
     : Layer.succeed(OwnerFence, {
+        // no storage to read: a rewind is found only where tokens can be read
+        read: () => Effect.succeed([]),
         write: (key, fences) =>
           Effect.tryPromise({
             try: () => write(fences),

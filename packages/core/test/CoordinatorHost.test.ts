@@ -77,6 +77,7 @@ describe("CoordinatorHost", () => {
       const store = makeStore()
       const log: Array<string> = []
       const fence: OwnerFence.OwnerFenceShape = {
+        read: () => Effect.succeed([]),
         write: (k, fences: ReadonlyArray<Fence>) =>
           Effect.sync(() => log.push(`fence ${fences.length} at revision ${store.revision(k)}`)),
       }
@@ -164,15 +165,24 @@ describe("CoordinatorHost", () => {
           "UNREVOKED_SHARDS",
         )
         yield* TestClock.adjust(2)
-        // fenced: removed, so all its shards go to b
+        // fenced: removed, all its shards targeted to b, but held until a's
+        // lease has provably ended (its session deadline, t=30s; rule 19)
         assert.isFalse(Option.getOrThrow(yield* host.state).members.has("a"))
-        const rb = yield* host.heartbeat(
-          request({
-            memberId: "b",
-            memberEpoch: b.memberEpoch,
-            assignmentEpoch: b.assignmentEpoch,
-          }),
-        )
+        const heartbeatB = () =>
+          host.heartbeat(
+            request({
+              memberId: "b",
+              memberEpoch: b.memberEpoch,
+              assignmentEpoch: b.assignmentEpoch,
+            }),
+          )
+        const held = yield* heartbeatB()
+        assert.deepStrictEqual(held.assigned, [])
+        assert.deepStrictEqual([...held.pending], [0, 1, 2, 3])
+        yield* TestClock.adjust(29_000 - 10_001)
+        yield* heartbeatB()
+        yield* TestClock.adjust(1_000)
+        const rb = yield* heartbeatB()
         assert.deepStrictEqual(
           rb.assigned.map((g) => g.shard),
           [0, 1, 2, 3],
@@ -292,9 +302,10 @@ describe("CoordinatorHost", () => {
         assert.strictEqual(refused.errorCode, "NOT_COORDINATOR")
         yield* TestClock.adjust(20_000)
         yield* Scope.close(scope1, Exit.void) // h1 stops (releases the lease)
-        yield* TestClock.adjust(10_000) // h2's renew loop elects it: a's deadline is now +30s
+        // h2's renew loop (a third of its 6 s lease) elects it: a's deadline is now +30s
+        yield* TestClock.adjust(2_000)
         assert.isTrue(yield* h2.isCoordinator)
-        yield* TestClock.adjust(25_000) // 55s since a's last heartbeat, 25s since the load
+        yield* TestClock.adjust(25_000) // 47s since a's last heartbeat, 25s since the load
         const steady = yield* h2.heartbeat(steadyOf("a", a))
         assert.strictEqual(steady.errorCode, "NONE")
         assert.strictEqual(steady.memberEpoch, a.memberEpoch)
@@ -446,7 +457,9 @@ describe("CoordinatorHost", () => {
         assert.deepStrictEqual(calls, { check: 2, renew: 1 })
         yield* host.heartbeat(steadyOf("a", a)) // commits nothing: no lease call at all
         assert.deepStrictEqual(calls, { check: 2, renew: 1 })
-        yield* TestClock.adjust(10_000) // TTL 30 s: the renew loop runs every 10 s
+        // the default lease (twice the 3 s heartbeat interval): renewed every 2 s
+        assert.strictEqual(host.leaseTtlMs, 6_000)
+        yield* TestClock.adjust(2_000)
         assert.deepStrictEqual(calls, { check: 2, renew: 2 })
       }),
   )
@@ -458,6 +471,7 @@ describe("CoordinatorHost", () => {
         const store = makeStore()
         let failing = false
         const fence: OwnerFence.OwnerFenceShape = {
+          read: () => Effect.succeed([]),
           write: (k) =>
             failing
               ? Effect.fail(
@@ -575,8 +589,9 @@ describe("following the stream's layout", () => {
 
   it.effect("a poll period above the renewal period leaves it to the renewals", () =>
     Effect.gen(function* () {
-      assert.strictEqual(yield* generationAfter(60_000, 9_999), 0)
-      assert.strictEqual(yield* generationAfter(60_000, 10_000), 1)
+      // renewals every 2 s (a third of the default 6 s lease)
+      assert.strictEqual(yield* generationAfter(60_000, 1_999), 0)
+      assert.strictEqual(yield* generationAfter(60_000, 2_000), 1)
     }).pipe(Effect.scoped),
   )
 })

@@ -34,7 +34,7 @@ const settle = (h: Harness, ...members: Array<SimMember>) => {
 }
 
 describe("finding 1: two live processes with one member id", () => {
-  it("the newer incarnation's join fences the older: new tokens, and every request of the older changes nothing", () => {
+  it("the newer incarnation's join fences the older: its shards are held until the older proves it stopped; then new tokens", () => {
     const h = new Harness()
     const p1 = new SimMember("pod-a", undefined, 100)
     settle(h, p1)
@@ -45,18 +45,17 @@ describe("finding 1: two live processes with one member id", () => {
     const join = h.hb(p2.request())
     expect(join.response.errorCode).toBe("NONE")
     expect(join.response.memberEpoch).toBeGreaterThan(p1.epoch)
+    // rule 19: the older process does not know yet and may still read: held, not granted
+    expect(shards(join.response)).toEqual([])
+    expect(join.response.pending).toEqual([0, 1, 2, 3])
+    expect(h.state.held.map((x) => x?.incarnation)).toEqual([100, 100, 100, 100])
     p2.onResponse(join.response)
-    // the storage refuses the old process: every token moved above its own
-    for (const [shard, token] of oldTokens)
-      expect(h.storageTokens.get(shard)).toBeGreaterThan(token)
     expect(h.state.members.get("pod-a")?.incarnation).toBe(200)
 
     const before = h.snapshot()
     for (const stale of [
       p1.request(), // its steady heartbeat
       { ...p1.request(), memberEpoch: p2.epoch }, // with the new epoch guessed
-      p1.leaveRequest(), // a delayed leave
-      { memberId: "pod-a", incarnation: 100, memberEpoch: 0 }, // a rejoin
     ]) {
       const r = h.hb(stale)
       expect(r.response.errorCode).toBe("FENCED_INSTANCE_ID")
@@ -64,7 +63,39 @@ describe("finding 1: two live processes with one member id", () => {
       expect(r.fences).toEqual([])
     }
     expect(h.snapshot()).toEqual(before)
-    expect(h.hb(p2.request()).response.errorCode).toBe("NONE")
+    expect(shards(h.hb(p2.request()).response)).toEqual([])
+
+    // the older process dropped everything and joins (as a standby): proof it stopped
+    p1.reset()
+    const proof = h.hb(p1.request())
+    expect(proof.response.errorCode).toBe("FENCED_INSTANCE_ID")
+    expect(h.state.held.every((x) => x === null)).toBe(true)
+    expect(proof.notices).toEqual(["pod-a"])
+    const granted = h.hb(p2.request())
+    expect(shards(granted.response)).toEqual([0, 1, 2, 3])
+    // the storage refuses the old process: every token moved above its own
+    for (const [shard, token] of oldTokens)
+      expect(h.storageTokens.get(shard)).toBeGreaterThan(token)
+  })
+
+  it("a replaced process that never answers: its shards are held until its session deadline", () => {
+    const h = new Harness()
+    const p1 = new SimMember("pod-a", undefined, 100)
+    settle(h, p1) // last answered at t=0: its lease ends before t=30s
+    h.now = 5_000
+    const p2 = new SimMember("pod-a", undefined, 200)
+    p2.onResponse(h.hb(p2.request()).response)
+    expect(h.state.held.filter((x) => x !== null)).toHaveLength(4)
+    h.advance(24_999) // t = 29,999: the old process's session has not ended
+    expect(shards(h.hb(p2.request()).response)).toEqual([])
+    h.advance(1)
+    expect(h.state.held.every((x) => x === null)).toBe(true)
+    expect(h.notices).toContain("pod-a")
+    expect(shards(h.hb(p2.request()).response)).toEqual([0, 1, 2, 3])
+    // a delayed leave of the old process releases nothing more and removes nobody
+    const late = h.hb(p1.leaveRequest())
+    expect(late.response.errorCode).toBe("FENCED_INSTANCE_ID")
+    expect(h.state.members.get("pod-a")?.incarnation).toBe(200)
   })
 
   it("the older process waits as a standby: it joins only once the newer one left", () => {
@@ -88,7 +119,7 @@ describe("finding 1: two live processes with one member id", () => {
     expect(r.records).toEqual([])
   })
 
-  it("the member machine drops everything on FENCED_INSTANCE_ID and rejoins only at the slowest retry pace", () => {
+  it("the member machine drops everything on FENCED_INSTANCE_ID, joins once its loops stopped (the proof that frees its held shards), then only at the slowest retry pace", () => {
     const state = MemberMachine.make(memberConfig, 0)
     answer(state, okResponse({ assigned: grants(0, 1) }), 0)
     const { seq } = MemberMachine.nextRequest(state, 100)
@@ -101,8 +132,24 @@ describe("finding 1: two live processes with one member id", () => {
     expect(commands.map((c) => c._tag)).toEqual(["StopAllShards", "Superseded"])
     expect(commands[0]).toEqual({ _tag: "StopAllShards", reason: "superseded" })
     expect(MemberMachine.ownedShards(state)).toEqual([])
-    expect(MemberMachine.step(state, { _tag: "Tick", now: 110 + 999 })).toEqual([])
-    expect(MemberMachine.step(state, { _tag: "Tick", now: 110 + 1_000 })).toEqual([
+    // nothing is sent while a stopped loop still runs
+    expect(MemberMachine.step(state, { _tag: "Tick", now: 120 })).toEqual([])
+    expect(MemberMachine.step(state, { _tag: "ShardDrained", shard: 0 })).toEqual([])
+    expect(MemberMachine.step(state, { _tag: "ShardDrained", shard: 1 })).toEqual([
+      { _tag: "SendHeartbeat" },
+    ])
+    const proof = MemberMachine.nextRequest(state, 130)
+    expect(proof.request.memberEpoch).toBe(0)
+    expect(proof.request.ownedShards).toEqual([])
+    // still superseded: now the slowest pace
+    MemberMachine.step(state, {
+      _tag: "ResponseReceived",
+      seq: proof.seq,
+      response: okResponse({ errorCode: "FENCED_INSTANCE_ID", errorMessage: "newer process" }),
+      now: 140,
+    })
+    expect(MemberMachine.step(state, { _tag: "Tick", now: 140 + 999 })).toEqual([])
+    expect(MemberMachine.step(state, { _tag: "Tick", now: 140 + 1_000 })).toEqual([
       { _tag: "SendHeartbeat" },
     ])
     expect(MemberMachine.buildRequest(state).memberEpoch).toBe(0)
@@ -336,6 +383,10 @@ describe("finding 6: a member whose lease is unusable", () => {
     expect(h.state.members.has("a")).toBe(true)
     h.advance(2)
     expect(h.state.members.has("a")).toBe(false)
+    // rule 19: a's lease (from its join at t=0) may still run: held until t=30s
+    settle(h, b)
+    expect([...b.owned.keys()]).toEqual([])
+    h.advance(30_000 - h.now)
     settle(h, b)
     expect([...b.owned.keys()].sort()).toEqual([0, 1, 2, 3])
   })
@@ -482,10 +533,20 @@ describe("finding 9: a second host with a different config", () => {
     expect(changed.result.shardDeadlines).toHaveLength(1)
   })
 
-  it("the same config is no change, nor is a shard count (it only seeds a new stream); another identity is refused", () => {
+  it("the same config is no change; a shard count other than the stream's is refused and audited (issue 20 finding 5); another identity is refused", () => {
     const h = new Harness()
     expect(Coordinator.configure(h.state, config(), 0)._tag).toBe("Unchanged")
-    expect(Coordinator.configure(h.state, config({ shardCount: 8 }), 0)._tag).toBe("Unchanged")
+    const count = Coordinator.configure(h.state, config({ shardCount: 8 }), 0)
+    expect(count._tag).toBe("Changed")
+    if (count._tag !== "Changed") return
+    expect(count.refused).toContain("shardCount 8 refused")
+    expect(count.refused).toContain("has 4 shards")
+    expect(count.result.records.map((r) => r._tag)).toEqual(["Audit"])
+    const audit = count.result.records[0]
+    expect(audit?._tag === "Audit" && audit.event.kind).toBe("GroupConfigRefused")
+    h.apply(count.result)
+    expect(h.state.config.shardCount).toBe(4)
+    expect(h.state.layout.shardCount).toBe(4)
     const both = Coordinator.configure(
       h.state,
       config({ shardCount: 8, sessionTimeoutMs: 9_000 }),
@@ -495,6 +556,7 @@ describe("finding 9: a second host with a different config", () => {
       _tag: "GroupConfigChanged",
       config: config({ sessionTimeoutMs: 9_000 }), // the stored shard count is kept
     })
+    expect(both._tag === "Changed" && both.refused).toContain("shardCount 8 refused")
     const other = Coordinator.configure(h.state, config({ stream: "payments" }), 0)
     expect(other._tag === "Refused" && other.reason).toContain("payments")
   })
@@ -509,9 +571,12 @@ describe("finding 11: duplicate joins are harmless; one request in flight", () =
     const second = h.hb(j2)
     const epoch = second.response.memberEpoch
     const before = h.snapshot()
+    // rule 18: answered from the current state, never acted on (the member
+    // applies only the answer to its newest request, so it drops this one)
     const late = h.hb(j1)
-    expect(late.response.errorCode).toBe("FENCED_MEMBER_EPOCH")
+    expect(late.response.memberEpoch).toBe(epoch)
     expect(late.records).toEqual([])
+    expect(late.fences).toEqual([])
     expect(h.snapshot()).toEqual(before)
     const again = h.hb(j2)
     expect(again.response.errorCode).toBe("NONE")
@@ -594,7 +659,7 @@ const answer = (state: MemberMachine.MemberState, response: HeartbeatResponse, n
 
 describe("findings 1 and 9 through CoordinatorHost", () => {
   effectIt.effect(
-    "a second process with the same member id: its join fences the first at the storage, the first's requests change nothing",
+    "a second process with the same member id: its join fences the first (held, then new tokens at the storage); the first's steady requests change nothing",
     () =>
       Effect.gen(function* () {
         const streams = yield* ShardStreams.makeMemory
@@ -624,19 +689,26 @@ describe("findings 1 and 9 through CoordinatorHost", () => {
         const p2 = new SimMember("pod-a", undefined, 200)
         const joined = yield* host.heartbeat(request(p2.request()))
         assert.strictEqual(joined.errorCode, "NONE")
+        // rule 19: held for the first process until it proves it stopped
+        assert.deepStrictEqual(joined.pending, [0, 1, 2, 3])
         p2.onResponse(joined)
+        // the coordinator answers the first process's steady requests with no state change
+        const before = Option.getOrThrow(yield* host.state).storeRevision
+        const steady = yield* host.heartbeat(request(p1.request()))
+        assert.strictEqual(steady.errorCode, "FENCED_INSTANCE_ID")
+        assert.strictEqual(Option.getOrThrow(yield* host.state).storeRevision, before)
+        // its leave (it stopped everything) releases the held shards, and removes nobody
+        const left = yield* host.heartbeat(request(p1.leaveRequest()))
+        assert.strictEqual(left.errorCode, "FENCED_INSTANCE_ID")
+        const state = Option.getOrThrow(yield* host.state)
+        assert.strictEqual(state.members.get("pod-a")?.incarnation, 200)
+        assert.isTrue(state.held.every((x) => x === null))
+        p2.onResponse(yield* host.heartbeat(request(p2.request())))
         // the first process is refused at the storage: its token is below the new one
         const read = yield* Effect.flip(
           streams.read({ ...address(0, oldToken), consumer: "pod-a", count: 10 }),
         )
         assert.strictEqual(read._tag, "StaleOwner")
-        // and by the coordinator, for every kind of request, with no state change
-        const before = Option.getOrThrow(yield* host.state).storeRevision
-        for (const stale of [p1.request(), p1.leaveRequest()]) {
-          const r = yield* host.heartbeat(request(stale))
-          assert.strictEqual(r.errorCode, "FENCED_INSTANCE_ID")
-        }
-        assert.strictEqual(Option.getOrThrow(yield* host.state).storeRevision, before)
         // the new process reads with its own token
         const batch = yield* streams.read({
           ...address(0, p2.owned.get(0)!),

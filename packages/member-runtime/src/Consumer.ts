@@ -41,7 +41,7 @@ export interface ConsumerOptions extends CommonOptions {
   readonly onAssigned?: (info: ShardHookInfo) => void | Promise<void>
   /** After a revoked shard drained, before it is released: flush per-shard state here. */
   readonly onRevoked?: (info: ShardHookInfo) => void | Promise<void>
-  /** After ownership was dropped at once (fence, self-fence, superseded); not awaited. */
+  /** After ownership was dropped at once (fence, lease lost, superseded); not awaited. */
   readonly onLost?: (info: LostHookInfo) => void | Promise<void>
 }
 

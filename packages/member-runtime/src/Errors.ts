@@ -25,6 +25,20 @@ export class ShardNotOwned extends Schema.TaggedError<ShardNotOwned>()("ShardNot
   shard: Schema.Number,
 }) {}
 
+/**
+ * A handler (or hook) kept running past its drain budget after its signal
+ * was aborted: its shard is not reported REVOKED (nor handed to the next
+ * owner) until it returns. Surfaced as the member's `lastError` and a
+ * `handlerStuck` event (docs/runtime.md, "A handler past its drain").
+ */
+export class HandlerStuck extends Schema.TaggedError<HandlerStuck>()("HandlerStuck", {
+  stream: Schema.String,
+  group: Schema.String,
+  memberId: Schema.String,
+  shard: Schema.Number,
+  message: Schema.String,
+}) {}
+
 /** The runtime (or the producer) is stopping or stopped: nothing new is accepted. */
 export class RuntimeStopped extends Schema.TaggedError<RuntimeStopped>()("RuntimeStopped", {
   message: Schema.String,

@@ -15,7 +15,7 @@ import type {
   ShardLayout,
   TransportError,
 } from "@shardline/core"
-import type { NoCoordinator } from "./Errors.js"
+import type { HandlerStuck, NoCoordinator } from "./Errors.js"
 
 /** Why a heartbeat got no answer: the transport's error, or no coordinator serves the group. */
 export type HeartbeatFailure = TransportError | NoCoordinator
@@ -23,7 +23,7 @@ export type HeartbeatFailure = TransportError | NoCoordinator
 interface Base {
   readonly stream: string
   readonly group: string
-  /** Clock time of the event (ms). */
+  /** Wall-clock time of the event (ms since the epoch). */
   readonly at: number
 }
 
@@ -40,7 +40,7 @@ export type RuntimeEvent =
   | (MemberBase & { readonly type: "revoking"; readonly shard: number })
   /** The shard was drained and is being released (after `onRevoked`). */
   | (MemberBase & { readonly type: "revoked"; readonly shard: number; readonly abandoned: boolean })
-  /** Ownership was dropped at once (fence, unknown member, self-fence, superseded). */
+  /** Ownership was dropped at once (fence, unknown member, lease lost, superseded). */
   | (MemberBase & {
       readonly type: "lost"
       readonly shards: ReadonlyArray<number>
@@ -90,8 +90,27 @@ export type RuntimeEvent =
       readonly deliveryCount: number
       readonly reason: string
     })
-  /** No heartbeat succeeded within the member's lease: it stopped everything itself. */
+  /**
+   * No answer granted the member a lease in time: it stopped reading every
+   * shard, keeps its epoch, and resumes with the same shards and tokens on
+   * the next answer (`leaseRegained`) unless the coordinator expired it
+   * (docs/protocol.md rule 22).
+   */
   | (MemberBase & { readonly type: "leaseLost"; readonly shards: ReadonlyArray<number> })
+  /** The member's lease came back after `leaseLost`: it reads its shards again, no rejoin. */
+  | (MemberBase & { readonly type: "leaseRegained"; readonly memberEpoch: number })
+  /**
+   * A handler (or hook) of a stopped loop still runs `budgetMs` after it was
+   * told to stop (its signal aborted): the shard is not reported REVOKED, nor
+   * handed over, until it returns (docs/runtime.md, "A handler past its drain").
+   */
+  | (MemberBase & {
+      readonly type: "handlerStuck"
+      readonly shard: number
+      readonly why: "revoked" | "stopped"
+      readonly budgetMs: number
+      readonly error: HandlerStuck
+    })
   | (MemberBase & { readonly type: "leaseUnusable"; readonly error: LeaseUnusable })
   /** A newer process joined with this member id; this one is a standby now. */
   | (MemberBase & { readonly type: "superseded"; readonly error: MemberSuperseded })

@@ -3,7 +3,7 @@
  * runtime event passes here on its way to the event hub; the ones an
  * operator must see are written to the `logger` option (default: `console`)
  * at or above `logLevel` (default `warn`). Warnings and errors: a member
- * superseded, fenced, self-fenced (lease lost), a message dead-lettered, a
+ * superseded, fenced, a lost lease (reads paused), a message dead-lettered, a
  * shard whose handler still ran past its drain budget, a storage that
  * refused an owner token, heartbeats or data-plane calls failing (a lost
  * connection; said once when it starts and once when it ends, not per
@@ -114,7 +114,7 @@ const shards = (list: ReadonlyArray<number>) => (list.length === 0 ? "none" : li
 const reasons: Record<string, string> = {
   fenced: "the coordinator fenced it (its epoch was stale)",
   "unknown-member": "the coordinator no longer knew it (expired or restarted without its state)",
-  "self-fence": "no heartbeat was answered within its lease",
+  "lease-lost": "no heartbeat was answered within its lease",
   superseded: "a newer process joined with the same member id",
   left: "it left",
   "leave-timeout": "its leave did not finish in time",
@@ -148,8 +148,8 @@ export const makeEventLog = (log: LevelLogger) => {
             }
           : { level: "debug", message: `shard ${event.shard} drained and released` }
       case "lost":
-        // a self-fence is said by its leaseLost event
-        return event.reason === "self-fence" || event.reason === "left"
+        // a lost lease is said by its leaseLost event
+        return event.reason === "lease-lost" || event.reason === "left"
           ? undefined
           : {
               level: "warn",
@@ -158,7 +158,17 @@ export const makeEventLog = (log: LevelLogger) => {
       case "leaseLost":
         return {
           level: "error",
-          message: `member fenced itself: ${reasons["self-fence"]}, so it stopped reading shards ${shards(event.shards)} before the coordinator could give them away; it rejoins when its coordinator answers again`,
+          message: `member lost its lease: ${reasons["lease-lost"]}, so it stopped reading shards ${shards(event.shards)} before the coordinator could give them away; it keeps its epoch and resumes them when its coordinator answers again (or rejoins if the coordinator expired it)`,
+        }
+      case "leaseRegained":
+        return {
+          level: "info",
+          message: `member's lease is back: it reads its shards again (epoch ${event.memberEpoch}, no rejoin)`,
+        }
+      case "handlerStuck":
+        return {
+          level: "error",
+          message: `${describeError(event.error)}; a handler must return once its signal aborts (docs/runtime.md, "A handler past its drain")`,
         }
       case "leaseUnusable":
         return { level: "error", message: describeError(event.error) }

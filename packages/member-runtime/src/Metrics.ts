@@ -57,11 +57,20 @@ export const rebalances = Metric.counter("shardline_rebalances_total", {
   incremental: true,
 })
 export const fences = Metric.counter("shardline_fences_total", {
-  description: "Times a member dropped all ownership at once (fenced, self-fence, superseded)",
+  description: "Times a member dropped all ownership at once (fenced, lease lost, superseded)",
   incremental: true,
 })
 export const staleOwner = Metric.counter("shardline_stale_owner_total", {
   description: "Reads or acks refused by the storage's owner fence",
+  incremental: true,
+})
+export const handlersStuck = Metric.counter("shardline_handlers_stuck_total", {
+  description:
+    "Stopped loops whose handler still ran past the drain budget (their shard waits for it)",
+  incremental: true,
+})
+export const leaseLost = Metric.counter("shardline_lease_lost_total", {
+  description: "Times a member's lease ran out without an answer (it paused its reads)",
   incremental: true,
 })
 export const ownedShards = Metric.gauge("shardline_owned_shards", {

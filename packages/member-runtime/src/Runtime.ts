@@ -59,7 +59,7 @@ import {
   UnknownGroup,
 } from "./Errors.js"
 import { type EventHub, type EventListener, type HeartbeatFailure, makeEventHub } from "./Events.js"
-import { memberBase as defaultMemberBase, nextIncarnation } from "./Identity.js"
+import { memberBase as defaultMemberBase, newInstance, nextIncarnation } from "./Identity.js"
 import type { BreakerView } from "./internal/CircuitBreaker.js"
 import { type Candidate, runCandidate } from "./internal/CoordinatorCandidate.js"
 import { type LogicalMember, makeLogicalMember } from "./internal/LogicalMember.js"
@@ -164,7 +164,8 @@ export interface MemberView {
   /**
    * The last error the member met, if any: superseded, lease unusable, a
    * rejected or unanswered heartbeat (with its cause: `TransportError`,
-   * `NoCoordinator`), or a data-plane call Redis refused (NOPERM).
+   * `NoCoordinator`), a data-plane call Redis refused (NOPERM), or a
+   * handler still running past its drain (`HandlerStuck`).
    */
   readonly lastError: MemberError | undefined
   /** When `lastError` happened (clock ms). */
@@ -394,6 +395,7 @@ export const make = (
           spec,
           memberId,
           incarnation: nextIncarnation(),
+          instance: newInstance(),
           host,
           streams,
           transport,

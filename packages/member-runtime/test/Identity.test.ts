@@ -1,33 +1,31 @@
 import { assert, describe, it } from "@effect/vitest"
-import { logicalMemberIds, memberBase, nextIncarnation } from "../src/Identity.js"
-
-const iface = (address: string, internal = false, family: "IPv4" | "IPv6" = "IPv4") => ({
-  address,
-  internal,
-  family,
-  netmask: "",
-  mac: "",
-  cidr: null,
-  ...(family === "IPv6" ? { scopeid: 0 } : {}),
-})
+import { logicalMemberIds, memberBase, newInstance, nextIncarnation } from "../src/Identity.js"
 
 describe("member identity", () => {
-  it("the base id is POD_IP, then HOSTNAME, then a non-internal interface address", () => {
-    const interfaces = { lo: [iface("127.0.0.1", true)], eth0: [iface("10.1.2.3")] }
+  it("issue 20 finding 6: the default base id is unique per process: POD_IP, the pod name in Kubernetes, else host-pid", () => {
+    assert.strictEqual(memberBase({ POD_IP: "10.9.9.9", HOSTNAME: "web-1" }, "h", 7), "10.9.9.9")
+    // a pod's HOSTNAME is its (unique) pod name
     assert.strictEqual(
-      memberBase({ POD_IP: "10.9.9.9", HOSTNAME: "web-1" }, interfaces as never),
-      "10.9.9.9",
+      memberBase({ HOSTNAME: "web-1", KUBERNETES_SERVICE_HOST: "10.0.0.1" }, "h", 7),
+      "web-1",
     )
-    assert.strictEqual(memberBase({ HOSTNAME: "web-1" }, interfaces as never), "web-1")
-    assert.strictEqual(memberBase({ POD_IP: "  " }, interfaces as never), "10.1.2.3")
-    assert.strictEqual(
-      memberBase({}, {
-        lo: [iface("127.0.0.1", true)],
-        eth0: [iface("fe80::1", false, "IPv6")],
-      } as never),
-      "fe80::1",
-    )
-    assert.strictEqual(memberBase({}, { lo: [iface("127.0.0.1", true)] } as never), "localhost")
+    // anywhere else two processes on one host must not share an id
+    assert.strictEqual(memberBase({ HOSTNAME: "web-1" }, "laptop", 4242), "laptop-4242")
+    assert.strictEqual(memberBase({ POD_IP: "  " }, "laptop", 4243), "laptop-4243")
+    assert.notStrictEqual(memberBase({}, "laptop", 1), memberBase({}, "laptop", 2))
+    assert.strictEqual(memberBase({}, "", 9), "localhost-9")
+    // the real process: host name and pid
+    assert.match(memberBase({}), new RegExp(`-${process.pid}$`))
+  })
+
+  it("issue 20 finding 4: every process start draws an instance of at least 64 random bits", () => {
+    const seen = new Set<string>()
+    for (let i = 0; i < 10_000; i++) {
+      const instance = newInstance()
+      assert.match(instance, /^[0-9a-f]{24}$/)
+      seen.add(instance)
+    }
+    assert.strictEqual(seen.size, 10_000)
   })
 
   it("a listener's logical members are <base>-m0 .. <base>-m{C-1}", () => {

@@ -579,14 +579,18 @@ describe("polling adapter: takeover, revoke, fence, stale owner", () => {
   )
 
   it.effect(
-    "revoke past the drain deadline: the handler's signal fires and the batch is released unacked",
+    "issue 19 finding 7: revoke past the drain deadline: the signal fires, the handler is reported stuck, and the shard is drained only once it returns (the batch unacked)",
     () =>
       Effect.gen(function* () {
         const signals: Array<AbortSignal> = []
+        let release = () => {}
         const h = yield* makeHarness({
           eachMessage: (_m, ctx) => {
             signals.push(ctx.signal)
-            return new Promise<void>(() => {})
+            // a promise that ignores its signal (an Effect would be interrupted)
+            return new Promise<void>((resolve) => {
+              release = resolve
+            })
           },
         })
         yield* h.produce(0, 2)
@@ -594,11 +598,44 @@ describe("polling adapter: takeover, revoke, fence, stale owner", () => {
         yield* h.runUntil("in flight", () => signals.length === 1)
         const drain = yield* Effect.forkChild(h.poller.drain(0, 1_000))
         yield* TestClock.adjust(1_000)
+        assert.isTrue(signals[0]!.aborted)
+        assert.deepStrictEqual(h.stuck, [{ shard: 0, why: "revoked", budgetMs: 1_000 }])
+        // not drained while the handler runs, however long
+        yield* TestClock.adjust(60_000)
+        assert.isUndefined(drain.pollUnsafe())
+        release()
         const result = yield* Fiber.join(drain)
         assert.isTrue(result.abandoned)
-        assert.isTrue(signals[0]!.aborted)
         assert.strictEqual(h.acked().length, 0)
         assert.strictEqual((yield* h.pending(0)).length, 2)
+      }),
+  )
+
+  it.effect(
+    "a stopped loop (stopAll) is quiet only once its handler returned; stuck reported once",
+    () =>
+      Effect.gen(function* () {
+        let release = () => {}
+        let started = 0
+        const h = yield* makeHarness({
+          eachMessage: () => {
+            started++
+            return new Promise<void>((resolve) => {
+              release = resolve
+            })
+          },
+        })
+        yield* h.produce(0, 1)
+        yield* h.start(0)
+        yield* h.runUntil("in flight", () => started === 1)
+        const [r] = h.poller.stopAll("fenced")
+        const quiet = yield* Effect.forkChild(h.poller.quiet(r!, "stopped", 500))
+        yield* TestClock.adjust(500)
+        assert.deepStrictEqual(h.stuck, [{ shard: 0, why: "stopped", budgetMs: 500 }])
+        assert.isUndefined(quiet.pollUnsafe())
+        release()
+        yield* Fiber.join(quiet)
+        assert.strictEqual(h.stuck.length, 1)
       }),
   )
 
@@ -621,7 +658,10 @@ describe("polling adapter: takeover, revoke, fence, stale owner", () => {
       yield* h.runUntil("both in flight", () => signals.length === 2)
       const before = h.log.length
       const lost = h.poller.stopAll("fenced")
-      assert.deepStrictEqual(lost, [0, 1])
+      assert.deepStrictEqual(
+        lost.map((r) => r.shard),
+        [0, 1],
+      )
       assert.isTrue(signals.every((s) => s.aborted))
       yield* Deferred.succeed(release, undefined)
       yield* TestClock.adjust(10_000)

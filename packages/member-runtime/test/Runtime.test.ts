@@ -243,9 +243,14 @@ describe("runtime: fences, lease and identity", () => {
         const r = yield* w.startRuntime("pod-a", {
           consumers: [
             w.recordingConsumer({
+              // a handler that honours its signal: it stops when the signal aborts
               handle: (_m, ctx) => {
                 signals.push(ctx.signal)
-                return hang ? new Promise<void>(() => {}) : undefined
+                return hang
+                  ? new Promise<void>((_, reject) =>
+                      ctx.signal.addEventListener("abort", () => reject(ctx.signal.reason)),
+                    )
+                  : undefined
               },
             }),
           ],
@@ -272,7 +277,7 @@ describe("runtime: fences, lease and identity", () => {
   )
 
   it.effect(
-    "a member that cannot reach its coordinator fences itself at its lease deadline, then rejoins",
+    "rule 22: a member that cannot reach its coordinator stops reading at its lease deadline, then resumes with the same epoch (no rejoin)",
     () =>
       Effect.gen(function* () {
         const w = yield* makeWorld({ transportTimeoutMs: 200 })
@@ -280,18 +285,101 @@ describe("runtime: fences, lease and identity", () => {
         yield* w.runUntil("owns all", () =>
           r.runtime.members().some((m) => m.owned.length === timing.shardCount),
         )
+        const epoch = r.runtime.members()[0]!.memberEpoch
         yield* w.faults.dropRequests(1_000_000)
         const start = yield* Clock.currentTimeMillis
-        yield* w.runUntil("self-fenced", () => w.eventsOf("leaseLost").length > 0)
-        const fencedAt = w.eventsOf("leaseLost")[0]!.at
+        yield* w.runUntil("lease lost", () => w.eventsOf("leaseLost").length > 0)
+        const lostAt = w.eventsOf("leaseLost")[0]!.at
         // never later than the lease: session timeout minus the safety margin after the last success
-        assert.isAtMost(fencedAt - start, timing.sessionTimeoutMs - timing.safetyMarginMs)
-        assert.strictEqual(w.eventsOf("lost")[0]!.reason, "self-fence")
+        assert.isAtMost(lostAt - start, timing.sessionTimeoutMs - timing.safetyMarginMs)
+        assert.strictEqual(w.eventsOf("lost")[0]!.reason, "lease-lost")
         assert.deepStrictEqual(r.runtime.members()[0]!.owned, [])
+        assert.strictEqual(r.runtime.members()[0]!.phase, "suspended")
+        yield* w.faults.dropRequests(0)
+        yield* w.runUntil("resumed", () => w.eventsOf("leaseRegained").length > 0)
+        yield* w.produce(20)
+        yield* w.runUntil("handled", w.allHandled)
+        assert.strictEqual(w.eventsOf("joined").length, 1)
+        assert.strictEqual(r.runtime.members()[0]!.memberEpoch, epoch)
+        assert.strictEqual(r.runtime.members()[0]!.owned.length, timing.shardCount)
+      }),
+  )
+
+  it.effect(
+    "a member cut off for longer than the session is expired by the coordinator: it rejoins",
+    () =>
+      Effect.gen(function* () {
+        const w = yield* makeWorld({ transportTimeoutMs: 200 })
+        yield* w.startRuntime("pod-a", { consumers: [w.recordingConsumer({})] })
+        yield* w.runUntil("joined", () => w.eventsOf("joined").length === 1)
+        yield* w.faults.dropRequests(1_000_000)
+        yield* w.runUntil("lease lost", () => w.eventsOf("leaseLost").length > 0)
+        yield* TestClock.adjust(timing.sessionTimeoutMs)
         yield* w.faults.dropRequests(0)
         yield* w.produce(20)
         yield* w.runUntil("rejoined and handled", w.allHandled)
-        assert.isAtLeast(w.eventsOf("joined").length, 2)
+        // the coordinator expired it meanwhile: its answer says so, and it rejoins
+        assert.strictEqual(w.eventsOf("joined").length, 2)
+        assert.strictEqual(w.eventsOf("leaseRegained").length, 0)
+      }),
+  )
+
+  it.effect(
+    "issue 19 finding 7: a handler that ignores its signal past its drain is reported, and its shard is not REVOKED (nor read by the next owner) until it returns",
+    () =>
+      Effect.gen(function* () {
+        const w = yield* makeWorld()
+        let stuck = true
+        const running = new Map<number, number>() // shard -> handler calls of pod-a running
+        const releases: Array<() => void> = []
+        let overlaps = 0
+        const a = yield* w.startRuntime("pod-a", {
+          consumers: [
+            w.recordingConsumer({
+              runtimeMaxConcurrency: 12, // a handler in flight on every shard at once
+              handle: (m) => {
+                if (!stuck) return undefined
+                running.set(m.shard, (running.get(m.shard) ?? 0) + 1)
+                // ignores its signal; returns only when the test releases it
+                return new Promise<void>((resolve) => {
+                  releases.push(() => {
+                    running.set(m.shard, (running.get(m.shard) ?? 1) - 1)
+                    resolve()
+                  })
+                })
+              },
+            }),
+          ],
+        })
+        yield* w.runUntil("a owns all", () => a.runtime.members()[0]!.owned.length === 12)
+        yield* w.produce(240, 240) // 240 keys: every one of the 12 shards gets some
+        yield* w.runUntil("a handler runs on every shard", () => running.size === 12)
+        yield* w.startRuntime("pod-b", {
+          coordinator: "standalone",
+          consumers: [
+            w.recordingConsumer({
+              handle: (m) => {
+                if ((running.get(m.shard) ?? 0) > 0) overlaps++
+                return undefined
+              },
+            }),
+          ],
+        })
+        // b's shards are revoked from a; a's handlers outlive the drain budget
+        yield* w.runUntil("stuck reported", () => w.eventsOf("handlerStuck").length > 0)
+        const reported = w.eventsOf("handlerStuck")
+        assert.isTrue(reported.every((e) => e.why === "revoked" && e.memberId === "pod-a"))
+        assert.strictEqual(a.runtime.members()[0]!.lastError?._tag, "HandlerStuck")
+        // nothing REVOKED (b reads nothing of a's) while a's handlers run
+        yield* TestClock.adjust(1_000)
+        assert.strictEqual(w.eventsOf("revoked").length, 0)
+        assert.strictEqual(overlaps, 0)
+        // the handlers return: the shards are drained, REVOKED, and handed over
+        stuck = false
+        for (const release of releases.splice(0)) release()
+        yield* w.runUntil("all handled", w.allHandled)
+        assert.isAbove(w.eventsOf("revoked").length, 0)
+        assert.strictEqual(overlaps, 0)
       }),
   )
 

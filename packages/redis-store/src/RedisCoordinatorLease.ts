@@ -21,8 +21,9 @@ import {
   LeaseHeld,
   LeaseLost,
   StoreUnavailable,
+  Time,
 } from "@shardline/core"
-import { Clock, Effect, Layer } from "effect"
+import { Effect, Layer } from "effect"
 import { Code, evalScript, keyCommand } from "./internal/reply.js"
 import { leaseCounterKey, leaseKey } from "./keys.js"
 import * as RedisConnection from "./RedisConnection.js"
@@ -64,8 +65,9 @@ export const makeWith = (
     acquire: (key, holder, ttlMs) =>
       Effect.gen(function* () {
         yield* checkTtl(key, ttlMs)
-        // the local expiry is measured from the send time: never after Redis's
-        const sentAt = yield* Clock.currentTimeMillis
+        // the local expiry is measured from the send time, on the monotonic
+        // clock: never after Redis's, whatever the wall clock does (rule 21)
+        const sentAt = yield* Time.monotonicMillis
         const reply = yield* evalScript(
           connection,
           "lease acquire",
@@ -86,7 +88,7 @@ export const makeWith = (
     renew: (grant, ttlMs) =>
       Effect.gen(function* () {
         yield* checkTtl(grant.key, ttlMs)
-        const sentAt = yield* Clock.currentTimeMillis
+        const sentAt = yield* Time.monotonicMillis
         const reply = yield* evalScript(
           connection,
           "lease renew",

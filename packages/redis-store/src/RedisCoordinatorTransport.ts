@@ -19,7 +19,15 @@
  *   one script call once the batch is handled, and keeps a presence key
  *   `...:hb:serving` alive while its scope is open. A request without an
  *   inbox (an earlier version's member) is answered on its own reply list
- *   `...:hb:reply:<id>`, which that member BLPOPs.
+ *   `...:hb:reply:<id>`, which that member BLPOPs. When its scope closes it
+ *   stops gracefully (docs/protocol.md rule 20): a stop mark queued behind
+ *   the requests already there wakes its pop loop, which hands everything
+ *   before the mark to the handler and pushes back what came after; it
+ *   waits until every request it took is answered, then leaves a short
+ *   handover mark in place of its presence, so members' requests keep
+ *   queueing for the successor instead of failing.
+ * - handover / handovers: PUBLISH (SPUBLISH) on `...:handover`, so standby
+ *   candidates try the lease at once after a graceful release.
  * - notices: PUBLISH on `...:notice:<memberId>` (SPUBLISH in a cluster, so a
  *   group's notices stay on its slot's node); one subscriber connection per
  *   RedisConnection. A missed notice costs at most one heartbeat
@@ -33,9 +41,16 @@ import {
   HeartbeatResponse,
   TransportError,
 } from "@shardline/core"
-import { Effect, Exit, Fiber, Layer, Queue, Schema, Semaphore, Stream } from "effect"
+import { Deferred, Effect, Exit, Layer, Queue, Schema, Scope, Semaphore, Stream } from "effect"
 import { Code, evalScript, type Reply, scriptFailure } from "./internal/reply.js"
-import { inboxKey, noticeChannel, replyKey, requestsKey, servingKey } from "./keys.js"
+import {
+  handoverChannel,
+  inboxKey,
+  noticeChannel,
+  replyKey,
+  requestsKey,
+  servingKey,
+} from "./keys.js"
 import * as RedisConnection from "./RedisConnection.js"
 import { runScript, Scripts } from "./scripts.js"
 
@@ -50,6 +65,11 @@ export interface RedisTransportOptions {
   readonly servingTtlMs?: number
   /** BLMPOP timeout of the serve loop and the inbox loops; bounds idle load (default 2000 ms). */
   readonly popBlockMs?: number
+  /**
+   * How long a stopping serve's handover mark keeps members' requests
+   * queueing for a successor (default 2000 ms, at most `servingTtlMs`).
+   */
+  readonly handoverMs?: number
   /**
    * Requests popped at once (default 64; at most `maxInFlight`) and handled
    * concurrently at most (default 64). A popped batch is answered in one
@@ -112,6 +132,9 @@ interface Waiter {
   readonly deadline: number
   readonly resume: (outcome: Outcome) => void
 }
+
+/** A serve's stop mark starts with this (`{"stop":"<server id>"}`): never a request envelope. */
+const STOP_MARK_PREFIX = '{"stop":'
 
 /** Answers popped per BLMPOP of an inbox. */
 const INBOX_BATCH = 1_024
@@ -191,28 +214,50 @@ export const makeWith = (
   const servingTtlMs = options.servingTtlMs ?? 6_000
   const popBlockMs = options.popBlockMs ?? 2_000
   const popBatch = options.popBatch ?? 64
+  const handoverMs = Math.min(options.handoverMs ?? 2_000, servingTtlMs)
   const maxInFlight = options.maxInFlight ?? 64
   const hub = makeNoticeHub(connection)
   const timedOut = () =>
     new TransportError({ reason: "Timeout", message: `no answer within ${timeoutMs} ms` })
 
-  const serving = (key: GroupKey, serverId: string, mode: "claim" | "refresh" | "clear") =>
+  const serving = (
+    key: GroupKey,
+    serverId: string,
+    mode: "claim" | "refresh" | "clear" | "handover",
+  ) =>
     evalScript(
       connection,
       `serve (${mode})`,
       Scripts.hbServing,
       [servingKey(key)],
-      [serverId, mode, String(servingTtlMs)],
+      [serverId, mode, String(mode === "handover" ? handoverMs : servingTtlMs)],
     )
+
+  const publish = (channel: string) =>
+    Effect.ignore(
+      connection.command("publish (PUBLISH / SPUBLISH)", (c) =>
+        connection.isCluster ? c.spublish(channel, "") : c.publish(channel, ""),
+      ),
+    )
+
+  const subscribe = (channel: string) =>
+    Effect.gen(function* () {
+      const queue = yield* Queue.sliding<void>(1)
+      yield* Effect.addFinalizer(() => hub.remove(channel, queue))
+      yield* hub.add(channel, queue)
+      return Stream.fromQueue(queue)
+    })
 
   /** The handler's answer as [reply list, response JSON]; undefined when there is none to send. */
   const answer = (key: GroupKey, raw: string, handler: HeartbeatHandler) => {
     const envelope = parseEnvelope(raw)
     if (envelope === undefined)
-      return Effect.as(
-        Effect.logWarning(`serve: dropped a request that is not a Shardline envelope`),
-        undefined,
-      )
+      return raw.startsWith(STOP_MARK_PREFIX)
+        ? Effect.succeed(undefined) // another serve's stop mark: not a request
+        : Effect.as(
+            Effect.logWarning(`serve: dropped a request that is not a Shardline envelope`),
+            undefined,
+          )
     const { id, inbox } = envelope
     return handler(envelope.request).pipe(
       Effect.map((response): readonly [string, string] | undefined =>
@@ -424,75 +469,114 @@ export const makeWith = (
           ),
       ),
 
-    notices: (key, memberId) =>
-      Effect.gen(function* () {
-        const queue = yield* Queue.sliding<void>(1)
-        const channel = noticeChannel(key, memberId)
-        yield* Effect.addFinalizer(() => hub.remove(channel, queue))
-        yield* hub.add(channel, queue)
-        return Stream.fromQueue(queue)
-      }),
+    notices: (key, memberId) => subscribe(noticeChannel(key, memberId)),
 
     serve: (key, handler) =>
       Effect.gen(function* () {
         const serverId = randomUUID()
-        // added first so it runs last: after the loops below have stopped
-        // bounded: with Redis away the mark simply expires
-        yield* Effect.addFinalizer(() =>
-          Effect.ignore(serving(key, serverId, "clear").pipe(Effect.timeout(1_000))),
-        )
-        yield* Effect.ignore(serving(key, serverId, "claim"))
+        const requests = requestsKey(key)
+        const stopMark = `${STOP_MARK_PREFIX}"${serverId}"}`
         const permits = yield* Semaphore.make(maxInFlight)
-        const scope = yield* Effect.scope
+        // the pop loop and the handling of what it took live in a scope of
+        // their own, closed only once the graceful stop below has drained them
+        const work = yield* Scope.make()
+        const loopDone = yield* Deferred.make<void>()
         const count = Math.max(1, Math.min(popBatch, maxInFlight))
+        let stopping = false
+
+        const stopGracefully = Effect.gen(function* () {
+          stopping = true
+          // wake the pop loop: the mark queues behind every request already there
+          yield* Effect.ignore(
+            Effect.tryPromise(() =>
+              runScript(
+                connection.client,
+                Scripts.hbPush,
+                [requests, servingKey(key)],
+                [String(queueCap + 1), stopMark],
+              ),
+            ),
+          )
+          // (with the mark lost, the loop still ends at its block timeout)
+          yield* Effect.ignore(Effect.timeout(Deferred.await(loopDone), popBlockMs + 1_000))
+          // every request it took is answered before it returns
+          yield* Effect.ignore(Effect.timeout(permits.take(maxInFlight), 5_000))
+          yield* Scope.close(work, Exit.void)
+          // members' requests keep queueing for the successor (bounded: Redis may be away)
+          yield* Effect.ignore(serving(key, serverId, "handover").pipe(Effect.timeout(1_000)))
+        })
+        // added first, so it runs last: after the refresh loop has stopped
+        yield* Effect.addFinalizer(() => stopGracefully)
+        yield* Effect.ignore(serving(key, serverId, "claim"))
 
         const handle = (raws: ReadonlyArray<string>) =>
-          permits
-            .take(raws.length)
-            .pipe(
-              Effect.andThen(
-                Effect.forkIn(
-                  answerBatch(key, raws, handler).pipe(
-                    Effect.ensuring(permits.release(raws.length)),
+          raws.length === 0
+            ? Effect.void
+            : permits
+                .take(raws.length)
+                .pipe(
+                  Effect.andThen(
+                    Effect.forkIn(
+                      answerBatch(key, raws, handler).pipe(
+                        Effect.ensuring(permits.release(raws.length)),
+                      ),
+                      work,
+                    ),
                   ),
-                  scope,
-                ),
-              ),
-            )
+                )
 
+        /** Requests popped after our stop mark go back to the tail, oldest nearest it. */
+        const pushBack = (raws: ReadonlyArray<string>) =>
+          raws.length === 0
+            ? Effect.void
+            : Effect.ignore(
+                connection.command("serve (push back)", (c) =>
+                  c.rpush(requests, ...[...raws].reverse()),
+                ),
+              )
+
+        /** One pop; true when the loop must end (its own stop mark, or stopping). */
         const pop = connection
           .blocking("serve (BLMPOP)", (c) =>
-            c.call("BLMPOP", popBlockMs / 1_000, 1, requestsKey(key), "RIGHT", "COUNT", count),
+            c.call("BLMPOP", popBlockMs / 1_000, 1, requests, "RIGHT", "COUNT", count),
           )
           .pipe(
             Effect.flatMap((reply) => {
-              const items = Array.isArray(reply) && Array.isArray(reply[1]) ? reply[1] : []
-              return items.length === 0 ? Effect.void : handle(items.map(String))
+              const items = (Array.isArray(reply) && Array.isArray(reply[1]) ? reply[1] : []).map(
+                String,
+              )
+              const at = items.indexOf(stopMark)
+              if (at < 0) return Effect.as(handle(items), stopping)
+              return Effect.as(
+                Effect.andThen(handle(items.slice(0, at)), pushBack(items.slice(at + 1))),
+                true,
+              )
             }),
             // Redis away: retry without spinning
-            Effect.catch(() => Effect.sleep(200)),
+            Effect.catch(() => Effect.as(Effect.sleep(200), stopping)),
           )
-        const popFiber = yield* Effect.forkScoped(Effect.forever(pop))
+        const loop: Effect.Effect<void> = Effect.flatMap(pop, (done) => (done ? Effect.void : loop))
+        yield* Effect.forkIn(Effect.ensuring(loop, Deferred.succeed(loopDone, undefined)), work)
 
         const refresh: Effect.Effect<void> = Effect.sleep(Math.max(1, servingTtlMs / 3)).pipe(
           Effect.andThen(Effect.result(serving(key, serverId, "refresh"))),
-          Effect.flatMap((result) =>
-            result._tag === "Success" && result.success[0] === Code.Replaced
-              ? Fiber.interrupt(popFiber) // a newer serve took over: stop popping
-              : refresh,
-          ),
+          Effect.flatMap((result) => {
+            if (result._tag === "Success" && result.success[0] === Code.Replaced) {
+              // a newer serve took over: stop popping after the current pop
+              stopping = true
+              return Effect.void
+            }
+            return refresh
+          }),
         )
         yield* Effect.forkScoped(refresh)
       }),
 
-    notify: (key, memberId) =>
-      Effect.ignore(
-        connection.command("notify (PUBLISH / SPUBLISH)", (c) =>
-          connection.isCluster
-            ? c.spublish(noticeChannel(key, memberId), "")
-            : c.publish(noticeChannel(key, memberId), ""),
-        ),
-      ),
+    notify: (key, memberId) => publish(noticeChannel(key, memberId)),
+
+    handover: (key) => publish(handoverChannel(key)),
+
+    handovers: (key) => subscribe(handoverChannel(key)),
   }
 }
 

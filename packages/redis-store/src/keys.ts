@@ -41,6 +41,8 @@ export const inboxKey = (key: GroupKey, inboxId: string): string =>
 /** Pub/sub channel of a member's notices (SPUBLISH in a cluster: it hashes like a key). */
 export const noticeChannel = (key: GroupKey, memberId: string): string =>
   `${groupTag(key)}:notice:${memberId}`
+/** Pub/sub channel of the group's coordinator candidates: "the lease was just released". */
+export const handoverChannel = (key: GroupKey): string => `${groupTag(key)}:handover`
 
 // Store (one group's coordinator state)
 

@@ -157,14 +157,7 @@ export class Simulation {
     const checks: Checks = {
       view,
       ownership: new OwnershipChecker(w.S, report, (pid) => ctx.members.procs[pid]!.label),
-      intent: new IntentChecker(
-        w.S,
-        report,
-        (id, epoch) => view.ended(id, epoch),
-        // F1 (a late join answer applied) is fixed in the member machine:
-        // own-rejoin zombies are no longer excused
-        false,
-      ),
+      intent: new IntentChecker(w.S, report),
       drain: new DrainChecker(report),
       lease: new LeaseChecker(report),
       deadlines: new DeadlineChecker(report),
@@ -358,8 +351,7 @@ export class Simulation {
     for (let s = 0; s < w.S; s++) produced += checks.messages.producedOn(s)
     const counters: Record<string, number> = { ...w.counters }
     counters["intent:checks"] = checks.intent.checks
-    counters["intent:exemptedZombies"] = checks.intent.exempted
-    counters["intent:ownRejoinZombies"] = checks.intent.ownRejoin
+    counters["intent:checks"] = checks.intent.checks
     counters["drain:releasesChecked"] = checks.drain.released
     counters["lease:expiriesChecked"] = checks.lease.expiries
     counters["requests:staleJudged"] = checks.requests.staleJudged

@@ -33,7 +33,8 @@ options:
   --swarm N              run N seeds (from --from-seed, default 1) on --jobs threads (default: all cores);
                          members, shards, workers and rate not given are drawn per seed
   --broken KIND          test-only protocol breakage: ${BROKEN.join(" | ")}
-  --strict               do not excuse the known protocol finding F2 (docs/simulator.md)
+  --strict               (the default) hold every process to the honest-report rule
+  --lenient              excuse a process that got two answers to one request (the old F2 excuse)
 `
 
 export class UsageError extends Error {}
@@ -153,6 +154,9 @@ export const parseArgs = (argv: ReadonlyArray<string>): Cli => {
       }
       case "--strict":
         o = { ...o, strict: true }
+        break
+      case "--lenient":
+        o = { ...o, strict: false }
         break
       case "--json":
         cli.json = true

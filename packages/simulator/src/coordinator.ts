@@ -117,7 +117,9 @@ export class CoordinatorHost {
       req.forgery === undefined &&
       proc.byzantine === undefined &&
       proc.forged === 0 &&
-      (this.ctx.options.strict === true || !proc.mayApplyOlderAnswer)
+      // F2 is fixed (rule 18): no excuse for a process that got two answers
+      // to one request, unless asked for the old leniency (--lenient)
+      (this.ctx.options.strict !== false || !proc.mayApplyOlderAnswer)
     this.ctx.net.handled(slot)
     for (let attempt = 0; attempt < 2; attempt++) {
       const shell = c.shell

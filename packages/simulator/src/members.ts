@@ -289,6 +289,13 @@ export class Members {
         case "StopAllShards":
           this.dropAll(p)
           w.count(`member:stopAll:${c.reason}`)
+          // the dropped loops end at once here (their batches are abandoned):
+          // each is reported, as the machine requires before a REVOKED or a rejoin
+          if (c.reason !== "left" && c.reason !== "leave-timeout")
+            for (const [shard, entry] of [...p.state.shards])
+              if (entry.status === "stopping")
+                for (const more of MemberMachine.step(p.state, { _tag: "ShardDrained", shard }))
+                  cmds.push(more)
           break
         case "SendHeartbeat":
           this.send(p)
@@ -348,14 +355,9 @@ export class Members {
 
   private send(p: Proc): void {
     const { w, checks, net } = this.ctx
-    if (p.inFlight !== 0) {
-      // A fence (self-fence included) abandons the request in flight: the
-      // machine will ignore its answer (its seq is below acceptFromSeq) and
-      // asks for the rejoin at once. Any other second request breaks the
-      // one-in-flight rule.
-      if (p.inFlight < p.state.acceptFromSeq) w.count("member:requestAbandonedByFence")
-      else checks.runtime.secondRequest(w.now, p.label, p.inFlight)
-    }
+    // One request in flight, always (finding F3 is gone: a lost lease no
+    // longer fences, and a fence comes with the answer to the request in flight)
+    if (p.inFlight !== 0) checks.runtime.secondRequest(w.now, p.label, p.inFlight)
     const { seq, request } = MemberMachine.nextRequest(p.state, p.local(w.now))
     let sent = request
     let forgery: Forgery | undefined

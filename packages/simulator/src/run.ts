@@ -34,6 +34,6 @@ export const replayCommand = (o: SimOptions): string => {
   ]
   if (o.fence === "off") args.push("--fence off")
   if (o.broken !== undefined) args.push(`--broken ${o.broken}`)
-  if (o.strict === true) args.push("--strict")
+  if (o.strict === false) args.push("--lenient")
   return args.join(" ")
 }

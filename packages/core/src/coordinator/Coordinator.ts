@@ -1,7 +1,9 @@
 /**
  * The pure group coordinator (Kafka `CoordinatorResult` + `replay` style).
  *
- * Handlers take the state, an input and `now` (ms) and return data:
+ * Handlers take the state, an input and `now` (an `Instant`: monotonic ms
+ * for deadlines, wall ms for what is stored; docs/protocol.md rule 21) and
+ * return data:
  * records to commit, the response to send after the commit, timers the
  * runtime must call back, members to notify, and per-shard fences the
  * runtime must write to storage before sending the response. Handlers never
@@ -18,13 +20,14 @@ import {
   type CoordinatorState,
   fromSnapshot,
   type MemberEntry,
+  RELEASE_TIMER,
   type ShardDeadline,
   type Timer,
   type TimerKey,
   timerId,
 } from "./CoordinatorState.js"
 import type { GroupConfig } from "./GroupConfig.js"
-import { Draft, type Fence } from "./internal/Draft.js"
+import { Draft, type Fence, type Instant, monoOf, wallOf } from "./internal/Draft.js"
 import {
   activeShards,
   blocked,
@@ -33,10 +36,16 @@ import {
   type LayoutView,
   shardSpace,
 } from "./internal/ShardSpace.js"
-import type { AuditKind, CoordinatorEpoch, CoordinatorRecord, MemberState } from "./Records.js"
+import type {
+  AuditKind,
+  CoordinatorEpoch,
+  CoordinatorRecord,
+  Held,
+  MemberState,
+} from "./Records.js"
 import type { Snapshot } from "./Snapshot.js"
 
-export type { Fence } from "./internal/Draft.js"
+export type { Fence, Instant } from "./internal/Draft.js"
 
 export interface CoordinatorResult<A> {
   readonly records: ReadonlyArray<CoordinatorRecord>
@@ -48,6 +57,10 @@ export interface CoordinatorResult<A> {
   readonly fences: ReadonlyArray<Fence>
   /** Per-shard deadlines of revocations and grant confirmations (volatile, never a record). */
   readonly shardDeadlines: ReadonlyArray<ShardDeadline>
+  /** Deadlines of shards this step holds (docs/protocol.md rule 19; volatile). */
+  readonly heldDeadlines?: ReadonlyArray<ShardDeadline>
+  /** The request this step handled (docs/protocol.md rule 18; volatile). */
+  readonly handled?: { readonly memberId: string; readonly seq: number }
   /** Latest progress report (volatile, never a record). */
   readonly progress?: ProgressReport
 }
@@ -60,7 +73,10 @@ export interface ProgressReport {
 const done = <A>(
   draft: Draft,
   response: A,
-  extra?: { readonly progress?: ProgressReport },
+  extra?: {
+    readonly progress?: ProgressReport
+    readonly handled?: { readonly memberId: string; readonly seq: number }
+  },
 ): CoordinatorResult<A> => ({
   records: draft.finish(),
   response,
@@ -68,6 +84,7 @@ const done = <A>(
   notices: [...draft.notices],
   fences: draft.fences,
   shardDeadlines: draft.shardDeadlines,
+  ...(draft.heldDeadlines.length > 0 ? { heldDeadlines: draft.heldDeadlines } : {}),
   ...extra,
 })
 
@@ -90,7 +107,7 @@ const nothing = <A>(response: A): CoordinatorResult<A> => ({
  */
 export const createGroup = (
   config: GroupConfig,
-  now: number,
+  now: Instant,
   elected?: CoordinatorEpoch,
   /** The stream's oldest live generation (docs/resharding.md); default: generation 0 of config.shardCount. */
   layout: ShardLayout = { shardCount: config.shardCount, generation: 0, firstShard: 0 },
@@ -99,7 +116,7 @@ export const createGroup = (
   {
     _tag: "Audit",
     event: {
-      at: now,
+      at: wallOf(now),
       kind: "GroupCreated",
       reason: `group ${config.groupId} created on generation ${layout.generation} (${layout.shardCount} shards)`,
       before: { groupEpoch: 0, assignmentEpoch: 0 },
@@ -113,14 +130,14 @@ export const createGroup = (
 
 const electionRecords = (
   elected: CoordinatorEpoch,
-  now: number,
+  now: Instant,
   epochs: { readonly groupEpoch: number; readonly assignmentEpoch: number },
 ): ReadonlyArray<CoordinatorRecord> => [
   { _tag: "CoordinatorElected", holder: elected.holder, leaseToken: elected.leaseToken },
   {
     _tag: "Audit",
     event: {
-      at: now,
+      at: wallOf(now),
       kind: "CoordinatorElected",
       reason: `coordinator ${elected.holder} elected with lease token ${elected.leaseToken}`,
       before: epochs,
@@ -150,7 +167,7 @@ export type Election =
 export const elect = (
   state: CoordinatorState,
   candidate: CoordinatorEpoch,
-  now: number,
+  now: Instant,
 ): Election => {
   const current = state.coordinator
   if (current !== null) {
@@ -189,7 +206,8 @@ export interface Loaded {
  * unconfirmed grant a fresh per-shard deadline. A new leader then `elect`s
  * itself and commits the election before it serves anything.
  */
-export const load = (snapshot: Snapshot, now: number): Loaded => {
+export const load = (snapshot: Snapshot, at: Instant): Loaded => {
+  const now = monoOf(at)
   const state = fromSnapshot(snapshot)
   const timers: Array<Timer> = []
   for (const id of state.members.keys()) {
@@ -213,16 +231,35 @@ export const load = (snapshot: Snapshot, now: number): Loaded => {
   })
   for (const memberId of unfinished)
     timers.push({ key: { _tag: "Rebalance", memberId }, at: rebalanceAt })
+  // A held shard's holder got its last answer before this load at the latest,
+  // so its lease has ended one session from now (docs/protocol.md rule 19).
+  const releaseAt = now + state.config.sessionTimeoutMs
+  let held = false
+  state.held.forEach((h, shard) => {
+    if (h === null) return
+    state.heldDeadlines.set(shard, releaseAt)
+    held = true
+  })
+  if (held) {
+    timers.push({ key: RELEASE_TIMER, at: releaseAt })
+    state.deadlines.set(timerId(RELEASE_TIMER), releaseAt)
+  }
   return { state, timers, fences }
 }
 
 /**
  * Outcome of `configure`: the records of an explicit config change, nothing
  * to do, or a refusal (the identity or the layout cannot change this way).
+ * `Changed` may carry a `refused` part: a shard count that differs from the
+ * stream's is refused and audited while the rest of the change applies.
  */
 export type Reconfiguration =
   | { readonly _tag: "Unchanged" }
-  | { readonly _tag: "Changed"; readonly result: CoordinatorResult<void> }
+  | {
+      readonly _tag: "Changed"
+      readonly result: CoordinatorResult<void>
+      readonly refused?: string
+    }
   | { readonly _tag: "Refused"; readonly reason: string }
 
 const sameWeights = (a: GroupConfig["memberWeights"], b: GroupConfig["memberWeights"]): boolean => {
@@ -235,13 +272,15 @@ const sameWeights = (a: GroupConfig["memberWeights"], b: GroupConfig["memberWeig
  * Change the stored group config to `config` (docs/protocol.md rule 12): a
  * `GroupConfigChanged` record, audited with every field that differs; new
  * weights also re-weigh the members, bump `groupEpoch` and recompute the
- * target. The group's identity cannot change here, and a different shard count
- * is not a change (it only seeds a new stream's layout: use a reshard).
+ * target. The group's identity cannot change here, and a shard count other
+ * than the stream's current one is refused: audited (`GroupConfigRefused`)
+ * and returned as `refused`, never applied (shard counts change through a
+ * reshard).
  */
 export const configure = (
   state: CoordinatorState,
   config: GroupConfig,
-  now: number,
+  now: Instant,
 ): Reconfiguration => {
   const stored = state.config
   if (config.groupId !== stored.groupId || config.stream !== stored.stream)
@@ -259,8 +298,16 @@ export const configure = (
     changes.push(
       `memberWeights ${JSON.stringify(stored.memberWeights ?? {})} -> ${JSON.stringify(config.memberWeights ?? {})}`,
     )
-  if (changes.length === 0) return { _tag: "Unchanged" }
+  const layout = state.layout
+  const refused =
+    config.shardCount !== layout.shardCount
+      ? `shardCount ${config.shardCount} refused: the stream ${stored.stream} has ${layout.shardCount} shards (layout generation ${layout.generation}); shard counts change only through a reshard (shardline reshard)`
+      : undefined
+  if (changes.length === 0 && refused === undefined) return { _tag: "Unchanged" }
   const draft = new Draft(state, now)
+  if (refused !== undefined) draft.audit("GroupConfigRefused", refused, {})
+  if (changes.length === 0)
+    return { _tag: "Changed", result: done(draft, undefined), refused: refused! }
   const before = draft.groupEpoch
   if (weightsChanged) {
     let reweighed = false
@@ -283,6 +330,7 @@ export const configure = (
       ...result,
       records: [{ _tag: "GroupConfigChanged", config: kept }, ...result.records],
     },
+    ...(refused !== undefined ? { refused } : {}),
   }
 }
 
@@ -298,7 +346,7 @@ export const configure = (
 export const followLayout = (
   state: CoordinatorState,
   layouts: ReadonlyArray<ShardLayout>,
-  now: number,
+  now: Instant,
 ): Reconfiguration => {
   const newer = layouts.filter((l) => l.generation > state.layout.generation)
   if (newer.length === 0) return { _tag: "Unchanged" }
@@ -389,7 +437,97 @@ const releaseAll = (draft: Draft, memberId: string, except?: string): Array<numb
   return owned
 }
 
-/** Remove a member (leave, expiry, fence): release, bump groupEpoch, recompute the target. */
+/**
+ * When `member`'s lease has provably ended: its session deadline (the last
+ * NONE answer's handling time plus the session timeout; the member's own
+ * lease ran from that request's send time, shorter by its safety margin).
+ */
+const leaseEndOf = (draft: Draft, member: MemberEntry): number =>
+  draft.state.deadlines.get(timerId({ _tag: "Session", memberId: member.memberId })) ??
+  draft.now + draft.state.config.sessionTimeoutMs
+
+/**
+ * Take everything `member` owns or is revoking away from it, but hold it:
+ * nobody is granted those shards until its lease has provably ended or it
+ * proves it stopped (docs/protocol.md rule 19). A fence or a replacement ends
+ * a lifecycle the process does not know has ended yet.
+ */
+const holdAll = (draft: Draft, member: MemberEntry, reason: Held["reason"]): Array<number> => {
+  const owned = draft.ownedBy(member.memberId)
+  const until = leaseEndOf(draft, member)
+  for (const s of owned) {
+    const cur = draft.currentOf(s)!
+    draft.setOwner(s, null)
+    if (draft.revocationOf(s) !== null) draft.endRevocation(s)
+    draft.hold(
+      s,
+      {
+        memberId: member.memberId,
+        memberEpoch: cur.memberEpoch,
+        incarnation: member.incarnation,
+        instance: member.instance ?? "",
+        joinSeq: member.joinSeq,
+        token: cur.token,
+        reason,
+      },
+      until,
+    )
+  }
+  if (owned.length > 0)
+    draft.audit("ShardsHeld", `${reason}: held until the lease of ${member.memberId} has ended`, {
+      memberId: member.memberId,
+      shards: owned,
+    })
+  return owned
+}
+
+/**
+ * Release the shards held for the process that sent `req`, which proved it
+ * stopped reading them: a join with a seq above the held lifecycle's join
+ * (the member machine joins only after everything stopped), or a leave (the
+ * last thing a process sends). Notifies their targets.
+ */
+const releaseProven = (draft: Draft, req: HeartbeatRequest, registered = true): void => {
+  const released: Array<number> = []
+  for (const s of draft.heldFor(req.memberId)) {
+    const h = draft.heldOf(s)!
+    if (h.reason === "rewind" || !sameProcess(h, req)) continue
+    if (req.memberEpoch === 0 && req.seq <= h.joinSeq) continue
+    draft.release(s)
+    // the registered process learns it from this very answer; another
+    // process of the id (the one that replaced the sender) needs a notice
+    draft.notify(draft.targetOf(s), registered ? req.memberId : undefined)
+    released.push(s)
+  }
+  if (released.length > 0)
+    draft.audit(
+      "ShardsReleased",
+      req.memberEpoch === -1 ? "its process left" : "its process joined again (it stopped them)",
+      { memberId: req.memberId, shards: released },
+    )
+}
+
+/** Two descriptions of a process of one member id: the same process? (docs/protocol.md rule 24) */
+const sameProcess = (
+  a: { readonly incarnation: number; readonly instance?: string | undefined },
+  b: { readonly incarnation: number; readonly instance?: string | undefined },
+): boolean => a.incarnation === b.incarnation && (a.instance ?? "") === (b.instance ?? "")
+
+/** Process order of one member id: (incarnation, instance); negative when `a` is older. */
+const compareProcess = (
+  a: { readonly incarnation: number; readonly instance?: string | undefined },
+  b: { readonly incarnation: number; readonly instance?: string | undefined },
+): number => {
+  if (a.incarnation !== b.incarnation) return a.incarnation < b.incarnation ? -1 : 1
+  const ia = a.instance ?? ""
+  const ib = b.instance ?? ""
+  return ia === ib ? 0 : ia < ib ? -1 : 1
+}
+
+/**
+ * Remove a member (leave, expiry, fence): release (or, for a fence, hold),
+ * bump groupEpoch, recompute the target.
+ */
 const remove = (
   draft: Draft,
   member: MemberEntry,
@@ -398,7 +536,10 @@ const remove = (
   except?: string,
 ): void => {
   const before = draft.groupEpoch
-  const shards = releaseAll(draft, member.memberId, except)
+  const shards =
+    kind === "MemberFenced"
+      ? holdAll(draft, member, "fenced")
+      : releaseAll(draft, member.memberId, except)
   draft.removeMember(member.memberId)
   draft.groupEpoch += 1
   draft.audit(kind, reason, {
@@ -412,9 +553,10 @@ const remove = (
 
 /**
  * Fence a member (invalid report, revoke or confirmation timeout): it is
- * removed as if expired, so its shards go to live members at once; its next
- * request is answered UNKNOWN_MEMBER_ID and it rejoins as a new lifecycle.
- * Nobody is granted its shards in the same result: grants follow the commit.
+ * removed, its next request is answered UNKNOWN_MEMBER_ID and it rejoins as a
+ * new lifecycle. Its shards are held, not freed: nobody is granted them until
+ * its lease has provably ended or its rejoin proves it stopped
+ * (docs/protocol.md rule 19).
  */
 const fence = (draft: Draft, member: MemberEntry, reason: string, except?: string): void =>
   remove(draft, member, "MemberFenced", reason, except)
@@ -428,8 +570,10 @@ interface Reconciled {
  * Per-member reconciliation: shards targeted to the member that nobody holds
  * are granted now (new token, fence); shards still held or being revoked
  * elsewhere are pending (seed step 6 happens once the revoke is accepted).
+ * With `grant: false` nothing is granted and nothing changes: the answer to
+ * a request older than one already handled (docs/protocol.md rule 18).
  */
-const reconcile = (draft: Draft, memberId: string): Reconciled => {
+const reconcile = (draft: Draft, memberId: string, grant = true): Reconciled => {
   const member = draft.member(memberId)!
   const assigned: Array<ShardGrant> = []
   const pending: Array<number> = []
@@ -437,8 +581,13 @@ const reconcile = (draft: Draft, memberId: string): Reconciled => {
   const view = draft.layoutView()
   for (const s of draft.targetedTo(memberId)) {
     const cur = draft.currentOf(s)
-    // revoked elsewhere, or waiting for earlier generations to drain: not yet
-    if (draft.revocationOf(s) !== null || (cur === null && blocked(view, s))) pending.push(s)
+    // revoked elsewhere, held for a previous holder, or waiting for earlier
+    // generations to drain: not yet
+    if (
+      draft.revocationOf(s) !== null ||
+      (cur === null && (draft.heldOf(s) !== null || blocked(view, s) || !grant))
+    )
+      pending.push(s)
     else if (cur === null) {
       assigned.push({ shard: s, token: draft.grant(s, member) })
       granted.push(s)
@@ -447,6 +596,7 @@ const reconcile = (draft: Draft, memberId: string): Reconciled => {
   }
   if (granted.length > 0)
     draft.audit("ShardsGranted", "reconciliation", { memberId, shards: granted })
+  if (!grant) return { assigned, pending }
   const state: MemberState =
     member.state === "LEAVING"
       ? "LEAVING"
@@ -497,8 +647,6 @@ export const validateRequest = (
     return `group ${req.group} on stream ${req.stream} is not served here (group ${state.config.groupId} on stream ${state.config.stream})`
   if (req.metadataVersion > state.layout.generation)
     return `metadataVersion ${req.metadataVersion} is ahead of layout generation ${state.layout.generation}`
-  if (req.assignmentEpoch > state.assignmentEpoch)
-    return `assignmentEpoch ${req.assignmentEpoch} is ahead of ${state.assignmentEpoch}`
   const n = shardSpace(state.layout)
   const seen = new Set<number>()
   for (const s of req.ownedShards) {
@@ -582,7 +730,12 @@ const sessionTimer = (draft: Draft, memberId: string): void => {
 
 type JoinRequest = HeartbeatRequest & { memberInfo: NonNullable<HeartbeatRequest["memberInfo"]> }
 
-/** Answer a member with its current assignment (shared by heartbeats and a resent join). */
+/**
+ * Answer a member with its current assignment (heartbeats and joins). A step
+ * that changes anything also records the request's seq with the member, so
+ * an older request is never acted on after it, across a failover too
+ * (docs/protocol.md rule 18).
+ */
 const answer = (
   draft: Draft,
   req: HeartbeatRequest,
@@ -590,15 +743,50 @@ const answer = (
 ): CoordinatorResult<HeartbeatResponse> => {
   sessionTimer(draft, req.memberId)
   const r = reconcile(draft, req.memberId)
-  return done(draft, respond(draft, req, memberEpoch, r), progressOf(req))
+  const response = respond(draft, req, memberEpoch, r)
+  const member = draft.member(req.memberId)
+  if (member !== undefined && draft.hasChanges() && (member.lastSeq ?? 0) < req.seq)
+    draft.putMember({ ...member, lastSeq: req.seq })
+  return done(draft, response, {
+    ...progressOf(req),
+    handled: { memberId: req.memberId, seq: req.seq },
+  })
+}
+
+/**
+ * The answer to a request older than (or a duplicate of) the newest one
+ * handled for its process: the member's standing assignment, with nothing
+ * granted, recorded or armed (docs/protocol.md rule 18). The member applies
+ * only the answer to its newest request, so this one counts only if it is
+ * the duplicate of that request, whose first answer was lost.
+ */
+const standing = (
+  state: CoordinatorState,
+  req: HeartbeatRequest,
+  member: MemberEntry,
+): CoordinatorResult<HeartbeatResponse> => {
+  if (req.memberEpoch !== member.memberEpoch && req.memberEpoch !== 0)
+    return nothing(
+      errorResponse(
+        state,
+        req,
+        "FENCED_MEMBER_EPOCH",
+        `request seq ${req.seq} is older than the newest handled for this process`,
+      ),
+    )
+  const draft = new Draft(state, 0)
+  return nothing(respond(draft, req, member.memberEpoch, reconcile(draft, req.memberId, false)))
 }
 
 /**
  * Epoch 0. A new member joins; a registered one starts a new lifecycle: a
- * rejoin by the same process (after UNKNOWN/FENCED or a self-fence) or the
- * replacement of the registered process by a newer incarnation (docs/protocol.md rule 9).
- * Either way its old lifecycle's shards are released first, so whatever it
- * gets back carries new tokens, and every join gets a never-issued epoch.
+ * rejoin by the same process (after UNKNOWN/FENCED or a lost lease) or the
+ * replacement of the registered process by a newer one (docs/protocol.md
+ * rules 9 and 24). A rejoin proves the process stopped its earlier
+ * lifecycles' shards, so they are released; a replaced process does not know
+ * yet, so its shards are held until its lease has ended or it proves it
+ * stopped (rule 19). Either way whatever the joiner gets carries new tokens,
+ * and every join gets a never-issued epoch.
  */
 const join = (
   draft: Draft,
@@ -612,11 +800,14 @@ const join = (
     memberId: req.memberId,
     memberEpoch: epoch,
     incarnation: req.incarnation,
+    ...(req.instance !== undefined && req.instance !== "" ? { instance: req.instance } : {}),
     joinSeq: req.seq,
+    lastSeq: req.seq,
     state: "STABLE",
     weight,
     memberInfo: req.memberInfo,
   }
+  releaseProven(draft, req)
   if (existing === undefined) {
     draft.putMember(entry)
     const before = draft.groupEpoch
@@ -629,27 +820,13 @@ const join = (
     recomputeTarget(draft, `join ${req.memberId}`, req.memberId)
     return answer(draft, req, epoch)
   }
-  if (req.incarnation === existing.incarnation) {
-    // The very join that started this lifecycle, received again: answer it, change nothing.
-    if (req.seq === existing.joinSeq) return answer(draft, req, existing.memberEpoch)
-    // An older join of this process, delayed past a later one (docs/protocol.md rule 13): stale.
-    if (req.seq < existing.joinSeq)
-      return nothing(
-        errorResponse(
-          state,
-          req,
-          "FENCED_MEMBER_EPOCH",
-          `stale join (seq ${req.seq} before the join seq ${existing.joinSeq} of the current lifecycle)`,
-        ),
-      )
-  }
-  const replaced = req.incarnation > existing.incarnation
-  const shards = releaseAll(draft, req.memberId)
+  const replaced = !sameProcess(req, existing)
+  const shards = replaced ? holdAll(draft, existing, "replaced") : releaseAll(draft, req.memberId)
   draft.putMember(entry)
   draft.audit(
     replaced ? "MemberReplaced" : "MemberRejoined",
     replaced
-      ? `incarnation ${req.incarnation} replaces ${existing.incarnation} (memberEpoch 0)`
+      ? `process ${processName(req)} replaces ${processName(existing)} (memberEpoch 0)`
       : "rejoin (memberEpoch 0)",
     {
       memberId: req.memberId,
@@ -668,6 +845,14 @@ const join = (
   }
   return answer(draft, req, epoch)
 }
+
+const processName = (p: {
+  readonly incarnation: number
+  readonly instance?: string | undefined
+}) =>
+  p.instance !== undefined && p.instance !== ""
+    ? `${p.incarnation}/${p.instance}`
+    : `${p.incarnation}`
 
 /**
  * A member asked to leave while still draining (`leaving`): it stops being a
@@ -813,54 +998,80 @@ const completeMigration = (draft: Draft): void => {
 export const heartbeat = (
   state: CoordinatorState,
   req: HeartbeatRequest,
-  now: number,
+  now: Instant,
 ): CoordinatorResult<HeartbeatResponse> => {
   const invalid = validateRequest(state, req)
   if (invalid !== undefined) return nothing(errorResponse(state, req, "INVALID_REQUEST", invalid))
   const member = state.members.get(req.memberId)
 
-  // docs/protocol.md rule 9: one live process per member id.
-  if (member !== undefined && req.incarnation !== member.incarnation) {
-    if (req.incarnation < member.incarnation)
-      return nothing(
+  // docs/protocol.md rules 9 and 24: one live process per member id.
+  if (member !== undefined && !sameProcess(req, member)) {
+    if (compareProcess(req, member) < 0) {
+      // A superseded process. Its join (sent only once it stopped everything)
+      // or its leave proves it stopped the shards held for it.
+      const draft = new Draft(state, now)
+      if (req.memberEpoch <= 0) releaseProven(draft, req, false)
+      return done(
+        draft,
         errorResponse(
           state,
           req,
           "FENCED_INSTANCE_ID",
-          `member id ${req.memberId} belongs to a newer process (incarnation ${member.incarnation} > ${req.incarnation})`,
+          `member id ${req.memberId} belongs to a newer process (${processName(member)}, this is ${processName(req)})`,
         ),
       )
-    // A newer process: its join replaces the registered one, its leave removes it.
+    }
+    // A newer process: its join replaces the registered one.
     if (req.memberEpoch > 0)
       return nothing(
         errorResponse(
           state,
           req,
           "FENCED_MEMBER_EPOCH",
-          `incarnation ${req.incarnation} has not joined: rejoin with memberEpoch 0`,
+          `process ${processName(req)} has not joined: rejoin with memberEpoch 0`,
         ),
       )
+    if (req.memberEpoch === -1) {
+      // Its leave removes nothing: the registered process is another one
+      // (e.g. an older process that registered again after this one left;
+      // this is a resend of a leave whose answer was lost).
+      const draft = new Draft(state, now)
+      releaseProven(draft, req, false)
+      return done(draft, leftResponse(draft, req))
+    }
+  }
+
+  // docs/protocol.md rule 18: a request older than (or a duplicate of) the
+  // newest one handled for this process is answered, never acted on.
+  if (member !== undefined && sameProcess(req, member)) {
+    const handled = state.handledSeq.get(req.memberId) ?? member.lastSeq ?? member.joinSeq
+    if (req.seq <= handled) return standing(state, req, member)
   }
 
   const draft = new Draft(state, now)
   if (req.memberEpoch === -1) {
-    if (member !== undefined)
+    if (member !== undefined && sameProcess(req, member))
       remove(draft, member, "MemberLeft", "graceful leave (memberEpoch -1)", req.memberId)
-    // Leaving is idempotent: an unknown member leaving changes nothing.
-    const response: HeartbeatResponse = {
-      errorCode: "NONE",
-      memberId: req.memberId,
-      memberEpoch: -1,
-      assignmentEpoch: draft.assignmentEpoch,
-      assigned: [],
-      pending: [],
-      ...timing(state.config),
-    }
-    return done(draft, response)
+    // Leaving is idempotent: an unknown member leaving changes nothing but
+    // the shards held for it.
+    releaseProven(draft, req)
+    return done(draft, leftResponse(draft, req))
   }
 
   // validateRequest guarantees memberInfo on epoch 0
-  if (req.memberEpoch === 0) return join(draft, req as JoinRequest, member)
+  if (req.memberEpoch === 0) {
+    const departed = member === undefined ? state.departed.get(req.memberId) : undefined
+    if (departed !== undefined && sameProcess(req, departed) && req.seq <= departed.seq)
+      return nothing(
+        errorResponse(
+          state,
+          req,
+          "FENCED_MEMBER_EPOCH",
+          `stale join (seq ${req.seq} is not above seq ${departed.seq}, handled before this process was removed)`,
+        ),
+      )
+    return join(draft, req as JoinRequest, member)
+  }
 
   if (member === undefined)
     return nothing(errorResponse(state, req, "UNKNOWN_MEMBER_ID", `unknown member ${req.memberId}`))
@@ -875,6 +1086,14 @@ export const heartbeat = (
         `memberEpoch ${req.memberEpoch} is stale (current ${member.memberEpoch})`,
       ),
     )
+  // The member applied an assignment this state never had: the group's
+  // metadata was rewound (docs/protocol.md rule 23). Its lifecycle cannot be
+  // trusted: fence it (its shards are held until its lease ends or it rejoins).
+  if (req.assignmentEpoch > state.assignmentEpoch) {
+    const why = `assignmentEpoch ${req.assignmentEpoch} is ahead of ${state.assignmentEpoch} (the group's metadata was rewound)`
+    fence(draft, member, why, req.memberId)
+    return done(draft, errorResponse(state, req, "FENCED_MEMBER_EPOCH", `fenced: ${why}`))
+  }
 
   const current =
     req.leaving === true && member.state !== "LEAVING" ? startLeaving(draft, member) : member
@@ -913,6 +1132,17 @@ export const heartbeat = (
   return answer(draft, req, member.memberEpoch)
 }
 
+/** The answer to a leave (epoch -1): its epochs are -1 by design. */
+const leftResponse = (draft: Draft, req: HeartbeatRequest): HeartbeatResponse => ({
+  errorCode: "NONE",
+  memberId: req.memberId,
+  memberEpoch: -1,
+  assignmentEpoch: draft.assignmentEpoch,
+  assigned: [],
+  pending: [],
+  ...timing(draft.state.config),
+})
+
 // ---------------------------------------------------------------------------
 // Timers
 // ---------------------------------------------------------------------------
@@ -926,15 +1156,17 @@ export const heartbeat = (
 export const onTimer = (
   state: CoordinatorState,
   key: TimerKey,
-  now: number,
+  at: Instant,
 ): CoordinatorResult<void> => {
+  const now = monoOf(at)
+  if (key._tag === "Release") return releaseDue(state, at)
   const member = state.members.get(key.memberId)
   if (member === undefined) return nothing(undefined)
   if (key._tag === "Session") {
     const deadline = state.deadlines.get(timerId(key))
     if (deadline !== undefined && deadline > now)
       return { ...nothing(undefined), timers: [{ key, at: deadline }] }
-    const draft = new Draft(state, now)
+    const draft = new Draft(state, at)
     remove(draft, member, "MemberExpired", `session timeout (${state.config.sessionTimeoutMs} ms)`)
     return done(draft, undefined)
   }
@@ -957,7 +1189,87 @@ export const onTimer = (
     revokes.length > 0
       ? `revoke timeout (${timeout} ms) for shards ${revokes.join(",")}`
       : `grant not confirmed within ${timeout} ms for shards ${grants.join(",")}`
-  const draft = new Draft(state, now)
+  const draft = new Draft(state, at)
   fence(draft, member, reason)
+  return done(draft, undefined)
+}
+
+/**
+ * Held shards whose holder's lease has provably ended are free again; their
+ * targets get a notice (docs/protocol.md rule 19). Re-arms at the next one.
+ */
+const releaseDue = (state: CoordinatorState, at: Instant): CoordinatorResult<void> => {
+  const now = monoOf(at)
+  let next = Number.POSITIVE_INFINITY
+  const due: Array<number> = []
+  for (const [shard, deadline] of state.heldDeadlines) {
+    if (state.held[shard] == null) continue
+    if (deadline <= now) due.push(shard)
+    else next = Math.min(next, deadline)
+  }
+  const timers: Array<Timer> = Number.isFinite(next) ? [{ key: RELEASE_TIMER, at: next }] : []
+  if (due.length === 0) return { ...nothing(undefined), timers }
+  const draft = new Draft(state, at)
+  due.sort((a, b) => a - b)
+  for (const s of due) {
+    draft.release(s)
+    draft.notify(draft.targetOf(s))
+  }
+  draft.audit("ShardsReleased", "the holder's lease has ended", { shards: due })
+  draft.timers.push(...timers)
+  return done(draft, undefined)
+}
+
+/**
+ * docs/protocol.md rule 23: after a takeover, storage holds owner tokens the
+ * loaded state never issued (`stored`: shard -> token storage holds): the
+ * group's metadata lost commits (a restore, a lost AOF tail, an async
+ * failover) whose grants storage kept. Whoever was granted those shards may
+ * still read them, and the state does not know who: each such shard is held
+ * until every lease handed out before this takeover has ended (one session),
+ * with storage's token, so its next grant goes above it; its recorded owner
+ * (whose token storage now refuses) is fenced, its other shards held the same
+ * way. Undefined when storage holds nothing newer.
+ */
+export const rewound = (
+  state: CoordinatorState,
+  stored: ReadonlyArray<{ readonly shard: number; readonly token: number }>,
+  at: Instant,
+): CoordinatorResult<void> | undefined => {
+  const ahead = stored.filter(
+    (t) => t.shard < state.tokens.length && t.token > (state.tokens[t.shard] ?? 0),
+  )
+  if (ahead.length === 0) return undefined
+  const draft = new Draft(state, at)
+  const until = draft.now + state.config.sessionTimeoutMs
+  const shards = ahead.map((t) => t.shard).sort((a, b) => a - b)
+  draft.audit(
+    "MetadataRewindDetected",
+    `storage holds owner tokens above the stored state for shards ${shards.join(",")}: the group's metadata was rewound; those shards are held for one session (${state.config.sessionTimeoutMs} ms) and their recorded owners fenced`,
+    { shards },
+  )
+  const owners = new Set<string>()
+  for (const t of ahead) {
+    const cur = draft.currentOf(t.shard)
+    if (cur !== null) owners.add(cur.memberId)
+  }
+  for (const id of [...owners].sort()) {
+    const m = draft.member(id)
+    if (m !== undefined) fence(draft, m, "owner token regressed in storage (metadata rewind)")
+  }
+  for (const t of ahead)
+    draft.hold(
+      t.shard,
+      {
+        memberId: "",
+        memberEpoch: 0,
+        incarnation: 0,
+        instance: "",
+        joinSeq: 0,
+        token: t.token,
+        reason: "rewind",
+      },
+      until,
+    )
   return done(draft, undefined)
 }

@@ -35,6 +35,7 @@ import {
   toSnapshot,
 } from "./CoordinatorState.js"
 import type { GroupConfig } from "./GroupConfig.js"
+import { type Instant, monoOf } from "./internal/Draft.js"
 import { TimerHeap } from "./internal/TimerHeap.js"
 import type { CoordinatorEpoch, CoordinatorRecord } from "./Records.js"
 import type { Snapshot } from "./Snapshot.js"
@@ -88,7 +89,7 @@ export class CoordinatorShell {
    */
   static create(
     config: GroupConfig,
-    now: number,
+    now: Instant,
     elected?: CoordinatorEpoch,
     layout?: ShardLayout,
   ): Created {
@@ -103,7 +104,7 @@ export class CoordinatorShell {
    * deadlines for every member (armed now), re-fenced owners, and the
    * candidate's election (see `Takeover`).
    */
-  static load(snapshot: Snapshot, now: number, candidate: CoordinatorEpoch): Takeover {
+  static load(snapshot: Snapshot, now: Instant, candidate: CoordinatorEpoch): Takeover {
     const loaded = Coordinator.load(snapshot, now)
     const shell = new CoordinatorShell(loaded.state)
     shell.timers.arm(loaded.timers)
@@ -123,7 +124,7 @@ export class CoordinatorShell {
   }
 
   /** Handle one decoded heartbeat at `now`; the state is untouched until `apply`. */
-  heartbeat(request: HeartbeatRequest, now: number): Step<HeartbeatResponse> {
+  heartbeat(request: HeartbeatRequest, now: Instant): Step<HeartbeatResponse> {
     return Coordinator.heartbeat(this.state, request, now)
   }
 
@@ -132,25 +133,43 @@ export class CoordinatorShell {
    * timer is disarmed; a deadline that moved meanwhile comes back re-armed in
    * the step's timers.
    */
-  dueTimer(now: number): Step<void> | undefined {
-    const due = this.timers.takeDue(now)
+  dueTimer(now: Instant): Step<void> | undefined {
+    const due = this.timers.takeDue(monoOf(now))
     return due === undefined ? undefined : Coordinator.onTimer(this.state, due.key, now)
   }
 
   /**
-   * Change the stored config to `config` (docs/protocol.md rule 12): a step,
-   * undefined when nothing differs, or the refusal.
+   * Change the stored config to `config` (docs/protocol.md rule 12): a step
+   * (with `refused` when part of it, a different shard count, was refused
+   * and only audited), undefined when nothing differs, or the refusal.
    */
-  configure(config: GroupConfig, now: number): Step<void> | undefined | string {
+  configure(
+    config: GroupConfig,
+    now: Instant,
+  ): (Step<void> & { readonly refused?: string }) | undefined | string {
     const r = Coordinator.configure(this.state, config, now)
-    return r._tag === "Changed" ? r.result : r._tag === "Refused" ? r.reason : undefined
+    if (r._tag === "Changed")
+      return r.refused !== undefined ? { ...r.result, refused: r.refused } : r.result
+    return r._tag === "Refused" ? r.reason : undefined
+  }
+
+  /**
+   * After a takeover: compare the owner tokens storage holds (`stored`) with
+   * the state's (docs/protocol.md rule 23). A step when storage is ahead
+   * (the metadata was rewound), else undefined.
+   */
+  rewound(
+    stored: ReadonlyArray<{ readonly shard: number; readonly token: number }>,
+    now: Instant,
+  ): Step<void> | undefined {
+    return Coordinator.rewound(this.state, stored, now)
   }
 
   /**
    * Follow the stream's live layout generations (docs/resharding.md): a step,
    * undefined when the group is already on the newest, or the refusal.
    */
-  followLayout(layouts: ReadonlyArray<ShardLayout>, now: number): Step<void> | undefined | string {
+  followLayout(layouts: ReadonlyArray<ShardLayout>, now: Instant): Step<void> | undefined | string {
     const r = Coordinator.followLayout(this.state, layouts, now)
     return r._tag === "Changed" ? r.result : r._tag === "Refused" ? r.reason : undefined
   }

@@ -8,6 +8,7 @@ import type { GroupConfig } from "./GroupConfig.js"
 import type {
   CoordinatorEpoch,
   CoordinatorRecord,
+  Held,
   MemberState,
   ReshardingState,
   Revocation,
@@ -19,7 +20,11 @@ export interface MemberEntry {
   readonly memberId: string
   readonly memberEpoch: number
   readonly incarnation: number
+  /** The registered process's random identity ("" from earlier versions). */
+  readonly instance?: string
   readonly joinSeq: number
+  /** Newest request of this lifecycle that changed the state (docs/protocol.md rule 18). */
+  readonly lastSeq?: number
   readonly state: MemberState
   readonly weight: number
   readonly memberInfo: MemberInfo
@@ -34,6 +39,26 @@ export interface MemberEntry {
 export type TimerKey =
   | { readonly _tag: "Session"; readonly memberId: string }
   | { readonly _tag: "Rebalance"; readonly memberId: string }
+  /** The earliest deadline of the held shards (`heldDeadlines`); one for the group, memberId "". */
+  | { readonly _tag: "Release"; readonly memberId: "" }
+
+/** The one timer key of held shards (docs/protocol.md rule 19). */
+export const RELEASE_TIMER: TimerKey = { _tag: "Release", memberId: "" }
+
+/**
+ * A process that left the registry (fenced, expired, left, replaced) and the
+ * newest request seq the coordinator handled from it: a join of that very
+ * process with a seq not above it is older than its removal (volatile,
+ * bounded; docs/protocol.md rule 18).
+ */
+export interface Departed {
+  readonly incarnation: number
+  readonly instance: string
+  readonly seq: number
+}
+
+/** Most departed processes remembered (the oldest are forgotten first). */
+export const MAX_DEPARTED = 4_096
 
 export interface Timer {
   readonly key: TimerKey
@@ -59,6 +84,8 @@ export interface CoordinatorState {
   current: Array<ShardOwner | null>
   revocations: Array<Revocation | null>
   tokens: Array<number>
+  /** shard -> the previous holder it is held for (docs/protocol.md rule 19). */
+  held: Array<Held | null>
   /** The last elected coordinator (`CoordinatorElected`); null before the first election. */
   coordinator: CoordinatorEpoch | null
   // derived indexes: drained shards of earlier generations; memberId -> shards
@@ -66,6 +93,8 @@ export interface CoordinatorState {
   readonly targetOf: Map<string, Set<number>>
   readonly ownedBy: Map<string, Set<number>>
   readonly revokingFrom: Map<string, Set<number>>
+  /** memberId -> shards held for one of its processes. */
+  readonly heldBy: Map<string, Set<number>>
   // volatile: timerId -> deadline, memberId -> last progress report
   readonly deadlines: Map<string, number>
   /**
@@ -74,6 +103,19 @@ export interface CoordinatorState {
    * is freed or confirmed; rebuilt (fresh) on load.
    */
   readonly shardDeadlines: Map<number, number>
+  /**
+   * Volatile: held shard -> when its holder's lease has provably ended (the
+   * holder's session deadline when it was held; fresh on load).
+   */
+  readonly heldDeadlines: Map<number, number>
+  /**
+   * Volatile: memberId -> seq of the newest request of its registered
+   * process the coordinator handled (acted on or answered from the current
+   * state); seeded from `lastSeq` on load (docs/protocol.md rule 18).
+   */
+  readonly handledSeq: Map<string, number>
+  /** Volatile: memberId -> its last departed process (see `Departed`). */
+  readonly departed: Map<string, Departed>
   readonly progress: Map<string, ReadonlyArray<ShardProgress>>
 }
 
@@ -93,13 +135,18 @@ export const initialState = (config: GroupConfig): CoordinatorState => ({
   current: filled(config.shardCount, null),
   revocations: filled(config.shardCount, null),
   tokens: filled(config.shardCount, 0),
+  held: filled(config.shardCount, null),
   coordinator: null,
   drained: new Set(),
   targetOf: new Map(),
   ownedBy: new Map(),
   revokingFrom: new Map(),
+  heldBy: new Map(),
   deadlines: new Map(),
   shardDeadlines: new Map(),
+  heldDeadlines: new Map(),
+  handledSeq: new Map(),
+  departed: new Map(),
   progress: new Map(),
 })
 
@@ -143,18 +190,48 @@ export const replay = (state: CoordinatorState, record: CoordinatorRecord): void
       state.targetOf.clear()
       state.ownedBy.clear()
       state.revokingFrom.clear()
+      state.heldBy.clear()
       state.deadlines.clear()
       state.shardDeadlines.clear()
+      state.heldDeadlines.clear()
+      state.handledSeq.clear()
+      state.departed.clear()
       state.progress.clear()
       return
     }
     case "MemberUpserted": {
+      const previous = state.members.get(record.member.memberId)
+      // another process (or lifecycle) of the id: its handled requests do not order this one's
+      if (
+        previous !== undefined &&
+        (previous.incarnation !== record.member.incarnation ||
+          (previous.instance ?? "") !== (record.member.instance ?? "") ||
+          previous.memberEpoch !== record.member.memberEpoch)
+      )
+        state.handledSeq.delete(record.member.memberId)
       state.members.set(record.member.memberId, record.member)
+      const seq = record.member.lastSeq ?? record.member.joinSeq
+      if (seq > (state.handledSeq.get(record.member.memberId) ?? 0))
+        state.handledSeq.set(record.member.memberId, seq)
       if (record.member.memberEpoch > state.maxMemberEpoch)
         state.maxMemberEpoch = record.member.memberEpoch
       return
     }
     case "MemberRemoved": {
+      const gone = state.members.get(record.memberId)
+      if (gone !== undefined) {
+        state.departed.delete(record.memberId)
+        state.departed.set(record.memberId, {
+          incarnation: gone.incarnation,
+          instance: gone.instance ?? "",
+          seq: Math.max(state.handledSeq.get(record.memberId) ?? 0, gone.lastSeq ?? gone.joinSeq),
+        })
+        if (state.departed.size > MAX_DEPARTED) {
+          const oldest = state.departed.keys().next().value
+          if (oldest !== undefined) state.departed.delete(oldest)
+        }
+      }
+      state.handledSeq.delete(record.memberId)
       state.members.delete(record.memberId)
       state.deadlines.delete(timerId({ _tag: "Session", memberId: record.memberId }))
       state.deadlines.delete(timerId({ _tag: "Rebalance", memberId: record.memberId }))
@@ -196,6 +273,16 @@ export const replay = (state: CoordinatorState, record: CoordinatorRecord): void
       }
       return
     }
+    case "HeldChanged": {
+      for (const { shard, held } of record.shards) {
+        indexMove(state.heldBy, shard, state.held[shard]?.memberId, held?.memberId)
+        state.held[shard] = held
+        if (held === null) state.heldDeadlines.delete(shard)
+        // a rewind's hold carries the token storage holds: the next grant must exceed it
+        else if (held.token > (state.tokens[shard] ?? 0)) state.tokens[shard] = held.token
+      }
+      return
+    }
     case "GroupConfigChanged": {
       state.config = record.config
       return
@@ -215,6 +302,7 @@ export const replay = (state: CoordinatorState, record: CoordinatorRecord): void
         state.current.push(null)
         state.revocations.push(null)
         state.tokens.push(0)
+        state.held.push(null)
       }
       return
     }
@@ -255,14 +343,28 @@ export interface ShardDeadline {
 export interface VolatileUpdate {
   readonly timers: ReadonlyArray<Timer>
   readonly shardDeadlines?: ReadonlyArray<ShardDeadline>
+  /** Deadlines of shards held by this step (docs/protocol.md rule 19). */
+  readonly heldDeadlines?: ReadonlyArray<ShardDeadline>
+  /** The request this step handled: memberId and seq (docs/protocol.md rule 18). */
+  readonly handled?: { readonly memberId: string; readonly seq: number }
   readonly progress?: { readonly memberId: string; readonly shards: ReadonlyArray<ShardProgress> }
 }
 
 /** Apply a handler's volatile updates (after its records were committed and replayed). */
 export const applyVolatile = (state: CoordinatorState, update: VolatileUpdate): void => {
   for (const t of update.timers) {
-    if (state.members.has(t.key.memberId)) state.deadlines.set(timerId(t.key), t.at)
+    if (t.key._tag === "Release" || state.members.has(t.key.memberId))
+      state.deadlines.set(timerId(t.key), t.at)
   }
+  for (const d of update.heldDeadlines ?? [])
+    if (state.held[d.shard] != null) state.heldDeadlines.set(d.shard, d.at)
+  const h = update.handled
+  if (
+    h !== undefined &&
+    state.members.has(h.memberId) &&
+    h.seq > (state.handledSeq.get(h.memberId) ?? 0)
+  )
+    state.handledSeq.set(h.memberId, h.seq)
   for (const d of update.shardDeadlines ?? []) {
     // Only a shard still owned, and being revoked or not yet confirmed, has a deadline.
     const owner = state.current[d.shard]
@@ -275,7 +377,7 @@ export const applyVolatile = (state: CoordinatorState, update: VolatileUpdate): 
 
 /** The persisted view of the state. */
 export const toSnapshot = (state: CoordinatorState): Snapshot => ({
-  version: 2,
+  version: 3,
   config: state.config,
   layout: state.layout,
   resharding: state.resharding,
@@ -288,6 +390,7 @@ export const toSnapshot = (state: CoordinatorState): Snapshot => ({
   current: [...state.current],
   revocations: [...state.revocations],
   tokens: [...state.tokens],
+  held: [...state.held],
   ...(state.coordinator !== null ? { coordinator: state.coordinator } : {}),
 })
 
@@ -299,6 +402,7 @@ export const checkSnapshot = (s: Snapshot): string | undefined => {
     ["current", s.current],
     ["revocations", s.revocations],
     ["tokens", s.tokens],
+    ["held", s.held ?? new Array<null>(n).fill(null)],
   ] as const) {
     if (arr.length !== n) return `${name} has ${arr.length} entries, the layout has ${n} shard ids`
   }
@@ -335,6 +439,11 @@ export const checkSnapshot = (s: Snapshot): string | undefined => {
     const r = s.revocations[i]
     if (r != null && c?.memberId !== r.memberId)
       return `shard ${i} revoked from a member that does not own it`
+    const h = s.held?.[i]
+    if (h != null) {
+      if (c != null) return `shard ${i} is both owned and held`
+      if (h.token > (s.tokens[i] ?? 0)) return `shard ${i} held token above the shard's counter`
+    }
   }
   return undefined
 }
@@ -353,12 +462,15 @@ export const fromSnapshot = (s: Snapshot): CoordinatorState => {
   state.current = [...s.current]
   state.revocations = [...s.revocations]
   state.tokens = [...s.tokens]
+  state.held = s.held !== undefined ? [...s.held] : state.target.map(() => null)
   state.coordinator = s.coordinator ?? null
   if (s.resharding._tag === "Migrating") for (const d of s.resharding.drained) state.drained.add(d)
   for (let i = 0; i < s.layout.firstShard + s.layout.shardCount; i++) {
     indexMove(state.targetOf, i, null, s.target[i])
     indexMove(state.ownedBy, i, null, s.current[i]?.memberId)
     indexMove(state.revokingFrom, i, null, s.revocations[i]?.memberId)
+    indexMove(state.heldBy, i, null, state.held[i]?.memberId)
   }
+  for (const m of s.members) state.handledSeq.set(m.memberId, m.lastSeq ?? m.joinSeq)
   return state
 }

@@ -22,6 +22,11 @@ export interface GroupMonitor {
   readonly targetImbalance: number
   readonly pendingRevokes: number
   readonly unownedShards: number
+  /**
+   * Of `unownedShards`: held for a previous holder whose lease has not
+   * provably ended (docs/protocol.md rule 19).
+   */
+  readonly heldShards: number
   /** A revocation is pending, a grant is unconfirmed, or current differs from target. */
   readonly rebalanceInProgress: boolean
   readonly membersByState: Readonly<Record<MemberState, number>>
@@ -65,6 +70,7 @@ export const monitor = (state: CoordinatorState): GroupMonitor => {
   }
   let pendingRevokes = 0
   let unownedShards = 0
+  let heldShards = 0
   let inProgress = false
   const view: LayoutView = {
     layout: state.layout,
@@ -76,6 +82,7 @@ export const monitor = (state: CoordinatorState): GroupMonitor => {
     const cur = state.current[s] ?? null
     if (state.revocations[s] != null) pendingRevokes += 1
     if (cur === null) unownedShards += 1
+    if (state.held[s] != null) heldShards += 1
     if (cur?.memberId !== (state.target[s] ?? undefined) || (cur !== null && !cur.confirmed))
       inProgress = true
   }
@@ -101,6 +108,7 @@ export const monitor = (state: CoordinatorState): GroupMonitor => {
     targetImbalance: spread(targetCounts),
     pendingRevokes,
     unownedShards,
+    heldShards,
     rebalanceInProgress: inProgress || pendingRevokes > 0,
     membersByState,
     reportedPending,

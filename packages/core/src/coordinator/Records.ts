@@ -13,7 +13,13 @@
  * the group's audit stream (append-only).
  */
 import { Schema } from "effect"
-import { Incarnation, MemberInfo, MemberWeight, ShardLayout } from "../protocol/Heartbeat.js"
+import {
+  Incarnation,
+  Instance,
+  MemberInfo,
+  MemberWeight,
+  ShardLayout,
+} from "../protocol/Heartbeat.js"
 import { GroupConfig } from "./GroupConfig.js"
 
 const Int0 = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
@@ -41,8 +47,16 @@ export const MemberSnapshot = Schema.Struct({
   memberEpoch: Int0,
   /** The process start that owns this member id (docs/protocol.md rule 9). */
   incarnation: Incarnation,
+  /** That process's random identity (absent in snapshots of earlier versions: ""). */
+  instance: Schema.optional(Instance),
   /** `seq` of the join that started this lifecycle: an older join of the same incarnation is stale. */
   joinSeq: Int0,
+  /**
+   * `seq` of the newest request of this lifecycle that changed the state
+   * (written with that change): an older request is answered without being
+   * acted on, across a failover too (docs/protocol.md rule 18). Absent: `joinSeq`.
+   */
+  lastSeq: Schema.optional(Int0),
   state: MemberState,
   weight: MemberWeight,
   memberInfo: MemberInfo,
@@ -68,6 +82,27 @@ export const Revocation = Schema.Struct({
   memberEpoch: Int0,
 })
 export type Revocation = typeof Revocation.Type
+
+/**
+ * A shard whose previous holder may still be reading it: it was fenced, or
+ * replaced by a newer process, or storage holds a token the stored state does
+ * not know (the metadata was rewound). Nobody is granted it until the
+ * holder's lease has provably ended (its session deadline, volatile) or the
+ * holder proved it stopped (a newer join, a leave or a superseded join of that
+ * very process): docs/protocol.md rule 19. `token` is the holder's grant (for
+ * a rewind: the token storage holds, which the next grant must exceed).
+ */
+export const Held = Schema.Struct({
+  memberId: Schema.String,
+  memberEpoch: Int0,
+  incarnation: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
+  instance: Schema.String,
+  /** The held lifecycle's join: a join of the same process with a higher seq proves it stopped. */
+  joinSeq: Int0,
+  token: Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)),
+  reason: Schema.Literals(["fenced", "replaced", "rewind"]),
+})
+export type Held = typeof Held.Type
 
 /**
  * The group's side of a layout migration (docs/resharding.md). `Idle`: one
@@ -122,6 +157,10 @@ export const AuditKind = Schema.Literals([
   "ReshardStarted",
   "ShardsDrained",
   "ReshardCompleted",
+  "ShardsHeld",
+  "ShardsReleased",
+  "MetadataRewindDetected",
+  "GroupConfigRefused",
 ])
 export type AuditKind = typeof AuditKind.Type
 
@@ -157,6 +196,10 @@ export const CoordinatorRecord = Schema.Union([
   /** Delta of pending revocations: shard -> revocation (null = done). */
   Schema.TaggedStruct("RevocationsChanged", {
     shards: Schema.Array(Schema.Struct({ shard: Shard, revocation: Schema.NullOr(Revocation) })),
+  }),
+  /** Delta of held shards (docs/protocol.md rule 19): shard -> holder (null = released). */
+  Schema.TaggedStruct("HeldChanged", {
+    shards: Schema.Array(Schema.Struct({ shard: Shard, held: Schema.NullOr(Held) })),
   }),
   /** An explicit change of the group's timing or weights (never of its layout). */
   Schema.TaggedStruct("GroupConfigChanged", { config: GroupConfig }),

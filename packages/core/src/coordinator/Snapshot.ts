@@ -8,6 +8,7 @@ import { ShardLayout } from "../protocol/Heartbeat.js"
 import { GroupConfig } from "./GroupConfig.js"
 import {
   CoordinatorEpoch,
+  Held,
   MemberSnapshot,
   ReshardingState,
   Revocation,
@@ -17,8 +18,12 @@ import {
 const Int0 = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
 
 export const Snapshot = Schema.Struct({
-  /** 2: member incarnations, revocation objects (1 is refused: written before them). */
-  version: Schema.Literal(2),
+  /**
+   * 3: held shards, member instances and last request seqs (docs/protocol.md
+   * rules 18, 19, 24); 2 (before them) still loads: nothing held, instance "",
+   * lastSeq = joinSeq. 1 is refused (written before incarnations).
+   */
+  version: Schema.Literals([2, 3]),
   config: GroupConfig,
   layout: ShardLayout,
   resharding: ReshardingState,
@@ -36,6 +41,8 @@ export const Snapshot = Schema.Struct({
   revocations: Schema.Array(Schema.NullOr(Revocation)),
   /** shard -> last fencing token issued. */
   tokens: Schema.Array(Int0),
+  /** shard -> its held previous holder (absent in version 2: none held). */
+  held: Schema.optional(Schema.Array(Schema.NullOr(Held))),
   /** The last elected coordinator (absent before the first election). */
   coordinator: Schema.optional(CoordinatorEpoch),
 })

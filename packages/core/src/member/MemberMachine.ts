@@ -25,13 +25,27 @@
  *     │                ▼                    │
  *     │           reconciling ──────────────┘
  *     │      (starting shards / revoking shards)
- *     │                │
- *     │   UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, self-fence (from any active phase)
+ *     │                │  lease ran out (no answer in time)
  *     │                ▼
- *     │             fenced ──NONE (rejoin, epoch 0 full heartbeat)──▶ stable / reconciling
+ *     │           suspended ──NONE, same epoch (a fresh lease)──▶ stable / reconciling
+ *     │                │
+ *     │   UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH (from any active or suspended phase)
+ *     │                ▼
+ *     │             fenced ──every loop stopped, then NONE (rejoin, epoch 0)──▶ stable / reconciling
  *     │
  *  any active phase ──leave──▶ leaving ──drained, epoch -1 answered (or leave timeout)──▶ left
  * ```
+ *
+ * A lost lease suspends the member (docs/protocol.md rule 22): it stops every
+ * read loop but keeps its epoch, so the first answer that grants a fresh
+ * lease resumes it with the same epoch and tokens (no rejoin, no rebalance);
+ * only a coordinator that has expired it answers UNKNOWN_MEMBER_ID.
+ *
+ * Every stopped loop (`StopShard`, `StopAllShards`) is reported back with
+ * `ShardDrained` once its in-flight work has ended: a shard is reported
+ * REVOKED, and a fenced member sends its rejoin (which releases its held
+ * shards, rule 19), only then (rule 19, docs/runtime.md "a handler past its
+ * drain").
  *
  * One request is in flight at a time (docs/protocol.md rule 13): the machine
  * emits `SendHeartbeat` only when none is outstanding, and the runtime
@@ -68,6 +82,12 @@ export interface MemberConfig {
    * a second machine, since request numbers (`seq`) restart with each machine.
    */
   readonly incarnation: number
+  /**
+   * This process's random identity (`Instance` in protocol/Heartbeat.ts, at
+   * least 64 random bits): with `incarnation` it tells two processes apart
+   * even when they started in the same millisecond (docs/protocol.md rule 24).
+   */
+  readonly instance?: string
   readonly memberInfo: MemberInfo
   /**
    * Self-fence this long before the group's session timeout (learned from the
@@ -88,9 +108,16 @@ export interface MemberConfig {
 }
 
 /** What the member's lifecycle is; `phase` refines `active` into stable / reconciling. */
-export type Lifecycle = "joining" | "active" | "fenced" | "leaving" | "left"
+export type Lifecycle = "joining" | "active" | "suspended" | "fenced" | "leaving" | "left"
 
-export type Phase = "joining" | "stable" | "reconciling" | "fenced" | "leaving" | "left"
+export type Phase =
+  | "joining"
+  | "stable"
+  | "reconciling"
+  | "suspended"
+  | "fenced"
+  | "leaving"
+  | "left"
 
 /**
  * Local status of one shard:
@@ -98,8 +125,10 @@ export type Phase = "joining" | "stable" | "reconciling" | "fenced" | "leaving" 
  * - `reading`:  read loop running (owned)
  * - `revoking`: StopShard issued, in-flight work draining (reported REVOKING)
  * - `revoked`:  drained; reported REVOKED until the coordinator accepts it
+ * - `stopping`: stopped by StopAllShards (lease lost, fenced, superseded),
+ *   in-flight work not yet ended (`ShardDrained` pending); not reported
  */
-export type ShardStatus = "starting" | "reading" | "revoking" | "revoked"
+export type ShardStatus = "starting" | "reading" | "revoking" | "revoked" | "stopping"
 
 export interface ShardEntry {
   status: ShardStatus
@@ -199,7 +228,8 @@ export type MemberEvent =
 export type StopReason =
   | "fenced"
   | "unknown-member"
-  | "self-fence"
+  /** No answer granted a lease in time: suspended, resumes with the same epoch (rule 22). */
+  | "lease-lost"
   | "superseded"
   | "left"
   | "leave-timeout"
@@ -209,7 +239,11 @@ export type MemberCommand =
   | { readonly _tag: "StartShard"; readonly shard: number; readonly token: number }
   /** Stop new reads of `shard`, let in-flight work finish, then report ShardDrained. */
   | { readonly _tag: "StopShard"; readonly shard: number }
-  /** Stop every read loop now and stop acking: ownership is gone. No ShardDrained expected. */
+  /**
+   * Stop every read loop now and stop acking: ownership is gone. Report
+   * `ShardDrained` for each stopped loop once its in-flight work has ended
+   * (not needed once `Left`).
+   */
   | { readonly _tag: "StopAllShards"; readonly reason: StopReason }
   /** Send a heartbeat now (`nextRequest`), without waiting for the interval. */
   | { readonly _tag: "SendHeartbeat" }
@@ -381,7 +415,7 @@ export const leaseMs = (state: MemberState): number | undefined => {
   return session - (state.config.safetyMarginMs ?? Math.floor(session / 5))
 }
 
-/** When the member's lease on its shards runs out (self-fence), if it has one. */
+/** When the member's lease on its shards runs out (it suspends), if it has one. */
 export const leaseExpiresAt = (state: MemberState): number | undefined => {
   const lease = leaseMs(state)
   return lease === undefined ? undefined : state.lastSuccessAt + lease
@@ -395,16 +429,18 @@ export const leaseValid = (state: MemberState, now: number): boolean => {
 
 /**
  * The next moment the machine needs a `Tick`: the next due heartbeat (unless
- * one is requested or in flight), the self-fence (while it holds shards) and
- * the leave timeout. A runtime that sleeps until then never overshoots a
- * self-fence (docs/protocol.md rule 6). Undefined once left.
+ * one is requested or in flight, or a fenced member still waits for its
+ * loops to stop), the end of its lease (while it reads) and the leave
+ * timeout. A runtime that sleeps until then never reads past its lease
+ * (docs/protocol.md rule 6). Undefined once left.
  */
 export const nextDeadline = (state: MemberState): number | undefined => {
   if (state.lifecycle === "left") return undefined
   let at = Number.POSITIVE_INFINITY
-  if (!state.sendRequested && state.inFlightSeq === 0) at = state.nextHeartbeatAt
+  if (!state.sendRequested && state.inFlightSeq === 0 && !waitingForStops(state))
+    at = state.nextHeartbeatAt
   const expires = leaseExpiresAt(state)
-  if (state.shards.size > 0 && expires !== undefined) at = Math.min(at, expires)
+  if (holdsLease(state) && expires !== undefined) at = Math.min(at, expires)
   if (state.lifecycle === "leaving") at = Math.min(at, state.leaveDeadline)
   return at
 }
@@ -413,6 +449,27 @@ const byNumber = (a: number, b: number) => a - b
 
 const draining = (state: MemberState): boolean => {
   for (const entry of state.shards.values()) if (entry.status !== "revoked") return true
+  return false
+}
+
+/** Loops stopped by StopAllShards whose in-flight work has not ended yet. */
+const stopping = (state: MemberState): boolean => {
+  for (const entry of state.shards.values()) if (entry.status === "stopping") return true
+  return false
+}
+
+/**
+ * A fenced member joins again only once every stopped loop has ended: its
+ * join releases the shards held for it (docs/protocol.md rule 19).
+ */
+const waitingForStops = (state: MemberState): boolean =>
+  state.lifecycle === "fenced" && stopping(state)
+
+/** The member acts on a lease: it reads, or is draining, a shard. */
+const holdsLease = (state: MemberState): boolean => {
+  if (state.lifecycle !== "active" && state.lifecycle !== "leaving") return false
+  for (const entry of state.shards.values())
+    if (entry.status !== "revoked" && entry.status !== "stopping") return true
   return false
 }
 
@@ -428,6 +485,7 @@ export const buildRequest = (state: MemberState, seq = state.nextSeq): Heartbeat
     stream: config.stream,
     memberId: config.memberId,
     incarnation: config.incarnation,
+    ...(config.instance !== undefined ? { instance: config.instance } : {}),
     seq,
   }
   const leaving = state.lifecycle === "leaving"
@@ -510,10 +568,10 @@ export const step = (state: MemberState, event: MemberEvent): Array<MemberComman
     case "HeartbeatFailed":
       // The retry follows the backoff, whatever was wanted meanwhile.
       if (endInFlight(state, event.seq)) state.sendAfterInFlight = false
-      // A failure of a request older than an applied response changes nothing.
-      if (event.seq < state.acceptFromSeq) break
+      // Only the newest request counts (docs/protocol.md rule 18).
+      if (event.seq !== state.nextSeq - 1 || event.seq < state.acceptFromSeq) break
       backoff(state, event.now)
-      selfFenceIfDue(state, event.now, out)
+      loseLeaseIfDue(state, event.now, out)
       break
     case "ShardStarted": {
       const entry = state.shards.get(event.shard)
@@ -536,7 +594,7 @@ export const step = (state: MemberState, event: MemberEvent): Array<MemberComman
       break
     }
     case "Tick":
-      selfFenceIfDue(state, event.now, out)
+      loseLeaseIfDue(state, event.now, out)
       if (
         !hasLeft(state) &&
         state.lifecycle === "leaving" &&
@@ -544,7 +602,7 @@ export const step = (state: MemberState, event: MemberEvent): Array<MemberComman
         event.now >= state.leaveDeadline
       )
         finishLeave(state, "leave-timeout", out)
-      // (self-fencing or the leave timeout may have finished a leave)
+      // (a lost lease or the leave timeout may have finished a leave)
       if (!hasLeft(state) && event.now >= state.nextHeartbeatAt) requestSend(state, out)
       break
     case "LeaveRequested":
@@ -567,6 +625,8 @@ const endInFlight = (state: MemberState, seq: number): boolean => {
 }
 
 const requestSend = (state: MemberState, out: Array<MemberCommand>) => {
+  // a fenced member sends its join once its stopped loops have ended (onDrained)
+  if (waitingForStops(state)) return
   if (state.inFlightSeq !== 0) {
     state.sendAfterInFlight = true
     return
@@ -589,9 +649,16 @@ const backoff = (state: MemberState, now: number) => {
 const isFenceCode = (code: HeartbeatResponse["errorCode"]) =>
   code === "UNKNOWN_MEMBER_ID" || code === "FENCED_MEMBER_EPOCH" || code === "FENCED_INSTANCE_ID"
 
-/** Older-than-applied responses must not resurrect ownership. */
+/**
+ * Only the answer to the newest request sent is applied (docs/protocol.md
+ * rule 18): it was computed after every answer applied before it had
+ * arrived, so it is never older than one already applied. An answer to an
+ * earlier request (a duplicate, or one that arrived after its timeout and a
+ * resend) may have been computed before or after the newest one's: it is
+ * dropped. Older-than-applied epochs are stale too (belt and braces).
+ */
 const isStale = (state: MemberState, seq: number, response: HeartbeatResponse): boolean => {
-  if (seq < state.acceptFromSeq) return true
+  if (seq < state.acceptFromSeq || seq !== state.nextSeq - 1) return true
   if (response.errorCode !== "NONE") return false
   if (response.memberEpoch < state.memberEpoch) return true
   return (
@@ -647,7 +714,7 @@ const onResponse = (
             }),
           })
         backoff(state, now)
-        return selfFenceIfDue(state, now, out)
+        return loseLeaseIfDue(state, now, out)
       }
       return applyAssignment(state, seq, sentAt, response, now, out)
     }
@@ -665,7 +732,7 @@ const onResponse = (
     case "NOT_COORDINATOR":
     case "COORDINATOR_LOAD_IN_PROGRESS":
       backoff(state, now)
-      return selfFenceIfDue(state, now, out)
+      return loseLeaseIfDue(state, now, out)
     case "INVALID_REQUEST": {
       const error = new HeartbeatRejected({
         memberId: state.config.memberId,
@@ -675,7 +742,7 @@ const onResponse = (
       state.lastRejection = error
       out.push({ _tag: "RequestRejected", error })
       backoff(state, now)
-      return selfFenceIfDue(state, now, out)
+      return loseLeaseIfDue(state, now, out)
     }
   }
 }
@@ -697,7 +764,13 @@ const applyAssignment = (
   state.failures = 0
   state.lateAnswers = 0
   state.nextHeartbeatAt = now + response.heartbeatIntervalMs
-  if (state.lifecycle === "joining" || state.lifecycle === "fenced") state.lifecycle = "active"
+  // a first answer, a rejoin, or a fresh lease after a suspension (rule 22)
+  if (
+    state.lifecycle === "joining" ||
+    state.lifecycle === "fenced" ||
+    state.lifecycle === "suspended"
+  )
+    state.lifecycle = "active"
 
   const layout = response.layout
   if (
@@ -742,6 +815,8 @@ const applyAssignment = (
         }
         break
       case "revoking":
+      case "stopping":
+        // restarted (or reported REVOKED) once its loop has ended: onDrained
         break
     }
   }
@@ -777,7 +852,9 @@ const applyAssignment = (
 
 const onDrained = (state: MemberState, shard: number, out: Array<MemberCommand>) => {
   const entry = state.shards.get(shard)
-  if (entry === undefined || entry.status !== "revoking") return
+  if (entry === undefined) return
+  if (entry.status === "stopping") return onStopped(state, shard, entry, out)
+  if (entry.status !== "revoking") return
   const token = state.assigned.get(shard)
   if (token !== undefined && state.lifecycle === "active") {
     // Given back (or re-granted with a new token) while draining: read again.
@@ -793,9 +870,56 @@ const onDrained = (state: MemberState, shard: number, out: Array<MemberCommand>)
   requestSend(state, out)
 }
 
-const dropOwnership = (state: MemberState, reason: StopReason, out: Array<MemberCommand>) => {
+/**
+ * A loop stopped by StopAllShards has ended. Active again (the lease came
+ * back) and still assigned: read it again; active but no longer assigned
+ * (revoked meanwhile): report it REVOKED. Otherwise forget it; a fenced
+ * member whose last loop ended may now join again.
+ */
+const onStopped = (
+  state: MemberState,
+  shard: number,
+  entry: ShardEntry,
+  out: Array<MemberCommand>,
+) => {
+  const token = state.assigned.get(shard)
+  if (state.lifecycle === "active" && token !== undefined) {
+    entry.status = "starting"
+    entry.token = token
+    entry.exhausted = false
+    out.push({ _tag: "StartShard", shard, token })
+    return
+  }
+  if (state.lifecycle === "active") {
+    entry.status = "revoked"
+    entry.revokedReportedFromSeq = 0
+    requestSend(state, out)
+    return
+  }
+  state.shards.delete(shard)
+  if (state.lifecycle === "fenced" && !stopping(state)) requestSend(state, out)
+  if (state.lifecycle === "leaving" && !draining(state)) requestSend(state, out)
+}
+
+/**
+ * Stop every loop; keep each one that had work as `stopping` until
+ * ShardDrained. A suspended member keeps its REVOKED reports (same
+ * lifecycle); any other stop ends the lifecycle they belong to.
+ */
+const stopAll = (state: MemberState, reason: StopReason, out: Array<MemberCommand>) => {
   out.push({ _tag: "StopAllShards", reason })
-  state.shards.clear()
+  for (const [shard, entry] of state.shards) {
+    if (entry.status === "revoked") {
+      if (reason !== "lease-lost") state.shards.delete(shard)
+    } else {
+      entry.status = "stopping"
+      entry.exhausted = false
+    }
+  }
+}
+
+const dropOwnership = (state: MemberState, reason: StopReason, out: Array<MemberCommand>) => {
+  stopAll(state, reason, out)
   state.assigned.clear()
   state.pending = []
   state.memberEpoch = 0
@@ -807,7 +931,10 @@ const dropOwnership = (state: MemberState, reason: StopReason, out: Array<Member
   state.sendAfterInFlight = false
 }
 
-/** UNKNOWN_MEMBER_ID / FENCED_MEMBER_EPOCH / self-fence: drop everything, rejoin with epoch 0. */
+/**
+ * UNKNOWN_MEMBER_ID / FENCED_MEMBER_EPOCH: drop everything, rejoin with epoch
+ * 0 once every stopped loop has ended.
+ */
 const fence = (state: MemberState, reason: StopReason, out: Array<MemberCommand>) => {
   dropOwnership(state, reason, out)
   state.lifecycle = "fenced"
@@ -832,7 +959,10 @@ const supersede = (
   state.lifecycle = "fenced"
   state.sendRequested = false
   state.failures = 0
-  state.nextHeartbeatAt = now + backoffMaxMs(state)
+  // A process that held shards joins once at once when its loops have
+  // stopped: the join proves it stopped, so the coordinator releases the
+  // shards it holds for it (docs/protocol.md rule 19); then the slowest pace.
+  state.nextHeartbeatAt = wasActive ? now : now + backoffMaxMs(state)
   if (wasActive)
     out.push({
       _tag: "Superseded",
@@ -844,17 +974,24 @@ const supersede = (
     })
 }
 
-const selfFenceIfDue = (state: MemberState, now: number, out: Array<MemberCommand>) => {
-  if (state.shards.size === 0) return
+/**
+ * The lease ran out (no answer granted one in time): stop every loop, but
+ * keep the epoch (docs/protocol.md rule 22). The next answer that grants a
+ * fresh lease resumes the member; a coordinator that expired it says
+ * UNKNOWN_MEMBER_ID and it rejoins. Heartbeats continue with the backoff.
+ */
+const loseLeaseIfDue = (state: MemberState, now: number, out: Array<MemberCommand>) => {
+  if (!holdsLease(state)) return
   const until = leaseExpiresAt(state)
   if (until === undefined || now < until) return
   if (state.lifecycle === "leaving") {
     // The coordinator is expiring us anyway: the leave is complete.
     return finishLeave(state, "left", out)
   }
-  fence(state, "self-fence", out)
-  // Rejoin once a heartbeat is due; retries continue with backoff.
-  state.nextHeartbeatAt = now
+  stopAll(state, "lease-lost", out)
+  state.assigned.clear()
+  state.pending = []
+  state.lifecycle = "suspended"
 }
 
 const onLeave = (state: MemberState, now: number, out: Array<MemberCommand>) => {

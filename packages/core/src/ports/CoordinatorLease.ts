@@ -3,7 +3,9 @@
  * Every acquire hands out a strictly larger fencing token for the group;
  * renew keeps the token and extends the TTL; check asks whether the grant is
  * still held without extending it; a lease whose TTL passed can be taken by
- * anyone. The memory implementation reads time from effect's `Clock`.
+ * anyone. Expiry times are the holder's MONOTONIC clock (docs/protocol.md
+ * rule 21): a step of the wall clock neither extends nor shortens a lease.
+ * The memory implementation reads effect's `Clock`.
  *
  * @example
  * const leases = yield* CoordinatorLease.CoordinatorLease
@@ -12,8 +14,9 @@
  * const later = yield* leases.renew(grant, 30_000)
  * yield* leases.release(later)
  */
-import { Clock, Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 import { LeaseHeld, LeaseLost, type StoreUnavailable } from "../Errors.js"
+import { monotonicMillis } from "../time/Instant.js"
 import { type GroupKey, groupKeyString } from "./GroupKey.js"
 
 export interface LeaseGrant {
@@ -21,7 +24,7 @@ export interface LeaseGrant {
   readonly holder: string
   /** Fencing token; strictly increasing per group across acquisitions. */
   readonly token: number
-  /** When the lease runs out unless renewed (the holder's clock, ms). */
+  /** When the lease runs out unless renewed (the holder's monotonic clock, ms). */
   readonly expiresAt: number
 }
 
@@ -66,7 +69,7 @@ export const makeMemory: Effect.Effect<CoordinatorLeaseShape> = Effect.sync(() =
   }
   const lease: CoordinatorLeaseShape = {
     acquire: (key, holder, ttlMs) =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) => {
+      Effect.flatMap(monotonicMillis, (now) => {
         const k = groupKeyString(key)
         const cur = leases.get(k)
         if (cur !== undefined && cur.expiresAt > now && cur.holder !== holder)
@@ -85,7 +88,7 @@ export const makeMemory: Effect.Effect<CoordinatorLeaseShape> = Effect.sync(() =
         return Effect.succeed(grant)
       }),
     renew: (grant, ttlMs) =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) => {
+      Effect.flatMap(monotonicMillis, (now) => {
         const cur = live(grant, now)
         if (cur === undefined) return Effect.fail(lost(grant))
         const renewed: LeaseGrant = { ...cur, expiresAt: now + ttlMs }
@@ -93,7 +96,7 @@ export const makeMemory: Effect.Effect<CoordinatorLeaseShape> = Effect.sync(() =
         return Effect.succeed(renewed)
       }),
     check: (grant) =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      Effect.flatMap(monotonicMillis, (now) =>
         live(grant, now) === undefined ? Effect.fail(lost(grant)) : Effect.void,
       ),
     release: (grant) =>

@@ -6,7 +6,11 @@
  * `notices(key, memberId)` subscribes to "look again" pushes (a hint to
  * heartbeat now, e.g. when the member's assignment grew). Coordinator side:
  * `serve(key, handler)` answers the group's heartbeats for as long as its
- * scope is open; `notify(key, memberId)` pushes a notice.
+ * scope is open (and, when the scope closes, answers what it already took
+ * before it returns); `notify(key, memberId)` pushes a notice. Between
+ * coordinator candidates: `handover(key)` says the coordinator released its
+ * lease, and `handovers(key)` subscribes to that, so a standby takes over at
+ * once instead of at its next poll (docs/protocol.md rule 20).
  *
  * The handler receives the request as `unknown`: it crossed a process
  * boundary, so the coordinator decodes it (and answers INVALID_REQUEST when it
@@ -47,6 +51,10 @@ export interface CoordinatorTransportShape {
   ) => Effect.Effect<void, never, Scope.Scope>
   /** Push a "look again" notice to a member of the group (no-op if nobody listens). */
   readonly notify: (key: GroupKey, memberId: string) => Effect.Effect<void>
+  /** Tell the group's coordinator candidates its lease was just released (a hint, may be lost). */
+  readonly handover: (key: GroupKey) => Effect.Effect<void>
+  /** Subscribe (now, within the scope) to the group's handovers; they coalesce like notices. */
+  readonly handovers: (key: GroupKey) => Effect.Effect<Stream.Stream<void>, never, Scope.Scope>
 }
 
 export class CoordinatorTransport extends Context.Service<

@@ -28,15 +28,50 @@ export interface OwnerFenceShape {
     key: GroupKey,
     fences: ReadonlyArray<Fence>,
   ) => Effect.Effect<void, FenceWriteFailed>
+  /**
+   * The owner token storage holds for each of `shards` (0: none). A new
+   * leader compares them with its state to find a metadata rewind
+   * (docs/protocol.md rule 23).
+   */
+  readonly read: (
+    key: GroupKey,
+    shards: ReadonlyArray<number>,
+  ) => Effect.Effect<
+    ReadonlyArray<{ readonly shard: number; readonly token: number }>,
+    FenceWriteFailed
+  >
 }
 
 export class OwnerFence extends Context.Service<OwnerFence, OwnerFenceShape>()(
   "@shardline/core/OwnerFence",
 ) {}
 
+/** Owner tokens read per shard at most this many at once. */
+const READ_CONCURRENCY = 64
+
 /** Fences written with `ShardStreams.setOwnerToken` of the ShardStreams in context. */
 export const make: Effect.Effect<OwnerFenceShape, never, ShardStreams> = ShardStreams.useSync(
   (streams): OwnerFenceShape => ({
+    read: (key, shards) =>
+      Effect.forEach(
+        shards,
+        (shard) =>
+          Effect.map(
+            streams.ownerToken({ stream: key.stream, shard, group: key.group }),
+            (token) => ({ shard, token }),
+          ),
+        { concurrency: READ_CONCURRENCY },
+      ).pipe(
+        Effect.mapError(
+          (cause) =>
+            new FenceWriteFailed({
+              stream: key.stream,
+              group: key.group,
+              message: `reading owner tokens: ${cause._tag}: ${cause.message}`,
+              cause,
+            }),
+        ),
+      ),
     write: (key, fences) =>
       Effect.forEach(
         fences,
@@ -67,7 +102,7 @@ export const make: Effect.Effect<OwnerFenceShape, never, ShardStreams> = ShardSt
 
 export const layer: Layer.Layer<OwnerFence, never, ShardStreams> = Layer.effect(OwnerFence, make)
 
-/** Writes nothing (a coordinator without a data plane: unit tests, demos). */
-export const noop: OwnerFenceShape = { write: () => Effect.void }
+/** Writes nothing and reads no tokens (a coordinator without a data plane: unit tests, demos). */
+export const noop: OwnerFenceShape = { write: () => Effect.void, read: () => Effect.succeed([]) }
 
 export const layerNoop: Layer.Layer<OwnerFence> = Layer.succeed(OwnerFence, noop)

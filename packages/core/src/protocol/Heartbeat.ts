@@ -36,12 +36,23 @@ export const MemberWeight = Schema.Finite.check(
  * One process start of a member id, ordered: a later start carries a larger
  * number (the runtime uses its start time in ms x 1024 plus 10 random bits).
  * docs/protocol.md rule 9: a join from a larger incarnation replaces the
- * registered one; requests from a smaller one change nothing.
+ * registered one; requests from a smaller one change nothing. Two starts in
+ * one millisecond can draw the same number, so a process is identified by
+ * its incarnation AND its `instance` (below), never by the number alone.
  */
 export const Incarnation = Schema.Int.check(
   Schema.isGreaterThanOrEqualTo(1),
   Schema.isLessThanOrEqualTo(Number.MAX_SAFE_INTEGER),
 )
+
+/**
+ * A process's own random identity: at least 64 random bits (16 hex digits or
+ * more), drawn once per process start. Processes are ordered by
+ * (incarnation, instance); a request whose instance differs from the
+ * registered one is another process, never a resend (docs/protocol.md rule 9).
+ * Absent on requests of earlier versions (read as "").
+ */
+export const Instance = Schema.String.check(Schema.isMaxLength(128))
 
 /** Most shards one layout generation may have. */
 export const MAX_SHARD_COUNT = 65_536
@@ -128,6 +139,8 @@ export const HeartbeatRequest = Schema.Struct({
   memberId: NonEmptyId,
   /** The process start that sends this request (see `Incarnation`). */
   incarnation: Incarnation,
+  /** The sending process's random identity (see `Instance`). */
+  instance: Schema.optional(Instance),
   /** Per-incarnation request number, increasing: makes a delayed duplicate join harmless. */
   seq: PositiveInt,
   memberEpoch: Schema.Int.check(Schema.isGreaterThanOrEqualTo(-1)),

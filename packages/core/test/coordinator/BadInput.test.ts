@@ -43,7 +43,6 @@ describe("malformed or out-of-range heartbeats -> INVALID_REQUEST, nothing chang
         leaving: true,
       }),
     ],
-    ["assignmentEpoch from the future", () => ({ assignmentEpoch: 99 })],
     ["metadataVersion from the future", () => ({ metadataVersion: 3 })],
     [
       "memberEpoch 0 without memberInfo",
@@ -64,5 +63,22 @@ describe("malformed or out-of-range heartbeats -> INVALID_REQUEST, nothing chang
     expect(h.state.storeRevision).toBe(revision)
     // the member is not fenced by a malformed request: its next good heartbeat is fine
     expect(h.hb(a.request()).response.errorCode).toBe("NONE")
+  })
+})
+
+describe("an assignmentEpoch from the future (docs/protocol.md rule 23)", () => {
+  it("means the group's metadata was rewound: the member is fenced (shards held), not told INVALID_REQUEST forever", () => {
+    const { h, a } = settled()
+    const owned = [...a.owned.keys()]
+    const r = h.hb({ ...a.request(), assignmentEpoch: 99 })
+    expect(r.response.errorCode).toBe("FENCED_MEMBER_EPOCH")
+    expect(r.response.errorMessage).toContain("rewound")
+    expect(h.state.members.has("a")).toBe(false)
+    expect(h.state.held.flatMap((x, s) => (x?.memberId === "a" ? [s] : []))).toEqual(owned)
+    // its rejoin proves it stopped: released and granted again
+    a.reset()
+    const rejoin = h.hb(a.request())
+    expect(rejoin.response.errorCode).toBe("NONE")
+    expect(rejoin.response.assigned.map((g) => g.shard)).toEqual(owned)
   })
 })

@@ -387,14 +387,21 @@ describe("expiry and revoke timeout (docs/protocol.md rules 4, 5)", () => {
     }
     expect(h.state.members.has("a")).toBe(true)
     h.advance(-h.now + 10_000)
-    // fenced: removed, every shard freed and targeted to the live member
+    // fenced: removed, every shard targeted to the live member, but held
+    // until a's lease has provably ended (rule 19: its last answer was at
+    // t=8s, so its session ends at t=38s)
     expect(h.state.members.has("a")).toBe(false)
     for (const s of [0, 1, 2, 3]) expect(h.owner(s)).toBeNull()
-    const rb = h.hb(b.request())
-    expect(shards(rb.response)).toEqual([0, 1, 2, 3])
+    expect(h.state.held.map((x) => x?.memberId)).toEqual(["a", "a", "a", "a"])
+    expect(shards(h.hb(b.request()).response)).toEqual([])
     expect(h.hb({ ...a.request(), memberEpoch: epoch }).response.errorCode).toBe(
       "UNKNOWN_MEMBER_ID",
     )
+    h.advance(37_999 - h.now)
+    expect(shards(h.hb(b.request()).response)).toEqual([])
+    h.advance(1)
+    const rb = h.hb(b.request())
+    expect(shards(rb.response)).toEqual([0, 1, 2, 3])
   })
 
   it("a timer firing before its (moved) deadline re-arms itself", () => {

@@ -49,7 +49,7 @@ const storeOn = (memory: Store.MemoryStore, stream: string) => {
 
 export class Harness {
   readonly store: ReturnType<typeof storeOn>
-  private readonly shell: CoordinatorShell
+  private shell: CoordinatorShell
   /** Every committed record batch, in order. */
   readonly commits: Array<ReadonlyArray<CoordinatorRecord>> = []
   readonly notices: Array<string> = []
@@ -113,6 +113,33 @@ export class Harness {
 
   snapshot(): Snapshot {
     return this.shell.snapshot()
+  }
+
+  /**
+   * A coordinator failover: a new leader loads the stored snapshot at
+   * `this.now` (fresh deadlines, volatile state lost), commits its election
+   * and serves from then on. Returns its re-asserted fences.
+   */
+  failover(leaseToken: number, holder = `c${leaseToken}`): ReadonlyArray<{ shard: number }> {
+    const takeover = CoordinatorShell.load(this.stored(), this.now, { holder, leaseToken })
+    if (takeover._tag !== "Elected") throw new Error(`election refused: ${takeover.reason}`)
+    this.shell = takeover.shell
+    if (takeover.step.records.length > 0) this.apply(takeover.step)
+    return takeover.fences
+  }
+
+  /**
+   * A failover whose new leader finds `stored` owner tokens in storage
+   * (docs/protocol.md rule 23): the rewind step, applied, if storage is ahead.
+   */
+  failoverWith(
+    leaseToken: number,
+    stored: ReadonlyArray<{ readonly shard: number; readonly token: number }>,
+  ) {
+    this.failover(leaseToken)
+    const step = this.shell.rewound(stored, this.now)
+    if (step !== undefined) this.apply(step)
+    return step
   }
 
   stored(): Snapshot {

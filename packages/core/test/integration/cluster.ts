@@ -263,11 +263,18 @@ export const makeCluster = Effect.fnUntraced(function* (options: ClusterOptions)
           if (loop !== undefined) loop.stopping = true
           break
         }
-        case "StopAllShards":
-          for (const loop of m.loops.values())
+        case "StopAllShards": {
+          // the loops end at once (their in-flight batches are dropped, not
+          // acked): each is reported drained, as the machine requires
+          const stopped = [...m.loops.values()]
+          for (const loop of stopped)
             log({ member: m.id, kind: "stopAll", shard: loop.shard, token: loop.token })
           m.loops.clear()
+          if (c.reason !== "left" && c.reason !== "leave-timeout")
+            for (const loop of stopped)
+              exec(m, MemberMachine.step(m.machine, { _tag: "ShardDrained", shard: loop.shard }))
           break
+        }
         case "SendHeartbeat":
           m.wantSend = true
           break

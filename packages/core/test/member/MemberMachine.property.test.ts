@@ -143,6 +143,8 @@ interface Loop {
   token: number
   started: boolean
   stopping: boolean
+  /** Stopped by StopAllShards (not by StopShard). */
+  stoppedAll: boolean
 }
 
 const cmp = (a: number, b: number, c: number, d: number) => (a !== c ? a - c : b - d)
@@ -163,6 +165,8 @@ const run = (actions: ReadonlyArray<Action>) => {
     leaving: false,
     leaveSeq: 0,
     left: false,
+    /** Holds a lease it acts on: an accepted NONE, no fence or lost lease since. */
+    active: false,
   }
   // independent record of read loops, built only from commands
   const loops = new Map<number, Loop>()
@@ -175,6 +179,13 @@ const run = (actions: ReadonlyArray<Action>) => {
     model.assignmentEpoch = 0
     model.assigned.clear()
     model.pending.clear()
+    model.active = false
+  }
+  /** docs/protocol.md rule 22: a lost lease keeps the epochs, drops the assignment. */
+  const suspend = () => {
+    model.assigned.clear()
+    model.pending.clear()
+    model.active = false
   }
 
   const execute = (commands: ReadonlyArray<MemberMachine.MemberCommand>) => {
@@ -183,7 +194,7 @@ const run = (actions: ReadonlyArray<Action>) => {
         case "StartShard":
           // at most one read loop per shard, ever
           expect(loops.has(c.shard), `second loop for shard ${c.shard}`).toBe(false)
-          loops.set(c.shard, { token: c.token, started: false, stopping: false })
+          loops.set(c.shard, { token: c.token, started: false, stopping: false, stoppedAll: false })
           break
         case "StopShard": {
           const loop = loops.get(c.shard)
@@ -192,7 +203,11 @@ const run = (actions: ReadonlyArray<Action>) => {
           break
         }
         case "StopAllShards":
-          loops.clear()
+          // every loop stops; each is reported drained once its work has ended
+          for (const loop of loops.values()) {
+            loop.stopping = true
+            loop.stoppedAll = true
+          }
           break
         default:
           break
@@ -257,7 +272,8 @@ const run = (actions: ReadonlyArray<Action>) => {
           (r.errorCode === "NONE" || fenceCode)
         ) {
           expectLeft = true
-        } else if (seq >= model.acceptFrom) {
+        } else if (seq >= model.acceptFrom && seq === sent.length) {
+          // only the answer to the newest request counts (docs/protocol.md rule 18)
           // A NONE answer grants a lease from its request's send time, if that
           // is still known (the last MAX_TRACKED_REQUESTS sends) and not yet over.
           const leaseLeft =
@@ -275,6 +291,7 @@ const run = (actions: ReadonlyArray<Action>) => {
             for (const p of r.pending) model.assigned.delete(p)
             model.pending = new Set(r.pending)
             model.lastSuccess = Math.max(model.lastSuccess, at)
+            model.active = !model.leaving
           } else if (fenceCode) {
             if (model.leaving) expectLeft = true
             else expectFence = true
@@ -307,7 +324,10 @@ const run = (actions: ReadonlyArray<Action>) => {
         const loop = loops.get(shard)
         if (loop?.stopping) {
           loops.delete(shard)
-          if (!model.assigned.has(shard)) drainedToRevoked = shard
+          // a loop stopped by StopAllShards is reported REVOKED only when the
+          // member is active again and the shard was revoked meanwhile
+          if (!model.assigned.has(shard) && (!loop.stoppedAll || model.active))
+            drainedToRevoked = shard
         } else if (loop) {
           // not stopping: a spurious drain notice; the loop keeps running
         }
@@ -328,13 +348,19 @@ const run = (actions: ReadonlyArray<Action>) => {
         break
     }
 
+    const wasActive = model.active
     execute(commands)
+    const lostLease = commands.some((c) => c._tag === "StopAllShards" && c.reason === "lease-lost")
     const selfFenced = commands.some(
       (c) =>
         c._tag === "StopAllShards" &&
-        (c.reason === "self-fence" || c.reason === "left" || c.reason === "leave-timeout"),
+        (c.reason === "lease-lost" || c.reason === "left" || c.reason === "leave-timeout"),
     )
-    if (expectFence || selfFenced) reset()
+    if (lostLease) {
+      expect(wasActive || model.leaving, "a lease lost by a member without one").toBe(true)
+      suspend()
+    }
+    if (expectFence || (selfFenced && !lostLease)) reset()
     if (commands.some((c) => c._tag === "Left")) {
       model.left = true
       reset()
@@ -345,6 +371,13 @@ const run = (actions: ReadonlyArray<Action>) => {
     const owned = MemberMachine.ownedShards(state)
     const revoking = request.revokingShards.map((r) => r.shard)
 
+    // a loop that StopAllShards stopped and that has ended is started again
+    // only while active and assigned (a lease came back)
+    for (const c of commands)
+      if (c._tag === "StartShard") {
+        expect(model.active, `StartShard ${c.shard} while not active`).toBe(true)
+        expect(model.assigned.get(c.shard)).toBe(c.token)
+      }
     // never reading a shard that is not in the last accepted `assigned` (with its token)
     for (const [shard, loop] of loops) {
       if (loop.stopping) continue
@@ -362,8 +395,9 @@ const run = (actions: ReadonlyArray<Action>) => {
     )
     // rule 14: SendHeartbeat only when no request is in flight
     if (commands.some((c) => c._tag === "SendHeartbeat")) expect(state.inFlightSeq).toBe(0)
-    // a runtime sleeping until nextDeadline never overshoots the self-fence
-    if (loops.size > 0 && !model.left)
+    const reading = [...loops.values()].filter((l) => !l.stopping).length
+    // a runtime sleeping until nextDeadline never overshoots the lease
+    if (reading > 0 && !model.left)
       expect(MemberMachine.nextDeadline(state)!).toBeLessThanOrEqual(
         model.lastSuccess + SELF_FENCE_AFTER,
       )
@@ -377,10 +411,22 @@ const run = (actions: ReadonlyArray<Action>) => {
       expect(request.memberEpoch).toBe(0)
       expect(request.memberInfo).toEqual(config.memberInfo)
     }
+    // rule 19: a fenced member joins only once every stopped loop has ended
+    if (
+      state.lifecycle === "fenced" &&
+      [...loops.values()].some((l) => l.stopping) &&
+      commands.some((c) => c._tag === "SendHeartbeat")
+    )
+      expect.fail("a fenced member asked to send its join while a stopped loop still runs")
+    if (lostLease) {
+      // rule 22: suspended, same epochs, nothing owned
+      expect(owned).toEqual([])
+      expect(request.memberEpoch).toBe(model.memberEpoch)
+    }
     if (expectLeft) expect(MemberMachine.phase(state)).toBe("left")
     if (model.left) {
       expect(MemberMachine.phase(state)).toBe("left")
-      expect(loops.size).toBe(0)
+      expect(reading).toBe(0)
     }
     // the machine agrees with the model on what it accepted
     expect([state.memberEpoch, state.assignmentEpoch]).toEqual([
@@ -392,7 +438,7 @@ const run = (actions: ReadonlyArray<Action>) => {
     // SEND time of its last successful heartbeat is sessionTimeout - safetyMargin
     // ago (after any step, not only ticks: a late answer must not revive it)
     if (now - model.lastSuccess >= SELF_FENCE_AFTER) {
-      expect(loops.size, "reading after the lease ran out").toBe(0)
+      expect(reading, "reading after the lease ran out").toBe(0)
       expect(owned).toEqual([])
     }
     // a drained, no-longer-assigned shard is reported REVOKED on the next heartbeat

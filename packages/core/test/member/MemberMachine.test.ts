@@ -186,7 +186,7 @@ describe("MemberMachine", () => {
   })
 
   it.each(["UNKNOWN_MEMBER_ID", "FENCED_MEMBER_EPOCH"] as const)(
-    "%s: stop reads and acks, clear owned and revoking, rejoin with same memberId and epoch 0",
+    "%s: stop reads and acks, clear owned and revoking, rejoin with same memberId and epoch 0 once every loop stopped",
     (errorCode) => {
       const state = stableMember()
       roundTrip(state, response({ assignmentEpoch: 2, assigned: grants(0) }), 10)
@@ -196,14 +196,22 @@ describe("MemberMachine", () => {
         response({ errorCode, memberEpoch: 0, assignmentEpoch: 0 }),
         20,
       )
-      expect(tags(commands)).toEqual(["StopAllShards", "SendHeartbeat"])
+      // shard 0 (reading) and 2 (draining) are still stopping: no join yet,
+      // since the join releases the shards held for this member (rule 19)
+      expect(tags(commands)).toEqual(["StopAllShards"])
       expect(MemberMachine.phase(state)).toBe("fenced")
+      expect(MemberMachine.nextDeadline(state)).toBe(Number.POSITIVE_INFINITY)
+      expect(MemberMachine.step(state, { _tag: "Tick", now: 5_000 })).toEqual([])
       const request = MemberMachine.buildRequest(state)
       expect(request.memberId).toBe(config.memberId)
       expect(request.memberEpoch).toBe(0)
       expect(request.memberInfo).toEqual(config.memberInfo)
       expect(request.ownedShards).toEqual([])
       expect(request.revokingShards).toEqual([])
+      expect(MemberMachine.step(state, { _tag: "ShardDrained", shard: 0 })).toEqual([])
+      expect(MemberMachine.step(state, { _tag: "ShardDrained", shard: 2 })).toEqual([
+        { _tag: "SendHeartbeat" },
+      ])
       // The rejoin is answered: back to normal with a fresh epoch.
       const rejoin = roundTrip(state, response({ memberEpoch: 5, assigned: grants(3) }), 30)
       expect(rejoin.commands).toEqual([{ _tag: "StartShard", shard: 3, token: 4 }])
@@ -259,28 +267,66 @@ describe("MemberMachine", () => {
     expect(requestView(state)).toEqual(before)
   })
 
-  it("self-fencing: no successful heartbeat for sessionTimeout - safetyMargin stops all shards", () => {
+  it("a lost lease: no answer for sessionTimeout - safetyMargin stops every loop, keeps the epoch (rule 22)", () => {
     const state = stableMember()
     const failed = MemberMachine.nextRequest(state, 1_000)
     MemberMachine.step(state, { _tag: "HeartbeatFailed", seq: failed.seq, now: 2_000 })
     expect(MemberMachine.step(state, { _tag: "Tick", now: 7_999 })).not.toContainEqual({
       _tag: "StopAllShards",
-      reason: "self-fence",
+      reason: "lease-lost",
     })
     const commands = MemberMachine.step(state, { _tag: "Tick", now: 8_000 })
-    expect(commands).toContainEqual({ _tag: "StopAllShards", reason: "self-fence" })
+    expect(commands).toContainEqual({ _tag: "StopAllShards", reason: "lease-lost" })
+    expect(MemberMachine.phase(state)).toBe("suspended")
     expect(MemberMachine.ownedShards(state)).toEqual([])
-    expect(MemberMachine.buildRequest(state).memberEpoch).toBe(0)
-    expect(MemberMachine.buildRequest(state).memberInfo).toBeDefined()
-    // A late success for the old request cannot resurrect ownership.
-    const late = MemberMachine.step(state, {
-      _tag: "ResponseReceived",
-      seq: failed.seq,
-      response: response({ assigned: grants(0, 1, 2) }),
-      now: 8_001,
+    expect(MemberMachine.leaseValid(state, 8_000)).toBe(false)
+    // no rejoin: the same epoch, no memberInfo
+    expect(MemberMachine.buildRequest(state).memberEpoch).toBe(1)
+    expect(MemberMachine.buildRequest(state).memberInfo).toBeUndefined()
+    for (const shard of [0, 1, 2]) MemberMachine.step(state, { _tag: "ShardDrained", shard })
+    // an answer that grants a fresh lease resumes it with the same tokens
+    const resumed = roundTrip(state, response({ assigned: grants(0, 1, 2) }), 9_000)
+    expect(resumed.request.memberEpoch).toBe(1)
+    expect(resumed.commands.filter((c) => c._tag === "StartShard")).toEqual([
+      { _tag: "StartShard", shard: 0, token: 1 },
+      { _tag: "StartShard", shard: 1, token: 2 },
+      { _tag: "StartShard", shard: 2, token: 3 },
+    ])
+    expect(MemberMachine.phase(state)).toBe("reconciling")
+    expect(state.memberEpoch).toBe(1)
+  })
+
+  it("a suspended member whose loops have not ended yet restarts each once it has", () => {
+    const state = stableMember()
+    expect(MemberMachine.step(state, { _tag: "Tick", now: 8_000 })).toContainEqual({
+      _tag: "StopAllShards",
+      reason: "lease-lost",
     })
-    expect(late).toEqual([])
-    expect(MemberMachine.ownedShards(state)).toEqual([])
+    const resumed = roundTrip(state, response({ assigned: grants(0, 1) }), 9_000)
+    expect(tags(resumed.commands)).not.toContain("StartShard")
+    expect(MemberMachine.step(state, { _tag: "ShardDrained", shard: 0 })).toEqual([
+      { _tag: "StartShard", shard: 0, token: 1 },
+    ])
+    // shard 2 was revoked while it was stopped: reported REVOKED once it ended
+    expect(MemberMachine.step(state, { _tag: "ShardDrained", shard: 2 })).toEqual([
+      { _tag: "SendHeartbeat" },
+    ])
+    expect(MemberMachine.buildRequest(state).revokingShards).toEqual([
+      { shard: 2, state: "REVOKED", token: 3 },
+    ])
+  })
+
+  it("a suspended member answered UNKNOWN_MEMBER_ID rejoins (the coordinator expired it)", () => {
+    const state = stableMember()
+    MemberMachine.step(state, { _tag: "Tick", now: 8_000 })
+    for (const shard of [0, 1, 2]) MemberMachine.step(state, { _tag: "ShardDrained", shard })
+    const { commands } = roundTrip(
+      state,
+      response({ errorCode: "UNKNOWN_MEMBER_ID", memberEpoch: 0 }),
+      9_000,
+    )
+    expect(tags(commands)).toEqual(["StopAllShards", "SendHeartbeat"])
+    expect(MemberMachine.buildRequest(state).memberEpoch).toBe(0)
   })
 
   it("lease is measured from the send time of the answered request", () => {
@@ -297,34 +343,38 @@ describe("MemberMachine", () => {
     expect(state.lastSuccessAt).toBe(1_000)
     expect(MemberMachine.step(state, { _tag: "Tick", now: 8_999 })).not.toContainEqual({
       _tag: "StopAllShards",
-      reason: "self-fence",
+      reason: "lease-lost",
     })
     // t0 + sessionTimeout - safetyMargin, not 4_000 + 8_000
     const commands = MemberMachine.step(state, { _tag: "Tick", now: 9_000 })
-    expect(commands).toContainEqual({ _tag: "StopAllShards", reason: "self-fence" })
+    expect(commands).toContainEqual({ _tag: "StopAllShards", reason: "lease-lost" })
     expect(MemberMachine.ownedShards(state)).toEqual([])
   })
 
-  it("a late response to a request sent before a self-fence does not restart shards", () => {
-    // The self-fence already ran (Tick), then the response arrives.
-    const fenced = stableMember()
-    const before = MemberMachine.nextRequest(fenced, 1_000)
-    expect(MemberMachine.step(fenced, { _tag: "Tick", now: 8_000 })).toContainEqual({
+  it("a late answer that grants no lease any more does not restart shards; a timely one does", () => {
+    // The lease ran out (Tick); then the answer to an earlier request (sent at
+    // 1_000) arrives: it is not the newest request, so it is dropped.
+    const suspended = stableMember()
+    const before = MemberMachine.nextRequest(suspended, 1_000)
+    MemberMachine.step(suspended, { _tag: "HeartbeatFailed", seq: before.seq, now: 1_500 })
+    MemberMachine.nextRequest(suspended, 1_600)
+    expect(MemberMachine.step(suspended, { _tag: "Tick", now: 8_000 })).toContainEqual({
       _tag: "StopAllShards",
-      reason: "self-fence",
+      reason: "lease-lost",
     })
-    const afterFence = MemberMachine.step(fenced, {
+    for (const shard of [0, 1, 2]) MemberMachine.step(suspended, { _tag: "ShardDrained", shard })
+    const older = MemberMachine.step(suspended, {
       _tag: "ResponseReceived",
       seq: before.seq,
       response: response({ assignmentEpoch: 2, assigned: grants(0, 1, 2, 3) }),
       now: 8_500,
     })
-    expect(tags(afterFence)).not.toContain("StartShard")
-    expect(MemberMachine.ownedShards(fenced)).toEqual([])
+    expect(older).toEqual([])
+    expect(MemberMachine.ownedShards(suspended)).toEqual([])
 
-    // The self-fence was due but the member was paused (GC): the late response
-    // is the first thing it sees. Its request was sent at 1_000, so the lease
-    // it would grant ended at 9_000: it must self-fence, not start shards.
+    // The lease was due but the member was paused (GC): the late answer is
+    // the first thing it sees. Its request was sent at 1_000, so the lease it
+    // would grant ended at 9_000: it suspends, never starts shards.
     const paused = stableMember()
     const old = MemberMachine.nextRequest(paused, 1_000)
     const late = MemberMachine.step(paused, {
@@ -334,16 +384,17 @@ describe("MemberMachine", () => {
       now: 9_500,
     })
     expect(tags(late)).not.toContain("StartShard")
-    expect(late).toContainEqual({ _tag: "StopAllShards", reason: "self-fence" })
+    expect(late).toContainEqual({ _tag: "StopAllShards", reason: "lease-lost" })
     expect(MemberMachine.ownedShards(paused)).toEqual([])
-    expect(MemberMachine.buildRequest(paused).memberEpoch).toBe(0)
+    expect(MemberMachine.buildRequest(paused).memberEpoch).toBe(1)
+    for (const shard of [0, 1, 2]) MemberMachine.step(paused, { _tag: "ShardDrained", shard })
 
-    // Same for a rejoin whose answer arrives after the lease it would grant.
-    const rejoin = MemberMachine.nextRequest(paused, 9_600)
+    // Same for an answer that arrives after the lease it would grant.
+    const again = MemberMachine.nextRequest(paused, 9_600)
     const slow = MemberMachine.step(paused, {
       _tag: "ResponseReceived",
-      seq: rejoin.seq,
-      response: response({ memberEpoch: 3, assignmentEpoch: 3, assigned: grants(0, 1) }),
+      seq: again.seq,
+      response: response({ assignmentEpoch: 3, assigned: grants(0, 1) }),
       now: 9_600 + 8_000,
     })
     expect(tags(slow)).not.toContain("StartShard")
@@ -353,11 +404,48 @@ describe("MemberMachine", () => {
     const ok = MemberMachine.step(paused, {
       _tag: "ResponseReceived",
       seq: next.seq,
-      response: response({ memberEpoch: 3, assignmentEpoch: 3, assigned: grants(0, 1) }),
+      response: response({ assignmentEpoch: 3, assigned: grants(0, 1) }),
       now: 17_800,
     })
     expect(tags(ok)).toEqual(["StartShard", "StartShard"])
     expect(paused.lastSuccessAt).toBe(17_700)
+    expect(paused.memberEpoch).toBe(1)
+  })
+
+  it("rule 18: only the answer to the newest request is applied (finding F2)", () => {
+    const state = stableMember()
+    // n times out; n+1 is sent; both are answered, n's from a newer state
+    const n = MemberMachine.nextRequest(state, 1_000)
+    MemberMachine.step(state, { _tag: "HeartbeatFailed", seq: n.seq, now: 1_200 })
+    const n1 = MemberMachine.nextRequest(state, 1_300)
+    const newer = MemberMachine.step(state, {
+      _tag: "ResponseReceived",
+      seq: n.seq,
+      response: response({ assignmentEpoch: 1, assigned: grants(0, 1, 2, 3) }),
+      now: 1_400,
+    })
+    expect(newer).toEqual([])
+    const answer = MemberMachine.step(state, {
+      _tag: "ResponseReceived",
+      seq: n1.seq,
+      response: response({ assignmentEpoch: 1, assigned: grants(0, 1, 2) }),
+      now: 1_500,
+    })
+    // nothing to stop or report: the older content never replaced a newer one
+    expect(tags(answer)).not.toContain("StopShard")
+    expect(MemberMachine.buildRequest(state).revokingShards).toEqual([])
+    expect(MemberMachine.ownedShards(state)).toEqual([0, 1, 2])
+    // a failure of an earlier request changes nothing either
+    MemberMachine.nextRequest(state, 2_000)
+    expect(MemberMachine.step(state, { _tag: "HeartbeatFailed", seq: n.seq, now: 2_100 })).toEqual(
+      [],
+    )
+    expect(state.failures).toBe(0)
+  })
+
+  it("rule 24: requests carry the process's instance", () => {
+    const state = MemberMachine.make({ ...config, instance: "0123456789abcdef" }, 0)
+    expect(MemberMachine.nextRequest(state, 0).request.instance).toBe("0123456789abcdef")
   })
 
   it("send times are kept only for a bounded number of outstanding requests", () => {

@@ -7,29 +7,32 @@
  * - one actor fiber owns the machine: it takes inputs (heartbeat results,
  *   notices, drained shards, leave) from one queue, steps the machine, ticks
  *   it, and sleeps until `MemberMachine.nextDeadline` (a member that cannot
- *   reach its coordinator is woken at its self-fence deadline, never later);
+ *   reach its coordinator is woken at its lease deadline, never later);
  * - `SendHeartbeat` sends exactly the request `nextRequest` built (plus this
  *   member's progress) and reports its end, answered or failed on timeout;
  * - `StartShard` starts the shard's loop in the poller, `StopShard` drains it
  *   (in-flight batch, then `onRevoked`) and reports `ShardDrained` for that
- *   very loop, `StopAllShards` stops every loop at once (signals abort, no
- *   more reads or acks);
+ *   very loop once none of its user code runs, `StopAllShards` stops every
+ *   loop at once (signals abort, no more reads or acks) and reports
+ *   `ShardDrained` for each once its user code has ended (a handler that
+ *   ignores its signal is reported `handlerStuck`, and its shard waits);
+ * - the machine runs on the monotonic clock (docs/protocol.md rule 21);
+ *   events carry wall-clock times;
  * - a `StaleOwner` from the storage stops that loop and asks for a heartbeat.
  */
 import {
   type CoordinatorTransport,
-  type HeartbeatRejected,
   type HeartbeatResponse,
-  type LeaseUnusable,
   MemberMachine,
-  type MemberSuperseded,
   type ShardStreams,
+  Time,
   TransportError,
 } from "@shardline/core"
 import { Clock, Deferred, Effect, Exit, Metric, Option, Queue, Result, Scope, Stream } from "effect"
-import { InvalidRuntimeConfig } from "../Errors.js"
+import { HandlerStuck, InvalidRuntimeConfig } from "../Errors.js"
 import type { EventHub, HeartbeatFailure, RuntimeEvent } from "../Events.js"
 import * as Metrics from "../Metrics.js"
+import type { MemberError } from "./Observer.js"
 import { makePoller, type Poller } from "./Poller.js"
 import type { Runner, TurnRecord } from "./ShardRunner.js"
 import type { ConsumerSpec } from "./spec.js"
@@ -50,6 +53,8 @@ type Input =
       readonly abandoned: boolean
     }
   | { readonly _tag: "Leave" }
+  /** A loop StopAllShards stopped has ended (none of its user code runs). */
+  | { readonly _tag: "Stopped"; readonly shard: number }
   | { readonly _tag: "Exhausted"; readonly shard: number }
   | { readonly _tag: "Wake" }
 
@@ -57,6 +62,8 @@ export interface MemberEnv {
   readonly spec: ConsumerSpec
   readonly memberId: string
   readonly incarnation: number
+  /** The process's random identity (docs/protocol.md rule 24). */
+  readonly instance: string
   /** Reported in memberInfo.host. */
   readonly host: string
   readonly streams: ShardStreams.ShardStreamsShape
@@ -87,13 +94,8 @@ export interface LogicalMember {
   readonly stopNow: (reason: string) => Effect.Effect<void>
   /** Ask for a heartbeat now (as a coordinator notice would). */
   readonly nudge: Effect.Effect<void>
-  /** The last error the coordinator or the lease surfaced (superseded, lease unusable, rejected). */
-  readonly lastError: () =>
-    | MemberSuperseded
-    | LeaseUnusable
-    | HeartbeatRejected
-    | HeartbeatFailure
-    | undefined
+  /** The last error the coordinator, the lease or a stuck handler surfaced. */
+  readonly lastError: () => MemberError | undefined
 }
 
 /** Build and start a logical member in the scope in context (its own child scope). */
@@ -104,7 +106,9 @@ export const makeLogicalMember = (
     const parent = yield* Scope.Scope
     const scope = yield* Scope.fork(parent)
     const clock = yield* Clock.Clock
-    const now = () => clock.currentTimeMillisUnsafe()
+    // the machine, leases and timeouts: monotonic (rule 21); events: wall clock
+    const now = () => Time.monotonicMillisOf(clock)
+    const wallNow = () => clock.currentTimeMillisUnsafe()
     const { settings } = env.spec
     const key = { stream: settings.stream, group: settings.group }
     const attributes = { stream: settings.stream, group: settings.group }
@@ -118,6 +122,7 @@ export const makeLogicalMember = (
             stream: settings.stream,
             memberId: env.memberId,
             incarnation: env.incarnation,
+            instance: env.instance,
             memberInfo: {
               consumerName: env.memberId,
               host: env.host,
@@ -125,6 +130,10 @@ export const makeLogicalMember = (
               ...(settings.weight !== undefined ? { weight: settings.weight } : {}),
             },
             heartbeatIntervalMs: settings.heartbeatIntervalMs,
+            // retries at most a heartbeat interval apart: after an outage shorter
+            // than the session the member is answered before the coordinator
+            // could expire it, and resumes with its epoch (docs/protocol.md rule 22)
+            retryBackoffMaxMs: Math.max(100, settings.heartbeatIntervalMs),
             leaveTimeoutMs: env.leaveTimeoutMs,
             ...(settings.safetyMarginMs !== undefined
               ? { safetyMarginMs: settings.safetyMarginMs }
@@ -147,14 +156,9 @@ export const makeLogicalMember = (
     let rebalanceTimeoutMs = settings.rebalanceTimeoutMs
     let lastStopReason: MemberMachine.StopReason = "left"
     let lastLagAt = Number.NEGATIVE_INFINITY
-    let lastError:
-      | MemberSuperseded
-      | LeaseUnusable
-      | HeartbeatRejected
-      | HeartbeatFailure
-      | undefined
+    let lastError: MemberError | undefined
 
-    const base = () => ({ ...key, memberId: env.memberId, at: now() })
+    const base = () => ({ ...key, memberId: env.memberId, at: wallNow() })
     const emit = (event: RuntimeEvent) => env.events.emit(event)
     const drainBudgetMs = () => settings.drainTimeoutMs ?? Math.floor(rebalanceTimeoutMs / 2)
 
@@ -172,6 +176,8 @@ export const makeLogicalMember = (
       heartbeatDuration: Metrics.forGroup(Metrics.heartbeatDuration, key),
       rebalances: Metrics.forGroup(Metrics.rebalances, key),
       fences: Metrics.forGroup(Metrics.fences, key),
+      handlersStuck: Metrics.forGroup(Metrics.handlersStuck, key),
+      leaseLost: Metrics.forGroup(Metrics.leaseLost, key),
     }
     // metrics are updated in place with the member's context (its registry):
     // no Effect per update, on the per-batch path
@@ -212,6 +218,7 @@ export const makeLogicalMember = (
       memberId: env.memberId,
       consumerName: env.memberId,
       now,
+      wallNow,
       mayAct: () => MemberMachine.leaseValid(machine, now()),
       isPaused: env.isPaused,
       drainBudgetMs,
@@ -235,6 +242,17 @@ export const makeLogicalMember = (
         Queue.offerUnsafe(inbox, { _tag: "Exhausted", shard })
       },
       groupShardCount: () => machine.layout?.shardCount ?? settings.shardCount,
+      onStuck: (shard, why, budgetMs) => {
+        m.handlersStuck.updateUnsafe(1, context)
+        const error = new HandlerStuck({
+          ...key,
+          memberId: env.memberId,
+          shard,
+          message: `the handler of shard ${shard} still runs ${budgetMs} ms after its loop was ${why === "revoked" ? "revoked" : "stopped"} (its signal was aborted): shard ${shard} is not released until it returns`,
+        })
+        lastError = error
+        emit({ ...base(), type: "handlerStuck", shard, why, budgetMs, error })
+      },
     })
 
     const ownedGauge = Metric.withAttributes(Metrics.ownedShards, memberAttributes)
@@ -334,11 +352,25 @@ export const makeLogicalMember = (
             }
             case "StopAllShards": {
               lastStopReason = c.reason
-              const shards = poller.stopAll(c.reason)
+              const stopped = poller.stopAll(c.reason)
+              const shards = stopped.map((r) => r.shard)
+              // each loop is reported ended once its user code has (the machine
+              // waits for it before a REVOKED or a rejoin; docs/protocol.md rule 19)
+              if (c.reason !== "left" && c.reason !== "leave-timeout")
+                for (const r of stopped)
+                  yield* Effect.forkIn(
+                    Effect.andThen(poller.quiet(r, "stopped", drainBudgetMs()), () =>
+                      Queue.offer(inbox, { _tag: "Stopped", shard: r.shard }),
+                    ),
+                    scope,
+                  )
+              if (c.reason === "lease-lost") {
+                yield* Metric.update(m.leaseLost, 1)
+                emit({ ...base(), type: "leaseLost", shards })
+              }
               if (shards.length > 0 && c.reason !== "left") {
                 yield* Metric.update(m.fences, 1)
                 emit({ ...base(), type: "lost", shards, reason: c.reason })
-                if (c.reason === "self-fence") emit({ ...base(), type: "leaseLost", shards })
                 const hook = env.spec.hooks.onLost
                 if (hook !== undefined)
                   yield* Effect.forkIn(
@@ -422,6 +454,8 @@ export const makeLogicalMember = (
             const joined =
               (lifecycle === "joining" || lifecycle === "fenced") && machine.lifecycle === "active"
             if (joined) emit({ ...base(), type: "joined", memberEpoch: machine.memberEpoch })
+            if (lifecycle === "suspended" && machine.lifecycle === "active")
+              emit({ ...base(), type: "leaseRegained", memberEpoch: machine.memberEpoch })
             yield* exec(commands, t)
             if (machine.lifecycle === "active" && machine.assignmentEpoch !== assignmentEpoch) {
               yield* Metric.update(m.rebalances, 1)
@@ -450,6 +484,11 @@ export const makeLogicalMember = (
           }
           case "Leave":
             return yield* exec(MemberMachine.step(machine, { _tag: "LeaveRequested", now: t }), t)
+          case "Stopped":
+            return yield* exec(
+              MemberMachine.step(machine, { _tag: "ShardDrained", shard: input.shard }),
+              t,
+            )
           case "Exhausted":
             return yield* exec(
               MemberMachine.step(machine, { _tag: "ShardExhausted", shard: input.shard }),

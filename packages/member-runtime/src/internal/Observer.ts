@@ -12,6 +12,7 @@ import type {
   LeaseUnusable,
   MemberSuperseded,
 } from "@shardline/core"
+import type { HandlerStuck } from "../Errors.js"
 import type { EventHub, HeartbeatFailure, RuntimeEvent } from "../Events.js"
 import { isPermissionDenied, type LevelLogger, makeEventLog } from "../Logging.js"
 
@@ -22,6 +23,7 @@ export type MemberError =
   | HeartbeatRejected
   | HeartbeatFailure
   | DataPlaneError
+  | HandlerStuck
 
 interface MemberState {
   lastError: MemberError | undefined
@@ -74,6 +76,7 @@ export const makeObserver = (hub: EventHub, log: LevelLogger): Observer => {
       case "superseded":
       case "leaseUnusable":
       case "requestRejected":
+      case "handlerStuck":
         remember(event, event.error)
         break
       case "dataPlaneError":

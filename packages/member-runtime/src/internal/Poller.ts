@@ -21,6 +21,7 @@ import { RateLimiter } from "./RateLimiter.js"
 import {
   abandon,
   abortLateCalls,
+  awaitQuiet,
   flushAcks,
   makeRunner,
   type Outcome,
@@ -40,11 +41,20 @@ export interface PollerOptions extends TurnEnv {
   readonly onExhausted: (shard: number) => void
   /** The stream's shard count now (a group-scoped rate limit's share); default the declared one. */
   readonly groupShardCount?: () => number
+  /**
+   * A stopped loop's user code (handler, hook) still runs `budgetMs` after it
+   * was told to stop: reported once; the loop is reported ended only when it
+   * returns (docs/runtime.md, "A handler past its drain").
+   */
+  readonly onStuck: (shard: number, why: "revoked" | "stopped", budgetMs: number) => void
 }
 
 export interface DrainResult {
   readonly runner: Runner | undefined
-  /** The in-flight batch did not finish within the drain budget and was abandoned. */
+  /**
+   * The in-flight batch did not finish within the drain budget: its signal
+   * was aborted, and the drain waited until its user code returned anyway.
+   */
   readonly abandoned: boolean
 }
 
@@ -52,12 +62,18 @@ export interface Poller {
   /** Start the shard's read loop (after its predecessor in this member, if any, ends). */
   readonly start: (shard: number, token: number) => void
   /**
-   * Stop new reads of the shard, let the in-flight batch finish (abandoned
-   * past `budgetMs`), then run `onRevoked`. The caller then reports ShardDrained.
+   * Stop new reads of the shard, let the in-flight batch finish (its signal
+   * aborted past `budgetMs`), run `onRevoked`, and return only once none of
+   * the loop's user code runs any more. The caller then reports ShardDrained.
    */
   readonly drain: (shard: number, budgetMs: number) => Effect.Effect<DrainResult>
-  /** Stop every loop now: signals abort, nothing more is read or acked. Returns the shards. */
-  readonly stopAll: (reason: string) => ReadonlyArray<number>
+  /**
+   * Stop every loop now: signals abort, nothing more is read or acked.
+   * Returns the stopped loops; `quiet` completes once one's user code ended.
+   */
+  readonly stopAll: (reason: string) => ReadonlyArray<Runner>
+  /** Completes once the runner's user code has ended (reports it stuck past `budgetMs`). */
+  readonly quiet: (r: Runner, why: "revoked" | "stopped", budgetMs: number) => Effect.Effect<void>
   /** The runner the shard has now (for matching a drain to the loop it drained). */
   readonly current: (shard: number) => Runner | undefined
   readonly remove: (shard: number, runner: Runner) => void
@@ -290,6 +306,23 @@ export const makePoller = (options: PollerOptions): Effect.Effect<Poller> =>
     )
     yield* Effect.forkIn(watchdog, env.scope)
 
+    /**
+     * Wait until the runner's user code has ended; report it once if that
+     * takes past `budgetMs` (`waited`: the budget is already spent).
+     */
+    const quiet = (
+      r: Runner,
+      why: "revoked" | "stopped",
+      budgetMs: number,
+      waited = false,
+    ): Effect.Effect<void> =>
+      Effect.gen(function* () {
+        const done = yield* Effect.timeoutOption(awaitQuiet(r), waited ? 0 : budgetMs)
+        if (done._tag === "Some") return
+        env.onStuck(r.shard, why, budgetMs)
+        yield* awaitQuiet(r)
+      })
+
     const poller: Poller = {
       start: (shard, token) => {
         const previous = runners.get(shard)
@@ -319,6 +352,9 @@ export const makePoller = (options: PollerOptions): Effect.Effect<Poller> =>
           if (!abandoned && r.alive && env.mayAct()) yield* flushAcks(env, r)
           abandon(r, "revoked")
           r.state = "stopped"
+          // a handler that ignores its signal still runs: the shard is not
+          // reported drained (so not REVOKED, nor handed over) until it returns
+          yield* quiet(r, "revoked", budgetMs, abandoned)
           const hook = env.hooks.onRevoked
           if (hook !== undefined)
             yield* Effect.ignore(
@@ -336,16 +372,18 @@ export const makePoller = (options: PollerOptions): Effect.Effect<Poller> =>
         }),
 
       stopAll: (reason) => {
-        const shards = [...runners.keys()].sort((a, b) => a - b)
-        for (const r of runners.values()) {
+        const stopped = [...runners.values()].sort((a, b) => a.shard - b.shard)
+        for (const r of stopped) {
           if (r.state === "running" || r.userCalls > 0) leftovers.set(r.shard, r)
           abandon(r, reason)
           cancelWaiter(r)
           r.state = "stopped"
         }
         runners.clear()
-        return shards
+        return stopped
       },
+
+      quiet,
 
       current: (shard) => runners.get(shard),
 

@@ -237,7 +237,10 @@ export interface TurnEnv {
   readonly hooks: InternalHooks
   readonly memberId: string
   readonly consumerName: string
+  /** Monotonic ms: handler deadlines and durations (docs/protocol.md rule 21). */
   readonly now: () => number
+  /** Wall-clock ms: the `at` of events. */
+  readonly wallNow: () => number
   /** The member's lease is valid now (MemberMachine.leaseValid). */
   readonly mayAct: () => boolean
   readonly isPaused: (shard: number) => boolean
@@ -352,7 +355,7 @@ const turnOf = (
       stream: settings.stream,
       group: settings.group,
       memberId: env.memberId,
-      at: env.now(),
+      at: env.wallNow(),
     })
     const canAct = () => r.alive && env.mayAct()
 
@@ -610,7 +613,7 @@ const turnOf = (
               stream: env.settings.stream,
               group: env.settings.group,
               memberId: env.memberId,
-              at: env.now(),
+              at: env.wallNow(),
               type: "dataPlaneError",
               shard: r.shard,
               error: cause,
@@ -649,7 +652,7 @@ const ackIds = (
         stream: address.stream,
         group: address.group,
         memberId: env.memberId,
-        at: env.now(),
+        at: env.wallNow(),
         type: "dataPlaneError",
         shard: r.shard,
         error: acked.failure,
@@ -704,7 +707,7 @@ const fail = (
       stream: address.stream,
       group: address.group,
       memberId: env.memberId,
-      at: env.now(),
+      at: env.wallNow(),
       type: "handlerError",
       shard: r.shard,
       messageId: m.id,
@@ -749,7 +752,7 @@ const fail = (
           stream: address.stream,
           group: address.group,
           memberId: env.memberId,
-          at: env.now(),
+          at: env.wallNow(),
           type: "deadLettered",
           shard: r.shard,
           messageId: m.id,

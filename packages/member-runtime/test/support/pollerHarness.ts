@@ -76,6 +76,7 @@ export const makeHarness = (options: HarnessOptions = {}) =>
     const records: Array<TurnRecord> = []
     const stale: Array<number> = []
     const exhausted: Array<number> = []
+    const stuck: Array<{ shard: number; why: "revoked" | "stopped"; budgetMs: number }> = []
     let leaseValid = true
     const paused = new Set<number>()
     /** In-flight handler calls per shard (must never exceed 1). */
@@ -267,6 +268,7 @@ export const makeHarness = (options: HarnessOptions = {}) =>
       memberId: "m0",
       consumerName: "m0",
       now,
+      wallNow: now,
       mayAct: () => leaseValid,
       isPaused: (shard) => paused.has(shard),
       drainBudgetMs: () => settings.drainTimeoutMs ?? Math.floor(settings.rebalanceTimeoutMs / 2),
@@ -278,6 +280,7 @@ export const makeHarness = (options: HarnessOptions = {}) =>
       scope,
       onStaleOwner: (shard) => stale.push(shard),
       onExhausted: (shard) => exhausted.push(shard),
+      onStuck: (shard, why, budgetMs) => stuck.push({ shard, why, budgetMs }),
     })
 
     const tokens = new Map<number, number>()
@@ -342,6 +345,7 @@ export const makeHarness = (options: HarnessOptions = {}) =>
       records,
       stale,
       exhausted,
+      stuck,
       settings,
       paused,
       start,

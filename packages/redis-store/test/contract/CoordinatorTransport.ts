@@ -20,6 +20,9 @@ type HeartbeatHandler = CoordinatorTransport.HeartbeatHandler
 /** The member's timeout in every transport under test. */
 export const TIMEOUT_MS = 750
 
+/** How long requests wait for a successor after a serve stopped, in every transport under test. */
+export const HANDOVER_MS = 400
+
 const requestOf = (key: GroupKey, memberId = "m0", memberEpoch = 0): HeartbeatRequest => ({
   stream: key.stream,
   group: key.group,
@@ -84,7 +87,7 @@ export const coordinatorTransportContract = (subject: () => CoordinatorTransport
   )
 
   it.live(
-    "no coordinator serving the group: Unavailable; serving stops when its scope closes",
+    "no coordinator serving the group: Unavailable at once; after a stop with no successor, once the handover window ran out",
     () =>
       Effect.gen(function* () {
         const t = subject()
@@ -99,8 +102,67 @@ export const coordinatorTransportContract = (subject: () => CoordinatorTransport
           "Unavailable",
         )
         yield* close
+        yield* Effect.sleep(HANDOVER_MS + 100)
         assert.strictEqual((yield* Effect.flip(t.heartbeat(requestOf(key)))).reason, "Unavailable")
       }),
+  )
+
+  it.live(
+    "rule 20: a graceful stop hands over: a request sent after the stop is answered by the successor, not failed",
+    () =>
+      Effect.gen(function* () {
+        const t = subject()
+        const key = freshKey()
+        const close = yield* serveIn(t, key, handler(1))
+        assert.strictEqual((yield* t.heartbeat(requestOf(key))).memberEpoch, 1)
+        yield* close
+        const pending = yield* Effect.forkChild(t.heartbeat(requestOf(key)))
+        yield* Effect.sleep(50)
+        yield* t.serve(key, handler(2)) // the successor
+        const answered = yield* Fiber.join(pending)
+        assert.strictEqual(answered.memberEpoch, 2)
+      }),
+  )
+
+  it.live(
+    "rule 20: a request the stopping serve already took is answered by it before its scope has closed",
+    () =>
+      Effect.gen(function* () {
+        const t = subject()
+        const key = freshKey()
+        const gate = yield* Deferred.make<void>()
+        const taken = yield* Deferred.make<void>()
+        const close = yield* serveIn(t, key, (raw) =>
+          Deferred.succeed(taken, undefined).pipe(
+            Effect.andThen(Deferred.await(gate)),
+            Effect.andThen(handler(1)(raw)),
+          ),
+        )
+        const pending = yield* Effect.forkChild(t.heartbeat(requestOf(key)))
+        yield* Deferred.await(taken)
+        const closing = yield* Effect.forkChild(close)
+        yield* Effect.sleep(50)
+        yield* Deferred.succeed(gate, undefined)
+        assert.strictEqual((yield* Fiber.join(pending)).memberEpoch, 1)
+        yield* Fiber.join(closing)
+      }),
+  )
+
+  it.live("handovers reach the group's subscribed candidates (and only them)", () =>
+    Effect.gen(function* () {
+      const t = subject()
+      const key = freshKey()
+      const other = { ...key, group: `${key.group}-b` }
+      const mine = yield* t.handovers(key)
+      const theirs = yield* t.handovers(other)
+      const got = yield* Effect.forkChild(Stream.runHead(mine))
+      const notGot = yield* Effect.forkChild(Stream.runHead(theirs))
+      yield* Effect.sleep(20)
+      yield* t.handover(key)
+      assert.isTrue((yield* Fiber.join(got))._tag === "Some")
+      yield* Effect.sleep(100)
+      assert.isUndefined(notGot.pollUnsafe())
+    }).pipe(Effect.scoped),
   )
 
   // The handlers below wait for a gate the test opens once the member has

@@ -13,7 +13,11 @@ import { Cluster, type Redis } from "ioredis"
 import { inboxKey, replyKey, requestsKey, servingKey } from "../../src/keys.js"
 import * as RedisConnection from "../../src/RedisConnection.js"
 import * as RedisCoordinatorTransport from "../../src/RedisCoordinatorTransport.js"
-import { coordinatorTransportContract, TIMEOUT_MS } from "../contract/CoordinatorTransport.js"
+import {
+  coordinatorTransportContract,
+  HANDOVER_MS,
+  TIMEOUT_MS,
+} from "../contract/CoordinatorTransport.js"
 import { connect, describeTarget, type RedisTarget, unique } from "./targets.js"
 
 const options: RedisCoordinatorTransport.RedisTransportOptions = {
@@ -21,6 +25,7 @@ const options: RedisCoordinatorTransport.RedisTransportOptions = {
   // short enough that a replaced or stopped server notices within the tests
   servingTtlMs: 600,
   popBlockMs: 500,
+  handoverMs: HANDOVER_MS,
 }
 
 const request = (key: GroupKey, memberEpoch = 0): HeartbeatRequest => ({

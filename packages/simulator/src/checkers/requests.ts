@@ -3,10 +3,14 @@
  * just before the leader handled them (only the serving leader is judged: a
  * stale ex-leader's steps are the store-revision checker's business):
  *
- * - a request from a superseded lifecycle (an older incarnation of the
- *   member id, an older member epoch of the same incarnation, or a join older
- *   than the one that started the current lifecycle: docs/protocol.md rules
- *   7, 9 and 13) changes nothing and is not answered NONE;
+ * - a request from a superseded lifecycle (an older process of the member
+ *   id, an older member epoch of the same process, or a join older than the
+ *   one that started the current lifecycle: docs/protocol.md rules 7, 9, 13,
+ *   18 and 24) changes nothing, except that a superseded process's join or
+ *   leave (sent only once it stopped everything) releases the shards held for
+ *   that very process (rule 19); only a join of the registered process older
+ *   than its current one may be answered NONE (from the standing state,
+ *   rule 18: the process drops it, it is not its newest request);
  * - the join that started the current lifecycle, received again, changes
  *   nothing (rule 13);
  * - a forged ownership report (the fault injector knows what it forged:
@@ -62,7 +66,6 @@ export class RequestChecker {
     honest: boolean,
   ): void {
     const response = step.response
-    const records = step.records.length
     const id = request.memberId
     const removesMember = step.records.some((r) => r._tag === "MemberRemoved" && r.memberId === id)
     const m = view.members.get(id)
@@ -82,24 +85,30 @@ export class RequestChecker {
         message: `the leader rejected an honest request of ${request.memberId} (seq ${request.seq}) as invalid: ${response?.errorMessage ?? ""}`,
       })
     if (m === undefined) return
-    const why =
-      request.incarnation < m.incarnation
-        ? `incarnation ${request.incarnation} < ${m.incarnation}`
-        : request.incarnation !== m.incarnation
-          ? undefined
-          : request.memberEpoch > 0 && request.memberEpoch !== m.epoch
-            ? `member epoch ${request.memberEpoch} of a superseded lifecycle (current ${m.epoch})`
-            : request.memberEpoch === 0 && request.seq < m.joinSeq
-              ? `join seq ${request.seq} older than the current lifecycle's join seq ${m.joinSeq}`
-              : undefined
+    const instance = request.instance ?? ""
+    const sameProcess = request.incarnation === m.incarnation && instance === m.instance
+    const olderProcess =
+      request.incarnation < m.incarnation ||
+      (request.incarnation === m.incarnation && instance < m.instance)
+    const why = olderProcess
+      ? `process ${request.incarnation}/${instance} older than ${m.incarnation}/${m.instance}`
+      : !sameProcess
+        ? undefined
+        : request.memberEpoch > 0 && request.memberEpoch !== m.epoch
+          ? `member epoch ${request.memberEpoch} of a superseded lifecycle (current ${m.epoch})`
+          : request.memberEpoch === 0 && request.seq < m.joinSeq
+            ? `join seq ${request.seq} older than the current lifecycle's join seq ${m.joinSeq}`
+            : undefined
     if (why !== undefined) {
       this.stale++
       this.staleJudged++
-      if (records > 0 || code === "NONE")
+      const changes = step.records.filter((r) => !releasesHeldOf(r, view, request))
+      const standingJoin = sameProcess && request.memberEpoch === 0
+      if (changes.length > 0 || (code === "NONE" && !standingJoin && request.memberEpoch !== -1))
         this.report({
           checker: "requests",
           time,
-          message: `a stale request of ${request.memberId} (${why}, seq ${request.seq}) ${records > 0 ? `changed the group (${records} records)` : "was answered NONE"} at ${fmt(time)}`,
+          message: `a stale request of ${request.memberId} (${why}, seq ${request.seq}) ${changes.length > 0 ? `changed the group (${changes.length} records)` : "was answered NONE"} at ${fmt(time)}`,
         })
       return
     }
@@ -148,4 +157,30 @@ export class RequestChecker {
       message: `${request.memberId} sent an invalid ownership report (${invalid.join(", ")}) and was ${code === "NONE" ? "answered NONE" : `answered ${code}`} ${removesMember ? "" : "without being fenced "}at ${fmt(time)}`,
     })
   }
+}
+
+/**
+ * A record that only releases shards held for the process that sent
+ * `request` (rule 19), or audits that release: what a superseded process's
+ * join or leave may change.
+ */
+const releasesHeldOf = (
+  r: CoordinatorRecord,
+  view: CommittedView,
+  request: HeartbeatRequest,
+): boolean => {
+  if (r._tag === "Audit") return r.event.kind === "ShardsReleased"
+  if (r._tag !== "HeldChanged") return false
+  if (request.memberEpoch > 0) return false
+  return r.shards.every(({ shard, held }) => {
+    const h = view.held[shard]
+    return (
+      held === null &&
+      h != null &&
+      h.memberId === request.memberId &&
+      h.incarnation === request.incarnation &&
+      h.instance === (request.instance ?? "") &&
+      (request.memberEpoch === -1 || request.seq > h.joinSeq)
+    )
+  })
 }

@@ -17,6 +17,8 @@ export interface Lifecycle {
   readonly memberId: string
   readonly epoch: number
   readonly incarnation: number
+  /** The process's random identity ("" if the record has none). */
+  readonly instance: string
   readonly joinSeq: number
   state: string
   /** Commit time of the lifecycle's start. */
@@ -31,6 +33,19 @@ export interface Owner {
   readonly token: number
   readonly confirmed: boolean
   /** Revision and time of the grant (of this token). */
+  readonly rev: number
+  readonly time: number
+}
+
+/** A shard held for a previous holder (docs/protocol.md rule 19), as the records say. */
+export interface HeldFor {
+  readonly memberId: string
+  readonly incarnation: number
+  readonly instance: string
+  readonly joinSeq: number
+  readonly token: number
+  readonly reason: string
+  /** Revision and time it was held. */
   readonly rev: number
   readonly time: number
 }
@@ -86,6 +101,10 @@ export class CommittedView {
   readonly members = new Map<string, Lifecycle>()
   readonly owner: Array<Owner | null>
   readonly revocation: Array<OpenRevocation | null>
+  /** Per shard: held for a previous holder (rule 19), or null. */
+  readonly held: Array<HeldFor | null>
+  /** Per shard: the revision and time its last hold was released (0: never). */
+  readonly heldReleasedRev: Array<number>
   /** Per shard, the last few grants: token -> revision. */
   private readonly grantTokens: Array<Array<number>>
   private readonly grantRevs: Array<Array<number>>
@@ -118,6 +137,8 @@ export class CommittedView {
     this.shardSpace = firstShards
     this.owner = new Array<Owner | null>(shards).fill(null)
     this.revocation = new Array<OpenRevocation | null>(shards).fill(null)
+    this.held = new Array<HeldFor | null>(shards).fill(null)
+    this.heldReleasedRev = new Array<number>(shards).fill(0)
     this.grantTokens = Array.from({ length: shards }, () => [])
     this.grantRevs = Array.from({ length: shards }, () => [])
   }
@@ -159,6 +180,7 @@ export class CommittedView {
               memberId: m.memberId,
               epoch: m.memberEpoch,
               incarnation: m.incarnation,
+              instance: m.instance ?? "",
               joinSeq: m.joinSeq,
               state: m.state,
               since: time,
@@ -202,6 +224,24 @@ export class CommittedView {
                 revs.shift()
               }
             }
+          }
+          break
+        case "HeldChanged":
+          for (const { shard, held } of r.shards) {
+            if (held === null) {
+              if (this.held[shard] != null) this.heldReleasedRev[shard] = rev
+              this.held[shard] = null
+            } else
+              this.held[shard] = {
+                memberId: held.memberId,
+                incarnation: held.incarnation,
+                instance: held.instance,
+                joinSeq: held.joinSeq,
+                token: held.token,
+                reason: held.reason,
+                rev,
+                time,
+              }
           }
           break
         case "RevocationsChanged":

@@ -10,6 +10,7 @@ import type {
   AuditEvent,
   AuditKind,
   CoordinatorRecord,
+  Held,
   Revocation,
   ShardOwner,
 } from "../Records.js"
@@ -28,16 +29,29 @@ export interface Fence {
   readonly memberId: string
 }
 
+/**
+ * The time a handler runs at: a number is both clocks (tests, the simulator);
+ * a host passes its monotonic clock for every duration and deadline, and its
+ * wall clock for what is stored (audit times, the token floor):
+ * docs/protocol.md rule 21.
+ */
+export type Instant = number | { readonly mono: number; readonly wall: number }
+
+export const monoOf = (now: Instant): number => (typeof now === "number" ? now : now.mono)
+export const wallOf = (now: Instant): number => (typeof now === "number" ? now : now.wall)
+
 export class Draft {
   readonly members = new Map<string, MemberEntry | null>()
   readonly target = new Map<number, string | null>()
   readonly current = new Map<number, ShardOwner | null>()
   readonly revocations = new Map<number, Revocation | null>()
+  readonly held = new Map<number, Held | null>()
   readonly audits: Array<AuditEvent> = []
   readonly timers: Array<Timer> = []
   readonly notices = new Set<string>()
   readonly fences: Array<Fence> = []
   readonly shardDeadlines: Array<ShardDeadline> = []
+  readonly heldDeadlines: Array<ShardDeadline> = []
   groupEpoch: number
   assignmentEpoch: number
   maxMemberEpoch: number
@@ -53,11 +67,17 @@ export class Draft {
   migrationCompleted = false
   private readonly memberOrder: Array<string> = []
   private readonly rebalanceTimerArmed = new Set<string>()
+  /** Monotonic ms: every deadline (docs/protocol.md rule 21). */
+  readonly now: number
+  /** Wall ms: audit times and the owner-token floor. */
+  readonly wall: number
 
   constructor(
     readonly state: CoordinatorState,
-    readonly now: number,
+    at: Instant,
   ) {
+    this.now = monoOf(at)
+    this.wall = wallOf(at)
     this.groupEpoch = state.groupEpoch
     this.assignmentEpoch = state.assignmentEpoch
     this.maxMemberEpoch = state.maxMemberEpoch
@@ -128,8 +148,38 @@ export class Draft {
 
   tokenOf(shard: number): number {
     const c = this.current.get(shard)
+    const h = this.held.get(shard)
     const base = this.state.tokens[shard] ?? 0
-    return c != null && c.token > base ? c.token : base
+    return Math.max(base, c?.token ?? 0, h?.token ?? 0)
+  }
+
+  heldOf(shard: number): Held | null {
+    const h = this.held.get(shard)
+    return h !== undefined ? h : (this.state.held[shard] ?? null)
+  }
+
+  /** Shards held for processes of `memberId`, ascending. */
+  heldFor(memberId: string): Array<number> {
+    return this.view(
+      this.state.heldBy,
+      this.held,
+      (s) => this.heldOf(s)?.memberId ?? null,
+      memberId,
+    )
+  }
+
+  /**
+   * Hold `shard` for `holder` until `until` (monotonic ms): nobody is granted
+   * it before then unless the holder proves it stopped (docs/protocol.md rule 19).
+   */
+  hold(shard: number, holder: Held, until: number): void {
+    this.held.set(shard, holder)
+    this.heldDeadlines.push({ shard, at: until })
+    this.timers.push({ key: { _tag: "Release", memberId: "" }, at: until })
+  }
+
+  release(shard: number): void {
+    this.held.set(shard, null)
   }
 
   private view(
@@ -191,7 +241,7 @@ export class Draft {
    * skewed by more than the time in between. Its confirmation gets a deadline.
    */
   grant(shard: number, member: MemberEntry): number {
-    const token = Math.max(this.tokenOf(shard) + 1, Math.floor(this.now) * TOKENS_PER_MS)
+    const token = Math.max(this.tokenOf(shard) + 1, Math.floor(this.wall) * TOKENS_PER_MS)
     this.setOwner(shard, {
       memberId: member.memberId,
       memberEpoch: member.memberEpoch,
@@ -229,7 +279,7 @@ export class Draft {
     },
   ): void {
     this.audits.push({
-      at: this.now,
+      at: this.wall,
       kind,
       reason,
       ...(fields.memberId !== undefined ? { memberId: fields.memberId } : {}),
@@ -253,6 +303,23 @@ export class Draft {
   notify(memberId: string | null, except?: string): void {
     if (memberId !== null && memberId !== except && this.member(memberId) !== undefined)
       this.notices.add(memberId)
+  }
+
+  /** Does this draft change anything (records would be written)? */
+  hasChanges(): boolean {
+    return (
+      this.members.size > 0 ||
+      this.target.size > 0 ||
+      this.current.size > 0 ||
+      this.revocations.size > 0 ||
+      this.held.size > 0 ||
+      this.audits.length > 0 ||
+      this.started.length > 0 ||
+      this.drainedNow.size > 0 ||
+      this.migrationCompleted ||
+      this.groupEpoch !== this.state.groupEpoch ||
+      this.assignmentEpoch !== this.state.assignmentEpoch
+    )
   }
 
   finish(): Array<CoordinatorRecord> {
@@ -283,6 +350,10 @@ export class Draft {
       .filter(([s, o]) => (this.state.current[s] ?? null) !== o)
       .map(([shard, owner]) => ({ shard, owner }))
     if (owners.length > 0) records.push({ _tag: "ShardOwnersChanged", shards: owners })
+    const held = [...this.held]
+      .filter(([s, h]) => (this.state.held[s] ?? null) !== h)
+      .map(([shard, h]) => ({ shard, held: h }))
+    if (held.length > 0) records.push({ _tag: "HeldChanged", shards: held })
     if (this.drainedNow.size > 0)
       records.push({ _tag: "ShardsDrained", shards: [...this.drainedNow].sort((a, b) => a - b) })
     if (this.migrationCompleted) records.push({ _tag: "MigrationCompleted" })

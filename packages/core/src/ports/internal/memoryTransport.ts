@@ -3,15 +3,21 @@
  * module hands out only the transport; `@shardline/core/testing` also the
  * hooks.
  */
-import { Effect, Fiber, Queue, Schema, Stream } from "effect"
+import { Deferred, Effect, Fiber, Queue, Schema, Stream } from "effect"
 import { TransportError } from "../../Errors.js"
 import { HeartbeatResponse } from "../../protocol/Heartbeat.js"
+import { monotonicMillis } from "../../time/Instant.js"
 import type { CoordinatorTransportShape, HeartbeatHandler } from "../CoordinatorTransport.js"
 import { type GroupKey, groupKeyString } from "../GroupKey.js"
 
 export interface MemoryTransportOptions {
   /** How long a member waits for a response before a Timeout (default 5000 ms). */
   readonly timeoutMs?: number
+  /**
+   * After a serve's scope closes, requests wait this long for a successor's
+   * serve instead of failing Unavailable (default 2000 ms; docs/protocol.md rule 20).
+   */
+  readonly handoverMs?: number
 }
 
 /** Fault injection for the in-memory transport (tests and simulations). */
@@ -39,7 +45,23 @@ export const makeMemoryTransport = (
 }> =>
   Effect.sync(() => {
     const timeoutMs = options.timeoutMs ?? 5_000
+    const handoverMs = options.handoverMs ?? 2_000
     const handlers = new Map<string, { readonly handler: HeartbeatHandler }>()
+    /** Groups whose serve just stopped: until when, and a signal for the successor's serve. */
+    const handovers = new Map<
+      string,
+      { readonly until: number; readonly next: Deferred.Deferred<void> }
+    >()
+    /** The group's handler; during a handover, wait (at most `waitMs`) for the successor's. */
+    const handlerOf = (k: string, waitMs: number) =>
+      Effect.gen(function* () {
+        const served = handlers.get(k)
+        if (served !== undefined) return served
+        const handover = handovers.get(k)
+        if (handover === undefined || (yield* monotonicMillis) >= handover.until) return undefined
+        yield* Effect.ignore(Effect.timeout(Deferred.await(handover.next), waitMs))
+        return handlers.get(k)
+      })
     const subscribers = new Map<string, Set<Queue.Queue<void>>>()
     let dropRequests = 0
     let dropResponses = 0
@@ -48,6 +70,29 @@ export const makeMemoryTransport = (
 
     const memberKey = (key: GroupKey, memberId: string) =>
       JSON.stringify([key.stream, key.group, memberId])
+    /** The candidates' channel: two elements, never a member's three. */
+    const handoverKey = (key: GroupKey) => JSON.stringify([key.stream, key.group])
+    const subscribe = (k: string) =>
+      Effect.gen(function* () {
+        const queue = yield* Queue.sliding<void>(1)
+        let set = subscribers.get(k)
+        if (set === undefined) {
+          set = new Set()
+          subscribers.set(k, set)
+        }
+        set.add(queue)
+        yield* Effect.addFinalizer(() =>
+          Effect.sync(() => {
+            set.delete(queue)
+            if (set.size === 0) subscribers.delete(k)
+          }),
+        )
+        return Stream.fromQueue(queue)
+      })
+    const publish = (k: string) =>
+      Effect.sync(() => {
+        for (const queue of subscribers.get(k) ?? []) Queue.offerUnsafe(queue, undefined)
+      })
     const timeout = (message: string) =>
       Effect.flatMap(Effect.sleep(timeoutMs), () =>
         Effect.fail(new TransportError({ reason: "Timeout", message })),
@@ -60,8 +105,9 @@ export const makeMemoryTransport = (
             dropRequests--
             return yield* timeout("heartbeat request lost")
           }
-          const served = handlers.get(
+          const served = yield* handlerOf(
             groupKeyString({ stream: request.stream, group: request.group }),
+            timeoutMs,
           )
           if (served === undefined)
             return yield* new TransportError({
@@ -101,42 +147,32 @@ export const makeMemoryTransport = (
           )
         }),
 
-      notices: (key, memberId) =>
-        Effect.gen(function* () {
-          const queue = yield* Queue.sliding<void>(1)
-          const k = memberKey(key, memberId)
-          let set = subscribers.get(k)
-          if (set === undefined) {
-            set = new Set()
-            subscribers.set(k, set)
-          }
-          set.add(queue)
-          yield* Effect.addFinalizer(() =>
-            Effect.sync(() => {
-              set.delete(queue)
-              if (set.size === 0) subscribers.delete(k)
-            }),
-          )
-          return Stream.fromQueue(queue)
-        }),
+      notices: (key, memberId) => subscribe(memberKey(key, memberId)),
 
       serve: (key, handler) =>
         Effect.gen(function* () {
           const k = groupKeyString(key)
           const registration = { handler }
           handlers.set(k, registration)
+          const waiting = handovers.get(k)
+          handovers.delete(k)
+          if (waiting !== undefined) yield* Deferred.succeed(waiting.next, undefined)
           yield* Effect.addFinalizer(() =>
-            Effect.sync(() => {
-              if (handlers.get(k) === registration) handlers.delete(k)
+            Effect.gen(function* () {
+              if (handlers.get(k) !== registration) return
+              handlers.delete(k)
+              // requests wait a little for a successor (rule 20)
+              const until = (yield* monotonicMillis) + handoverMs
+              handovers.set(k, { until, next: yield* Deferred.make<void>() })
             }),
           )
         }),
 
-      notify: (key, memberId) =>
-        Effect.sync(() => {
-          for (const queue of subscribers.get(memberKey(key, memberId)) ?? [])
-            Queue.offerUnsafe(queue, undefined)
-        }),
+      notify: (key, memberId) => publish(memberKey(key, memberId)),
+
+      handover: (key) => publish(handoverKey(key)),
+
+      handovers: (key) => subscribe(handoverKey(key)),
     }
 
     const faults: TransportFaultsShape = {

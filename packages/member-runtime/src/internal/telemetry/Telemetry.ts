@@ -123,7 +123,7 @@ const makeInstruments = (meter: Otel.Meter): Instruments => ({
     unit: "{rebalance}",
   }),
   fences: meter.createCounter("shardline.fences", {
-    description: "Times a member dropped all ownership at once (fenced, self-fence, superseded)",
+    description: "Times a member dropped all ownership at once (fenced, lease lost, superseded)",
     unit: "{fence}",
   }),
   heartbeatDuration: meter.createHistogram("shardline.heartbeat.duration", {

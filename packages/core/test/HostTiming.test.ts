@@ -1,0 +1,221 @@
+/**
+ * CoordinatorHost timing (issue 19): leases and deadlines on the monotonic
+ * clock (docs/protocol.md rule 21), the short coordinator lease and the
+ * standby's wake-up (rule 20), and a takeover after a metadata rewind
+ * (rule 23), through the real host with effect's TestClock.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Clock, Effect, Exit, Layer, Option, Scope } from "effect"
+import { TestClock } from "effect/testing"
+import {
+  CoordinatorLease,
+  defaultCoordinatorLeaseMs,
+  type HeartbeatResponse,
+  makeCoordinatorHost,
+  OwnerFence,
+  ShardStreams,
+} from "../src/index.js"
+import { Store } from "../src/testing.js"
+import { config, request, SimMember } from "./coordinator/harness.js"
+
+const cfg = config()
+const key = { stream: cfg.stream, group: cfg.groupId }
+
+/** Effect's clock with a wall clock that can be stepped; monotonic time and sleeps unchanged. */
+const steppable = (base: Clock.Clock) => {
+  let offsetMs = 0
+  const clock: Clock.Clock = {
+    ...base,
+    currentTimeMillisUnsafe: () => base.currentTimeMillisUnsafe() + offsetMs,
+    currentTimeMillis: Effect.sync(() => base.currentTimeMillisUnsafe() + offsetMs),
+    currentTimeNanosUnsafe: () => base.currentTimeNanosUnsafe() + BigInt(offsetMs) * 1_000_000n,
+    currentTimeNanos: Effect.sync(
+      () => base.currentTimeNanosUnsafe() + BigInt(offsetMs) * 1_000_000n,
+    ),
+    monotonicTimeNanosUnsafe: () => base.monotonicTimeNanosUnsafe(),
+    monotonicTimeNanos: Effect.sync(() => base.monotonicTimeNanosUnsafe()),
+    sleep: (d) => base.sleep(d),
+  }
+  return {
+    clock,
+    step: (ms: number) => {
+      offsetMs += ms
+    },
+  }
+}
+
+const steadyOf = (memberId: string, last: HeartbeatResponse) =>
+  request({
+    memberId,
+    memberEpoch: last.memberEpoch,
+    assignmentEpoch: last.assignmentEpoch,
+    ownedShards: last.assigned.map((g) => g.shard),
+  })
+
+const ports = (
+  store: Store.StoreShape,
+  lease: CoordinatorLease.CoordinatorLeaseShape,
+  fence: OwnerFence.OwnerFenceShape = OwnerFence.noop,
+) =>
+  Layer.mergeAll(
+    Layer.succeed(Store.Store, store),
+    Layer.succeed(CoordinatorLease.CoordinatorLease, lease),
+    Layer.succeed(OwnerFence.OwnerFence, fence),
+  )
+
+describe("rule 21: durations on the monotonic clock", () => {
+  it.effect(
+    "a wall-clock step forward expires no live member; a step backward does not delay a silent member's expiry",
+    () =>
+      Effect.gen(function* () {
+        const wall = steppable(yield* Clock.clockWith(Effect.succeed))
+        yield* Effect.gen(function* () {
+          const store = Store.makeMemoryUnsafe()
+          const lease = yield* CoordinatorLease.makeMemory
+          const host = yield* makeCoordinatorHost({ config: cfg, holder: "c1" }).pipe(
+            Effect.provide(ports(store, lease)),
+          )
+          const a = new SimMember("a")
+          const b = new SimMember("b")
+          const beat = (m: SimMember) =>
+            Effect.map(host.heartbeat(request(m.request())), (r) => m.onResponse(r))
+          for (let i = 0; i < 4; i++) {
+            yield* beat(a)
+            yield* beat(b) // b's last heartbeat (confirming its grants): t = 0
+          }
+          assert.deepStrictEqual([...a.owned.keys(), ...b.owned.keys()].length, 4)
+          yield* TestClock.adjust(1_000)
+          yield* beat(a)
+          // NTP steps the coordinator's wall clock an hour forward: nobody expires
+          wall.step(3_600_000)
+          yield* TestClock.adjust(1_000)
+          const state = Option.getOrThrow(yield* host.state)
+          assert.deepStrictEqual([...state.members.keys()].sort(), ["a", "b"])
+          assert.isTrue(yield* host.isCoordinator) // its lease did not lapse either
+          // ... and back two hours: silent b still expires 30 s after its last heartbeat
+          wall.step(-7_200_000)
+          yield* TestClock.adjust(27_999)
+          yield* beat(a)
+          assert.isTrue(Option.getOrThrow(yield* host.state).members.has("b"))
+          yield* TestClock.adjust(2)
+          assert.isFalse(Option.getOrThrow(yield* host.state).members.has("b"))
+          // tokens still increase although the wall clock went back (rule 16's floor is a floor)
+          const tokens = [...Option.getOrThrow(yield* host.state).tokens]
+          const before = new Set(a.owned.keys())
+          yield* beat(a)
+          const granted = [...a.owned].filter(([shard]) => !before.has(shard))
+          assert.isAbove(granted.length, 0)
+          for (const [shard, token] of granted) assert.isAbove(token, tokens[shard]!)
+          // audit times are wall times: the expiry (on monotonic time) is stamped with the stepped wall clock
+          const expired = store.auditLog(key).find((e) => e.kind === "MemberExpired")
+          assert.isBelow(expired!.at, 0)
+        }).pipe(Effect.provideService(Clock.Clock, wall.clock))
+      }).pipe(Effect.scoped),
+  )
+})
+
+describe("rule 20: the coordinator lease", () => {
+  it("defaults to twice the heartbeat interval, at most a quarter of the session, at least 1 s", () => {
+    assert.strictEqual(
+      defaultCoordinatorLeaseMs({ heartbeatIntervalMs: 3_000, sessionTimeoutMs: 30_000 }),
+      6_000,
+    )
+    assert.strictEqual(
+      defaultCoordinatorLeaseMs({ heartbeatIntervalMs: 10_000, sessionTimeoutMs: 30_000 }),
+      7_500,
+    )
+    assert.strictEqual(
+      defaultCoordinatorLeaseMs({ heartbeatIntervalMs: 100, sessionTimeoutMs: 1_000 }),
+      1_000,
+    )
+  })
+
+  it.effect("a standby knows when the holder's lease runs out, and takes over right then", () =>
+    Effect.gen(function* () {
+      const store = Store.makeMemoryUnsafe()
+      const real = yield* CoordinatorLease.makeMemory
+      // c1 freezes after its election: its renewals never reach the lease
+      const frozen: CoordinatorLease.CoordinatorLeaseShape = {
+        ...real,
+        renew: (grant) => Effect.succeed(grant),
+      }
+      const h1 = yield* makeCoordinatorHost({ config: cfg, holder: "c1" }).pipe(
+        Effect.provide(ports(store, frozen)),
+      )
+      assert.isTrue(yield* h1.elect)
+      const h2 = yield* makeCoordinatorHost({ config: cfg, holder: "c2" }).pipe(
+        Effect.provide(ports(store, real)),
+      )
+      assert.isFalse(yield* h2.elect)
+      assert.strictEqual(Option.getOrThrow(yield* h2.standbyUntil), 6_000) // the 6 s default
+      yield* TestClock.adjust(5_999)
+      assert.isFalse(yield* h2.elect)
+      yield* TestClock.adjust(1)
+      assert.isTrue(yield* h2.elect)
+      assert.isTrue(Option.isNone(yield* h2.standbyUntil))
+      // the frozen ex-leader's lease ran out by its own (monotonic) clock: it answers nothing
+      const r = yield* h1.heartbeat(request({ memberId: "a" }))
+      assert.strictEqual(r.errorCode, "NOT_COORDINATOR")
+    }).pipe(Effect.scoped),
+  )
+})
+
+describe("rule 23 through the host: a takeover after a metadata rewind", () => {
+  it.effect(
+    "issue 19 finding 5: storage tokens above the stored ones: the shards are held, the takeover is audited and the host serves",
+    () =>
+      Effect.gen(function* () {
+        const streams = yield* ShardStreams.makeMemory
+        const fence = yield* OwnerFence.make.pipe(
+          Effect.provideService(ShardStreams.ShardStreams, streams),
+        )
+        const store = Store.makeMemoryUnsafe()
+        const lease = yield* CoordinatorLease.makeMemory
+        const s1 = yield* Scope.make()
+        const h1 = yield* makeCoordinatorHost({ config: cfg, holder: "c1" }).pipe(
+          Effect.provide(ports(store, lease, fence)),
+          Scope.provide(s1),
+        )
+        const a = yield* h1.heartbeat(request({ memberId: "a" }))
+        assert.deepStrictEqual(
+          a.assigned.map((g) => g.shard),
+          [0, 1, 2, 3],
+        )
+        yield* Scope.close(s1, Exit.void)
+        // commits lost from the Store kept their grants in storage: shard 2 was
+        // granted again, higher, by a coordinator whose commit is gone
+        const t2 = a.assigned.find((g) => g.shard === 2)!.token
+        yield* streams.setOwnerToken({ stream: "orders", shard: 2, group: "g", token: t2 + 100 })
+        const h2 = yield* makeCoordinatorHost({ config: cfg, holder: "c2" }).pipe(
+          Effect.provide(ports(store, lease, fence)),
+        )
+        assert.isTrue(yield* h2.elect)
+        const state = Option.getOrThrow(yield* h2.state)
+        assert.strictEqual(state.held[2]?.reason, "rewind")
+        assert.isFalse(state.members.has("a")) // its grant of 2 is refused by storage: fenced
+        const audit = store.auditLog(key).find((e) => e.kind === "MetadataRewindDetected")
+        assert.deepStrictEqual(audit?.shards, [2])
+        // the group goes on: a rejoins and gets every shard but 2 (held one session)
+        const rejoin = yield* h2.heartbeat(request({ memberId: "a" }))
+        assert.strictEqual(rejoin.errorCode, "NONE")
+        assert.deepStrictEqual(
+          rejoin.assigned.map((g) => g.shard),
+          [0, 1, 3],
+        )
+        const confirmed = yield* h2.heartbeat(steadyOf("a", rejoin))
+        yield* TestClock.adjust(20_000)
+        const mid = yield* h2.heartbeat(steadyOf("a", confirmed))
+        assert.strictEqual(mid.errorCode, "NONE")
+        assert.isUndefined(mid.assigned.find((g) => g.shard === 2))
+        yield* TestClock.adjust(10_001) // one session after the takeover
+        const later = yield* h2.heartbeat(steadyOf("a", mid))
+        const g2 = later.assigned.find((g) => g.shard === 2)
+        assert.isDefined(g2)
+        assert.isAbove(g2!.token, t2 + 100)
+        assert.strictEqual(
+          yield* streams.ownerToken({ stream: "orders", shard: 2, group: "g" }),
+          g2!.token,
+        )
+      }).pipe(Effect.scoped),
+  )
+})
