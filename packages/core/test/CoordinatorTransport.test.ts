@@ -65,8 +65,28 @@ describe("CoordinatorTransport (memory)", () => {
         yield* transport.serve(key, handler).pipe(Scope.provide(scope))
         assert.strictEqual((yield* transport.heartbeat(request)).memberEpoch, 1)
         yield* Scope.close(scope, Exit.void)
+        // docs/protocol.md rule 20: requests wait a handover window for a
+        // successor (2 s by default), then fail Unavailable
+        const waiting = yield* Effect.forkChild(Effect.flip(transport.heartbeat(request)))
+        yield* TestClock.adjust(2_000)
+        assert.strictEqual((yield* Fiber.join(waiting)).reason, "Unavailable")
         assert.strictEqual((yield* Effect.flip(transport.heartbeat(request))).reason, "Unavailable")
       }).pipe(provide),
+  )
+
+  it.effect("rule 20: a request sent after a serve stopped is answered by the successor", () =>
+    Effect.gen(function* () {
+      const transport = yield* CoordinatorTransport.CoordinatorTransport
+      const scope = yield* Scope.make()
+      yield* transport.serve(key, handler).pipe(Scope.provide(scope))
+      yield* Scope.close(scope, Exit.void)
+      const waiting = yield* Effect.forkChild(transport.heartbeat(request))
+      yield* TestClock.adjust(100)
+      yield* transport.serve(key, (raw) =>
+        Effect.map(handler(raw), (r) => ({ ...r, memberEpoch: 7 })),
+      )
+      assert.strictEqual((yield* Fiber.join(waiting)).memberEpoch, 7)
+    }).pipe(provide),
   )
 
   it.effect("a lost response: the coordinator handled it, the member times out", () =>

@@ -144,7 +144,7 @@ export const makeEventLog = (log: LevelLogger) => {
         return event.abandoned
           ? {
               level: "warn",
-              message: `shard ${event.shard} revoked while a handler still ran past its drain budget (drainTimeoutMs): its signal was aborted and its batch released unacknowledged, to be delivered again to the next owner`,
+              message: `shard ${event.shard} revoked once a handler that outlived its drain budget (drainTimeoutMs) returned: its signal was aborted and its batch released unacknowledged, to be delivered again to the next owner`,
             }
           : { level: "debug", message: `shard ${event.shard} drained and released` }
       case "lost":

@@ -487,14 +487,18 @@ export const makeWith = (
         const stopGracefully = Effect.gen(function* () {
           stopping = true
           // wake the pop loop: the mark queues behind every request already there
+          // (bounded: with Redis away the command would wait in ioredis' queue)
           yield* Effect.ignore(
-            Effect.tryPromise(() =>
-              runScript(
-                connection.client,
-                Scripts.hbPush,
-                [requests, servingKey(key)],
-                [String(queueCap + 1), stopMark],
+            Effect.timeout(
+              Effect.tryPromise(() =>
+                runScript(
+                  connection.client,
+                  Scripts.hbPush,
+                  [requests, servingKey(key)],
+                  [String(queueCap + 1), stopMark],
+                ),
               ),
+              1_000,
             ),
           )
           // (with the mark lost, the loop still ends at its block timeout)

@@ -254,11 +254,18 @@ export const makeGroup = Effect.fnUntraced(function* (
           if (loop !== undefined) loop.stopping = true
           break
         }
-        case "StopAllShards":
-          for (const loop of m.loops.values())
+        case "StopAllShards": {
+          // the loops end at once (their batches dropped, unacked): each is
+          // reported drained, as the machine requires (docs/member.md)
+          const stopped = [...m.loops.values()]
+          for (const loop of stopped)
             note({ member: m.id, kind: "stopAll", shard: loop.shard, token: loop.token })
           m.loops.clear()
+          if (c.reason !== "left" && c.reason !== "leave-timeout")
+            for (const loop of stopped)
+              exec(m, MemberMachine.step(m.machine, { _tag: "ShardDrained", shard: loop.shard }))
           break
+        }
         case "SendHeartbeat":
           m.wantSend = true
           break
