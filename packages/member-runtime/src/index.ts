@@ -30,6 +30,7 @@ export {
   consumer,
   type EffectConsumerOptions,
   effectConsumer,
+  type OneHandler,
 } from "./Consumer.js"
 export {
   type CoordinatedGroup,
@@ -101,4 +102,9 @@ export {
   type StartOptions,
   start,
 } from "./Runtime.js"
-export { listenersOf, StreamListener, type StreamListenerOptions } from "./StreamListener.js"
+export {
+  type ListenerDecorator,
+  listenersOf,
+  StreamListener,
+  type StreamListenerOptions,
+} from "./StreamListener.js"

@@ -46,7 +46,9 @@ interface Run {
  */
 const runConsumer = async (
   redis: RedisOptions,
-  options: Partial<ConsumerOptions> & { readonly shardCount: number },
+  options: Partial<Omit<ConsumerOptions, "eachMessage" | "eachBatch">> & {
+    readonly shardCount: number
+  },
   messages: ReadonlyArray<{ readonly key: string; readonly fields: Record<string, string> }>,
   handle: (m: Message) => void | Promise<void>,
   until: (run: Run) => boolean,
