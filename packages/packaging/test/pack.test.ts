@@ -43,7 +43,9 @@ interface Run {
 
 const run = (command: string, args: ReadonlyArray<string>, cwd = app): Run => {
   const r = spawnSync(command, args, { cwd, encoding: "utf8", timeout: 240_000 })
-  if (r.error !== undefined) throw r.error
+  // a timeout keeps what the command printed so far: show it
+  if (r.error !== undefined)
+    throw new Error(`${command} ${args.join(" ")}: ${r.error.message}\n${r.stdout}\n${r.stderr}`)
   return { status: r.status, stdout: r.stdout, stderr: r.stderr }
 }
 
