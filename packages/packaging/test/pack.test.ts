@@ -41,8 +41,16 @@ interface Run {
   readonly stderr: string
 }
 
+/**
+ * The environment of a user's shell: without the `npm_*` variables pnpm sets
+ * for this test's script (npm would read them as its own config).
+ */
+const userEnv = Object.fromEntries(
+  Object.entries(process.env).filter(([k]) => !/^npm_/i.test(k) && !/^pnpm_/i.test(k)),
+)
+
 const run = (command: string, args: ReadonlyArray<string>, cwd = app): Run => {
-  const r = spawnSync(command, args, { cwd, encoding: "utf8", timeout: 240_000 })
+  const r = spawnSync(command, args, { cwd, env: userEnv, encoding: "utf8", timeout: 240_000 })
   // a timeout keeps what the command printed so far: show it
   if (r.error !== undefined)
     throw new Error(`${command} ${args.join(" ")}: ${r.error.message}\n${r.stdout}\n${r.stderr}`)
