@@ -150,7 +150,7 @@ const startGroup = (
   redis: RedisOptions,
   stream: string,
   group: string,
-  options: Partial<ConsumerOptions> & { readonly shardCount: number },
+  options: Partial<Omit<ConsumerOptions, "eachMessage" | "eachBatch">> & { readonly shardCount: number },
   seen: Array<string>,
   handle: (m: Message) => void | Promise<void> = () => {},
 ) =>
