@@ -17,7 +17,23 @@ BIN="$DIR/bin/redis-server"
 
 log() { printf '== %s\n' "$*" >&2; }
 
-if [ -x "$BIN" ] && "$BIN" --version | grep -q ' v=8\.'; then
+cached() { [ -x "$BIN" ] && "$BIN" --version | grep -q ' v=8\.'; }
+
+if cached; then
+  log "cached: $("$BIN" --version)"
+  echo "$DIR"
+  exit 0
+fi
+
+# One build at a time (two worktrees' tests on a fresh machine): the second
+# waits, then finds the first one's build.
+mkdir -p "$(dirname "$DIR")"
+exec 9>"$DIR.lock"
+if ! flock -n 9; then
+  log "another build of $DIR is running; waiting for it"
+  flock 9
+fi
+if cached; then
   log "cached: $("$BIN" --version)"
   echo "$DIR"
   exit 0
@@ -73,12 +89,22 @@ case "$version" in
   *) echo "Debian's redis source in $got is $version, not 8.x" >&2; exit 1 ;;
 esac
 
-log "building redis $version from Debian $got ($(nproc) jobs)"
+log "building redis $version from Debian $got ($(nproc) jobs; about 5 min on 2 cores)"
 start=$(date +%s)
+# progress every 20 s: files compiled so far and the time taken
+(
+  while sleep 20; do
+    log "building redis $version: $(grep -c -E '^ *CC |-c .*-o [^ ]+\.o( |$)' "$WORK/build.log" 2>/dev/null || echo 0) files compiled, $(( $(date +%s) - start )) s"
+  done
+) &
+ticker=$!
+trap 'kill $ticker 2>/dev/null || true; rm -rf "$WORK"' EXIT
 make -C "$SRC" -j"$(nproc)" BUILD_TLS=no >"$WORK/build.log" 2>&1 \
   || { tail -40 "$WORK/build.log" >&2; exit 1; }
+kill $ticker 2>/dev/null || true
 rm -rf "$DIR"
 mkdir -p "$DIR"
+log "installing into $DIR"
 make -C "$SRC" PREFIX="$DIR" install >>"$WORK/build.log" 2>&1
 log "built in $(( $(date +%s) - start )) s: $("$BIN" --version)"
 echo "$DIR"

@@ -5,18 +5,22 @@ import { defineConfig, type Plugin } from "vitest/config"
  * Standard (TC39) decorators, as `@StreamListener` uses: Vite 8's transformer
  * (oxc) lowers only legacy decorators, so test and example files that use
  * them go through TypeScript first (tsup's esbuild lowers them for the build).
+ * A module imported with `?legacy-decorators` is compiled with
+ * `experimentalDecorators` instead, as NestJS apps are (test/decoratorFlavours.test.ts).
  */
 const standardDecorators: Plugin = {
   name: "shardline:standard-decorators",
   enforce: "pre",
   transform(code, id) {
-    if (!id.endsWith(".ts") || !/^\s*@[A-Za-z]/m.test(code)) return undefined
+    const [file = id, query] = id.split("?")
+    if (!file.endsWith(".ts") || !/^\s*@[A-Za-z]/m.test(code)) return undefined
     const out = ts.transpileModule(code, {
-      fileName: id,
+      fileName: file,
       compilerOptions: {
         target: ts.ScriptTarget.ES2022,
         module: ts.ModuleKind.ESNext,
         sourceMap: true,
+        experimentalDecorators: query === "legacy-decorators",
       },
     })
     return { code: out.outputText, map: out.sourceMapText ?? null }

@@ -27,34 +27,37 @@ import type { Effect } from "effect"
 import type { CommonOptions, LostHookInfo, ShardHookInfo } from "./Config.js"
 import type { EachBatch, EachBatchEffect, EachMessage, EachMessageEffect } from "./Message.js"
 
-export interface ConsumerOptions extends CommonOptions {
+/** What `consumer` and `effectConsumer` share besides the handler. */
+interface MemberOptions<Hook> extends CommonOptions {
   /** The member id (default: the process's base id, from POD_IP / HOSTNAME / an interface address). */
   readonly memberId?: string
   /** Local workers: handler executions this one member runs in parallel, one per shard (default 1). */
   readonly runtimeMaxConcurrency?: number
-  /** Exactly one of `eachMessage` and `eachBatch`. */
-  readonly eachMessage?: EachMessage
-  readonly eachBatch?: EachBatch
   /** A batch handler that returns resolves every message (default true). */
   readonly autoResolve?: boolean
   /** Before the first read of a shard this member was given (awaited, bounded by the drain timeout). */
-  readonly onAssigned?: (info: ShardHookInfo) => void | Promise<void>
+  readonly onAssigned?: (info: ShardHookInfo) => Hook
   /** After a revoked shard drained, before it is released: flush per-shard state here. */
-  readonly onRevoked?: (info: ShardHookInfo) => void | Promise<void>
+  readonly onRevoked?: (info: ShardHookInfo) => Hook
   /** After ownership was dropped at once (fence, lease lost, superseded); not awaited. */
-  readonly onLost?: (info: LostHookInfo) => void | Promise<void>
+  readonly onLost?: (info: LostHookInfo) => Hook
 }
 
-export interface EffectConsumerOptions extends CommonOptions {
-  readonly memberId?: string
-  readonly runtimeMaxConcurrency?: number
-  readonly eachMessage?: EachMessageEffect
-  readonly eachBatch?: EachBatchEffect
-  readonly autoResolve?: boolean
-  readonly onAssigned?: (info: ShardHookInfo) => Effect.Effect<void, unknown>
-  readonly onRevoked?: (info: ShardHookInfo) => Effect.Effect<void, unknown>
-  readonly onLost?: (info: LostHookInfo) => Effect.Effect<void, unknown>
-}
+/**
+ * Exactly one of `eachMessage` and `eachBatch`, as a type rule (the runtime
+ * checks it again at start for untyped callers).
+ */
+export type OneHandler<Message, Batch> =
+  | { readonly eachMessage: Message; readonly eachBatch?: never }
+  | { readonly eachBatch: Batch; readonly eachMessage?: never }
+
+/** `consumer` options: one explicit member with Promise (or synchronous) handlers. */
+export type ConsumerOptions = MemberOptions<void | Promise<void>> &
+  OneHandler<EachMessage, EachBatch>
+
+/** `effectConsumer` options: the same with Effect handlers and hooks. */
+export type EffectConsumerOptions = MemberOptions<Effect.Effect<void, unknown>> &
+  OneHandler<EachMessageEffect, EachBatchEffect>
 
 /**
  * A consumer declaration, validated when the runtime starts. Made by

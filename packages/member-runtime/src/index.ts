@@ -30,6 +30,7 @@ export {
   consumer,
   type EffectConsumerOptions,
   effectConsumer,
+  type OneHandler,
 } from "./Consumer.js"
 export {
   type CoordinatedGroup,
@@ -101,5 +102,10 @@ export {
   type StartOptions,
   start,
 } from "./Runtime.js"
-export { listenersOf, StreamListener, type StreamListenerOptions } from "./StreamListener.js"
+export {
+  type ListenerDecorator,
+  listenersOf,
+  StreamListener,
+  type StreamListenerOptions,
+} from "./StreamListener.js"
 export { type TelemetryOptions, TRACEPARENT_FIELD, TRACESTATE_FIELD } from "./Telemetry.js"

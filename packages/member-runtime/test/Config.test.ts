@@ -132,11 +132,13 @@ const cases: ReadonlyArray<readonly [string, RuntimeOptions, string]> = [
   ],
   [
     "no handler",
+    // @ts-expect-error exactly one handler is also a type rule (the runtime checks untyped callers)
     { consumers: [consumer({ stream: "orders", group: "g" })] },
     "consumers[0].eachMessage",
   ],
   [
     "both handlers",
+    // @ts-expect-error exactly one handler is also a type rule (the runtime checks untyped callers)
     { consumers: [consumer({ ...ok, eachBatch: () => {} })] },
     "consumers[0].eachBatch",
   ],

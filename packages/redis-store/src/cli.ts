@@ -14,11 +14,16 @@
  *   shardline dashboard --redis <url> [--port N] [--host H] [--token T]
  *       [--stream S --group G] [--interval ms]   (src/dashboard/, docs/observability.md)
  *
+ *   shardline --help | --version
+ *
+ * The `shardline` bin of @shardline/member-runtime runs this module's `run`.
  * `--cluster host:port,...` instead of `--redis` for a Redis Cluster. A group
  * that does not exist, a refusal, or a Redis that cannot be reached is one
  * line on stderr and exit code 2; bad usage is exit code 64.
  */
+import { readFileSync, realpathSync } from "node:fs"
 import os from "node:os"
+import { fileURLToPath } from "node:url"
 import {
   CoordinatorTransport,
   type GroupKey,
@@ -58,6 +63,7 @@ const USAGE = `usage:
   shardline groups delete --redis <url> --stream S --group G [--dry-run] [--force]
   shardline dashboard --redis <url> [--port N (7070)] [--host H (127.0.0.1)] [--token T]
       [--stream S --group G] [--interval ms]
+  shardline --help | --version
   (--cluster host:port,... instead of --redis for a Redis Cluster)`
 
 interface Args {
@@ -714,8 +720,24 @@ const dashboard = (args: Args): Effect.Effect<undefined, CliFailure> => {
 // ---------------------------------------------------------------------------
 // main
 
+/** This package's version (the CLI's `--version`). */
+const version = (): string =>
+  (
+    JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as {
+      version: string
+    }
+  ).version
+
 export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
   let program: Effect.Effect<string | undefined, CliFailure>
+  if (argv[0] === "--version" || argv[0] === "-v") {
+    process.stdout.write(`shardline ${version()}\n`)
+    return 0
+  }
+  if (argv[0] === "--help" || argv[0] === "-h") {
+    process.stdout.write(`${USAGE}\n`)
+    return 0
+  }
   try {
     const args = parseArgs(argv)
     if (args.command === "help" || args.flags.has("help")) {
@@ -770,13 +792,9 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
   return 2
 }
 
-const isEntry = (() => {
-  const entry = process.argv[1]
-  return entry !== undefined && /(^|[\\/])cli\.(js|ts|mjs)$|[\\/]shardline$/.test(entry)
-})()
-
-if (isEntry)
-  main(process.argv.slice(2)).then(
+/** Runs the CLI as a process: sets the exit code, then exits once the command is done. */
+export const run = (argv: ReadonlyArray<string>): void => {
+  main(argv).then(
     (code) => {
       process.exitCode = code
       // close whatever ioredis left open (a one-shot command is done)
@@ -787,3 +805,17 @@ if (isEntry)
       process.exit(2)
     },
   )
+}
+
+// `node dist/cli.js ...` runs it; importing it (the bin shim, tests) does not
+const isEntry = (() => {
+  const entry = process.argv[1]
+  if (entry === undefined) return false
+  try {
+    return realpathSync(entry) === realpathSync(fileURLToPath(import.meta.url))
+  } catch {
+    return false
+  }
+})()
+
+if (isEntry) run(process.argv.slice(2))

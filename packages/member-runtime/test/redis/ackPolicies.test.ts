@@ -46,7 +46,9 @@ interface Run {
  */
 const runConsumer = async (
   redis: RedisOptions,
-  options: Partial<ConsumerOptions> & { readonly shardCount: number },
+  options: Partial<Omit<ConsumerOptions, "eachMessage" | "eachBatch">> & {
+    readonly shardCount: number
+  },
   messages: ReadonlyArray<{ readonly key: string; readonly fields: Record<string, string> }>,
   handle: (m: Message) => void | Promise<void>,
   until: (run: Run) => boolean,
@@ -148,7 +150,9 @@ const startGroup = (
   redis: RedisOptions,
   stream: string,
   group: string,
-  options: Partial<ConsumerOptions> & { readonly shardCount: number },
+  options: Partial<Omit<ConsumerOptions, "eachMessage" | "eachBatch">> & {
+    readonly shardCount: number
+  },
   seen: Array<string>,
   handle: (m: Message) => void | Promise<void> = () => {},
 ) =>

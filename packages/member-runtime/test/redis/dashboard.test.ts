@@ -5,7 +5,7 @@
  * dashboard"): the bin of @shardline/redis-store runs as a child process,
  * connected as a read-only ACL user (`Acl.readOnlyRules`), against a live
  * group of member runtimes on a real redis-server; Debian's Chromium
- * (/usr/bin/chromium, installed by scripts/ensure-chromium.sh) is driven by
+ * (`$SHARDLINE_CHROMIUM_BIN`, else /usr/bin/chromium, installed by `pnpm test`'s scripts/ensure-servers.mjs) is driven by
  * playwright-core. Checks:
  * - the page's numbers (members, shards, epochs, dead letters, resharding)
  *   equal `shardline inspect --json` read at the same moment (the group is
@@ -30,7 +30,7 @@ import { type ShardlineRuntime, start } from "../../src/Runtime.js"
 import { eventually, useRedisServer } from "../support/redis.js"
 
 const server = useRedisServer("redis7")
-const CHROMIUM = "/usr/bin/chromium"
+const CHROMIUM = process.env.SHARDLINE_CHROMIUM_BIN ?? "/usr/bin/chromium"
 const OUTPUT = path.resolve(import.meta.dirname, "../../test-output")
 const USER = "dashboard"
 const PASSWORD = "read-only"
@@ -234,7 +234,7 @@ const runtimes: Array<ShardlineRuntime> = []
 beforeAll(() => {
   if (!existsSync(CHROMIUM))
     throw new Error(
-      `${CHROMIUM} is missing: run scripts/ensure-chromium.sh (apt-get install chromium)`,
+      `${CHROMIUM} is missing: run node scripts/ensure-servers.mjs (apt-get install chromium)`,
     )
 })
 

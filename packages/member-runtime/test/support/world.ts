@@ -125,7 +125,7 @@ export const makeWorld = (options: WorldOptions = {}) =>
 
     /** A consumer that records every handler call; `handle` may add behaviour. */
     const recordingConsumer = (
-      extra: Partial<ConsumerOptions> & {
+      extra: Partial<Omit<ConsumerOptions, "eachMessage" | "eachBatch">> & {
         readonly handle?: (m: Message, ctx: { signal: AbortSignal }) => unknown
       } = {},
     ) => {

@@ -1,0 +1,113 @@
+/**
+ * Type rules of `@StreamListener` and `consumer` (docs/runtime.md, "Declaring
+ * consumers"), compiled by test/handlerTypes.test.ts with TC39 decorators and
+ * again with `experimentalDecorators`. Each `@ts-expect-error` must meet an
+ * error: a rule that stops holding leaves the directive unused, which is
+ * itself a compile error.
+ */
+import {
+  type Batch,
+  type BatchContext,
+  consumer,
+  type EachBatch,
+  type EachMessage,
+  effectConsumer,
+  type ListenerDecorator,
+  type Message,
+  type MessageContext,
+  StreamListener,
+  type StreamListenerOptions,
+} from "@shardline/member-runtime"
+import { Effect } from "effect"
+import { expectTypeOf } from "vitest"
+
+const orders = { stream: "orders", group: "billing" } as const
+
+// the decorator's type follows `batch`
+expectTypeOf(StreamListener(orders)).toEqualTypeOf<ListenerDecorator<EachMessage>>()
+expectTypeOf(StreamListener({ ...orders, batch: false })).toEqualTypeOf<
+  ListenerDecorator<EachMessage>
+>()
+expectTypeOf(StreamListener({ ...orders, batch: true })).toEqualTypeOf<
+  ListenerDecorator<EachBatch>
+>()
+declare const runtimeChoice: StreamListenerOptions
+expectTypeOf(StreamListener(runtimeChoice)).toEqualTypeOf<
+  ListenerDecorator<EachMessage | EachBatch>
+>()
+
+export class Accepted {
+  readonly prefix = "bill"
+
+  @StreamListener(orders)
+  async full(message: Message, { signal }: MessageContext): Promise<void> {
+    if (!signal.aborted) console.log(this.prefix, message.key)
+  }
+
+  @StreamListener(orders)
+  messageOnly(message: Message): void {
+    console.log(message.id)
+  }
+
+  @StreamListener(orders)
+  async none() {}
+
+  @StreamListener({ ...orders, batch: true })
+  async batch(batch: Batch, { resolve }: BatchContext) {
+    for (const m of batch.messages) resolve(m)
+  }
+
+  // `batch` known only at run time: a method that takes either
+  @StreamListener(runtimeChoice)
+  async either(_: Message | Batch) {}
+}
+
+export class Rejected {
+  // @ts-expect-error a handler takes a Message, not a number
+  @StreamListener(orders)
+  async aNumber(n: number) {
+    return n
+  }
+
+  // @ts-expect-error a per-message handler gets a MessageContext (no `resolve`)
+  @StreamListener(orders)
+  async batchContextOnMessage(_m: Message, { resolve }: BatchContext) {
+    resolve("0-1")
+  }
+
+  // @ts-expect-error a batch listener's method takes a Batch
+  @StreamListener({ ...orders, batch: true })
+  async messageOnBatch(message: Message) {
+    console.log(message.id)
+  }
+
+  // @ts-expect-error it must return void or a Promise of void (the ack depends on it settling)
+  @StreamListener(orders)
+  async returnsAValue(message: Message) {
+    return message.id
+  }
+
+  // @ts-expect-error instance methods only
+  @StreamListener(orders)
+  static async onStatic(_m: Message) {}
+
+  // @ts-expect-error an unknown option
+  @StreamListener({ ...orders, concurency: 2 })
+  async typo(_m: Message) {}
+}
+
+// exactly one of eachMessage and eachBatch
+consumer({ ...orders, eachMessage: async (m, { signal }) => void [m.id, signal] })
+consumer({ ...orders, eachBatch: async (b, { resolve }) => resolve(b.messages[0]!) })
+// @ts-expect-error neither handler
+consumer({ ...orders })
+// @ts-expect-error both handlers
+consumer({ ...orders, eachMessage: () => {}, eachBatch: () => {} })
+// @ts-expect-error a handler of the wrong shape
+consumer({ ...orders, eachMessage: (n: number) => void n })
+
+effectConsumer({ ...orders, eachMessage: (m) => Effect.log(m.id) })
+// @ts-expect-error neither handler
+effectConsumer({ ...orders })
+// @ts-expect-error both handlers
+effectConsumer({ ...orders, eachMessage: () => Effect.void, eachBatch: () => Effect.void })

@@ -1,0 +1,136 @@
+/**
+ * Every ```ts block of README.md, the docs/ pages and the package READMEs is
+ * typechecked as a strict TypeScript module against the built packages, as a
+ * user pasting it would compile it. A block that is deliberately partial is
+ * fenced ```ts skip-check: <why> (kept rare; the reason is required).
+ * Placeholders for the app's own code (`charge`, `audit`, ...) are declared
+ * in fixtures/snippets/app.d.ts.
+ */
+import {
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs"
+import path from "node:path"
+import ts from "typescript"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+
+const ROOT = path.resolve(import.meta.dirname, "../../..")
+
+interface Snippet {
+  /** `docs/runtime.md:13` (the line of the opening fence). */
+  readonly name: string
+  readonly line: number
+  readonly code: string
+  readonly skip: string | undefined
+}
+
+const markdownFiles = (): Array<string> => [
+  "README.md",
+  ...readdirSync(path.join(ROOT, "docs"))
+    .filter((f) => f.endsWith(".md"))
+    .map((f) => `docs/${f}`),
+  ...readdirSync(path.join(ROOT, "packages"))
+    .map((p) => `packages/${p}/README.md`)
+    .filter((f) => {
+      try {
+        readFileSync(path.join(ROOT, f))
+        return true
+      } catch {
+        return false
+      }
+    }),
+]
+
+/** The ```ts blocks of a markdown file. */
+export const extract = (file: string, text: string): Array<Snippet> => {
+  const out: Array<Snippet> = []
+  const lines = text.split("\n")
+  for (let i = 0; i < lines.length; i++) {
+    const open = /^```(ts|typescript)\b(.*)$/.exec(lines[i]!)
+    if (open === null) continue
+    const start = i
+    const body: Array<string> = []
+    for (i++; i < lines.length && !/^```\s*$/.test(lines[i]!); i++) body.push(lines[i]!)
+    const info = open[2]!.trim()
+    const skip = /^skip-check\b:?\s*(.*)$/.exec(info)
+    out.push({
+      name: `${file}:${start + 1}`,
+      line: start + 1,
+      code: body.join("\n"),
+      skip: skip === null ? undefined : skip[1]!,
+    })
+  }
+  return out
+}
+
+const snippets = markdownFiles().flatMap((f) =>
+  extract(f, readFileSync(path.join(ROOT, f), "utf8")),
+)
+const checked = snippets.filter((s) => s.skip === undefined)
+const fileOf = (s: Snippet) => `${s.name.replace(/[^A-Za-z0-9]+/g, "_")}.ts`
+
+let dir: string
+const diagnostics = new Map<string, Array<string>>()
+
+beforeAll(() => {
+  // inside this package, so the snippets resolve @shardline/* and effect as a
+  // workspace app would (node_modules is git-ignored)
+  const cache = path.join(import.meta.dirname, "..", "node_modules", ".cache")
+  mkdirSync(cache, { recursive: true })
+  dir = mkdtempSync(path.join(cache, "snippets-"))
+  writeFileSync(path.join(dir, "package.json"), '{ "type": "module" }\n')
+  copyFileSync(
+    path.join(import.meta.dirname, "..", "fixtures", "snippets", "app.d.ts"),
+    path.join(dir, "app.d.ts"),
+  )
+  // each block is a module of its own (`export {}`), so blocks never collide
+  for (const s of checked) writeFileSync(path.join(dir, fileOf(s)), `${s.code}\nexport {}\n`)
+  const program = ts.createProgram(
+    [path.join(dir, "app.d.ts"), ...checked.map((s) => path.join(dir, fileOf(s)))],
+    {
+      target: ts.ScriptTarget.ES2022,
+      module: ts.ModuleKind.NodeNext,
+      moduleResolution: ts.ModuleResolutionKind.NodeNext,
+      strict: true,
+      noUncheckedIndexedAccess: true,
+      skipLibCheck: true,
+      noEmit: true,
+      types: ["node"],
+    },
+  )
+  for (const s of checked) {
+    const source = program.getSourceFile(path.join(dir, fileOf(s)))!
+    diagnostics.set(
+      s.name,
+      [...program.getSyntacticDiagnostics(source), ...program.getSemanticDiagnostics(source)].map(
+        (d) => {
+          const { line } = source.getLineAndCharacterOfPosition(d.start ?? 0)
+          const at = s.name.replace(/:\d+$/, `:${s.line + 1 + line}`)
+          return `${at}: ${ts.flattenDiagnosticMessageText(d.messageText, " ")}`
+        },
+      ),
+    )
+  }
+}, 300_000)
+
+afterAll(() => {
+  if (dir !== undefined) rmSync(dir, { recursive: true, force: true })
+})
+
+describe("code snippets in the docs", () => {
+  it("there are snippets to check, and few are skipped, each with its reason", () => {
+    expect(checked.length).toBeGreaterThanOrEqual(15)
+    const skipped = snippets.filter((s) => s.skip !== undefined)
+    for (const s of skipped) expect(s.skip, `${s.name} skips without a reason`).not.toBe("")
+    expect(skipped.length).toBeLessThanOrEqual(3)
+  })
+
+  it.each(checked.map((s) => [s.name, s] as const))("%s typechecks (strict)", (name) => {
+    expect(diagnostics.get(name)).toEqual([])
+  })
+})
