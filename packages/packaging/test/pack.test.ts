@@ -129,7 +129,14 @@ describe("the packed packages", () => {
       for (const [name, range] of Object.entries(deps))
         if (name.startsWith("@shardline/")) expect(range).toBe(`^${manifest.version}`)
       expect(deps.effect).toBeUndefined()
-      expect(manifest.peerDependencies).toEqual({ effect: "^4.1.0" })
+      // the runtime also takes OpenTelemetry's API, optionally (docs/observability.md)
+      expect(manifest.peerDependencies).toEqual(
+        pkg === "member-runtime"
+          ? { "@opentelemetry/api": ">=1.9.0 <2.0.0", effect: "^4.1.0" }
+          : { effect: "^4.1.0" },
+      )
+      if (pkg === "member-runtime")
+        expect(manifest.peerDependenciesMeta).toEqual({ "@opentelemetry/api": { optional: true } })
       expect(manifest.type).toBe("module")
       expect(manifest.license).toBe("MIT")
       const exports = manifest.exports as Record<string, { types: string; default: string }>
