@@ -3,38 +3,27 @@ import { Effect, Exit, Fiber, Layer, Option, Scope, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import {
   Coordinator,
-  CoordinatorLease,
+  type CoordinatorLease,
   type Fence,
   FenceWriteFailed,
-  type HeartbeatResponse,
   Layout,
   LeaseLost,
   makeCoordinatorHost,
   makeCoordinatorHostAsync,
-  OwnerFence,
+  type OwnerFence,
   ShardStreams,
   StreamLayouts,
 } from "../src/index.js"
 import { Store, CoordinatorTransport as TestingTransport } from "../src/testing.js"
 import { config, info, request } from "./coordinator/harness.js"
+import { hostPorts, makeLease, steadyOf } from "./support/hostPorts.js"
 import { pausableStore } from "./support/pausableStore.js"
 
 const cfg = config()
 const key = { stream: cfg.stream, group: cfg.groupId }
 
 const makeStore = Store.makeMemoryUnsafe
-const makeLease = () => Effect.runSync(CoordinatorLease.makeMemory)
-
-const ports = (
-  store: Store.StoreShape,
-  lease: CoordinatorLease.CoordinatorLeaseShape = makeLease(),
-  fence: OwnerFence.OwnerFenceShape = OwnerFence.noop,
-) =>
-  Layer.mergeAll(
-    Layer.succeed(Store.Store, store),
-    Layer.succeed(CoordinatorLease.CoordinatorLease, lease),
-    Layer.succeed(OwnerFence.OwnerFence, fence),
-  )
+const ports = hostPorts
 
 const env = (store: Store.StoreShape, lease?: CoordinatorLease.CoordinatorLeaseShape) =>
   ports(store, lease)
@@ -61,15 +50,6 @@ const losableLease = () => {
 }
 
 const join = (memberId: string) => request({ memberId })
-
-/** The steady heartbeat of a member that applied `last`: same epochs, owns what it was granted. */
-const steadyOf = (memberId: string, last: HeartbeatResponse) =>
-  request({
-    memberId,
-    memberEpoch: last.memberEpoch,
-    assignmentEpoch: last.assignmentEpoch,
-    ownedShards: last.assigned.map((g) => g.shard),
-  })
 
 describe("CoordinatorHost", () => {
   it.effect("commits records before answering and writes fences before the response", () =>

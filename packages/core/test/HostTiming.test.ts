@@ -5,18 +5,18 @@
  * (rule 23), through the real host with effect's TestClock.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Clock, Effect, Exit, Layer, Option, Scope } from "effect"
+import { Clock, Effect, Exit, Option, Scope } from "effect"
 import { TestClock } from "effect/testing"
 import {
   CoordinatorLease,
   defaultCoordinatorLeaseMs,
-  type HeartbeatResponse,
   makeCoordinatorHost,
   OwnerFence,
   ShardStreams,
 } from "../src/index.js"
 import { Store } from "../src/testing.js"
 import { config, request, SimMember } from "./coordinator/harness.js"
+import { hostPorts, steadyOf } from "./support/hostPorts.js"
 
 const cfg = config()
 const key = { stream: cfg.stream, group: cfg.groupId }
@@ -44,24 +44,7 @@ const steppable = (base: Clock.Clock) => {
   }
 }
 
-const steadyOf = (memberId: string, last: HeartbeatResponse) =>
-  request({
-    memberId,
-    memberEpoch: last.memberEpoch,
-    assignmentEpoch: last.assignmentEpoch,
-    ownedShards: last.assigned.map((g) => g.shard),
-  })
-
-const ports = (
-  store: Store.StoreShape,
-  lease: CoordinatorLease.CoordinatorLeaseShape,
-  fence: OwnerFence.OwnerFenceShape = OwnerFence.noop,
-) =>
-  Layer.mergeAll(
-    Layer.succeed(Store.Store, store),
-    Layer.succeed(CoordinatorLease.CoordinatorLease, lease),
-    Layer.succeed(OwnerFence.OwnerFence, fence),
-  )
+const ports = hostPorts
 
 describe("rule 21: durations on the monotonic clock", () => {
   it.effect(

@@ -46,6 +46,9 @@ export class OwnerFence extends Context.Service<OwnerFence, OwnerFenceShape>()(
   "@shardline/core/OwnerFence",
 ) {}
 
+const failed = (key: GroupKey, cause: unknown, message: string) =>
+  new FenceWriteFailed({ stream: key.stream, group: key.group, message, cause })
+
 /** Owner tokens read per shard at most this many at once. */
 const READ_CONCURRENCY = 64
 
@@ -62,14 +65,8 @@ export const make: Effect.Effect<OwnerFenceShape, never, ShardStreams> = ShardSt
           ),
         { concurrency: READ_CONCURRENCY },
       ).pipe(
-        Effect.mapError(
-          (cause) =>
-            new FenceWriteFailed({
-              stream: key.stream,
-              group: key.group,
-              message: `reading owner tokens: ${cause._tag}: ${cause.message}`,
-              cause,
-            }),
+        Effect.mapError((cause) =>
+          failed(key, cause, `reading owner tokens: ${cause._tag}: ${cause.message}`),
         ),
       ),
     write: (key, fences) =>
@@ -84,17 +81,14 @@ export const make: Effect.Effect<OwnerFenceShape, never, ShardStreams> = ShardSt
           }),
         { discard: true },
       ).pipe(
-        Effect.mapError(
-          (cause) =>
-            new FenceWriteFailed({
-              stream: key.stream,
-              group: key.group,
-              message:
-                cause._tag === "OwnerTokenRegression"
-                  ? `${cause._tag}: shard ${cause.shard} token ${cause.token} is below ${cause.currentToken}`
-                  : `${cause._tag}: ${cause.message}`,
-              cause,
-            }),
+        Effect.mapError((cause) =>
+          failed(
+            key,
+            cause,
+            cause._tag === "OwnerTokenRegression"
+              ? `${cause._tag}: shard ${cause.shard} token ${cause.token} is below ${cause.currentToken}`
+              : `${cause._tag}: ${cause.message}`,
+          ),
         ),
       ),
   }),
