@@ -25,13 +25,15 @@ import { readFileSync, realpathSync } from "node:fs"
 import os from "node:os"
 import { fileURLToPath } from "node:url"
 import {
+  CoordinatorCandidate,
+  type CoordinatorHost,
   CoordinatorTransport,
+  decodeGroupConfig,
   type GroupKey,
   inspectGroup,
   Layout,
-  makeCoordinatorHost,
 } from "@shardline/core"
-import { Context, Data, Effect, Exit, Layer, Option, Scope } from "effect"
+import { Context, Data, Effect, Exit, Layer, Option, type Scope } from "effect"
 import * as Admin from "./Admin.js"
 import { checkPermissions } from "./acl.js"
 import type { AdminRefused } from "./Errors.js"
@@ -632,47 +634,44 @@ const coordinator = (args: Args) => {
       yield* checkPermissions(Context.get(ports, RedisConnection.RedisConnection), [key]).pipe(
         Effect.mapError((e) => new CliFailure({ message: e.message })),
       )
-      const host = yield* makeCoordinatorHost({
-        config,
-        holder,
-        ...(leaseTtlMs === undefined ? {} : { leaseTtlMs }),
-        onNotice: (memberId) => transport.notify(key, memberId),
-      }).pipe(
-        Effect.provide(ports),
+      const groupConfig = yield* decodeGroupConfig(config).pipe(
         Effect.mapError((e) => new CliFailure({ message: oneLine(e) })),
       )
       yield* emit({ event: "started", holder, stream, group })
-      yield* host.elect
-      // serve the group's heartbeats only while this host is its coordinator
-      // (a standby serving would take the requests and answer NOT_COORDINATOR);
-      // report every change of role (stdout, one JSON line each) until SIGTERM
-      const outer = yield* Effect.scope
-      let serving: Scope.Closeable | undefined
-      let was: boolean | undefined
-      let lastReason: string | undefined
-      const watch = Effect.gen(function* () {
-        const is = yield* host.isCoordinator
-        const reason = Option.getOrUndefined(yield* host.lastError)
-        if (is && serving === undefined) {
-          serving = yield* Scope.fork(outer)
-          yield* transport.serve(key, host.heartbeat).pipe(Scope.provide(serving))
-        } else if (!is && serving !== undefined) {
-          yield* Scope.close(serving, Exit.void)
-          serving = undefined
-        }
-        if (is !== was || (!is && reason !== lastReason)) {
-          const state = Option.getOrUndefined(yield* host.state)
-          yield* emit({
-            event: is ? "coordinator" : "standby",
-            holder,
-            ...(state === undefined ? {} : { storeRevision: state.storeRevision }),
-            ...(reason === undefined ? {} : { reason }),
-          })
-          was = is
-          lastReason = reason
-        }
-      })
-      yield* Effect.forkScoped(Effect.forever(Effect.andThen(watch, Effect.sleep(50))))
+      // serve the group's heartbeats only while this process holds its lease
+      // (core's CoordinatorCandidate: a standby wakes when the holder's lease
+      // ends or at its handover); report every change of role (stdout, one
+      // JSON line each) until SIGTERM, then hand over
+      let host: CoordinatorHost | undefined
+      const storeRevision = Effect.map(
+        Effect.suspend(() => host?.state ?? Effect.succeedNone),
+        (state) =>
+          Option.match(state, {
+            onNone: () => ({}),
+            onSome: (st) => ({ storeRevision: st.storeRevision }),
+          }),
+      )
+      const reasonOf = Effect.map(
+        Effect.suspend(() => host?.lastError ?? Effect.succeedNone),
+        (r) => Option.match(r, { onNone: () => ({}), onSome: (reason) => ({ reason }) }),
+      )
+      const candidate = yield* CoordinatorCandidate.run({
+        config: groupConfig,
+        holder,
+        transport,
+        ...(leaseTtlMs === undefined ? {} : { leaseTtlMs }),
+        onRole: (role) =>
+          Effect.gen(function* () {
+            yield* emit({
+              event: role,
+              holder,
+              ...(yield* storeRevision),
+              ...(role === "standby" ? yield* reasonOf : {}),
+            })
+          }),
+      }).pipe(Effect.provide(ports))
+      host = candidate.host
+      if (!candidate.isServing()) yield* emit({ event: "standby", holder, ...(yield* reasonOf) })
       yield* Effect.callback<void>((resume) => {
         const stop = () => resume(Effect.void)
         process.once("SIGTERM", stop)
