@@ -3,8 +3,13 @@
  * `CoordinatorCandidate` for one group, reporting its role changes as the
  * runtime's `coordinatorElected` / `coordinatorResigned` events.
  */
-import { CoordinatorCandidate } from "@shardline/core"
-import { Clock, Effect } from "effect"
+import {
+  CoordinatorCandidate,
+  type CoordinatorLease,
+  type OwnerFence,
+  type Store,
+} from "@shardline/core"
+import { Clock, Effect, type Scope } from "effect"
 import type { EventHub } from "../Events.js"
 
 export type Candidate = CoordinatorCandidate.Candidate
@@ -13,7 +18,14 @@ export interface CandidateOptions extends Omit<CoordinatorCandidate.CandidateOpt
   readonly events?: EventHub
 }
 
-export const runCandidate = (options: CandidateOptions) => {
+// the return type spelled out: the declaration build cannot name the inferred one
+export const runCandidate = (
+  options: CandidateOptions,
+): Effect.Effect<
+  Candidate,
+  never,
+  Scope.Scope | Store.Store | CoordinatorLease.CoordinatorLease | OwnerFence.OwnerFence
+> => {
   const key = { stream: options.config.stream, group: options.config.groupId }
   const { events, ...rest } = options
   return CoordinatorCandidate.run({
