@@ -19,7 +19,7 @@
  * })
  */
 import type { ConnectionOptions as TlsOptions } from "node:tls"
-import { type RedisConnection, RedisPorts } from "@shardline/redis-store"
+import { Keys, type RedisConnection, RedisPorts } from "@shardline/redis-store"
 import { Effect, Layer, Result, Schema } from "effect"
 import type { ClusterOptions, RedisOptions as IoRedisOptions } from "ioredis"
 import { decodeOptions } from "./Config.js"
@@ -53,6 +53,14 @@ export interface RedisOptions {
   readonly ports?: Pick<RedisPorts.RedisPortsOptions, "store" | "transport" | "shardStreams">
   /** Override the probed server features, e.g. `{ xackdel: false }` to force the Lua fallback. */
   readonly features?: RedisPorts.RedisPortsOptions["features"]
+  /**
+   * The namespace of every Shardline key and channel (default `shardline:`;
+   * docs/redis.md, "Keys"): runtimes with different prefixes share one Redis
+   * without seeing each other, each with an ACL user of its own
+   * (`Acl.aclRules({ prefix })`). Not ioredis' `keyPrefix` option, which is
+   * refused (`InvalidKeyPrefix`).
+   */
+  readonly keyPrefix?: string
 }
 
 const URL_PROTOCOLS = new Set(["redis:", "rediss:"])
@@ -120,13 +128,22 @@ export const RedisOptionsSchema = Schema.Struct({
     }),
   ),
   features: Schema.optional(Opaque),
+  keyPrefix: Schema.optional(
+    Schema.String.check(Schema.makeFilter((p: string) => Keys.prefixProblem(p))),
+  ),
 }).check(
   Schema.makeFilter((o) =>
-    o.url !== undefined && o.nodes !== undefined
-      ? { path: ["nodes"], issue: "give either url (one server) or nodes (a cluster), not both" }
-      : o.url === undefined && o.nodes === undefined
-        ? { path: ["url"], issue: "give url (one server) or nodes (a cluster)" }
-        : undefined,
+    o.ioredis !== undefined && o.ioredis.keyPrefix !== undefined
+      ? {
+          path: ["ioredis", "keyPrefix"],
+          issue:
+            "ioredis' keyPrefix is not supported (it leaves channels and SCAN patterns unprefixed): give redis.keyPrefix instead",
+        }
+      : o.url !== undefined && o.nodes !== undefined
+        ? { path: ["nodes"], issue: "give either url (one server) or nodes (a cluster), not both" }
+        : o.url === undefined && o.nodes === undefined
+          ? { path: ["url"], issue: "give url (one server) or nodes (a cluster)" }
+          : undefined,
   ),
 )
 
@@ -148,6 +165,7 @@ export const decodeRedisOptions = (
     ...(o.tls === undefined ? {} : { tls: o.tls }),
     ...(o.ioredis === undefined ? {} : { redis: o.ioredis }),
     ...(o.features === undefined ? {} : { features: o.features }),
+    ...(o.keyPrefix === undefined ? {} : { keyPrefix: o.keyPrefix }),
     ...(o.ports ?? {}),
   }
   if (o.nodes !== undefined)
@@ -169,7 +187,9 @@ export const decodeRedisOptions = (
  * message names the cause: ECONNREFUSED, ENOTFOUND, WRONGPASS, ...),
  * `InvalidDatabase` for a database the server does not have,
  * `PermissionDenied` when the ACL user may not run the connection's own
- * commands; its connections close with it.
+ * commands, `InvalidKeyPrefix` for ioredis' own `keyPrefix` option,
+ * `KeySchemaMismatch` when the namespace records another key schema; its
+ * connections close with it.
  */
 export const redisPorts = (
   options: RedisOptions,

@@ -31,6 +31,8 @@ import {
 import {
   Acl,
   type BackendUnavailable,
+  KeySchema,
+  type KeySchemaMismatch,
   type PermissionDenied,
   RedisConnection,
   RedisPorts,
@@ -304,13 +306,16 @@ const noCoordinatorOr = (spec: ConsumerSpec, error: TransportError): HeartbeatFa
  * The runtime (Effect API). Fails with `InvalidRuntimeConfig` before anything
  * starts; on Redis (a `RedisConnection` in context, as `redisPorts` gives),
  * with `PermissionDenied` when the ACL user may not run a command, or touch a
- * key or channel, that its groups need (redis-store `Acl.checkPermissions`).
+ * key or channel, that its groups need (redis-store `Acl.checkPermissions`),
+ * and `KeySchemaMismatch` when the namespace holds keys of another key
+ * schema, an earlier version's unprefixed keys of its groups included
+ * (redis-store `KeySchema.ensure`; docs/redis.md, "Keys").
  */
 export const make = (
   options: RuntimeOptions,
 ): Effect.Effect<
   EffectRuntime,
-  InvalidRuntimeConfig | PermissionDenied | BackendUnavailable,
+  InvalidRuntimeConfig | PermissionDenied | KeySchemaMismatch | BackendUnavailable,
   Scope.Scope | PortServices
 > =>
   Effect.gen(function* () {
@@ -320,7 +325,7 @@ export const make = (
 
     // on Redis: the ACL user may run everything these groups need, before anything runs
     const redis = yield* Effect.serviceOption(RedisConnection.RedisConnection)
-    if (Option.isSome(redis) && specs.length > 0)
+    if (Option.isSome(redis) && specs.length > 0) {
       yield* Acl.checkPermissions(
         redis.value,
         specs.map((spec) => ({
@@ -329,6 +334,12 @@ export const make = (
           memberIds: spec.memberIds,
         })),
       )
+      // and the namespace holds this version's keys (not an earlier layout's), recorded
+      yield* KeySchema.ensure(
+        redis.value,
+        specs.map((spec) => ({ stream: spec.settings.stream, group: spec.settings.group })),
+      )
+    }
 
     // ports and scopes ------------------------------------------------------------
     const streams = yield* ShardStreams.ShardStreams

@@ -42,13 +42,16 @@ import { Effect, Option } from "effect"
 import { Cluster } from "ioredis"
 import { keySlot } from "./acl.js"
 import { AdminRefused } from "./Errors.js"
-import { deadLetterKey, groupTag, leaseKey, ownerTokenKey, servingKey, shardKey } from "./keys.js"
+import { globEscape } from "./keys.js"
 import * as RedisConnection from "./RedisConnection.js"
 
 /** The field the producer keeps the routing key in (member-runtime's `KEY_FIELD`). */
 export const KEY_FIELD = "shardline-key"
 
 const { DeadLetterFields } = ShardStreams
+
+/** The connection's namespace (src/keys.ts). */
+const keySpace = RedisConnection.RedisConnection.useSync((c) => c.keys)
 
 export type AdminError = AdminRefused | BackendUnavailable
 
@@ -179,7 +182,7 @@ const PAGE = 1_000
 /** Every entry of one shard's dead-letter stream, in id order (paged XRANGE). */
 const readDlq = (stream: string, shard: number) =>
   Effect.gen(function* () {
-    const key = deadLetterKey(stream, shard)
+    const key = (yield* keySpace).deadLetterKey(stream, shard)
     const out: Array<DeadLetter> = []
     let start = "-"
     for (;;) {
@@ -241,7 +244,7 @@ export const showDeadLetter = (options: {
   readonly id: string
 }): Effect.Effect<DeadLetter, AdminError, Services> =>
   Effect.gen(function* () {
-    const key = deadLetterKey(options.stream, options.shard)
+    const key = (yield* keySpace).deadLetterKey(options.stream, options.shard)
     const found = (yield* command("dead letter (XRANGE)", (c) =>
       c.xrange(key, options.id, options.id),
     )) as Array<[string, Array<string>]>
@@ -349,7 +352,7 @@ export const replayDeadLetters = (
           })
       }
       if (appended === undefined) continue
-      const key = deadLetterKey(filter.stream, letter.shard)
+      const key = (yield* keySpace).deadLetterKey(filter.stream, letter.shard)
       yield* command("replay (XDEL)", (c) => c.xdel(key, letter.id))
       replayed.push({ from: { shard: letter.shard, id: letter.id }, to: appended })
     }
@@ -373,7 +376,7 @@ export const purgeDeadLetters = (
     for (const l of letters) byShard.set(l.shard, [...(byShard.get(l.shard) ?? []), l.id])
     let purged = 0
     for (const [shard, ids] of byShard) {
-      const key = deadLetterKey(filter.stream, shard)
+      const key = (yield* keySpace).deadLetterKey(filter.stream, shard)
       for (let i = 0; i < ids.length; i += PAGE) {
         const chunk = ids.slice(i, i + PAGE)
         purged += yield* command("purge (XDEL)", (c) => c.xdel(key, ...chunk))
@@ -414,7 +417,7 @@ const consumerGroups = (stream: string, shards: ReadonlyArray<number>) =>
   Effect.gen(function* () {
     const seen = new Map<string, GroupSeen>()
     for (const shard of shards) {
-      const key = shardKey(stream, shard)
+      const key = (yield* keySpace).shardKey(stream, shard)
       const groups = (yield* command("groups (XINFO GROUPS)", (c) =>
         c.call("XINFO", "GROUPS", key).catch((e: unknown) => {
           if (/no such key/i.test(describe(e))) return []
@@ -481,9 +484,10 @@ const summarize = (
 ) =>
   Effect.gen(function* () {
     const snapshot = yield* loadSnapshot(key)
-    const lk = leaseKey(key)
+    const lk = (yield* keySpace).leaseKey(key)
+    const sk = (yield* keySpace).servingKey(key)
     const [[holder], ttl, serving] = yield* command("group (lease, serving)", (c) =>
-      Promise.all([c.hmget(lk, "holder"), c.pttl(lk), c.exists(servingKey(key))]),
+      Promise.all([c.hmget(lk, "holder"), c.pttl(lk), c.exists(sk)]),
     )
     const sessionTimeoutMs = Option.match(snapshot, {
       onNone: () => 30_000,
@@ -519,16 +523,13 @@ export interface GroupDeletion {
   readonly ownerTokens: ReadonlyArray<string>
   /** Its dead letters (entries of the shards' dead-letter streams). */
   readonly deadLetters: number
-  /** Every key under its tag `{shardline:<stream>:<group>}`: lease, heartbeat lists, Store, audit. */
+  /** Every key under `<prefix>group:{<stream>:<group>}`: lease, heartbeat lists, Store, audit. */
   readonly keys: ReadonlyArray<string>
   /** It is removed from the stream's layout record (its `groups`). */
   readonly layoutEntry: boolean
   readonly live: boolean
   readonly liveBecause: ReadonlyArray<string>
 }
-
-/** Redis' glob with every special character of `text` escaped. */
-const globEscape = (text: string) => text.replace(/[*?[\]\\]/g, "\\$&")
 
 /** Every key whose name starts with `prefix` (SCAN on the node that holds its slot). */
 const keysWithPrefix = (prefix: string) =>
@@ -580,12 +581,12 @@ export const planGroupDeletion = (
     const registered = Option.isSome(stored) && key.group in stored.value.record.groups
     const ownerTokens: Array<string> = []
     for (const shard of shards) {
-      const owner = ownerTokenKey(key.stream, shard, key.group)
+      const owner = (yield* keySpace).ownerTokenKey(key.stream, shard, key.group)
       if ((yield* command("plan (EXISTS owner)", (c) => c.exists(owner))) > 0)
         ownerTokens.push(owner)
     }
     const letters = yield* listDeadLetters({ stream: key.stream, group: key.group })
-    const keys = yield* keysWithPrefix(groupTag(key))
+    const keys = yield* keysWithPrefix((yield* keySpace).groupBase(key))
     if (!registered && seen === undefined && keys.length === 0 && ownerTokens.length === 0)
       return yield* new AdminRefused({
         reason: "UnknownGroup",
@@ -622,7 +623,7 @@ export const deleteGroup = (
         message: `group ${JSON.stringify(key.group)} of stream ${JSON.stringify(key.stream)} is live: ${plan.liveBecause.join("; ")}. Stop its members and coordinator first, or force it (they would recreate what they use)`,
       })
     for (const shard of plan.consumerGroups) {
-      const k = shardKey(key.stream, shard)
+      const k = (yield* keySpace).shardKey(key.stream, shard)
       yield* command("delete (XGROUP DESTROY)", (c) => c.call("XGROUP", "DESTROY", k, key.group))
     }
     for (const owner of plan.ownerTokens) yield* command("delete (owner)", (c) => c.del(owner))

@@ -6,8 +6,9 @@
  * re-exports those three under the names this package used before, and
  * adds the two a connection can fail with before any port runs:
  * `PermissionDenied` (the ACL user lacks a command, key or channel
- * Shardline needs: docs/redis.md, "ACL") and `InvalidDatabase`, and the
- * administration's refusals (`AdminRefused`).
+ * Shardline needs: docs/redis.md, "ACL") and `InvalidDatabase`, the
+ * namespace's two (`InvalidKeyPrefix`, `KeySchemaMismatch`: docs/redis.md,
+ * "Keys"), and the administration's refusals (`AdminRefused`).
  */
 export {
   BackendUnavailable,
@@ -30,7 +31,7 @@ export const MissingPermission = Schema.Struct({
   command: Schema.String,
   /** The key or channel the probe used, for `key` and `channel`. */
   target: Schema.optional(Schema.String),
-  /** The rule that grants it (`+xautoclaim`, `~{*:*}:dlq`, `&{shardline:*}:notice:*`). */
+  /** The rule that grants it (`+xautoclaim`, `~shardline:*`, `&shardline:*`). */
   rule: Schema.String,
 })
 export type MissingPermission = typeof MissingPermission.Type
@@ -51,6 +52,38 @@ export class InvalidDatabase extends Schema.TaggedError<InvalidDatabase>()("Inva
   db: Schema.Number,
   message: Schema.String,
 }) {}
+
+/**
+ * The key prefix (Shardline's `keyPrefix`) cannot name a namespace, or the
+ * options set ioredis' own `keyPrefix`, which Shardline does not use: it
+ * prefixes keys and sharded channels but not PUBLISH / SUBSCRIBE channels
+ * nor SCAN patterns, so no one ACL pattern could name what it makes
+ * (docs/redis.md, "Keys").
+ */
+export class InvalidKeyPrefix extends Schema.TaggedError<InvalidKeyPrefix>()("InvalidKeyPrefix", {
+  prefix: Schema.String,
+  message: Schema.String,
+}) {}
+
+/**
+ * The namespace holds keys of another key schema than this version's
+ * (`Keys.SCHEMA_VERSION`): `<prefix>schema` records another version, or
+ * the group's keys exist in the unprefixed layout of earlier versions
+ * (schema 1). Nothing was written; the message says what to do.
+ */
+export class KeySchemaMismatch extends Schema.TaggedError<KeySchemaMismatch>()(
+  "KeySchemaMismatch",
+  {
+    prefix: Schema.String,
+    /** The version this one writes. */
+    expected: Schema.Number,
+    /** What was found: the stored version (or value), or `1` for unprefixed keys. */
+    found: Schema.String,
+    /** The keys that show it. */
+    keys: Schema.Array(Schema.String),
+    message: Schema.String,
+  },
+) {}
 
 /**
  * An administration request the data does not allow (src/Admin.ts, the

@@ -6,6 +6,8 @@
  *
  * Options are passed through to ioredis: `new Redis(url, options)`,
  * `new Redis(options)` or `new Redis.Cluster(nodes, { redisOptions })`.
+ * `keyPrefix` is the namespace every key and channel lives in
+ * (src/keys.ts); ioredis' own `keyPrefix` option is refused.
  * docs/redis.md lists every command and key the ports use, for an ACL user.
  */
 import net from "node:net"
@@ -13,7 +15,14 @@ import type { ConnectionOptions as TlsOptions } from "node:tls"
 import { BackendUnavailable } from "@shardline/core"
 import { Context, Effect, Exit, Layer, type Scope } from "effect"
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from "ioredis"
-import { InvalidDatabase, PermissionDenied } from "./Errors.js"
+import {
+  InvalidDatabase,
+  InvalidKeyPrefix,
+  type KeySchemaMismatch,
+  PermissionDenied,
+} from "./Errors.js"
+import * as KeySchema from "./KeySchema.js"
+import * as Keys from "./keys.js"
 import { ioredisScripts } from "./scripts.js"
 
 export interface RedisConnectionOptions {
@@ -32,7 +41,17 @@ export interface RedisConnectionOptions {
     readonly nodes: ReadonlyArray<string | { readonly host: string; readonly port: number }>
     readonly options?: Omit<ClusterOptions, "redisOptions" | "scripts">
   }
-  /** Any further ioredis options (timeouts, retry strategy, ...), applied last. */
+  /**
+   * The namespace of every key and channel (default `shardline:`): two
+   * applications or tenants with different prefixes share one Redis, each
+   * with an ACL user of its own (`Acl.aclRules({ prefix })`). 1 to 64 of
+   * `A-Z a-z 0-9 _ . : / @ -`; no prefix may begin another tenant's.
+   */
+  readonly keyPrefix?: string
+  /**
+   * Any further ioredis options (timeouts, retry strategy, ...), applied
+   * last. Not ioredis' `keyPrefix` (`InvalidKeyPrefix`): use `keyPrefix` above.
+   */
   readonly redis?: RedisOptions
   /** Override the probed features, e.g. to force the Lua fallbacks on Redis 8. */
   readonly features?: Partial<ServerFeatures>
@@ -63,6 +82,8 @@ export interface RedisConnectionShape {
   readonly client: Client
   readonly isCluster: boolean
   readonly features: ServerFeatures
+  /** Every key and channel of the connection's namespace (src/keys.ts). */
+  readonly keys: Keys.KeySpace
   /**
    * Runs one blocking command on a dedicated connection. On interruption the
    * connection is closed (Redis would still be blocking on it), otherwise it
@@ -206,9 +227,10 @@ const quit = (client: Client): Promise<void> => {
 export const fromClient = (
   client: Client,
   features: ServerFeatures,
-  options: { readonly maxIdleBlocking?: number } = {},
-): Effect.Effect<RedisConnectionShape, never, Scope.Scope> =>
+  options: { readonly maxIdleBlocking?: number; readonly keyPrefix?: string } = {},
+): Effect.Effect<RedisConnectionShape, InvalidKeyPrefix, Scope.Scope> =>
   Effect.gen(function* () {
+    const keys = yield* keySpaceOf(options.keyPrefix, ioredisKeyPrefix(client))
     const maxIdle = options.maxIdleBlocking ?? 128
     const idle: Array<Client> = []
     const busy = new Set<Client>()
@@ -297,6 +319,7 @@ export const fromClient = (
       client,
       isCluster: client instanceof Cluster,
       features,
+      keys,
       blocking,
       lease,
       subscriber: () => {
@@ -312,6 +335,39 @@ export const fromClient = (
       command,
     }
   })
+
+/** ioredis' own `keyPrefix` option of a client ("" when unset). */
+const ioredisKeyPrefix = (client: Client): string => {
+  const own = client.options.keyPrefix
+  const nodes = client instanceof Cluster ? client.options.redisOptions?.keyPrefix : undefined
+  return String(own ?? "") || String(nodes ?? "")
+}
+
+/**
+ * The namespace of `keyPrefix` (default `shardline:`), or why not: a prefix
+ * `Keys.prefixProblem` refuses, or ioredis' own `keyPrefix` set on the
+ * client. ioredis prefixes a command's keys and SPUBLISH / SSUBSCRIBE
+ * channels but not PUBLISH / SUBSCRIBE channels nor SCAN patterns, so the
+ * keys and channels it makes could not be named by one ACL pattern each;
+ * Shardline's prefix names every key and channel itself.
+ */
+const keySpaceOf = (
+  keyPrefix: string | undefined,
+  ioredisPrefix: string,
+): Effect.Effect<Keys.KeySpace, InvalidKeyPrefix> => {
+  if (ioredisPrefix !== "")
+    return Effect.fail(
+      new InvalidKeyPrefix({
+        prefix: ioredisPrefix,
+        message: `ioredis' keyPrefix option (${JSON.stringify(ioredisPrefix)}) is not supported: it prefixes keys but not every channel nor SCAN patterns, so no ACL pattern could name what it makes. Give Shardline's own keyPrefix instead (${keyPrefix === undefined ? `keyPrefix: ${JSON.stringify(ioredisPrefix)}` : "it is already given"}; runtime: redis: { keyPrefix }, CLI: --prefix), and drop ioredis' (docs/redis.md, "Keys")`,
+      }),
+    )
+  const prefix = keyPrefix ?? Keys.DEFAULT_PREFIX
+  const problem = Keys.prefixProblem(prefix)
+  return problem === undefined
+    ? Effect.succeed(Keys.make(prefix))
+    : Effect.fail(new InvalidKeyPrefix({ prefix, message: problem }))
+}
 
 /** Where the options point, for messages: the URL without its password, or the nodes. */
 export const describeTarget = (options: RedisConnectionOptions): string => {
@@ -439,6 +495,11 @@ export const make = (
   options: RedisConnectionOptions,
 ): Effect.Effect<RedisConnectionShape, ConnectError, Scope.Scope> =>
   Effect.gen(function* () {
+    // the namespace first: nothing connects with a prefix that cannot work
+    const keys = yield* keySpaceOf(
+      options.keyPrefix,
+      String(options.redis?.keyPrefix ?? "") || String(options.cluster?.options?.keyPrefix ?? ""),
+    )
     const client = yield* Effect.acquireRelease(
       Effect.sync(() => {
         const c = makeClient(options)
@@ -497,15 +558,23 @@ export const make = (
       )
     }
     const features: ServerFeatures = { ...probed, ...options.features }
-    return yield* fromClient(
-      client,
-      features,
-      options.maxIdleBlocking === undefined ? {} : { maxIdleBlocking: options.maxIdleBlocking },
-    )
+    // another key schema recorded in the namespace: refused before any port runs
+    yield* KeySchema.checkRecorded(client, keys)
+    return yield* fromClient(client, features, {
+      keyPrefix: keys.prefix,
+      ...(options.maxIdleBlocking === undefined
+        ? {}
+        : { maxIdleBlocking: options.maxIdleBlocking }),
+    })
   })
 
 /** Why a connection could not be made ready for the ports. */
-export type ConnectError = BackendUnavailable | InvalidDatabase | PermissionDenied
+export type ConnectError =
+  | BackendUnavailable
+  | InvalidDatabase
+  | PermissionDenied
+  | InvalidKeyPrefix
+  | KeySchemaMismatch
 
 export const layer = (
   options: RedisConnectionOptions,

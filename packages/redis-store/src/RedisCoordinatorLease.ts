@@ -1,9 +1,9 @@
 /**
  * CoordinatorLease on Redis (docs/redis.md, "CoordinatorLease").
  *
- * The lease is a hash `{shardline:<stream>:<group>}:lease` (holder, token)
- * whose TTL lives in Redis (PEXPIRE); the fencing token is an INCR of
- * `{shardline:<stream>:<group>}:lease:counter`, so every acquisition gets a
+ * The lease is a hash `<prefix>group:{<stream>:<group>}:lease` (holder,
+ * token) whose TTL lives in Redis (PEXPIRE); the fencing token is an INCR of
+ * `...:lease:counter` (src/keys.ts), so every acquisition gets a
  * larger token than any before it. acquire, renew and release are
  * compare-on-token Lua scripts; `check` is one HMGET and never extends the
  * TTL. A paused ex-holder whose TTL ran out finds the lease gone or taken:
@@ -25,7 +25,6 @@ import {
 } from "@shardline/core"
 import { Effect, Layer } from "effect"
 import { Code, evalScript, keyCommand } from "./internal/reply.js"
-import { leaseCounterKey, leaseKey } from "./keys.js"
 import * as RedisConnection from "./RedisConnection.js"
 import { Scripts } from "./scripts.js"
 
@@ -53,6 +52,7 @@ const checkTtl = (key: GroupKey, ttlMs: number) =>
 export const makeWith = (
   connection: RedisConnection.RedisConnectionShape,
 ): CoordinatorLease.CoordinatorLeaseShape => {
+  const { leaseCounterKey, leaseKey } = connection.keys
   const lost = (grant: LeaseGrant) =>
     new LeaseLost({
       stream: grant.key.stream,

@@ -3,7 +3,7 @@
  * members and the coordinator never talk directly.
  *
  * - heartbeat: the member LPUSHes `{"id", "inbox", "request"}` onto the
- *   group's request list `{shardline:<stream>:<group>}:hb:requests` (a
+ *   group's request list `<prefix>group:{<stream>:<group>}:hb:requests` (a
  *   script that first checks a coordinator serves, else `Unavailable` at
  *   once) and waits for the answer `{"id", "response"}` on its transport's
  *   inbox for the group, `...:hb:inbox:<inbox>`: one list per transport and
@@ -43,14 +43,6 @@ import {
 } from "@shardline/core"
 import { Deferred, Effect, Exit, Layer, Queue, Schema, Scope, Semaphore, Stream } from "effect"
 import { Code, evalScript, type Reply, scriptFailure } from "./internal/reply.js"
-import {
-  handoverChannel,
-  inboxKey,
-  noticeChannel,
-  replyKey,
-  requestsKey,
-  servingKey,
-} from "./keys.js"
 import * as RedisConnection from "./RedisConnection.js"
 import { runScript, Scripts } from "./scripts.js"
 
@@ -216,6 +208,8 @@ export const makeWith = (
   const popBatch = options.popBatch ?? 64
   const handoverMs = Math.min(options.handoverMs ?? 2_000, servingTtlMs)
   const maxInFlight = options.maxInFlight ?? 64
+  const { handoverChannel, inboxKey, noticeChannel, replyKey, requestsKey, servingKey } =
+    connection.keys
   const hub = makeNoticeHub(connection)
   const timedOut = () =>
     new TransportError({ reason: "Timeout", message: `no answer within ${timeoutMs} ms` })

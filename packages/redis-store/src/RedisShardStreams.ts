@@ -3,12 +3,12 @@
  *
  * Each fenced operation (read, ack, nack, claimPending, deadLetter) and
  * setOwnerToken is ONE Lua script over keys of the shard's hash slot:
- * `{<stream>:<shard>}`, `{<stream>:<shard>}:owner:<group>`,
- * `{<stream>:<shard>}:dlq`. The script checks the group's owner token and
+ * `<prefix>{<stream>:<shard>}`, `...:owner:<group>`, `...:dlq`
+ * (src/keys.ts: every key is in the connection's namespace). The script checks the group's owner token and
  * the keys' types before its first write, so a refused call changes nothing.
  *
  * `append` is a script too: it refuses a shard sealed by a reshard
- * (`{<stream>:<shard>}:sealed`, written by `seal`) with `ShardSealed`.
+ * (`<prefix>{<stream>:<shard>}:sealed`, written by `seal`) with `ShardSealed`.
  * `drainState` reads seal, lag and pending in one script; `retireShard`
  * deletes the shard stream and the named groups' owner tokens, keeping the
  * seal marker (late producers are still refused) and the dead-letter stream.
@@ -47,7 +47,6 @@ import {
   xreadMessages,
 } from "./internal/reply.js"
 import * as StreamId from "./internal/streamId.js"
-import { deadLetterKey, idempotencyKey, ownerTokenKey, sealedKey, shardKey } from "./keys.js"
 import * as RedisConnection from "./RedisConnection.js"
 import { Scripts } from "./scripts.js"
 
@@ -197,6 +196,7 @@ export const makeWith = (
   options: ShardStreamsOptions = {},
 ): ShardStreams.ShardStreamsShape => {
   const { features } = connection
+  const { deadLetterKey, idempotencyKey, ownerTokenKey, sealedKey, shardKey } = connection.keys
   const optimistic = !connection.isCluster && options.read === "optimistic"
   const gatedReader =
     !connection.isCluster && (options.read ?? "gated") === "gated"
@@ -767,10 +767,13 @@ export const makeWith = (
         }
       }),
 
-    range: (key) =>
-      keyCommand(connection, "range (XRANGE)", key, (c) => c.xrange(key, "-", "+")).pipe(
+    // a key as core's helpers name it (`ShardStreams.shardKey`, `deadLetterKey`): in the namespace
+    range: (logical) => {
+      const key = connection.keys.namespaced(logical)
+      return keyCommand(connection, "range (XRANGE)", key, (c) => c.xrange(key, "-", "+")).pipe(
         Effect.map((entries) => entries.map(([id, flat]) => ({ id, fields: fieldsOf(flat) }))),
-      ),
+      )
+    },
 
     waitForEntries: (o) =>
       Effect.gen(function* () {

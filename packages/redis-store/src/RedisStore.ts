@@ -3,7 +3,7 @@
  * backend, turned into a `Store` by `Store.makeEncoded` (core's one decoder,
  * `GroupCreated` rule and compaction policy).
  *
- * Keys, all under the group's tag `{shardline:<stream>:<group>}` (one slot):
+ * Keys, all under the group's `<prefix>group:{<stream>:<group>}` (one slot; src/keys.ts):
  * - `:store:revision`  the stored revision (decimal string)
  * - `:store:snapshot`  the snapshot at `revision - LLEN batches` (after the first compaction)
  * - `:store:batches`   one record batch per revision since the snapshot (list)
@@ -28,7 +28,6 @@ import {
 } from "@shardline/core"
 import { Effect, Layer, Option } from "effect"
 import { Code, evalScript } from "./internal/reply.js"
-import { auditKey, storeBatchesKey, storeRevisionKey, storeSnapshotKey } from "./keys.js"
 import * as RedisConnection from "./RedisConnection.js"
 import { Scripts } from "./scripts.js"
 
@@ -39,10 +38,10 @@ export interface RedisStoreOptions {
   readonly compactEvery?: number
 }
 
-const storeKeys = (key: GroupKey) => [
-  storeRevisionKey(key),
-  storeSnapshotKey(key),
-  storeBatchesKey(key),
+const storeKeys = (connection: RedisConnection.RedisConnectionShape, key: GroupKey) => [
+  connection.keys.storeRevisionKey(key),
+  connection.keys.storeSnapshotKey(key),
+  connection.keys.storeBatchesKey(key),
 ]
 
 /** Redis failures as the Store port's errors: our data foreign -> corrupt, else unavailable. */
@@ -70,7 +69,7 @@ export const makeEncodedWith = (
   const auditMaxLen = String(Math.max(1, Math.floor(options.auditMaxLen ?? 10_000)))
   return {
     load: (key) =>
-      evalScript(connection, "store load", Scripts.storeLoad, storeKeys(key), []).pipe(
+      evalScript(connection, "store load", Scripts.storeLoad, storeKeys(connection, key), []).pipe(
         Effect.mapError(storeError(key)),
         Effect.map((reply): Option.Option<Store.EncodedGroup> => {
           const revision = Number(reply[1])
@@ -86,7 +85,7 @@ export const makeEncodedWith = (
         connection,
         "store append",
         Scripts.storeAppend,
-        [...storeKeys(key), auditKey(key)],
+        [...storeKeys(connection, key), connection.keys.auditKey(key)],
         [String(expectedRevision), batch.records, auditMaxLen, ...batch.audit],
       ).pipe(
         Effect.mapError(storeError(key)),
@@ -105,10 +104,13 @@ export const makeEncodedWith = (
       ),
 
     replaceSnapshot: (key, revision, snapshot) =>
-      evalScript(connection, "store replaceSnapshot", Scripts.storeReplace, storeKeys(key), [
-        String(revision),
-        snapshot,
-      ]).pipe(
+      evalScript(
+        connection,
+        "store replaceSnapshot",
+        Scripts.storeReplace,
+        storeKeys(connection, key),
+        [String(revision), snapshot],
+      ).pipe(
         Effect.mapError(storeError(key)),
         Effect.map((reply) => Number(reply[1]) === 1),
       ),
@@ -124,7 +126,7 @@ export const auditEvents = (
   ReadonlyArray<{ readonly id: string; readonly event: string }>,
   StoreUnavailable | CorruptSnapshot
 > => {
-  const audit = auditKey(key)
+  const audit = connection.keys.auditKey(key)
   return connection
     .command("audit (XREVRANGE)", (c) => c.xrevrange(audit, "+", "-", "COUNT", count))
     .pipe(

@@ -2,7 +2,7 @@
  * StreamLayouts on Redis (docs/redis.md, "StreamLayouts"): core's
  * byte-level `StreamLayouts.Encoded` backend behind core's one decoder.
  *
- * One hash per stream, `{shardline:<stream>}:layout` { record (JSON),
+ * One hash per stream, `<prefix>stream:{<stream>}:layout` { record (JSON),
  * revision }, read by one script and written by a compare-and-set script on
  * the revision. A value Shardline did not write there is a `CorruptLayout`
  * on load and is never overwritten (save fails `BackendUnavailable` naming
@@ -17,7 +17,6 @@ import {
 } from "@shardline/core"
 import { Effect, Layer, Option } from "effect"
 import { Code, evalScript } from "./internal/reply.js"
-import { layoutKey } from "./keys.js"
 import * as RedisConnection from "./RedisConnection.js"
 import { Scripts } from "./scripts.js"
 
@@ -33,7 +32,13 @@ const asUnavailable = (error: BackendUnavailable | ForeignValue): BackendUnavail
       })
 
 const loadRaw = (connection: RedisConnection.RedisConnectionShape, stream: string) =>
-  evalScript(connection, "layout load", Scripts.layoutLoad, [layoutKey(stream)], []).pipe(
+  evalScript(
+    connection,
+    "layout load",
+    Scripts.layoutLoad,
+    [connection.keys.layoutKey(stream)],
+    [],
+  ).pipe(
     Effect.map(
       (reply): Option.Option<Stored> =>
         reply.length < 3
@@ -52,7 +57,7 @@ export const makeEncodedWith = (
       connection,
       "layout save",
       Scripts.layoutSave,
-      [layoutKey(stream)],
+      [connection.keys.layoutKey(stream)],
       [String(expectedRevision), bytes],
     ).pipe(
       Effect.mapError(asUnavailable),

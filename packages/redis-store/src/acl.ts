@@ -1,11 +1,13 @@
 /**
  * The least-privilege ACL rules of a Shardline user (docs/redis.md, "ACL"):
  * every command the ports send, directly or from their Lua scripts (Redis
- * checks a script's commands against the caller's ACL), and every key and
- * channel pattern they touch; and the probe that checks a connection's user
- * against them before anything runs (`checkPermissions`), built from the
- * same list (`commandUses`) and the key builders of src/keys.ts, so the two
- * never disagree.
+ * checks a script's commands against the caller's ACL), and the one key
+ * pattern and one channel pattern of the namespace (`~<prefix>*`,
+ * `&<prefix>*`: src/keys.ts puts every key and channel under the prefix);
+ * and the probe that checks a connection's user against them before
+ * anything runs (`checkPermissions`), built from the same list
+ * (`commandUses`) and the key builders of src/keys.ts, so the two never
+ * disagree.
  *
  *   ACL SETUSER shardline on >secret resetkeys resetchannels -@all <rules...>
  */
@@ -13,7 +15,6 @@ import { BackendUnavailable } from "@shardline/core"
 import { Effect } from "effect"
 import { Cluster, Redis, type RedisOptions } from "ioredis"
 import { type MissingPermission, PermissionDenied } from "./Errors.js"
-import { gateKey } from "./internal/gatedRead.js"
 import * as Keys from "./keys.js"
 import { type RedisConnectionShape, userOf } from "./RedisConnection.js"
 
@@ -22,20 +23,23 @@ export interface AclOptions {
   readonly xackdel: boolean
   /** Add what a Redis Cluster client needs (CLUSTER SLOTS, and CLUSTER INFO for its ready check). */
   readonly cluster?: boolean
+  /** The namespace (`keyPrefix` of the connection; default `shardline:`). */
+  readonly prefix?: string
 }
 
-/** Key patterns: shard streams, owner tokens, dead-letter streams, group control keys. */
-export const aclKeyPatterns: ReadonlyArray<string> = [
-  "{*:*}", // shard stream {<stream>:<shard>}
-  "{*:*}:owner:*", // owner token per group
-  "{*:*}:dlq", // dead-letter stream
-  "{*:*}:sealed", // seal marker of a shard of an earlier layout generation
-  "{*:*}:idmp:*", // a producer's idempotency window on a shard (idempotent appends)
-  "{*:*}:gate", // the shard stream's name inside a gated read's MULTI (never seen outside it)
-  "{shardline:*}:*", // lease, heartbeat queues, presence, reply lists, Store, audit, layouts
+/**
+ * The key patterns: the namespace, every key in it and nothing else (shard
+ * streams, owner tokens, dead letters, seals, idempotency windows, gate
+ * keys, group control keys, layouts, the schema version).
+ */
+export const aclKeyPatterns = (prefix: string = Keys.DEFAULT_PREFIX): ReadonlyArray<string> => [
+  `${Keys.globEscape(prefix)}*`,
 ]
 
-export const aclChannelPatterns: ReadonlyArray<string> = ["{shardline:*}:notice:*"]
+/** The channel patterns: the namespace's (notices and handovers of every group). */
+export const aclChannelPatterns = (prefix: string = Keys.DEFAULT_PREFIX): ReadonlyArray<string> => [
+  `${Keys.globEscape(prefix)}*`,
+]
 
 /**
  * The keys and channels the ports use for one group of one stream, built by
@@ -44,6 +48,7 @@ export const aclChannelPatterns: ReadonlyArray<string> = ["{shardline:*}:notice:
  */
 export interface ProbeKeys {
   readonly group: string
+  readonly schema: string
   readonly shard: string
   readonly owner: string
   readonly dlq: string
@@ -62,37 +67,52 @@ export interface ProbeKeys {
   readonly audit: string
   readonly layout: string
   readonly notice: string
+  readonly handover: string
 }
 
 const PROBE_ID = "00000000-0000-4000-8000-000000000000"
 
-/** Every key and channel of a group, for the probe (`memberId` names the notice channel). */
-export const probeKeys = (stream: string, group: string, memberId = "probe"): ProbeKeys => {
+/**
+ * Every key and channel of a group in a namespace, for the probe
+ * (`memberId` names the notice channel).
+ */
+export const probeKeys = (
+  keys: Keys.KeySpace,
+  stream: string,
+  group: string,
+  memberId = "probe",
+): ProbeKeys => {
   const key = { stream, group }
   return {
     group,
-    shard: Keys.shardKey(stream, 0),
-    owner: Keys.ownerTokenKey(stream, 0, group),
-    dlq: Keys.deadLetterKey(stream, 0),
-    sealed: Keys.sealedKey(stream, 0),
-    idempotency: Keys.idempotencyKey(stream, 0, PROBE_ID),
-    gate: gateKey(stream, 0),
-    lease: Keys.leaseKey(key),
-    leaseCounter: Keys.leaseCounterKey(key),
-    requests: Keys.requestsKey(key),
-    serving: Keys.servingKey(key),
-    inbox: Keys.inboxKey(key, PROBE_ID),
-    reply: Keys.replyKey(key, PROBE_ID),
-    storeRevision: Keys.storeRevisionKey(key),
-    storeSnapshot: Keys.storeSnapshotKey(key),
-    storeBatches: Keys.storeBatchesKey(key),
-    audit: Keys.auditKey(key),
-    layout: Keys.layoutKey(stream),
-    notice: Keys.noticeChannel(key, memberId),
+    schema: keys.schema,
+    shard: keys.shardKey(stream, 0),
+    owner: keys.ownerTokenKey(stream, 0, group),
+    dlq: keys.deadLetterKey(stream, 0),
+    sealed: keys.sealedKey(stream, 0),
+    idempotency: keys.idempotencyKey(stream, 0, PROBE_ID),
+    gate: keys.gateKey(stream, 0),
+    lease: keys.leaseKey(key),
+    leaseCounter: keys.leaseCounterKey(key),
+    requests: keys.requestsKey(key),
+    serving: keys.servingKey(key),
+    inbox: keys.inboxKey(key, PROBE_ID),
+    reply: keys.replyKey(key, PROBE_ID),
+    storeRevision: keys.storeRevisionKey(key),
+    storeSnapshot: keys.storeSnapshotKey(key),
+    storeBatches: keys.storeBatchesKey(key),
+    audit: keys.auditKey(key),
+    layout: keys.layoutKey(stream),
+    notice: keys.noticeChannel(key, memberId),
+    handover: keys.handoverChannel(key),
   }
 }
 
-type KeyName = Exclude<keyof ProbeKeys, "group" | "notice">
+type ChannelName = "notice" | "handover"
+type KeyName = Exclude<keyof ProbeKeys, "group" | ChannelName>
+
+/** The channels every channel command is probed on. */
+const CHANNELS: ReadonlyArray<ChannelName> = ["notice", "handover"]
 
 /**
  * One command the ports send (directly, or from a Lua script: Redis checks
@@ -106,7 +126,7 @@ interface CommandUse {
   readonly when?: (options: AclOptions) => boolean
   /** The keys it is sent with (none: a keyless command). */
   readonly keys?: ReadonlyArray<KeyName>
-  /** A channel command: sent with the notice channel. */
+  /** A channel command: sent with the notice and handover channels. */
   readonly channel?: true
   readonly argv: (target: string, k: ProbeKeys) => ReadonlyArray<string>
   /**
@@ -153,13 +173,12 @@ export const commandUses: ReadonlyArray<CommandUse> = [
   { acl: "command|docs", argv: () => ["COMMAND", "DOCS", "XADD"] },
   { acl: "evalsha", keys: scriptKeys, argv: (key) => ["EVALSHA", SHA, "1", key] },
   { acl: "eval", keys: scriptKeys, argv: (key) => ["EVAL", "return 0", "1", key] },
-  // the gated fence of ShardStreams.read (MULTI, the gate script's RENAME, XREADGROUP,
-  // RENAMENX, EXEC) and the optimistic one (WATCH, GET, MULTI, XREADGROUP, EXEC)
+  // the gated fence of ShardStreams.read (MULTI, the gate script's RENAMENX, XREADGROUP,
+  // RENAMENX back, EXEC) and the optimistic one (WATCH, GET, MULTI, XREADGROUP, EXEC)
   { acl: "watch", keys: ["shard", "owner"], argv: (key) => ["WATCH", key], outside: "watch" },
   { acl: "unwatch", argv: () => ["UNWATCH"], outside: "watch" },
   { acl: "multi", argv: () => ["MULTI"], transaction: true },
   { acl: "exec", argv: () => ["EXEC"], transaction: true },
-  { acl: "rename", keys: ["gate"], argv: (key, k) => ["RENAME", k.shard, key] },
   { acl: "renamenx", keys: ["gate"], argv: (key, k) => ["RENAMENX", key, k.shard] },
   // ShardStreams (direct, and inside read/ack/nack/claim/dead-letter scripts), Store's audit
   { acl: "xadd", keys: ["shard", "dlq", "audit"], argv: (key) => ["XADD", key, "*", "f", "v"] },
@@ -216,15 +235,32 @@ export const commandUses: ReadonlyArray<CommandUse> = [
     keys: ["shard"],
     argv: (key, k) => ["XINFO", "CONSUMERS", key, k.group],
   },
-  // owner tokens, seal markers, the Store's revision and snapshot, the serving key, the lease
+  // owner tokens, seal markers, the Store's revision and snapshot, the serving key, the
+  // lease, the key schema's version
   {
     acl: "get",
-    keys: ["owner", "sealed", "serving", "storeRevision", "storeSnapshot", "leaseCounter"],
+    keys: [
+      "owner",
+      "sealed",
+      "serving",
+      "storeRevision",
+      "storeSnapshot",
+      "leaseCounter",
+      "schema",
+    ],
     argv: (key) => ["GET", key],
   },
   {
     acl: "set",
-    keys: ["owner", "sealed", "serving", "storeRevision", "storeSnapshot", "leaseCounter"],
+    keys: [
+      "owner",
+      "sealed",
+      "serving",
+      "storeRevision",
+      "storeSnapshot",
+      "leaseCounter",
+      "schema",
+    ],
     argv: (key) => ["SET", key, "0"],
   },
   {
@@ -314,13 +350,19 @@ export const commandUses: ReadonlyArray<CommandUse> = [
 export const aclCommands = (options: AclOptions): ReadonlyArray<string> =>
   commandUses.filter((u) => u.when?.(options) ?? true).map((u) => u.acl)
 
-/** The arguments after `ACL SETUSER <name> on ><password>`. */
+/**
+ * The arguments after `ACL SETUSER <name> on ><password>`.
+ *
+ * @example
+ * Acl.aclRules({ xackdel: true, prefix: "tenant-a:" })
+ * // ["resetkeys", "resetchannels", "-@all", "~tenant-a:*", "&tenant-a:*", "+info", ...]
+ */
 export const aclRules = (options: AclOptions): ReadonlyArray<string> => [
   "resetkeys",
   "resetchannels",
   "-@all",
-  ...aclKeyPatterns.map((p) => `~${p}`),
-  ...aclChannelPatterns.map((p) => `&${p}`),
+  ...aclKeyPatterns(options.prefix).map((p) => `~${p}`),
+  ...aclChannelPatterns(options.prefix).map((p) => `&${p}`),
   ...aclCommands(options).map((c) => `+${c}`),
 ]
 
@@ -368,17 +410,22 @@ export const globMatches = (pattern: string, name: string): boolean =>
   globRegExp(pattern).test(name)
 
 /** Every command line the probe queues for `target` (each command on each key it is used with). */
-export const probeLines = (target: ProbeTarget, options: AclOptions): ReadonlyArray<ProbeLine> => {
-  const k = probeKeys(target.stream, target.group, target.memberIds?.[0])
+export const probeLines = (
+  keys: Keys.KeySpace,
+  target: ProbeTarget,
+  options: AclOptions,
+): ReadonlyArray<ProbeLine> => {
+  const k = probeKeys(keys, target.stream, target.group, target.memberIds?.[0])
   const lines: Array<ProbeLine> = []
   for (const use of commandUses) {
     if (!(use.when?.(options) ?? true) || use.transaction) continue
     if (use.channel)
-      lines.push({
-        use,
-        argv: use.argv(k.notice, k),
-        target: { kind: "channel", name: k.notice },
-      })
+      for (const channel of CHANNELS)
+        lines.push({
+          use,
+          argv: use.argv(k[channel], k),
+          target: { kind: "channel", name: k[channel] },
+        })
     else if (use.keys === undefined) lines.push({ use, argv: use.argv("", k) })
     else
       for (const name of use.keys)
@@ -547,12 +594,13 @@ export const checkPermissions = (
     const options: AclOptions = {
       xackdel: connection.features.xackdel,
       cluster: connection.isCluster,
+      prefix: connection.keys.prefix,
     }
     // lines of every target, once each
     const seen = new Set<string>()
     const lines: Array<ProbeLine> = []
     for (const t of targets)
-      for (const l of probeLines(t, options)) {
+      for (const l of probeLines(connection.keys, t, options)) {
         const id = JSON.stringify(l.argv)
         if (seen.has(id)) continue
         seen.add(id)
@@ -633,8 +681,8 @@ export const checkPermissions = (
       else if (l.target !== undefined) {
         const rule =
           kind === "key"
-            ? grantFor("~", aclKeyPatterns, l.target.name)
-            : grantFor("&", aclChannelPatterns, l.target.name)
+            ? grantFor("~", aclKeyPatterns(options.prefix), l.target.name)
+            : grantFor("&", aclChannelPatterns(options.prefix), l.target.name)
         add({ kind, command: l.use.acl, target: l.target.name, rule })
       }
     }
@@ -694,11 +742,16 @@ export const readOnlyCommands = (
   ...(options.cluster ? ["cluster|slots", "cluster|info"] : []),
 ]
 
-/** The arguments after `ACL SETUSER <name> on ><password>` for a read-only (dashboard) user. */
-export const readOnlyRules = (options: Pick<AclOptions, "cluster"> = {}): ReadonlyArray<string> => [
+/**
+ * The arguments after `ACL SETUSER <name> on ><password>` for a read-only
+ * (dashboard) user of the namespace `prefix` (default `shardline:`).
+ */
+export const readOnlyRules = (
+  options: Pick<AclOptions, "cluster" | "prefix"> = {},
+): ReadonlyArray<string> => [
   "resetkeys",
   "resetchannels",
   "-@all",
-  ...aclKeyPatterns.map((p) => `~${p}`),
+  ...aclKeyPatterns(options.prefix).map((p) => `~${p}`),
   ...readOnlyCommands(options).map((c) => `+${c}`),
 ]

@@ -13,12 +13,16 @@
  *   shardline groups list|delete --redis <url> --stream S [--group G] [--force] [--dry-run]
  *   shardline dashboard --redis <url> [--port N] [--host H] [--token T]
  *       [--stream S --group G] [--interval ms]   (src/dashboard/, docs/observability.md)
+ *   shardline migrate-keys --redis <url> --stream S [--from-prefix P] [--dry-run] [--force]
+ *       (an earlier version's unprefixed keys into the namespace: src/MigrateKeys.ts)
  *
  *   shardline --help | --version
  *
  * The `shardline` bin of @shardline/member-runtime runs this module's `run`.
- * `--cluster host:port,...` instead of `--redis` for a Redis Cluster. A group
- * that does not exist, a refusal, or a Redis that cannot be reached is one
+ * `--cluster host:port,...` instead of `--redis` for a Redis Cluster;
+ * `--prefix P` names the namespace of the keys (default `shardline:`,
+ * docs/redis.md "Keys"). A group that does not exist, a refusal, another
+ * key schema in the namespace, or a Redis that cannot be reached is one
  * line on stderr and exit code 2; bad usage is exit code 64.
  */
 import { readFileSync, realpathSync } from "node:fs"
@@ -38,6 +42,8 @@ import * as Admin from "./Admin.js"
 import { checkPermissions } from "./acl.js"
 import type { AdminRefused } from "./Errors.js"
 import { collect, type InspectReport } from "./inspect.js"
+import * as KeySchema from "./KeySchema.js"
+import * as MigrateKeys from "./MigrateKeys.js"
 import * as RedisConnection from "./RedisConnection.js"
 import * as RedisPorts from "./RedisPorts.js"
 
@@ -65,8 +71,11 @@ const USAGE = `usage:
   shardline groups delete --redis <url> --stream S --group G [--dry-run] [--force]
   shardline dashboard --redis <url> [--port N (7070)] [--host H (127.0.0.1)] [--token T]
       [--stream S --group G] [--interval ms]
+  shardline migrate-keys --redis <url> --stream S [--from-prefix P] [--dry-run] [--force] [--json]
+      (every process of the stream's groups stopped: an earlier version's keys into the namespace)
   shardline --help | --version
-  (--cluster host:port,... instead of --redis for a Redis Cluster)`
+  (--cluster host:port,... instead of --redis for a Redis Cluster;
+   --prefix P: the namespace of Shardline's keys, default shardline:)`
 
 interface Args {
   readonly command: string
@@ -141,6 +150,8 @@ const connectionOptions = (
         disableClientInfo: true,
       }
     : { connectTimeout: 10_000, disableClientInfo: true }
+  const prefix = args.flags.get("prefix")
+  const keyPrefix = typeof prefix === "string" ? { keyPrefix: prefix } : {}
   const cluster = args.flags.get("cluster")
   if (typeof cluster === "string")
     return {
@@ -149,11 +160,22 @@ const connectionOptions = (
         options: failFast ? { clusterRetryStrategy: () => null } : {},
       },
       redis,
+      ...keyPrefix,
     }
-  return { url: text(args, "redis"), redis }
+  return { url: text(args, "redis"), redis, ...keyPrefix }
 }
 
-/** The ports on one connection, or a one-line failure when Redis cannot be reached. */
+/** Commands that only read: they check the key schema without recording it. */
+const READ_ONLY = new Set(["inspect", "dlq list", "dlq count", "dlq show", "groups list"])
+/** Commands that work on another key schema's keys: no check. */
+const NO_SCHEMA_CHECK = new Set(["migrate-keys"])
+
+/**
+ * The ports on one connection, or a one-line failure when Redis cannot be
+ * reached or the namespace holds another key schema: the stream (and group)
+ * the command names is checked for keys of an earlier layout, and a writing
+ * command records this version (src/KeySchema.ts).
+ */
 const withPorts = <A, E>(
   args: Args,
   failFast: boolean,
@@ -171,9 +193,22 @@ const withPorts = <A, E>(
         Effect.mapError(
           (e) =>
             new CliFailure({
-              message: `cannot reach Redis (${describeTarget(args)}): ${e.message}`,
+              message:
+                e._tag === "KeySchemaMismatch" || e._tag === "InvalidKeyPrefix"
+                  ? `${e._tag}: ${e.message}`
+                  : `cannot reach Redis (${describeTarget(args)}): ${e.message}`,
             }),
         ),
+        Effect.tap((ports) => {
+          const stream = args.flags.get("stream")
+          const group = args.flags.get("group")
+          if (typeof stream !== "string" || NO_SCHEMA_CHECK.has(args.command)) return Effect.void
+          return KeySchema.ensure(
+            Context.get(ports, RedisConnection.RedisConnection),
+            [typeof group === "string" ? { stream, group } : { stream }],
+            { readOnly: READ_ONLY.has(args.command) },
+          ).pipe(Effect.mapError((e) => new CliFailure({ message: oneLine(e) })))
+        }),
       ),
       use,
     ),
@@ -599,6 +634,38 @@ const reshard = (args: Args) => {
 }
 
 // ---------------------------------------------------------------------------
+// migrate-keys (src/MigrateKeys.ts)
+
+const migrateKeys = (args: Args) => {
+  const stream = text(args, "stream")
+  const from = args.flags.get("from-prefix")
+  const dryRun = args.flags.has("dry-run")
+  return withPorts(args, true, undefined, (ports) =>
+    Effect.gen(function* () {
+      const connection = Context.get(ports, RedisConnection.RedisConnection)
+      const done = yield* MigrateKeys.migrate(connection, {
+        stream,
+        ...(typeof from === "string" ? { from } : {}),
+        dryRun,
+        force: args.flags.has("force"),
+      }).pipe(Effect.mapError(adminFailure))
+      if (args.flags.has("json")) return JSON.stringify(done, null, 2)
+      const verb = dryRun ? "would move" : "moved"
+      const lines = [
+        `${verb} ${done.moved.length} key(s) of stream ${stream} into ${JSON.stringify(connection.keys.prefix)} (groups: ${done.groups.join(", ") || "none"})`,
+        ...done.moved.map((m) => `  ${m.from} -> ${m.to}`),
+      ]
+      if (done.conflicts.length > 0)
+        return yield* new CliFailure({
+          message: `${lines.join("\n")}\nnot moved, their new name is taken (nothing was overwritten; key schema not recorded): ${done.conflicts.map((m) => `${m.from} -> ${m.to}`).join(", ")}`,
+        })
+      if (!dryRun) lines.push(`recorded key schema in ${connection.keys.schema}`)
+      return lines.join("\n")
+    }),
+  )
+}
+
+// ---------------------------------------------------------------------------
 // coordinator
 
 const emit = (event: Record<string, unknown>) =>
@@ -766,6 +833,9 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
         break
       case "dashboard":
         program = dashboard(args)
+        break
+      case "migrate-keys":
+        program = migrateKeys(args)
         break
       default:
         throw new UsageError(`unknown command: ${args.command}`)

@@ -1,6 +1,7 @@
 export * as Admin from "./Admin.js"
 export * as Acl from "./acl.js"
 export * from "./Errors.js"
+export * as KeySchema from "./KeySchema.js"
 export * as Keys from "./keys.js"
 export * as RedisConnection from "./RedisConnection.js"
 export * as RedisCoordinatorLease from "./RedisCoordinatorLease.js"

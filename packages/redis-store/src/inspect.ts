@@ -16,7 +16,6 @@ import {
 } from "@shardline/core"
 import { Context, Data, Effect, Option } from "effect"
 import type { Cluster, Redis } from "ioredis"
-import { leaseKey } from "./keys.js"
 import * as RedisConnection from "./RedisConnection.js"
 import type * as RedisPorts from "./RedisPorts.js"
 import { auditEvents } from "./RedisStore.js"
@@ -148,7 +147,7 @@ export const collect = (
           entriesRead: mine?.entriesRead ?? null,
         })
       }
-    const lk = leaseKey(key)
+    const lk = connection.keys.leaseKey(key)
     const lease = yield* connection
       .command("inspect (lease)", (c) => Promise.all([c.hmget(lk, "holder", "token"), c.pttl(lk)]))
       .pipe(Effect.mapError(fail))
@@ -251,24 +250,6 @@ export const inspectReport = (
     return Option.some(yield* collect(ports, key, found.value, auditCount))
   })
 
-const REVISION_SUFFIX = ":store:revision"
-
-/**
- * The group a Store revision key belongs to (`{shardline:<stream>:<group>}:store:revision`,
- * both names URI-encoded: docs/redis.md, "Keys"), or undefined for any other key.
- */
-export const groupOfRevisionKey = (key: string): GroupKey | undefined => {
-  if (!key.startsWith("{shardline:") || !key.endsWith(`}${REVISION_SUFFIX}`)) return undefined
-  const inner = key.slice("{shardline:".length, key.length - REVISION_SUFFIX.length - 1)
-  const parts = inner.split(":")
-  if (parts.length !== 2) return undefined
-  try {
-    return { stream: decodeURIComponent(parts[0]!), group: decodeURIComponent(parts[1]!) }
-  } catch {
-    return undefined
-  }
-}
-
 const scanNode = async (node: Redis, pattern: string): Promise<Array<string>> => {
   const keys: Array<string> = []
   let cursor = "0"
@@ -289,7 +270,7 @@ export const listGroups = (
 ): Effect.Effect<ReadonlyArray<GroupKey>, InspectFailed> =>
   connection
     .command("listGroups (SCAN)", async (c) => {
-      const pattern = `{shardline:*}${REVISION_SUFFIX}`
+      const pattern = connection.keys.revisionKeyPattern
       const nodes = connection.isCluster ? (c as Cluster).nodes("master") : [c as Redis]
       const keys = (await Promise.all(nodes.map((n) => scanNode(n, pattern)))).flat()
       return keys
@@ -298,7 +279,7 @@ export const listGroups = (
       Effect.map((keys) => {
         const seen = new Map<string, GroupKey>()
         for (const k of keys) {
-          const g = groupOfRevisionKey(k)
+          const g = connection.keys.groupOfRevisionKey(k)
           if (g !== undefined) seen.set(JSON.stringify([g.stream, g.group]), g)
         }
         return [...seen.values()].sort((a, b) =>

@@ -6,11 +6,13 @@ import { assert, it } from "@effect/vitest"
 import { CoordinatorLease } from "@shardline/core"
 import { Effect } from "effect"
 import RedisMock from "ioredis-mock"
-import { groupTag, leaseCounterKey, leaseKey } from "../src/keys.js"
+import { defaultKeys } from "../src/keys.js"
 import * as RedisConnection from "../src/RedisConnection.js"
 import * as RedisCoordinatorLease from "../src/RedisCoordinatorLease.js"
 import { coordinatorLeaseContract } from "./contract/CoordinatorLease.js"
 import { connect, describeTarget, redisTargets, unique } from "./support/targets.js"
+
+const { groupBase: groupTag, leaseCounterKey, leaseKey } = defaultKeys
 
 /** Core's lease port reports a foreign value as StoreUnavailable caused by a ForeignValue. */
 const assertForeign = (error: { readonly _tag: string; readonly cause?: unknown }, key: string) => {
@@ -118,7 +120,7 @@ for (const target of redisTargets()) {
           assert.notStrictEqual(groupTag(k1), groupTag(k2))
           assert.strictEqual(
             groupTag({ stream: "orders", group: "workers" }),
-            "{shardline:orders:workers}",
+            "shardline:group:{orders:workers}",
           )
           assert.isTrue(leaseKey(k1).startsWith(groupTag(k1)))
           yield* lease.acquire(k1, "x", 5_000)

@@ -5,7 +5,7 @@
 import { assert, it } from "@effect/vitest"
 import { ShardStreams } from "@shardline/core"
 import { Effect } from "effect"
-import { ownerTokenKey } from "../src/keys.js"
+import { defaultKeys } from "../src/keys.js"
 import * as RedisConnection from "../src/RedisConnection.js"
 import * as RedisShardStreams from "../src/RedisShardStreams.js"
 import { shardStreamsContract } from "./contract/ShardStreams.js"
@@ -18,7 +18,7 @@ import {
   unique,
 } from "./support/targets.js"
 
-const { deadLetterKey, shardKey } = ShardStreams
+const { deadLetterKey, ownerTokenKey, shardKey } = defaultKeys
 
 describeTarget(
   "ShardStreams contract",
@@ -235,7 +235,7 @@ for (const target of redisTargets()) {
             yield* Effect.flip(s.deadLetter({ ...base, token: 0, id: "1-0", reason: "r" })),
             yield* Effect.flip(s.pending(base)),
             yield* Effect.flip(s.info(stream, 0)),
-            yield* Effect.flip(s.range(key)),
+            yield* Effect.flip(s.range(ShardStreams.shardKey(stream, 0))),
             yield* Effect.flip(s.waitForEntries({ ...base, timeoutMs: 10 })),
             yield* Effect.flip(s.waitForEntries({ ...base, timeoutMs: 10, afterId: "0-0" })),
           ]

@@ -8,16 +8,18 @@ import { assert, it } from "@effect/vitest"
 import { Coordinator, type GroupKey, SnapshotJson, Store } from "@shardline/core"
 import { Store as TestingStore } from "@shardline/core/testing"
 import { Effect, Option, Schema } from "effect"
-import {
-  auditKey,
-  groupTag,
-  storeBatchesKey,
-  storeRevisionKey,
-  storeSnapshotKey,
-} from "../src/keys.js"
+import { defaultKeys } from "../src/keys.js"
 import * as RedisStore from "../src/RedisStore.js"
 import { bump, configFor, type StoreSubject, storeContract } from "./contract/Store.js"
 import { connect, describeTarget, redisTargets, unique } from "./support/targets.js"
+
+const {
+  auditKey,
+  groupBase: groupTag,
+  storeBatchesKey,
+  storeRevisionKey,
+  storeSnapshotKey,
+} = defaultKeys
 
 const encodeSnapshotForTest = Schema.encodeSync(SnapshotJson)
 
@@ -189,7 +191,7 @@ for (const target of redisTargets()) {
       }),
     )
 
-    it.live("keys live in the group's slot: {shardline:<stream>:<group>}", () =>
+    it.live("keys live in the group's slot: shardline:group:{<stream>:<group>}", () =>
       Effect.sync(() => {
         const key = { stream: "orders", group: "workers" }
         for (const k of [
@@ -199,7 +201,7 @@ for (const target of redisTargets()) {
           auditKey(key),
         ])
           assert.isTrue(k.startsWith(groupTag(key)))
-        assert.strictEqual(storeRevisionKey(key), "{shardline:orders:workers}:store:revision")
+        assert.strictEqual(storeRevisionKey(key), "shardline:group:{orders:workers}:store:revision")
       }),
     )
 

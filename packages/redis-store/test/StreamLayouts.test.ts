@@ -7,9 +7,11 @@
 import { assert, it } from "@effect/vitest"
 import { Layout, ShardStreams, StreamLayouts } from "@shardline/core"
 import { Effect, Option } from "effect"
-import { layoutKey, streamTag } from "../src/keys.js"
+import { defaultKeys, make as keySpace } from "../src/keys.js"
 import * as RedisStreamLayouts from "../src/RedisStreamLayouts.js"
 import { connect, describeTarget, redisTargets, unique } from "./support/targets.js"
+
+const { layoutKey } = defaultKeys
 
 const { StreamLayout, Reshard } = Layout
 
@@ -97,10 +99,10 @@ for (const target of redisTargets()) {
   describeTarget("StreamLayouts bad input", target, acquire, (subject) => {
     const raw = () => subject().connection.client
 
-    it.live("the layout key is {shardline:<stream>}:layout (names URI-encoded)", () =>
+    it.live("the layout key is <prefix>stream:{<stream>}:layout (names URI-encoded)", () =>
       Effect.sync(() => {
-        assert.strictEqual(layoutKey("orders"), "{shardline:orders}:layout")
-        assert.strictEqual(streamTag("a}b"), "{shardline:a%7Db}")
+        assert.strictEqual(layoutKey("orders"), "shardline:stream:{orders}:layout")
+        assert.strictEqual(keySpace("t/a:").layoutKey("a}b"), "t/a:stream:{a%7Db}:layout")
       }),
     )
 

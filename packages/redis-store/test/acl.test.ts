@@ -1,10 +1,11 @@
 /**
  * The ports' core operations as a least-privilege ACL user (src/acl.ts,
  * docs/redis.md "ACL"), on every Redis target: if a command or key the ports
- * use were missing from the rules, an operation here would fail NOPERM.
+ * use were missing from the rules, an operation here would fail NOPERM; and
+ * the user can do nothing to a key or channel outside its namespace.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Coordinator, Layout } from "@shardline/core"
+import { Coordinator, Layout, ShardStreams } from "@shardline/core"
 import { Effect, Fiber, Option, Stream } from "effect"
 import { Cluster, type Redis } from "ioredis"
 import {
@@ -18,6 +19,7 @@ import {
   probeKeys,
   probeLines,
 } from "../src/acl.js"
+import { defaultKeys, make as keySpace } from "../src/keys.js"
 import * as RedisConnection from "../src/RedisConnection.js"
 import * as RedisCoordinatorLease from "../src/RedisCoordinatorLease.js"
 import * as RedisCoordinatorTransport from "../src/RedisCoordinatorTransport.js"
@@ -96,7 +98,7 @@ for (const target of redisTargets()) {
           pending.length - 1,
         )
         assert.strictEqual((yield* streams.info(stream, 0)).groups[0]!.ownerToken, 1)
-        yield* streams.range(ShardKey.dlq(stream, 0))
+        yield* streams.range(ShardStreams.deadLetterKey(stream, 0))
         assert.isFalse(yield* streams.waitForEntries({ ...base, timeoutMs: 20 }))
         // seek (XGROUP SETID) forward to the end and back to where it was
         const { lastDeliveredId } = (yield* streams.info(stream, 0)).groups[0]!
@@ -176,8 +178,8 @@ for (const target of redisTargets()) {
           yield* checkPermissions(connection, [target])
           // the default user may run everything: every line is queued, none may run
           yield* checkPermissions(admin, [target])
-          const keys = Object.entries(probeKeys(stream, "billing", "m0")).filter(
-            ([name]) => name !== "group" && name !== "notice",
+          const keys = Object.entries(probeKeys(defaultKeys, stream, "billing", "m0")).filter(
+            ([name]) => name !== "group" && name !== "notice" && name !== "handover",
           )
           for (const [name, key] of keys)
             assert.strictEqual(
@@ -225,9 +227,8 @@ for (const target of redisTargets()) {
       ["+multi", "command"],
       ["+exec", "command"],
       ["+ssubscribe", "command"],
-      ["~{*:*}:dlq", "key"],
-      ["~{shardline:*}:*", "key"],
-      ["&{shardline:*}:notice:*", "channel"],
+      ["~shardline:*", "key"],
+      ["&shardline:*", "channel"],
     ] as const)
       it.live(`a user without ${drop}: PermissionDenied naming it (${kind})`, () =>
         Effect.scoped(
@@ -239,6 +240,7 @@ for (const target of redisTargets()) {
             )
             assert.strictEqual(error._tag, "PermissionDenied")
             if (error._tag !== "PermissionDenied") return
+            // a missing namespace pattern is one rule, however many keys it refused
             assert.deepStrictEqual(
               error.missing.map((m) => [m.kind, m.rule]),
               [[kind, drop]],
@@ -259,6 +261,8 @@ for (const target of redisTargets()) {
             "foo",
             "{orders:0}",
             "{shardline:orders:billing}:lease",
+            "shardline:{orders:0}",
+            "shardline:group:{orders:billing}:lease",
             "a{}b",
             "{x}{y}",
           ])
@@ -267,66 +271,160 @@ for (const target of redisTargets()) {
               Number(yield* Effect.promise(() => node.call("CLUSTER", "KEYSLOT", key))),
               key,
             )
+          // the prefix stands outside the tag: a shard's keys (its gate too) share the shard's slot
+          const slotOf = (key: string) =>
+            Effect.promise(() => node.call("CLUSTER", "KEYSLOT", key)).pipe(Effect.map(Number))
+          const k = keySpace("tenant-a:")
+          const shardSlot = yield* slotOf("{orders:0}")
+          for (const key of [
+            k.shardKey("orders", 0),
+            k.gateKey("orders", 0),
+            k.ownerTokenKey("orders", 0, "billing"),
+            k.deadLetterKey("orders", 0),
+            k.sealedKey("orders", 0),
+            k.idempotencyKey("orders", 0, "p"),
+          ])
+            assert.strictEqual(yield* slotOf(key), shardSlot, key)
+          const group = { stream: "orders", group: "billing" }
+          const groupSlot = yield* slotOf(k.leaseKey(group))
+          for (const key of [
+            k.storeRevisionKey(group),
+            k.auditKey(group),
+            k.requestsKey(group),
+            k.noticeChannel(group, "m0"),
+          ])
+            assert.strictEqual(yield* slotOf(key), groupSlot, key)
         }),
       )
 
-    it.live("is refused anything outside Shardline's keys and commands", () =>
+    it.live("can do nothing to a key or channel outside its namespace, nor run RENAME", () =>
       Effect.gen(function* () {
-        const { connection } = subject()
-        const refused = (run: (c: RedisConnection.Client) => Promise<unknown>) =>
+        const { admin, connection } = subject()
+        const outcome = (run: (c: RedisConnection.Client) => Promise<unknown>) =>
           Effect.promise(() =>
             run(connection.client).then(
               () => "allowed",
               (error: Error) => error.message,
             ),
           )
-        assert.include(yield* refused((c) => c.set("unrelated", "x")), "NOPERM")
-        assert.include(yield* refused((c) => c.get("{shardline}x")), "NOPERM")
-        assert.include(yield* refused((c) => c.call("FLUSHALL")), "NOPERM")
-        assert.include(yield* refused((c) => c.call("CONFIG", "GET", "maxmemory")), "NOPERM")
+        const mine = defaultKeys.shardKey(unique("ns"), 0)
+        // an application's hash-tagged key (the old pattern ~{*:*} matched it), a plain
+        // key, another namespace's shard stream, and schema 1's keys of a group
+        const outside = [
+          "{user:42}",
+          "user:42",
+          keySpace("tenant-b:").shardKey("orders", 0),
+          "{orders:0}:owner:billing",
+          "{shardline:orders:billing}:lease",
+        ]
+        yield* Effect.promise(() => admin.client.set("{user:42}", "the application's"))
+        for (const key of outside) {
+          const attempts: ReadonlyArray<[string, (c: RedisConnection.Client) => Promise<unknown>]> =
+            [
+              ["GET", (c) => c.get(key)],
+              ["SET", (c) => c.set(key, "x")],
+              ["DEL", (c) => c.del(key)],
+              ["XADD", (c) => c.xadd(key, "*", "f", "v")],
+              ["RENAME", (c) => c.rename(key, `${key}:moved`)],
+              ["RENAMENX", (c) => c.renamenx(mine, key)],
+              ["EXISTS", (c) => c.exists(key)],
+              ["EVAL", (c) => c.eval("return redis.call('GET', KEYS[1])", 1, key)],
+            ]
+          for (const [name, run] of attempts)
+            assert.include(yield* outcome(run), "NOPERM", `${name} ${key}`)
+        }
+        assert.strictEqual(
+          yield* Effect.promise(() => admin.client.get("{user:42}")),
+          "the application's",
+        )
+        // pub/sub outside the namespace
+        const channel = admin.isCluster ? "ssubscribe" : "subscribe"
+        assert.include(
+          yield* outcome((c) => c.call(admin.isCluster ? "SPUBLISH" : "PUBLISH", "{user:42}", "x")),
+          "NOPERM",
+        )
+        const subscriber = connection.client.duplicate()
+        subscriber.on("error", () => {})
+        const subscribed = yield* Effect.promise(() =>
+          (subscriber as unknown as Record<string, (c: string) => Promise<unknown>>)
+            [channel]!.call(subscriber, "{user:42}")
+            .then(
+              () => "allowed",
+              (error: Error) => error.message,
+            ),
+        )
+        subscriber.disconnect()
+        assert.include(subscribed, "NOPERM")
+        // RENAME is not granted at all (the gated fence sends RENAMENX), inside the namespace too
+        yield* Effect.promise(() => admin.client.set(`${mine}:probe-a`, "x"))
+        assert.include(
+          yield* outcome((c) => c.rename(`${mine}:probe-a`, `${mine}:probe-b`)),
+          "NOPERM",
+        )
+        assert.include(yield* outcome((c) => c.call("FLUSHALL")), "NOPERM")
+        assert.include(yield* outcome((c) => c.call("CONFIG", "GET", "maxmemory")), "NOPERM")
       }),
     )
   })
 }
 
-const ShardKey = {
-  dlq: (stream: string, shard: number) => `{${stream}:${shard}}:dlq`,
-}
-
 describe("the probe follows the rules (src/acl.ts): one list, the key builders of src/keys.ts", () => {
-  const probed = (cluster: boolean) =>
+  const probed = (cluster: boolean, prefix = "shardline:") =>
     probeLines(
+      keySpace(prefix),
       { stream: "orders", group: "billing", memberIds: ["m0"] },
-      { xackdel: true, cluster },
+      { xackdel: true, cluster, prefix },
     )
   it("every command of the rules is probed (MULTI and EXEC by the probe's own transaction)", () => {
     const commands = new Set(probed(true).map((l) => l.use.acl))
     for (const c of aclCommands({ xackdel: true, cluster: true }))
       if (c !== "multi" && c !== "exec") assert.isTrue(commands.has(c), c)
   })
-  it("every key and channel pattern matches a probed key, and every probed key a pattern", () => {
-    const lines = probed(false)
-    const keys = new Set(lines.flatMap((l) => (l.target?.kind === "key" ? [l.target.name] : [])))
-    const channels = new Set(
-      lines.flatMap((l) => (l.target?.kind === "channel" ? [l.target.name] : [])),
+  for (const prefix of ["shardline:", "tenant-a/orders:"])
+    it(`every key and channel pattern matches a probed key, and every probed key a pattern (${prefix})`, () => {
+      const lines = probed(false, prefix)
+      const keys = new Set(lines.flatMap((l) => (l.target?.kind === "key" ? [l.target.name] : [])))
+      const channels = new Set(
+        lines.flatMap((l) => (l.target?.kind === "channel" ? [l.target.name] : [])),
+      )
+      // every builder of src/keys.ts the ports use, through probeKeys (and its two channels)
+      assert.strictEqual(keys.size, Object.keys(probeKeys(keySpace(prefix), "s", "g")).length - 3)
+      assert.strictEqual(channels.size, 2)
+      for (const p of aclKeyPatterns(prefix))
+        assert.isTrue(
+          [...keys].some((k) => globMatches(p, k)),
+          `no probed key matches ~${p}`,
+        )
+      for (const k of keys) {
+        assert.isTrue(k.startsWith(prefix), k)
+        assert.isTrue(
+          aclKeyPatterns(prefix).some((p) => globMatches(p, k)),
+          `${k} matches no key pattern`,
+        )
+      }
+      for (const c of channels)
+        assert.isTrue(
+          aclChannelPatterns(prefix).some((p) => globMatches(p, c)),
+          c,
+        )
+    })
+  it("the rules name the namespace exactly, and grant no command nothing sends", () => {
+    const rules = aclRules({ xackdel: true, prefix: "tenant-a:" })
+    assert.deepStrictEqual(
+      rules.filter((r) => r.startsWith("~") || r.startsWith("&")),
+      ["~tenant-a:*", "&tenant-a:*"],
     )
-    // every builder of src/keys.ts the ports use, through probeKeys
-    assert.strictEqual(keys.size, Object.keys(probeKeys("s", "g")).length - 2)
-    for (const p of aclKeyPatterns)
-      assert.isTrue(
-        [...keys].some((k) => globMatches(p, k)),
-        `no probed key matches ~${p}`,
-      )
-    for (const k of keys)
-      assert.isTrue(
-        aclKeyPatterns.some((p) => globMatches(p, k)),
-        `${k} matches no key pattern`,
-      )
-    for (const c of channels)
-      assert.isTrue(
-        aclChannelPatterns.some((p) => globMatches(p, c)),
-        c,
-      )
+    assert.notInclude(rules, "+rename")
+    assert.include(rules, "+renamenx")
+    // the default namespace
+    assert.deepStrictEqual(
+      aclRules({ xackdel: false }).filter((r) => r.startsWith("~") || r.startsWith("&")),
+      ["~shardline:*", "&shardline:*"],
+    )
+    // one namespace's pattern matches none of another's keys, nor an application's
+    for (const key of ["{user:42}", "user:42", "tenant-b:{orders:0}", "tenant-a{x}"])
+      assert.isFalse(globMatches(aclKeyPatterns("tenant-a:")[0]!, key), key)
+    assert.isTrue(globMatches(aclKeyPatterns("tenant-a:")[0]!, "tenant-a:{orders:0}"))
   })
   it("Redis glob: *, ?, [..] and escapes", () => {
     assert.isTrue(globMatches("{*:*}:dlq", "{orders:3}:dlq"))

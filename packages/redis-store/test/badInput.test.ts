@@ -15,10 +15,12 @@ import {
   Store,
 } from "@shardline/core"
 import { Context, Effect, Option, Schema } from "effect"
-import { storeBatchesKey, storeRevisionKey, storeSnapshotKey } from "../src/keys.js"
+import { defaultKeys } from "../src/keys.js"
 import * as RedisConnection from "../src/RedisConnection.js"
 import { makeGroup, makeLog, redisPorts, runUntil } from "./support/driver.js"
 import { describeTarget, redisTargets, unique } from "./support/targets.js"
+
+const { storeBatchesKey, storeRevisionKey, storeSnapshotKey } = defaultKeys
 
 const encodeSnapshot = Schema.encodeSync(SnapshotJson)
 

@@ -2,10 +2,12 @@
  * The `shardline` CLI, built (test/support/buildCli.ts) and run as a child
  * process against a real Redis 7.0: inspect (table and JSON), reshard and
  * rollback with their refusals, a standalone coordinator serving members
- * until SIGTERM, and one-line errors with exit code 2.
+ * until SIGTERM, one-line errors with exit code 2, `--prefix`, and an
+ * earlier version's keys refused then moved by `migrate-keys`.
  */
 import { assert, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Context, Effect } from "effect"
+import * as RedisConnection from "../src/RedisConnection.js"
 import { freePort } from "../src/testing.js"
 import { exited, runCli, spawnCoordinator } from "./support/cli.js"
 import { makeGroup, makeLog, makeProducer, redisPorts, runUntil } from "./support/driver.js"
@@ -59,6 +61,77 @@ for (const target of redisTargets())
             ])
             assert.strictEqual(reshardDown.code, 2)
             assert.strictEqual(reshardDown.stderr.trim().split("\n").length, 1)
+          }),
+      )
+
+      it.live(
+        "an earlier version's keys: refused naming migrate-keys (exit 2); migrate-keys moves them; --prefix",
+        () =>
+          Effect.gen(function* () {
+            const stream = unique("cli-schema1")
+            const prefix = `${unique("cli-ns")}:`
+            const raw = Context.get(ports(), RedisConnection.RedisConnection).client
+            // schema 1's layout record and owner token
+            yield* Effect.promise(() =>
+              Promise.all([
+                raw.hset(`{shardline:${stream}}:layout`, "record", "{}", "revision", "1"),
+                raw.set(`{${stream}:0}:owner:workers`, "3"),
+                raw.xadd(`{${stream}:0}`, "*", "n", "1"),
+              ]),
+            )
+            const refused = yield* runCli([
+              "groups",
+              "list",
+              "--redis",
+              url,
+              "--prefix",
+              prefix,
+              "--stream",
+              stream,
+            ])
+            assert.strictEqual(refused.code, 2)
+            assert.match(
+              refused.stderr,
+              /^shardline: KeySchemaMismatch: stream "cli-schema1-\w+" has keys/,
+            )
+            assert.include(
+              refused.stderr,
+              `shardline migrate-keys --redis <url> --stream ${stream} --prefix ${prefix}`,
+            )
+            const moved = yield* runCli([
+              "migrate-keys",
+              "--redis",
+              url,
+              "--prefix",
+              prefix,
+              "--stream",
+              stream,
+            ])
+            assert.strictEqual(moved.code, 0, moved.stderr)
+            assert.include(
+              moved.stdout,
+              `{${stream}:0}:owner:workers -> ${prefix}{${stream}:0}:owner:workers`,
+            )
+            assert.include(
+              moved.stdout,
+              `{shardline:${stream}}:layout -> ${prefix}stream:{${stream}}:layout`,
+            )
+            assert.include(moved.stdout, `recorded key schema in ${prefix}schema`)
+            assert.strictEqual(yield* Effect.promise(() => raw.xlen(`${prefix}{${stream}:0}`)), 1)
+            assert.strictEqual(yield* Effect.promise(() => raw.exists(`{${stream}:0}`)), 0)
+            // a prefix that cannot name a namespace: one line, exit 2
+            const bad = yield* runCli([
+              "groups",
+              "list",
+              "--redis",
+              url,
+              "--prefix",
+              "a*",
+              "--stream",
+              stream,
+            ])
+            assert.strictEqual(bad.code, 2)
+            assert.match(bad.stderr, /^shardline: InvalidKeyPrefix: a key prefix is/)
           }),
       )
 

@@ -18,12 +18,14 @@ import { Context, Effect, Option } from "effect"
 import type { Redis } from "ioredis"
 import { KEY_FIELD } from "../src/Admin.js"
 import { aclRules } from "../src/acl.js"
-import { groupTag, ownerTokenKey, shardKey } from "../src/keys.js"
+import { defaultKeys } from "../src/keys.js"
 import * as RedisConnection from "../src/RedisConnection.js"
 import { configFor } from "./contract/Store.js"
 import { runCli } from "./support/cli.js"
 import { redisPorts } from "./support/driver.js"
 import { describeTarget, redisTargets, unique } from "./support/targets.js"
+
+const { groupBase: groupTag, ownerTokenKey, shardKey } = defaultKeys
 
 interface Letter {
   shard: number

@@ -15,7 +15,8 @@ import { describe, expect, it as test } from "vitest"
 import { readOnlyCommands, readOnlyRules } from "../src/acl.js"
 import { type AuditEntry, buildStrip } from "../src/dashboard/ownership.js"
 import { authorized, readOnlyConnection, readState } from "../src/dashboard/server.js"
-import { groupOfRevisionKey, inspectReport, listGroups } from "../src/inspect.js"
+import { inspectReport, listGroups } from "../src/inspect.js"
+import { defaultKeys } from "../src/keys.js"
 import * as RedisConnection from "../src/RedisConnection.js"
 import * as RedisPorts from "../src/RedisPorts.js"
 import * as RedisStore from "../src/RedisStore.js"
@@ -130,17 +131,21 @@ describe("who may open the dashboard", () => {
 })
 
 test("group keys: the Store revision key names the group; anything else is no group", () => {
-  expect(groupOfRevisionKey("{shardline:orders:billing}:store:revision")).toEqual({
+  const { groupOfRevisionKey } = defaultKeys
+  expect(groupOfRevisionKey("shardline:group:{orders:billing}:store:revision")).toEqual({
     stream: "orders",
     group: "billing",
   })
-  expect(groupOfRevisionKey("{shardline:a%3Ab:c%7Bd}:store:revision")).toEqual({
+  expect(groupOfRevisionKey("shardline:group:{a%3Ab:c%7Bd}:store:revision")).toEqual({
     stream: "a:b",
     group: "c{d",
   })
-  expect(groupOfRevisionKey("{shardline:orders}:layout")).toBeUndefined()
-  expect(groupOfRevisionKey("{shardline:orders:billing}:store:batches")).toBeUndefined()
-  expect(groupOfRevisionKey("{orders:3}")).toBeUndefined()
+  expect(groupOfRevisionKey("shardline:stream:{orders}:layout")).toBeUndefined()
+  expect(groupOfRevisionKey("shardline:group:{orders:billing}:store:batches")).toBeUndefined()
+  expect(groupOfRevisionKey("shardline:{orders:3}")).toBeUndefined()
+  // schema 1's key, and another namespace's: not this namespace's group
+  expect(groupOfRevisionKey("{shardline:orders:billing}:store:revision")).toBeUndefined()
+  expect(groupOfRevisionKey("other:group:{orders:billing}:store:revision")).toBeUndefined()
 })
 
 const USER = "shardline-dashboard-test"
@@ -222,7 +227,7 @@ for (const target of redisTargets()) {
           const connection = Context.get(ports, RedisConnection.RedisConnection)
           const refused = yield* Effect.exit(
             connection.command("SET (must be refused)", (c) =>
-              c.set(`{${stream}:0}:owner:g`, "99"),
+              c.set(defaultKeys.ownerTokenKey(stream, 0, "g"), "99"),
             ),
           )
           assert.isTrue(refused._tag === "Failure")

@@ -10,14 +10,14 @@ import { ShardStreams } from "@shardline/core"
 import { Effect } from "effect"
 import type { Redis, RedisOptions } from "ioredis"
 import { aclRules } from "../src/acl.js"
-import { gateKey, makeGatedReader } from "../src/internal/gatedRead.js"
-import { ownerTokenKey } from "../src/keys.js"
+import { makeGatedReader } from "../src/internal/gatedRead.js"
+import { defaultKeys } from "../src/keys.js"
 import * as RedisConnection from "../src/RedisConnection.js"
 import * as RedisShardStreams from "../src/RedisShardStreams.js"
 import { readAllAckingWithNext } from "./support/reads.js"
 import { connectAsOwnUser, describeTarget, redisTargets, unique } from "./support/targets.js"
 
-const { shardKey } = ShardStreams
+const { gateKey, ownerTokenKey, shardKey } = defaultKeys
 
 for (const target of redisTargets().filter((t) => t.kind !== "cluster7")) {
   describeTarget(
@@ -200,12 +200,12 @@ for (const target of redisTargets().filter((t) => t.kind !== "cluster7")) {
       )
 
       it.live(
-        "an ACL user of an earlier version (no RENAME, RENAMENX or gate key): reads take the script",
+        "an ACL user without RENAMENX (an earlier version's rules): reads take the script",
         () =>
           Effect.gen(function* () {
             const user = unique("old-acl")
             const rules = aclRules({ xackdel: subject().connection.features.xackdel }).filter(
-              (r) => !["+rename", "+renamenx", "~{*:*}:gate"].includes(r),
+              (r) => r !== "+renamenx",
             )
             yield* Effect.promise(() =>
               redis().call("ACL", "SETUSER", user, "reset", "on", ">pw", ...rules),
@@ -296,9 +296,13 @@ for (const target of redisTargets().filter((t) => t.kind !== "cluster7")) {
        * and the gated read of the rest through the gated reader itself: the
        * script it falls back to would hide a gate that found nothing.
        */
-      const gatedWith = (options: RedisOptions) =>
+      const gatedWith = (options: RedisOptions, keyPrefix?: string) =>
         Effect.gen(function* () {
-          const connection = yield* RedisConnection.make({ ...target.options, redis: options })
+          const connection = yield* RedisConnection.make({
+            ...target.options,
+            redis: options,
+            ...(keyPrefix === undefined ? {} : { keyPrefix }),
+          })
           const s = RedisShardStreams.makeWith(connection, { read: "gated" })
           const stream = unique("gated-options")
           const base = { stream, shard: 0, group: "g", consumer: "c", token: 2, count: 10 }
@@ -323,16 +327,16 @@ for (const target of redisTargets().filter((t) => t.kind !== "cluster7")) {
         })
 
       it.live(
-        "ioredis' keyPrefix: the gated read addresses the prefixed keys, as every other command",
+        "a key prefix: the gated read addresses the namespace's keys, as every other command",
         () =>
           Effect.scoped(
             Effect.gen(function* () {
               const prefix = `${unique("pfx")}:`
-              const { s, stream, base } = yield* gatedWith({ keyPrefix: prefix })
+              const { s, stream, base } = yield* gatedWith({}, prefix)
               // the stream lives under the prefix only, and the gated read acked the first entry there
               const keys = yield* Effect.promise(() =>
                 Promise.all([
-                  redis().type(`${prefix}${shardKey(stream, 0)}`),
+                  redis().type(`${prefix}${ShardStreams.shardKey(stream, 0)}`),
                   redis().exists(shardKey(stream, 0)),
                 ]),
               )

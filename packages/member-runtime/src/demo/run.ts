@@ -16,7 +16,7 @@
  */
 import { randomUUID } from "node:crypto"
 import { movementLowerBound } from "@shardline/core"
-import { RedisConnection } from "@shardline/redis-store"
+import { Keys, RedisConnection } from "@shardline/redis-store"
 import { Result } from "effect"
 import { Cluster } from "ioredis"
 import { consumer } from "../Consumer.js"
@@ -121,10 +121,23 @@ class Ownership {
 }
 
 /**
- * Deletes every key of the demo's stream: its shard streams, owner tokens,
- * dead-letter streams (`{<stream>:<shard>}...`) and its group's and layout's
- * control-plane keys (`{shardline:<stream>...}`), on every master of a cluster.
+ * Deletes every key of the demo's stream in its namespace (src/keys.ts of
+ * redis-store): its shard streams, owner tokens, dead-letter streams
+ * (`<prefix>{<stream>:<shard>}...`), its groups' control-plane keys
+ * (`<prefix>group:{<stream>:...}`) and its layout (`<prefix>stream:{<stream>}:layout`),
+ * on every master of a cluster.
  */
+/** SCAN patterns of every key of `stream` in the namespace `prefix` (default `shardline:`). */
+const streamKeyPatterns = (prefix: string | undefined, stream: string): Array<string> => {
+  const keys = Keys.make(prefix)
+  const glob = Keys.globEscape
+  return [
+    `${glob(keys.shardKey(stream, 0).slice(0, -"0}".length))}*`,
+    `${glob(keys.groupBase({ stream, group: "" }).slice(0, -"}".length))}*`,
+    glob(keys.layoutKey(stream)),
+  ]
+}
+
 export const deleteStreamKeys = async (redis: RedisOptions, stream: string): Promise<number> => {
   const decoded = decodeRedisOptions(redis)
   if (Result.isFailure(decoded)) throw decoded.failure
@@ -143,7 +156,7 @@ export const deleteStreamKeys = async (redis: RedisOptions, stream: string): Pro
     const nodes = client instanceof Cluster ? client.nodes("master") : [client]
     let deleted = 0
     for (const node of nodes)
-      for (const pattern of [`{${stream}:*`, `{shardline:${encodeURIComponent(stream)}*`]) {
+      for (const pattern of streamKeyPatterns(decoded.success.keyPrefix, stream)) {
         let cursor = "0"
         do {
           const [next, keys] = await node.scan(cursor, "MATCH", pattern, "COUNT", 1000)

@@ -44,6 +44,13 @@ describe("redis option validation (nothing connects)", () => {
     ["both url and nodes", { url: closed, nodes: ["a:7000"] }, "redis.nodes"],
     ["neither url nor nodes", {}, "redis.url"],
     ["an unknown option (a typo)", { url: closed, pasword: "x" }, "redis.pasword"],
+    ["a key prefix with a glob character", { url: closed, keyPrefix: "app*" }, "redis.keyPrefix"],
+    ["an empty key prefix", { url: closed, keyPrefix: "" }, "redis.keyPrefix"],
+    [
+      "ioredis' own keyPrefix (it leaves channels unprefixed)",
+      { url: closed, ioredis: { keyPrefix: "app:" } },
+      "redis.ioredis.keyPrefix",
+    ],
   ]
   for (const [what, redis, field] of cases)
     it(`${what}: ${field}`, async () => {
@@ -140,14 +147,44 @@ describe("start({ redis: { url } }) on one server", () => {
   it("two runtimes share one group on the server", async () => {
     await roundTrip({ url: server().url }, "orders-url")
     // the shard streams and the group's records are on the server, not in memory
-    const shard0 = Keys.shardKey("orders-url", 0)
+    const shard0 = Keys.defaultKeys.shardKey("orders-url", 0)
     expect(server().cli("TYPE", shard0).trim()).toBe("stream")
     expect(server().cli("XINFO", "GROUPS", shard0)).toContain("g")
     expect(
       server()
-        .cli("EXISTS", Keys.storeRevisionKey({ stream: "orders-url", group: "g" }))
+        .cli("EXISTS", Keys.defaultKeys.storeRevisionKey({ stream: "orders-url", group: "g" }))
         .trim(),
     ).toBe("1")
+  })
+
+  it("an earlier version's unprefixed keys of the group: KeySchemaMismatch, nothing started", async () => {
+    const stream = "orders-schema1"
+    const old = `{shardline:${stream}:g}:store:revision`
+    server().cli("SET", old, "12")
+    const error = await start({
+      redis: { url: server().url, keyPrefix: "upgrade:" },
+      handleSignals: false,
+      logLevel: "silent",
+      consumers: [consumer({ stream, group: "g", ...fast, eachMessage: handler })],
+    }).then(
+      async (runtime) => {
+        await runtime.stop()
+        return undefined
+      },
+      (e: { _tag: string; message: string; keys: ReadonlyArray<string> }) => e,
+    )
+    expect(error?._tag).toBe("KeySchemaMismatch")
+    expect(error?.keys).toEqual([old])
+    expect(error?.message).toContain("shardline migrate-keys")
+    // nothing of the group was created in the namespace, nor recorded
+    const keys = Keys.make("upgrade:")
+    expect(
+      server()
+        .cli("EXISTS", keys.storeRevisionKey({ stream, group: "g" }))
+        .trim(),
+    ).toBe("0")
+    expect(server().cli("EXISTS", keys.schema).trim()).toBe("0")
+    server().cli("DEL", old)
   })
 
   it("the Effect API on redisPorts(...).layer", async () => {

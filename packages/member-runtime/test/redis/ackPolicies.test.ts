@@ -19,7 +19,7 @@
  *   XACKDEL ... ACKED and the forced fallback on Redis 8).
  */
 import { Layout, ShardStreams } from "@shardline/core"
-import { RedisPorts } from "@shardline/redis-store"
+import { Keys, RedisPorts } from "@shardline/redis-store"
 import type { RedisServer } from "@shardline/redis-store/testing"
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
@@ -103,11 +103,13 @@ const handledOnce = (run: Run, count: number) => {
 
 const lengths = (server: RedisServer, stream: string, shards: number) =>
   Array.from({ length: shards }, (_, s) =>
-    Number(server.cli("XLEN", ShardStreams.shardKey(stream, s)).trim()),
+    Number(server.cli("XLEN", Keys.defaultKeys.shardKey(stream, s)).trim()),
   )
 const pendings = (server: RedisServer, stream: string, shards: number) =>
   Array.from({ length: shards }, (_, s) =>
-    Number(server.cli("XPENDING", ShardStreams.shardKey(stream, s), "g").split("\n")[0]!.trim()),
+    Number(
+      server.cli("XPENDING", Keys.defaultKeys.shardKey(stream, s), "g").split("\n")[0]!.trim(),
+    ),
   )
 
 const xackdelCases = (
@@ -191,7 +193,9 @@ const produce = async (redis: RedisOptions, stream: string, shardCount: number, 
 
 const groupPendings = (server: RedisServer, stream: string, group: string, shards: number) =>
   Array.from({ length: shards }, (_, s) =>
-    Number(server.cli("XPENDING", ShardStreams.shardKey(stream, s), group).split("\n")[0]!.trim()),
+    Number(
+      server.cli("XPENDING", Keys.defaultKeys.shardKey(stream, s), group).split("\n")[0]!.trim(),
+    ),
   )
 
 /** Every message of 0..count-1 exactly once. */
@@ -340,7 +344,7 @@ const fanOutCases = (
 
 /** Dead-letter entries of a shard: [id, fields] with fields as an object. */
 const deadLetters = (server: RedisServer, stream: string, shard: number) => {
-  const out = server.cli("XRANGE", ShardStreams.deadLetterKey(stream, shard), "-", "+").trim()
+  const out = server.cli("XRANGE", Keys.defaultKeys.deadLetterKey(stream, shard), "-", "+").trim()
   if (out === "") return []
   const lines = out.split("\n")
   const entries: Array<Record<string, string>> = []

@@ -18,18 +18,34 @@ import { eventually, useRedisServer } from "../support/redis.js"
 const server = useRedisServer("redis7")
 const fast = { sessionTimeoutMs: 3_000, rebalanceTimeoutMs: 6_000, heartbeatIntervalMs: 200 }
 
-/** A user with the least-privilege rules minus `drop` (the server is Redis 7: no XACKDEL). */
-const user = (name: string, drop: ReadonlyArray<string> = []) => {
-  const rules = Acl.aclRules({ xackdel: false }).filter((r) => !drop.includes(r))
-  server().cli("ACL", "SETUSER", name, "reset", "on", ">pw", ...rules)
-  return { url: server().url, username: name, password: "pw" }
+/**
+ * A user with the least-privilege rules of the namespace `prefix` minus
+ * `drop` (the server is Redis 7: no XACKDEL).
+ */
+const user = (name: string, drop: ReadonlyArray<string> = [], prefix?: string) => {
+  const rules = Acl.aclRules({ xackdel: false, ...(prefix === undefined ? {} : { prefix }) })
+  server().cli(
+    "ACL",
+    "SETUSER",
+    name,
+    "reset",
+    "on",
+    ">pw",
+    ...rules.filter((r) => !drop.includes(r)),
+  )
+  return {
+    url: server().url,
+    username: name,
+    password: "pw",
+    ...(prefix === undefined ? {} : { keyPrefix: prefix }),
+  }
 }
 
 describe("start() with a Redis user that lacks permissions", () => {
   it("fails PermissionDenied naming each missing command and key, before any member runs", async () => {
     const stream = "acl-start"
     const error = await start({
-      redis: user("lacks-two", ["+xautoclaim", "~{*:*}:dlq"]),
+      redis: user("lacks-two", ["+xautoclaim", "~shardline:*"]),
       handleSignals: false,
       logLevel: "silent",
       consumers: [consumer({ stream, group: "billing", ...fast, eachMessage: () => {} })],
@@ -41,17 +57,17 @@ describe("start() with a Redis user that lacks permissions", () => {
       (e: { _tag: string; message: string; missing: ReadonlyArray<{ rule: string }> }) => e,
     )
     expect(error?._tag).toBe("PermissionDenied")
-    expect(error?.missing.map((m) => m.rule).sort()).toEqual(["+xautoclaim", "~{*:*}:dlq"])
+    expect(error?.missing.map((m) => m.rule).sort()).toEqual(["+xautoclaim", "~shardline:*"])
     expect(error?.message).toContain("command XAUTOCLAIM (+xautoclaim)")
-    expect(error?.message).toContain(`key {${stream}:0}:dlq (used by`)
+    expect(error?.message).toMatch(/key shardline:\S+ \(used by [A-Z]/)
     expect(error?.message).toContain("ACL SETUSER lacks-two")
     // nothing joined, nothing was created
     expect(
       server()
-        .cli("EXISTS", Keys.storeRevisionKey({ stream, group: "billing" }))
+        .cli("EXISTS", Keys.defaultKeys.storeRevisionKey({ stream, group: "billing" }))
         .trim(),
     ).toBe("0")
-    expect(server().cli("EXISTS", Keys.shardKey(stream, 0)).trim()).toBe("0")
+    expect(server().cli("EXISTS", Keys.defaultKeys.shardKey(stream, 0)).trim()).toBe("0")
   })
 })
 
@@ -116,5 +132,53 @@ describe("a permission taken away while the runtime runs", () => {
     } finally {
       if (!stopped) await runtime.stop()
     }
+  })
+})
+
+describe('a runtime in a namespace of its own (docs/redis.md, "Keys")', () => {
+  it("runs as the namespace's least-privilege user; its keys are under the prefix, nobody else's touched", async () => {
+    const prefix = "tenant-a:"
+    const stream = "acl-tenant"
+    // the other tenant's shard stream and an application key with a colon in a hash tag
+    server().cli("XADD", `${Keys.defaultKeys.shardKey(stream, 0)}`, "*", "other", "tenant")
+    server().cli("SET", "{user:42}", "the application's")
+    const handled: Array<string> = []
+    const runtime = await start({
+      redis: user("tenant-a", [], prefix),
+      handleSignals: false,
+      logLevel: "silent",
+      memberBase: "tenant",
+      consumers: [
+        consumer({
+          stream,
+          group: "billing",
+          shardCount: 1,
+          ...fast,
+          eachMessage: (m) => {
+            handled.push(m.fields.n!)
+          },
+        }),
+      ],
+    })
+    try {
+      const producer = runtime.producer(stream)
+      for (let n = 0; n < 5; n++) await producer.send(`k${n}`, { n: String(n) })
+      await producer.flush()
+      await eventually("5 handled", () => handled.length === 5)
+    } finally {
+      await runtime.stop()
+    }
+    const mine = Keys.make(prefix)
+    expect(server().cli("XLEN", mine.shardKey(stream, 0)).trim()).toBe("5")
+    expect(server().cli("GET", mine.schema).trim()).toBe(String(Keys.SCHEMA_VERSION))
+    expect(
+      server()
+        .cli("EXISTS", mine.storeRevisionKey({ stream, group: "billing" }))
+        .trim(),
+    ).toBe("1")
+    // the default namespace's stream and the application's key: as they were
+    expect(server().cli("XLEN", Keys.defaultKeys.shardKey(stream, 0)).trim()).toBe("1")
+    expect(server().cli("XINFO", "GROUPS", Keys.defaultKeys.shardKey(stream, 0)).trim()).toBe("")
+    expect(server().cli("GET", "{user:42}").trim()).toBe("the application's")
   })
 })

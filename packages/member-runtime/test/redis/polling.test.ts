@@ -8,7 +8,7 @@
  * (plus the other workers' turns), and no shard ever has two batches in
  * flight.
  */
-import { ShardStreams } from "@shardline/core"
+import { Keys } from "@shardline/redis-store"
 import { Redis } from "ioredis"
 import { describe, expect, it } from "vitest"
 import { consumer } from "../../src/Consumer.js"
@@ -58,7 +58,14 @@ describe("polling on Redis: 64 shards, skewed backlogs", () => {
           const n = s === N - 1 ? 400 : 12 + ((s * 7) % 40)
           total += Math.ceil(n / BATCH)
           for (let i = 0; i < n; i++)
-            pipeline.xadd(ShardStreams.shardKey(stream, s), "*", KEY_FIELD, `k${s}`, "i", String(i))
+            pipeline.xadd(
+              Keys.defaultKeys.shardKey(stream, s),
+              "*",
+              KEY_FIELD,
+              `k${s}`,
+              "i",
+              String(i),
+            )
         }
         await pipeline.exec()
       } finally {

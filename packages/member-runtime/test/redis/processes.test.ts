@@ -146,7 +146,9 @@ class World {
     try {
       const out: Array<number> = []
       for (let s = 0; s < SHARDS; s++) {
-        const reply = (await client.xpending(Keys.shardKey(this.stream, s), group)) as [number]
+        const reply = (await client.xpending(Keys.defaultKeys.shardKey(this.stream, s), group)) as [
+          number,
+        ]
         out.push(Number(reply[0]))
       }
       return out

@@ -4,8 +4,8 @@
  * the same producer id, is stored once; across a reshard's seal too) and
  * trimming (XADD MAXLEN).
  */
-import { BackendUnavailable, Layout, ShardStreams } from "@shardline/core"
-import { RedisConnection, RedisShardStreams } from "@shardline/redis-store"
+import { BackendUnavailable, Layout, type ShardStreams } from "@shardline/core"
+import { Keys, RedisConnection, RedisShardStreams } from "@shardline/redis-store"
 import { Effect } from "effect"
 import { expect, it } from "vitest"
 import * as LayoutSource from "../../src/LayoutSource.js"
@@ -15,7 +15,7 @@ import { useRedisServer } from "../support/redis.js"
 
 const server = useRedisServer("redis7")
 const xlen = (stream: string) =>
-  Number(server().cli("XLEN", ShardStreams.shardKey(stream, 0)).trim())
+  Number(server().cli("XLEN", Keys.defaultKeys.shardKey(stream, 0)).trim())
 
 it("an idempotent send retried (same producer id and message id) is stored once", async () => {
   const stream = "idempotent"
@@ -50,7 +50,14 @@ it("a producer's trim keeps the shard stream at maxLen", async () => {
     })
     for (let n = 0; n < 20; n++) await producer.send("k", { n: String(n) })
     expect(xlen(stream)).toBe(5)
-    const last = server().cli("XREVRANGE", ShardStreams.shardKey(stream, 0), "+", "-", "COUNT", "1")
+    const last = server().cli(
+      "XREVRANGE",
+      Keys.defaultKeys.shardKey(stream, 0),
+      "+",
+      "-",
+      "COUNT",
+      "1",
+    )
     expect(last).toContain("19")
   } finally {
     await runtime.stop()
@@ -63,7 +70,7 @@ it("an idempotent send whose reply was lost before a reshard sealed its shard is
   const g1 = Layout.next(g0, 4)
   const layout = LayoutSource.mutable({ [stream]: g0 })
   const xlenOf = (shard: number) =>
-    Number(server().cli("XLEN", ShardStreams.shardKey(stream, shard)).trim())
+    Number(server().cli("XLEN", Keys.defaultKeys.shardKey(stream, shard)).trim())
   const sent = await Effect.runPromise(
     Effect.scoped(
       Effect.gen(function* () {

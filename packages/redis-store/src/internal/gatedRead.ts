@@ -24,15 +24,11 @@
 import { createHash } from "node:crypto"
 import type { ShardStreams } from "@shardline/core"
 import type { Redis } from "ioredis"
-import { ownerTokenKey, shardKey } from "../keys.js"
 import type { RedisConnectionShape } from "../RedisConnection.js"
 import { Scripts } from "../scripts.js"
 import { ackCommand, type Command, type FencedRead } from "./burst.js"
 import { Code, xreadMessages } from "./reply.js"
 import { adopt, type Wire } from "./wire.js"
-
-/** The gate key of a shard: the stream's name while a gated read holds it (same slot). */
-export const gateKey = (stream: string, shard: number): string => `${shardKey(stream, shard)}:gate`
 
 const GATE_SHA = createHash("sha1").update(Scripts.gate.lua).digest("hex")
 
@@ -80,8 +76,8 @@ export const makeGatedReader = (connection: RedisConnectionShape) => {
 
   /** The wire `wire` resolved to (to see it closed without awaiting). */
   let live: Wire | undefined
-  /** ioredis' keyPrefix option: every other command of the connection has its keys prefixed. */
-  const prefix = (connection.client as Redis).options.keyPrefix ?? ""
+  // the namespace's keys (a connection never has ioredis' own keyPrefix: RedisConnection refuses it)
+  const { gateKey, ownerTokenKey, shardKey } = connection.keys
 
   const drop = (failed: Promise<Wire>) => {
     if (wire !== failed) return
@@ -116,10 +112,9 @@ export const makeGatedReader = (connection: RedisConnectionShape) => {
     ack: ShardStreams.AckFirst | undefined,
     evalBody: boolean,
   ) => {
-    // the wire bypasses ioredis, which would prefix every key with its keyPrefix option
-    const stream = prefix + shardKey(o.stream, o.shard)
-    const gate = prefix + gateKey(o.stream, o.shard)
-    const owner = prefix + ownerTokenKey(o.stream, o.shard, o.group)
+    const stream = shardKey(o.stream, o.shard)
+    const gate = gateKey(o.stream, o.shard)
+    const owner = ownerTokenKey(o.stream, o.shard, o.group)
     // XACK (XACKDEL ... ACKED on Redis >= 8.2) queued natively on the gate key costs Redis
     // less than acking in the script; an xackdel ack before 8.2 (XACK, then
     // XDEL of what every group acknowledged) needs the script's acknowledge

@@ -10,7 +10,7 @@ import { assert, it } from "@effect/vitest"
 import { type GroupKey, HeartbeatRequest, type HeartbeatResponse } from "@shardline/core"
 import { Deferred, Effect, Exit, Fiber, Schema, Scope, Stream } from "effect"
 import { Cluster, type Redis } from "ioredis"
-import { inboxKey, replyKey, requestsKey, servingKey } from "../../src/keys.js"
+import { defaultKeys } from "../../src/keys.js"
 import * as RedisConnection from "../../src/RedisConnection.js"
 import * as RedisCoordinatorTransport from "../../src/RedisCoordinatorTransport.js"
 import {
@@ -19,6 +19,8 @@ import {
   TIMEOUT_MS,
 } from "../contract/CoordinatorTransport.js"
 import { connect, describeTarget, type RedisTarget, unique } from "./targets.js"
+
+const { inboxKey, replyKey, requestsKey, servingKey } = defaultKeys
 
 const options: RedisCoordinatorTransport.RedisTransportOptions = {
   timeoutMs: TIMEOUT_MS,
