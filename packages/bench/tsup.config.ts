@@ -11,6 +11,7 @@ export default defineConfig({
     "src/reshard.ts",
     "src/simulatorReshard.ts",
     "src/telemetry.ts",
+    "src/idleRedis.ts",
   ],
   format: ["esm"],
   dts: true,

@@ -147,6 +147,136 @@ describe("polling adapter: one loop per shard, order, rotation", () => {
   )
 })
 
+describe('polling adapter: an idle shard is read only once it has entries (docs/redis.md, "Idle shards")', () => {
+  const ofShard = <K extends LogEntry["kind"]>(
+    log: ReadonlyArray<LogEntry>,
+    kind: K,
+    shard: number,
+  ) => log.filter((e): e is Extract<LogEntry, { kind: K }> => e.kind === kind && e.shard === shard)
+
+  it.effect(
+    "a timed-out wait waits again from the last-delivered id, without a read; lag 0 without a drainState; an append wakes it",
+    () =>
+      Effect.gen(function* () {
+        const h = yield* makeHarness({ settings: { idleWaitMs: 5_000 }, currentFirstShard: 0 })
+        const ids = yield* h.produce(0, 3)
+        yield* h.start(0)
+        yield* h.runUntil("handled", () => h.handled().length === 3)
+        yield* h.runUntil("idle", () => h.poller.current(0)?.state === "idle")
+        const readsBefore = ofShard(h.log, "read", 0).length
+        const waitsBefore = ofShard(h.log, "wait", 0).length
+        const drainsBefore = ofShard(h.log, "drainState", 0).length
+        yield* TestClock.adjust(120_000)
+        // 24 idle timeouts, not one read, and no lookup: its own read told it the position
+        assert.strictEqual(ofShard(h.log, "read", 0).length, readsBefore)
+        const waits = ofShard(h.log, "wait", 0).slice(waitsBefore)
+        assert.isAtLeast(waits.length, 24)
+        assert.strictEqual(ofShard(h.log, "info", 0).length, 0)
+        // from the last entry it read, but every 12th from what the port looks up
+        const { afterId } = ofShard(h.log, "wait", 0)[0]!
+        assert.strictEqual(afterId, ids[2])
+        for (const [i, w] of ofShard(h.log, "wait", 0).entries())
+          assert.strictEqual(w.afterId, (i + 1) % 12 === 0 ? undefined : ids[2], `wait ${i + 1}`)
+        // lag is reported, and costs no drainState while it waits
+        yield* h.poller.refreshLag
+        assert.strictEqual(h.poller.progress()[0]!.lag, 0)
+        assert.strictEqual(ofShard(h.log, "drainState", 0).length, drainsBefore)
+        // an append wakes it within a step, and that read finds it
+        yield* h.produce(0, 1)
+        assert.isAtMost(yield* h.runUntil("woken", () => h.handled().length === 4), 1)
+        // the read that found it, and the one that carried its ack and found nothing
+        yield* h.runUntil("idle again", () => h.poller.current(0)?.state === "idle")
+        assert.strictEqual(ofShard(h.log, "read", 0).length, readsBefore + 2)
+      }),
+  )
+
+  it.effect("a shard idle since its grant looks its position up once, then waits from it", () =>
+    Effect.gen(function* () {
+      const h = yield* makeHarness({ settings: { idleWaitMs: 5_000 }, currentFirstShard: 0 })
+      yield* h.start(1)
+      yield* TestClock.adjust(60_000)
+      assert.strictEqual(ofShard(h.log, "read", 1).length, 1)
+      assert.strictEqual(ofShard(h.log, "info", 1).length, 1)
+      const waits = ofShard(h.log, "wait", 1)
+      assert.isAtLeast(waits.length, 11)
+      assert.strictEqual(waits[0]!.afterId, "0-0")
+      yield* h.produce(1, 2)
+      yield* h.runUntil("woken", () => h.handled().length === 2)
+    }),
+  )
+
+  it.effect(
+    "a shard of an earlier generation (it may be sealed) takes a full turn at every timeout",
+    () =>
+      Effect.gen(function* () {
+        const h = yield* makeHarness({ settings: { idleWaitMs: 5_000 }, currentFirstShard: 4 })
+        yield* h.start(0)
+        yield* TestClock.adjust(60_000)
+        const turns = ofShard(h.log, "read", 0).length
+        assert.isAtLeast(turns, 12)
+        assert.isAtMost(turns, 13)
+        // sealed meanwhile: its next turn finds it drained and reports it
+        yield* h.streams.seal(stream, 0)
+        yield* h.runUntil("exhausted", () => h.exhausted.includes(0), 10, 5_000)
+      }),
+  )
+
+  it.effect(
+    "a seek forgets the known position: past unread entries, the next idle period waits from the new one",
+    () =>
+      Effect.gen(function* () {
+        const h = yield* makeHarness({ settings: { idleWaitMs: 5_000 }, currentFirstShard: 0 })
+        yield* h.produce(0, 3)
+        yield* h.start(0)
+        yield* h.runUntil("handled", () => h.handled().length === 3)
+        yield* h.runUntil("idle", () => h.poller.current(0)?.state === "idle")
+        // paused, three more arrive, and a seek moves the group past them
+        h.paused.add(0)
+        const skipped = yield* h.produce(0, 3)
+        yield* h.runUntil("paused", () => h.poller.current(0)?.state === "paused")
+        const seeked = yield* Effect.forkChild(h.poller.seek(0, "end"))
+        yield* h.runUntil("seeked", () => h.log.some((e) => e.kind === "seek"))
+        yield* Fiber.join(seeked)
+        h.paused.delete(0)
+        h.poller.resume(0)
+        const readsBefore = ofShard(h.log, "read", 0).length
+        const waitsBefore = ofShard(h.log, "wait", 0).length
+        yield* TestClock.adjust(60_000)
+        // one read (it finds nothing), then waits from the group's new position, looked up once
+        assert.strictEqual(ofShard(h.log, "read", 0).length, readsBefore + 1)
+        assert.strictEqual(ofShard(h.log, "info", 0).length, 1)
+        const waits = ofShard(h.log, "wait", 0).slice(waitsBefore)
+        assert.isAtLeast(waits.length, 11)
+        assert.strictEqual(waits[0]!.afterId, skipped[2])
+        assert.strictEqual(h.handled().length, 3)
+      }),
+  )
+
+  it.effect(
+    "woken for entries the read does not find (a position behind the group's): looked up again, no busy loop",
+    () =>
+      Effect.gen(function* () {
+        const h = yield* makeHarness({ settings: { idleWaitMs: 5_000 }, currentFirstShard: 0 })
+        const ids = yield* h.produce(0, 3)
+        yield* h.start(0)
+        yield* h.runUntil("handled", () => h.handled().length === 3)
+        yield* h.runUntil("idle", () => h.poller.current(0)?.state === "idle")
+        // the loop's known position falls behind the group's (as a position moved
+        // by hand would leave it): entries follow it that the group has delivered
+        const runner = h.poller.current(0)!
+        runner.lastDelivered = ids[0]
+        yield* h.produce(0, 1)
+        yield* h.runUntil("handled", () => h.handled().length === 4)
+        runner.lastDelivered = ids[0]
+        const readsBefore = ofShard(h.log, "read", 0).length
+        yield* TestClock.adjust(60_000)
+        // at most one spurious wake and read, then it waits from the looked-up position
+        assert.isAtMost(ofShard(h.log, "read", 0).length, readsBefore + 1)
+        assert.isAtMost(ofShard(h.log, "info", 0).length, 1)
+      }),
+  )
+})
+
 describe("polling adapter: acknowledgement policies and failures", () => {
   it.effect("ack keeps the entry in the stream; xackdel deletes it; both empty the PEL", () =>
     Effect.gen(function* () {

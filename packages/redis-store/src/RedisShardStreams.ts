@@ -85,12 +85,6 @@ const messagesOf = (raw: unknown, keyField?: string): Array<StreamMessage> =>
     messageOf(m[0], m[1], m[2] === undefined ? 1 : Number(m[2]), keyField),
   )
 
-const compareIds = (a: string, b: string): number => {
-  const [am, as] = a.split("-").map(BigInt) as [bigint, bigint]
-  const [bm, bs] = b.split("-").map(BigInt) as [bigint, bigint]
-  return am !== bm ? (am < bm ? -1 : 1) : as === bs ? 0 : as < bs ? -1 : 1
-}
-
 const parseToken = (key: string, raw: string | null) => {
   if (raw === null) return Effect.succeed(0)
   return /^\d{1,15}$/.test(raw)
@@ -782,21 +776,25 @@ export const makeWith = (
         if (after !== undefined && !StreamId.isValid(after))
           return yield* invalid(`afterId is not a stream id: ${after}`)
         if (after === undefined) {
-          // entries after the group's last-delivered id already there: no wait
-          const reply = yield* evalScript(
-            connection,
-            "waitForEntries",
-            Scripts.lastDelivered,
-            [key],
-            [o.group],
+          // the group's last-delivered id ("0-0" without the stream or the group): one
+          // XINFO GROUPS, no script (docs/redis.md, "Idle shards": an idle wait is two
+          // commands, one with afterId)
+          const groups = yield* keyCommand(connection, "waitForEntries (XINFO GROUPS)", key, (c) =>
+            c.call("XINFO", "GROUPS", key).catch((error: unknown) => {
+              if (error instanceof Error && /no such key/i.test(error.message)) return []
+              throw error
+            }),
           )
-          const lastDelivered = String(reply[1])
-          if (compareIds(String(reply[2]), lastDelivered) > 0) return true
-          after = lastDelivered
+          after = "0-0"
+          for (const g of Array.isArray(groups) ? groups : []) {
+            const info = pairsOf(g)
+            if (String(info.get("name")) === o.group) after = String(info.get("last-delivered-id"))
+          }
         }
         const from = after
         const block = Math.max(1, Math.ceil(o.timeoutMs))
-        // an entry appended after the check has an id above `from`: XREAD sees it
+        // entries after `from` already there: XREAD returns at once; an entry
+        // appended after the lookup has an id above `from`: XREAD sees it
         const reply = yield* refineWrongType(key)(
           connection.blocking("waitForEntries (XREAD BLOCK)", (c) =>
             c.xread("COUNT", 1, "BLOCK", block, "STREAMS", key, from),

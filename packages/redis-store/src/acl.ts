@@ -185,7 +185,7 @@ export const commandUses: ReadonlyArray<CommandUse> = [
   { acl: "xrange", keys: ["shard", "dlq"], argv: (key) => ["XRANGE", key, "-", "+", "COUNT", "1"] },
   {
     acl: "xrevrange",
-    keys: ["shard", "audit"],
+    keys: ["audit"],
     argv: (key) => ["XREVRANGE", key, "+", "-", "COUNT", "1"],
   },
   { acl: "xread", keys: ["shard"], argv: (key) => ["XREAD", "COUNT", "1", "STREAMS", key, "$"] },

@@ -14,7 +14,6 @@ import gate from "./lua/gate.lua"
 import hbPush from "./lua/hb-push.lua"
 import hbReply from "./lua/hb-reply.lua"
 import hbServing from "./lua/hb-serving.lua"
-import lastDelivered from "./lua/last-delivered.lua"
 import layoutLoad from "./lua/layout-load.lua"
 import layoutSave from "./lua/layout-save.lua"
 import leaseAcquire from "./lua/lease-acquire.lua"
@@ -57,7 +56,6 @@ export const Scripts = {
   claimPending: script("claimPending", 2, claimPending),
   setPosition: script("setPosition", 2, setPosition),
   deadLetter: script("deadLetter", 3, deadLetter),
-  lastDelivered: script("lastDelivered", 1, lastDelivered),
   leaseAcquire: script("leaseAcquire", 2, leaseAcquire),
   leaseRenew: script("leaseRenew", 1, leaseRenew),
   hbPush: script("hbPush", 2, hbPush),

@@ -81,6 +81,49 @@ for (const target of redisTargets().filter((t) => t.kind !== "cluster7")) {
       )
 
       it.live(
+        "an empty read that acknowledges nothing renames nothing: a WATCH on the stream survives it; a read that finds entries still modifies the key",
+        () =>
+          Effect.gen(function* () {
+            const { stream, base } = yield* seeded("gated-idle", 0)
+            const key = shardKey(stream, 0)
+            // the gated reader itself: a fallback to the script would hide a rename
+            const reader = makeGatedReader(subject().connection)
+            const read = (token: number) =>
+              Effect.promise(() =>
+                reader.read({ ...base, consumer: "c", token, count: 10 }, undefined),
+              )
+            const watcher = redis().duplicate()
+            yield* Effect.addFinalizer(() => Effect.sync(() => watcher.disconnect()))
+            /** WATCH the stream, run `between`, then EXEC: true when the WATCH held. */
+            const watchHolds = <A, E, R>(between: Effect.Effect<A, E, R>) =>
+              Effect.gen(function* () {
+                yield* Effect.promise(() => watcher.watch(key))
+                const result = yield* between
+                const exec = yield* Effect.promise(() => watcher.multi().ping().exec())
+                return { held: exec !== null, result }
+              })
+            // an idle shard: three empty reads, the stream never moved
+            const idle = yield* watchHolds(Effect.forEach([1, 2, 3], () => read(3)))
+            assert.isTrue(idle.held, "an empty gated read aborted another client's WATCH")
+            for (const r of idle.result) assert.deepStrictEqual(r, { _tag: "Read", messages: [] })
+            yield* untouched(stream, base, 0, 0)
+            // the fence still comes first: a stale owner is refused on an idle shard
+            yield* subject().streams.setOwnerToken({ ...base, token: 4 })
+            assert.deepStrictEqual(yield* read(3), { _tag: "Stale", current: 4 })
+            // a read that finds an entry moves the stream (its RENAMENX pair): the WATCH aborts
+            yield* subject().streams.append(stream, 0, { i: "new" })
+            const busy = yield* watchHolds(read(4))
+            assert.isFalse(busy.held)
+            assert.strictEqual(busy.result._tag, "Read")
+            assert.deepStrictEqual(
+              busy.result._tag === "Read" ? busy.result.messages.map((m) => m.fields.i) : [],
+              ["new"],
+            )
+            yield* untouched(stream, base, 0, 1)
+          }).pipe(Effect.scoped),
+      )
+
+      it.live(
         "a stale token carrying an ack: StaleOwner, nothing read or acked, the stream in place",
         () =>
           Effect.gen(function* () {

@@ -242,6 +242,7 @@ export const makeLogicalMember = (
         Queue.offerUnsafe(inbox, { _tag: "Exhausted", shard })
       },
       groupShardCount: () => machine.layout?.shardCount ?? settings.shardCount,
+      currentFirstShard: () => machine.layout?.firstShard,
       onStuck: (shard, why, budgetMs) => {
         m.handlersStuck.updateUnsafe(1, context)
         const error = new HandlerStuck({

@@ -10,7 +10,13 @@
  *   shard gets a turn before any shard gets two more: no starvation, the
  *   highest shard indexes included, whatever the number of shards per worker;
  * - an idle shard waits with `ShardStreams.waitForEntries` (woken by an
- *   append, re-checked after `idleWaitMs`), never a busy loop;
+ *   append), never a busy loop, and reads only once it has entries the
+ *   group has not read: a wait that times out (`idleWaitMs`) waits again,
+ *   from the group's last-delivered id the grant knows, without a read
+ *   (on Redis a read is a MULTI that modifies the shard's key; docs/redis.md,
+ *   "Idle shards"); its lag is 0 while it waits. A shard of an earlier
+ *   layout generation takes a full turn after each timeout instead (its
+ *   read and `drainState` find it sealed and drained);
  * - a failed message makes its shard sleep a backoff; other shards go on.
  */
 import type { ShardProgress } from "@shardline/core"
@@ -31,6 +37,13 @@ import {
   turn,
 } from "./ShardRunner.js"
 
+/**
+ * Idle waits in a row that block from the last-delivered id the grant knows
+ * before one lets the port look it up (one extra command on Redis: at the
+ * default `idleWaitMs`, once a minute).
+ */
+const RECHECK_WAITS = 12
+
 export interface PollerOptions extends TurnEnv {
   readonly workers: number
   /** The member's scope: workers, idle waits and backoff sleeps live in it. */
@@ -41,6 +54,13 @@ export interface PollerOptions extends TurnEnv {
   readonly onExhausted: (shard: number) => void
   /** The stream's shard count now (a group-scoped rate limit's share); default the declared one. */
   readonly groupShardCount?: () => number
+  /**
+   * The first shard of the group's current layout generation (undefined
+   * before the member knows one): a shard below it is of an earlier
+   * generation, which a reshard seals, so its idle loop takes a full turn
+   * after every idle timeout to find it drained.
+   */
+  readonly currentFirstShard?: () => number | undefined
   /**
    * A stopped loop's user code (handler, hook) still runs `budgetMs` after it
    * was told to stop: reported once; the loop is reported ended only when it
@@ -228,6 +248,43 @@ export const makePoller = (options: PollerOptions): Effect.Effect<Poller> =>
         if (r.wakeGen === gen && r.state === state) r.waiter = fiber
       })
 
+    /** May the shard be sealed (a shard of an earlier generation, or no layout known yet)? */
+    const maySeal = (shard: number): boolean => {
+      const first = options.currentFirstShard?.()
+      return first === undefined || shard < first
+    }
+
+    /**
+     * An idle shard's wait: until it has entries the group has not read
+     * (then its next turn reads them), waiting again after each timeout
+     * without a read; a shard that may be sealed ends the wait at a timeout
+     * (its turn's read and `drainState` tell whether it is drained). A
+     * failure ends it too: the turn that follows meets the error.
+     */
+    const idleWait = (r: Runner): Effect.Effect<void, unknown> =>
+      Effect.gen(function* () {
+        const { stream, group, idleWaitMs } = env.settings
+        for (let wait = 1; ; wait++) {
+          // the group's position, looked up once per grant when its reads have not told it
+          // (and once per idle period at most: a group not on the shard yet has none)
+          if (r.lastDelivered === undefined && wait === 1) {
+            const info = yield* env.streams.info(stream, r.shard)
+            r.lastDelivered = info.groups.find((g) => g.name === group)?.lastDeliveredId
+          }
+          // every RECHECK_WAITS-th wait the port looks the position up itself, so
+          // a position moved by hand (XGROUP SETID, the group made again) cannot
+          // keep the loop waiting past entries the group has not read
+          const afterId = wait % RECHECK_WAITS === 0 ? undefined : r.lastDelivered
+          const woke = yield* env.streams.waitForEntries(
+            afterId === undefined
+              ? { stream, shard: r.shard, group, timeoutMs: idleWaitMs }
+              : { stream, shard: r.shard, group, timeoutMs: idleWaitMs, afterId },
+          )
+          r.wokenByEntries = woke
+          if (woke || maySeal(r.shard)) return
+        }
+      })
+
     const schedule = (r: Runner, outcome: Outcome): Effect.Effect<void> => {
       if (!r.alive || r.stopping) {
         r.state = "stopped"
@@ -240,16 +297,11 @@ export const makePoller = (options: PollerOptions): Effect.Effect<Poller> =>
           r.state = "paused"
           return Effect.void
         case "Empty":
-          return park(
-            r,
-            "idle",
-            env.streams.waitForEntries({
-              stream: env.settings.stream,
-              shard: r.shard,
-              group: env.settings.group,
-              timeoutMs: env.settings.idleWaitMs,
-            }),
-          )
+          // woken for entries the read then did not find: the position it waited
+          // from was behind the group's, so look it up again rather than wake at once forever
+          if (r.wokenByEntries) r.lastDelivered = undefined
+          r.wokenByEntries = false
+          return park(r, "idle", idleWait(r))
         case "Wait":
           return park(r, "backoff", Effect.sleep(outcome.ms))
         case "Stale":
@@ -443,7 +495,15 @@ export const makePoller = (options: PollerOptions): Effect.Effect<Poller> =>
 
       refreshLag: Effect.suspend(() =>
         Effect.forEach(
-          [...runners.values()].filter((r) => r.alive && !r.stopping),
+          [...runners.values()].filter((r) => {
+            if (!r.alive || r.stopping) return false
+            // an idle shard waits for entries the group has not read: its lag is 0, no call needed
+            if (r.state === "idle") {
+              r.progress.lag = 0
+              return false
+            }
+            return true
+          }),
           (r) =>
             Effect.ignore(
               Effect.map(

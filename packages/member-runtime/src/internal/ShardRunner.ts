@@ -117,6 +117,16 @@ export interface Runner {
   turns: number
   /** Handled, not yet acknowledged: the next read acknowledges them (or `flushAcks`). */
   unacked: Array<string>
+  /**
+   * The group's last-delivered id on the shard as this grant knows it: the
+   * last entry its own reads of new entries returned (within one grant only
+   * this loop moves it: the fence refuses any other reader), or what the
+   * idle wait looked up; undefined when unknown (a new grant, after a seek).
+   * The idle wait blocks from it without looking it up again.
+   */
+  lastDelivered: string | undefined
+  /** The idle wait ended because entries followed `lastDelivered` (its next read should find them). */
+  wokenByEntries: boolean
   readonly progress: {
     lastId: string | undefined
     acked: number
@@ -152,6 +162,8 @@ export const makeRunner = (
   userIdle: [],
   turns: 0,
   unacked: [],
+  lastDelivered: undefined,
+  wokenByEntries: false,
   progress: { lastId: undefined, acked: 0, inFlight: 0, lag: undefined },
 })
 
@@ -418,6 +430,8 @@ const turnOf = (
         )
         continue
       }
+      // the group's position moves (or may have, if the reply is lost): the idle wait looks it up again
+      r.lastDelivered = undefined
       const moved = yield* Effect.result(setPosition({ ...address, position: seek.position }))
       if (moved._tag === "Failure") {
         const error = moved.failure
@@ -539,6 +553,11 @@ const turnOf = (
     const ackedFirst = ackFirst.length
     if (ackedFirst > 0) ackedRecord(env, r, ackFirst)
     const entries = got.success
+    // a read of new entries (XREADGROUP >) moved the group's last-delivered id to its last entry
+    if (!fromPending && entries.length > 0) {
+      r.lastDelivered = entries[entries.length - 1]!.id
+      r.wokenByEntries = false
+    }
     if (entries.length === 0) {
       if (fromPending) return More
       // nothing new: is the shard sealed by a reshard and drained for this

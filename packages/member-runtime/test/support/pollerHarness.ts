@@ -32,7 +32,9 @@ export type LogEntry =
   | { readonly kind: "nack"; readonly shard: number; readonly id: string }
   | { readonly kind: "deadLetter"; readonly shard: number; readonly id: string }
   | { readonly kind: "seek"; readonly shard: number; readonly position: string }
-  | { readonly kind: "wait"; readonly shard: number }
+  | { readonly kind: "wait"; readonly shard: number; readonly afterId: string | undefined }
+  | { readonly kind: "info"; readonly shard: number }
+  | { readonly kind: "drainState"; readonly shard: number }
   | {
       readonly kind: "handle"
       readonly shard: number
@@ -54,6 +56,11 @@ export interface HarnessOptions {
   readonly withoutSeek?: boolean
   /** Call the handler through `InternalHandler.run` only (default: `direct`, as the runtime does for plain handlers). */
   readonly slowPath?: boolean
+  /**
+   * The first shard of the group's current layout generation, as the member
+   * knows it (`PollerOptions.currentFirstShard`); unknown by default.
+   */
+  readonly currentFirstShard?: number
   /** Fail this read with BackendUnavailable (nothing acknowledged, nothing read). */
   readonly failRead?: (o: ShardStreams.ReadOptions) => boolean
   /**
@@ -125,8 +132,18 @@ export const makeHarness = (options: HarnessOptions = {}) =>
         ),
       waitForEntries: (o) =>
         Effect.andThen(
-          Effect.sync(() => log.push({ kind: "wait", shard: o.shard })),
+          Effect.sync(() => log.push({ kind: "wait", shard: o.shard, afterId: o.afterId })),
           memory.waitForEntries(o),
+        ),
+      info: (s, shard) =>
+        Effect.andThen(
+          Effect.sync(() => log.push({ kind: "info", shard })),
+          memory.info(s, shard),
+        ),
+      drainState: (o) =>
+        Effect.andThen(
+          Effect.sync(() => log.push({ kind: "drainState", shard: o.shard })),
+          memory.drainState(o),
         ),
     }
     const { setGroupPosition: _, ...cannotSeek } = full
@@ -281,6 +298,9 @@ export const makeHarness = (options: HarnessOptions = {}) =>
       onStaleOwner: (shard) => stale.push(shard),
       onExhausted: (shard) => exhausted.push(shard),
       onStuck: (shard, why, budgetMs) => stuck.push({ shard, why, budgetMs }),
+      ...(options.currentFirstShard === undefined
+        ? {}
+        : { currentFirstShard: () => options.currentFirstShard }),
     })
 
     const tokens = new Map<number, number>()

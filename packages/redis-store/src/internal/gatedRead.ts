@@ -20,6 +20,12 @@
  * back. An `xackdel` ack before Redis 8.2 (no XACKDEL: XACK, then XDEL of
  * what every group of the stream acknowledged) is made by the gate
  * script after its fence (`<ack mode> <ids>` instead of "").
+ *
+ * A read that acknowledges nothing asks the gate to open only if the group
+ * has entries it has not read (`if-unread`): an empty read of an idle shard
+ * renames nothing, so it does not modify the shard's key (another client's
+ * WATCH on it survives; docs/redis.md, "Idle shards"). The fence is checked
+ * first all the same, and a shut gate reads nothing by construction.
  */
 import { createHash } from "node:crypto"
 import type { ShardStreams } from "@shardline/core"
@@ -125,7 +131,8 @@ export const makeGatedReader = (connection: RedisConnectionShape) => {
       gate,
       o.token,
       o.group,
-      ...(ack === undefined || native ? [""] : [ack.mode, "0", ...ack.ids]),
+      // nothing to acknowledge: open only if there is something to read
+      ...(ack === undefined ? ["if-unread"] : native ? [""] : [ack.mode, "0", ...ack.ids]),
     ]
     const commands: Array<Command> = [
       ["MULTI"],
@@ -173,6 +180,8 @@ export const makeGatedReader = (connection: RedisConnectionShape) => {
         if (code === Code.Foreign)
           return { _tag: "Foreign", key: String(detail), message: String(message) }
         if (code !== Code.Ok) throw new Error(`gate script: ${String(detail)}`)
+        // the group has read everything: nothing was renamed, nothing read
+        if (Number(detail) === 2) return { _tag: "Read", messages: [] }
         const moved = Number(detail) === 1
         if (moved && Number(renamed) !== 1)
           throw new Error(`gated read: the stream did not move back (RENAMENX: ${String(renamed)})`)
