@@ -125,7 +125,8 @@ class Ownership {
  * redis-store): its shard streams, owner tokens, dead-letter streams
  * (`<prefix>{<stream>:<shard>}...`), its groups' control-plane keys
  * (`<prefix>group:{<stream>:...}`) and its layout (`<prefix>stream:{<stream>}:layout`),
- * on every master of a cluster.
+ * on every master of a cluster; and the namespace's key schema record when
+ * nothing else is left in the namespace.
  */
 /** SCAN patterns of every key of `stream` in the namespace `prefix` (default `shardline:`). */
 const streamKeyPatterns = (prefix: string | undefined, stream: string): Array<string> => {
@@ -165,6 +166,25 @@ export const deleteStreamKeys = async (redis: RedisOptions, stream: string): Pro
           for (const key of keys) deleted += await node.del(key)
         } while (cursor !== "0")
       }
+    // the namespace's key schema record too, when nothing else is left in it (the demo
+    // recorded it on a server that held no Shardline keys)
+    const namespace = Keys.make(decoded.success.keyPrefix)
+    const left = new Set<string>()
+    for (const node of nodes) {
+      let cursor = "0"
+      do {
+        const [next, keys] = await node.scan(
+          cursor,
+          "MATCH",
+          `${Keys.globEscape(namespace.prefix)}*`,
+          "COUNT",
+          1000,
+        )
+        cursor = next
+        for (const key of keys) left.add(key)
+      } while (cursor !== "0" && left.size < 2)
+    }
+    if (left.size === 1 && left.has(namespace.schema)) deleted += await client.del(namespace.schema)
     return deleted
   } finally {
     client.disconnect()
