@@ -5,7 +5,7 @@
  *
  * - dead letters: `listDeadLetters`, `countDeadLetters`, `showDeadLetter`,
  *   `replayDeadLetters`, `purgeDeadLetters`. A shard's dead-letter stream
- *   `{<stream>:<shard>}:dlq` holds every group's dead letters (the group is
+ *   `<prefix>{<stream>:<shard>}:dlq` holds every group's dead letters (the group is
  *   the entry's `shardline-dlq-group` field), so a group's are found by
  *   reading each shard's stream and are removed entry by entry (XDEL),
  *   never by deleting a stream another group shares.
@@ -63,7 +63,7 @@ export type Services =
 
 export interface DeadLetter {
   readonly shard: number
-  /** The dead-letter entry's id (in `{<stream>:<shard>}:dlq`). */
+  /** The dead-letter entry's id (in `<prefix>{<stream>:<shard>}:dlq`). */
   readonly id: string
   /** The entry's id in the shard stream, before it was dead-lettered. */
   readonly originalId: string
@@ -519,7 +519,7 @@ export interface GroupDeletion {
   readonly group: string
   /** Shards whose Redis consumer group of this name is destroyed (XGROUP DESTROY). */
   readonly consumerGroups: ReadonlyArray<number>
-  /** The group's owner tokens, `{<stream>:<shard>}:owner:<group>`. */
+  /** The group's owner tokens, `<prefix>{<stream>:<shard>}:owner:<group>`. */
   readonly ownerTokens: ReadonlyArray<string>
   /** Its dead letters (entries of the shards' dead-letter streams). */
   readonly deadLetters: number

@@ -3,8 +3,8 @@
 -- per (shard, producer): an append whose message id was seen within the
 -- window adds nothing and returns the id of the first one (core's
 -- ShardStreams.AppendOptions; the same window as the memory port).
--- KEYS[1] shard stream {<stream>:<shard>}   KEYS[2] seal marker {<stream>:<shard>}:sealed
--- KEYS[3] the producer's window {<stream>:<shard>}:idmp:<producer> (a hash; unused without ARGV[5])
+-- KEYS[1] shard stream <prefix>{<stream>:<shard>}   KEYS[2] seal marker <prefix>{<stream>:<shard>}:sealed
+-- KEYS[3] the producer's window <prefix>{<stream>:<shard>}:idmp:<producer> (a hash; unused without ARGV[5])
 -- ARGV[1] trim: '' | 'MAXLEN' | 'MINID'   ARGV[2] '=' or '~'   ARGV[3] threshold
 -- ARGV[4] now (ms, the producer's clock)   ARGV[5] message id ('' = not idempotent)
 -- ARGV[6] window duration ms   ARGV[7] window max size   ARGV[8..] field, value, ...

@@ -1,6 +1,6 @@
 -- deadLetter: fenced and atomic: copy a pending entry to the shard's
 -- dead-letter stream and ack it. Never both kept and dead-lettered, never lost.
--- KEYS[1] shard stream   KEYS[2] owner token   KEYS[3] dead-letter stream {<stream>:<shard>}:dlq
+-- KEYS[1] shard stream   KEYS[2] owner token   KEYS[3] dead-letter stream <prefix>{<stream>:<shard>}:dlq
 -- ARGV[1] token  ARGV[2] group  ARGV[3] entry id  ARGV[4] reason
 -- ARGV[5..8] field names for: original id, reason, group, delivery count
 -- -> {0, dlqId} | {0} not pending (nothing changed) | {1, current} | {2, key, msg}

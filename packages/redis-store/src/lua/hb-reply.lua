@@ -3,7 +3,7 @@
 -- it. The answers to one popped batch go in one call, but each list stands
 -- alone: one that holds a foreign value is skipped (and counted), the others
 -- are answered.
--- KEYS[i] {shardline:<stream>:<group>}:hb:inbox:<inboxId> or ...:hb:reply:<requestId>
+-- KEYS[i] <prefix>group:{<stream>:<group>}:hb:inbox:<inboxId> or ...:hb:reply:<requestId>
 -- ARGV[i] the answer for KEYS[i]  ARGV[#KEYS + 1] ttl ms
 -- -> {0, skipped} | {9, msg}
 return run(function()

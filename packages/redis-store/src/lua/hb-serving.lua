@@ -1,5 +1,5 @@
 -- serve presence: "a coordinator serves this group", held by one server id.
--- KEYS[1] serving {shardline:<stream>:<group>}:hb:serving (string: server id, PX ttl)
+-- KEYS[1] serving <prefix>group:{<stream>:<group>}:hb:serving (string: server id, PX ttl)
 -- ARGV[1] server id  ARGV[2] "claim" | "refresh" | "clear" | "handover"  ARGV[3] ttl ms
 -- claim: take it over (a newer serve replaces the previous one);
 -- refresh: extend it only while it is still ours;

@@ -1,5 +1,5 @@
 -- layout load: a stream's layout record and its revision.
--- KEYS[1] layout {shardline:<stream>}:layout (hash: record JSON, revision)
+-- KEYS[1] layout <prefix>stream:{<stream>}:layout (hash: record JSON, revision)
 -- -> {0, record, revision} | {0} none | {2, key, msg}
 return run(function()
   local layout = KEYS[1]

@@ -1,5 +1,5 @@
 -- layout save: compare-and-set on the layout's revision.
--- KEYS[1] layout {shardline:<stream>}:layout (hash: record JSON, revision)
+-- KEYS[1] layout <prefix>stream:{<stream>}:layout (hash: record JSON, revision)
 -- ARGV[1] expected revision (0: none yet)   ARGV[2] record JSON
 -- -> {0, revision} | {1, actual revision} stale | {2, key, msg}
 return run(function()

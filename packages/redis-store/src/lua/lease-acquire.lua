@@ -1,7 +1,7 @@
 -- lease acquire: one coordinator per group; every acquisition gets a
 -- strictly larger fencing token (INCR of a per-group counter).
--- KEYS[1] lease {shardline:<stream>:<group>}:lease (hash: holder, token; PX ttl)
--- KEYS[2] counter {shardline:<stream>:<group>}:lease:counter
+-- KEYS[1] lease <prefix>group:{<stream>:<group>}:lease (hash: holder, token; PX ttl)
+-- KEYS[2] counter <prefix>group:{<stream>:<group>}:lease:counter
 -- ARGV[1] holder  ARGV[2] ttl ms
 -- -> {0, token} | {4, holder, pttl} held by another | {2, key, msg}
 return run(function()

@@ -1,5 +1,5 @@
 -- lease renew / release: compare-on-token.
--- KEYS[1] lease {shardline:<stream>:<group>}:lease
+-- KEYS[1] lease <prefix>group:{<stream>:<group>}:lease
 -- ARGV[1] holder  ARGV[2] token  ARGV[3] "renew" | "release"  ARGV[4] ttl ms (renew)
 -- -> {0} done | {5} not held with this token (expired, taken over) | {2, key, msg}
 return run(function()

@@ -1,5 +1,5 @@
 -- read: fenced consumer-group read of one shard, in stream order.
--- KEYS[1] shard stream {<stream>:<shard>}   KEYS[2] owner token {<stream>:<shard>}:owner:<group>
+-- KEYS[1] shard stream <prefix>{<stream>:<shard>}   KEYS[2] owner token <prefix>{<stream>:<shard>}:owner:<group>
 -- ARGV[1] token  ARGV[2] group  ARGV[3] consumer  ARGV[4] count
 -- ARGV[5] mode: "new" (XREADGROUP >), "pending" (this consumer's own PEL),
 --               "claim" (idle pending entries of any consumer first, then new)

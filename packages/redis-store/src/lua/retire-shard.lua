@@ -1,6 +1,6 @@
 -- retireShard: delete a retired shard's stream and the named groups' owner
 -- tokens; the seal marker and the dead-letter stream stay. Idempotent.
--- KEYS[1] shard stream   KEYS[2..] owner tokens {<stream>:<shard>}:owner:<group>
+-- KEYS[1] shard stream   KEYS[2..] owner tokens <prefix>{<stream>:<shard>}:owner:<group>
 -- -> {0} | {2, key, msg} (a value of another type: nothing deleted)
 return run(function()
   local stream = KEYS[1]

@@ -6,8 +6,8 @@
 -- policies and other groups"). A shard key holding something else is left
 -- alone (reads report it); a sealed shard without a stream gets none
 -- (nothing can be appended to it; a retired shard is never recreated).
--- KEYS[1] owner token {<stream>:<shard>}:owner:<group>
--- KEYS[2] shard stream {<stream>:<shard>}   KEYS[3] seal marker {<stream>:<shard>}:sealed
+-- KEYS[1] owner token <prefix>{<stream>:<shard>}:owner:<group>
+-- KEYS[2] shard stream <prefix>{<stream>:<shard>}   KEYS[3] seal marker <prefix>{<stream>:<shard>}:sealed
 -- ARGV[1] token (decimal integer)   ARGV[2] group
 -- -> {0} set (or equal: no-op) | {3, current} lower than stored | {2, key, msg}
 return run(function()

@@ -1,5 +1,5 @@
 -- store load: a group's bytes in one atomic read.
--- KEYS[1] revision {shardline:<stream>:<group>}:store:revision (decimal string)
+-- KEYS[1] revision <prefix>group:{<stream>:<group>}:store:revision (decimal string)
 -- KEYS[2] snapshot ...:store:snapshot (string)   KEYS[3] batches ...:store:batches (list)
 -- -> {0, revision, snapshot | false, {batch, ...}} (revision 0: nothing stored) | {2, key, msg}
 return run(function()
