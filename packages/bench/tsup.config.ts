@@ -11,6 +11,8 @@ export default defineConfig({
     "src/reshard.ts",
     "src/simulatorReshard.ts",
     "src/telemetry.ts",
+    "src/failover.ts",
+    "src/failoverMember.ts",
   ],
   format: ["esm"],
   dts: true,
