@@ -23,7 +23,9 @@
  * Two timings: the defaults (30 s session, 3 s heartbeats: a 6 s coordinator
  * lease) and the fast timing of the real-process tests (4 s session, 300 ms
  * heartbeats: 1 s). Writes results/failover.{json,md}. BENCH_ROUNDS
- * (default 5) rounds of each kind per timing.
+ * (default 5) rounds of each kind per timing; BENCH_TIMING=fast or
+ * =defaults runs one timing only (results/failover-<timing>.*);
+ * BENCH_DUMP=<dir> writes every round's lines there.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { mkdirSync, writeFileSync } from "node:fs"
@@ -54,7 +56,7 @@ interface Timing {
   readonly heartbeatIntervalMs: number
   readonly rebalanceTimeoutMs: number
 }
-const TIMINGS: ReadonlyArray<Timing> = [
+const ALL_TIMINGS: ReadonlyArray<Timing> = [
   {
     name: "defaults (30 s session, 3 s heartbeats)",
     sessionTimeoutMs: 30_000,
@@ -68,6 +70,12 @@ const TIMINGS: ReadonlyArray<Timing> = [
     rebalanceTimeoutMs: 8_000,
   },
 ]
+
+const only = process.env.BENCH_TIMING
+const TIMINGS = ALL_TIMINGS.filter((t) => only === undefined || t.name.startsWith(only))
+if (TIMINGS.length === 0) throw new Error(`BENCH_TIMING=${only}: no such timing (defaults, fast)`)
+const resultName = only === undefined ? "failover" : `failover-${only}`
+const dump = process.env.BENCH_DUMP
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 const now = () => performance.timeOrigin + performance.now()
@@ -179,6 +187,8 @@ const world = async (url: string, timing: Timing, round: string) => {
     settled,
     steadyFrom,
     close: async () => {
+      if (dump !== undefined)
+        writeFileSync(`${dump}/${stream}.json`, JSON.stringify(pods.flatMap((p) => p.lines)))
       producing = false
       await production.catch(() => {})
       await producerRuntime.stop().catch(() => {})
@@ -341,7 +351,7 @@ const stopSummary = (samples: ReadonlyArray<StopSample>) => ({
   collateral: samples.reduce((n, s) => n + s.collateral, 0),
 })
 const out = {
-  command: `${ROUNDS === 5 ? "" : `BENCH_ROUNDS=${ROUNDS} `}pnpm --filter @shardline/bench run bench:failover`,
+  command: `${ROUNDS === 5 ? "" : `BENCH_ROUNDS=${ROUNDS} `}${only === undefined ? "" : `BENCH_TIMING=${only} `}pnpm --filter @shardline/bench run bench:failover`,
   date: new Date().toISOString(),
   node: process.version,
   cpus: cpus().length,
@@ -362,7 +372,7 @@ const out = {
 }
 const dir = new URL("../results/", import.meta.url)
 mkdirSync(dir, { recursive: true })
-writeFileSync(new URL("failover.json", dir), `${JSON.stringify(out, null, 2)}\n`)
+writeFileSync(new URL(`${resultName}.json`, dir), `${JSON.stringify(out, null, 2)}\n`)
 
 const ms = (s: { p50: number; p99: number }) => `${Math.round(s.p50)} / ${Math.round(s.p99)}`
 const md = `# Coordinator failover and handoffs on Redis
@@ -410,5 +420,5 @@ ${out.timings
   )
   .join("\n")}
 `
-writeFileSync(new URL("failover.md", dir), md)
+writeFileSync(new URL(`${resultName}.md`, dir), md)
 console.log(md)
