@@ -12,6 +12,8 @@ export default defineConfig({
     "src/simulatorReshard.ts",
     "src/telemetry.ts",
     "src/idleRedis.ts",
+    "src/failover.ts",
+    "src/failoverMember.ts",
   ],
   format: ["esm"],
   dts: true,

@@ -143,6 +143,12 @@ export const makeClient = (options: RedisConnectionOptions): Client => {
   if (options.cluster !== undefined)
     return new Cluster(nodeList(options.cluster.nodes), {
       ...options.cluster.options,
+      // A command whose connection closed before its reply came has an
+      // unknown outcome: fail it, never send it again behind the caller's
+      // back (ioredis' default re-sends it after 100 ms). A read that Redis
+      // ran twice strands the first run's entries pending with the consumer
+      // (docs/redis.md, "Connections"; test/lostReply.test.ts).
+      retryDelayOnFailover: 0,
       redisOptions: common,
       scripts: ioredisScripts,
     })

@@ -20,13 +20,8 @@
  *   its process's ownership, and no re-delivery at all.
  * The same scenarios run on one redis-server and on a 3-node cluster.
  */
-import { writeFileSync } from "node:fs"
-import { Keys, RedisConnection } from "@shardline/redis-store"
-import { Result } from "effect"
 import { afterEach, beforeAll, describe, expect, it } from "vitest"
-import * as LayoutSource from "../../src/LayoutSource.js"
-import { decodeRedisOptions, type RedisOptions } from "../../src/Redis.js"
-import { type ShardlineRuntime, start } from "../../src/Runtime.js"
+import type { RedisOptions } from "../../src/Redis.js"
 import {
   begins,
   entryOf,
@@ -36,166 +31,16 @@ import {
   overlappingOwners,
   ownedNow,
   ownershipIntervals,
-  perKeyOrderViolations,
-  unhandled,
 } from "../support/groupChecks.js"
-import { buildMemberScript, type Line, MemberProcess } from "../support/processes.js"
+import { buildMemberScript, type MemberProcess } from "../support/processes.js"
+import { lastOf, sleep, World } from "../support/processWorld.js"
 import { eventually, useRedisCluster, useRedisServer } from "../support/redis.js"
-import type { MemberProcessConfig } from "./procs/member.js"
 
 const SHARDS = 8
-const KEYS = 40
-const group = "g"
-let streams = 0
 
-beforeAll(() => buildMemberScript(), 120_000)
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
-
-/** One scenario's world: its stream, its member processes, a paced producer. */
-class World {
-  readonly stream = `procs-${process.pid}-${++streams}`
-  readonly procs: Array<MemberProcess> = []
-  readonly producedByKey = new Map<string, Array<number>>()
-  produced = 0
-  private producing: Promise<void> | undefined
-  private stopProducing = false
-  private producerRuntime: ShardlineRuntime | undefined
-
-  constructor(readonly redis: RedisOptions) {}
-
-  config(memberId: string, overrides: Partial<MemberProcessConfig> = {}): MemberProcessConfig {
-    return {
-      redis: this.redis,
-      stream: this.stream,
-      group,
-      memberId,
-      shardCount: SHARDS,
-      sessionTimeoutMs: 4_000,
-      heartbeatIntervalMs: 300,
-      rebalanceTimeoutMs: 8_000,
-      batchSize: 8,
-      workers: 2,
-      handlerMs: 2,
-      ...overrides,
-    }
-  }
-
-  spawn(memberId: string, overrides: Partial<MemberProcessConfig> = {}): MemberProcess {
-    const p = new MemberProcess(this.config(memberId, overrides))
-    this.procs.push(p)
-    return p
-  }
-
-  get lines(): Array<Line> {
-    return this.procs.flatMap((p) => p.lines)
-  }
-
-  live(): Array<MemberProcess> {
-    return this.procs.filter((p) => p.child.exitCode === null && p.child.signalCode === null)
-  }
-
-  /** Every shard owned by exactly one of `procs`, each of them owning at least one. */
-  async settled(procs: ReadonlyArray<MemberProcess>, what: string): Promise<void> {
-    await eventually(what, () => {
-      const owned = procs.map((p) => ownedNow(p.lines))
-      if (owned.some((o) => o.size === 0)) return false
-      const all = owned.flatMap((o) => [...o])
-      return all.length === SHARDS && new Set(all).size === SHARDS
-    })
-  }
-
-  /** Produces 20 keyed messages every 50 ms until `stopProduction`. */
-  async startProduction(): Promise<void> {
-    this.producerRuntime = await start({
-      redis: this.redis,
-      handleSignals: false,
-      memberBase: "producer",
-    })
-    const producer = this.producerRuntime.producer(this.stream, {
-      layout: LayoutSource.fixed({ [this.stream]: SHARDS }),
-    })
-    this.producing = (async () => {
-      while (!this.stopProducing) {
-        const batch = Array.from({ length: 20 }, () => {
-          const n = this.produced++
-          const key = `k${n % KEYS}`
-          const list = this.producedByKey.get(key) ?? []
-          list.push(n)
-          this.producedByKey.set(key, list)
-          return { key, fields: { n: String(n) } }
-        })
-        await producer.sendBatch(batch)
-        await sleep(50)
-      }
-      await producer.flush()
-    })()
-  }
-
-  async stopProduction(): Promise<void> {
-    this.stopProducing = true
-    await this.producing
-    await this.producerRuntime?.stop()
-  }
-
-  /** Entries pending in the group, per shard (XPENDING). */
-  async pending(): Promise<Array<number>> {
-    const decoded = decodeRedisOptions(this.redis)
-    if (Result.isFailure(decoded)) throw decoded.failure
-    const client = RedisConnection.makeClient(decoded.success)
-    try {
-      const out: Array<number> = []
-      for (let s = 0; s < SHARDS; s++) {
-        const reply = (await client.xpending(Keys.defaultKeys.shardKey(this.stream, s), group)) as [
-          number,
-        ]
-        out.push(Number(reply[0]))
-      }
-      return out
-    } finally {
-      client.disconnect()
-    }
-  }
-
-  /** Stop producing, then wait until every message was handled and nothing is pending. */
-  async drained(): Promise<void> {
-    await this.stopProduction()
-    await eventually(
-      `all ${this.produced} messages handled`,
-      () => unhandled(this.lines, this.produced).length === 0,
-    )
-    await eventually("no entry pending in any shard", async () =>
-      (await this.pending()).every((n) => n === 0),
-    )
-  }
-
-  /** The checks every scenario ends with. */
-  commonChecks(): void {
-    expect(this.produced).toBeGreaterThan(100)
-    expect(unhandled(this.lines, this.produced).join(", "), "unhandled messages").toBe("")
-    expect(
-      perKeyOrderViolations(this.lines, this.producedByKey).join("\n"),
-      "per-key order violations",
-    ).toBe("")
-  }
-
-  async close(): Promise<void> {
-    if (process.env.SHARDLINE_DUMP !== undefined)
-      writeFileSync(
-        `${process.env.SHARDLINE_DUMP}/${this.stream}.json`,
-        JSON.stringify({ lines: this.lines, produced: this.produced }),
-      )
-    this.stopProducing = true
-    await this.producing?.catch(() => {})
-    await this.producerRuntime?.stop().catch(() => {})
-    await Promise.all(this.procs.map((p) => p.kill()))
-  }
-}
-
-const lastOf = <A>(list: ReadonlyArray<A>, predicate: (a: A) => boolean): A | undefined => {
-  for (let i = list.length - 1; i >= 0; i--) if (predicate(list[i]!)) return list[i]
-  return undefined
-}
+beforeAll(async () => {
+  await buildMemberScript()
+}, 120_000)
 
 /**
  * Waits until `p` is in the middle of a batch: a batch of >= 4 entries whose

@@ -13,11 +13,16 @@ import { eventually } from "./redis.js"
 const here = import.meta.dirname
 export const MEMBER_SCRIPT = path.resolve(here, "../redis/procs/dist/member.js")
 
-/** Builds the member script (a few seconds); call once per test file, in `beforeAll`. */
-export const buildMemberScript = () =>
-  build({
+/**
+ * Builds the member script (a few seconds); call once per test file, in
+ * `beforeAll`. A file that runs beside another process test file builds its
+ * own copy (`name`: `procs/dist/<name>.js`, passed to `MemberProcess`), so
+ * one file's build never rewrites the script the other is starting.
+ */
+export const buildMemberScript = async (name = "member"): Promise<string> => {
+  await build({
     config: false,
-    entry: { member: path.resolve(here, "../redis/procs/member.ts") },
+    entry: { [name]: path.resolve(here, "../redis/procs/member.ts") },
     outDir: path.dirname(MEMBER_SCRIPT),
     format: ["esm"],
     dts: false,
@@ -25,6 +30,8 @@ export const buildMemberScript = () =>
     silent: true,
     target: "node20",
   })
+  return path.join(path.dirname(MEMBER_SCRIPT), `${name}.js`)
+}
 
 export interface Line {
   readonly t: number
@@ -45,9 +52,12 @@ export class MemberProcess {
   stderr = ""
   private partial = ""
 
-  constructor(readonly config: MemberProcessConfig) {
+  constructor(
+    readonly config: MemberProcessConfig,
+    script: string = MEMBER_SCRIPT,
+  ) {
     this.proc = `${config.memberId}#${++started}`
-    this.child = spawn(process.execPath, [MEMBER_SCRIPT, JSON.stringify(config)], {
+    this.child = spawn(process.execPath, [script, JSON.stringify(config)], {
       stdio: ["ignore", "pipe", "pipe"],
     })
     this.child.stdout!.setEncoding("utf8")

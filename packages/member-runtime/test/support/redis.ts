@@ -8,16 +8,23 @@ import {
   type RedisCluster,
   type RedisServer,
   type ServerKind,
+  type StartOptions,
   startRedis,
   startRedisCluster,
 } from "@shardline/redis-store/testing"
 import { afterAll, beforeAll } from "vitest"
 
-/** A server started in `beforeAll` and stopped in `afterAll`; call the getter inside tests. */
-export const useRedisServer = (kind: ServerKind = "redis7"): (() => RedisServer) => {
+/**
+ * A server started in `beforeAll` and stopped in `afterAll`; call the getter
+ * inside tests. `options`: e.g. `{ persistence: true }` (AOF, for restarts).
+ */
+export const useRedisServer = (
+  kind: ServerKind = "redis7",
+  options: Omit<StartOptions, "kind"> = {},
+): (() => RedisServer) => {
   let server: RedisServer | undefined
   beforeAll(async () => {
-    server = await startRedis({ kind })
+    server = await startRedis({ ...options, kind })
   }, 120_000)
   afterAll(async () => {
     await server?.stop()
@@ -29,10 +36,13 @@ export const useRedisServer = (kind: ServerKind = "redis7"): (() => RedisServer)
 }
 
 /** A 3-node cluster started in `beforeAll` and stopped in `afterAll`. */
-export const useRedisCluster = (kind: ServerKind = "redis7"): (() => RedisCluster) => {
+export const useRedisCluster = (
+  kind: ServerKind = "redis7",
+  options: Omit<StartOptions, "kind"> = {},
+): (() => RedisCluster) => {
   let cluster: RedisCluster | undefined
   beforeAll(async () => {
-    cluster = await startRedisCluster({ kind })
+    cluster = await startRedisCluster({ ...options, kind })
   }, 180_000)
   afterAll(async () => {
     await cluster?.stop()

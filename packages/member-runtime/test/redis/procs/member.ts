@@ -14,12 +14,25 @@
  *   the handler gives up, as a handler should);
  * - `{ ev: <runtime event type>, at, shard?, shards?, token?, reason? }` for
  *   joined, assigned, revoking, revoked, lost, staleOwner, left,
- *   coordinatorElected, coordinatorResigned;
- * - `{ ev: "exit" }` after a graceful stop (SIGTERM).
+ *   coordinatorElected, coordinatorResigned, leaseLost, leaseRegained,
+ *   handlerStuck, superseded, dataPlaneError (`error`: its message), and
+ *   `heartbeat` when it was not answered NONE or took a heartbeat interval
+ *   or more (`errorCode`, `latencyMs`, `error`);
+ * - `{ ev: "stopping" }` on SIGTERM, `{ ev: "exit", stopMs }` after the
+ *   graceful stop (`stopMs`: how long `runtime.stop()` took);
+ * - `{ ev: "clock", offsetMs }` when the wall-clock offset changed (below).
+ *
+ * With `clockFile`, `Date.now` (effect's wall clock, and so every event's
+ * `at`) is the real time plus the integer in that file, read every 20 ms:
+ * the test steps this process's wall clock by writing the file. `t` stays
+ * real (performance's clock), and an event's line carries `at` with the
+ * offset taken off (`wallAt`: as the runtime stamped it), so the lines of
+ * all processes remain comparable.
  * stdout is a pipe, and pipe writes are synchronous on Linux: a line written
  * before a SIGKILL reaches the test.
  */
 
+import { readFileSync } from "node:fs"
 import { consumer, type Message, start } from "../../../src/index.js"
 import type { RedisOptions } from "../../../src/Redis.js"
 
@@ -42,6 +55,8 @@ export interface MemberProcessConfig {
    * it there, and is fast again once resumed).
    */
   readonly slowUntilContMs?: number
+  /** A file holding this process's wall-clock offset in ms (see above). */
+  readonly clockFile?: string
 }
 
 const config = JSON.parse(process.argv[2]!) as MemberProcessConfig
@@ -68,6 +83,28 @@ const sleep = (ms: number, signal: AbortSignal) =>
       { once: true },
     )
   })
+/** The wall-clock offset now in effect (`clockFile`). */
+let offsetMs = 0
+if (config.clockFile !== undefined) {
+  const file = config.clockFile
+  const realNow = Date.now.bind(Date)
+  Date.now = () => realNow() + offsetMs
+  const readOffset = () => {
+    let next = offsetMs
+    try {
+      next = Number.parseInt(readFileSync(file, "utf8"), 10)
+    } catch {
+      // not written yet: no offset
+    }
+    if (Number.isSafeInteger(next) && next !== offsetMs) {
+      offsetMs = next
+      log({ ev: "clock", offsetMs })
+    }
+  }
+  readOffset()
+  setInterval(readOffset, 20)
+}
+
 const describe = (m: Message) => ({
   shard: m.shard,
   id: m.id,
@@ -86,6 +123,11 @@ const logged = new Set([
   "left",
   "coordinatorElected",
   "coordinatorResigned",
+  "leaseLost",
+  "leaseRegained",
+  "handlerStuck",
+  "superseded",
+  "dataPlaneError",
 ])
 
 const runtime = await start({
@@ -94,9 +136,25 @@ const runtime = await start({
   shutdownTimeoutMs: 20_000,
   handleSignals: false,
   onEvent: (e) => {
+    if (e.type === "heartbeat") {
+      if (e.errorCode !== "NONE" || e.latencyMs >= config.heartbeatIntervalMs)
+        log({
+          ev: "heartbeat",
+          errorCode: e.errorCode,
+          latencyMs: e.latencyMs,
+          error: e.error === undefined ? undefined : String(e.error.message),
+        })
+      return
+    }
     if (!logged.has(e.type)) return
     const { type, stream: _s, group: _g, ...rest } = e as unknown as Record<string, unknown>
-    log({ ev: type, ...rest })
+    const error = rest.error as { message?: unknown } | undefined
+    log({
+      ev: type,
+      ...rest,
+      ...(offsetMs === 0 ? {} : { at: (rest.at as number) - offsetMs, wallAt: rest.at }),
+      ...(error === undefined ? {} : { error: String(error.message ?? error) }),
+    })
   },
   consumers: [
     consumer({
@@ -138,9 +196,11 @@ const runtime = await start({
 log({ ev: "ready" })
 
 const stop = () => {
+  log({ ev: "stopping" })
+  const stoppingAt = performance.now()
   void runtime.stop().then(
     () => {
-      log({ ev: "exit" })
+      log({ ev: "exit", stopMs: performance.now() - stoppingAt })
       process.exit(0)
     },
     (error: unknown) => {

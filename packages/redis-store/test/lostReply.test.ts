@@ -1,0 +1,111 @@
+/**
+ * A read whose reply is lost after Redis ran it (docs/redis.md,
+ * "Connections"): the read must fail, so its caller reads its pending
+ * entries again, and must never be run a second time behind the caller's
+ * back. A second XREADGROUP `>` returns the NEXT entries: the first run's
+ * entries stay pending with the consumer, unhandled until the shard changes
+ * owner, while later entries of the same keys are handled (per-key order
+ * broken). The member runtime's availability test found it on a 3-node
+ * cluster restarted under load (ioredis' Cluster re-sends a command whose
+ * connection closed, `retryDelayOnFailover`).
+ *
+ * A proxy in front of each node (test/support/proxy.ts; ioredis' `natMap`
+ * sends the cluster's connections through them) lets one request through
+ * and loses its reply.
+ */
+import { assert, it } from "@effect/vitest"
+import { ShardStreams } from "@shardline/core"
+import { Effect, Exit } from "effect"
+import { describe, inject } from "vitest"
+import * as RedisConnection from "../src/RedisConnection.js"
+import * as RedisShardStreams from "../src/RedisShardStreams.js"
+import { type LossyProxy, startLossyProxy } from "./support/proxy.js"
+import { unique } from "./support/targets.js"
+
+const { shardKey } = ShardStreams
+
+/**
+ * Append 3 entries, read one (the read path is warm: scripts loaded,
+ * connections open), lose the reply of the next read of the rest, then
+ * compare what that read returned with what Redis recorded as delivered.
+ */
+const loseOneRead = (
+  connection: RedisConnection.RedisConnectionShape,
+  proxyOf: (key: string) => Effect.Effect<LossyProxy>,
+) =>
+  Effect.gen(function* () {
+    const streams = RedisShardStreams.makeWith(connection)
+    const stream = unique("lost-reply")
+    const address = { stream, shard: 0, group: "g", consumer: "c1", token: 0 }
+    for (const k of ["a", "b", "c"]) yield* streams.append(stream, 0, { k })
+    const [first] = yield* streams.read({ ...address, count: 1 })
+    yield* streams.ack({ ...address, ids: [first!.id], mode: "ack" })
+    const proxy = yield* proxyOf(shardKey(stream, 0))
+    proxy.loseNextReply()
+    const read = yield* Effect.exit(streams.read({ ...address, count: 10 }))
+    const lost = proxy.lost()
+    const pending = (yield* Effect.promise(() =>
+      connection.client.xpending(shardKey(stream, 0), "g", "-", "+", 10),
+    )) as Array<[string, string, number, number]>
+    return { read, lost, pending: pending.map(([id]) => id) }
+  })
+
+describe("a read whose reply is lost", () => {
+  it.live("on a 3-node cluster: it fails, and is not run again behind the caller's back", () =>
+    Effect.gen(function* () {
+      const cluster = inject("cluster7")
+      if (!cluster.ok) return yield* Effect.die(new Error(cluster.error))
+      const proxies = yield* Effect.acquireRelease(
+        Effect.promise(() => Promise.all(cluster.nodes.map((n) => startLossyProxy(n)))),
+        (ps) => Effect.promise(() => Promise.all(ps.map((p) => p.close()))),
+      )
+      const natMap = Object.fromEntries(
+        cluster.nodes.map((n, i) => [
+          `${n.host}:${n.port}`,
+          { host: "127.0.0.1", port: proxies[i]!.port },
+        ]),
+      )
+      const connection = yield* RedisConnection.make({
+        cluster: {
+          nodes: proxies.map((p) => ({ host: "127.0.0.1", port: p.port })),
+          options: { natMap },
+        },
+      })
+      // the proxy of the node that serves the shard's slot
+      const proxyOf = (key: string) =>
+        Effect.promise(async () => {
+          const slot = Number(await connection.client.call("CLUSTER", "KEYSLOT", key))
+          const ranges = (await connection.client.call("CLUSTER", "SLOTS")) as Array<
+            [number, number, [string, number]]
+          >
+          const [, , [, port]] = ranges.find(([from, to]) => from <= slot && slot <= to)!
+          return proxies[cluster.nodes.findIndex((n) => n.port === Number(port))]!
+        })
+      const { read, lost, pending } = yield* loseOneRead(connection, proxyOf)
+      assert.strictEqual(lost, 1, "one reply was lost")
+      // Redis ran it: both entries are pending with the consumer ...
+      assert.strictEqual(pending.length, 2)
+      // ... so the caller must know the read failed (it then reads its pending entries)
+      assert.isTrue(
+        Exit.isFailure(read),
+        `the read failed; it returned ${Exit.isSuccess(read) ? JSON.stringify(read.value.map((m) => m.id)) : "-"} while Redis delivered ${JSON.stringify(pending)}`,
+      )
+    }).pipe(Effect.scoped),
+  )
+
+  it.live("on one node (the gated read, its own connection): it fails", () =>
+    Effect.gen(function* () {
+      const server = inject("redis7")
+      if (!server.ok) return yield* Effect.die(new Error(server.error))
+      const proxy = yield* Effect.acquireRelease(
+        Effect.promise(() => startLossyProxy({ host: server.host, port: server.port })),
+        (p) => Effect.promise(() => p.close()),
+      )
+      const connection = yield* RedisConnection.make({ host: "127.0.0.1", port: proxy.port })
+      const { read, lost, pending } = yield* loseOneRead(connection, () => Effect.succeed(proxy))
+      assert.strictEqual(lost, 1, "one reply was lost")
+      assert.strictEqual(pending.length, 2)
+      assert.isTrue(Exit.isFailure(read), "the read failed (its outcome is unknown)")
+    }).pipe(Effect.scoped),
+  )
+})
