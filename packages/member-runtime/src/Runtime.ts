@@ -363,7 +363,10 @@ export const make = (
     const store = yield* Store.Store
 
     // coordinators ------------------------------------------------------------------
-    const candidates = new Map<string, Candidate>()
+    const candidates = new Map<
+      string,
+      { readonly candidate: Candidate; readonly heartbeatIntervalMs: number }
+    >()
     if ((o.coordinator ?? "embedded") === "embedded") {
       const holder = `${memberBase}#${nextIncarnation()}`
       for (const spec of specs) {
@@ -385,7 +388,7 @@ export const make = (
           ),
           Scope.provide(coordinatorScope),
         )
-        candidates.set(k, candidate)
+        candidates.set(k, { candidate, heartbeatIntervalMs: config.heartbeatIntervalMs })
       }
     }
 
@@ -507,8 +510,34 @@ export const make = (
         discard: true,
       })
       yield* Scope.close(memberScope, Exit.void)
+      // A leading coordinator hands over only once the shards this process's
+      // members released are granted to their next owners (bounded by a
+      // heartbeat interval): their heartbeats, answered here, need not wait
+      // for the successor (docs/protocol.md rule 20).
+      yield* Effect.forEach(
+        candidates.values(),
+        ({ candidate, heartbeatIntervalMs }) => grantsSettled(candidate, heartbeatIntervalMs),
+        { concurrency: "unbounded", discard: true },
+      )
       yield* Scope.close(coordinatorScope, Exit.void)
     })
+    /** Until every shard targeted to a live member is granted (at most a heartbeat interval). */
+    const grantsSettled = (candidate: Candidate, heartbeatIntervalMs: number) => {
+      const settled = Effect.map(candidate.host.state, (state) =>
+        Option.match(state, {
+          onNone: () => true,
+          onSome: (s) => s.target.every((to, shard) => to === null || s.current[shard] !== null),
+        }),
+      )
+      const poll: Effect.Effect<void> = Effect.suspend(() =>
+        candidate.isServing()
+          ? Effect.flatMap(settled, (done) =>
+              done ? Effect.void : Effect.andThen(Effect.sleep(5), poll),
+            )
+          : Effect.void,
+      )
+      return Effect.timeoutOption(poll, Math.max(1, heartbeatIntervalMs))
+    }
     const stop = Effect.suspend(() => {
       if (stopping === undefined) stopping = Effect.cached(stopOnce).pipe(Effect.runSync)
       return stopping
@@ -625,7 +654,7 @@ export const make = (
           g.members.reduce((closed, m) => m.poller.resetCircuit(shard) || closed, false),
         ),
       monitor: (stream, group) => {
-        const candidate = candidates.get(groupKeyString(stream, group))
+        const candidate = candidates.get(groupKeyString(stream, group))?.candidate
         return candidate === undefined
           ? Effect.succeed(undefined)
           : Effect.map(candidate.host.monitor, Option.getOrUndefined)

@@ -180,6 +180,33 @@ describe("runtime: several processes sharing the memory ports", () => {
       assert.deepStrictEqual(ownershipProblems(w.log), [])
     }),
   )
+
+  it.effect(
+    "rule 20: a leading coordinator that stops grants its members' released shards before it hands over",
+    () =>
+      Effect.gen(function* () {
+        const w = yield* makeWorld()
+        const a = yield* w.startRuntime("pod-a", { consumers: [w.recordingConsumer({})] })
+        const b = yield* w.startRuntime("pod-b", { consumers: [w.recordingConsumer({})] })
+        yield* w.runUntil("two owners", () => countsByMember(ownedBy(w.events())).size === 2)
+        assert.isTrue(w.eventsOf("coordinatorElected")[0]!.holder.startsWith("pod-a#"))
+        yield* w.stopRuntime(a)
+        // pod-b was granted every shard by the coordinator it heartbeats to
+        // (pod-a's, before it handed over), not after its own candidate took
+        // the lease: the handoff does not wait for a coordinator failover
+        const events = w.events()
+        const elected = events.findIndex(
+          (e) => e.type === "coordinatorElected" && e.holder.startsWith("pod-b#"),
+        )
+        const grantedBefore = ownedBy(elected === -1 ? events : events.slice(0, elected))
+        assert.strictEqual(grantedBefore.size, timing.shardCount)
+        assert.deepStrictEqual([...countsByMember(grantedBefore).keys()], ["pod-b"])
+        yield* w.produce(50)
+        yield* w.runUntil("all handled", w.allHandled)
+        assert.deepStrictEqual(ownershipProblems(w.log), [])
+        void b
+      }),
+  )
 })
 
 const { Reshard } = Layout
