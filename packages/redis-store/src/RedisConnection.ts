@@ -152,13 +152,45 @@ export const makeClient = (options: RedisConnectionOptions): Client => {
       redisOptions: common,
       scripts: ioredisScripts,
     })
-  const withScripts: RedisOptions = { ...common, scripts: ioredisScripts }
-  if (options.url !== undefined) return new Redis(options.url, withScripts)
-  return new Redis({
-    ...(options.host === undefined ? {} : { host: options.host }),
-    ...(options.port === undefined ? {} : { port: options.port }),
-    ...withScripts,
-  })
+  // Likewise on one node: ioredis re-sends the unanswered commands after a
+  // reconnect unless told not to, and then drops them unanswered; they fail
+  // at the close instead (failUnansweredOnClose).
+  const withScripts: RedisOptions = {
+    ...common,
+    scripts: ioredisScripts,
+    autoResendUnfulfilledCommands: false,
+  }
+  const client =
+    options.url !== undefined
+      ? new Redis(options.url, withScripts)
+      : new Redis({
+          ...(options.host === undefined ? {} : { host: options.host }),
+          ...(options.port === undefined ? {} : { port: options.port }),
+          ...withScripts,
+        })
+  failUnansweredOnClose(client)
+  return client
+}
+
+/** The error of a command whose connection closed before its reply came. */
+export const UNANSWERED =
+  "the connection to Redis closed before the reply came: the command may have run, and is not sent again"
+
+/**
+ * When a reconnecting connection closes, fails the commands it sent and got
+ * no reply for (their outcome is unknown: the caller decides), and keeps the
+ * ones queued while it was down (they never reached Redis; they go out after
+ * the reconnect). ioredis 5 emits "close" on the next tick after it moved to
+ * "close", before any reconnect, so its command queue then holds exactly the
+ * unanswered commands; `flushQueue` is its own (private) way to fail them.
+ */
+const failUnansweredOnClose = (client: Redis): void => {
+  const internals = client as unknown as {
+    flushQueue: (error: Error, options: { offlineQueue: boolean; commandQueue: boolean }) => void
+  }
+  client.on("close", () =>
+    internals.flushQueue(new Error(UNANSWERED), { offlineQueue: false, commandQueue: true }),
+  )
 }
 
 const flatten = (value: unknown): Array<unknown> =>

@@ -14,7 +14,6 @@
  * and loses its reply.
  */
 import { assert, it } from "@effect/vitest"
-import { ShardStreams } from "@shardline/core"
 import { Effect, Exit } from "effect"
 import { describe, inject } from "vitest"
 import * as RedisConnection from "../src/RedisConnection.js"
@@ -22,7 +21,6 @@ import * as RedisShardStreams from "../src/RedisShardStreams.js"
 import { type LossyProxy, startLossyProxy } from "./support/proxy.js"
 import { unique } from "./support/targets.js"
 
-const { shardKey } = ShardStreams
 
 /**
  * Append 3 entries, read one (the read path is warm: scripts loaded,
@@ -32,20 +30,21 @@ const { shardKey } = ShardStreams
 const loseOneRead = (
   connection: RedisConnection.RedisConnectionShape,
   proxyOf: (key: string) => Effect.Effect<LossyProxy>,
+  options: RedisShardStreams.ShardStreamsOptions = {},
 ) =>
   Effect.gen(function* () {
-    const streams = RedisShardStreams.makeWith(connection)
+    const streams = RedisShardStreams.makeWith(connection, options)
     const stream = unique("lost-reply")
     const address = { stream, shard: 0, group: "g", consumer: "c1", token: 0 }
     for (const k of ["a", "b", "c"]) yield* streams.append(stream, 0, { k })
     const [first] = yield* streams.read({ ...address, count: 1 })
     yield* streams.ack({ ...address, ids: [first!.id], mode: "ack" })
-    const proxy = yield* proxyOf(shardKey(stream, 0))
+    const proxy = yield* proxyOf(connection.keys.shardKey(stream, 0))
     proxy.loseNextReply()
     const read = yield* Effect.exit(streams.read({ ...address, count: 10 }))
     const lost = proxy.lost()
     const pending = (yield* Effect.promise(() =>
-      connection.client.xpending(shardKey(stream, 0), "g", "-", "+", 10),
+      connection.client.xpending(connection.keys.shardKey(stream, 0), "g", "-", "+", 10),
     )) as Array<[string, string, number, number]>
     return { read, lost, pending: pending.map(([id]) => id) }
   })
@@ -107,5 +106,34 @@ describe("a read whose reply is lost", () => {
       assert.strictEqual(pending.length, 2)
       assert.isTrue(Exit.isFailure(read), "the read failed (its outcome is unknown)")
     }).pipe(Effect.scoped),
+  )
+
+  it.live(
+    "on one node (the script read, on the shared command connection): it fails, and the connection serves the next command",
+    () =>
+      Effect.gen(function* () {
+        const server = inject("redis7")
+        if (!server.ok) return yield* Effect.die(new Error(server.error))
+        const proxy = yield* Effect.acquireRelease(
+          Effect.promise(() => startLossyProxy({ host: server.host, port: server.port })),
+          (p) => Effect.promise(() => p.close()),
+        )
+        const connection = yield* RedisConnection.make({ host: "127.0.0.1", port: proxy.port })
+        const { read, lost, pending } = yield* loseOneRead(
+          connection,
+          () => Effect.succeed(proxy),
+          { read: "script" },
+        )
+        assert.strictEqual(lost, 1, "one reply was lost")
+        // Redis ran it once: both entries are pending (a second run would have
+        // found nothing new, and the caller would have got an empty read)
+        assert.strictEqual(pending.length, 2)
+        assert.isTrue(
+          Exit.isFailure(read),
+          `the read failed; it returned ${Exit.isSuccess(read) ? JSON.stringify(read.value.map((m) => m.id)) : "-"} while Redis delivered ${JSON.stringify(pending)}`,
+        )
+        // the command connection reconnects and works on
+        assert.strictEqual(yield* Effect.promise(() => connection.client.ping()), "PONG")
+      }).pipe(Effect.scoped),
   )
 })
