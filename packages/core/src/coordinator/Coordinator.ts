@@ -28,6 +28,7 @@ import {
 } from "./CoordinatorState.js"
 import type { GroupConfig } from "./GroupConfig.js"
 import { Draft, type Fence, type Instant, monoOf, wallOf } from "./internal/Draft.js"
+import { assignorMembers } from "./internal/MemberOrder.js"
 import {
   activeShards,
   blocked,
@@ -88,10 +89,10 @@ const done = <A>(
   ...extra,
 })
 
-const nothing = <A>(response: A): CoordinatorResult<A> => ({
+const nothing = <A>(response: A, timers: ReadonlyArray<Timer> = []): CoordinatorResult<A> => ({
   records: [],
   response,
-  timers: [],
+  timers,
   notices: [],
   fences: [],
   shardDeadlines: [],
@@ -382,10 +383,7 @@ export const followLayout = (
 
 /** Recompute the target with the assignor; start revocations for moved shards (seed step 1). */
 const recomputeTarget = (draft: Draft, reason: string, except?: string): void => {
-  const members = draft
-    .assignableMembers()
-    .map((m) => ({ id: m.memberId, weight: m.weight }))
-    .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+  const members = assignorMembers(draft)
   // the shards the group works with (earlier generations' undrained ones too)
   const shards = activeShards(draft.layoutView())
   const previous = shards.map((s) => draft.targetOf(s))
@@ -1164,8 +1162,7 @@ export const onTimer = (
   if (member === undefined) return nothing(undefined)
   if (key._tag === "Session") {
     const deadline = state.deadlines.get(timerId(key))
-    if (deadline !== undefined && deadline > now)
-      return { ...nothing(undefined), timers: [{ key, at: deadline }] }
+    if (deadline !== undefined && deadline > now) return nothing(undefined, [{ key, at: deadline }])
     const draft = new Draft(state, at)
     remove(draft, member, "MemberExpired", `session timeout (${state.config.sessionTimeoutMs} ms)`)
     return done(draft, undefined)
@@ -1181,9 +1178,7 @@ export const onTimer = (
     else grants.push(s)
   }
   if (revokes.length === 0 && grants.length === 0)
-    return Number.isFinite(next)
-      ? { ...nothing(undefined), timers: [{ key, at: next }] }
-      : nothing(undefined)
+    return Number.isFinite(next) ? nothing(undefined, [{ key, at: next }]) : nothing(undefined)
   const timeout = state.config.rebalanceTimeoutMs
   const reason =
     revokes.length > 0
@@ -1208,7 +1203,7 @@ const releaseDue = (state: CoordinatorState, at: Instant): CoordinatorResult<voi
     else next = Math.min(next, deadline)
   }
   const timers: Array<Timer> = Number.isFinite(next) ? [{ key: RELEASE_TIMER, at: next }] : []
-  if (due.length === 0) return { ...nothing(undefined), timers }
+  if (due.length === 0) return nothing(undefined, timers)
   const draft = new Draft(state, at)
   due.sort((a, b) => a - b)
   for (const s of due) {

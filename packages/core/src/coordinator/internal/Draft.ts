@@ -111,15 +111,6 @@ export class Draft {
     return m ?? this.state.members.get(id)
   }
 
-  /** Members the assignor may give shards to: registered and not leaving. */
-  assignableMembers(): Array<MemberEntry> {
-    const out: Array<MemberEntry> = []
-    for (const [id, m] of this.state.members)
-      if (!this.members.has(id) && m.state !== "LEAVING") out.push(m)
-    for (const m of this.members.values()) if (m !== null && m.state !== "LEAVING") out.push(m)
-    return out
-  }
-
   putMember(m: MemberEntry): void {
     if (!this.members.has(m.memberId)) this.memberOrder.push(m.memberId)
     this.members.set(m.memberId, m)
