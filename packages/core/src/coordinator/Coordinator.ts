@@ -10,6 +10,7 @@
  * mutate the state, never read a clock and never do I/O.
  */
 import { stickyAssign } from "../assignor/stickyAssign.js"
+import { sortByShard } from "../internal/sortShards.js"
 import type {
   HeartbeatRequest,
   HeartbeatResponse,
@@ -692,7 +693,7 @@ const revokingGrants = (draft: Draft, memberId: string): Array<ShardGrant> => {
     const cur = draft.currentOf(s)
     if (cur !== null && cur.memberId === memberId) out.push({ shard: s, token: cur.token })
   }
-  return out.sort((a, b) => a.shard - b.shard)
+  return sortByShard(out)
 }
 
 const respond = (

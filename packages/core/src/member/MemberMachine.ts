@@ -60,6 +60,7 @@ import {
   LeaseUnusable,
   MemberSuperseded,
 } from "../Errors.js"
+import { sortByShard, sortShards } from "../internal/sortShards.js"
 import type {
   HeartbeatRequest,
   HeartbeatResponse,
@@ -377,7 +378,7 @@ const isOwned = (status: ShardStatus) => status === "starting" || status === "re
 export const ownedShards = (state: MemberState): Array<number> => {
   const out: Array<number> = []
   for (const [shard, entry] of state.shards) if (isOwned(entry.status)) out.push(shard)
-  return out.sort(byNumber)
+  return sortShards(out)
 }
 
 /** Shards the member is giving up, with REVOKING (draining) or REVOKED (drained), ascending. */
@@ -387,7 +388,7 @@ export const revokingShards = (state: MemberState): Array<RevokingShard> => {
     if (entry.status === "revoking") out.push({ shard, state: "REVOKING", token: entry.token })
     else if (entry.status === "revoked") out.push({ shard, state: "REVOKED", token: entry.token })
   }
-  return out.sort((a, b) => a.shard - b.shard)
+  return sortByShard(out)
 }
 
 /** Owned shards the read loops found drained, with their tokens (docs/resharding.md). */
@@ -395,7 +396,7 @@ export const drainedShards = (state: MemberState): Array<{ shard: number; token:
   const out: Array<{ shard: number; token: number }> = []
   for (const [shard, entry] of state.shards)
     if (entry.exhausted === true && isOwned(entry.status)) out.push({ shard, token: entry.token })
-  return out.sort((a, b) => a.shard - b.shard)
+  return sortByShard(out)
 }
 
 /** The owner token the member currently uses for `shard`, if it owns it. */
@@ -444,8 +445,6 @@ export const nextDeadline = (state: MemberState): number | undefined => {
   if (state.lifecycle === "leaving") at = Math.min(at, state.leaveDeadline)
   return at
 }
-
-const byNumber = (a: number, b: number) => a - b
 
 const draining = (state: MemberState): boolean => {
   for (const entry of state.shards.values()) if (entry.status !== "revoked") return true

@@ -4,6 +4,7 @@
  * `finish` turns the overlay into records (small deltas, in replay order).
  */
 
+import { sortShards } from "../../internal/sortShards.js"
 import type { ShardLayout } from "../../protocol/Heartbeat.js"
 import type { CoordinatorState, MemberEntry, ShardDeadline, Timer } from "../CoordinatorState.js"
 import type {
@@ -180,11 +181,11 @@ export class Draft {
     memberId: string,
   ): Array<number> {
     const base = index.get(memberId)
-    if (overlay.size === 0) return base === undefined ? [] : [...base].sort((a, b) => a - b)
+    if (overlay.size === 0) return base === undefined ? [] : sortShards([...base])
     const out = new Set<number>()
     if (base !== undefined) for (const s of base) if (read(s) === memberId) out.add(s)
     for (const s of overlay.keys()) if (read(s) === memberId) out.add(s)
-    return [...out].sort((a, b) => a - b)
+    return sortShards([...out])
   }
 
   /** Shards targeted to a member, ascending. O(its shards + overlay). */
