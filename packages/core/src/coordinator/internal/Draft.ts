@@ -41,6 +41,13 @@ export type Instant = number | { readonly mono: number; readonly wall: number }
 export const monoOf = (now: Instant): number => (typeof now === "number" ? now : now.mono)
 export const wallOf = (now: Instant): number => (typeof now === "number" ? now : now.wall)
 
+/**
+ * A map's entries; an empty overlay (the usual heartbeat) allocates nothing:
+ * spreading a Map builds an iterator and entry arrays even when it is empty
+ * (docs/simulator.md, Speed).
+ */
+const entries = <K, V>(map: ReadonlyMap<K, V>): Array<[K, V]> => (map.size === 0 ? [] : [...map])
+
 export class Draft {
   readonly members = new Map<string, MemberEntry | null>()
   readonly target = new Map<number, string | null>()
@@ -325,7 +332,7 @@ export class Draft {
     }
     if (this.groupEpoch !== this.state.groupEpoch)
       records.push({ _tag: "GroupEpochBumped", groupEpoch: this.groupEpoch })
-    const targetChanges = [...this.target]
+    const targetChanges = entries(this.target)
       .filter(([s, m]) => (this.state.target[s] ?? null) !== m)
       .map(([shard, memberId]) => ({ shard, memberId }))
     if (targetChanges.length > 0 || this.assignmentEpoch !== this.state.assignmentEpoch)
@@ -334,15 +341,15 @@ export class Draft {
         assignmentEpoch: this.assignmentEpoch,
         shards: targetChanges,
       })
-    const revs = [...this.revocations]
+    const revs = entries(this.revocations)
       .filter(([s, m]) => (this.state.revocations[s] ?? null) !== m)
       .map(([shard, revocation]) => ({ shard, revocation }))
     if (revs.length > 0) records.push({ _tag: "RevocationsChanged", shards: revs })
-    const owners = [...this.current]
+    const owners = entries(this.current)
       .filter(([s, o]) => (this.state.current[s] ?? null) !== o)
       .map(([shard, owner]) => ({ shard, owner }))
     if (owners.length > 0) records.push({ _tag: "ShardOwnersChanged", shards: owners })
-    const held = [...this.held]
+    const held = entries(this.held)
       .filter(([s, h]) => (this.state.held[s] ?? null) !== h)
       .map(([shard, h]) => ({ shard, held: h }))
     if (held.length > 0) records.push({ _tag: "HeldChanged", shards: held })
