@@ -204,8 +204,8 @@ export const mutants = [
     name: "session-deadline-never-moves",
     why: "a session deadline fires at its first arming: heartbeats do not extend the session",
     file: C,
-    find: "    if (deadline !== undefined && deadline > now)\n",
-    replace: "    if (false && deadline !== undefined && deadline > now)\n",
+    find: "    if (deadline !== undefined && deadline > now) return",
+    replace: "    if (false && deadline !== undefined && deadline > now) return",
   },
   {
     name: "stale-response-applied",
@@ -231,9 +231,9 @@ export const mutants = [
   {
     name: "assignor-ignores-weights",
     why: "the target ignores member weights",
-    file: C,
-    find: "    .map((m) => ({ id: m.memberId, weight: m.weight }))\n",
-    replace: "    .map((m) => ({ id: m.memberId }))\n",
+    file: "coordinator/internal/MemberOrder.ts",
+    find: "out.push({ id: m.memberId, weight: m.weight })",
+    replace: "out.push({ id: m.memberId })",
   },
   {
     name: "no-hold-back",
