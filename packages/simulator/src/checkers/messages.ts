@@ -1,11 +1,17 @@
 /**
  * No message lost: every produced message is acknowledged at least once by
- * the end of the liveness phase. Duplicates (handled more than once) are
- * counted; exact runs allow none (the exactness checker).
+ * the end of the run (the liveness phase, plus the quiet tail while a group
+ * still works off its backlog: see `Simulation`). Duplicates (handled more
+ * than once) are counted; exact runs allow none (the exactness checker).
+ * A loss is one violation with the full counts (messages, shards) and the
+ * first few shards, so a report of thousands stays readable.
  *
  * @module
  */
 import type { Report } from "./types.js"
+
+/** Shards listed by name in a loss report; the rest are counted. */
+const LISTED = 5
 
 export class MessageChecker {
   private produced: Int32Array
@@ -14,6 +20,10 @@ export class MessageChecker {
   duplicates = 0
   handledTotal = 0
   ackedTotal = 0
+  producedTotal = 0
+  /** After `finish`: messages never acknowledged, and the shards they are on. */
+  lostMessages = 0
+  lostShards = 0
 
   constructor(shards: number) {
     this.produced = new Int32Array(shards)
@@ -24,6 +34,7 @@ export class MessageChecker {
   produce(shard: number): number {
     const id = this.produced[shard]!
     this.produced[shard] = id + 1
+    this.producedTotal++
     ensure(this.acked, shard, id)
     ensure(this.handled, shard, id)
     return id
@@ -51,10 +62,16 @@ export class MessageChecker {
     return this.produced[shard]!
   }
 
-  /** Reports every shard with unacknowledged messages (at most `limit` reports). */
-  finish(time: number, report: Report, limit = 5): number {
+  /**
+   * Counts the messages never acknowledged and their shards; reports them as
+   * one violation (full counts, the first few shards by name). Returns the
+   * number of messages lost. `why` says how the run ended, for the report.
+   */
+  finish(time: number, report: Report, why = ""): number {
     let lost = 0
-    let reported = 0
+    let shards = 0
+    const listed: Array<string> = []
+    let firstShard: number | undefined
     for (let s = 0; s < this.produced.length; s++) {
       const a = this.acked[s]!
       let first = -1
@@ -64,17 +81,21 @@ export class MessageChecker {
           if (first < 0) first = id
           count++
         }
-      if (count > 0) {
-        lost += count
-        if (reported++ < limit)
-          report({
-            checker: "message-loss",
-            time,
-            shard: s,
-            message: `shard ${s}: ${count} message(s) never acknowledged (first id ${first})`,
-          })
-      }
+      if (count === 0) continue
+      lost += count
+      shards++
+      firstShard ??= s
+      if (listed.length < LISTED) listed.push(`shard ${s}: ${count} (first id ${first})`)
     }
+    this.lostMessages = lost
+    this.lostShards = shards
+    if (lost > 0)
+      report({
+        checker: "message-loss",
+        time,
+        shard: firstShard,
+        message: `${lost} message(s) on ${shards} shard(s) never acknowledged${why === "" ? "" : ` (${why})`}: ${listed.join(", ")}${shards > LISTED ? `, and ${shards - LISTED} more shard(s)` : ""}`,
+      })
     return lost
   }
 }
