@@ -606,7 +606,7 @@ export class Members {
   /** New data on `shard`, which process `pid` reads. */
   wakeFor(pid: number, shard: number): void {
     const p = this.procs[pid]!
-    if (p.alive && !p.paused && p.runs.has(shard)) this.wake(p)
+    if (p.idle > 0 && p.alive && !p.paused && p.runs.has(shard)) this.wake(p)
   }
 
   worker(pid: number): void {
@@ -624,8 +624,9 @@ export class Members {
     for (let k = 0; k < n; k++) {
       const pos = (p.rrPos + k) % n
       const shard = p.rotation[pos]!
+      if (data.backlog(shard) === 0) continue
       const run = p.runs.get(shard)!
-      if (run.draining || run.fenced || run.batch !== null || data.backlog(shard) === 0) continue
+      if (run.draining || run.fenced || run.batch !== null) continue
       p.rrPos = pos + 1
       if (p.slot.partStore) {
         w.count("store:readUnreachable")
