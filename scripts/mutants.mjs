@@ -58,8 +58,8 @@ export const mutants = [
     name: "non-sticky-assignor",
     why: "the target is recomputed from scratch (no previous owners): stickiness dropped",
     file: C,
-    find: "  const next = stickyAssign({ shardCount: shards.length, members, previous })\n",
-    replace: "  const next = stickyAssign({ shardCount: shards.length, members, previous: [] })\n",
+    find: "  const next = assignSorted(shards.length, ids, weights, previous).owners\n",
+    replace: "  const next = assignSorted(shards.length, ids, weights, []).owners\n",
   },
   {
     name: "ignore-one-revoked",
@@ -232,8 +232,8 @@ export const mutants = [
     name: "assignor-ignores-weights",
     why: "the target ignores member weights",
     file: "coordinator/internal/MemberOrder.ts",
-    find: "out.push({ id: m.memberId, weight: m.weight })",
-    replace: "out.push({ id: m.memberId })",
+    find: "      weights.push(m.weight)\n",
+    replace: "      weights.push(1)\n",
   },
   {
     name: "no-hold-back",

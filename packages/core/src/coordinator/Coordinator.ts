@@ -9,7 +9,7 @@
  * runtime must write to storage before sending the response. Handlers never
  * mutate the state, never read a clock and never do I/O.
  */
-import { stickyAssign } from "../assignor/stickyAssign.js"
+import { assignSorted } from "../assignor/internal/assignSorted.js"
 import { sortByShard } from "../internal/sortShards.js"
 import type {
   HeartbeatRequest,
@@ -384,11 +384,11 @@ export const followLayout = (
 
 /** Recompute the target with the assignor; start revocations for moved shards (seed step 1). */
 const recomputeTarget = (draft: Draft, reason: string, except?: string): void => {
-  const members = assignorMembers(draft)
+  const { ids, weights } = assignorMembers(draft)
   // the shards the group works with (earlier generations' undrained ones too)
   const shards = activeShards(draft.layoutView())
   const previous = shards.map((s) => draft.targetOf(s))
-  const next = stickyAssign({ shardCount: shards.length, members, previous })
+  const next = assignSorted(shards.length, ids, weights, previous).owners
   const changed: Array<number> = []
   for (let i = 0; i < shards.length; i++) {
     const to = next[i] ?? null

@@ -1,87 +1,159 @@
 /**
  * The members the assignor may give shards to, in its order: ascending id
  * (code units, docs/assignor.md). Every target recomputation needs them, and
- * sorting thousands of ids anew at each join, leave or expiry was the largest
- * cost of a membership change in a big group (docs/simulator.md, Speed). So
- * the sorted ids of a registry are kept per registry map and brought up to
- * date in O(members) map lookups, without string comparisons, when it
- * changed; only ids added since the last call are sorted.
+ * sorting, copying and checking thousands of members anew at each join,
+ * leave or expiry was the largest cost of a membership change in a big group
+ * (docs/simulator.md, Speed). So the order of a registry map is kept beside
+ * it and brought up to date at each call by one walk over the map in its
+ * iteration order (insertion order: removed ids drop out, new ids come last),
+ * comparing ids by identity, no hashing; only ids added since the last call
+ * are placed by comparison.
  *
- * The cache checks itself on every call (same size, every cached id still
- * registered), so it needs no hook in `replay` and can never be stale.
+ * The walk runs on every call, so the order needs no hook in `replay` and is
+ * never stale.
  */
 import { compareIds } from "../../assignor/internal/validate.js"
-import type { AssignorMember } from "../../assignor/types.js"
 import type { MemberEntry } from "../CoordinatorState.js"
 import type { Draft } from "./Draft.js"
 
 interface Order {
-  readonly sorted: Array<string>
-  readonly ids: Set<string>
+  /** The registry's ids and entries in its iteration order, as of the last call. */
+  readonly keys: Array<string>
+  readonly entries: Array<MemberEntry>
+  /** Positions in `keys` in ascending id order. */
+  sorted: Array<number>
 }
 
-const orders = new WeakMap<ReadonlyMap<string, unknown>, Order>()
+const orders = new WeakMap<ReadonlyMap<string, MemberEntry>, Order>()
 
-/** The ids of `members` in ascending order. */
-export const sortedIds = (members: ReadonlyMap<string, unknown>): ReadonlyArray<string> => {
-  const order = orders.get(members)
+/** The ids of `members` in ascending order (a fresh array). */
+export const sortedIds = (members: ReadonlyMap<string, MemberEntry>): Array<string> => {
+  const { keys, sorted } = orderOf(members)
+  return sorted.map((at) => keys[at]!)
+}
+
+const orderOf = (members: ReadonlyMap<string, MemberEntry>): Order => {
+  let order = orders.get(members)
   if (order === undefined) {
-    const sorted = [...members.keys()].sort(compareIds)
-    orders.set(members, { sorted, ids: new Set(sorted) })
-    return sorted
+    order = { keys: [], entries: [], sorted: [] }
+    orders.set(members, order)
   }
-  const { sorted, ids } = order
-  let removed = 0
-  for (const id of sorted) if (!members.has(id)) removed++
-  if (removed === 0 && sorted.length === members.size) return sorted
-  if (removed > 0) {
-    let j = 0
-    for (const id of sorted) {
-      if (members.has(id)) sorted[j++] = id
-      else ids.delete(id)
+  const { keys, entries } = order
+  const before = keys.length
+  // Old position -> new position (-1: removed); compacted in place (new <= old).
+  const moved = new Int32Array(before).fill(-1)
+  let i = 0
+  let n = 0
+  let changed = false
+  const added: Array<number> = []
+  for (const [id, m] of members) {
+    while (i < before && keys[i] !== id) {
+      i++
+      changed = true
     }
-    sorted.length = j
+    if (i < before) moved[i++] = n
+    else {
+      added.push(n)
+      changed = true
+    }
+    keys[n] = id
+    entries[n] = m
+    n++
   }
-  if (sorted.length < members.size) {
-    const added: Array<string> = []
-    for (const id of members.keys()) if (!ids.has(id)) added.push(id)
-    added.sort(compareIds)
-    for (const id of added) ids.add(id)
-    mergeInto(sorted, added)
+  if (i < before) changed = true
+  keys.length = n
+  entries.length = n
+  if (!changed) return order
+  const kept: Array<number> = []
+  for (const old of order.sorted) {
+    const at = moved[old]!
+    if (at >= 0) kept.push(at)
   }
-  return sorted
+  added.sort((a, b) => compareIds(keys[a]!, keys[b]!))
+  order.sorted = merge(kept, added, keys)
+  return order
 }
 
-/** Merges the ascending `added` into the ascending `sorted`, in place. */
-const mergeInto = (sorted: Array<string>, added: ReadonlyArray<string>): void => {
-  let i = sorted.length - 1
-  let j = added.length - 1
-  let k = sorted.length + added.length - 1
-  sorted.length = k + 1
-  while (j >= 0) {
-    if (i >= 0 && compareIds(sorted[i]!, added[j]!) > 0) sorted[k--] = sorted[i--]!
-    else sorted[k--] = added[j--]!
+/** Merges two position lists, each in ascending id order. */
+const merge = (
+  a: ReadonlyArray<number>,
+  b: ReadonlyArray<number>,
+  keys: ReadonlyArray<string>,
+): Array<number> => {
+  if (b.length === 0) return a as Array<number>
+  const out = new Array<number>(a.length + b.length)
+  let i = 0
+  let j = 0
+  let k = 0
+  while (j < b.length) {
+    // the next added id's place among the kept ones: a binary search from i
+    const id = keys[b[j]!]!
+    let lo = i
+    let hi = a.length
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1
+      if (compareIds(keys[a[mid]!]!, id) < 0) lo = mid + 1
+      else hi = mid
+    }
+    while (i < lo) out[k++] = a[i++]!
+    out[k++] = b[j++]!
   }
+  while (i < a.length) out[k++] = a[i++]!
+  return out
+}
+
+/** The assignor's input: member ids in ascending order and their weights. */
+export interface AssignorMembers {
+  readonly ids: Array<string>
+  readonly weights: Array<number>
 }
 
 /**
  * The draft's assignable members (registered, not leaving, the draft's own
- * changes applied), in ascending id order, as the assignor takes them.
+ * changes applied), in ascending id order.
  */
-export const assignorMembers = (draft: Draft): Array<AssignorMember> => {
+export const assignorMembers = (draft: Draft): AssignorMembers => {
   const registered = draft.state.members
-  const joined: Array<string> = []
-  for (const [id, m] of draft.members) if (m !== null && !registered.has(id)) joined.push(id)
-  joined.sort(compareIds)
-  const out: Array<AssignorMember> = []
-  const push = (m: MemberEntry | undefined) => {
-    if (m !== undefined && m.state !== "LEAVING") out.push({ id: m.memberId, weight: m.weight })
+  const { keys, entries, sorted } = orderOf(registered)
+  const ids: Array<string> = []
+  const weights: Array<number> = []
+  const take = (m: MemberEntry | null) => {
+    if (m !== null && m.state !== "LEAVING") {
+      ids.push(m.memberId)
+      weights.push(m.weight)
+    }
   }
+  // The draft's changes (a handful), each placed by binary search: it
+  // replaces (or removes) the registered entry of its id, or adds one.
+  const overlay = [...draft.members.keys()].sort(compareIds)
+  const place = overlay.map((id) => lowerBound(keys, sorted, id))
   let j = 0
-  for (const id of sortedIds(registered)) {
-    while (j < joined.length && compareIds(joined[j]!, id) < 0) push(draft.member(joined[j++]!))
-    push(draft.member(id))
+  for (let t = 0; t < sorted.length; t++) {
+    const at = sorted[t]!
+    let replaced = false
+    while (j < overlay.length && place[j] === t) {
+      const id = overlay[j++]!
+      if (id === keys[at]) replaced = true
+      take(draft.members.get(id)!)
+    }
+    if (!replaced) take(entries[at]!)
   }
-  while (j < joined.length) push(draft.member(joined[j++]!))
-  return out
+  while (j < overlay.length) take(draft.members.get(overlay[j++]!)!)
+  return { ids, weights }
+}
+
+/** The first position in `sorted` whose id is not below `id`. */
+const lowerBound = (
+  keys: ReadonlyArray<string>,
+  sorted: ReadonlyArray<number>,
+  id: string,
+): number => {
+  let lo = 0
+  let hi = sorted.length
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1
+    if (compareIds(keys[sorted[mid]!]!, id) < 0) lo = mid + 1
+    else hi = mid
+  }
+  return lo
 }
