@@ -40,34 +40,36 @@ const orderOf = (members: ReadonlyMap<string, MemberEntry>): Order => {
   }
   const { keys, entries } = order
   const before = keys.length
-  // Old position -> new position (-1: removed); compacted in place (new <= old).
-  const moved = new Int32Array(before).fill(-1)
+  // Compacted in place (a kept id's new position is never after its old one);
+  // old positions that dropped out are listed, ascending.
+  const removed: Array<number> = []
+  const added: Array<number> = []
   let i = 0
   let n = 0
-  let changed = false
-  const added: Array<number> = []
   for (const [id, m] of members) {
-    while (i < before && keys[i] !== id) {
-      i++
-      changed = true
-    }
-    if (i < before) moved[i++] = n
-    else {
-      added.push(n)
-      changed = true
-    }
+    while (i < before && keys[i] !== id) removed.push(i++)
+    if (i < before) i++
+    else added.push(n)
     keys[n] = id
     entries[n] = m
     n++
   }
-  if (i < before) changed = true
+  while (i < before) removed.push(i++)
   keys.length = n
   entries.length = n
-  if (!changed) return order
+  if (removed.length === 0 && added.length === 0) return order
   const kept: Array<number> = []
   for (const old of order.sorted) {
-    const at = moved[old]!
-    if (at >= 0) kept.push(at)
+    // its new position: minus the removed positions before it
+    let lo = 0
+    let hi = removed.length
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1
+      if (removed[mid]! < old) lo = mid + 1
+      else hi = mid
+    }
+    if (lo < removed.length && removed[lo] === old) continue
+    kept.push(old - lo)
   }
   added.sort((a, b) => compareIds(keys[a]!, keys[b]!))
   order.sorted = merge(kept, added, keys)
