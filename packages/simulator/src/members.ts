@@ -139,6 +139,13 @@ export class Members {
   /** A timer re-armed for the instant it just fired at would spin: the next tick is later. */
   private firing = false
   readonly weights: Float64Array
+  /**
+   * Per member: 1 while it is in the group from the member side (`live`),
+   * refreshed after every step of one of its processes and when one stops,
+   * so the balance check reads a byte per member instead of every process's
+   * machine (docs/simulator.md, Speed).
+   */
+  readonly liveSlots: Uint8Array
 
   constructor(
     private readonly ctx: Ctx,
@@ -146,6 +153,7 @@ export class Members {
     private readonly clocksOn: boolean,
   ) {
     this.weights = new Float64Array(settings.length)
+    this.liveSlots = new Uint8Array(settings.length)
     for (let i = 0; i < settings.length; i++) {
       const s = settings[i]!
       const slot = new Slot(i, memberId(i), s, ctx.w.drawClock(clocksOn))
@@ -227,6 +235,7 @@ export class Members {
     p.deferred = []
     const at = p.slot.procs.indexOf(p)
     if (at >= 0) p.slot.procs.splice(at, 1)
+    this.refreshLive(p.slot)
     this.ctx.sampler.changed(p.slot.idx, "leave")
   }
 
@@ -269,6 +278,10 @@ export class Members {
       if (l !== "leaving" && l !== "left") return true
     }
     return false
+  }
+
+  private refreshLive(slot: Slot): void {
+    this.liveSlots[slot.idx] = this.live(slot) ? 1 : 0
   }
 
   // ---------------------------------------------------------------- the machine
@@ -329,6 +342,7 @@ export class Members {
         }
       }
     }
+    this.refreshLive(p.slot)
     this.armTimer(p)
   }
 
