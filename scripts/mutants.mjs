@@ -95,8 +95,8 @@ export const mutants = [
     hardening: "finding 1",
     why: "requests of an older process of the member id are handled like the newer one's",
     file: C,
-    find: "  if (member !== undefined && req.incarnation !== member.incarnation) {\n",
-    replace: "  if (member !== undefined && req.incarnation !== member.incarnation && false) {\n",
+    find: "  if (member !== undefined && !sameProcess(req, member)) {\n",
+    replace: "  if (member !== undefined && !sameProcess(req, member) && false) {\n",
   },
   {
     name: "revoked-whatever-token",
@@ -143,16 +143,18 @@ export const mutants = [
     hardening: "finding 11",
     why: "a join older than the current lifecycle's join starts a new lifecycle",
     file: C,
-    find: "    if (req.seq < existing.joinSeq)\n",
-    replace: "    if (req.seq < existing.joinSeq && false)\n",
+    find: "    if (req.seq <= handled) return standing(state, req, member)\n",
+    replace:
+      "    if (req.seq <= handled && !(req.memberEpoch === 0 && req.seq < handled)) return standing(state, req, member)\n",
   },
   {
     name: "duplicate-join-new-lifecycle",
     hardening: "finding 11",
     why: "the same join received twice starts a second lifecycle",
     file: C,
-    find: "    if (req.seq === existing.joinSeq) return answer(draft, req, existing.memberEpoch)\n",
-    replace: "",
+    find: "    if (req.seq <= handled) return standing(state, req, member)\n",
+    replace:
+      "    if (req.seq < handled || (req.seq === handled && req.memberEpoch !== 0)) return standing(state, req, member)\n",
   },
   {
     name: "two-requests-in-flight",
@@ -182,7 +184,7 @@ export const mutants = [
     name: "grant-reuses-token",
     why: "a grant does not raise the shard's owner token",
     file: D,
-    find: "    const token = Math.max(this.tokenOf(shard) + 1, Math.floor(this.now) * TOKENS_PER_MS)\n",
+    find: "    const token = Math.max(this.tokenOf(shard) + 1, Math.floor(this.wall) * TOKENS_PER_MS)\n",
     replace: "    const token = Math.max(1, this.tokenOf(shard))\n",
   },
   {
@@ -211,21 +213,22 @@ export const mutants = [
     name: "stale-response-applied",
     why: "the member applies responses to requests older than the last one it applied",
     file: M,
-    find: "  if (seq < state.acceptFromSeq) return true\n  if (response.errorCode",
+    find: "  if (seq < state.acceptFromSeq || seq !== state.nextSeq - 1) return true\n  if (response.errorCode",
     replace: "  if (response.errorCode",
   },
   {
     name: "release-keeps-revocation",
     why: "releasing a removed member's shards leaves their open revocations behind",
     file: C,
-    find: "    if (draft.revocationOf(s) !== null) draft.endRevocation(s)\n",
-    replace: "",
+    find: "    draft.setOwner(s, null)\n    if (draft.revocationOf(s) !== null) draft.endRevocation(s)\n    draft.notify(draft.targetOf(s), except ?? memberId)\n",
+    replace:
+      "    draft.setOwner(s, null)\n    draft.notify(draft.targetOf(s), except ?? memberId)\n",
   },
   {
     name: "replacement-keeps-grants",
     why: "a rejoin or a newer incarnation keeps the old lifecycle's grants and tokens",
     file: C,
-    find: "  const shards = releaseAll(draft, req.memberId)\n",
+    find: '  const shards = replaced ? holdAll(draft, existing, "replaced") : releaseAll(draft, req.memberId)\n',
     replace: "  const shards: Array<number> = []\n",
   },
   {
@@ -239,8 +242,8 @@ export const mutants = [
     name: "no-hold-back",
     why: "a shard of a new layout generation is granted before the earlier shards overlapping it are drained (docs/resharding.md)",
     file: C,
-    find: "    if (draft.revocationOf(s) !== null || (cur === null && blocked(view, s))) pending.push(s)\n",
-    replace: "    if (draft.revocationOf(s) !== null) pending.push(s)\n",
+    find: "      (cur === null && (draft.heldOf(s) !== null || blocked(view, s) || !grant))\n",
+    replace: "      (cur === null && (draft.heldOf(s) !== null || !grant))\n",
   },
   {
     name: "hold-back-only-previous-generation",
