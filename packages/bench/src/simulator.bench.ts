@@ -1,12 +1,15 @@
 /**
- * Simulator speed: events/s of the full simulator (real coordinator and
- * member machines, faults, checkers on) against a bare event loop (the same
- * heap queue and PRNG, a trivial handler) measured in the same process, and
- * wall time of the 5,000 members x 1,024 shards x 1 virtual hour run with the
- * swarm fault mix.
+ * Simulator speed (docs/simulator.md, Speed): events/s of the full simulator
+ * (real coordinator and member machines, faults, every checker on) against a
+ * bare event loop (the same queue and PRNG, a trivial handler) measured in
+ * the same process, events/s of a large group (5,000 members x 1,024
+ * shards) against a mid-sized one, and wall time of the 5,000 members x
+ * 1,024 shards x 1 virtual hour run with the swarm fault mix.
  *
  * @module
  */
+import { spawnSync } from "node:child_process"
+import { fileURLToPath } from "node:url"
 import { defaultOptions, EventQueue, Prng, runSeed, type SimOptions } from "@shardline/simulator"
 
 export interface Rate {
@@ -81,4 +84,54 @@ export const mid: SimOptions = {
   workers: 4,
   durationMs: 600_000,
   faults: "swarm",
+}
+
+/** The 1-hour command, exactly as docs/simulator.md gives it (run from the repository root). */
+export const HOUR_ARGS = [
+  "packages/simulator/dist/cli.js",
+  "swarm",
+  "--seed",
+  "1",
+  "--members",
+  "5000",
+  "--shards",
+  "1024",
+  "--workers",
+  "2",
+  "--duration",
+  "1h",
+  "--json",
+] as const
+
+export interface CliRun extends SimRun {
+  readonly command: string
+}
+
+/** Runs the CLI as a child process (its own Node, as a user would) and times it. */
+export const cliRun = (args: ReadonlyArray<string>): CliRun => {
+  const root = fileURLToPath(new URL("../../../", import.meta.url))
+  const t0 = performance.now()
+  const child = spawnSync(process.execPath, args, {
+    cwd: root,
+    encoding: "utf8",
+    maxBuffer: 64 * 1024 * 1024,
+  })
+  const wall = performance.now() - t0
+  // exit code 1 is a run with violations: its summary still counts
+  if (child.status !== 0 && child.status !== 1)
+    throw new Error(`node ${args.join(" ")} exited ${child.status}: ${child.stderr}`)
+  const out = child.stdout
+  const s = JSON.parse(out) as {
+    events: number
+    virtualMs: number
+    violations: ReadonlyArray<unknown>
+    digest: string
+  }
+  return {
+    ...rate(s.events, wall),
+    virtualMs: s.virtualMs,
+    violations: s.violations.length,
+    digest: s.digest,
+    command: `node ${args.join(" ")}`,
+  }
 }

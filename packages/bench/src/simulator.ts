@@ -1,96 +1,156 @@
 /**
- * `pnpm --filter @shardline/bench bench:simulator [--full]`
+ * `pnpm --filter @shardline/bench bench:simulator [--full] [--rounds N]`
  *
- * Writes packages/bench/results/simulator.{json,md}. Without `--full`, the
- * 5,000 x 1,024 x 1 h figure is extrapolated from two shorter runs (the
- * marginal wall time per virtual second after the join storm); with
- * `--full` the hour is run for real.
+ * Writes packages/bench/results/simulator.{json,md} (docs/simulator.md,
+ * Speed). Each round measures, in this order and in one process: the bare
+ * event loop, the 200 x 512 x 10 min swarm run and the 5,000 x 1,024 x 3 min
+ * swarm run; the figures are the medians over the rounds (default 3), and
+ * each ratio is taken within a round (a loaded machine slows both sides).
+ * The 5,000 x 1,024 x 1 h figure is extrapolated from the 1 min and 3 min
+ * runs (the marginal wall time per virtual second after the join storm);
+ * with `--full` the hour is run for real, with the CLI command of
+ * docs/simulator.md in its own Node process.
  *
  * @module
  */
 import { mkdirSync, writeFileSync } from "node:fs"
-import { cpus } from "node:os"
-import { bareLoop, big, mid, simRun } from "./simulator.bench.js"
+import { cpus, loadavg } from "node:os"
+import {
+  bareLoop,
+  big,
+  type CliRun,
+  cliRun,
+  HOUR_ARGS,
+  mid,
+  type Rate,
+  type SimRun,
+  simRun,
+} from "./simulator.bench.js"
 
 const full = process.argv.includes("--full")
+const roundsAt = process.argv.indexOf("--rounds")
+const ROUNDS = roundsAt >= 0 ? Number(process.argv[roundsAt + 1]) : 3
 const HOUR = 3_600_000
 const log = (s: string) => process.stderr.write(`${s}\n`)
+const fmt = (n: number) => n.toLocaleString("en-US")
+const median = (xs: ReadonlyArray<number>): number => {
+  const s = [...xs].sort((a, b) => a - b)
+  return s.length % 2 === 1 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2
+}
+const r3 = (x: number) => Math.round(x * 1000) / 1000
 
-log("bare event loop ...")
-const bare = bareLoop(5_000_000)
-log(`  ${bare.eventsPerSec.toLocaleString("en-US")} events/s`)
-log("simulator, checkers on: swarm 200 members x 512 shards x 10 min ...")
-const sim = simRun(mid)
-log(`  ${sim.eventsPerSec.toLocaleString("en-US")} events/s, ${sim.violations} violations`)
+interface Round {
+  readonly bare: Rate
+  readonly mid: SimRun
+  readonly big: SimRun
+  readonly midToBare: number
+  readonly bigToMid: number
+}
 
-let bigResult: Record<string, unknown>
+const loadBefore = loadavg()[0]!
+const rounds: Array<Round> = []
+for (let r = 1; r <= ROUNDS; r++) {
+  log(`round ${r}/${ROUNDS}: bare event loop ...`)
+  const bare = bareLoop(5_000_000)
+  log(`  ${fmt(bare.eventsPerSec)} events/s`)
+  log("  simulator, checkers on: swarm 200 members x 512 shards x 10 min ...")
+  const m = simRun(mid)
+  log(`  ${fmt(m.eventsPerSec)} events/s, ${m.violations} violations`)
+  log("  simulator: swarm 5,000 members x 1,024 shards x 3 min ...")
+  const b = simRun(big(180_000))
+  log(`  ${fmt(b.eventsPerSec)} events/s, ${b.violations} violations`)
+  rounds.push({
+    bare,
+    mid: m,
+    big: b,
+    midToBare: r3(m.eventsPerSec / bare.eventsPerSec),
+    bigToMid: r3(b.eventsPerSec / m.eventsPerSec),
+  })
+}
+
+let hour: Record<string, unknown>
 if (full) {
-  log("5,000 x 1,024 x 1 h (full) ...")
-  const r = simRun(big(HOUR))
-  bigResult = { mode: "measured", durationMs: HOUR, ...r }
+  log(`5,000 x 1,024 x 1 h: node ${HOUR_ARGS.join(" ")} ...`)
+  const h: CliRun = cliRun(HOUR_ARGS)
+  log(`  ${fmt(h.wallMs)} ms wall, ${fmt(h.events)} events, ${h.violations} violations`)
+  hour = { mode: "measured", durationMs: HOUR, ...h }
 } else {
-  const d1 = 60_000
-  const d2 = 180_000
-  log("5,000 x 1,024 x 60 s ...")
-  const a = simRun(big(d1))
-  log(`  ${a.wallMs} ms wall, ${a.events} events`)
-  log("5,000 x 1,024 x 180 s ...")
-  const b = simRun(big(d2))
-  log(`  ${b.wallMs} ms wall, ${b.events} events`)
-  const perVirtualSec = (b.wallMs - a.wallMs) / ((d2 - d1) / 1000)
-  const eventsPerVirtualSec = (b.events - a.events) / ((d2 - d1) / 1000)
-  const wallHour = b.wallMs + perVirtualSec * ((HOUR - d2) / 1000)
-  bigResult = {
+  log("5,000 x 1,024 x 1 min ...")
+  const a = simRun(big(60_000))
+  const b = rounds[rounds.length - 1]!.big
+  const d = (180_000 - 60_000) / 1000
+  const perVirtualSec = (b.wallMs - a.wallMs) / d
+  const eventsPerVirtualSec = (b.events - a.events) / d
+  hour = {
     mode: "extrapolated",
     runs: [
-      { durationMs: d1, ...a },
-      { durationMs: d2, ...b },
+      { durationMs: 60_000, ...a },
+      { durationMs: 180_000, ...b },
     ],
     marginalWallMsPerVirtualSec: Math.round(perVirtualSec),
     marginalEventsPerVirtualSec: Math.round(eventsPerVirtualSec),
-    extrapolatedWallMsForOneHour: Math.round(wallHour),
-    extrapolatedEventsForOneHour: Math.round(b.events + eventsPerVirtualSec * ((HOUR - d2) / 1000)),
+    extrapolatedWallMsForOneHour: Math.round(b.wallMs + perVirtualSec * ((HOUR - 180_000) / 1000)),
+    extrapolatedEventsForOneHour: Math.round(
+      b.events + eventsPerVirtualSec * ((HOUR - 180_000) / 1000),
+    ),
   }
 }
 
 const results = {
   date: new Date().toISOString(),
   machine: { cpus: cpus().length, model: cpus()[0]?.model ?? "?", node: process.version },
-  command: `pnpm --filter @shardline/bench bench:simulator${full ? " --full" : ""}`,
-  bareLoop: bare,
-  simulator: {
-    shape: "swarm, 200 members x 512 shards x 4 workers x 10 min virtual",
-    checkers:
-      "all: intent, ownership, drain, lease, deadline, requests, runtime, message-loss, starvation, store-revision, convergence",
-    ...sim,
+  loadAverage1m: { before: r3(loadBefore), after: r3(loadavg()[0]!) },
+  command: `pnpm --filter @shardline/bench bench:simulator${full ? " --full" : ""}${roundsAt >= 0 ? ` --rounds ${ROUNDS}` : ""}`,
+  rounds: ROUNDS,
+  shapes: {
+    mid: "swarm, 200 members x 512 shards x 4 workers x 10 min virtual, seed 1",
+    big: "swarm, 5,000 members x 1,024 shards x 2 workers x 3 min virtual, seed 1",
   },
-  ratioSimulatorToBare: Math.round((sim.eventsPerSec / bare.eventsPerSec) * 1000) / 1000,
-  big5000x1024x1h: bigResult,
+  checkers:
+    "all: intent, ownership, drain, lease, deadline, requests, runtime, message-loss, starvation, store-revision, convergence",
+  median: {
+    bareEventsPerSec: median(rounds.map((r) => r.bare.eventsPerSec)),
+    midEventsPerSec: median(rounds.map((r) => r.mid.eventsPerSec)),
+    bigEventsPerSec: median(rounds.map((r) => r.big.eventsPerSec)),
+    midToBare: median(rounds.map((r) => r.midToBare)),
+    bigToMid: median(rounds.map((r) => r.bigToMid)),
+  },
+  perRound: rounds,
+  big5000x1024x1h: hour,
 }
 mkdirSync(new URL("../results/", import.meta.url), { recursive: true })
 writeFileSync(
   new URL("../results/simulator.json", import.meta.url),
   `${JSON.stringify(results, null, 2)}\n`,
 )
-const fmt = (n: number) => n.toLocaleString("en-US")
-const bigLine =
-  bigResult.mode === "measured"
-    ? `measured: ${fmt(Number(bigResult.wallMs))} ms wall, ${fmt(Number(bigResult.events))} events (${fmt(Number(bigResult.eventsPerSec))} events/s)`
-    : `extrapolated: ~${fmt(Math.round(Number(bigResult.extrapolatedWallMsForOneHour) / 1000))} s wall, ~${fmt(Number(bigResult.extrapolatedEventsForOneHour))} events (from 60 s and 180 s runs; marginal ${fmt(Number(bigResult.marginalWallMsPerVirtualSec))} ms wall per virtual second)`
+const md = results.median
+const hourLine =
+  hour.mode === "measured"
+    ? `measured with \`${String(hour.command)}\`: **${fmt(Math.round(Number(hour.wallMs) / 1000))} s wall**, ${fmt(Number(hour.events))} events (${fmt(Number(hour.eventsPerSec))} events/s), ${String(hour.violations)} violations, digest ${String(hour.digest)}`
+    : `extrapolated: ~${fmt(Math.round(Number(hour.extrapolatedWallMsForOneHour) / 1000))} s wall, ~${fmt(Number(hour.extrapolatedEventsForOneHour))} events (from the 1 min and 3 min runs; marginal ${fmt(Number(hour.marginalWallMsPerVirtualSec))} ms wall per virtual second)`
+const rows = rounds
+  .map(
+    (r, i) =>
+      `| ${i + 1} | ${fmt(r.bare.eventsPerSec)} | ${fmt(r.mid.eventsPerSec)} | ${fmt(r.big.eventsPerSec)} | ${r.midToBare} | ${r.bigToMid} |`,
+  )
+  .join("\n")
 writeFileSync(
   new URL("../results/simulator.md", import.meta.url),
   `# Simulator benchmark
 
-Command: \`${results.command}\` (${results.machine.cpus} CPUs, ${results.machine.model}, Node ${results.machine.node}, shared machine).
+Command: \`${results.command}\` (${results.machine.cpus} CPUs, ${results.machine.model}, Node ${results.machine.node}, shared machine; 1-minute load average ${results.loadAverage1m.before} before, ${results.loadAverage1m.after} after).
 
-| what | events | wall | events/s |
-|---|---:|---:|---:|
-| bare event loop (same heap + PRNG, trivial handler) | ${fmt(bare.events)} | ${fmt(bare.wallMs)} ms | ${fmt(bare.eventsPerSec)} |
-| simulator, every checker on (${results.simulator.shape}) | ${fmt(sim.events)} | ${fmt(sim.wallMs)} ms | ${fmt(sim.eventsPerSec)} |
+Each round, in one process: the bare event loop (same queue and PRNG, a trivial handler, 5,000,000 events, 10,000
+pending), then the simulator with every checker on (${results.checkers}) on
+${results.shapes.mid} and on ${results.shapes.big}. Ratios are taken within a round; the table's last line is
+the median over ${ROUNDS} rounds.
 
-Simulator / bare loop: ${results.ratioSimulatorToBare}. Checkers: ${results.simulator.checkers}.
+| round | bare loop events/s | 200 x 512 events/s | 5,000 x 1,024 events/s | 200 x 512 / bare | 5,000 x 1,024 / 200 x 512 |
+|---|---:|---:|---:|---:|---:|
+${rows}
+| median | ${fmt(md.bareEventsPerSec)} | ${fmt(md.midEventsPerSec)} | ${fmt(md.bigEventsPerSec)} | ${md.midToBare} | ${md.bigToMid} |
 
-5,000 members x 1,024 shards x 1 virtual hour, swarm fault mix (seed 1): ${bigLine}.
+5,000 members x 1,024 shards x 1 virtual hour, swarm fault mix (seed 1): ${hourLine}.
 `,
 )
 console.log(JSON.stringify(results, null, 2))

@@ -18,6 +18,13 @@ export class DataPlane {
   readonly fence: Int32Array
   readonly cursor: Int32Array
   readonly pel: Array<Set<number>>
+  /**
+   * Per shard: messages undelivered or pending (delivered, not acknowledged),
+   * kept up to date on produce and ack so the read loops' "anything to read?"
+   * is one array load (docs/simulator.md, Speed).
+   */
+  private readonly backlogN: Int32Array
+  private readonly messages: Ctx["checks"]["messages"]
   /** Processes reading each shard, and one of them (pid, -1 if none). */
   readonly readers: Int32Array
   readonly readerPid: Int32Array
@@ -48,6 +55,8 @@ export class DataPlane {
     this.fence = new Int32Array(S)
     this.cursor = new Int32Array(S)
     this.pel = Array.from({ length: S }, () => new Set<number>())
+    this.backlogN = new Int32Array(S)
+    this.messages = ctx.checks.messages
     this.readers = new Int32Array(S)
     this.readerPid = new Int32Array(S).fill(-1)
     this.sealed = new Uint8Array(S)
@@ -61,8 +70,9 @@ export class DataPlane {
     this.ackedPerShard = new Float64Array(S)
   }
 
+  /** Messages of `shard` undelivered or pending. */
   backlog(shard: number): number {
-    return this.ctx.checks.messages.producedOn(shard) - this.cursor[shard]! + this.pel[shard]!.size
+    return this.backlogN[shard]!
   }
 
   /** Fence tokens are written to storage before anyone is told. */
@@ -73,8 +83,10 @@ export class DataPlane {
 
   /** A new message on `shard` (from the workload); its id. */
   produced(shard: number): number {
-    if (this.backlog(shard) === 0) this.backlogSince[shard] = this.ctx.w.now
-    return this.ctx.checks.messages.produce(shard)
+    const before = this.backlogN[shard]!
+    this.backlogN[shard] = before + 1
+    if (before === 0) this.backlogSince[shard] = this.ctx.w.now
+    return this.messages.produce(shard)
   }
 
   /** Seal `shard` (a reshard): appends refused; readers check whether it is drained. */
@@ -120,7 +132,7 @@ export class DataPlane {
       if (ids.length >= B) break
       ids.push(id)
     }
-    const produced = this.ctx.checks.messages.producedOn(shard)
+    const produced = this.messages.producedOn(shard)
     while (ids.length < B && this.cursor[shard]! < produced) {
       const id = this.cursor[shard]!
       this.cursor[shard] = id + 1
@@ -138,10 +150,10 @@ export class DataPlane {
       return false
     }
     const pel = this.pel[shard]!
-    const messages = this.ctx.checks.messages
+    const messages = this.messages
     const order = this.ctx.checks.keyOrder
     for (const id of ids) {
-      pel.delete(id)
+      if (pel.delete(id)) this.backlogN[shard]!--
       if (order !== undefined && messages.ackedCount(shard, id) === 0)
         order.acked(shard, id, this.ctx.w.now)
       messages.ack(shard, id)

@@ -102,7 +102,8 @@ export class Sampler {
   private evaluate(): boolean {
     const { w, data, members, checks } = this.ctx
     const live: Array<number> = []
-    for (const slot of members.slots) if (members.live(slot)) live.push(slot.idx)
+    const liveSlots = members.liveSlots
+    for (let i = 0; i < liveSlots.length; i++) if (liveSlots[i] === 1) live.push(i)
     let ok: boolean
     let why = ""
     if (data.notSingle > 0 && live.length > 0) {

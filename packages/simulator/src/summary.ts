@@ -50,7 +50,9 @@ export interface Summary {
   readonly acked: number
   readonly handled: number
   readonly duplicates: number
+  /** Messages never acknowledged, and the shards they are on. */
   readonly lost: number
+  readonly lostShards: number
   readonly fencedReads: number
   readonly fencedAcks: number
   /** Acks storage accepted (fence off) from fenced or replaced lifecycles. */
@@ -144,6 +146,7 @@ export const summarize = (r: SimResult, wallMs: number): Summary => {
     handled: r.handled,
     duplicates: r.duplicates,
     lost: r.lost,
+    lostShards: r.lostShards,
     fencedReads: r.fencedReads,
     fencedAcks: r.fencedAcks,
     zombieAcks: r.zombieAcks,
@@ -189,7 +192,7 @@ export const formatSummary = (s: Summary): string => {
             .join(" ")
     }`,
     `events   ${s.events.toLocaleString("en-US")} in ${(s.virtualMs / 1000).toFixed(1)}s virtual, ${s.wallMs}ms wall (${s.eventsPerSec.toLocaleString("en-US")} events/s)  digest ${s.digest}`,
-    `messages produced ${s.produced}, acked ${s.acked}, handled ${s.handled}, duplicates ${s.duplicates}, lost ${s.lost}`,
+    `messages produced ${s.produced}, acked ${s.acked}, handled ${s.handled}, duplicates ${s.duplicates}, lost ${s.lost}${s.lost > 0 ? ` (on ${s.lostShards} shards)` : ""}`,
     `fencing  reads refused ${s.fencedReads}, acks refused ${s.fencedAcks}, zombie acks accepted ${s.zombieAcks}; store commits ${s.storeCommits}, stale commits rejected ${s.staleCommitsRejected}`,
     `ends     ${
       Object.entries(s.lifecycleEnds)

@@ -86,7 +86,8 @@ export interface Streams {
 }
 
 export class World {
-  readonly q = new EventQueue(4096)
+  /** A request's transport timeout is always the same delay after its send: a FIFO lane. */
+  readonly q = new EventQueue(4096, [K.REQ_TIMEOUT])
   readonly digest = new Digest()
   now = 0
   readonly rng: Streams

@@ -76,6 +76,22 @@ describe("MessageChecker", () => {
     expect(c.ackedTotal).toBe(2)
   })
 
+  it("reports a loss once, with every message and every shard counted (issue 20: not 'lost 5')", () => {
+    const c = new MessageChecker(8)
+    for (let s = 0; s < 8; s++) for (let i = 0; i <= s; i++) c.produce(s)
+    c.ack(0, 0) // shard 0 complete; shards 1..7 have 2..8 messages, all but one unacknowledged
+    for (let s = 1; s < 8; s++) c.ack(s, 0)
+    const { out, report } = collect()
+    expect(c.finish(1000, report)).toBe(28)
+    expect(c.lostMessages).toBe(28)
+    expect(c.lostShards).toBe(7)
+    expect(out).toHaveLength(1)
+    expect(out[0]!.shard).toBe(1)
+    expect(out[0]!.message).toBe(
+      "28 message(s) on 7 shard(s) never acknowledged: shard 1: 1 (first id 1), shard 2: 2 (first id 1), shard 3: 3 (first id 1), shard 4: 4 (first id 1), shard 5: 5 (first id 1), and 2 more shard(s)",
+    )
+  })
+
   it("passes when everything is acknowledged (duplicates allowed)", () => {
     const c = new MessageChecker(1)
     for (let i = 0; i < 100; i++) c.produce(0)

@@ -26,6 +26,44 @@ describe("EventQueue", () => {
     )
   })
 
+  it("interleaved pushes and pops match a sorted model, with the now lane and a FIFO kind", () => {
+    // kind 2 has a FIFO lane; pushes at the current instant use the now lane;
+    // a kind-2 push behind its lane's last time falls back to the heap
+    const op = fc.record({
+      pops: fc.integer({ min: 0, max: 3 }),
+      kind: fc.constantFrom(1, 2),
+      delay: fc.oneof(fc.constant(0), fc.constant(15), fc.integer({ min: 0, max: 30 })),
+    })
+    fc.assert(
+      fc.property(fc.array(op, { maxLength: 400 }), (ops) => {
+        const q = new EventQueue(2, [2])
+        const model: Array<{ t: number; seq: number; kind: number }> = []
+        const out: Array<string> = []
+        const expected: Array<string> = []
+        let seq = 0
+        let now = 0
+        const popBoth = () => {
+          model.sort((x, y) => x.t - y.t || x.seq - y.seq)
+          const m = model.shift()
+          expect(q.pop()).toBe(m !== undefined)
+          if (m === undefined) return
+          now = m.t
+          expected.push(`${m.t}/${m.seq}/${m.kind}`)
+          out.push(`${q.t}/${q.a}/${q.kind}`)
+        }
+        for (const o of ops) {
+          q.push(now + o.delay, o.kind, seq)
+          model.push({ t: now + o.delay, seq: seq++, kind: o.kind })
+          for (let i = 0; i < o.pops; i++) popBoth()
+          expect(q.size).toBe(model.length)
+        }
+        while (model.length > 0) popBoth()
+        expect(q.pop()).toBe(false)
+        expect(out).toEqual(expected)
+      }),
+    )
+  })
+
   it("interleaves pushes and pops and recycles slots", () => {
     const q = new EventQueue(1)
     q.push(5, 1, 1)

@@ -45,7 +45,7 @@
  */
 import { Effect } from "effect"
 import type { AssignorInputError } from "../Errors.js"
-import { repairTotal } from "./internal/repairTotal.js"
+import { assignSorted, type RawResult } from "./internal/assignSorted.js"
 import { checkScalars, sortMembers } from "./internal/validate.js"
 import type { AssignorInput, AssignorMember } from "./types.js"
 
@@ -71,29 +71,6 @@ const prepare = (input: AssignorInput): Array<AssignorMember> | AssignorInputErr
   return error !== undefined ? error : sortMembers(input.members)
 }
 
-/** Index of `id` in the ascending `ids`, or -1. */
-const binarySearch = (ids: ReadonlyArray<string>, id: string): number => {
-  let lo = 0
-  let hi = ids.length - 1
-  while (lo <= hi) {
-    const mid = (lo + hi) >>> 1
-    const probe = ids[mid]!
-    if (probe === id) return mid
-    if (probe < id) lo = mid + 1
-    else hi = mid - 1
-  }
-  return -1
-}
-
-/** Raw result: `counts` as ids + typed array (a Map per call costs more than the assignment). */
-interface RawResult {
-  readonly owners: ReadonlyArray<string | null>
-  readonly moved: number
-  readonly departed: number
-  readonly ids: ReadonlyArray<string>
-  readonly target: Int32Array
-}
-
 const withCounts = (raw: RawResult): AssignmentResult => {
   const counts = new Map<string, number>()
   for (let i = 0; i < raw.ids.length; i++) counts.set(raw.ids[i]!, raw.target[i]!)
@@ -101,137 +78,15 @@ const withCounts = (raw: RawResult): AssignmentResult => {
 }
 
 const assignValid = (input: AssignorInput, sorted: ReadonlyArray<AssignorMember>): RawResult => {
-  const n = input.shardCount
-  const m = input.members.length
-  const previous = input.previous ?? []
-  const prevLength = previous.length
-  const owners = new Array<string | null>(n)
-
-  if (m === 0) {
-    let departed = 0
-    for (let s = 0; s < prevLength; s++) if (previous[s] != null) departed++
-    owners.fill(null)
-    return { owners, moved: departed, departed, ids: [], target: new Int32Array(0) }
-  }
-
-  // Members in id order; index i refers to this order from here on.
+  const m = sorted.length
   const ids = new Array<string>(m)
   const weights = new Float64Array(m)
-  let totalWeight = 0
   for (let i = 0; i < m; i++) {
     const member = sorted[i]!
     ids[i] = member.id
-    const w = member.weight ?? 1
-    weights[i] = w
-    totalWeight += w
+    weights[i] = member.weight ?? 1
   }
-
-  // Previous owner index per shard (-1: unowned or departed) and prev_i.
-  // Owners come in runs, usually in id order: try the same member, then the
-  // next one, before a binary search (cheaper than building a Map per call).
-  const ownerOf = new Int32Array(n).fill(-1)
-  const prevCount = new Int32Array(m)
-  let departed = 0
-  let lastId: string | null = null
-  let lastIndex = -1
-  for (let s = 0; s < prevLength; s++) {
-    const id = previous[s]
-    if (id == null) continue
-    if (id !== lastId) {
-      lastIndex =
-        lastIndex >= 0 && ids[lastIndex + 1] === id ? lastIndex + 1 : binarySearch(ids, id)
-      lastId = id
-    }
-    if (lastIndex < 0) {
-      departed++
-    } else {
-      ownerOf[s] = lastIndex
-      prevCount[lastIndex]!++
-    }
-  }
-
-  // Targets: floors, then R ceil slots among fractional-quota members.
-  const target = new Int32Array(m)
-  const quota = new Float64Array(m)
-  const fractional: Array<number> = []
-  let floorSum = 0
-  for (let i = 0; i < m; i++) {
-    const q = (n * weights[i]!) / totalWeight
-    const f = Math.floor(q)
-    quota[i] = q
-    target[i] = f
-    floorSum += f
-    if (q > f) fractional.push(i)
-  }
-  // 0 <= R <= fractional.length: Σ q_i = n up to rounding far below 1 for
-  // any realistic n * m, and every fractional part is < 1.
-  const ceilSlots = n - floorSum
-  if (ceilSlots >= fractional.length) {
-    for (const i of fractional) target[i]!++
-  } else if (ceilSlots > 0) {
-    giveCeilSlots(ceilSlots, fractional, prevCount, target)
-  }
-  repairTotal(n, quota, target)
-
-  // Keep: lowest indexes first, so over-target members release their highest.
-  const kept = new Int32Array(m)
-  const free = new Int32Array(n)
-  let freeCount = 0
-  let released = 0
-  for (let s = 0; s < n; s++) {
-    const i = ownerOf[s]!
-    if (i >= 0 && kept[i]! < target[i]!) {
-      kept[i]!++
-      owners[s] = ids[i]!
-    } else {
-      if (i >= 0) released++
-      free[freeCount++] = s
-    }
-  }
-
-  // Fill: free shards in ascending index to under-target members in id order.
-  let next = 0
-  for (let i = 0; i < m; i++) {
-    const id = ids[i]!
-    for (let need = target[i]! - kept[i]!; need > 0; need--) owners[free[next++]!] = id
-  }
-
-  return { owners, moved: departed + released, departed, ids, target }
-}
-
-/**
- * Adds 1 to the target of the `slots` fractional members with the largest
- * `prev_i - target_i` (target = floor here), ties by ascending index (= id).
- * Counting selection over the key range (<= n + max floor), no sort: O(m + n).
- */
-const giveCeilSlots = (
-  slots: number,
-  fractional: ReadonlyArray<number>,
-  prevCount: Int32Array,
-  target: Int32Array,
-): void => {
-  let minKey = Number.POSITIVE_INFINITY
-  let maxKey = Number.NEGATIVE_INFINITY
-  for (const i of fractional) {
-    const key = prevCount[i]! - target[i]!
-    if (key < minKey) minKey = key
-    if (key > maxKey) maxKey = key
-  }
-  const histogram = new Int32Array(maxKey - minKey + 1)
-  for (const i of fractional) histogram[prevCount[i]! - target[i]! - minKey]!++
-  // Threshold key t: every key > t gets a slot, the first `atThreshold` with key t do.
-  let t = maxKey
-  let above = 0
-  while (above + histogram[t - minKey]! < slots) above += histogram[t-- - minKey]!
-  let atThreshold = slots - above
-  for (const i of fractional) {
-    const key = prevCount[i]! - target[i]!
-    if (key > t) target[i]!++
-    else if (key === t && atThreshold > 0) {
-      target[i]!++
-      atThreshold--
-    }
-  }
+  return assignSorted(input.shardCount, ids, weights, input.previous ?? [])
 }
 
 /**

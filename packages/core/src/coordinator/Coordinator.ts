@@ -9,7 +9,8 @@
  * runtime must write to storage before sending the response. Handlers never
  * mutate the state, never read a clock and never do I/O.
  */
-import { stickyAssign } from "../assignor/stickyAssign.js"
+import { assignSorted } from "../assignor/internal/assignSorted.js"
+import { sortByShard } from "../internal/sortShards.js"
 import type {
   HeartbeatRequest,
   HeartbeatResponse,
@@ -28,6 +29,7 @@ import {
 } from "./CoordinatorState.js"
 import type { GroupConfig } from "./GroupConfig.js"
 import { Draft, type Fence, type Instant, monoOf, wallOf } from "./internal/Draft.js"
+import { assignorMembers } from "./internal/MemberOrder.js"
 import {
   activeShards,
   blocked,
@@ -88,10 +90,10 @@ const done = <A>(
   ...extra,
 })
 
-const nothing = <A>(response: A): CoordinatorResult<A> => ({
+const nothing = <A>(response: A, timers: ReadonlyArray<Timer> = []): CoordinatorResult<A> => ({
   records: [],
   response,
-  timers: [],
+  timers,
   notices: [],
   fences: [],
   shardDeadlines: [],
@@ -382,14 +384,11 @@ export const followLayout = (
 
 /** Recompute the target with the assignor; start revocations for moved shards (seed step 1). */
 const recomputeTarget = (draft: Draft, reason: string, except?: string): void => {
-  const members = draft
-    .assignableMembers()
-    .map((m) => ({ id: m.memberId, weight: m.weight }))
-    .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+  const { ids, weights } = assignorMembers(draft)
   // the shards the group works with (earlier generations' undrained ones too)
   const shards = activeShards(draft.layoutView())
   const previous = shards.map((s) => draft.targetOf(s))
-  const next = stickyAssign({ shardCount: shards.length, members, previous })
+  const next = assignSorted(shards.length, ids, weights, previous).owners
   const changed: Array<number> = []
   for (let i = 0; i < shards.length; i++) {
     const to = next[i] ?? null
@@ -694,7 +693,7 @@ const revokingGrants = (draft: Draft, memberId: string): Array<ShardGrant> => {
     const cur = draft.currentOf(s)
     if (cur !== null && cur.memberId === memberId) out.push({ shard: s, token: cur.token })
   }
-  return out.sort((a, b) => a.shard - b.shard)
+  return sortByShard(out)
 }
 
 const respond = (
@@ -1164,8 +1163,7 @@ export const onTimer = (
   if (member === undefined) return nothing(undefined)
   if (key._tag === "Session") {
     const deadline = state.deadlines.get(timerId(key))
-    if (deadline !== undefined && deadline > now)
-      return { ...nothing(undefined), timers: [{ key, at: deadline }] }
+    if (deadline !== undefined && deadline > now) return nothing(undefined, [{ key, at: deadline }])
     const draft = new Draft(state, at)
     remove(draft, member, "MemberExpired", `session timeout (${state.config.sessionTimeoutMs} ms)`)
     return done(draft, undefined)
@@ -1181,9 +1179,7 @@ export const onTimer = (
     else grants.push(s)
   }
   if (revokes.length === 0 && grants.length === 0)
-    return Number.isFinite(next)
-      ? { ...nothing(undefined), timers: [{ key, at: next }] }
-      : nothing(undefined)
+    return Number.isFinite(next) ? nothing(undefined, [{ key, at: next }]) : nothing(undefined)
   const timeout = state.config.rebalanceTimeoutMs
   const reason =
     revokes.length > 0
@@ -1208,7 +1204,7 @@ const releaseDue = (state: CoordinatorState, at: Instant): CoordinatorResult<voi
     else next = Math.min(next, deadline)
   }
   const timers: Array<Timer> = Number.isFinite(next) ? [{ key: RELEASE_TIMER, at: next }] : []
-  if (due.length === 0) return { ...nothing(undefined), timers }
+  if (due.length === 0) return nothing(undefined, timers)
   const draft = new Draft(state, at)
   due.sort((a, b) => a - b)
   for (const s of due) {

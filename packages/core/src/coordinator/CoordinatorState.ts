@@ -65,7 +65,29 @@ export interface Timer {
   readonly at: number
 }
 
-export const timerId = (key: TimerKey): string => `${key._tag}:${key.memberId}`
+export const timerId = (key: TimerKey): string => {
+  let byMember = timerIds.get(key._tag)
+  if (byMember === undefined) {
+    byMember = new Map()
+    timerIds.set(key._tag, byMember)
+  }
+  let id = byMember.get(key.memberId)
+  if (id === undefined) {
+    if (byMember.size >= MAX_INTERNED_TIMER_IDS) byMember.clear()
+    id = `${key._tag}:${key.memberId}`
+    byMember.set(key.memberId, id)
+  }
+  return id
+}
+
+/**
+ * Timer ids are interned per tag and member id: every heartbeat re-arms its
+ * member's session deadline, and a fresh concatenated id costs a string and
+ * its hash at each of the two map lookups (docs/simulator.md, Speed). Bounded:
+ * past this many ids of one tag the cache starts over.
+ */
+const timerIds = new Map<string, Map<string, string>>()
+const MAX_INTERNED_TIMER_IDS = 65_536
 
 /**
  * Handlers read this state and never mutate it; `replay` and `applyVolatile`

@@ -64,8 +64,15 @@ export const balanced = (
   expect?: ArrayLike<number>,
 ): { ok: boolean; why: string } => {
   if (live.length === 0) return { ok: true, why: "" }
-  const counts = new Map<number, number>()
-  for (const m of live) counts.set(m, 0)
+  // Counts per member index in typed arrays, not a Map: evaluated at every
+  // reader change while the group is unbalanced, over thousands of members
+  // (docs/simulator.md, Speed).
+  let size = 0
+  for (const m of live) if (m >= size) size = m + 1
+  for (let s = 0; s < readerOf.length; s++) if (readerOf[s]! >= size) size = readerOf[s]! + 1
+  const isLive = new Uint8Array(size)
+  const counts = new Int32Array(size)
+  for (const m of live) isLive[m] = 1
   let S = 0
   for (let s = 0; s < readers.length; s++) {
     if (expect !== undefined && expect[s] === 0) {
@@ -76,15 +83,15 @@ export const balanced = (
     S++
     if (readers[s] !== 1) return { ok: false, why: `shard ${s} has ${readers[s]} readers` }
     const m = readerOf[s]!
-    const c = counts.get(m)
-    if (c === undefined) return { ok: false, why: `shard ${s} read by non-live member #${m}` }
-    counts.set(m, c + 1)
+    if (m < 0 || isLive[m] !== 1)
+      return { ok: false, why: `shard ${s} read by non-live member #${m}` }
+    counts[m]!++
   }
   let total = 0
   for (const m of live) total += weights?.[m] ?? 1
   for (const m of live) {
     const q = (S * (weights?.[m] ?? 1)) / total
-    const c = counts.get(m)!
+    const c = counts[m]!
     // floor/ceil of the quota, tolerant of rounding noise (relative: quotas can be 1e-11).
     if (c < Math.floor(q * (1 + 1e-13)) || c > Math.ceil(q * (1 - 1e-13)))
       return {

@@ -1,17 +1,64 @@
 /**
- * The event queue: a binary min-heap ordered by (time, sequence).
+ * The event queue: events in (time, sequence) order (docs/simulator.md,
+ * Speed, "the event queue").
  *
- * Allocation-light: the heap stores slot indexes; time, sequence, kind and two
- * integer arguments live in typed arrays, with an optional payload slot for
- * the rare event that carries an object (a heartbeat request or response).
- * Freed slots are recycled. Sequence numbers are assigned on push, so events
+ * Allocation-light: an event lives in a slot of typed arrays (time, sequence,
+ * kind, two integer arguments) with an optional payload slot for the rare
+ * event that carries an object (a heartbeat request or response); freed
+ * slots are recycled. Sequence numbers are assigned on push, so events
  * scheduled for the same instant run in the order they were scheduled: the
- * order is total and does not depend on heap internals.
+ * order is total and does not depend on the data structure.
+ *
+ * Three kinds of storage, merged at `pop` by (time, sequence):
+ * - a binary min-heap, its keys (time, sequence) stored inline by heap
+ *   position so a sift compares neighbouring array entries instead of
+ *   chasing slots;
+ * - the "now" lane: events pushed for the instant of the event being run (a
+ *   worker woken by new data, a drain report) are already in order, so a
+ *   FIFO ring holds them: no heap work;
+ * - a FIFO lane per kind registered as `fifoKinds`: a kind always scheduled
+ *   a constant delay after the current time (a request's transport timeout)
+ *   arrives in order too. A push that would break a lane's order goes to
+ *   the heap instead, so the order never depends on the lanes.
  *
  * @module
  */
+
+const HEAP = -1
+
+/** A FIFO ring of slots whose events are in (time, sequence) order. */
+class Lane {
+  buf: Int32Array
+  head = 0
+  count = 0
+  /** Time of the last event appended (its order key with the growing sequence). */
+  lastTime = Number.NEGATIVE_INFINITY
+
+  constructor(capacity: number) {
+    this.buf = new Int32Array(capacity)
+  }
+
+  push(slot: number): void {
+    const n = this.buf.length
+    if (this.count === n) {
+      const grown = new Int32Array(n * 2)
+      for (let i = 0; i < this.count; i++) grown[i] = this.buf[(this.head + i) & (n - 1)]!
+      this.buf = grown
+      this.head = 0
+    }
+    this.buf[(this.head + this.count++) & (this.buf.length - 1)] = slot
+  }
+
+  shift(): number {
+    const slot = this.buf[this.head]!
+    this.head = (this.head + 1) & (this.buf.length - 1)
+    this.count--
+    return slot
+  }
+}
+
 export class EventQueue {
-  private heap: Int32Array
+  // slots
   private time: Float64Array
   private seq: Float64Array
   private kindA: Int32Array
@@ -21,11 +68,18 @@ export class EventQueue {
   private free: Int32Array
   private freeCount = 0
   private used = 0
-  private size_ = 0
+  // the heap: slot and key by heap position
+  private heap: Int32Array
+  private heapTime: Float64Array
+  private heapSeq: Float64Array
+  private heapSize = 0
+  // lanes: 0 is "now"; then one per registered kind
+  private readonly lanes: Array<Lane>
+  private readonly laneOf: Int8Array
   private nextSeq = 0
 
-  constructor(capacity = 1024) {
-    this.heap = new Int32Array(capacity)
+  constructor(capacity = 1024, fifoKinds: ReadonlyArray<number> = []) {
+    capacity = Math.max(16, capacity)
     this.time = new Float64Array(capacity)
     this.seq = new Float64Array(capacity)
     this.kindA = new Int32Array(capacity)
@@ -33,10 +87,23 @@ export class EventQueue {
     this.argB = new Int32Array(capacity)
     this.payload = new Array(capacity).fill(undefined)
     this.free = new Int32Array(capacity)
+    this.heap = new Int32Array(capacity)
+    this.heapTime = new Float64Array(capacity)
+    this.heapSeq = new Float64Array(capacity)
+    this.lanes = [new Lane(256)]
+    this.laneOf = new Int8Array(256)
+    for (const kind of fifoKinds) {
+      if (kind <= 0 || kind >= 256 || this.laneOf[kind] !== 0)
+        throw new Error(`EventQueue: bad FIFO kind ${kind}`)
+      this.laneOf[kind] = this.lanes.length
+      this.lanes.push(new Lane(256))
+    }
   }
 
   get size(): number {
-    return this.size_
+    let n = this.heapSize
+    for (const lane of this.lanes) n += lane.count
+    return n
   }
 
   /** Number of events ever pushed (the next sequence number). */
@@ -51,27 +118,58 @@ export class EventQueue {
       if (this.used === this.time.length) this.grow()
       slot = this.used++
     }
+    const seq = this.nextSeq++
     this.time[slot] = time
-    this.seq[slot] = this.nextSeq++
+    this.seq[slot] = seq
     this.kindA[slot] = kind
     this.argA[slot] = a
     this.argB[slot] = b
     this.payload[slot] = payload
-    let i = this.size_++
+    // the instant being run: in order by construction
+    if (time === this.t) {
+      const lane = this.lanes[0]!
+      lane.lastTime = time
+      lane.push(slot)
+      return
+    }
+    const l = this.laneOf[kind]!
+    if (l !== 0) {
+      const lane = this.lanes[l]!
+      if (time >= lane.lastTime) {
+        lane.lastTime = time
+        lane.push(slot)
+        return
+      }
+    }
+    this.heapPush(slot, time, seq)
+  }
+
+  private heapPush(slot: number, time: number, seq: number): void {
+    if (this.heapSize === this.heap.length) this.growHeap()
     const heap = this.heap
+    const ht = this.heapTime
+    const hs = this.heapSeq
+    let i = this.heapSize++
     while (i > 0) {
       const parent = (i - 1) >> 1
-      const p = heap[parent]!
-      if (!this.less(slot, p)) break
-      heap[i] = p
+      const pt = ht[parent]!
+      if (pt < time || (pt === time && hs[parent]! < seq)) break
+      heap[i] = heap[parent]!
+      ht[i] = pt
+      hs[i] = hs[parent]!
       i = parent
     }
     heap[i] = slot
+    ht[i] = time
+    hs[i] = seq
   }
 
   /** Time of the earliest event; Infinity when empty. */
   peekTime(): number {
-    return this.size_ === 0 ? Number.POSITIVE_INFINITY : this.time[this.heap[0]!]!
+    let t = this.heapSize === 0 ? Number.POSITIVE_INFINITY : this.heapTime[0]!
+    for (const lane of this.lanes)
+      if (lane.count > 0) t = Math.min(t, this.time[lane.buf[lane.head]!]!)
+    return t
   }
 
   // The popped event, read through the fields below until the next pop.
@@ -84,62 +182,105 @@ export class EventQueue {
 
   /** Pops the earliest event into `t, s, kind, a, b, p`; false when empty. */
   pop(): boolean {
-    if (this.size_ === 0) return false
-    const heap = this.heap
-    const top = heap[0]!
-    this.t = this.time[top]!
-    this.s = this.seq[top]!
-    this.kind = this.kindA[top]!
-    this.a = this.argA[top]!
-    this.b = this.argB[top]!
-    this.p = this.payload[top]
-    this.payload[top] = undefined
-    this.free[this.freeCount++] = top
-    const last = heap[--this.size_]!
-    const n = this.size_
-    if (n > 0) {
-      let i = 0
-      for (;;) {
-        const l = 2 * i + 1
-        if (l >= n) break
-        const r = l + 1
-        let c = l
-        if (r < n && this.less(heap[r]!, heap[l]!)) c = r
-        const cs = heap[c]!
-        if (!this.less(cs, last)) break
-        heap[i] = cs
-        i = c
-      }
-      heap[i] = last
+    let source = HEAP
+    let bt = Number.POSITIVE_INFINITY
+    let bs = 0
+    if (this.heapSize > 0) {
+      bt = this.heapTime[0]!
+      bs = this.heapSeq[0]!
     }
+    const lanes = this.lanes
+    for (let l = 0; l < lanes.length; l++) {
+      const lane = lanes[l]!
+      if (lane.count === 0) continue
+      const slot = lane.buf[lane.head]!
+      const t = this.time[slot]!
+      if (t < bt || (t === bt && this.seq[slot]! < bs)) {
+        source = l
+        bt = t
+        bs = this.seq[slot]!
+      }
+    }
+    let slot: number
+    if (source !== HEAP) slot = lanes[source]!.shift()
+    else if (this.heapSize > 0) slot = this.heapPop()
+    else return false
+    this.t = bt
+    this.s = bs
+    this.kind = this.kindA[slot]!
+    this.a = this.argA[slot]!
+    this.b = this.argB[slot]!
+    this.p = this.payload[slot]
+    this.payload[slot] = undefined
+    this.free[this.freeCount++] = slot
     return true
   }
 
-  private less(x: number, y: number): boolean {
-    const tx = this.time[x]!
-    const ty = this.time[y]!
-    return tx < ty || (tx === ty && this.seq[x]! < this.seq[y]!)
+  private heapPop(): number {
+    const heap = this.heap
+    const ht = this.heapTime
+    const hs = this.heapSeq
+    const top = heap[0]!
+    const n = --this.heapSize
+    if (n > 0) {
+      const last = heap[n]!
+      const lt = ht[n]!
+      const ls = hs[n]!
+      let i = 0
+      for (;;) {
+        let c = 2 * i + 1
+        if (c >= n) break
+        let ct = ht[c]!
+        let cs = hs[c]!
+        const r = c + 1
+        if (r < n) {
+          const rt = ht[r]!
+          if (rt < ct || (rt === ct && hs[r]! < cs)) {
+            c = r
+            ct = rt
+            cs = hs[r]!
+          }
+        }
+        if (lt < ct || (lt === ct && ls < cs)) break
+        heap[i] = heap[c]!
+        ht[i] = ct
+        hs[i] = cs
+        i = c
+      }
+      heap[i] = last
+      ht[i] = lt
+      hs[i] = ls
+    }
+    return top
   }
 
   private grow(): void {
     const cap = this.time.length * 2
-    const g64 = (src: Float64Array) => {
-      const out = new Float64Array(cap)
-      out.set(src)
-      return out
-    }
-    const g32 = (src: Int32Array) => {
-      const out = new Int32Array(cap)
-      out.set(src)
-      return out
-    }
-    this.heap = g32(this.heap)
-    this.time = g64(this.time)
-    this.seq = g64(this.seq)
-    this.kindA = g32(this.kindA)
-    this.argA = g32(this.argA)
-    this.argB = g32(this.argB)
-    this.free = g32(this.free)
+    this.time = grow64(this.time, cap)
+    this.seq = grow64(this.seq, cap)
+    this.kindA = grow32(this.kindA, cap)
+    this.argA = grow32(this.argA, cap)
+    this.argB = grow32(this.argB, cap)
+    this.free = grow32(this.free, cap)
     this.payload.length = cap
   }
+
+  private growHeap(): void {
+    const cap = this.heap.length * 2
+    this.heap = grow32(this.heap, cap)
+    this.heapTime = grow64(this.heapTime, cap)
+    this.heapSeq = grow64(this.heapSeq, cap)
+  }
+}
+
+const grow64 = (src: Float64Array, cap: number): Float64Array => {
+  const out = new Float64Array(cap)
+  out.set(src)
+  return out
+}
+
+const grow32 = (src: Int32Array, cap: number): Int32Array => {
+  const out = new Int32Array(cap)
+  out.set(src)
+  return out
 }

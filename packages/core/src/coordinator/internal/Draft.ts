@@ -4,6 +4,7 @@
  * `finish` turns the overlay into records (small deltas, in replay order).
  */
 
+import { sortShards } from "../../internal/sortShards.js"
 import type { ShardLayout } from "../../protocol/Heartbeat.js"
 import type { CoordinatorState, MemberEntry, ShardDeadline, Timer } from "../CoordinatorState.js"
 import type {
@@ -39,6 +40,13 @@ export type Instant = number | { readonly mono: number; readonly wall: number }
 
 export const monoOf = (now: Instant): number => (typeof now === "number" ? now : now.mono)
 export const wallOf = (now: Instant): number => (typeof now === "number" ? now : now.wall)
+
+/**
+ * A map's entries; an empty overlay (the usual heartbeat) allocates nothing:
+ * spreading a Map builds an iterator and entry arrays even when it is empty
+ * (docs/simulator.md, Speed).
+ */
+const entries = <K, V>(map: ReadonlyMap<K, V>): Array<[K, V]> => (map.size === 0 ? [] : [...map])
 
 export class Draft {
   readonly members = new Map<string, MemberEntry | null>()
@@ -111,15 +119,6 @@ export class Draft {
     return m ?? this.state.members.get(id)
   }
 
-  /** Members the assignor may give shards to: registered and not leaving. */
-  assignableMembers(): Array<MemberEntry> {
-    const out: Array<MemberEntry> = []
-    for (const [id, m] of this.state.members)
-      if (!this.members.has(id) && m.state !== "LEAVING") out.push(m)
-    for (const m of this.members.values()) if (m !== null && m.state !== "LEAVING") out.push(m)
-    return out
-  }
-
   putMember(m: MemberEntry): void {
     if (!this.members.has(m.memberId)) this.memberOrder.push(m.memberId)
     this.members.set(m.memberId, m)
@@ -189,11 +188,11 @@ export class Draft {
     memberId: string,
   ): Array<number> {
     const base = index.get(memberId)
-    if (overlay.size === 0) return base === undefined ? [] : [...base].sort((a, b) => a - b)
+    if (overlay.size === 0) return base === undefined ? [] : sortShards([...base])
     const out = new Set<number>()
     if (base !== undefined) for (const s of base) if (read(s) === memberId) out.add(s)
     for (const s of overlay.keys()) if (read(s) === memberId) out.add(s)
-    return [...out].sort((a, b) => a - b)
+    return sortShards([...out])
   }
 
   /** Shards targeted to a member, ascending. O(its shards + overlay). */
@@ -333,7 +332,7 @@ export class Draft {
     }
     if (this.groupEpoch !== this.state.groupEpoch)
       records.push({ _tag: "GroupEpochBumped", groupEpoch: this.groupEpoch })
-    const targetChanges = [...this.target]
+    const targetChanges = entries(this.target)
       .filter(([s, m]) => (this.state.target[s] ?? null) !== m)
       .map(([shard, memberId]) => ({ shard, memberId }))
     if (targetChanges.length > 0 || this.assignmentEpoch !== this.state.assignmentEpoch)
@@ -342,15 +341,15 @@ export class Draft {
         assignmentEpoch: this.assignmentEpoch,
         shards: targetChanges,
       })
-    const revs = [...this.revocations]
+    const revs = entries(this.revocations)
       .filter(([s, m]) => (this.state.revocations[s] ?? null) !== m)
       .map(([shard, revocation]) => ({ shard, revocation }))
     if (revs.length > 0) records.push({ _tag: "RevocationsChanged", shards: revs })
-    const owners = [...this.current]
+    const owners = entries(this.current)
       .filter(([s, o]) => (this.state.current[s] ?? null) !== o)
       .map(([shard, owner]) => ({ shard, owner }))
     if (owners.length > 0) records.push({ _tag: "ShardOwnersChanged", shards: owners })
-    const held = [...this.held]
+    const held = entries(this.held)
       .filter(([s, h]) => (this.state.held[s] ?? null) !== h)
       .map(([shard, h]) => ({ shard, held: h }))
     if (held.length > 0) records.push({ _tag: "HeldChanged", shards: held })
