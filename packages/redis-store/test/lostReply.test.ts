@@ -21,7 +21,6 @@ import * as RedisShardStreams from "../src/RedisShardStreams.js"
 import { type LossyProxy, startLossyProxy } from "./support/proxy.js"
 import { unique } from "./support/targets.js"
 
-
 /**
  * Append 3 entries, read one (the read path is warm: scripts loaded,
  * connections open), lose the reply of the next read of the rest, then
