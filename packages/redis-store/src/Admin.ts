@@ -99,6 +99,18 @@ const command = <A>(operation: string, run: (c: RedisConnection.Client) => Promi
     return yield* connection.command(operation, run)
   })
 
+/** A stream's stored layout; any failure but the transport's is reported as the layout's. */
+const loadLayout = (layouts: StreamLayouts.StreamLayouts["Service"], stream: string) =>
+  layouts
+    .load(stream)
+    .pipe(
+      Effect.mapError((e) =>
+        e._tag === "BackendUnavailable"
+          ? e
+          : new BackendUnavailable({ operation: "layout", message: e.message, cause: e }),
+      ),
+    )
+
 const flatFields = (raw: ReadonlyArray<string>): Record<string, string> => {
   const out: Record<string, string> = {}
   for (let i = 0; i + 1 < raw.length; i += 2) out[raw[i]!] = raw[i + 1]!
@@ -139,15 +151,7 @@ export const streamShards = (
 ): Effect.Effect<ReadonlyArray<number>, AdminError, Services> =>
   Effect.gen(function* () {
     const layouts = yield* StreamLayouts.StreamLayouts
-    const stored = yield* layouts
-      .load(stream)
-      .pipe(
-        Effect.mapError((e) =>
-          e._tag === "BackendUnavailable"
-            ? e
-            : new BackendUnavailable({ operation: "layout", message: e.message, cause: e }),
-        ),
-      )
+    const stored = yield* loadLayout(layouts, stream)
     let end = 0
     if (Option.isSome(stored))
       for (const g of stored.value.record.generations)
@@ -294,15 +298,7 @@ export const replayDeadLetters = (
     const layouts = yield* StreamLayouts.StreamLayouts
     const letters = yield* listDeadLetters(filter)
     const current = Effect.gen(function* () {
-      const stored = yield* layouts
-        .load(filter.stream)
-        .pipe(
-          Effect.mapError((e) =>
-            e._tag === "BackendUnavailable"
-              ? e
-              : new BackendUnavailable({ operation: "layout", message: e.message, cause: e }),
-          ),
-        )
+      const stored = yield* loadLayout(layouts, filter.stream)
       if (Option.isSome(stored)) return Layout.StreamLayout.current(stored.value.record)
       const snapshot = yield* loadSnapshot({ stream: filter.stream, group: filter.group })
       if (Option.isSome(snapshot)) return snapshot.value.layout
@@ -451,15 +447,7 @@ export const listGroups = (
 ): Effect.Effect<ReadonlyArray<GroupSummary>, AdminError, Services> =>
   Effect.gen(function* () {
     const layouts = yield* StreamLayouts.StreamLayouts
-    const stored = yield* layouts
-      .load(stream)
-      .pipe(
-        Effect.mapError((e) =>
-          e._tag === "BackendUnavailable"
-            ? e
-            : new BackendUnavailable({ operation: "layout", message: e.message, cause: e }),
-        ),
-      )
+    const stored = yield* loadLayout(layouts, stream)
     const shards = yield* streamShards(stream)
     const registered = Option.isSome(stored) ? Object.keys(stored.value.record.groups) : []
     const seen = yield* consumerGroups(stream, shards)
@@ -569,15 +557,7 @@ export const planGroupDeletion = (
     const layouts = yield* StreamLayouts.StreamLayouts
     const shards = yield* streamShards(key.stream, key.group)
     const seen = (yield* consumerGroups(key.stream, shards)).get(key.group)
-    const stored = yield* layouts
-      .load(key.stream)
-      .pipe(
-        Effect.mapError((e) =>
-          e._tag === "BackendUnavailable"
-            ? e
-            : new BackendUnavailable({ operation: "layout", message: e.message, cause: e }),
-        ),
-      )
+    const stored = yield* loadLayout(layouts, key.stream)
     const registered = Option.isSome(stored) && key.group in stored.value.record.groups
     const ownerTokens: Array<string> = []
     for (const shard of shards) {
@@ -633,15 +613,7 @@ export const deleteGroup = (
     if (plan.layoutEntry) {
       const layouts = yield* StreamLayouts.StreamLayouts
       for (let attempt = 0; ; attempt++) {
-        const stored = yield* layouts
-          .load(key.stream)
-          .pipe(
-            Effect.mapError((e) =>
-              e._tag === "BackendUnavailable"
-                ? e
-                : new BackendUnavailable({ operation: "layout", message: e.message, cause: e }),
-            ),
-          )
+        const stored = yield* loadLayout(layouts, key.stream)
         if (Option.isNone(stored) || !(key.group in stored.value.record.groups)) break
         const { [key.group]: _, ...groups } = stored.value.record.groups
         const saved = yield* Effect.result(
