@@ -1233,6 +1233,47 @@ describe("polling adapter: pause, resume, seek", () => {
     }),
   )
 
+  it.effect(
+    "a seek that arrives while an empty read is in flight runs before the idle wait (it does not wait for new entries)",
+    () =>
+      Effect.gen(function* () {
+        // the redis seek test hung for 60 s this way: the turn's seek check had
+        // passed, the read came back empty and the shard parked in its idle
+        // wait, which only new entries end, with the seek still queued
+        const gate = yield* Deferred.make<void>()
+        let holding = false
+        const h = yield* makeHarness({
+          // a shard of the current generation: its idle wait ends only with new entries
+          currentFirstShard: 0,
+          // the last message's handler holds the read that follows its batch
+          eachMessage: (m) => {
+            if (m.fields.n === "1") holding = true
+          },
+          beforeRead: () =>
+            holding
+              ? Effect.andThen(
+                  Effect.sync(() => {
+                    holding = false
+                  }),
+                  Deferred.await(gate),
+                )
+              : Effect.void,
+        })
+        yield* h.produce(0, 2)
+        yield* h.start(0)
+        yield* h.runUntil(
+          "the read after the batch held in flight",
+          () => h.handled().length === 2 && !holding,
+        )
+        const seek = yield* Effect.forkChild(h.poller.seek(0, "start"))
+        yield* TestClock.adjust(1)
+        yield* Deferred.succeed(gate, undefined)
+        yield* h.runUntil("the seek ran", () => h.log.some((e) => e.kind === "seek"))
+        yield* Fiber.join(seek)
+        yield* h.runUntil("re-read from the start", () => h.handled().length === 4)
+      }),
+  )
+
   it.effect("on ports that cannot seek, a seek fails SeekFailed and the shard reads on", () =>
     Effect.gen(function* () {
       const h = yield* makeHarness({ withoutSeek: true })

@@ -290,6 +290,10 @@ export const makePoller = (options: PollerOptions): Effect.Effect<Poller> =>
         r.state = "stopped"
         return Effect.void
       }
+      // a seek queued while the turn ran (after its seek step, e.g. during its
+      // read) runs now: an idle wait would hold it until new entries came
+      if (r.seeks.length > 0 && (outcome._tag === "Empty" || outcome._tag === "Paused"))
+        return Effect.sync(() => makeReady(r))
       switch (outcome._tag) {
         case "More":
           return Effect.sync(() => makeReady(r))

@@ -68,6 +68,8 @@ export interface HarnessOptions {
    * then fail it with BackendUnavailable: the reply lost after the commit.
    */
   readonly loseReply?: (o: ShardStreams.ReadOptions) => boolean
+  /** Runs before each read reaches the data plane (a test holds a read in flight with it). */
+  readonly beforeRead?: (o: ShardStreams.ReadOptions) => Effect.Effect<void>
 }
 
 const isEffect = (u: unknown): u is Effect.Effect<void, unknown> => Effect.isEffect(u)
@@ -94,14 +96,21 @@ export const makeHarness = (options: HarnessOptions = {}) =>
       ...memory,
       read: (o) =>
         Effect.tap(
-          options.failRead?.(o) === true
-            ? Effect.fail(new BackendUnavailable({ operation: "read", message: "injected" }))
-            : options.loseReply?.(o) === true
-              ? Effect.andThen(
-                  memory.read(o),
-                  Effect.fail(new BackendUnavailable({ operation: "read", message: "reply lost" })),
-                )
-              : memory.read(o),
+          Effect.andThen(
+            options.beforeRead?.(o) ?? Effect.void,
+            Effect.suspend(() =>
+              options.failRead?.(o) === true
+                ? Effect.fail(new BackendUnavailable({ operation: "read", message: "injected" }))
+                : options.loseReply?.(o) === true
+                  ? Effect.andThen(
+                      memory.read(o),
+                      Effect.fail(
+                        new BackendUnavailable({ operation: "read", message: "reply lost" }),
+                      ),
+                    )
+                  : memory.read(o),
+            ),
+          ),
           (batch) =>
             Effect.sync(() => {
               // a read acknowledges the previous batch first (ReadOptions.ack)
