@@ -19,7 +19,14 @@ for (const dir of readdirSync(join(root, "packages"))) {
   }
   const r = JSON.parse(readFileSync(report, "utf8"))
   const p = r.numPassedTests ?? 0
-  const f = (r.numFailedTests ?? 0) + (r.numFailedTestSuites ?? 0)
+  // a file that failed with no failed test (an import error, a failing hook)
+  // counts once; a failed test is not counted again through its suites
+  const brokenFiles = (r.testResults ?? []).filter(
+    (file) =>
+      file.status === "failed" &&
+      !(file.assertionResults ?? []).some((t) => t.status === "failed"),
+  ).length
+  const f = (r.numFailedTests ?? 0) + brokenFiles
   const s = (r.numPendingTests ?? 0) + (r.numTodoTests ?? 0)
   console.log(`${dir}: ${p} passed, ${f} failed, ${s} skipped`)
   passed += p
