@@ -9,6 +9,8 @@
  *            (default ~/.cache/shardline/redis-8)
  *   chromium `$SHARDLINE_CHROMIUM_BIN`, else /usr/bin/chromium            apt-get install chromium
  *            (the dashboard's browser test drives it with playwright-core; no browser download)
+ *   firefox  `$SHARDLINE_FIREFOX_BIN`, else /usr/bin/firefox-esr          apt-get install firefox-esr
+ *            (the same test in Firefox, driven by puppeteer-core over WebDriver BiDi)
  *
  * It installs only when it may: apt-get is on PATH, the user is root or has
  * passwordless sudo, and `SHARDLINE_INSTALL` is not `0`. Otherwise, with
@@ -163,6 +165,17 @@ SERVERS.push({
     return { ok: true, version: version.replace(/\s+built on.*$/, "") }
   },
   install: (apt) => apt(["install", "chromium"]),
+})
+
+SERVERS.push({
+  name: "firefox",
+  check: () => {
+    const browser = process.env.SHARDLINE_FIREFOX_BIN ?? "/usr/bin/firefox-esr"
+    if (!executable(browser))
+      return { ok: false, problem: `firefox (${browser})`, installable: true }
+    return { ok: true, version: versionOf(browser) ?? "no --version" }
+  },
+  install: (apt) => apt(["install", "firefox-esr"]),
 })
 
 const osRelease = () => {

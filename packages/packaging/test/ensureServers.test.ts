@@ -52,9 +52,11 @@ const sandbox = (): Sandbox => {
   symlinkSync(process.execPath, path.join(bin, "node"))
   for (const d of [dir, bin, redis8, path.join(dir, "scripts")]) chmodSync(d, 0o755)
   chmodSync(script, 0o644)
-  // the dashboard's browser is found (the cases here are about the servers)
+  // the dashboard's browsers are found (the cases here are about the servers)
   writeFileSync(path.join(bin, "chromium"), `#!/bin/sh\necho "${CHROMIUM}"\n`)
   chmodSync(path.join(bin, "chromium"), 0o755)
+  writeFileSync(path.join(bin, "firefox-esr"), `#!/bin/sh\necho "${FIREFOX}"\n`)
+  chmodSync(path.join(bin, "firefox-esr"), 0o755)
   return { dir, bin, script, redis8, aptLog: path.join(dir, "apt.log") }
 }
 
@@ -72,6 +74,7 @@ const REDIS7 = "Redis server v=7.0.15 sha=00000000:0 malloc=jemalloc-5.3.0 bits=
 const VALKEY8 = "Valkey server v=8.0.1 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=1"
 const REDIS8 = "Redis server v=8.6.3 sha=00000000:1 malloc=jemalloc-5.3.0 bits=64 build=1"
 const CHROMIUM = "Chromium 156.0.8078.114 built on Debian GNU/Linux 12 (bookworm)"
+const FIREFOX = "Mozilla Firefox 153.8.0esr"
 
 const withRedis7 = (s: Sandbox) => {
   fakeServer(path.join(s.bin, "redis-server"), REDIS7)
@@ -126,6 +129,7 @@ const ensure = (
     HOME: s.dir,
     SHARDLINE_REDIS8_DIR: s.redis8,
     SHARDLINE_CHROMIUM_BIN: path.join(s.bin, "chromium"),
+    SHARDLINE_FIREFOX_BIN: path.join(s.bin, "firefox-esr"),
     ...options.env,
   }
   const asNobody = options.unprivileged === true && process.getuid?.() === 0
@@ -216,7 +220,7 @@ describe("ensure-servers: found or installed", () => {
     const run = ensure(s)
     expect(run.status).toBe(0)
     expect(run.stdout).toBe(
-      `servers: redis-server 7.0.15, valkey-server 8.0.1, Redis 8.6.3 (${s.redis8}), Chromium 156.0.8078.114\n`,
+      `servers: redis-server 7.0.15, valkey-server 8.0.1, Redis 8.6.3 (${s.redis8}), Chromium 156.0.8078.114, Mozilla Firefox 153.8.0esr\n`,
     )
     expect(existsSync(s.aptLog)).toBe(false)
   })
@@ -232,7 +236,7 @@ describe("ensure-servers: found or installed", () => {
       expect(run.stderr).toContain("== ensure-servers: installing redis-server 7")
       expect(run.status, run.stderr).toBe(0)
       expect(run.stdout).toBe(
-        `servers: redis-server 7.0.15, valkey-server 8.0.1, Redis 8.6.3 (${s.redis8}), Chromium 156.0.8078.114\n`,
+        `servers: redis-server 7.0.15, valkey-server 8.0.1, Redis 8.6.3 (${s.redis8}), Chromium 156.0.8078.114, Mozilla Firefox 153.8.0esr\n`,
       )
       const calls = readFileSync(s.aptLog, "utf8").trim().split("\n")
       expect(calls).toEqual([
