@@ -23,8 +23,7 @@ for (const dir of readdirSync(join(root, "packages"))) {
   // counts once; a failed test is not counted again through its suites
   const brokenFiles = (r.testResults ?? []).filter(
     (file) =>
-      file.status === "failed" &&
-      !(file.assertionResults ?? []).some((t) => t.status === "failed"),
+      file.status === "failed" && !(file.assertionResults ?? []).some((t) => t.status === "failed"),
   ).length
   const f = (r.numFailedTests ?? 0) + brokenFiles
   const s = (r.numPendingTests ?? 0) + (r.numTodoTests ?? 0)
