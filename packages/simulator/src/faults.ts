@@ -251,6 +251,36 @@ export const FAULTS: Partial<Record<FaultKind, FaultDef>> = {
     },
   },
   /**
+   * Colliding incarnations (issue 20, finding 4): a second process of a live
+   * member id starts in the same millisecond as the first and so draws the
+   * same incarnation; only its 96-bit instance differs (docs/protocol.md rule
+   * 24). Its join must not be taken for a resend of the first's: exactly one
+   * of the two holds the id (the larger instance), the other is superseded.
+   * At heal one of them exits.
+   */
+  collide: {
+    scope: "member",
+    rate: 0.5,
+    inject: (ctx, r) => {
+      const slot = anySlot(ctx, r)
+      const first = slot.procs[slot.procs.length - 1]
+      if (first === undefined || slot.procs.length > 1 || first.paused) return none
+      const second = ctx.members.start(slot, true, first)
+      ctx.w.count("collide:started")
+      ctx.w.mark("fault", `same incarnation as ${first.label}: ${second.label}`)
+      const keepFirst = r.chance(0.5)
+      return [
+        {
+          afterMs: r.range(2_000, 30_000),
+          heal: () => {
+            ctx.w.count(keepFirst ? "collide:secondExited" : "collide:firstExited")
+            ctx.members.stop(keepFirst ? second : first)
+          },
+        },
+      ]
+    },
+  },
+  /**
    * The member's next heartbeats carry a forged ownership report: a claim
    * of a shard it does not hold, a REVOKING of a shard not its own, a REVOKED
    * of a shard it still reads (fence on only), or, whenever one of its

@@ -30,6 +30,7 @@ import {
   MIN_MEMBER_WEIGHT,
   type ShardLayout,
 } from "@shardline/core"
+import type { Prng } from "./engine/Prng.js"
 import type { DrainFact, Holder, LeaseFact } from "./checkers/index.js"
 import type { Forgery } from "./checkers/requests.js"
 import { GROUP } from "./coordinator.js"
@@ -112,9 +113,13 @@ export class Proc {
     readonly clock: Clock,
     readonly state: MemberMachine.MemberState,
     workers: number,
+    readonly instance: string,
+    collided: boolean,
   ) {
     this.idle = workers
-    this.label = `${slot.id} (incarnation ${incarnation})`
+    this.label = collided
+      ? `${slot.id} (incarnation ${incarnation}/${instance})`
+      : `${slot.id} (incarnation ${incarnation})`
   }
 
   get id(): string {
@@ -128,6 +133,13 @@ export class Proc {
   leaseValid(t: number): boolean {
     return MemberMachine.leaseValid(this.state, local(this.clock, t))
   }
+}
+
+/** 96 random bits as 24 hex digits, as the runtime draws a process's instance. */
+const drawInstance = (r: Prng): string => {
+  let out = ""
+  for (let i = 0; i < 3; i++) out += r.int(0x1_0000_0000).toString(16).padStart(8, "0")
+  return out
 }
 
 export const memberId = (i: number): string => `sim-${String(i).padStart(4, "0")}-m0`
@@ -182,11 +194,18 @@ export class Members {
 
   // ---------------------------------------------------------------- processes
 
-  /** Starts a process of `slot` (a new incarnation); `ownClock`: on another host (a twin). */
-  start(slot: Slot, ownClock = false): Proc {
+  /**
+   * Starts a process of `slot` (a new incarnation); `ownClock`: on another
+   * host (a twin). `collideWith`: a process whose incarnation this one draws
+   * again (two starts of one id in one millisecond, docs/protocol.md rule
+   * 24); only the 96-bit instance tells them apart.
+   */
+  start(slot: Slot, ownClock = false, collideWith?: Proc): Proc {
     const { w, options } = this.ctx
-    const incarnation = slot.lastIncarnation + 1 + w.rng.processes.int(1024)
-    slot.lastIncarnation = incarnation
+    const incarnation =
+      collideWith?.incarnation ?? slot.lastIncarnation + 1 + w.rng.processes.int(1024)
+    slot.lastIncarnation = Math.max(slot.lastIncarnation, incarnation)
+    const instance = drawInstance(w.rng.instances)
     const clock = ownClock ? w.drawClock(this.clocksOn) : slot.clock
     const s = slot.settings
     const state = MemberMachine.make(
@@ -195,6 +214,7 @@ export class Members {
         stream: GROUP,
         memberId: slot.id,
         incarnation,
+        instance,
         memberInfo: {
           consumerName: slot.id,
           host: `sim-host-${slot.idx}`,
@@ -209,7 +229,16 @@ export class Members {
       },
       local(clock, w.now),
     )
-    const p = new Proc(this.procs.length, slot, incarnation, clock, state, options.workers)
+    const p = new Proc(
+      this.procs.length,
+      slot,
+      incarnation,
+      clock,
+      state,
+      options.workers,
+      instance,
+      collideWith !== undefined,
+    )
     this.procs.push(p)
     slot.procs.push(p)
     w.count("member:processStarts")

@@ -85,6 +85,7 @@ export const FAULT_KINDS = [
   "burst",
   "weights",
   "configs",
+  "collide",
 ] as const
 export type FaultKind = (typeof FAULT_KINDS)[number]
 

@@ -83,6 +83,8 @@ export interface Streams {
   readonly scenario: Prng
   readonly processes: Prng
   readonly forge: Prng
+  /** Each process's 96-bit instance (docs/protocol.md rule 24). */
+  readonly instances: Prng
 }
 
 export class World {
@@ -118,6 +120,7 @@ export class World {
       scenario: Prng.stream(seed, "scenario"),
       processes: Prng.stream(seed, "processes"),
       forge: Prng.stream(seed, "forge"),
+      instances: Prng.stream(seed, "instances"),
     }
     this.S = shardIdSpace(options)
   }

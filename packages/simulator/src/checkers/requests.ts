@@ -114,7 +114,7 @@ export class RequestChecker {
     }
     if (
       request.memberEpoch === 0 &&
-      request.incarnation === m.incarnation &&
+      sameProcess &&
       request.seq === m.joinSeq &&
       (newLifecycle || removesMember)
     )
