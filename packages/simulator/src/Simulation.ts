@@ -32,6 +32,10 @@ import {
   OwnershipChecker,
   RequestChecker,
   RevisionChecker,
+  TokenChecker,
+  CollateralChecker,
+  LeaseConfigChecker,
+  isCollateralFree,
   RuntimeChecker,
   StarvationChecker,
   type Violation,
@@ -47,6 +51,7 @@ import { type Batch, Members } from "./members.js"
 import { Network, type Req } from "./network.js"
 import {
   drawFaults,
+  FAULT_KINDS,
   exactConvergenceHeartbeats,
   type FaultMix,
   isExact,
@@ -150,6 +155,7 @@ export class Simulation {
             )
         },
         ended: (memberId, epoch, kind, time) => {
+          checks.collateral?.ended(memberId, kind, time)
           if (kind !== "MemberLeft")
             w.mark(
               "fence",
@@ -173,6 +179,22 @@ export class Simulation {
       messages: new MessageChecker(w.S),
       starvation: new StarvationChecker(report),
       revisions: new RevisionChecker(report),
+      tokens: new TokenChecker(w.S, report),
+      leaseConfig: new LeaseConfigChecker(
+        report,
+        timing.sessionTimeoutMs,
+        timing.heartbeatIntervalMs,
+      ),
+      collateral:
+        isCollateralFree(mix) && !reshard
+          ? new CollateralChecker(
+              report,
+              FAULT_KINDS.filter((k) => mix.intensity[k] > 0).join(","),
+              (memberId, since) => ctx.members.lostSince(memberId, since),
+              timing.revokeTimeoutMs + timing.requestTimeoutMs,
+              timing.sessionTimeoutMs,
+            )
+          : undefined,
       convergence: new ConvergenceChecker(report),
       exactness: exact
         ? new ExactnessChecker(
@@ -395,6 +417,8 @@ export class Simulation {
       counters["keyOrder:delivered"] = checks.keyOrder.delivered
       counters["keyOrder:crossGenerationChecks"] = checks.keyOrder.crossGeneration
     }
+    if (checks.collateral !== undefined) counters["collateral:excusedLossStreaks"] = checks.collateral.excused
+    counters["tokens:grantsChecked"] = checks.tokens.grants
     if (checks.exactness !== undefined) {
       counters["exact:episodes"] = checks.exactness.episodes
       counters["exact:singleChangeEpisodes"] = checks.exactness.singleChangeEpisodes

@@ -36,11 +36,22 @@ export interface CoordNode {
   /** Bumped on every (re)load: timers of an older shell are ignored. */
   inc: number
   readonly clock: Clock
+  /**
+   * Wall-clock steps so far (the `clock-step` fault: NTP steps the host's
+   * wall clock, never its monotonic clock; docs/protocol.md rule 21).
+   */
+  wallStepMs: number
   timerAt: number
   deferred: Array<Deferred>
 }
 
 export const GROUP = "sim"
+
+/** A candidate's time as core takes it: its monotonic clock, and its wall clock with its steps. */
+const instantOf = (c: CoordNode, t: number): { readonly mono: number; readonly wall: number } => {
+  const mono = local(c.clock, t)
+  return { mono, wall: mono + c.wallStepMs }
+}
 
 const notCoordinator = (memberId: string): HeartbeatResponse => ({
   errorCode: "NOT_COORDINATOR",
@@ -78,6 +89,7 @@ export class CoordinatorHost {
         paused: false,
         inc: 0,
         clock: ctx.w.drawClock(clocksOn),
+        wallStepMs: 0,
         timerAt: Number.POSITIVE_INFINITY,
         deferred: [],
       })
@@ -87,6 +99,8 @@ export class CoordinatorHost {
   serving(): CoordNode | undefined {
     const c = this.nodes[this.ctx.lease.holder]
     if (c === undefined || !c.alive || c.paused || c.shell === null) return undefined
+    // Redis is down: nobody can be answered, nothing committed.
+    if (this.ctx.store.down) return undefined
     return c.shell.revision === this.ctx.store.revision ? c : undefined
   }
 
@@ -124,7 +138,7 @@ export class CoordinatorHost {
     for (let attempt = 0; attempt < 2; attempt++) {
       const shell = c.shell
       if (shell === null) break
-      const step = shell.heartbeat(req.request, local(c.clock, w.now))
+      const step = shell.heartbeat(req.request, instantOf(c, w.now))
       const leader = this.serving() === c
       if (leader)
         checks.requests.judge(w.now, req.request, req.forgery, checks.view, step, fresh, honest)
@@ -173,7 +187,7 @@ export class CoordinatorHost {
     const w = this.ctx.w
     if (c.inc !== inc || c.shell === null || !c.alive || w.now < c.timerAt) return
     c.timerAt = Number.POSITIVE_INFINITY
-    const now = local(c.clock, w.now)
+    const now = instantOf(c, w.now)
     for (;;) {
       const shell = c.shell
       if (shell === null) return
@@ -182,6 +196,17 @@ export class CoordinatorHost {
       if (this.commit(c, step) === false) return
     }
     this.armTimer(c)
+  }
+
+  /** Redis is back: every loaded candidate looks at its deadlines again. */
+  redisBack(): void {
+    // The deadline checker measures a leader's deadlines from when it serves again.
+    this.servingFrom = this.ctx.w.now
+    for (const c of this.nodes) {
+      if (!c.alive || c.shell === null) continue
+      c.timerAt = Number.POSITIVE_INFINITY
+      this.armTimer(c)
+    }
   }
 
   private armTimer(c: CoordNode): void {
@@ -204,6 +229,12 @@ export class CoordinatorHost {
   private commit(c: CoordNode, step: Step<unknown>): boolean | "retry" {
     const shell = c.shell!
     const { w, store, lease, data, members } = this.ctx
+    if (store.down && (step.records.length > 0 || step.fences.length > 0)) {
+      // Redis is down: nothing is written or applied; due deadlines fire
+      // again once it is back (`redisBack`).
+      w.count("redis:commitsFailed")
+      return false
+    }
     if (step.records.length > 0) {
       const expected = shell.revision
       if (store.commit(shell, step) === undefined) {
@@ -236,7 +267,7 @@ export class CoordinatorHost {
     const { w, store, lease, data, options } = this.ctx
     c.inc++
     c.timerAt = Number.POSITIVE_INFINITY
-    const now = local(c.clock, w.now)
+    const now = instantOf(c, w.now)
     const candidate = { holder: `coordinator-${c.idx}`, leaseToken: lease.token }
     if (!store.created) {
       const created = CoordinatorShell.create(
@@ -279,7 +310,7 @@ export class CoordinatorHost {
     const { w, layouts } = this.ctx
     if (!layouts.enabled || c.shell === null || this.serving() !== c) return
     layouts.registerGroup()
-    const step = c.shell.followLayout(layouts.record.generations, local(c.clock, w.now))
+    const step = c.shell.followLayout(layouts.record.generations, instantOf(c, w.now))
     if (typeof step === "string") {
       w.count("reshard:followRefused")
       w.mark("fault", `coordinator #${c.idx}: ${step}`)

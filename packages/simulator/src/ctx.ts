@@ -16,6 +16,9 @@ import type {
   OwnershipChecker,
   RequestChecker,
   RevisionChecker,
+  TokenChecker,
+  CollateralChecker,
+  LeaseConfigChecker,
   RuntimeChecker,
   StarvationChecker,
 } from "./checkers/index.js"
@@ -46,6 +49,10 @@ export interface Checks {
   readonly messages: MessageChecker
   readonly starvation: StarvationChecker
   readonly revisions: RevisionChecker
+  readonly tokens: TokenChecker
+  readonly leaseConfig: LeaseConfigChecker
+  /** Runs whose faults touch no member (see `isCollateralFree`). */
+  readonly collateral: CollateralChecker | undefined
   readonly convergence: ConvergenceChecker
   readonly exactness: ExactnessChecker | undefined
   /** Reshard scenarios only: per-key order across layout generations. */

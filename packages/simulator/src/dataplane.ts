@@ -77,7 +77,10 @@ export class DataPlane {
 
   /** Fence tokens are written to storage before anyone is told. */
   writeFences(fences: ReadonlyArray<Fence>): void {
-    for (const f of fences) if (f.token > this.fence[f.shard]!) this.fence[f.shard] = f.token
+    for (const f of fences) {
+      this.ctx.checks.tokens.fenceWrite(f.shard, f.token, this.ctx.w.now)
+      if (f.token > this.fence[f.shard]!) this.fence[f.shard] = f.token
+    }
     if (fences.length > 0) this.ctx.w.mark("fence", `${fences.length} shard token(s) written`)
   }
 

@@ -281,6 +281,51 @@ export const FAULTS: Partial<Record<FaultKind, FaultDef>> = {
     },
   },
   /**
+   * NTP steps a coordinator candidate's wall clock (never its monotonic
+   * clock) by 1-60 s, back or forward, for good (docs/protocol.md rule 21):
+   * no lease or deadline may move, and owner tokens, whose floor follows
+   * the wall clock (rule 16), must still rise.
+   */
+  "clock-step": {
+    scope: "coordinator",
+    rate: 1,
+    inject: (ctx, r) => {
+      const c = ctx.coord.nodes[r.int(ctx.coord.nodes.length)]!
+      const step = (r.chance(0.5) ? -1 : 1) * r.range(1_000, 60_000)
+      c.wallStepMs += step
+      ctx.w.count(step < 0 ? "clockStep:back" : "clockStep:forward")
+      if (c.idx === ctx.lease.holder) ctx.w.count("clockStep:leader")
+      ctx.w.mark("fault", `coordinator #${c.idx} wall clock stepped ${Math.round(step)} ms`)
+      return none
+    },
+  },
+  /**
+   * Redis is down (restarted, failed over, unreachable) for 0.5 s to 60% of
+   * the session: no request or answer crosses the coordinator transport, no
+   * commit, no lease renewal or election, no read or ack (issue 19 finding
+   * 3). An outage shorter than the session must cost no fence, no expiry and
+   * no rejoin (docs/protocol.md rule 22): members suspend and resume.
+   */
+  "redis-outage": {
+    scope: "group",
+    rate: 0.5,
+    inject: (ctx, r) => {
+      if (ctx.store.down) return none
+      ctx.store.down = true
+      ctx.w.count("redis:outages")
+      ctx.w.mark("fault", "redis down")
+      return [
+        {
+          afterMs: r.range(500, timing.sessionTimeoutMs * 0.6),
+          heal: () => {
+            ctx.store.down = false
+            ctx.coord.redisBack()
+          },
+        },
+      ]
+    },
+  },
+  /**
    * The member's next heartbeats carry a forged ownership report: a claim
    * of a shard it does not hold, a REVOKING of a shard not its own, a REVOKED
    * of a shard it still reads (fence on only), or, whenever one of its

@@ -29,7 +29,10 @@ export class Lease {
   tick(): void {
     const { w, coord } = this.ctx
     const holder = coord.nodes[this.holder]
-    if (holder?.alive && !holder.paused && holder.shell !== null) {
+    if (this.ctx.store.down) {
+      // Redis is down: nobody renews or acquires; a lease that lapses
+      // meanwhile is lost, and the next tick after the outage elects again.
+    } else if (holder?.alive && !holder.paused && holder.shell !== null && w.now < this.expires) {
       this.expires = w.now + timing.coordinatorLeaseMs
       coord.followStream(holder)
     } else if (w.now >= this.expires) {

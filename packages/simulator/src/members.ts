@@ -247,6 +247,12 @@ export class Members {
     return p
   }
 
+  /** How many requests and answers of member `id` the network lost at or after `since`. */
+  lostSince(id: string, since: number): number {
+    const slot = this.byId.get(id)
+    return slot === undefined ? 0 : this.ctx.net.lostSince(slot.idx, since)
+  }
+
   /** A wanted member without a process gets one (after a leave the scenario reversed). */
   restart(i: number): void {
     const slot = this.slots[i]!
@@ -321,6 +327,12 @@ export class Members {
       const c = cmds[i]!
       switch (c._tag) {
         case "StartShard":
+          this.ctx.checks.leaseConfig.started(
+            w.now,
+            p.label,
+            c.shard,
+            p.slot.settings.safetyMarginMs,
+          )
           this.startShard(p, c.shard, c.token)
           for (const more of MemberMachine.step(p.state, { _tag: "ShardStarted", shard: c.shard }))
             cmds.push(more)
@@ -331,6 +343,7 @@ export class Members {
         case "StopAllShards":
           this.dropAll(p)
           w.count(`member:stopAll:${c.reason}`)
+          this.ctx.checks.collateral?.memberStopped(p.id, c.reason, w.now)
           // the dropped loops end at once here (their batches are abandoned):
           // each is reported, as the machine requires before a REVOKED or a rejoin
           if (c.reason !== "left" && c.reason !== "leave-timeout")
@@ -510,7 +523,7 @@ export class Members {
     // Only a loop with nothing to read asks (BROKEN ON PURPOSE with
     // `cutover-before-drain`: it asks with a batch in flight too).
     if (run.batch !== null && this.ctx.options.broken !== "cutover-before-drain") return
-    if (!p.leaseValid(w.now) || p.slot.partStore || !data.drained(shard)) return
+    if (!p.leaseValid(w.now) || (p.slot.partStore || this.ctx.store.down) || !data.drained(shard)) return
     // Finding F4 (docs/simulator.md), fixed in core: the stream seals a shard
     // before the group's leader adopts the new generation; the leader ignores
     // a drained report of a shard of its current layout until it adopts it,
@@ -671,7 +684,7 @@ export class Members {
       const run = p.runs.get(shard)!
       if (run.draining || run.fenced || run.batch !== null) continue
       p.rrPos = pos + 1
-      if (p.slot.partStore) {
+      if ((p.slot.partStore || this.ctx.store.down)) {
         w.count("store:readUnreachable")
         w.q.push(w.now + 200, K.WORKER, p.pid, 0)
         return
@@ -718,7 +731,7 @@ export class Members {
         checks.messages.handle(shard, id)
         order?.handle(w.now, shard, id)
       }
-      if (p.slot.partStore) w.count("store:ackUnreachable")
+      if ((p.slot.partStore || this.ctx.store.down)) w.count("store:ackUnreachable")
       else if (data.ack(shard, run.token, batch.ids)) {
         if (this.effective(p, run, byzantine))
           checks.ownership.batch(shard, p.pid, batch.start, w.now)

@@ -52,6 +52,8 @@ export class Network {
   /** Per member: its last requests (any process, any lifecycle), for `replay`. */
   private readonly history: Array<Array<Req>>
   private readonly historyAt: Int32Array
+  /** Per member: when its last few requests or answers were lost (the collateral checker's excuse). */
+  private readonly losses: Array<Array<number>>
   /** Per member: what to do right after a coordinator received its next request (a `stall`). */
   private readonly armed: Array<(() => void) | undefined>
 
@@ -65,6 +67,21 @@ export class Network {
     this.history = Array.from({ length: members }, () => [])
     this.historyAt = new Int32Array(members)
     this.armed = new Array(members).fill(undefined)
+    this.losses = Array.from({ length: members }, () => [])
+  }
+
+  /** How many of member `slot`'s requests and answers were lost at or after `since`. */
+  lostSince(slot: number, since: number): number {
+    let n = 0
+    for (const t of this.losses[slot]!) if (t >= since) n++
+    return n
+  }
+
+  private noteLoss(slot: number, kind: number): void {
+    if (kind === K.NOTICE) return
+    const l = this.losses[slot]!
+    l.push(this.ctx.w.now)
+    if (l.length > 8) l.shift()
   }
 
   /** Runs `then` right after a coordinator receives member `slot`'s next request. */
@@ -103,29 +120,29 @@ export class Network {
     }
     const target = this.ctx.lease.holder
     if (target < 0) return
-    this.deliver(this.links[slot]!, "out", K.REQ_AT_COORD, target, slot, req)
+    this.deliver(slot, "out", K.REQ_AT_COORD, target, slot, req)
     if (this.duplicated()) {
       w.count("net:duplicated")
-      this.deliver(this.links[slot]!, "out", K.REQ_AT_COORD, target, slot, req)
+      this.deliver(slot, "out", K.REQ_AT_COORD, target, slot, req)
     }
   }
 
   /** The coordinator answers request `seq` of process `pid` (member `slot`). */
   toMember(slot: number, pid: number, seq: number, response: HeartbeatResponse): void {
-    this.deliver(this.links[slot]!, "in", K.RESP_AT_MEMBER, pid, seq, response)
+    this.deliver(slot, "in", K.RESP_AT_MEMBER, pid, seq, response)
     if (this.duplicated()) {
       this.ctx.w.count("net:duplicated")
-      this.deliver(this.links[slot]!, "in", K.RESP_AT_MEMBER, pid, seq, response)
+      this.deliver(slot, "in", K.RESP_AT_MEMBER, pid, seq, response)
     }
   }
 
   /** A "look again" notice to process `pid` of member `slot`. */
   notice(slot: number, pid: number): void {
-    this.deliver(this.links[slot]!, "in", K.NOTICE, pid, 0, undefined)
+    this.deliver(slot, "in", K.NOTICE, pid, 0, undefined)
   }
 
   private deliver(
-    link: Link,
+    slot: number,
     dir: "out" | "in",
     kind: number,
     a: number,
@@ -133,8 +150,16 @@ export class Network {
     p: unknown,
   ): void {
     const w = this.ctx.w
+    const link = this.links[slot]!
+    if (this.ctx.store.down) {
+      // The coordinator transport runs over Redis.
+      w.count("redis:messagesLost")
+      this.noteLoss(slot, kind)
+      return
+    }
     if (this.lost()) {
       w.count("net:lost")
+      this.noteLoss(slot, kind)
       return
     }
     const mode = dir === "out" ? link.out : link.back

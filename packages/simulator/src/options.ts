@@ -86,6 +86,8 @@ export const FAULT_KINDS = [
   "weights",
   "configs",
   "collide",
+  "clock-step",
+  "redis-outage",
 ] as const
 export type FaultKind = (typeof FAULT_KINDS)[number]
 

@@ -26,6 +26,12 @@ export class Store {
    * then applies the step to the shell. Returns the new revision, or
    * undefined when the shell is stale (nothing written, nothing applied).
    */
+  /**
+   * Redis is down (the `redis-outage` fault): no commit, no lease renewal or
+   * acquisition, no request or answer on the transport, no read or ack.
+   */
+  down = false
+
   commit(
     shell: CoordinatorShell,
     step: Step<unknown>,
@@ -40,6 +46,7 @@ export class Store {
     checks.revisions.commit(this.ctx.w.now, expected, rev)
     shell.apply(step, rev)
     this.source = shell
+    checks.tokens.committed(step.records, this.ctx.w.now)
     checks.view.ingest(step.records, rev, this.ctx.w.now)
     return rev
   }

@@ -18,6 +18,9 @@ export type CheckerName =
   | "convergence"
   | "exactness"
   | "key-order"
+  | "tokens"
+  | "collateral"
+  | "lease-config"
 
 export interface Violation {
   readonly checker: CheckerName

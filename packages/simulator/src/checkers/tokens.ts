@@ -1,0 +1,79 @@
+/**
+ * Owner-token monotonicity per shard (docs/protocol.md rules 16, 21 and 23;
+ * docs/simulator.md, Checkers): every grant of a shard carries a token above
+ * every token the shard had before, in any grant or hold, whichever leader
+ * committed it, and storage's owner token never goes down. A re-grant that
+ * keeps the previous token lets the previous owner's reads and acks pass
+ * the storage fence; a token that falls (a wall clock stepped back, a new
+ * leader's clock behind the old one's) is refused by storage and stops the
+ * shard for good. Judged from committed record batches and the fence writes
+ * only, never from the coordinator's memory.
+ *
+ * @module
+ */
+import type { CoordinatorRecord } from "@shardline/core"
+import { fmt, type Report } from "./types.js"
+
+export class TokenChecker {
+  /** Per shard: the highest token any committed grant or hold carried. */
+  private readonly highest: Float64Array
+  /** Per shard: the current grant (owner and token), as committed. */
+  private readonly ownerOf: Array<string | null>
+  private readonly tokenOf: Float64Array
+  /** Per shard: storage's owner token, as written. */
+  private readonly stored: Float64Array
+  grants = 0
+
+  constructor(
+    shards: number,
+    private readonly report: Report,
+  ) {
+    this.highest = new Float64Array(shards)
+    this.ownerOf = new Array<string | null>(shards).fill(null)
+    this.tokenOf = new Float64Array(shards)
+    this.stored = new Float64Array(shards)
+  }
+
+  /** One committed batch, in commit order. */
+  committed(records: ReadonlyArray<CoordinatorRecord>, time: number): void {
+    for (const r of records) {
+      if (r._tag === "HeldChanged") {
+        for (const { shard, held } of r.shards)
+          if (held !== null && held.token > this.highest[shard]!) this.highest[shard] = held.token
+        continue
+      }
+      if (r._tag !== "ShardOwnersChanged") continue
+      for (const { shard, owner } of r.shards) {
+        if (owner === null) {
+          this.ownerOf[shard] = null
+          continue
+        }
+        // The same grant again (its confirmation, a takeover's re-commit).
+        if (this.ownerOf[shard] === owner.memberId && this.tokenOf[shard] === owner.token) continue
+        this.grants++
+        if (owner.token <= this.highest[shard]!)
+          this.report({
+            checker: "tokens",
+            time,
+            shard,
+            message: `shard ${shard} granted to ${owner.memberId} with owner token ${owner.token} at ${fmt(time)}, not above ${this.highest[shard]!}, a token it had before`,
+          })
+        this.ownerOf[shard] = owner.memberId
+        this.tokenOf[shard] = owner.token
+        if (owner.token > this.highest[shard]!) this.highest[shard] = owner.token
+      }
+    }
+  }
+
+  /** A leader writes `token` as shard `shard`'s owner token to storage. */
+  fenceWrite(shard: number, token: number, time: number): void {
+    if (token < this.stored[shard]!)
+      this.report({
+        checker: "tokens",
+        time,
+        shard,
+        message: `shard ${shard}: owner token ${token} written to storage at ${fmt(time)} below its stored token ${this.stored[shard]!} (storage refuses it: OwnerTokenRegression)`,
+      })
+    else this.stored[shard] = token
+  }
+}
