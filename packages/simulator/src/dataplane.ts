@@ -125,6 +125,8 @@ export class DataPlane {
    * Undefined when storage refuses the token.
    */
   read(shard: number, token: number): Array<number> | undefined {
+    if (token > this.fence[shard]!)
+      this.ctx.checks.tokens.unwritten(shard, token, this.fence[shard]!, this.ctx.w.now)
     if (this.storageFence && token < this.fence[shard]!) {
       this.fencedReads++
       return undefined

@@ -300,8 +300,8 @@ export const FAULTS: Partial<Record<FaultKind, FaultDef>> = {
     },
   },
   /**
-   * Redis is down (restarted, failed over, unreachable) for 0.5 s to 60% of
-   * the session: no request or answer crosses the coordinator transport, no
+   * Redis is down (restarted, failed over, unreachable) for 0.5 s to 95% of
+   * the session (past members' leases, 85% of it, and the coordinator's): no request or answer crosses the coordinator transport, no
    * commit, no lease renewal or election, no read or ack (issue 19 finding
    * 3). An outage shorter than the session must cost no fence, no expiry and
    * no rejoin (docs/protocol.md rule 22): members suspend and resume.
@@ -316,7 +316,7 @@ export const FAULTS: Partial<Record<FaultKind, FaultDef>> = {
       ctx.w.mark("fault", "redis down")
       return [
         {
-          afterMs: r.range(500, timing.sessionTimeoutMs * 0.6),
+          afterMs: r.range(500, timing.sessionTimeoutMs * 0.95),
           heal: () => {
             ctx.store.down = false
             ctx.coord.redisBack()

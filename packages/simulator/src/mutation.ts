@@ -61,6 +61,20 @@ export const mutationSeeds = (): Array<SimOptions> => {
       const s = ++seed
       out.push(small(scenario, s, { shards: scenario === "reshard-down" ? 8 : 4 }))
     }
+  // Issue 20 and 19 (appended, so the runs above keep their numbers): lost
+  // and late answers among bursts (the collateral checker), coordinator
+  // failovers with wall-clock steps and Redis outages (tokens, collateral),
+  // colliding incarnations, members at the edges of the lease config.
+  for (let i = 0; i < 10; i++) {
+    out.push(small("churn", ++seed, { faults: "burst,loss,dup,delay,replay", ratePerShard: 8 }))
+    out.push(
+      small("coordinator-failover", ++seed, {
+        faults: "coord-crash,coord-stale,clock-step,redis-outage,loss,dup,delay",
+      }),
+    )
+    out.push(small("churn", ++seed, { faults: "burst,collide,dup,delay", workers: 4 }))
+    out.push(small("churn", ++seed, { faults: "burst,weights,configs" }))
+  }
   return out
 }
 

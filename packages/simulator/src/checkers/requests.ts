@@ -135,6 +135,9 @@ export class RequestChecker {
         })
       return
     }
+    // A duplicate or replay of a forged request gets the standing answer
+    // (docs/protocol.md rule 18): the lie was judged when it was new.
+    if (!fresh) return
     const invalid: Array<string> = []
     for (const s of forgery.claims) {
       const o = view.owner[s]

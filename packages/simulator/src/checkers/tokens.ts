@@ -23,6 +23,7 @@ export class TokenChecker {
   /** Per shard: storage's owner token, as written. */
   private readonly stored: Float64Array
   grants = 0
+  unwrittenReads = 0
 
   constructor(
     shards: number,
@@ -63,6 +64,23 @@ export class TokenChecker {
         if (owner.token > this.highest[shard]!) this.highest[shard] = owner.token
       }
     }
+  }
+
+  /**
+   * A member reads `shard` with `token` above what storage holds: its
+   * grant's fence was never written, though a leader writes a step's fences
+   * before it answers (docs/protocol.md, Host usage), so storage cannot
+   * stop the previous owner.
+   */
+  unwritten(shard: number, token: number, stored: number, time: number): void {
+    this.unwrittenReads++
+    if (this.unwrittenReads > 3) return
+    this.report({
+      checker: "tokens",
+      time,
+      shard,
+      message: `shard ${shard} read with owner token ${token} at ${fmt(time)} while storage holds ${stored}: the grant's fence was never written`,
+    })
   }
 
   /** A leader writes `token` as shard `shard`'s owner token to storage. */
