@@ -261,7 +261,7 @@ export const mutants = [
     hardening: "issue 20 finding 4",
     why: "a join that matches the registered incarnation but not its instance is taken for the same process (rule 24)",
     file: C,
-    find: "): boolean => a.incarnation === b.incarnation && (a.instance ?? \"\") === (b.instance ?? \"\")\n",
+    find: '): boolean => a.incarnation === b.incarnation && (a.instance ?? "") === (b.instance ?? "")\n',
     replace: "): boolean => a.incarnation === b.incarnation\n",
   },
   {
@@ -269,7 +269,8 @@ export const mutants = [
     why: "a re-grant may keep the shard's previous owner token (no +1 over it; only the clock floor raises it)",
     file: D,
     find: "    const token = Math.max(this.tokenOf(shard) + 1, Math.floor(this.wall) * TOKENS_PER_MS)\n",
-    replace: "    const token = Math.max(this.tokenOf(shard), Math.floor(this.wall) * TOKENS_PER_MS)\n",
+    replace:
+      "    const token = Math.max(this.tokenOf(shard), Math.floor(this.wall) * TOKENS_PER_MS)\n",
   },
   {
     name: "token-from-clock-alone",
@@ -283,14 +284,15 @@ export const mutants = [
     why: "a request whose answer was lost makes the member rejoin instead of retrying (rule 7: a lost answer costs a rebalance)",
     file: M,
     find: "      if (event.seq !== state.nextSeq - 1 || event.seq < state.acceptFromSeq) break\n      backoff(state, event.now)\n      loseLeaseIfDue(state, event.now, out)\n",
-    replace: "      if (event.seq !== state.nextSeq - 1 || event.seq < state.acceptFromSeq) break\n      if (state.lifecycle === \"active\") fence(state, \"unknown-member\", out)\n      else backoff(state, event.now)\n",
+    replace:
+      '      if (event.seq !== state.nextSeq - 1 || event.seq < state.acceptFromSeq) break\n      if (state.lifecycle === "active") fence(state, "unknown-member", out)\n      else backoff(state, event.now)\n',
   },
   {
     name: "unusable-lease-accepted",
     why: "a member whose lease (session minus margin) is not longer than a heartbeat interval keeps its registration and reads",
     file: M,
-    find: "      if (lease <= response.heartbeatIntervalMs && state.lifecycle !== \"leaving\") {\n",
-    replace: "      if (lease <= 0 && state.lifecycle !== \"leaving\") {\n",
+    find: '      if (lease <= response.heartbeatIntervalMs && state.lifecycle !== "leaving") {\n',
+    replace: '      if (lease <= 0 && state.lifecycle !== "leaving") {\n',
   },
   {
     name: "late-answer-judged-against-session",

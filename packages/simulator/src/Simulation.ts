@@ -21,23 +21,23 @@
  * @module
  */
 import {
+  CollateralChecker,
   ConvergenceChecker,
   DeadlineChecker,
   DrainChecker,
   ExactnessChecker,
   IntentChecker,
+  isCollateralFree,
   KeyOrderChecker,
   LeaseChecker,
+  LeaseConfigChecker,
   MessageChecker,
   OwnershipChecker,
   RequestChecker,
   RevisionChecker,
-  TokenChecker,
-  CollateralChecker,
-  LeaseConfigChecker,
-  isCollateralFree,
   RuntimeChecker,
   StarvationChecker,
+  TokenChecker,
   type Violation,
 } from "./checkers/index.js"
 import { CommittedView, type EndKind } from "./checkers/view.js"
@@ -51,8 +51,8 @@ import { type Batch, Members } from "./members.js"
 import { Network, type Req } from "./network.js"
 import {
   drawFaults,
-  FAULT_KINDS,
   exactConvergenceHeartbeats,
+  FAULT_KINDS,
   type FaultMix,
   isExact,
   isReshard,
@@ -417,7 +417,8 @@ export class Simulation {
       counters["keyOrder:delivered"] = checks.keyOrder.delivered
       counters["keyOrder:crossGenerationChecks"] = checks.keyOrder.crossGeneration
     }
-    if (checks.collateral !== undefined) counters["collateral:excusedLossStreaks"] = checks.collateral.excused
+    if (checks.collateral !== undefined)
+      counters["collateral:excusedLossStreaks"] = checks.collateral.excused
     counters["tokens:grantsChecked"] = checks.tokens.grants
     if (checks.exactness !== undefined) {
       counters["exact:episodes"] = checks.exactness.episodes

@@ -5,6 +5,7 @@
  * @module
  */
 import type {
+  CollateralChecker,
   ConvergenceChecker,
   DeadlineChecker,
   DrainChecker,
@@ -12,15 +13,14 @@ import type {
   IntentChecker,
   KeyOrderChecker,
   LeaseChecker,
+  LeaseConfigChecker,
   MessageChecker,
   OwnershipChecker,
   RequestChecker,
   RevisionChecker,
-  TokenChecker,
-  CollateralChecker,
-  LeaseConfigChecker,
   RuntimeChecker,
   StarvationChecker,
+  TokenChecker,
 } from "./checkers/index.js"
 import type { CommittedView } from "./checkers/view.js"
 import type { CoordinatorHost } from "./coordinator.js"

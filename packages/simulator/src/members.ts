@@ -30,11 +30,11 @@ import {
   MIN_MEMBER_WEIGHT,
   type ShardLayout,
 } from "@shardline/core"
-import type { Prng } from "./engine/Prng.js"
 import type { DrainFact, Holder, LeaseFact } from "./checkers/index.js"
 import type { Forgery } from "./checkers/requests.js"
 import { GROUP } from "./coordinator.js"
 import type { Ctx } from "./ctx.js"
+import type { Prng } from "./engine/Prng.js"
 import { forgeReport } from "./faults.js"
 import { type MemberSettings, timing } from "./options.js"
 import { type Clock, K, local, toTrue } from "./world.js"
@@ -523,7 +523,8 @@ export class Members {
     // Only a loop with nothing to read asks (BROKEN ON PURPOSE with
     // `cutover-before-drain`: it asks with a batch in flight too).
     if (run.batch !== null && this.ctx.options.broken !== "cutover-before-drain") return
-    if (!p.leaseValid(w.now) || (p.slot.partStore || this.ctx.store.down) || !data.drained(shard)) return
+    if (!p.leaseValid(w.now) || p.slot.partStore || this.ctx.store.down || !data.drained(shard))
+      return
     // Finding F4 (docs/simulator.md), fixed in core: the stream seals a shard
     // before the group's leader adopts the new generation; the leader ignores
     // a drained report of a shard of its current layout until it adopts it,
@@ -684,7 +685,7 @@ export class Members {
       const run = p.runs.get(shard)!
       if (run.draining || run.fenced || run.batch !== null) continue
       p.rrPos = pos + 1
-      if ((p.slot.partStore || this.ctx.store.down)) {
+      if (p.slot.partStore || this.ctx.store.down) {
         w.count("store:readUnreachable")
         w.q.push(w.now + 200, K.WORKER, p.pid, 0)
         return
@@ -731,7 +732,7 @@ export class Members {
         checks.messages.handle(shard, id)
         order?.handle(w.now, shard, id)
       }
-      if ((p.slot.partStore || this.ctx.store.down)) w.count("store:ackUnreachable")
+      if (p.slot.partStore || this.ctx.store.down) w.count("store:ackUnreachable")
       else if (data.ack(shard, run.token, batch.ids)) {
         if (this.effective(p, run, byzantine))
           checks.ownership.batch(shard, p.pid, batch.start, w.now)
