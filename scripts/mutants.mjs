@@ -302,6 +302,14 @@ export const mutants = [
     replace: "      if (sentAt === undefined || now - state.lastSuccessAt >= lease) {\n",
   },
   {
+    name: "xackdel-ignores-other-groups",
+    hardening: "issue 20 finding 1",
+    why: "xackdel deletes an acknowledged entry whatever the stream's other groups have not read or still hold pending",
+    file: "ports/AckPolicy.ts",
+    find: "  for (const g of groups) if (!done(g)) return false\n",
+    replace: "",
+  },
+  {
     name: "no-hold-back",
     why: "a shard of a new layout generation is granted before the earlier shards overlapping it are drained (docs/resharding.md)",
     file: C,

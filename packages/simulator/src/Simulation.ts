@@ -26,6 +26,7 @@ import {
   DeadlineChecker,
   DrainChecker,
   ExactnessChecker,
+  FanOutChecker,
   IntentChecker,
   isCollateralFree,
   KeyOrderChecker,
@@ -44,6 +45,7 @@ import { CommittedView, type EndKind } from "./checkers/view.js"
 import { CoordinatorHost } from "./coordinator.js"
 import type { Checks, Ctx } from "./ctx.js"
 import { DataPlane } from "./dataplane.js"
+import { FanOut } from "./fanout.js"
 import { Faults } from "./faults.js"
 import { StreamLayouts } from "./layouts.js"
 import { Lease } from "./lease.js"
@@ -180,6 +182,8 @@ export class Simulation {
       starvation: new StarvationChecker(report),
       revisions: new RevisionChecker(report),
       tokens: new TokenChecker(w.S, report),
+      // replaced below once the fan-out groups are drawn
+      fanout: new FanOutChecker(report, 1, 0, []),
       leaseConfig: new LeaseConfigChecker(
         report,
         timing.sessionTimeoutMs,
@@ -216,6 +220,8 @@ export class Simulation {
       clocksOn,
     )
     ctx.data = new DataPlane(ctx, options.fence === "on")
+    ctx.fanout = new FanOut(ctx)
+    checks.fanout = new FanOutChecker(report, ctx.fanout.groups, w.S, ctx.fanout.modes())
     ctx.layouts = new StreamLayouts(ctx, reshard, keyCount)
     ctx.workload = new Workload(
       ctx,
@@ -239,6 +245,7 @@ export class Simulation {
     scheduleScenario(ctx)
     ctx.workload.start()
     ctx.faults.start()
+    ctx.fanout.start()
     ctx.sampler.start()
     q.push(this.endSafety, K.LIVENESS)
     q.push(this.endRun, K.END)
@@ -325,6 +332,9 @@ export class Simulation {
       case K.LIVENESS:
         this.startLiveness()
         return false
+      case K.FANOUT:
+        this.ctx.fanout.poll(a)
+        return false
       case K.END:
         return this.end()
     }
@@ -336,6 +346,7 @@ export class Simulation {
     const { w, faults, net, coord, members, sampler } = this.ctx
     w.mark("phase", "liveness phase: faults off")
     faults.healAll()
+    this.ctx.fanout.heal()
     net.heal()
     coord.heal()
     sampler.startLiveness()
@@ -370,6 +381,7 @@ export class Simulation {
       return false
     }
     if (tail > 0) w.count("run:drainTailMs", tail)
+    if (this.ctx.fanout.enabled) checks.fanout.finish(w.now, (s) => checks.messages.producedOn(s))
     m.finish(
       w.now,
       (v) => w.violation(v),
@@ -420,6 +432,11 @@ export class Simulation {
     if (checks.collateral !== undefined)
       counters["collateral:excusedLossStreaks"] = checks.collateral.excused
     counters["tokens:grantsChecked"] = checks.tokens.grants
+    if (this.ctx.fanout.enabled) {
+      counters["fanout:deletionsChecked"] = checks.fanout.deletionsChecked
+      for (const [g, mode] of this.ctx.fanout.modes().entries())
+        counters[`fanout:group${g}:${mode}`] = 1
+    }
     if (checks.exactness !== undefined) {
       counters["exact:episodes"] = checks.exactness.episodes
       counters["exact:singleChangeEpisodes"] = checks.exactness.singleChangeEpisodes

@@ -33,6 +33,7 @@ options:
   --swarm N              run N seeds (from --from-seed, default 1) on --jobs threads (default: all cores);
                          members, shards, workers and rate not given are drawn per seed
   --broken KIND          test-only protocol breakage: ${BROKEN.join(" | ")}
+  --groups N             consumer groups on the stream (fan-out; default 1), ack modes drawn per seed
   --strict               (the default) hold every process to the honest-report rule
   --lenient              excuse a process that got two answers to one request (the old F2 excuse)
 `
@@ -139,6 +140,9 @@ export const parseArgs = (argv: ReadonlyArray<string>): Cli => {
         cli.fixed.add("ratePerShard")
         break
       }
+      case "--groups":
+        o = { ...o, groups: positiveInt(a, val()) }
+        break
       case "--fence": {
         const f = val()
         if (f !== "on" && f !== "off") throw new UsageError(`--fence needs on or off, got "${f}"`)

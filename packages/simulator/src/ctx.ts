@@ -10,6 +10,7 @@ import type {
   DeadlineChecker,
   DrainChecker,
   ExactnessChecker,
+  FanOutChecker,
   IntentChecker,
   KeyOrderChecker,
   LeaseChecker,
@@ -25,6 +26,7 @@ import type {
 import type { CommittedView } from "./checkers/view.js"
 import type { CoordinatorHost } from "./coordinator.js"
 import type { DataPlane } from "./dataplane.js"
+import type { FanOut } from "./fanout.js"
 import type { Faults } from "./faults.js"
 import type { StreamLayouts } from "./layouts.js"
 import type { Lease } from "./lease.js"
@@ -50,6 +52,8 @@ export interface Checks {
   readonly starvation: StarvationChecker
   readonly revisions: RevisionChecker
   readonly tokens: TokenChecker
+  /** Fan-out groups (`groups` > 1; judged only then). */
+  fanout: FanOutChecker
   readonly leaseConfig: LeaseConfigChecker
   /** Runs whose faults touch no member (see `isCollateralFree`). */
   readonly collateral: CollateralChecker | undefined
@@ -70,6 +74,7 @@ export interface Ctx {
   readonly coord: CoordinatorHost
   readonly members: Members
   readonly data: DataPlane
+  readonly fanout: FanOut
   readonly workload: Workload
   readonly layouts: StreamLayouts
   readonly faults: Faults

@@ -133,14 +133,25 @@ export class DataPlane {
     }
     const ids: Array<number> = []
     const B = timing.batchSize
+    const fanout = this.ctx.fanout.enabled ? this.ctx.fanout : undefined
     for (const id of this.pel[shard]!) {
       if (ids.length >= B) break
+      if (fanout?.isDeleted(shard, id)) {
+        // Another group's xackdel deleted it: XREADGROUP returns it without fields.
+        this.pel[shard]!.delete(id)
+        this.backlogN[shard]!--
+        continue
+      }
       ids.push(id)
     }
     const produced = this.messages.producedOn(shard)
     while (ids.length < B && this.cursor[shard]! < produced) {
       const id = this.cursor[shard]!
       this.cursor[shard] = id + 1
+      if (fanout?.isDeleted(shard, id)) {
+        this.backlogN[shard]!--
+        continue
+      }
       this.pel[shard]!.add(id)
       ids.push(id)
     }
@@ -164,6 +175,7 @@ export class DataPlane {
       messages.ack(shard, id)
     }
     this.ackedPerShard[shard]! += ids.length
+    if (this.ctx.fanout.enabled) this.ctx.fanout.ackedByA(shard, ids)
     if (this.backlog(shard) === 0) this.backlogSince[shard] = Number.POSITIVE_INFINITY
     return true
   }

@@ -75,6 +75,9 @@ export const mutationSeeds = (): Array<SimOptions> => {
     out.push(small("churn", ++seed, { faults: "burst,collide,dup,delay", workers: 4 }))
     out.push(small("churn", ++seed, { faults: "burst,weights,configs" }))
   }
+  // Fan-out: two or three groups on the stream, ack modes drawn per seed.
+  for (let i = 0; i < 10; i++)
+    out.push(small("churn", ++seed, { faults: "burst,loss,dup,crash", groups: 2 + (i % 2) }))
   return out
 }
 

@@ -160,6 +160,12 @@ export interface SimOptions {
    * (F1 and F4 are fixed in core and no longer excused.)
    */
   readonly strict?: boolean | undefined
+  /**
+   * Consumer groups on the stream (default 1): the simulated group plus
+   * `groups - 1` fan-out groups reading the same shard streams, each with
+   * an ack mode drawn per seed (docs/simulator.md, Fan-out).
+   */
+  readonly groups?: number | undefined
   /** Record ownership segments for the HTML report. */
   readonly timeline?: boolean | undefined
 }

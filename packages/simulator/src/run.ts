@@ -32,6 +32,7 @@ export const replayCommand = (o: SimOptions): string => {
     `--faults ${o.faults}`,
     `--rate ${o.ratePerShard}`,
   ]
+  if ((o.groups ?? 1) > 1) args.push(`--groups ${o.groups}`)
   if (o.fence === "off") args.push("--fence off")
   if (o.broken !== undefined) args.push(`--broken ${o.broken}`)
   if (o.strict === false) args.push("--lenient")

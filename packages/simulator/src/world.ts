@@ -39,6 +39,8 @@ export const K = {
   /** The stream changes its layout (reshard scenarios): `a` = 0 reshard, 1 rollback. */
   RESHARD: 22,
   END: 21,
+  /** A fan-out group's reader polls every shard: `a` = group. */
+  FANOUT: 23,
 } as const
 export const EVENT_NAMES: Record<number, string> = Object.fromEntries(
   Object.entries(K).map(([k, v]) => [v, k]),

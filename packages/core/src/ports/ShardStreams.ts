@@ -37,6 +37,7 @@ import {
   StaleOwner,
 } from "../Errors.js"
 import * as StreamId from "../internal/streamId.js"
+import { doneByEveryGroup } from "./AckPolicy.js"
 
 // ---------------------------------------------------------------------------
 // types
@@ -538,9 +539,10 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
    */
   const ackedByAll = (state: StreamState, text: string): boolean => {
     const id = StreamId.parse(text)!
-    for (const group of state.groups.values())
-      if (StreamId.compare(id, group.lastDelivered) > 0 || group.pel.has(text)) return false
-    return true
+    return doneByEveryGroup(
+      state.groups.values(),
+      (group) => StreamId.compare(id, group.lastDelivered) <= 0 && !group.pel.has(text),
+    )
   }
 
   /**

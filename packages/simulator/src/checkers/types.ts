@@ -21,6 +21,7 @@ export type CheckerName =
   | "tokens"
   | "collateral"
   | "lease-config"
+  | "fan-out"
 
 export interface Violation {
   readonly checker: CheckerName
