@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest"
 import {
   CollateralChecker,
   defaultOptions,
+  FanOutChecker,
   isCollateralFree,
   LeaseConfigChecker,
   TokenChecker,
@@ -151,5 +152,29 @@ describe("LeaseConfigChecker", () => {
     l.started(2, "b", 1, 9_000)
     expect(out).toHaveLength(1)
     expect(out[0]!.checker).toBe("lease-config")
+  })
+})
+
+describe("FanOutChecker", () => {
+  it("flags an entry deleted before every group acknowledged it", () => {
+    const { out, report } = collect()
+    const f = new FanOutChecker(report, 2, 2, ["ack", "xackdel"])
+    f.acked(1, 0, 5)
+    f.deleted(0, 5, 10)
+    expect(out).toHaveLength(1)
+    expect(out[0]!.message).toContain("group 0 (ack) had not acknowledged it")
+    f.acked(0, 0, 6)
+    f.acked(1, 0, 6)
+    f.deleted(0, 6, 11)
+    expect(out).toHaveLength(1)
+  })
+
+  it("flags a fan-out group that never acknowledged what was produced", () => {
+    const { out, report } = collect()
+    const f = new FanOutChecker(report, 2, 2, ["xackdel", "ack"])
+    f.acked(1, 0, 0)
+    f.finish(100, (s) => (s === 0 ? 2 : 0))
+    expect(out).toHaveLength(1)
+    expect(out[0]!.message).toContain("never acknowledged 1 entries on 1 shard(s)")
   })
 })

@@ -2,7 +2,7 @@
  * CI seeds of issues 19 and 20 (docs/simulator.md, Faults and Checkers):
  * lost, duplicated, delayed and replayed messages among bursts; coordinator
  * failovers with wall-clock steps and Redis outages shorter than the
- * session; colliding incarnations. Every run is held to the owner-token,
+ * session; colliding incarnations; fan-out groups with every ack mode. Every run is held to the owner-token,
  * lease-config and (where its faults touch no member) collateral checkers,
  * and each fault path's counter is asserted.
  */
@@ -48,7 +48,20 @@ describe("fixed seeds: availability, ordering and process identity", () => {
         }),
       ),
     )
+    sets.fanout = runSet(
+      range(1, 40).map((s) =>
+        smallOptions("churn", s, {
+          faults: "burst,loss,dup,crash",
+          fence: fence(s),
+          groups: 2 + (s % 3),
+          ratePerShard: 5,
+        }),
+      ),
+    )
   }, 600_000)
+
+  it("fan-out: 2-4 groups on the stream, ack modes drawn: 40 seeds, zero violations", () =>
+    expect(sets.fanout!.failures).toEqual([]))
 
   it("lost, duplicated, delayed and replayed messages among bursts: 80 seeds, zero violations", () =>
     expect(sets.lossy!.failures).toEqual([]))
@@ -77,6 +90,11 @@ describe("fixed seeds: availability, ordering and process identity", () => {
     ["collide", "collide:firstExited", "... the first one exits"],
     ["collide", "collide:secondExited", "... the second one exits"],
     ["collide", "twin:superseded", "the older process told FENCED_INSTANCE_ID"],
+    ["fanout", "fanout:group0:xackdel", "the simulated group deletes with xackdel"],
+    ["fanout", "fanout:group0:ack", "the simulated group acks only"],
+    ["fanout", "fanout:group1:xackdel", "a fan-out group deletes with xackdel"],
+    ["fanout", "fanout:deletionsChecked", "entries deleted, each judged"],
+    ["fanout", "fanout:spells", "fan-out groups stuck or stopped for a while"],
   ])("%s reaches %s (%s)", (set, counter) =>
     expect(sets[set]!.counters[counter] ?? 0).toBeGreaterThan(0),
   )
