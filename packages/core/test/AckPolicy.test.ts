@@ -15,14 +15,14 @@ const done = (id: number) => (g: Group) => id <= g.delivered && !g.pending.has(i
 describe("AckPolicy.doneByEveryGroup", () => {
   const a: Group = { delivered: 10, pending: new Set<number>() }
   it("is true only when every group delivered the entry and holds it pending nowhere", () => {
-    expect(AckPolicy.doneByEveryGroup([a, { delivered: 10, pending: new Set<number>() }], done(5))).toBe(
-      true,
-    )
+    expect(
+      AckPolicy.doneByEveryGroup([a, { delivered: 10, pending: new Set<number>() }], done(5)),
+    ).toBe(true)
   })
   it("keeps an entry another group has not read yet", () => {
-    expect(AckPolicy.doneByEveryGroup([a, { delivered: 4, pending: new Set<number>() }], done(5))).toBe(
-      false,
-    )
+    expect(
+      AckPolicy.doneByEveryGroup([a, { delivered: 4, pending: new Set<number>() }], done(5)),
+    ).toBe(false)
   })
   it("keeps an entry another group still holds pending", () => {
     expect(AckPolicy.doneByEveryGroup([a, { delivered: 10, pending: new Set([5]) }], done(5))).toBe(
