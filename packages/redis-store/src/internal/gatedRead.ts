@@ -21,6 +21,11 @@
  * what every group of the stream acknowledged) is made by the gate
  * script after its fence (`<ack mode> <ids>` instead of "").
  *
+ * A read whose ack is queued natively (every read of a busy shard) sends
+ * the lean gate instead (src/lua/gate-fast.lua: the same fence, RENAMENX
+ * and replies without the shared prelude, half the gate's cost in Redis;
+ * docs/redis.md, "The gated fence").
+ *
  * A read that acknowledges nothing asks the gate to open only if the group
  * has entries it has not read (`if-unread`): an empty read of an idle shard
  * renames nothing, so it does not modify the shard's key (another client's
