@@ -18,6 +18,8 @@
  *   ShardStreams, each read carrying the shard's previous batch's ack (what
  *   the runtime sends per batch), no runtime.
  */
+import { writeFileSync } from "node:fs"
+import { Session } from "node:inspector/promises"
 import { performance } from "node:perf_hooks"
 import { Layout } from "@shardline/core"
 import {
@@ -28,7 +30,7 @@ import {
   type RedisOptions,
   start,
 } from "@shardline/member-runtime"
-import { RedisConnection, RedisShardStreams } from "@shardline/redis-store"
+import { Keys, RedisConnection, RedisShardStreams } from "@shardline/redis-store"
 import { Effect, Exit, Scope } from "effect"
 import { Redis } from "ioredis"
 import { ownAllPaused, startOneMember, THROUGHPUT_TIMING } from "./oneMember.js"
@@ -46,10 +48,16 @@ export interface RedisBenchShape {
 
 const keyOf = (n: number) => `customer-${n % 500}`
 
-/** A case's rate and the Redis CPU it cost (INFO cpu, user + sys) per message consumed. */
+/**
+ * A case's rate, the Redis CPU it cost (INFO cpu, user + sys) and this
+ * Node process's CPU (user + sys) per message consumed: CPU per message is
+ * steadier than the rate on a shared machine (a busy core slows the rate
+ * of a round, not the work a message takes).
+ */
 export interface Measured {
   readonly rate: number
   readonly serverUsPerMessage: number
+  readonly nodeUsPerMessage: number
 }
 
 /** The server's CPU time so far, µs (INFO cpu: used_cpu_user + used_cpu_sys). */
@@ -59,15 +67,43 @@ const serverCpuUs = async (client: Redis) => {
   return (field("used_cpu_user") + field("used_cpu_sys")) * 1e6
 }
 
+/**
+ * `BENCH_CPU_PROFILE=<dir>`: a CPU profile of each consume phase (not the
+ * backlog's production nor the group's start) is written to <dir> as
+ * `<stream>.cpuprofile` (docs/runtime.md, "Where the time goes").
+ */
+const profileDir = process.env.BENCH_CPU_PROFILE
+const profiled = async <A>(name: string, body: () => Promise<A>): Promise<A> => {
+  if (profileDir === undefined) return body()
+  const session = new Session()
+  session.connect()
+  await session.post("Profiler.enable")
+  await session.post("Profiler.start")
+  try {
+    return await body()
+  } finally {
+    const { profile } = await session.post("Profiler.stop")
+    writeFileSync(`${profileDir}/${name}.cpuprofile`, JSON.stringify(profile))
+    session.disconnect()
+  }
+}
+
 /** Runs `consume` (messages/s) and measures the Redis CPU it cost per message. */
 const measured = async (
   client: Redis,
   messages: number,
   consume: () => Promise<number>,
+  name = "consume",
 ): Promise<Measured> => {
   const before = await serverCpuUs(client)
-  const rate = await consume()
-  return { rate, serverUsPerMessage: ((await serverCpuUs(client)) - before) / messages }
+  const node = process.cpuUsage()
+  const rate = await profiled(name, consume)
+  const used = process.cpuUsage(node)
+  return {
+    rate,
+    serverUsPerMessage: ((await serverCpuUs(client)) - before) / messages,
+    nodeUsPerMessage: (used.user + used.system) / messages,
+  }
 }
 
 /** messages/s of the runtime draining a backlog of `messages` on `redis`. */
@@ -119,14 +155,19 @@ export const runtimeOnRedis = async (
         })),
       )
     await producer.flush()
-    return await measured(admin, shape.messages, async () => {
-      const t0 = performance.now()
-      for (let shard = 0; shard < shape.shards; shard++) runtime.resume(stream, group, shard)
-      while (handled < shape.messages) await sleep(1)
-      const seconds = (performance.now() - t0) / 1000
-      if (handled !== shape.messages) throw new Error(`handled ${handled} of ${shape.messages}`)
-      return Math.round(shape.messages / seconds)
-    })
+    return await measured(
+      admin,
+      shape.messages,
+      async () => {
+        const t0 = performance.now()
+        for (let shard = 0; shard < shape.shards; shard++) runtime.resume(stream, group, shard)
+        while (handled < shape.messages) await sleep(1)
+        const seconds = (performance.now() - t0) / 1000
+        if (handled !== shape.messages) throw new Error(`handled ${handled} of ${shape.messages}`)
+        return Math.round(shape.messages / seconds)
+      },
+      stream,
+    )
   } finally {
     await runtime.stop()
     admin.disconnect()
@@ -136,7 +177,9 @@ export const runtimeOnRedis = async (
 /** The backlog of `shape.messages` entries over the shard streams of `stream`; their keys. */
 const produceBacklog = async (client: Redis, stream: string, shape: RedisBenchShape) => {
   const generation = { generation: 0, firstShard: 0, shardCount: shape.shards }
-  const keys = Array.from({ length: shape.shards }, (_, s) => `{${stream}:${s}}`)
+  // the shard streams as redis-store names them (in its default namespace), so
+  // that ShardStreams alone reads this backlog; raw loops read the same keys
+  const keys = Array.from({ length: shape.shards }, (_, s) => Keys.defaultKeys.shardKey(stream, s))
   for (let n = 0; n < shape.messages; n += 1_000) {
     const p = client.pipeline()
     for (let i = n; i < Math.min(n + 1_000, shape.messages); i++) {
@@ -198,22 +241,27 @@ export const rawOnRedis = async (url: string, shape: RedisBenchShape, loops: num
   try {
     const keys = await produceBacklog(client, stream, shape)
     for (const key of keys) await client.xgroup("CREATE", key, group, "0", "MKSTREAM")
-    return await measured(client, shape.messages, () =>
-      drainInLoops(shape, loops, async (shard) => {
-        const reply = (await client.xreadgroup(
-          "GROUP",
-          group,
-          "raw",
-          "COUNT",
-          shape.batch,
-          "STREAMS",
-          keys[shard]!,
-          ">",
-        )) as Array<[string, Array<[string, Array<string>]>]> | null
-        const entries = reply?.[0]?.[1] ?? []
-        if (entries.length > 0) await client.xack(keys[shard]!, group, ...entries.map(([id]) => id))
-        return entries.length
-      }),
+    return await measured(
+      client,
+      shape.messages,
+      () =>
+        drainInLoops(shape, loops, async (shard) => {
+          const reply = (await client.xreadgroup(
+            "GROUP",
+            group,
+            "raw",
+            "COUNT",
+            shape.batch,
+            "STREAMS",
+            keys[shard]!,
+            ">",
+          )) as Array<[string, Array<[string, Array<string>]>]> | null
+          const entries = reply?.[0]?.[1] ?? []
+          if (entries.length > 0)
+            await client.xack(keys[shard]!, group, ...entries.map(([id]) => id))
+          return entries.length
+        }),
+      stream,
     )
   } finally {
     client.disconnect()
@@ -241,26 +289,30 @@ export const portOnRedis = async (
     for (let shard = 0; shard < shape.shards; shard++)
       await Effect.runPromise(streams.setOwnerToken({ stream, shard, group, token: 1 }))
     const unacked = new Map<number, ReadonlyArray<string>>()
-    return await measured(client, shape.messages, () =>
-      drainInLoops(shape, loops, async (shard) => {
-        const ids = unacked.get(shard) ?? []
-        const batch = await Effect.runPromise(
-          streams.read({
-            stream,
+    return await measured(
+      client,
+      shape.messages,
+      () =>
+        drainInLoops(shape, loops, async (shard) => {
+          const ids = unacked.get(shard) ?? []
+          const batch = await Effect.runPromise(
+            streams.read({
+              stream,
+              shard,
+              group,
+              consumer: "port",
+              token: 1,
+              count: shape.batch,
+              ...(ids.length > 0 ? { ack: { ids, mode: "ack" as const } } : {}),
+            }),
+          )
+          unacked.set(
             shard,
-            group,
-            consumer: "port",
-            token: 1,
-            count: shape.batch,
-            ...(ids.length > 0 ? { ack: { ids, mode: "ack" as const } } : {}),
-          }),
-        )
-        unacked.set(
-          shard,
-          batch.map((m) => m.id),
-        )
-        return batch.length
-      }),
+            batch.map((m) => m.id),
+          )
+          return batch.length
+        }),
+      stream,
     )
   } finally {
     await Effect.runPromise(Scope.close(scope, Exit.void))
@@ -276,6 +328,8 @@ export interface RedisRuntimeBenchResults {
   readonly samples: Readonly<Record<string, ReadonlyArray<number>>>
   /** Redis CPU per message consumed (µs) per round, by case. */
   readonly serverUs: Readonly<Record<string, ReadonlyArray<number>>>
+  /** This Node process's CPU per message consumed (µs) per round, by case. */
+  readonly nodeUs: Readonly<Record<string, ReadonlyArray<number>>>
 }
 
 export const CASES = {
@@ -289,7 +343,10 @@ export const CASES = {
   raw1: "raw ioredis: 1 loop of XREADGROUP + XACK",
 } as const
 
-/** Rounds of every case back to back (interleaved, so load drifts hit all alike). */
+/**
+ * Rounds of every case back to back (interleaved, so load drifts hit all
+ * alike), each round in an order rotated by one.
+ */
 export const runRedisRuntimeBench = async (
   url: string,
   server: string,
@@ -303,21 +360,38 @@ export const runRedisRuntimeBench = async (
   const serverUs: Record<string, Array<number>> = Object.fromEntries(
     Object.values(CASES).map((name) => [name, []]),
   )
+  const nodeUs: Record<string, Array<number>> = Object.fromEntries(
+    Object.values(CASES).map((name) => [name, []]),
+  )
   const add = (name: string, m: Measured) => {
     samples[name]!.push(m.rate)
     serverUs[name]!.push(m.serverUsPerMessage)
+    nodeUs[name]!.push(m.nodeUsPerMessage)
     onSample(name, m.rate)
   }
+  const only = (process.env.BENCH_CASES ?? "").split(",").filter((c) => c !== "")
+  const want = (key: keyof typeof CASES) => only.length === 0 || only.includes(key)
+  const cases: ReadonlyArray<readonly [keyof typeof CASES, () => Promise<Measured>]> = [
+    ["raw4", () => rawOnRedis(url, shape, shape.workers)],
+    ["runtimeGated", () => runtimeOnRedis(url, shape, "each", "gated")],
+    ["runtimeBatchGated", () => runtimeOnRedis(url, shape, "batch", "gated")],
+    ["runtimeScript", () => runtimeOnRedis(url, shape, "each", "script")],
+    ["port4", () => portOnRedis(url, shape, shape.workers, "gated")],
+    ["port4Script", () => portOnRedis(url, shape, shape.workers, "script")],
+    ["raw1", () => rawOnRedis(url, shape, 1)],
+  ]
+  const chosen = cases.filter(([key]) => want(key))
   for (let round = 0; round < rounds; round++) {
-    add(CASES.raw4, await rawOnRedis(url, shape, shape.workers))
-    add(CASES.runtimeGated, await runtimeOnRedis(url, shape, "each", "gated"))
-    add(CASES.runtimeBatchGated, await runtimeOnRedis(url, shape, "batch", "gated"))
-    add(CASES.runtimeScript, await runtimeOnRedis(url, shape, "each", "script"))
-    add(CASES.port4, await portOnRedis(url, shape, shape.workers, "gated"))
-    add(CASES.port4Script, await portOnRedis(url, shape, shape.workers, "script"))
-    add(CASES.raw1, await rawOnRedis(url, shape, 1))
+    // each round starts one case later: in an A/B of two builds doing the same
+    // Node work, the one that always ran right after the raw loops measured
+    // 0.72x of them against 0.85x, and alternating the order turned it around
+    // (0.88x / 0.80x): a fixed order biases a case by its predecessor
+    for (let i = 0; i < chosen.length; i++) {
+      const [key, run] = chosen[(round + i) % chosen.length]!
+      add(CASES[key], await run())
+    }
   }
-  return { server, shape, rounds, samples, serverUs }
+  return { server, shape, rounds, samples, serverUs, nodeUs }
 }
 
 export interface HandoffSample {

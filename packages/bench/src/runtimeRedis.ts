@@ -6,7 +6,9 @@
  * and its baselines in the same process, interleaved (src/runtimeRedis.bench.ts).
  * Writes results/runtime-redis.json and results/runtime-redis.md
  * (runtime-redis-<N>k.* when BENCH_MESSAGES is not the default).
- * BENCH_MESSAGES (default 20,000), BENCH_ROUNDS (default 3).
+ * BENCH_MESSAGES (default 100,000: shorter rounds last under a second and the
+ * first is always the slowest), BENCH_ROUNDS (default 5), BENCH_CASES (a
+ * comma-separated subset of the case keys of CASES, e.g. raw4,runtimeGated).
  */
 import { mkdirSync, writeFileSync } from "node:fs"
 import { cpus } from "node:os"
@@ -19,11 +21,11 @@ import {
   runtimeHandoff,
 } from "./runtimeRedis.bench.js"
 
-const DEFAULT_MESSAGES = 20_000
+const DEFAULT_MESSAGES = 100_000
 const messages = Number(process.env.BENCH_MESSAGES ?? DEFAULT_MESSAGES)
 const resultName =
   messages === DEFAULT_MESSAGES ? "runtime-redis" : `runtime-redis-${Math.round(messages / 1_000)}k`
-const DEFAULT_ROUNDS = 3
+const DEFAULT_ROUNDS = 5
 const rounds = Number(process.env.BENCH_ROUNDS ?? DEFAULT_ROUNDS)
 const shape = { messages, shards: 16, workers: 4, batch: 32 }
 const fmt = (n: number) => n.toLocaleString("en-US")
@@ -31,16 +33,29 @@ const median = (xs: ReadonlyArray<number>) => {
   const s = [...xs].sort((a, b) => a - b)
   return s[Math.floor(s.length / 2)]!
 }
-/** Median of the per-round ratios: each round ran the case and its baseline back to back. */
+const r2 = (n: number) => Math.round(n * 100) / 100
+/**
+ * Median of the per-round ratios (each round ran the case and its baseline
+ * back to back) and their spread; undefined when BENCH_CASES left one out.
+ */
 const paired = (a: ReadonlyArray<number>, b: ReadonlyArray<number>) => {
+  if (a.length === 0 || b.length === 0) return undefined
   const ratios = a.map((x, i) => x / b[i]!).sort((x, y) => x - y)
-  return Math.round(ratios[Math.floor(ratios.length / 2)]! * 100) / 100
+  return {
+    median: r2(ratios[Math.floor(ratios.length / 2)]!),
+    min: r2(ratios[0]!),
+    max: r2(ratios[ratios.length - 1]!),
+  }
 }
+type Paired = ReturnType<typeof paired>
+const showRatio = (p: Paired) => (p === undefined ? "n/a" : `${p.median}x`)
+const showSpread = (p: Paired) => (p === undefined ? "" : `${p.min}-${p.max}x`)
 
 const results: Array<RedisRuntimeBenchResults> = []
 const handoffs: Array<{ readonly server: string; readonly samples: Array<HandoffSample> }> = []
 const HANDOFF_ROUNDS = Number(process.env.BENCH_HANDOFF_ROUNDS ?? 2)
 const measureHandoffs = async (url: string, server: string) => {
+  if (HANDOFF_ROUNDS === 0) return
   const samples: Array<HandoffSample> = []
   for (let i = 0; i < HANDOFF_ROUNDS; i++) samples.push(...(await runtimeHandoff(url)))
   console.log(`  handoffs: ${samples.map((s) => s.revokedToAssigned).join(", ")} ms`)
@@ -84,7 +99,7 @@ if (process.env.BENCH_REDIS_URL !== undefined) {
 }
 
 const out = {
-  command: `${rounds === DEFAULT_ROUNDS ? "" : `BENCH_ROUNDS=${rounds} `}${messages === DEFAULT_MESSAGES ? "" : `BENCH_MESSAGES=${messages} `}pnpm --filter @shardline/bench run bench:runtime-redis`,
+  command: `${process.env.BENCH_CASES ? `BENCH_CASES=${process.env.BENCH_CASES} ` : ""}${HANDOFF_ROUNDS === 2 ? "" : `BENCH_HANDOFF_ROUNDS=${HANDOFF_ROUNDS} `}${rounds === DEFAULT_ROUNDS ? "" : `BENCH_ROUNDS=${rounds} `}${messages === DEFAULT_MESSAGES ? "" : `BENCH_MESSAGES=${messages} `}pnpm --filter @shardline/bench run bench:runtime-redis`,
   date: new Date().toISOString(),
   node: process.version,
   cpus: cpus().length,
@@ -92,10 +107,32 @@ const out = {
   rounds,
   servers: results.map((r) => ({
     server: r.server,
-    medians: Object.fromEntries(Object.entries(r.samples).map(([k, v]) => [k, median(v)])),
-    serverUsPerMessage: Object.fromEntries(
-      Object.entries(r.serverUs).map(([k, v]) => [k, Math.round(median(v) * 100) / 100]),
+    medians: Object.fromEntries(
+      Object.entries(r.samples)
+        .filter(([, v]) => v.length > 0)
+        .map(([k, v]) => [k, median(v)]),
     ),
+    serverUsPerMessage: Object.fromEntries(
+      Object.entries(r.serverUs)
+        .filter(([, v]) => v.length > 0)
+        .map(([k, v]) => [k, r2(median(v))]),
+    ),
+    nodeUsPerMessage: Object.fromEntries(
+      Object.entries(r.nodeUs)
+        .filter(([, v]) => v.length > 0)
+        .map(([k, v]) => [k, r2(median(v))]),
+    ),
+    serverUsRange: Object.fromEntries(
+      Object.entries(r.serverUs)
+        .filter(([, v]) => v.length > 0)
+        .map(([k, v]) => [k, [r2(Math.min(...v)), r2(Math.max(...v))]]),
+    ),
+    /** Redis CPU per message of the case over raw's (4 loops), paired by round. */
+    serverCpuOverRaw4: {
+      runtime: paired(r.serverUs[CASES.runtimeGated]!, r.serverUs[CASES.raw4]!),
+      runtimeBatch: paired(r.serverUs[CASES.runtimeBatchGated]!, r.serverUs[CASES.raw4]!),
+      port: paired(r.serverUs[CASES.port4]!, r.serverUs[CASES.raw4]!),
+    },
     ratios: {
       runtimeOverRaw4: paired(r.samples[CASES.runtimeGated]!, r.samples[CASES.raw4]!),
       runtimeBatchOverRaw4: paired(r.samples[CASES.runtimeBatchGated]!, r.samples[CASES.raw4]!),
@@ -109,7 +146,7 @@ const out = {
         r.samples[CASES.port4Script]!,
       ),
     },
-    samples: r.samples,
+    samples: Object.fromEntries(Object.entries(r.samples).filter(([, v]) => v.length > 0)),
   })),
   handoffs: handoffs.map((h) => ({
     server: h.server,
@@ -131,8 +168,10 @@ writeFileSync(new URL(`${resultName}.json`, dir), `${JSON.stringify(out, null, 2
 
 const table = out.servers
   .map((s) => {
-    const row = (name: string, ratio?: number) =>
-      `| ${s.server} | ${name} | ${fmt(s.medians[name]!)} | ${ratio === undefined ? "" : `${ratio}x`} | ${s.serverUsPerMessage[name]!.toFixed(2)} µs |`
+    const row = (name: string, ratio?: Paired) =>
+      s.medians[name] === undefined
+        ? undefined
+        : `| ${s.server} | ${name} | ${fmt(s.medians[name]!)} | ${showRatio(ratio)} | ${showSpread(ratio)} | ${s.serverUsPerMessage[name]!.toFixed(2)} µs (${s.serverUsRange[name]!.join("-")}) | ${s.nodeUsPerMessage[name]!.toFixed(2)} µs |`
     return [
       row(CASES.runtimeGated, s.ratios.runtimeOverRaw4),
       row(CASES.runtimeBatchGated, s.ratios.runtimeBatchOverRaw4),
@@ -141,7 +180,9 @@ const table = out.servers
       row(CASES.port4Script, s.ratios.portScriptOverRaw4),
       row(CASES.raw4),
       row(CASES.raw1),
-    ].join("\n")
+    ]
+      .filter((r) => r !== undefined)
+      .join("\n")
   })
   .join("\n")
 const md = `# Member runtime on Redis, end to end
@@ -159,14 +200,15 @@ medians of ${rounds} interleaved rounds; every case and its baselines ran in the
 - ShardStreams alone: the same ${shape.workers} loops through redis-store's \`ShardStreams\` (gated or script fence), each read
   carrying the shard's previous batch's ack, as the runtime's reads do, with no runtime: the data plane's ceiling.
 
-| server | case | messages/s | vs raw, ${shape.workers} loops | Redis CPU per message |
-|---|---|---:|---:|---:|
+| server | case | messages/s | vs raw, ${shape.workers} loops | spread of the round ratios | Redis CPU per message (range) | Node CPU per message |
+|---|---|---:|---:|---:|---:|---:|
 ${table}
 
 Ratios are medians of the per-round ratios (the case and the baseline ran back to back in each round).
 Redis CPU per message: the server's user + sys CPU time (INFO cpu) over the consume phase, per message, median of the rounds:
-what one Redis core can serve, whatever the number of consumer processes.
-${out.servers.map((s) => `${s.server}: runtime / raw 1 loop ${s.ratios.runtimeOverRaw1}x; runtime / ShardStreams alone ${s.ratios.runtimeOverPort4}x (gated), ${s.ratios.runtimeScriptOverPort4Script}x (script).`).join(" ")}
+what one Redis core can serve, whatever the number of consumer processes. Node CPU per message: this process's user + sys
+CPU time over the same phase (\`process.cpuUsage\`), median of the rounds; the runtime's includes its coordinator and heartbeats.
+${out.servers.map((s) => `${s.server}: Redis CPU per message over raw's (paired) runtime ${showRatio(s.serverCpuOverRaw4.runtime)} (${showSpread(s.serverCpuOverRaw4.runtime)}), eachBatch ${showRatio(s.serverCpuOverRaw4.runtimeBatch)} (${showSpread(s.serverCpuOverRaw4.runtimeBatch)}), ShardStreams alone ${showRatio(s.serverCpuOverRaw4.port)}; runtime / raw 1 loop ${showRatio(s.ratios.runtimeOverRaw1)}; runtime / ShardStreams alone ${showRatio(s.ratios.runtimeOverPort4)} (gated), ${showRatio(s.ratios.runtimeScriptOverPort4Script)} (script).`).join(" ")}
 Samples (messages/s): ${out.servers
   .map(
     (s) =>
@@ -192,5 +234,6 @@ ${out.handoffs
   )
   .join("\n")}
 `
-writeFileSync(new URL(`${resultName}.md`, dir), md + handoffMd)
-console.log(md + handoffMd)
+const report = handoffs.length === 0 ? md : md + handoffMd
+writeFileSync(new URL(`${resultName}.md`, dir), report)
+console.log(report)

@@ -14,6 +14,7 @@ import { makeGatedReader } from "../src/internal/gatedRead.js"
 import { defaultKeys } from "../src/keys.js"
 import * as RedisConnection from "../src/RedisConnection.js"
 import * as RedisShardStreams from "../src/RedisShardStreams.js"
+import { Scripts } from "../src/scripts.js"
 import { readAllAckingWithNext } from "./support/reads.js"
 import { connectAsOwnUser, describeTarget, redisTargets, unique } from "./support/targets.js"
 
@@ -176,6 +177,101 @@ for (const target of redisTargets().filter((t) => t.kind !== "cluster7")) {
           yield* Effect.promise(() => redis().del(gate))
           yield* untouched(stream, base, 2, 0)
         }),
+      )
+
+      it.live(
+        "the lean gate (a read whose ack is queued in the MULTI) decides and replies as the full gate, in every state",
+        () =>
+          Effect.gen(function* () {
+            // src/lua/gate-fast.lua skips the prelude: it must stay the full gate with ARGV[3] = ""
+            const c = redis()
+            const states: ReadonlyArray<{
+              readonly name: string
+              readonly token: number
+              readonly setup: (keys: {
+                key: string
+                owner: string
+                gate: string
+              }) => Promise<unknown>
+            }> = [
+              { name: "current", token: 3, setup: () => Promise.resolve() },
+              { name: "newer", token: 4, setup: () => Promise.resolve() },
+              { name: "stale", token: 2, setup: () => Promise.resolve() },
+              { name: "no token", token: 0, setup: (k) => c.del(k.owner) },
+              { name: "foreign token", token: 3, setup: (k) => c.set(k.owner, "x3") },
+              { name: "huge token", token: 3, setup: (k) => c.set(k.owner, "1".repeat(16)) },
+              {
+                name: "token key of another type",
+                token: 3,
+                setup: (k) => c.del(k.owner).then(() => c.rpush(k.owner, "3")),
+              },
+              { name: "gate occupied", token: 3, setup: (k) => c.set(k.gate, "theirs") },
+              { name: "no stream", token: 3, setup: (k) => c.del(k.key) },
+            ]
+            for (const state of states) {
+              const replies: Array<unknown> = []
+              for (const [script, args] of [
+                [Scripts.gate, ["g", ""]],
+                [Scripts.gateFast, []],
+              ] as const) {
+                const { stream } = yield* seeded(`gated-lean-${replies.length}`, 2)
+                const keys = {
+                  key: shardKey(stream, 0),
+                  owner: ownerTokenKey(stream, 0, "g"),
+                  gate: gateKey(stream, 0),
+                }
+                yield* Effect.promise(() => state.setup(keys))
+                const reply = yield* Effect.promise(() =>
+                  c.eval(script.lua, 3, keys.key, keys.owner, keys.gate, state.token, ...args),
+                )
+                // the key names differ per run: compare them by role
+                replies.push(
+                  JSON.stringify(reply)
+                    .replaceAll(keys.owner, "<owner>")
+                    .replaceAll(keys.gate, "<gate>"),
+                )
+                const opened = Array.isArray(reply) && reply[0] === 0 && reply[1] === 1
+                assert.strictEqual(
+                  yield* Effect.promise(() => c.exists(keys.gate)),
+                  opened || state.name === "gate occupied" ? 1 : 0,
+                  `${state.name}: the gate is open only when the fence held`,
+                )
+                if (opened) yield* Effect.promise(() => c.renamenx(keys.gate, keys.key))
+              }
+              assert.strictEqual(replies[1], replies[0], state.name)
+            }
+          }),
+      )
+
+      it.live(
+        "a read carrying an ack (the lean gate): a foreign owner token or gate value is ForeignValue, a flushed cache still fenced; nothing read or acked",
+        () =>
+          Effect.gen(function* () {
+            const { s, stream, base } = yield* seeded("gated-lean-refusals", 3)
+            const [first] = yield* s.read({ ...base, consumer: "c", token: 3, count: 1 })
+            const ack = { ids: [first!.id], mode: "ack" as const }
+            const read = { ...base, consumer: "c", token: 3, count: 5, ack }
+            const owner = ownerTokenKey(stream, 0, "g")
+            yield* Effect.promise(() => redis().set(owner, "not-a-token"))
+            const foreign = yield* Effect.flip(s.read(read))
+            assert.strictEqual(foreign._tag, "ForeignValue")
+            assert.strictEqual((foreign as { key: string }).key, owner)
+            yield* untouched(stream, base, 2, 1)
+            yield* Effect.promise(() => redis().set(owner, "3"))
+            const gate = gateKey(stream, 0)
+            yield* Effect.promise(() => redis().set(gate, "someone else's"))
+            const occupied = yield* Effect.flip(s.read(read))
+            assert.strictEqual(occupied._tag, "ForeignValue")
+            assert.strictEqual((occupied as { key: string }).key, gate)
+            yield* Effect.promise(() => redis().del(gate))
+            yield* untouched(stream, base, 2, 1)
+            // flushed and stale: the lean gate sent again with EVAL refuses all the same
+            yield* Effect.promise(() => redis().script("FLUSH"))
+            yield* s.setOwnerToken({ ...base, token: 5 })
+            const stale = yield* Effect.flip(s.read(read))
+            assert.strictEqual(stale._tag, "StaleOwner")
+            yield* untouched(stream, base, 2, 1)
+          }),
       )
 
       it.live("a flushed script cache: the gate stays shut, then the script is loaded again", () =>
