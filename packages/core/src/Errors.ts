@@ -271,3 +271,51 @@ export class CorruptLayout extends Schema.TaggedError<CorruptLayout>()("CorruptL
   stream: Schema.String,
   message: Schema.String,
 }) {}
+
+// transactions (docs/exactly-once.md)
+
+/**
+ * Why a transaction was refused (docs/exactly-once.md, "Refusals"). Refused
+ * while the handler runs, by the transaction handle:
+ * - `CommandNotAllowed`: the command is not in the allow-list (`Transaction.COMMANDS`);
+ * - `InvalidArguments`: the arguments do not fit the command (arity, a number, a ttl);
+ * - `ReservedKey`: the key is one of Shardline's own (a shard stream, an owner token, ...);
+ * - `KeyOutsideSlot`: in a Redis Cluster, the key is not in the shard's hash slot
+ *   (build keys with the handle's `key(name)`);
+ * - `TooLarge`: more operations or bytes than the consumer's limit;
+ * - `Closed`: the handler already returned (or failed, or was abandoned).
+ * Refused by the storage at commit, before anything is written:
+ * - `WrongType`: the key holds another type than the command works on;
+ * - `NotANumber`: a counter's current value is not a number;
+ * - `OutOfRange`: a counter's current value or result is outside ±(2^53 - 1)
+ *   (or not finite, for floats).
+ */
+export const TransactionRefusedReason = Schema.Literals([
+  "CommandNotAllowed",
+  "InvalidArguments",
+  "ReservedKey",
+  "KeyOutsideSlot",
+  "TooLarge",
+  "Closed",
+  "WrongType",
+  "NotANumber",
+  "OutOfRange",
+])
+export type TransactionRefusedReason = typeof TransactionRefusedReason.Type
+
+/**
+ * A transaction's write or send was refused: nothing of the transaction is
+ * committed (a transaction with a refusal never commits; its handler counts as
+ * failed and its message is retried, then dead-lettered). `index` is the
+ * write's position in the transaction when the storage refused it at commit.
+ */
+export class TransactionRefused extends Schema.TaggedError<TransactionRefused>()(
+  "TransactionRefused",
+  {
+    reason: TransactionRefusedReason,
+    message: Schema.String,
+    command: Schema.optional(Schema.String),
+    key: Schema.optional(Schema.String),
+    index: Schema.optional(Schema.Number),
+  },
+) {}

@@ -48,6 +48,7 @@ import {
 } from "./internal/reply.js"
 import * as StreamId from "./internal/streamId.js"
 import * as RedisConnection from "./RedisConnection.js"
+import { makeTransactions } from "./RedisTransactions.js"
 import { Scripts } from "./scripts.js"
 
 type FencedAddress = ShardStreams.FencedAddress
@@ -118,6 +119,12 @@ export interface ShardStreamsOptions {
    * optimistic read carrying an `xackdel` ack before Redis 8.2 (no XACKDEL).
    */
   readonly read?: "gated" | "optimistic" | "script"
+  /**
+   * Where a transaction's sends land (docs/exactly-once.md): `direct` (the
+   * default on one node) or `outbox` (always in a cluster); `outbox` on one
+   * node exercises the relay in tests.
+   */
+  readonly transactionSends?: "direct" | "outbox"
 }
 
 type StickyAck =
@@ -838,6 +845,11 @@ export const makeWith = (
           [],
         ),
       ),
+
+    transactions: makeTransactions(
+      connection,
+      options.transactionSends === undefined ? {} : { sends: options.transactionSends },
+    ),
   }
   return service
 }

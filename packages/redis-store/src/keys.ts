@@ -25,7 +25,7 @@
  * helpers is this namespace's key once prefixed (`namespaced`).
  */
 import type { GroupKey } from "@shardline/core"
-import { ShardStreams } from "@shardline/core"
+import { ShardStreams, Transaction } from "@shardline/core"
 
 /**
  * The key schema this version writes. 1 was the unprefixed layout
@@ -73,6 +73,35 @@ export interface KeySpace {
   readonly idempotencyKey: (stream: string, shard: number, producerId: string) => string
   /** The gate key: the shard stream's name while a gated read's MULTI holds it (same slot). */
   readonly gateKey: (stream: string, shard: number) => string
+  /**
+   * A key of the shard's hash slot for a transaction's writes (docs/exactly-once.md):
+   * `<shard>:data:<name>`, the application's (not Shardline's) though in the namespace.
+   */
+  readonly dataKey: (stream: string, shard: number, name: string) => string
+  /**
+   * Whether a transaction may not write `key` (docs/exactly-once.md): every
+   * key of this namespace except the data keys, and every key core's
+   * `Transaction.isReservedKey` names (schema 1's, unprefixed shard keys).
+   */
+  readonly isShardlineKey: (key: string) => boolean
+  /**
+   * A group's outbox on a shard (Redis Cluster): a stream of sends committed
+   * with their messages' acks, waiting to be relayed to their target shards.
+   * Never deleted (entries are, once relayed): its last id keeps growing.
+   */
+  readonly outboxKey: (stream: string, shard: number, group: string) => string
+  /** Outbox entries re-routed after their target shard was sealed: a hash, entry id -> shard. */
+  readonly outboxRoutesKey: (stream: string, shard: number, group: string) => string
+  /**
+   * In a target shard's slot: the last outbox id of one source outbox
+   * delivered to that shard (a string `<ms>-<seq>`): an entry at or below it
+   * is not appended again. One per (source stream, shard, group); never expires.
+   */
+  readonly relayMarkKey: (
+    targetStream: string,
+    targetShard: number,
+    source: { readonly stream: string; readonly shard: number; readonly group: string },
+  ) => string
   /** The start of every control-plane key of a group: `<prefix>group:{<stream>:<group>}`. */
   readonly groupBase: (key: GroupKey) => string
   readonly leaseKey: (key: GroupKey) => string
@@ -104,6 +133,9 @@ export interface KeySpace {
 
 const REVISION_SUFFIX = ":store:revision"
 
+/** A transaction's data key after the prefix: `{<stream>:<shard>}:data:<name>` (core's `Transaction.dataKey`). */
+const DATA_KEY = /^\{[^{}]*:\d+\}:data:/s
+
 /**
  * The keys of one namespace. Throws on a prefix `prefixProblem` refuses
  * (`RedisConnection.make` checks it first and fails `InvalidKeyPrefix`).
@@ -130,6 +162,14 @@ export const make = (prefix: string = DEFAULT_PREFIX): KeySpace => {
     sealedKey: (stream, shard) => `${shardKey(stream, shard)}:sealed`,
     idempotencyKey: (stream, shard, producerId) => `${shardKey(stream, shard)}:idmp:${producerId}`,
     gateKey: (stream, shard) => `${shardKey(stream, shard)}:gate`,
+    dataKey: (stream, shard, name) => prefix + Transaction.dataKey(stream, shard, name),
+    isShardlineKey: (key) =>
+      Transaction.isReservedKey(key) ||
+      (key.startsWith(prefix) && !DATA_KEY.test(key.slice(prefix.length))),
+    outboxKey: (stream, shard, group) => `${shardKey(stream, shard)}:outbox:${group}`,
+    outboxRoutesKey: (stream, shard, group) => `${shardKey(stream, shard)}:outbox-routes:${group}`,
+    relayMarkKey: (targetStream, targetShard, source) =>
+      `${shardKey(targetStream, targetShard)}:relayed:${encodeURIComponent(source.stream)}:${source.shard}:${encodeURIComponent(source.group)}`,
     groupBase,
     leaseKey: (key) => `${groupBase(key)}:lease`,
     leaseCounterKey: (key) => `${groupBase(key)}:lease:counter`,

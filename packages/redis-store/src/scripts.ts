@@ -4,10 +4,12 @@
  * (`scripts` option), so ioredis sends EVALSHA and falls back to EVAL on
  * NOSCRIPT, on a single node and in a cluster (routed by the first key).
  */
+import { Transaction } from "@shardline/core"
 import type { Cluster, Redis } from "ioredis"
 import ack from "./lua/ack.lua"
 import append from "./lua/append.lua"
 import claimPending from "./lua/claim-pending.lua"
+import commit from "./lua/commit.lua"
 import deadLetter from "./lua/dead-letter.lua"
 import drainState from "./lua/drain-state.lua"
 import gate from "./lua/gate.lua"
@@ -20,6 +22,10 @@ import layoutSave from "./lua/layout-save.lua"
 import leaseAcquire from "./lua/lease-acquire.lua"
 import leaseRenew from "./lua/lease-renew.lua"
 import nack from "./lua/nack.lua"
+import outboxDeliver from "./lua/outbox-deliver.lua"
+import outboxRead from "./lua/outbox-read.lua"
+import outboxRemove from "./lua/outbox-remove.lua"
+import outboxReroute from "./lua/outbox-reroute.lua"
 import prelude from "./lua/prelude.lua"
 import read from "./lua/read.lua"
 import retireShard from "./lua/retire-shard.lua"
@@ -43,6 +49,18 @@ const script = (name: string, numberOfKeys: number, body: string): Script => ({
   lua: `${prelude}\n${body}`,
 })
 
+/**
+ * The transaction allow-list as a Lua table (`TX`, commit.lua), from core's
+ * `Transaction.COMMANDS`: one list for the runtime's handle, the memory port
+ * and the script.
+ */
+const allowList = `local TX = {\n${Object.entries(Transaction.COMMANDS)
+  .map(
+    ([name, spec]) =>
+      `  ${name} = { t = '${spec.type}', all = ${spec.keys === "all"}, c = ${spec.counter === undefined ? "nil" : `'${spec.counter}'`} },`,
+  )
+  .join("\n")}\n}`
+
 export const Scripts = {
   append: script("append", 3, append),
   seal: script("seal", 1, seal),
@@ -60,6 +78,12 @@ export const Scripts = {
   claimPending: script("claimPending", 2, claimPending),
   setPosition: script("setPosition", 2, setPosition),
   deadLetter: script("deadLetter", 3, deadLetter),
+  // variadic keys (the keys a transaction writes, its direct sends' targets)
+  commit: script("commit", -1, `${allowList}\n${commit}`),
+  outboxRead: script("outboxRead", 2, outboxRead),
+  outboxDeliver: script("outboxDeliver", 3, outboxDeliver),
+  outboxReroute: script("outboxReroute", 2, outboxReroute),
+  outboxRemove: script("outboxRemove", 2, outboxRemove),
   leaseAcquire: script("leaseAcquire", 2, leaseAcquire),
   leaseRenew: script("leaseRenew", 1, leaseRenew),
   hbPush: script("hbPush", 2, hbPush),

@@ -31,6 +31,7 @@
 import { Clock, Context, Effect, Layer } from "effect"
 import {
   type DataPlaneError,
+  InvalidArgument,
   InvalidEntryId,
   OwnerTokenRegression,
   ShardSealed,
@@ -38,6 +39,8 @@ import {
 } from "../Errors.js"
 import * as StreamId from "../internal/streamId.js"
 import { doneByEveryGroup } from "./AckPolicy.js"
+import { MemoryKeyspace } from "./internal/memoryKeyspace.js"
+import * as Transaction from "./Transaction.js"
 
 // ---------------------------------------------------------------------------
 // types
@@ -387,6 +390,13 @@ export interface ShardStreamsShape {
     shard: number,
     groups: ReadonlyArray<string>,
   ) => Effect.Effect<void, DataPlaneError>
+  /**
+   * Transactions (docs/exactly-once.md): a handler's writes and sends
+   * committed with its message's ack in one fenced, atomic step. Optional in
+   * the port (memory and redis-store have it): without it a member runtime
+   * refuses a handler's transaction.
+   */
+  readonly transactions?: Transaction.TransactionsShape
 }
 
 export class ShardStreams extends Context.Service<ShardStreams, ShardStreamsShape>()(
@@ -442,6 +452,8 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
   const waiters = new Map<string, Set<() => void>>()
   /** shard key + producer -> messageId -> the entry it added and when (insertion order = age) */
   const idempotency = new Map<string, Map<string, { readonly id: string; readonly at: number }>>()
+  /** What transactions write (docs/exactly-once.md). */
+  const keyspace = new MemoryKeyspace()
 
   const wake = (key: string) => {
     const set = waiters.get(key)
@@ -900,9 +912,56 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
           drained: isSealed && undelivered === 0 && pending === 0,
         }
       }),
+
+    transactions: {
+      sends: "direct",
+      keys: Transaction.anyKey,
+      commit: (o) =>
+        Effect.flatMap(
+          Clock.currentTimeMillis,
+          (now): Effect.Effect<Transaction.CommitOutcome, Transaction.CommitError> => {
+            // the owner token first: a stale owner writes nothing, acks nothing
+            const stale = staleOwner(o)
+            if (stale !== undefined) return Effect.fail(stale)
+            if (o.ids.length === 0)
+              return Effect.fail(
+                new InvalidArgument({ message: "a commit covers at least one message" }),
+              )
+            const badId = invalidId(o.ids)
+            if (badId !== undefined) return Effect.fail(badId)
+            const checked = Transaction.checkCommit(o)
+            if (Transaction.isRefusal(checked)) return Effect.fail(checked)
+            // only if every message is still pending: a commit that already ran writes nothing
+            const key = shardKey(o.stream, o.shard)
+            const pel = streams.get(key)?.groups.get(o.group)?.pel
+            const notPending = o.ids.filter((id) => pel?.has(id) !== true)
+            if (notPending.length === o.ids.length) return Effect.succeed(AlreadyCommitted)
+            if (notPending.length > 0)
+              return Effect.succeed({ _tag: "NotPending", ids: notPending } as const)
+            for (const send of o.sends)
+              if (sealed.has(shardKey(send.stream, send.shard)))
+                return Effect.fail(new ShardSealed({ stream: send.stream, shard: send.shard }))
+            const refused = keyspace.apply(checked.writes, now)
+            if (refused !== undefined) return Effect.fail(refused)
+            for (const send of o.sends) {
+              const fields: Record<string, string> = {}
+              for (const name of Object.keys(send.fields))
+                setField(fields, name, send.fields[name]!)
+              setField(fields, Transaction.SEND_KEY_FIELD, send.key)
+              append(shardKey(send.stream, send.shard), fields, now)
+            }
+            acknowledge(streamOf(key), o.group, o)
+            return Effect.succeed(Committed)
+          },
+        ),
+      read: (key) => Effect.map(Clock.currentTimeMillis, (now) => keyspace.read(key, now)),
+    },
   }
   return service
 })
+
+const Committed: Transaction.CommitOutcome = { _tag: "Committed" }
+const AlreadyCommitted: Transaction.CommitOutcome = { _tag: "AlreadyCommitted" }
 
 /** Layer with a fresh in-memory data plane. */
 export const layerMemory: Layer.Layer<ShardStreams> = Layer.effect(ShardStreams, makeMemory)

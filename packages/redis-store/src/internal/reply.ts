@@ -20,6 +20,8 @@ export const Code = {
   Replaced: 7,
   Sealed: 8,
   Unexpected: 9,
+  NotPending: 10,
+  Refused: 11,
 } as const
 
 /**

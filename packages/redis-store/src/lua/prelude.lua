@@ -12,6 +12,8 @@
 --   {7, other}          REPLACED: another coordinator serves the group now
 --   {8}                 SEALED: the shard refuses appends (a reshard sealed it)
 --   {9, message}        unexpected error (bug or server refusal)
+--   {10, id, ...}       NOT PENDING: a commit's messages are not all pending (commit.lua)
+--   {11, i, reason, key, message}  REFUSED: a commit's write i cannot apply (commit.lua)
 -- Every check happens before the first write, so a refused call changes nothing.
 
 local function foreign(key, message)

@@ -1,0 +1,462 @@
+/**
+ * Transactions of the data plane (docs/exactly-once.md): a handler's Redis
+ * writes and sends to Shardline streams, committed together with its
+ * message's acknowledgement in ONE fenced, atomic step, so that effects that
+ * live in Redis happen exactly once.
+ *
+ * This module is the contract every implementation shares:
+ * - the allow-list (`COMMANDS`): which Redis commands a transaction may run,
+ *   where their keys are, what their arguments must look like, and which
+ *   counters the storage checks before it writes anything;
+ * - `validateWrite`: a write checked against it (the runtime's transaction
+ *   handle refuses bad use at the call, before anything commits);
+ * - the commit's options and outcome, and `TransactionsShape`, the optional
+ *   `ShardStreams.transactions` operations (memory: core's port; Redis:
+ *   redis-store's).
+ *
+ * What a commit guarantees (every implementation; docs/exactly-once.md has
+ * the argument):
+ * 1. the group's owner token for the shard is checked first: a stale owner's
+ *    commit writes nothing and acknowledges nothing (`StaleOwner`);
+ * 2. it commits only if EVERY message it covers (`ids`) is still pending in
+ *    the group: a commit whose reply was lost and that is sent again, or a
+ *    handler retried after its commit ran, finds its messages acknowledged
+ *    and writes nothing (`AlreadyCommitted`); some pending and some not
+ *    (`NotPending`): nothing written, nothing acknowledged;
+ * 3. the writes are checked against the keys' current values before the
+ *    first one runs (types, counters): a write the storage would refuse
+ *    refuses the whole commit (`TransactionRefused`), so no commit is ever
+ *    half applied;
+ * 4. sends land only at commit: directly in the target shard (memory, one
+ *    Redis node; a sealed target refuses the commit with `ShardSealed`), or
+ *    in the shard's outbox (Redis Cluster), relayed exactly once.
+ *
+ * @example
+ * const write = Transaction.validateWrite("HINCRBY", ["{orders:3}:data:totals", "eur", "12"])
+ * // -> { command: "HINCRBY", args: [...] }, or a TransactionRefused
+ */
+import type { Effect } from "effect"
+import {
+  type DataPlaneError,
+  InvalidArgument,
+  type InvalidEntryId,
+  type ShardSealed,
+  type StaleOwner,
+  TransactionRefused,
+} from "../Errors.js"
+import type { FencedAddress, Fields, GroupAddress } from "./ShardStreams.js"
+
+// ---------------------------------------------------------------------------
+// the allow-list
+
+/** The Redis types a transaction's writes work on. */
+export type KeyType = "string" | "hash" | "set" | "zset" | "list"
+
+/**
+ * A counter the storage checks before anything is written: the current value
+ * must be a number and the result in range, or the whole commit is refused.
+ * - `int`: INCR / INCRBY / DECR / DECRBY on a string;
+ * - `float`: INCRBYFLOAT on a string;
+ * - `hashInt` / `hashFloat`: HINCRBY / HINCRBYFLOAT on a hash field;
+ * - `zscore`: ZINCRBY on a sorted-set member's score.
+ */
+export type CounterKind = "int" | "float" | "hashInt" | "hashFloat" | "zscore"
+
+export interface CommandSpec {
+  /**
+   * The type of value the command needs at its key (and leaves there);
+   * `any`: works on every type (DEL, EXPIRE); `overwrite`: replaces any
+   * value with a string (SET).
+   */
+  readonly type: KeyType | "any" | "overwrite"
+  /** Its keys: the first argument, or every argument (DEL). */
+  readonly keys: "first" | "all"
+  /** Checks the arguments after the key: undefined when they fit, else why not. */
+  readonly check: (rest: ReadonlyArray<string>) => string | undefined
+  readonly counter?: CounterKind
+}
+
+/** The largest counter value a transaction works with: ±(2^53 - 1), exact in every implementation. */
+export const MAX_COUNTER = Number.MAX_SAFE_INTEGER
+
+const INT = /^-?(0|[1-9][0-9]{0,15})$/
+const FLOAT = /^[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]{1,3})?$/
+
+/** A canonical decimal integer within ±(2^53 - 1) (what Redis' counters print). */
+export const isInteger = (s: string): boolean =>
+  INT.test(s) && s !== "-0" && Math.abs(Number(s)) <= MAX_COUNTER
+
+/** A finite decimal number (no hex, no spaces, no inf / nan). */
+export const isFiniteDecimal = (s: string): boolean => FLOAT.test(s) && Number.isFinite(Number(s))
+
+/** A sorted-set score: a finite decimal, or `+inf` / `-inf`. */
+const isScore = (s: string): boolean => s === "+inf" || s === "-inf" || isFiniteDecimal(s)
+
+const TTL_MAX = 2 ** 40
+
+const none = (rest: ReadonlyArray<string>) =>
+  rest.length === 0 ? undefined : "takes no argument after the key"
+const oneInt = (rest: ReadonlyArray<string>) =>
+  rest.length === 1 && isInteger(rest[0]!)
+    ? undefined
+    : "takes one integer (a canonical decimal within ±(2^53 - 1))"
+const oneFloat = (rest: ReadonlyArray<string>) =>
+  rest.length === 1 && isFiniteDecimal(rest[0]!) ? undefined : "takes one finite decimal number"
+const ttl = (rest: ReadonlyArray<string>) =>
+  rest.length === 1 && INT.test(rest[0]!) && Number(rest[0]) >= 1 && Number(rest[0]) <= TTL_MAX
+    ? undefined
+    : `takes one positive integer ttl (at most ${TTL_MAX})`
+const some = (what: string) => (rest: ReadonlyArray<string>) =>
+  rest.length >= 1 ? undefined : `takes at least one ${what}`
+const pairs =
+  (what: string, first?: (s: string) => boolean, firstWhat?: string) =>
+  (rest: ReadonlyArray<string>) => {
+    if (rest.length === 0 || rest.length % 2 !== 0) return `takes ${what} pairs`
+    if (first !== undefined)
+      for (let i = 0; i < rest.length; i += 2)
+        if (!first(rest[i]!)) return `${firstWhat}: ${JSON.stringify(rest[i]!.slice(0, 40))}`
+    return undefined
+  }
+
+/**
+ * Every command a transaction may run (docs/exactly-once.md, "What a
+ * transaction may write"). Plain forms only: no flags that change what the
+ * command returns or whether it writes (no `SET ... NX / GET`, no `ZADD ...
+ * XX / GT`), so that every write's outcome is known before it runs.
+ */
+export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
+  // strings and counters
+  SET: {
+    type: "overwrite",
+    keys: "first",
+    check: (rest) =>
+      rest.length === 1 ||
+      (rest.length === 3 && (rest[1] === "EX" || rest[1] === "PX") && ttl([rest[2]!]) === undefined)
+        ? undefined
+        : "takes a value, optionally EX <seconds> or PX <ms>",
+  },
+  INCR: { type: "string", keys: "first", check: none, counter: "int" },
+  DECR: { type: "string", keys: "first", check: none, counter: "int" },
+  INCRBY: { type: "string", keys: "first", check: oneInt, counter: "int" },
+  DECRBY: { type: "string", keys: "first", check: oneInt, counter: "int" },
+  INCRBYFLOAT: { type: "string", keys: "first", check: oneFloat, counter: "float" },
+  // any type
+  DEL: { type: "any", keys: "all", check: () => undefined },
+  EXPIRE: { type: "any", keys: "first", check: ttl },
+  PEXPIRE: { type: "any", keys: "first", check: ttl },
+  // hashes
+  HSET: { type: "hash", keys: "first", check: pairs("field value") },
+  HDEL: { type: "hash", keys: "first", check: some("field") },
+  HINCRBY: {
+    type: "hash",
+    keys: "first",
+    check: (rest) => (rest.length === 2 ? oneInt([rest[1]!]) : "takes a field and an integer"),
+    counter: "hashInt",
+  },
+  HINCRBYFLOAT: {
+    type: "hash",
+    keys: "first",
+    check: (rest) => (rest.length === 2 ? oneFloat([rest[1]!]) : "takes a field and a number"),
+    counter: "hashFloat",
+  },
+  // sets
+  SADD: { type: "set", keys: "first", check: some("member") },
+  SREM: { type: "set", keys: "first", check: some("member") },
+  // sorted sets
+  ZADD: {
+    type: "zset",
+    keys: "first",
+    check: pairs("score member", isScore, "a score is a finite number, +inf or -inf, got"),
+  },
+  ZINCRBY: {
+    type: "zset",
+    keys: "first",
+    check: (rest) => (rest.length === 2 ? oneFloat([rest[0]!]) : "takes an increment and a member"),
+    counter: "zscore",
+  },
+  ZREM: { type: "zset", keys: "first", check: some("member") },
+  // lists
+  LPUSH: { type: "list", keys: "first", check: some("value") },
+  RPUSH: { type: "list", keys: "first", check: some("value") },
+}
+
+// ---------------------------------------------------------------------------
+// writes and sends
+
+/** One write: an allow-listed command (upper case) and its arguments, keys included. */
+export interface Write {
+  readonly command: string
+  readonly args: ReadonlyArray<string>
+}
+
+/** The keys of a write (its spec says where they are). */
+export const keysOf = (write: Write): ReadonlyArray<string> =>
+  COMMANDS[write.command]?.keys === "all" ? write.args : write.args.slice(0, 1)
+
+/**
+ * A send routed to a shard of its target stream (by the stream's layout when
+ * the handle committed): it lands at commit, never before.
+ */
+export interface Send {
+  readonly stream: string
+  readonly shard: number
+  /** The routing key (stored in the entry's key field, `shardline-key`). */
+  readonly key: string
+  readonly fields: Fields
+}
+
+const refused = (
+  reason: TransactionRefused["reason"],
+  message: string,
+  extra: { readonly command?: string; readonly key?: string } = {},
+) => new TransactionRefused({ reason, message, ...extra })
+
+/**
+ * Check a write against the allow-list: the write (command upper-cased,
+ * arguments as strings), or why not. Numbers may be given as numbers
+ * (finite; integers for integer arguments).
+ */
+export const validateWrite = (
+  command: string,
+  args: ReadonlyArray<unknown>,
+): Write | TransactionRefused => {
+  const name = typeof command === "string" ? command.toUpperCase() : ""
+  const spec = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined
+  if (spec === undefined)
+    return refused(
+      "CommandNotAllowed",
+      `${String(command)} is not a transaction command (allowed: ${Object.keys(COMMANDS).join(", ")})`,
+      { command: String(command) },
+    )
+  const texts: Array<string> = []
+  for (const a of args) {
+    if (typeof a === "string") texts.push(a)
+    else if (typeof a === "number" && Number.isFinite(a)) texts.push(String(a))
+    else
+      return refused(
+        "InvalidArguments",
+        `${name}: arguments are strings or finite numbers, got ${typeof a}`,
+        {
+          command: name,
+        },
+      )
+  }
+  if (texts.length === 0)
+    return refused("InvalidArguments", `${name} needs a key`, { command: name })
+  const keys = spec.keys === "all" ? texts : texts.slice(0, 1)
+  for (const key of keys)
+    if (key === "")
+      return refused("InvalidArguments", `${name}: a key is a non-empty string`, { command: name })
+  const why = spec.check(spec.keys === "all" ? [] : texts.slice(1))
+  if (why !== undefined)
+    return refused("InvalidArguments", `${name} ${why}`, { command: name, key: texts[0]! })
+  return { command: name, args: texts }
+}
+
+/** The size a write or send counts for against a transaction's byte limit. */
+export const sizeOf = (parts: ReadonlyArray<string>): number => {
+  let n = 0
+  for (const p of parts) n += p.length
+  return n
+}
+
+/**
+ * Shardline's own keys, which no transaction may write (docs/redis.md,
+ * "Keys"): everything under `{shardline:...}`, a shard stream `{<stream>:<n>}`
+ * and its owner tokens, dead-letter stream, seal marker, idempotency windows,
+ * gate, outbox and relay marks. `{<stream>:<n>}:data:<name>` (the handle's
+ * `key(name)`) and every other key are the application's.
+ */
+export const isReservedKey = (key: string): boolean => {
+  if (key.startsWith("{shardline:")) return true
+  const m = /^\{([^{}]*:\d+)\}(.*)$/s.exec(key)
+  if (m === null) return false
+  const rest = m[2]!
+  return (
+    rest === "" ||
+    rest === ":dlq" ||
+    rest === ":sealed" ||
+    rest === ":gate" ||
+    rest.startsWith(":owner:") ||
+    rest.startsWith(":idmp:") ||
+    rest.startsWith(":outbox") ||
+    rest.startsWith(":relayed:")
+  )
+}
+
+/** A key in the shard's hash slot for a transaction's writes: `{<stream>:<shard>}:data:<name>`. */
+export const dataKey = (stream: string, shard: number, name: string): string =>
+  `{${stream}:${shard}}:data:${name}`
+
+// ---------------------------------------------------------------------------
+// the commit
+
+export interface CommitOptions extends FencedAddress {
+  /**
+   * The messages the transaction covers: acknowledged by the commit, which
+   * happens only if every one of them is still pending in the group.
+   */
+  readonly ids: ReadonlyArray<string>
+  /** How they are acknowledged (as `AckOptions.mode`). */
+  readonly mode: "ack" | "xackdel"
+  readonly writes: ReadonlyArray<Write>
+  readonly sends: ReadonlyArray<Send>
+}
+
+/**
+ * - `Committed`: the writes, the sends and the acknowledgement happened, together.
+ * - `AlreadyCommitted`: none of `ids` is pending any more (a commit of them
+ *   already ran: its reply was lost, or it was sent twice): nothing written.
+ * - `NotPending`: some of `ids` are pending and these are not: nothing
+ *   written, nothing acknowledged (the pending ones are handled again).
+ */
+export type CommitOutcome =
+  | { readonly _tag: "Committed" }
+  | { readonly _tag: "AlreadyCommitted" }
+  | { readonly _tag: "NotPending"; readonly ids: ReadonlyArray<string> }
+
+export type CommitError =
+  | StaleOwner
+  | InvalidEntryId
+  | ShardSealed
+  | TransactionRefused
+  | DataPlaneError
+
+/** A key's value as `read` returns it (tests and tools). */
+export type KeyValue =
+  | { readonly type: "string"; readonly value: string }
+  | { readonly type: "hash"; readonly value: Readonly<Record<string, string>> }
+  | { readonly type: "set"; readonly value: ReadonlyArray<string> }
+  | { readonly type: "zset"; readonly value: ReadonlyArray<readonly [string, number]> }
+  | { readonly type: "list"; readonly value: ReadonlyArray<string> }
+
+/** Where a shard's transactions may write directly. */
+export interface KeyRules {
+  /** A key in the shard's hash slot: `{<stream>:<shard>}:data:<name>`. */
+  readonly key: (name: string) => string
+  /** Why a write may not touch `key` (reserved, or outside the shard's slot in a cluster), or undefined. */
+  readonly check: (key: string) => TransactionRefused | undefined
+}
+
+/** An entry of a shard's outbox (Redis Cluster): a send waiting to be relayed. */
+export interface OutboxEntry {
+  /** Its id in the outbox stream: increasing in commit order. */
+  readonly id: string
+  readonly stream: string
+  /** The target shard it is routed to (at commit, or re-routed after a seal). */
+  readonly shard: number
+  readonly key: string
+  readonly fields: Fields
+}
+
+/**
+ * Relaying a shard's outbox (docs/exactly-once.md, "The outbox"): entries
+ * are delivered in outbox order, each to its routed shard, by an append
+ * that is exactly-once per (outbox, target shard) (a high-water mark of
+ * delivered outbox ids in the target's slot, checked before the seal); a
+ * sealed target's entry is re-routed once, recorded in the source's slot,
+ * so that two relayers never deliver it to two shards.
+ */
+export interface OutboxShape {
+  /** The oldest entries waiting (at most `count`). */
+  readonly read: (
+    source: GroupAddress,
+    count: number,
+  ) => Effect.Effect<ReadonlyArray<OutboxEntry>, DataPlaneError>
+  /** Deliver one entry to its routed shard: appended now, or it already was. */
+  readonly deliver: (
+    source: GroupAddress,
+    entry: OutboxEntry,
+  ) => Effect.Effect<"appended" | "duplicate", ShardSealed | DataPlaneError>
+  /**
+   * Move an entry whose routed shard `from` is sealed (and did not get it)
+   * to `to`, unless another relayer moved it first: the shard it is routed
+   * to now.
+   */
+  readonly reroute: (
+    source: GroupAddress,
+    id: string,
+    from: number,
+    to: number,
+  ) => Effect.Effect<number, DataPlaneError>
+  /** Forget delivered entries. */
+  readonly remove: (
+    source: GroupAddress,
+    ids: ReadonlyArray<string>,
+  ) => Effect.Effect<void, DataPlaneError>
+  /** How many entries wait (a shard is not drained while its outbox holds any). */
+  readonly size: (source: GroupAddress) => Effect.Effect<number, DataPlaneError>
+}
+
+/** The transaction operations of a `ShardStreams` implementation (`ShardStreams.transactions`). */
+export interface TransactionsShape {
+  /** `direct`: sends land in their target shard at commit; `outbox`: in the shard's outbox, relayed. */
+  readonly sends: "direct" | "outbox"
+  /** Where a transaction of this shard may write. */
+  readonly keys: (stream: string, shard: number) => KeyRules
+  /** The fenced, atomic commit (see the module comment). */
+  readonly commit: (options: CommitOptions) => Effect.Effect<CommitOutcome, CommitError>
+  /** A key's value, or undefined when absent (tests and tools; not fenced). */
+  readonly read: (key: string) => Effect.Effect<KeyValue | undefined, DataPlaneError>
+  /** The outbox (with `sends: "outbox"`). */
+  readonly outbox?: OutboxShape
+}
+
+/** The KeyRules of an implementation without hash slots (memory, one Redis node). */
+export const anyKey = (stream: string, shard: number): KeyRules => ({
+  key: (name) => dataKey(stream, shard, name),
+  check: (key) =>
+    isReservedKey(key)
+      ? refused("ReservedKey", `${key} is one of Shardline's own keys`, { key })
+      : undefined,
+})
+
+/** The field a send's routing key is stored in (the member runtime's `KEY_FIELD`). */
+export const SEND_KEY_FIELD = "shardline-key"
+
+/**
+ * A commit's writes and sends checked as the storage checks them (the
+ * runtime's handle has checked them already; a caller of the port may not
+ * have): allow-listed commands, no reserved key, sends with a key and
+ * string fields. The options with their writes normalized (command names
+ * upper-cased, numbers as strings), or why not.
+ */
+export const isRefusal = (u: unknown): u is TransactionRefused | InvalidArgument =>
+  u instanceof TransactionRefused || u instanceof InvalidArgument
+
+export const checkCommit = (
+  o: CommitOptions,
+): CommitOptions | TransactionRefused | InvalidArgument => {
+  const writes: Array<Write> = []
+  for (const w of o.writes) {
+    const checked = validateWrite(w.command, w.args)
+    if (checked instanceof TransactionRefused) return checked
+    for (const key of keysOf(checked))
+      if (isReservedKey(key))
+        return new TransactionRefused({
+          reason: "ReservedKey",
+          message: `${key} is one of Shardline's own keys`,
+          command: checked.command,
+          key,
+        })
+    writes.push(checked)
+  }
+  for (const send of o.sends) {
+    if (
+      typeof send.stream !== "string" ||
+      send.stream === "" ||
+      typeof send.key !== "string" ||
+      !Number.isSafeInteger(send.shard) ||
+      send.shard < 0
+    )
+      return new InvalidArgument({
+        message: "a send needs a stream, a string key and a shard number",
+      })
+    for (const name of Object.keys(send.fields))
+      if (name === SEND_KEY_FIELD || typeof send.fields[name] !== "string")
+        return new InvalidArgument({
+          message: `a send's field ${name} is ${name === SEND_KEY_FIELD ? "reserved for the key" : "not a string"}`,
+        })
+  }
+  return { ...o, writes }
+}

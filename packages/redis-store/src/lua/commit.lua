@@ -1,0 +1,241 @@
+-- commit: a transaction's writes and sends, and the acknowledgement of the
+-- messages it covers, in ONE fenced, atomic step (docs/exactly-once.md).
+-- The loader prepends the prelude and `TX`, the allow-list (core's
+-- Transaction.COMMANDS: t = the type a command works on, all = every
+-- argument is a key, c = the counter it changes).
+-- KEYS[1] shard stream  KEYS[2] owner token  KEYS[3] the group's outbox
+-- KEYS[4..] every other key it touches (declared for the cluster and the ACL)
+-- ARGV[1] token  ARGV[2] group  ARGV[3] ack mode "ack" | "xackdel"
+-- ARGV[4] "1": XACKDEL ... ACKED exists (Redis >= 8.2)  ARGV[5] "direct" | "outbox"
+-- then: n ids, ids...; n writes, per write: command, n keys, the index in
+-- KEYS of each, n other args, args...; n sends, per send: the index in KEYS
+-- of the target shard stream and of its seal marker (0 with the outbox),
+-- target stream, shard, routing key, n field items, field, value, ...
+-- (keys are named through KEYS, never ARGV: a client's key prefix applies)
+-- Order, and why nothing is ever half done:
+-- 1. the owner token (a stale owner writes nothing, acks nothing);
+-- 2. every message still pending in the group, else nothing (none pending:
+--    a commit of them already ran, {0, 0}; some: {10, ids not pending});
+-- 3. every write checked against the keys as the writes before it leave
+--    them (types, counters), every direct send's target (not sealed, a
+--    stream): a refusal ({11, ...} or {8, send}) before the first write;
+-- 4. the writes, the sends (to the targets, or to the outbox), the ack.
+-- Redis refuses a write for want of memory only at a script's first write,
+-- before anything changed.
+-- -> {0, 1} committed | {0, 0} already committed | {10, id, ...} not pending
+--    | {8, send index} target sealed | {11, write index, reason, key, message}
+--    | {1, current} | {2, key, msg}
+local MAX = 9007199254740991
+
+local function refuse(index, reason, key, message)
+  error({ refused = true, index = index, reason = reason, key = key, message = message })
+end
+
+-- a canonical decimal integer within +-MAX (core's Transaction.isInteger)
+local function is_int_str(s)
+  if s == '0' then return true end
+  local digits = string.match(s, '^%-?([1-9]%d*)$')
+  if digits == nil or #digits > 16 then return false end
+  return #digits < 16 or digits <= '9007199254740991'
+end
+
+-- a finite decimal number (core's Transaction.isFiniteDecimal)
+local function is_float_str(s)
+  local mant, exp = string.match(s, '^[-+]?([%d%.]+)(.*)$')
+  if mant == nil then return false end
+  if not (string.match(mant, '^%d+%.?%d*$') or string.match(mant, '^%.%d+$')) then return false end
+  if exp ~= '' and not string.match(exp, '^[eE][-+]?%d%d?%d?$') then return false end
+  local v = tonumber(s)
+  return v ~= nil and v == v and v ~= math.huge and v ~= -math.huge
+end
+
+-- a tracked value (a string read or set, or a number a counter left) as an
+-- integer / a float, or nil when it is not one
+local function int_of(v)
+  if type(v) == 'number' then
+    if v == math.floor(v) and v <= MAX and v >= -MAX then return v end
+    return nil
+  end
+  if is_int_str(v) then return tonumber(v) end
+  return nil
+end
+local function float_of(v)
+  if type(v) == 'number' then return v end
+  if is_float_str(v) then return tonumber(v) end
+  return nil
+end
+
+local function main()
+  local stream, owner, outbox = KEYS[1], KEYS[2], KEYS[3]
+  local group, mode, native, sends_mode = ARGV[2], ARGV[3], ARGV[4] == '1', ARGV[5]
+  fence(owner, tonumber(ARGV[1]))
+
+  local i = 6
+  local function take()
+    local v = ARGV[i]
+    i = i + 1
+    return v
+  end
+  local ids = {}
+  for k = 1, tonumber(take()) do ids[k] = take() end
+  local writes = {}
+  for k = 1, tonumber(take()) do
+    local cmd = take()
+    local args = {}
+    for _ = 1, tonumber(take()) do args[#args + 1] = KEYS[tonumber(take())] end
+    for _ = 1, tonumber(take()) do args[#args + 1] = take() end
+    writes[k] = { cmd = cmd, args = args }
+  end
+  local sends = {}
+  for k = 1, tonumber(take()) do
+    local s = { key = KEYS[tonumber(take())], sealed = KEYS[tonumber(take())], stream = take(), shard = take(), rkey = take() }
+    local fields = {}
+    for j = 1, tonumber(take()) do fields[j] = take() end
+    s.fields = fields
+    sends[k] = s
+  end
+
+  -- 2. every message still pending in the group
+  expect_type(stream, 'stream')
+  local missing = {}
+  for _, id in ipairs(ids) do
+    local p = rcall(stream, 'XPENDING', stream, group, id, id, 1)
+    if is_err(p, 'NOGROUP') or is_err(p, 'ERR no such key') then
+      p = {}
+    elseif is_err(p, '') then
+      error(p)
+    end
+    if #p == 0 then missing[#missing + 1] = id end
+  end
+  if #missing == #ids then return { 0, 0 } end
+  if #missing > 0 then
+    local out = { 10 }
+    for _, id in ipairs(missing) do out[#out + 1] = id end
+    return out
+  end
+
+  -- 3. the writes, as each leaves the keys for the next (nothing written yet)
+  local sim = {}
+  local function state(key)
+    local s = sim[key]
+    if s == nil then
+      local t = type_of(key)
+      s = { t = t, fresh = t == 'none', f = {} }
+      sim[key] = s
+    end
+    return s
+  end
+  local function gone(key) sim[key] = { t = 'none', fresh = true, f = {} } end
+  local function str_value(key, s)
+    if s.str == nil then
+      if s.fresh then s.str = '0' else s.str = redis.call('GET', key) or '0' end
+    end
+    return s.str
+  end
+  local function field_value(key, s, field)
+    local v = s.f[field]
+    if v == nil then
+      if s.fresh then
+        v = false
+      else
+        v = redis.call('HGET', key, field)
+      end
+      s.f[field] = v
+    end
+    if v == false then return '0' end
+    return v
+  end
+  for k, w in ipairs(writes) do
+    local spec = TX[w.cmd]
+    if spec == nil then refuse(k - 1, 'CommandNotAllowed', w.args[1] or '', w.cmd .. ' is not a transaction command') end
+    local key = w.args[1]
+    if w.cmd == 'DEL' then
+      for _, dk in ipairs(w.args) do gone(dk) end
+    elseif spec.t == 'overwrite' then
+      sim[key] = { t = 'string', fresh = true, f = {}, str = w.args[2] }
+    elseif spec.t ~= 'any' then
+      local s = state(key)
+      if s.t ~= 'none' and s.t ~= spec.t then
+        refuse(k - 1, 'WrongType', key, 'holds a ' .. s.t .. ', the command works on a ' .. spec.t)
+      end
+      s.t = spec.t
+      if spec.c == 'int' then
+        local cur = int_of(str_value(key, s))
+        if cur == nil then refuse(k - 1, 'NotANumber', key, 'the value is not an integer') end
+        local by = 1
+        if w.cmd == 'DECR' then by = -1 end
+        if w.cmd == 'INCRBY' then by = tonumber(w.args[2]) end
+        if w.cmd == 'DECRBY' then by = -tonumber(w.args[2]) end
+        local nxt = cur + by
+        if nxt > MAX or nxt < -MAX then refuse(k - 1, 'OutOfRange', key, 'the result leaves +-' .. MAX) end
+        s.str = nxt
+      elseif spec.c == 'float' then
+        local cur = float_of(str_value(key, s))
+        if cur == nil then refuse(k - 1, 'NotANumber', key, 'the value is not a number') end
+        local nxt = cur + tonumber(w.args[2])
+        if nxt ~= nxt or nxt == math.huge or nxt == -math.huge then
+          refuse(k - 1, 'OutOfRange', key, 'the result is not finite')
+        end
+        s.str = nxt
+      elseif spec.c == 'hashInt' or spec.c == 'hashFloat' then
+        local field = w.args[2]
+        local raw = field_value(key, s, field)
+        if spec.c == 'hashInt' then
+          local cur = int_of(raw)
+          if cur == nil then refuse(k - 1, 'NotANumber', key, 'field ' .. field .. ' is not an integer') end
+          local nxt = cur + tonumber(w.args[3])
+          if nxt > MAX or nxt < -MAX then refuse(k - 1, 'OutOfRange', key, 'the result leaves +-' .. MAX) end
+          s.f[field] = nxt
+        else
+          local cur = float_of(raw)
+          if cur == nil then refuse(k - 1, 'NotANumber', key, 'field ' .. field .. ' is not a number') end
+          local nxt = cur + tonumber(w.args[3])
+          if nxt ~= nxt or nxt == math.huge or nxt == -math.huge then
+            refuse(k - 1, 'OutOfRange', key, 'the result is not finite')
+          end
+          s.f[field] = nxt
+        end
+      elseif w.cmd == 'HSET' then
+        for j = 2, #w.args, 2 do s.f[w.args[j]] = w.args[j + 1] end
+      elseif w.cmd == 'HDEL' then
+        for j = 2, #w.args do s.f[w.args[j]] = false end
+      end
+    end
+  end
+  -- direct sends: the target takes appends (not sealed) and is a stream
+  if sends_mode == 'direct' then
+    for k, s in ipairs(sends) do
+      if ccall(s.sealed, 'EXISTS', s.sealed) == 1 then return { 8, k - 1 } end
+      expect_type(s.key, 'stream')
+    end
+  else
+    expect_type(outbox, 'stream')
+  end
+
+  -- 4. everything, now that nothing can refuse
+  for _, w in ipairs(writes) do ccall(w.args[1], w.cmd, unpack(w.args)) end
+  for _, s in ipairs(sends) do
+    if sends_mode == 'direct' then
+      local args = { 'XADD', s.key, '*' }
+      for _, f in ipairs(s.fields) do args[#args + 1] = f end
+      args[#args + 1] = 'shardline-key'
+      args[#args + 1] = s.rkey
+      ccall(s.key, unpack(args))
+    else
+      local args = { 'XADD', outbox, '*', 'shardline-target', s.stream, 'shardline-shard', s.shard, 'shardline-key', s.rkey }
+      for _, f in ipairs(s.fields) do args[#args + 1] = f end
+      ccall(outbox, unpack(args))
+    end
+  end
+  acknowledge(stream, group, mode, native, ids)
+  return { 0, 1 }
+end
+
+return run(function()
+  local ok, result = pcall(main)
+  if ok then return result end
+  if type(result) == 'table' and result.refused then
+    return { 11, result.index, result.reason, result.key, result.message }
+  end
+  error(result)
+end)

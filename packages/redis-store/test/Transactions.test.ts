@@ -1,0 +1,97 @@
+/**
+ * The transaction contract (test/contract/Transactions.ts) on core's memory
+ * port and on every Redis target (docs/exactly-once.md); direct sends on
+ * the memory port and single nodes, the outbox on the cluster and on single
+ * nodes told to use it; then what only a cluster has: the shard's hash slot.
+ */
+import { assert, it } from "@effect/vitest"
+import { ShardStreams } from "@shardline/core"
+import { Effect } from "effect"
+import { keySlot } from "../src/acl.js"
+import * as RedisShardStreams from "../src/RedisShardStreams.js"
+import {
+  directSendsContract,
+  outboxContract,
+  transactionsContract,
+} from "./contract/Transactions.js"
+import { connect, describeTarget, redisTargets, unique } from "./support/targets.js"
+
+describeTarget(
+  "Transactions contract",
+  { name: "memory (core)" },
+  ShardStreams.makeMemory,
+  (subject) => {
+    transactionsContract(subject)
+    directSendsContract(subject)
+  },
+)
+
+for (const target of redisTargets()) {
+  describeTarget(
+    "Transactions contract",
+    target,
+    Effect.map(connect(target), (connection) => RedisShardStreams.makeWith(connection)),
+    (subject) => {
+      transactionsContract(subject)
+      if (target.kind === "cluster7") outboxContract(subject)
+      else directSendsContract(subject)
+    },
+  )
+  if (target.kind !== "cluster7")
+    describeTarget(
+      "Transactions contract (outbox on one node)",
+      target,
+      Effect.map(connect(target), (connection) =>
+        RedisShardStreams.makeWith(connection, { transactionSends: "outbox" }),
+      ),
+      (subject) => {
+        transactionsContract(subject)
+        outboxContract(subject)
+      },
+    )
+}
+
+const cluster = redisTargets().find((t) => t.kind === "cluster7")!
+describeTarget(
+  "Transactions in a cluster",
+  cluster,
+  Effect.map(connect(cluster), (connection) => RedisShardStreams.makeWith(connection)),
+  (subject) => {
+    it.live(
+      "writes only the shard's hash slot: other keys are refused before anything commits",
+      () =>
+        Effect.gen(function* () {
+          const s = subject()
+          const tx = s.transactions!
+          assert.strictEqual(tx.sends, "outbox")
+          const stream = unique("slots")
+          const rules = tx.keys(stream, 1)
+          assert.isUndefined(rules.check(rules.key("n")))
+          assert.isUndefined(rules.check(`orders-by-customer:{${stream}:1}`))
+          // a key of another slot (found by trying names), and one of another shard
+          let other = "counter"
+          for (let i = 0; keySlot(other) === keySlot(`{${stream}:1}`); i++) other = `counter-${i}`
+          assert.strictEqual(rules.check(other)?.reason, "KeyOutsideSlot")
+          assert.match(rules.check(other)!.message, /key\(name\)/)
+          assert.strictEqual(rules.check(`{${stream}:1}:owner:g`)?.reason, "ReservedKey")
+          // the port refuses it too
+          const base = { stream, shard: 1, group: "g" }
+          yield* s.setOwnerToken({ ...base, token: 1 })
+          yield* s.append(stream, 1, { v: "1" })
+          const [m] = yield* s.read({ ...base, token: 1, consumer: "c", count: 1 })
+          const refused = yield* Effect.flip(
+            tx.commit({
+              ...base,
+              token: 1,
+              ids: [m!.id],
+              mode: "ack",
+              writes: [{ command: "INCR", args: [other] }],
+              sends: [],
+            }),
+          )
+          assert.strictEqual((refused as { reason?: string }).reason, "KeyOutsideSlot")
+          assert.strictEqual((yield* s.pending(base)).length, 1)
+        }),
+    )
+  },
+)

@@ -1,0 +1,484 @@
+/**
+ * The transaction contract (docs/exactly-once.md): written once, run
+ * unchanged on core's memory port and on every Redis target
+ * (test/Transactions.test.ts). A commit's writes, sends and ack happen
+ * together or not at all: a stale owner, a commit sent again after its
+ * reply was lost, messages no longer pending, a write the stored value
+ * cannot take and a sealed target each leave everything as it was.
+ */
+import { assert, it } from "@effect/vitest"
+import { ShardStreams, type Transaction } from "@shardline/core"
+import { Effect } from "effect"
+import { unique } from "../support/targets.js"
+
+const { shardKey } = ShardStreams
+
+type Streams = ShardStreams.ShardStreamsShape
+
+/** A source shard with `n` messages read (pending) by consumer c1 under token 5. */
+const setUp = (s: Streams, n: number) =>
+  Effect.gen(function* () {
+    const stream = unique("tx-in")
+    const out = unique("tx-out")
+    const base = { stream, shard: 2, group: "g" }
+    yield* s.setOwnerToken({ ...base, token: 5 })
+    for (let i = 0; i < n; i++) yield* s.append(stream, 2, { n: String(i) })
+    const read = yield* s.read({ ...base, token: 5, consumer: "c1", count: n })
+    const tx = s.transactions!
+    const keys = tx.keys(stream, 2)
+    return { stream, out, base, ids: read.map((m) => m.id), tx, keys }
+  })
+
+const w = (command: string, ...args: Array<string>): Transaction.Write => ({ command, args })
+
+/** Where a send of the transaction is now: in its target shard (direct) or in the outbox. */
+const sentEntries = (s: Streams, source: ShardStreams.GroupAddress, out: string, shard: number) =>
+  Effect.gen(function* () {
+    const tx = s.transactions!
+    if (tx.sends === "direct")
+      return (yield* s.range(shardKey(out, shard))).map((e) => ({ ...e.fields }))
+    return (yield* tx.outbox!.read(source, 100)).map((e) => ({
+      ...e.fields,
+      "shardline-key": e.key,
+    }))
+  })
+
+export const transactionsContract = (subject: () => Streams) => {
+  it.live("a commit writes, sends and acknowledges together", () =>
+    Effect.gen(function* () {
+      const s = subject()
+      const { out, base, ids, tx, keys } = yield* setUp(s, 2)
+      const counter = keys.key("counter")
+      const members = keys.key("members")
+      const outcome = yield* tx.commit({
+        ...base,
+        token: 5,
+        ids: [ids[0]!],
+        mode: "ack",
+        writes: [w("HINCRBY", counter, "k1", "1"), w("SADD", members, "a", "b")],
+        sends: [{ stream: out, shard: 1, key: "k1", fields: { v: "x" } }],
+      })
+      assert.deepStrictEqual(outcome, { _tag: "Committed" })
+      assert.deepStrictEqual(yield* tx.read(counter), { type: "hash", value: { k1: "1" } })
+      assert.deepStrictEqual(yield* tx.read(members), { type: "set", value: ["a", "b"] })
+      assert.deepStrictEqual(yield* sentEntries(s, base, out, 1), [
+        { v: "x", "shardline-key": "k1" },
+      ])
+      // acknowledged: only the other message is still pending
+      assert.deepStrictEqual(
+        (yield* s.pending(base)).map((p) => p.id),
+        [ids[1]!],
+      )
+    }),
+  )
+
+  it.live("a stale owner's commit writes nothing and acknowledges nothing", () =>
+    Effect.gen(function* () {
+      const s = subject()
+      const { out, base, ids, tx, keys } = yield* setUp(s, 1)
+      yield* s.setOwnerToken({ ...base, token: 6 })
+      const counter = keys.key("counter")
+      const result = yield* Effect.flip(
+        tx.commit({
+          ...base,
+          token: 5,
+          ids,
+          mode: "ack",
+          writes: [w("INCR", counter)],
+          sends: [{ stream: out, shard: 0, key: "k", fields: { v: "1" } }],
+        }),
+      )
+      assert.strictEqual(result._tag, "StaleOwner")
+      assert.isUndefined(yield* tx.read(counter))
+      assert.deepStrictEqual(yield* sentEntries(s, base, out, 0), [])
+      assert.deepStrictEqual(
+        (yield* s.pending(base)).map((p) => p.id),
+        ids,
+      )
+    }),
+  )
+
+  it.live(
+    "a commit sent again after its reply was lost finds its messages acknowledged and writes nothing",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { out, base, ids, tx, keys } = yield* setUp(s, 1)
+        const counter = keys.key("counter")
+        const commit = {
+          ...base,
+          token: 5,
+          ids,
+          mode: "ack" as const,
+          writes: [w("INCRBY", counter, "3")],
+          sends: [{ stream: out, shard: 0, key: "k", fields: { v: "1" } }],
+        }
+        assert.deepStrictEqual(yield* tx.commit(commit), { _tag: "Committed" })
+        // the same commit again (a resend, or a retried handler's): nothing more
+        assert.deepStrictEqual(yield* tx.commit(commit), { _tag: "AlreadyCommitted" })
+        assert.deepStrictEqual(yield* tx.commit(commit), { _tag: "AlreadyCommitted" })
+        assert.deepStrictEqual(yield* tx.read(counter), { type: "string", value: "3" })
+        assert.strictEqual((yield* sentEntries(s, base, out, 0)).length, 1)
+        // and a newer owner's retry of it too (the fence holds, then the pending check)
+        yield* s.setOwnerToken({ ...base, token: 7 })
+        assert.deepStrictEqual(yield* tx.commit({ ...commit, token: 7 }), {
+          _tag: "AlreadyCommitted",
+        })
+        assert.deepStrictEqual(yield* tx.read(counter), { type: "string", value: "3" })
+      }),
+  )
+
+  it.live("some messages no longer pending: nothing written, nothing acknowledged", () =>
+    Effect.gen(function* () {
+      const s = subject()
+      const { base, ids, tx, keys } = yield* setUp(s, 3)
+      yield* s.ack({ ...base, token: 5, ids: [ids[1]!], mode: "ack" })
+      const counter = keys.key("counter")
+      const outcome = yield* tx.commit({
+        ...base,
+        token: 5,
+        ids,
+        mode: "ack",
+        writes: [w("INCR", counter)],
+        sends: [],
+      })
+      assert.deepStrictEqual(outcome, { _tag: "NotPending", ids: [ids[1]!] })
+      assert.isUndefined(yield* tx.read(counter))
+      assert.deepStrictEqual(
+        (yield* s.pending(base)).map((p) => p.id),
+        [ids[0]!, ids[2]!],
+      )
+    }),
+  )
+
+  it.live(
+    "a write the stored value cannot take refuses the whole commit before anything is written",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { out, base, ids, tx, keys } = yield* setUp(s, 1)
+        const str = keys.key("str")
+        const n = keys.key("n")
+        const big = keys.key("big")
+        // set the stage with a committed transaction of another message
+        yield* s.append(base.stream, 2, { n: "x" })
+        const stage = yield* s.read({ ...base, token: 5, consumer: "c1", count: 1 })
+        yield* tx.commit({
+          ...base,
+          token: 5,
+          ids: [stage[0]!.id],
+          mode: "ack",
+          writes: [w("SET", str, "abc"), w("SET", big, "9007199254740991"), w("INCRBY", n, "1")],
+          sends: [],
+        })
+        const cases: ReadonlyArray<readonly [Transaction.Write, string]> = [
+          [w("HSET", str, "f", "v"), "WrongType"],
+          [w("SADD", n, "m"), "WrongType"],
+          [w("INCR", str), "NotANumber"],
+          [w("INCRBYFLOAT", str, "1"), "NotANumber"],
+          [w("INCR", big), "OutOfRange"],
+          [w("INCRBY", n, "9007199254740991"), "OutOfRange"],
+          [w("HINCRBY", keys.key("h"), "f", "1"), "ok"],
+        ]
+        for (const [bad, reason] of cases) {
+          const before = [yield* tx.read(n), yield* tx.read(keys.key("other"))]
+          const result = yield* Effect.result(
+            tx.commit({
+              ...base,
+              token: 5,
+              ids,
+              mode: "ack",
+              writes: [w("INCRBY", n, "10"), w("SET", keys.key("other"), "x"), bad],
+              sends: [{ stream: out, shard: 0, key: "k", fields: { v: "1" } }],
+            }),
+          )
+          if (reason === "ok") {
+            assert.strictEqual(result._tag, "Success", bad.command)
+            continue
+          }
+          assert.strictEqual(result._tag, "Failure", bad.command)
+          const error = (result as { failure: { _tag: string; reason?: string; index?: number } })
+            .failure
+          assert.strictEqual(error._tag, "TransactionRefused")
+          assert.strictEqual(error.reason, reason, bad.command)
+          assert.strictEqual(error.index, 2)
+          assert.deepStrictEqual([yield* tx.read(n), yield* tx.read(keys.key("other"))], before)
+          assert.deepStrictEqual(yield* sentEntries(s, base, out, 0), [])
+          assert.deepStrictEqual(
+            (yield* s.pending(base)).map((p) => p.id),
+            ids,
+          )
+        }
+      }),
+  )
+
+  it.live("writes see the writes before them: types and counters through the transaction", () =>
+    Effect.gen(function* () {
+      const s = subject()
+      const { base, ids, tx, keys } = yield* setUp(s, 2)
+      const k = keys.key("k")
+      const typed = yield* Effect.flip(
+        tx.commit({
+          ...base,
+          token: 5,
+          ids: [ids[0]!],
+          mode: "ack",
+          writes: [w("DEL", k), w("SET", k, "1"), w("HSET", k, "f", "v")],
+          sends: [],
+        }),
+      )
+      assert.strictEqual((typed as { reason?: string }).reason, "WrongType")
+      const ok = yield* tx.commit({
+        ...base,
+        token: 5,
+        ids: [ids[0]!],
+        mode: "ack",
+        writes: [
+          w("SET", k, "5"),
+          w("INCRBY", k, "2"),
+          w("HSET", keys.key("h"), "a", "1"),
+          w("HINCRBY", keys.key("h"), "a", "4"),
+          w("HINCRBYFLOAT", keys.key("h"), "b", "0.5"),
+          w("ZADD", keys.key("z"), "1", "m"),
+          w("ZINCRBY", keys.key("z"), "2", "m"),
+          w("RPUSH", keys.key("l"), "x", "y"),
+          w("LPUSH", keys.key("l"), "w"),
+          w("INCRBYFLOAT", keys.key("f"), "1.5"),
+          w("DECR", keys.key("d")),
+          w("SET", keys.key("ttl"), "v", "PX", "60000"),
+          w("PEXPIRE", keys.key("l"), "60000"),
+        ],
+        sends: [],
+      })
+      assert.deepStrictEqual(ok, { _tag: "Committed" })
+      assert.deepStrictEqual(yield* tx.read(k), { type: "string", value: "7" })
+      assert.deepStrictEqual(yield* tx.read(keys.key("h")), {
+        type: "hash",
+        value: { a: "5", b: "0.5" },
+      })
+      assert.deepStrictEqual(yield* tx.read(keys.key("z")), { type: "zset", value: [["m", 3]] })
+      assert.deepStrictEqual(yield* tx.read(keys.key("l")), {
+        type: "list",
+        value: ["w", "x", "y"],
+      })
+      assert.deepStrictEqual(yield* tx.read(keys.key("f")), { type: "string", value: "1.5" })
+      assert.deepStrictEqual(yield* tx.read(keys.key("d")), { type: "string", value: "-1" })
+      assert.deepStrictEqual(yield* tx.read(keys.key("ttl")), { type: "string", value: "v" })
+    }),
+  )
+
+  it.live(
+    "the port itself refuses what no transaction may do: other commands, Shardline's keys",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { base, ids, tx, keys } = yield* setUp(s, 1)
+        const refusal = (writes: ReadonlyArray<Transaction.Write>) =>
+          Effect.map(
+            Effect.flip(tx.commit({ ...base, token: 5, ids, mode: "ack", writes, sends: [] })),
+            (e) => (e as { reason?: string }).reason ?? e._tag,
+          )
+        assert.strictEqual(yield* refusal([w("FLUSHALL")]), "CommandNotAllowed")
+        assert.strictEqual(yield* refusal([w("EVAL", "return 1", "0")]), "CommandNotAllowed")
+        assert.strictEqual(yield* refusal([w("GET", keys.key("x"))]), "CommandNotAllowed")
+        assert.strictEqual(
+          yield* refusal([w("SET", `${shardKey(base.stream, 2)}:owner:g`, "999999999")]),
+          "ReservedKey",
+        )
+        assert.strictEqual(yield* refusal([w("DEL", shardKey(base.stream, 2))]), "ReservedKey")
+        assert.strictEqual(yield* refusal([w("INCRBY", keys.key("x"), "1.5")]), "InvalidArguments")
+        // a lower-case name is the same command
+        assert.deepStrictEqual(
+          yield* tx.commit({
+            ...base,
+            token: 5,
+            ids,
+            mode: "ack",
+            writes: [w("incr", keys.key("x"))],
+            sends: [],
+          }),
+          { _tag: "Committed" },
+        )
+        assert.deepStrictEqual(yield* tx.read(keys.key("x")), { type: "string", value: "1" })
+        assert.strictEqual(yield* s.ownerToken(base), 5)
+      }),
+  )
+
+  it.live("xackdel: the committed message is deleted once every group acknowledged it", () =>
+    Effect.gen(function* () {
+      const s = subject()
+      const { base, ids, tx, keys } = yield* setUp(s, 2)
+      const outcome = yield* tx.commit({
+        ...base,
+        token: 5,
+        ids: [ids[0]!],
+        mode: "xackdel",
+        writes: [w("INCR", keys.key("n"))],
+        sends: [],
+      })
+      assert.deepStrictEqual(outcome, { _tag: "Committed" })
+      assert.deepStrictEqual(
+        (yield* s.range(shardKey(base.stream, 2))).map((e) => e.id),
+        [ids[1]!],
+      )
+    }),
+  )
+
+  it.live("sends keep their order and land only at commit", () =>
+    Effect.gen(function* () {
+      const s = subject()
+      const { out, base, ids, tx } = yield* setUp(s, 3)
+      for (const [i, id] of ids.entries()) {
+        assert.deepStrictEqual(
+          yield* sentEntries(s, base, out, 4),
+          ids.slice(0, i).map((_, j) => ({
+            n: String(j),
+            "shardline-key": "k",
+          })),
+        )
+        yield* tx.commit({
+          ...base,
+          token: 5,
+          ids: [id],
+          mode: "ack",
+          writes: [],
+          sends: [{ stream: out, shard: 4, key: "k", fields: { n: String(i) } }],
+        })
+      }
+      assert.deepStrictEqual(
+        (yield* sentEntries(s, base, out, 4)).map((e) => e.n),
+        ["0", "1", "2"],
+      )
+    }),
+  )
+}
+
+/** Direct sends (memory, one Redis node): a sealed target refuses the commit. */
+export const directSendsContract = (subject: () => Streams) => {
+  it.live("a send to a sealed shard refuses the whole commit (route again, commit again)", () =>
+    Effect.gen(function* () {
+      const s = subject()
+      const { out, base, ids, tx, keys } = yield* setUp(s, 1)
+      yield* s.seal(out, 1)
+      const commit = {
+        ...base,
+        token: 5,
+        ids,
+        mode: "ack" as const,
+        writes: [w("INCR", keys.key("n"))],
+        sends: [
+          { stream: out, shard: 0, key: "a", fields: { v: "1" } },
+          { stream: out, shard: 1, key: "b", fields: { v: "2" } },
+        ],
+      }
+      const refused = yield* Effect.flip(tx.commit(commit))
+      assert.deepStrictEqual(
+        [refused._tag, (refused as { shard?: number }).shard],
+        ["ShardSealed", 1],
+      )
+      assert.isUndefined(yield* tx.read(keys.key("n")))
+      assert.deepStrictEqual(yield* s.range(shardKey(out, 0)), [])
+      assert.deepStrictEqual(
+        (yield* s.pending(base)).map((p) => p.id),
+        ids,
+      )
+      const routed = { ...commit, sends: [commit.sends[0]!, { ...commit.sends[1]!, shard: 2 }] }
+      assert.deepStrictEqual(yield* tx.commit(routed), { _tag: "Committed" })
+      assert.strictEqual((yield* s.range(shardKey(out, 2))).length, 1)
+    }),
+  )
+}
+
+/**
+ * The outbox (a cluster; a single node with `transactionSends: "outbox"`):
+ * each entry delivered exactly once to one shard, in order, across resends,
+ * seals and two relayers.
+ */
+export const outboxContract = (subject: () => Streams) => {
+  it.live(
+    "delivered once per target shard: a second delivery, or a later one, is a duplicate",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { out, base, ids, tx } = yield* setUp(s, 2)
+        const outbox = tx.outbox!
+        for (const [i, id] of ids.entries())
+          yield* tx.commit({
+            ...base,
+            token: 5,
+            ids: [id],
+            mode: "ack",
+            writes: [],
+            sends: [{ stream: out, shard: 3, key: "k", fields: { n: String(i) } }],
+          })
+        assert.strictEqual(yield* outbox.size(base), 2)
+        const entries = yield* outbox.read(base, 10)
+        assert.deepStrictEqual(
+          entries.map((e) => [e.stream, e.shard, e.key, e.fields.n]),
+          [
+            [out, 3, "k", "0"],
+            [out, 3, "k", "1"],
+          ],
+        )
+        assert.strictEqual(yield* outbox.deliver(base, entries[0]!), "appended")
+        assert.strictEqual(yield* outbox.deliver(base, entries[0]!), "duplicate")
+        assert.strictEqual(yield* outbox.deliver(base, entries[1]!), "appended")
+        // a slow relayer still holding the first entry: a duplicate, never a second copy
+        assert.strictEqual(yield* outbox.deliver(base, entries[0]!), "duplicate")
+        assert.deepStrictEqual(
+          (yield* s.range(shardKey(out, 3))).map((e) => [e.fields.n, e.fields["shardline-key"]]),
+          [
+            ["0", "k"],
+            ["1", "k"],
+          ],
+        )
+        yield* outbox.remove(
+          base,
+          entries.map((e) => e.id),
+        )
+        assert.strictEqual(yield* outbox.size(base), 0)
+        assert.deepStrictEqual(yield* outbox.read(base, 10), [])
+      }),
+  )
+
+  it.live(
+    "a sealed target: delivered before the seal is a duplicate; undelivered is re-routed once, for every relayer",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { out, base, ids, tx } = yield* setUp(s, 2)
+        const outbox = tx.outbox!
+        for (const [i, id] of ids.entries())
+          yield* tx.commit({
+            ...base,
+            token: 5,
+            ids: [id],
+            mode: "ack",
+            writes: [],
+            sends: [{ stream: out, shard: 0, key: `k${i}`, fields: { n: String(i) } }],
+          })
+        const [e0, e1] = yield* outbox.read(base, 10)
+        assert.strictEqual(yield* outbox.deliver(base, e0!), "appended")
+        yield* s.seal(out, 0)
+        // the mark before the seal: the delivered entry is not re-routed
+        assert.strictEqual(yield* outbox.deliver(base, e0!), "duplicate")
+        const sealed = yield* Effect.flip(outbox.deliver(base, e1!))
+        assert.strictEqual(sealed._tag, "ShardSealed")
+        // two relayers re-route it: the first wins, the second learns the winner's shard
+        assert.strictEqual(yield* outbox.reroute(base, e1!.id, 0, 5), 5)
+        assert.strictEqual(yield* outbox.reroute(base, e1!.id, 0, 6), 5)
+        const [again] = (yield* outbox.read(base, 10)).filter((e) => e.id === e1!.id)
+        assert.strictEqual(again!.shard, 5)
+        assert.strictEqual(yield* outbox.deliver(base, again!), "appended")
+        assert.strictEqual(yield* outbox.deliver(base, again!), "duplicate")
+        assert.deepStrictEqual(yield* s.range(shardKey(out, 6)), [])
+        assert.deepStrictEqual(
+          (yield* s.range(shardKey(out, 5))).map((e) => e.fields.n),
+          ["1"],
+        )
+        yield* outbox.remove(base, [e0!.id, e1!.id])
+        // a relayer that re-routes a removed (delivered) entry learns it is gone
+        assert.strictEqual(yield* outbox.reroute(base, e1!.id, 5, 7), -1)
+      }),
+  )
+}
