@@ -283,7 +283,8 @@ export class CorruptLayout extends Schema.TaggedError<CorruptLayout>()("CorruptL
  * - `KeyOutsideSlot`: in a Redis Cluster, the key is not in the shard's hash slot
  *   (build keys with the handle's `key(name)`);
  * - `TooLarge`: more operations or bytes than the consumer's limit;
- * - `Closed`: the handler already returned (or failed, or was abandoned).
+ * - `Closed`: the handler already returned (or failed, or was abandoned);
+ * - `Unsupported`: the runtime's ports have no transactions (`ShardStreams.transactions`).
  * Refused by the storage at commit, before anything is written:
  * - `WrongType`: the key holds another type than the command works on;
  * - `NotANumber`: a counter's current value is not a number;
@@ -297,6 +298,7 @@ export const TransactionRefusedReason = Schema.Literals([
   "KeyOutsideSlot",
   "TooLarge",
   "Closed",
+  "Unsupported",
   "WrongType",
   "NotANumber",
   "OutOfRange",

@@ -71,6 +71,19 @@ export interface CommonOptions {
   readonly circuitBreaker?: CircuitBreakerOptions
   /** Opt-in: at most `messages` per `intervalMs`, per member or per group. */
   readonly rateLimit?: RateLimitOptions
+  /**
+   * Limits of a handler's transaction (docs/exactly-once.md, "Refusals"): a
+   * write or send past either is refused with `TransactionRefused` (`TooLarge`).
+   */
+  readonly transaction?: TransactionLimits
+}
+
+/** Limits of one handler's transaction (docs/exactly-once.md). */
+export interface TransactionLimits {
+  /** Writes and sends per transaction (default 1,000). */
+  readonly maxOperations?: number
+  /** Bytes of keys, arguments, fields and values per transaction (default 1 MiB). */
+  readonly maxBytes?: number
 }
 
 export interface CircuitBreakerOptions {
@@ -139,6 +152,8 @@ export interface ConsumerSettings extends GroupSettings {
   readonly weight: number | undefined
   readonly circuitBreaker: BreakerSettings | undefined
   readonly rateLimit: RateLimitSettings | undefined
+  /** A handler transaction's limits (docs/exactly-once.md). */
+  readonly transaction: { readonly maxOperations: number; readonly maxBytes: number }
 }
 
 export const DEFAULTS = {
@@ -157,6 +172,8 @@ export const DEFAULTS = {
   shutdownTimeoutMs: 30_000,
   breakerResetMs: 30_000,
   breakerMaxResetMs: 600_000,
+  transactionMaxOperations: 1_000,
+  transactionMaxBytes: 1_048_576,
 } as const
 
 // ---------------------------------------------------------------------------
@@ -204,6 +221,12 @@ const commonFields = {
       messages: PositiveInt,
       intervalMs: PositiveInt,
       scope: Schema.optional(Schema.Literals(["member", "group"])),
+    }),
+  ),
+  transaction: Schema.optional(
+    Schema.Struct({
+      maxOperations: Schema.optional(PositiveInt.check(Schema.isLessThanOrEqualTo(100_000))),
+      maxBytes: Schema.optional(PositiveInt.check(Schema.isLessThanOrEqualTo(512 * 1_048_576))),
     }),
   ),
   onAssigned: Schema.optional(Fn),
@@ -402,6 +425,10 @@ export const resolveSettings = (
             intervalMs: o.rateLimit.intervalMs,
             scope: o.rateLimit.scope ?? "member",
           },
+    transaction: {
+      maxOperations: o.transaction?.maxOperations ?? DEFAULTS.transactionMaxOperations,
+      maxBytes: o.transaction?.maxBytes ?? DEFAULTS.transactionMaxBytes,
+    },
   })
 }
 

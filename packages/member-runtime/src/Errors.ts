@@ -106,3 +106,11 @@ export class UnknownGroup extends Schema.TaggedError<UnknownGroup>()("UnknownGro
   group: Schema.String,
   message: Schema.String,
 }) {}
+
+/**
+ * A handler's transaction was refused (docs/exactly-once.md, "Refusals"):
+ * core's error, thrown by the transaction handle at the call that breaks a
+ * rule, or the reason a commit was refused; nothing of the transaction is
+ * committed.
+ */
+export { TransactionRefused, type TransactionRefusedReason } from "@shardline/core"

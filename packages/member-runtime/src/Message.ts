@@ -4,6 +4,7 @@
  */
 import { ShardStreams } from "@shardline/core"
 import type { Effect } from "effect"
+import type { Transaction } from "./Transaction.js"
 
 /** The field a `Producer` stores the routing key in (docs/runtime.md, "Producer"). */
 export const KEY_FIELD = "shardline-key"
@@ -34,6 +35,13 @@ export interface MessageContext {
    * passed. The message is then not acknowledged (it is delivered again).
    */
   readonly signal: AbortSignal
+  /**
+   * The message's transaction (docs/exactly-once.md): Redis writes and sends
+   * to Shardline streams recorded while the handler runs, committed with the
+   * message's ack in one fenced, atomic step when it succeeds; nothing of it
+   * is written when it fails. A batch handler gets one for the whole batch.
+   */
+  readonly transaction: Transaction
 }
 
 export interface Batch {
@@ -49,6 +57,10 @@ export interface BatchContext extends MessageContext {
    * Mark `message` and every message before it in the batch as handled (like
    * KafkaJS `resolveOffset`): they are acknowledged even if the handler then
    * throws. With `autoResolve` (default) a handler that returns resolves all.
+   * A batch whose handler used its `transaction` commits it with the messages
+   * resolved when the handler returns, in one step; a batch handler that
+   * fails commits nothing and acknowledges nothing, `resolve` or not
+   * (docs/exactly-once.md, "Batches").
    */
   readonly resolve: (message: Message | string) => void
 }

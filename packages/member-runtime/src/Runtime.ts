@@ -66,7 +66,9 @@ import type { BreakerView } from "./internal/CircuitBreaker.js"
 import { type Candidate, runCandidate } from "./internal/CoordinatorCandidate.js"
 import { type LogicalMember, makeLogicalMember } from "./internal/LogicalMember.js"
 import { type MemberError, makeObserver } from "./internal/Observer.js"
+import { makeSendRouter } from "./internal/SendRouter.js"
 import { type ConsumerSpec, checkAcross, resolveDefinition } from "./internal/spec.js"
+import type { TransactionEnv } from "./internal/TransactionCommit.js"
 import { tracedStore } from "./internal/telemetry/coordinatorSpans.js"
 import { activeSpan } from "./internal/telemetry/otel.js"
 import {
@@ -345,6 +347,16 @@ export const make = (
     const streams = yield* ShardStreams.ShardStreams
     const transport = yield* CoordinatorTransport.CoordinatorTransport
     const layouts = yield* Effect.serviceOption(StreamLayouts.StreamLayouts)
+    // the stream's stored layout when the ports have one (it follows
+    // reshards), else the declared shard counts at generation 0
+    const defaultLayoutSource = (): LayoutSource.LayoutSource => {
+      const declared = LayoutSource.fixed(
+        Object.fromEntries(specs.map((s) => [s.settings.stream, s.settings.shardCount])),
+      )
+      return Option.isSome(layouts)
+        ? LayoutSource.fromStreamLayouts(layouts.value, declared)
+        : declared
+    }
     const outer = yield* Scope.Scope
     const coordinatorScope = yield* Scope.fork(outer)
     const memberScope = yield* Scope.fork(outer)
@@ -392,6 +404,13 @@ export const make = (
       }
     }
 
+    // handlers' transactions (docs/exactly-once.md): one send router for every
+    // member, over the layout source the runtime's producers use
+    const transactions: TransactionEnv = {
+      port: streams.transactions,
+      router: makeSendRouter(defaultLayoutSource()),
+    }
+
     // members -----------------------------------------------------------------------
     const groups = new Map<string, GroupRuntime>()
     const all: Array<{ readonly member: LogicalMember; readonly spec: ConsumerSpec }> = []
@@ -420,6 +439,7 @@ export const make = (
             ? { describeHeartbeatFailure: (e: TransportError) => noCoordinatorOr(spec, e) }
             : {}),
           telemetry,
+          transactions,
         }).pipe(Scope.provide(memberScope))
         g.members.push(member)
         all.push({ member, spec })
@@ -630,22 +650,10 @@ export const make = (
             : owner.poller.seek(shard, position)
         }),
       producer: (stream, producerOptions = {}) => {
-        // the stream's stored layout when the ports have one (it follows
-        // reshards), else the declared shard counts at generation 0
-        const declared = LayoutSource.fixed(
-          Object.fromEntries(specs.map((s) => [s.settings.stream, s.settings.shardCount])),
-        )
         return makeProducer(
           streams,
           stream,
-          {
-            ...producerOptions,
-            layout:
-              producerOptions.layout ??
-              (Option.isSome(layouts)
-                ? LayoutSource.fromStreamLayouts(layouts.value, declared)
-                : declared),
-          },
+          { ...producerOptions, layout: producerOptions.layout ?? defaultLayoutSource() },
           telemetry?.tracer,
         )
       },

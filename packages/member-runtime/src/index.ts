@@ -22,6 +22,7 @@ export type {
   RateLimitOptions,
   RetryBackoff,
   ShardHookInfo,
+  TransactionLimits,
 } from "./Config.js"
 export { DEFAULTS } from "./Config.js"
 export {
@@ -109,3 +110,4 @@ export {
   type StreamListenerOptions,
 } from "./StreamListener.js"
 export { type TelemetryOptions, TRACEPARENT_FIELD, TRACESTATE_FIELD } from "./Telemetry.js"
+export type { Transaction } from "./Transaction.js"

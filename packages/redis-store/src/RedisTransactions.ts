@@ -65,22 +65,22 @@ const nodeRules =
 const slotRules =
   (keys: KeySpace) =>
   (stream: string, shard: number): Transaction.KeyRules => {
-  const slot = keySlot(keys.shardKey(stream, shard))
-  return {
-    key: (name) => keys.dataKey(stream, shard, name),
-    check: (key) => {
-      if (keys.isShardlineKey(key)) return reserved(key)
-      const at = keySlot(key)
-      return at === slot
-        ? undefined
-        : new TransactionRefused({
-            reason: "KeyOutsideSlot",
-            message: `${key} is in hash slot ${at}, not in slot ${slot} of shard ${shard} of ${stream}: in a Redis Cluster a transaction writes only its shard's slot (build the key with the transaction's key(name), or put {${stream}:${shard}} in it as its hash tag)`,
-            key,
-          })
-    },
+    const slot = keySlot(keys.shardKey(stream, shard))
+    return {
+      key: (name) => keys.dataKey(stream, shard, name),
+      check: (key) => {
+        if (keys.isShardlineKey(key)) return reserved(key)
+        const at = keySlot(key)
+        return at === slot
+          ? undefined
+          : new TransactionRefused({
+              reason: "KeyOutsideSlot",
+              message: `${key} is in hash slot ${at}, not in slot ${slot} of shard ${shard} of ${stream}: in a Redis Cluster a transaction writes only its shard's slot (build the key with the transaction's key(name), or put {${stream}:${shard}} in it as its hash tag)`,
+              key,
+            })
+      },
+    }
   }
-}
 
 const decodeReason = Schema.decodeUnknownOption(TransactionRefusedReason)
 

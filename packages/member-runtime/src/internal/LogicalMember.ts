@@ -36,6 +36,7 @@ import type { MemberError } from "./Observer.js"
 import { makePoller, type Poller } from "./Poller.js"
 import type { Runner, TurnRecord } from "./ShardRunner.js"
 import type { ConsumerSpec } from "./spec.js"
+import type { TransactionEnv } from "./TransactionCommit.js"
 import { type Telemetry, turnTelemetry } from "./telemetry/Telemetry.js"
 
 type Input =
@@ -77,6 +78,8 @@ export interface MemberEnv {
   readonly describeHeartbeatFailure?: (error: TransportError) => HeartbeatFailure
   /** Spans and OpenTelemetry metrics (docs/observability.md); undefined when off. */
   readonly telemetry?: Telemetry | undefined
+  /** Handlers' transactions (docs/exactly-once.md): the ports' and the runtime's send router. */
+  readonly transactions?: TransactionEnv | undefined
 }
 
 export interface LogicalMember {
@@ -231,6 +234,7 @@ export const makeLogicalMember = (
               telemetry.record(what)
             },
       telemetry,
+      transactions: env.transactions,
       workers: env.spec.workersPerMember,
       scope,
       onStaleOwner: (shard) => {

@@ -13,10 +13,13 @@
  * ended `signal` belongs to the next one.
  */
 import type { MessageContext } from "../Message.js"
+import type { Transaction } from "../Transaction.js"
+import type { TransactionHandle } from "./TransactionHandle.js"
 
 export class PerMessageContext implements MessageContext {
   private own: AbortController | undefined = undefined
   private unlink: (() => void) | undefined = undefined
+  private tx: TransactionHandle | undefined = undefined
 
   constructor(
     readonly stream: string,
@@ -25,7 +28,15 @@ export class PerMessageContext implements MessageContext {
     readonly memberId: string,
     /** The turn's signal: when it aborts, so does the message's. */
     readonly parent: AbortSignal,
+    /** Makes the message's transaction when the handler first reads it (docs/exactly-once.md). */
+    private readonly makeTransaction: () => TransactionHandle,
   ) {}
+
+  /** The message's transaction, made on first read (a handler that never reads it pays nothing). */
+  get transaction(): Transaction {
+    if (this.tx === undefined) this.tx = this.makeTransaction()
+    return this.tx
+  }
 
   get signal(): AbortSignal {
     const own = this.own
@@ -42,11 +53,21 @@ export class PerMessageContext implements MessageContext {
     return made.signal
   }
 
-  /** The message ended (handled, failed or aborted): the next one gets a signal of its own. */
-  next(): void {
-    if (this.own === undefined) return
+  /**
+   * The message ended (handled, failed or aborted): the next one gets a
+   * signal and a transaction of its own. Its transaction, closed (a later
+   * call is refused), or undefined when the handler never read it.
+   */
+  next(): TransactionHandle | undefined {
+    const tx = this.tx
+    if (tx !== undefined) {
+      tx.close()
+      this.tx = undefined
+    }
+    if (this.own === undefined) return tx
     this.unlink?.()
     this.unlink = undefined
     this.own = undefined
+    return tx
   }
 }

@@ -49,6 +49,8 @@ import {
 import { PerMessageContext } from "./MessageContexts.js"
 import type { RateLimiter } from "./RateLimiter.js"
 import type { InternalHandler, InternalHooks } from "./spec.js"
+import { type CommitResult, commit, relay, type TransactionEnv } from "./TransactionCommit.js"
+import { TransactionHandle } from "./TransactionHandle.js"
 import type { HandleOutcome, Traced, TurnTelemetry } from "./telemetry/Telemetry.js"
 
 /** One user call in flight: its signal's controller and when it times out. */
@@ -127,6 +129,13 @@ export interface Runner {
   lastDelivered: string | undefined
   /** The idle wait ended because entries followed `lastDelivered` (its next read should find them). */
   wokenByEntries: boolean
+  /**
+   * The group's outbox on this shard may hold entries to relay (Redis
+   * Cluster; docs/exactly-once.md, "The outbox"): true at the start of a
+   * grant (a predecessor's commits may be waiting) and after a commit with
+   * sends, false once a relay found it empty.
+   */
+  outboxDirty: boolean
   readonly progress: {
     lastId: string | undefined
     acked: number
@@ -164,6 +173,7 @@ export const makeRunner = (
   unacked: [],
   lastDelivered: undefined,
   wokenByEntries: false,
+  outboxDirty: true,
   progress: { lastId: undefined, acked: 0, inFlight: 0, lag: undefined },
 })
 
@@ -274,6 +284,8 @@ export interface TurnEnv {
   ) => void
   /** Spans and OpenTelemetry metrics of handler calls; undefined when off (docs/observability.md). */
   readonly telemetry?: TurnTelemetry | undefined
+  /** Handlers' transactions (docs/exactly-once.md); undefined: every transaction is refused. */
+  readonly transactions?: TransactionEnv | undefined
 }
 
 /** Counters a turn reports (metrics). */
@@ -482,6 +494,15 @@ const turnOf = (
       reserved = limiter.reserve(env.now(), count)
       if (reserved === 0) return yield* holdOff(env, r, limiter.waitMs(env.now()))
       count = reserved
+    }
+
+    // relay the group's outbox on the shard first (Redis Cluster): what
+    // earlier commits sent lands before this turn's commits send more
+    if (r.outboxDirty && env.transactions?.port?.outbox !== undefined) {
+      const relayed = yield* Effect.result(relay(env.transactions, address))
+      if (relayed._tag === "Success") r.outboxDirty = !relayed.success
+      // left in the outbox: the next turn relays it (reads go on meanwhile)
+      else env.emit({ ...base(), type: "dataPlaneError", shard: r.shard, error: relayed.failure })
     }
 
     // read: takeover first, then own pending (retry), then new entries; a
@@ -811,6 +832,78 @@ const awaitDirect = (
 
 type Context = PerMessageContext
 
+/** Makes a message's (or batch's) transaction handle, on the handler's first read of it. */
+const handleMaker = (env: TurnEnv, r: Runner) => (): TransactionHandle =>
+  new TransactionHandle({
+    rules: env.transactions?.port?.keys(env.settings.stream, r.shard),
+    maxOperations: env.settings.transaction.maxOperations,
+    maxBytes: env.settings.transaction.maxBytes,
+  })
+
+/**
+ * Commit a handler's transaction with the ack of `ids` (docs/exactly-once.md,
+ * "The commit"); acknowledged ids are recorded as an ack's are.
+ */
+const commitHandled = (
+  env: TurnEnv,
+  r: Runner,
+  address: Address,
+  tx: TransactionHandle,
+  ids: ReadonlyArray<string>,
+): Effect.Effect<CommitResult> =>
+  Effect.suspend(() => {
+    if (!r.alive || !env.mayAct())
+      return Effect.succeed({ _tag: "Retry", error: undefined } as const)
+    return Effect.map(
+      commit(
+        env.transactions ?? { port: undefined, router: NO_ROUTER },
+        address,
+        env.settings.ack,
+        tx,
+        ids,
+      ),
+      (done) => {
+        if (done._tag === "Acked") {
+          ackedRecord(env, r, ids)
+          if (tx.sends.length > 0) r.outboxDirty = true
+        }
+        return done
+      },
+    )
+  })
+
+const NO_ROUTER: TransactionEnv["router"] = {
+  route: () => Effect.die("no transactions"),
+  refresh: () => Effect.die("no transactions"),
+}
+
+/** A commit that committed nothing and refused nothing: what the shard does next. */
+const settleCommit = (
+  env: TurnEnv,
+  r: Runner,
+  done: Exclude<CommitResult, { readonly _tag: "Acked" | "Refused" }>,
+): Outcome => {
+  if (done._tag === "Stale") {
+    env.record({ _tag: "StaleOwner" })
+    return Stale
+  }
+  if (!r.alive) return Abandoned
+  if (done.error !== undefined)
+    env.emit({
+      stream: env.settings.stream,
+      group: env.settings.group,
+      memberId: env.memberId,
+      at: env.wallNow(),
+      type: "dataPlaneError",
+      shard: r.shard,
+      error: done.error,
+    })
+  // the messages are still pending unless the commit ran (then they are not
+  // delivered again): the retry read finds out
+  r.retrying = true
+  return wait(env.settings.retryInitialMs)
+}
+
 /**
  * The batch of a per-message handler, in stream order, with one context per
  * batch (a new one only after the turn's signal aborted) whose `signal` is
@@ -870,6 +963,7 @@ const handleEach = (
           r.shard,
           env.memberId,
           turnController(r).signal,
+          handleMaker(env, r),
         )
       const c = ctx
       const traced = t === undefined ? undefined : t.startMessage(r.shard, m)
@@ -894,18 +988,43 @@ const handleEach = (
             ? yield* awaitDirect(env, r, called.result, timeoutMessage)
             : called
       }
-      // the message ended: the next one gets a signal of its own
-      c.next()
+      // the message ended: the next one gets a signal (and a transaction) of its own
+      const tx = c.next()
       if (call === "abandoned" || !r.alive) {
         if (traced !== undefined) t!.end(traced, r.shard, "abandoned")
         return yield* finish(Abandoned)
       }
-      if (call.ok) {
+      let error: unknown
+      if (call.ok && (tx === undefined || !tx.used)) {
         handled++
         okRun++
         toAck.push(m.id)
         if (traced !== undefined) t!.end(traced, r.shard, "acked")
         continue
+      }
+      if (!call.ok) error = call.error
+      else if (tx!.refusal !== undefined) error = tx!.refusal
+      else {
+        // the transaction commits with this message's ack and those handled
+        // before it in the batch, in one fenced step (docs/exactly-once.md)
+        const ids = [...toAck, m.id]
+        const done = yield* commitHandled(env, r, address, tx!, ids)
+        if (done._tag === "Acked") {
+          toAck = []
+          handled++
+          okRun++
+          acked += done.count
+          if (traced !== undefined) t!.end(traced, r.shard, "acked")
+          continue
+        }
+        if (done._tag !== "Refused") {
+          // nothing committed: the shard's pending entries are read again (or it moved)
+          toAck = []
+          const outcome = settleCommit(env, r, done)
+          if (traced !== undefined) t!.end(traced, r.shard, outcomeOf(outcome), done)
+          return yield* finish(outcome)
+        }
+        error = done.error
       }
       failed++
       if (breaker !== undefined && okRun > 0) succeeded(env, breaker, r.shard)
@@ -914,14 +1033,14 @@ const handleEach = (
       const flushed = yield* ackIds(env, r, address, toAck)
       toAck = []
       if (typeof flushed !== "number") {
-        if (traced !== undefined) t!.end(traced, r.shard, outcomeOf(flushed), call.error)
+        if (traced !== undefined) t!.end(traced, r.shard, outcomeOf(flushed), error)
         return yield* finish(flushed)
       }
       acked += flushed
       const ackedBefore = r.progress.acked
-      const next = yield* fail(env, r, address, m, call.error)
+      const next = yield* fail(env, r, address, m, error)
       if (traced !== undefined)
-        t!.end(traced, r.shard, outcomeOf(next, r.progress.acked > ackedBefore), call.error)
+        t!.end(traced, r.shard, outcomeOf(next, r.progress.acked > ackedBefore), error)
       if (next !== "continue") return yield* finish(next)
     }
     if (breaker !== undefined && okRun > 0) succeeded(env, breaker, r.shard)
@@ -1006,6 +1125,9 @@ const handleBatch = (
       const index = messages.findIndex((m) => m.id === id)
       if (index > resolvedUpTo) resolvedUpTo = index
     }
+    // the batch's transaction, made when the handler first reads it
+    let tx: TransactionHandle | undefined
+    const makeTx = handleMaker(env, r)
     // one object shape, no spread: this runs once per batch
     const contextWith = (signal: AbortSignal): BatchContext => ({
       stream: env.settings.stream,
@@ -1014,6 +1136,10 @@ const handleBatch = (
       memberId: env.memberId,
       signal,
       resolve,
+      get transaction() {
+        if (tx === undefined) tx = makeTx()
+        return tx
+      },
     })
     const timeoutMessage = `batch handler timed out after ${env.settings.handlerTimeoutMs} ms`
     const t = env.telemetry
@@ -1042,10 +1168,13 @@ const handleBatch = (
           ? yield* awaitDirect(env, r, called.result, timeoutMessage)
           : called
     }
+    tx?.close()
     if (call === "abandoned" || !r.alive) {
       if (traced !== undefined) t!.end(traced, r.shard, "abandoned")
       return { outcome: Abandoned, acked: 0, failed: 0 }
     }
+    if (tx?.used)
+      return yield* commitBatch(env, r, address, messages, handler, call, tx, resolvedUpTo, traced)
     const upTo = call.ok && handler.autoResolve ? messages.length - 1 : resolvedUpTo
     const breaker = env.breakerFor?.(r.shard)
     if (breaker !== undefined && upTo >= 0) succeeded(env, breaker, r.shard)
@@ -1075,4 +1204,58 @@ const handleBatch = (
     // the rest of the batch is still pending: read it again from this consumer's PEL
     r.retrying = true
     return { outcome: next === "continue" ? More : next, acked: flushed, failed: 1 }
+  })
+
+/**
+ * A batch whose handler used its transaction (docs/exactly-once.md,
+ * "Batches"): all or nothing. A handler that failed (or whose transaction
+ * was refused) commits nothing and acknowledges nothing, `resolve` or not:
+ * its first message fails (retry, then dead-letter) and the rest is read
+ * again. A handler that returned commits its transaction with the messages
+ * it resolved (all of them with `autoResolve`) in one fenced step; the
+ * first unresolved one then fails as without a transaction.
+ */
+const commitBatch = (
+  env: TurnEnv,
+  r: Runner,
+  address: Address,
+  messages: ReadonlyArray<Message>,
+  handler: Extract<InternalHandler, { kind: "batch" }>,
+  call: Exclude<Call, "abandoned">,
+  tx: TransactionHandle,
+  resolvedUpTo: number,
+  traced: Traced | undefined,
+): Effect.Effect<Handled> =>
+  Effect.gen(function* () {
+    const t = env.telemetry
+    const failFirst = (at: number, error: unknown, acked: number) =>
+      Effect.gen(function* () {
+        const ackedBefore = r.progress.acked
+        const next = yield* fail(env, r, address, messages[at]!, error)
+        if (traced !== undefined)
+          t!.end(traced, r.shard, outcomeOf(next, r.progress.acked > ackedBefore), error)
+        r.retrying = true
+        return { outcome: next === "continue" ? More : next, acked, failed: 1 } satisfies Handled
+      })
+    if (!call.ok || tx.refusal !== undefined)
+      return yield* failFirst(0, call.ok ? tx.refusal : call.error, 0)
+    const upTo = handler.autoResolve ? messages.length - 1 : resolvedUpTo
+    const unresolved = new Error("the batch handler returned without resolving every message")
+    if (upTo < 0) return yield* failFirst(0, unresolved, 0)
+    const ids = messages.slice(0, upTo + 1).map((m) => m.id)
+    const done = yield* commitHandled(env, r, address, tx, ids)
+    if (done._tag === "Refused") return yield* failFirst(0, done.error, 0)
+    if (done._tag !== "Acked") {
+      const outcome = settleCommit(env, r, done)
+      if (traced !== undefined) t!.end(traced, r.shard, outcomeOf(outcome), done)
+      return { outcome, acked: 0, failed: 0 }
+    }
+    const breaker = env.breakerFor?.(r.shard)
+    if (breaker !== undefined) succeeded(env, breaker, r.shard)
+    env.record({ _tag: "Handled", count: ids.length })
+    if (upTo === messages.length - 1) {
+      if (traced !== undefined) t!.end(traced, r.shard, "acked")
+      return { outcome: More, acked: done.count, failed: 0 }
+    }
+    return yield* failFirst(upTo + 1, unresolved, done.count)
   })

@@ -1,0 +1,198 @@
+/**
+ * The runtime's side of handlers' transactions (docs/exactly-once.md), on
+ * core's memory ports: the handle refuses bad use at the call (and the
+ * refusal sticks), and the commit step (src/internal/TransactionCommit.ts)
+ * acknowledges with the writes, writes nothing for a stale owner, finds a
+ * commit sent again after a lost reply already done, and routes sends over
+ * the target stream's layout. Real Redis and the cluster:
+ * test/redis/transactions.test.ts.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { ShardStreams } from "@shardline/core"
+import { Effect } from "effect"
+import { makeSendRouter } from "../src/internal/SendRouter.js"
+import { commit, type TransactionEnv } from "../src/internal/TransactionCommit.js"
+import { TransactionHandle } from "../src/internal/TransactionHandle.js"
+import * as LayoutSource from "../src/LayoutSource.js"
+
+const stream = "in"
+const group = "g"
+
+const setUp = (n: number) =>
+  Effect.gen(function* () {
+    const s = yield* ShardStreams.makeMemory
+    const address = { stream, shard: 0, group }
+    yield* s.setOwnerToken({ ...address, token: 5 })
+    for (let i = 0; i < n; i++) yield* s.append(stream, 0, { n: String(i) })
+    const read = yield* s.read({ ...address, token: 5, consumer: "c", count: n })
+    const env: TransactionEnv = {
+      port: s.transactions,
+      router: makeSendRouter(LayoutSource.fixed({ out: 4 })),
+    }
+    const handle = (limits = { maxOperations: 10, maxBytes: 1_000 }) =>
+      new TransactionHandle({ rules: s.transactions!.keys(stream, 0), ...limits })
+    return { s, address, ids: read.map((m) => m.id), env, handle }
+  })
+
+const refusalOf = (f: () => unknown): string | undefined => {
+  try {
+    f()
+    return undefined
+  } catch (error) {
+    return (error as { reason?: string }).reason
+  }
+}
+
+describe("the transaction handle refuses at the call", () => {
+  it.effect("a command outside the allow-list; the refusal sticks though caught", () =>
+    Effect.gen(function* () {
+      const { handle } = yield* setUp(0)
+      const tx = handle()
+      tx.incr(tx.key("a"))
+      assert.strictEqual(
+        refusalOf(() => tx.command("EVAL", "return 1", "0")),
+        "CommandNotAllowed",
+      )
+      assert.strictEqual(tx.refusal?.reason, "CommandNotAllowed")
+      assert.strictEqual(tx.used, true)
+    }),
+  )
+
+  it.effect("arguments that do not fit, and Shardline's own keys", () =>
+    Effect.gen(function* () {
+      const { handle } = yield* setUp(0)
+      assert.strictEqual(
+        refusalOf(() => handle().incrby(handle().key("a"), 1.5)),
+        "InvalidArguments",
+      )
+      assert.strictEqual(
+        refusalOf(() => handle().del(ShardStreams.ownerTokenKey(stream, 0, group))),
+        "ReservedKey",
+      )
+      assert.strictEqual(
+        refusalOf(() => handle().send("out", "k", { "shardline-key": "x" })),
+        "InvalidArguments",
+      )
+    }),
+  )
+
+  it.effect("past maxOperations or maxBytes (TooLarge), at the operation that crosses it", () =>
+    Effect.gen(function* () {
+      const { handle } = yield* setUp(0)
+      const ops = handle({ maxOperations: 2, maxBytes: 1_000 })
+      ops.incr(ops.key("a")).send("out", "k")
+      assert.strictEqual(
+        refusalOf(() => ops.incr(ops.key("a"))),
+        "TooLarge",
+      )
+      assert.strictEqual(ops.operations, 2)
+      const bytes = handle({ maxOperations: 10, maxBytes: 50 })
+      bytes.set(bytes.key("a"), "x")
+      assert.strictEqual(
+        refusalOf(() => bytes.set(bytes.key("b"), "y".repeat(50))),
+        "TooLarge",
+      )
+    }),
+  )
+
+  it.effect("after the handler returned (Closed)", () =>
+    Effect.gen(function* () {
+      const { handle } = yield* setUp(0)
+      const tx = handle()
+      tx.close()
+      assert.strictEqual(
+        refusalOf(() => tx.incr(tx.key("a"))),
+        "Closed",
+      )
+    }),
+  )
+
+  it.effect("without the ports' transactions: Unsupported", () =>
+    Effect.sync(() => {
+      const tx = new TransactionHandle({ rules: undefined, maxOperations: 10, maxBytes: 100 })
+      assert.strictEqual(
+        refusalOf(() => tx.incr("a")),
+        "Unsupported",
+      )
+    }),
+  )
+})
+
+describe("the commit step", () => {
+  it.effect("writes, routes the sends and acknowledges in one step", () =>
+    Effect.gen(function* () {
+      const { s, address, ids, env, handle } = yield* setUp(2)
+      const tx = handle()
+      tx.hincrby(tx.key("counts"), "k", 1).send("out", "k", { v: "1" })
+      const done = yield* commit(env, { ...address, token: 5 }, "ack", tx, [ids[0]!])
+      assert.deepStrictEqual(done, { _tag: "Acked", count: 1 })
+      assert.deepStrictEqual(yield* s.transactions!.read(tx.key("counts")), {
+        type: "hash",
+        value: { k: "1" },
+      })
+      const routed = yield* env.router.route("out", "k")
+      const landed = yield* s.range(ShardStreams.shardKey("out", routed))
+      assert.deepStrictEqual(
+        landed.map((e) => e.fields),
+        [{ v: "1", "shardline-key": "k" }],
+      )
+      assert.deepStrictEqual(
+        (yield* s.pending(address)).map((p) => p.id),
+        [ids[1]!],
+      )
+    }),
+  )
+
+  it.effect("a stale owner's commit writes nothing and acknowledges nothing", () =>
+    Effect.gen(function* () {
+      const { s, address, ids, env, handle } = yield* setUp(1)
+      yield* s.setOwnerToken({ ...address, token: 6 })
+      const tx = handle()
+      tx.incr(tx.key("n")).send("out", "k")
+      const done = yield* commit(env, { ...address, token: 5 }, "ack", tx, ids)
+      assert.deepStrictEqual(done, { _tag: "Stale" })
+      assert.strictEqual(yield* s.transactions!.read(tx.key("n")), undefined)
+      for (let shard = 0; shard < 4; shard++)
+        assert.deepStrictEqual(yield* s.range(ShardStreams.shardKey("out", shard)), [])
+      assert.deepStrictEqual(
+        (yield* s.pending(address)).map((p) => p.id),
+        ids,
+      )
+    }),
+  )
+
+  it.effect("a commit sent again (its reply lost) applies once", () =>
+    Effect.gen(function* () {
+      const { s, address, ids, env, handle } = yield* setUp(1)
+      const tx = handle()
+      tx.incr(tx.key("n"))
+      assert.deepStrictEqual(yield* commit(env, { ...address, token: 5 }, "ack", tx, ids), {
+        _tag: "Acked",
+        count: 1,
+      })
+      // the same transaction again: its message is no longer pending, nothing is written
+      assert.deepStrictEqual(yield* commit(env, { ...address, token: 5 }, "ack", tx, ids), {
+        _tag: "Acked",
+        count: 1,
+      })
+      assert.deepStrictEqual(yield* s.transactions!.read(tx.key("n")), {
+        type: "string",
+        value: "1",
+      })
+    }),
+  )
+
+  it.effect(
+    "a send to a stream without a layout is refused (the message fails), nothing written",
+    () =>
+      Effect.gen(function* () {
+        const { s, address, ids, env, handle } = yield* setUp(1)
+        const tx = handle()
+        tx.incr(tx.key("n")).send("nowhere", "k")
+        const done = yield* commit(env, { ...address, token: 5 }, "ack", tx, ids)
+        assert.strictEqual(done._tag, "Refused")
+        assert.strictEqual(yield* s.transactions!.read(tx.key("n")), undefined)
+        assert.strictEqual((yield* s.pending(address)).length, 1)
+      }),
+  )
+})

@@ -1,0 +1,335 @@
+/**
+ * Handlers' transactions on real Redis (docs/exactly-once.md), through
+ * `start({ redis })`: a handler HINCRBYs a counter per message and sends to
+ * a second stream, and fails after writing on the first delivery of some
+ * messages. At the end every counter equals the number of messages exactly
+ * (a failed handler left no trace, a retried one counted once) and the
+ * second stream holds each output once, in per-key order. Per message
+ * (Promise and Effect API) and per batch, on one node (direct sends) and on
+ * the 3-node cluster (writes in the shard's slot, sends through the outbox
+ * relayed by the runtime). Refusals (a command not allowed, a key outside
+ * the slot, a transaction too large, a write after the handler returned):
+ * the message fails, is dead-lettered with the reason, and nothing of its
+ * transaction is written.
+ */
+import { Keys } from "@shardline/redis-store"
+import { Effect } from "effect"
+import { Cluster, Redis } from "ioredis"
+import { describe, expect, it } from "vitest"
+import { type ConsumerDefinition, consumer, effectConsumer } from "../../src/Consumer.js"
+import * as LayoutSource from "../../src/LayoutSource.js"
+import type { Message } from "../../src/Message.js"
+import type { RedisOptions } from "../../src/Redis.js"
+import { start } from "../../src/Runtime.js"
+import type { Transaction } from "../../src/Transaction.js"
+import { eventually, useRedisCluster, useRedisServer } from "../support/redis.js"
+
+const fast = { sessionTimeoutMs: 3_000, rebalanceTimeoutMs: 6_000, heartbeatIntervalMs: 200 }
+const SHARDS = 4
+const KEYS = 12
+let runs = 0
+
+type Flavour = "message" | "effect" | "batch"
+
+/** Messages `0 .. count-1`, keyed `k<n % KEYS>`. */
+const numbered = (count: number) =>
+  Array.from({ length: count }, (_, n) => ({ key: `k${n % KEYS}`, fields: { n: String(n) } }))
+
+/** The writes of one message: its key's counter and its output. */
+const effects = (tx: Transaction, out: string, m: Message) => {
+  tx.hincrby(tx.key("counts"), m.key!, 1)
+  tx.send(out, m.key!, { n: m.fields.n! })
+}
+
+/** The first handling of every third message fails after its writes (`tried` remembers). */
+const failsNow = (tried: Set<string>, m: Message) => {
+  if (Number(m.fields.n) % 3 !== 0 || tried.has(m.id)) return false
+  tried.add(m.id)
+  return true
+}
+
+const handlerOf = (flavour: Flavour, stream: string, out: string): ConsumerDefinition => {
+  const tried = new Set<string>()
+  const common = { stream, group: "g", ...fast, shardCount: SHARDS, maxDeliveries: 10 }
+  const failed = new Error("fails after writing")
+  switch (flavour) {
+    case "message":
+      return consumer({
+        ...common,
+        eachMessage: async (m, { transaction: tx }) => {
+          effects(tx, out, m)
+          await Promise.resolve()
+          if (failsNow(tried, m)) throw failed
+        },
+      })
+    case "effect":
+      return effectConsumer({
+        ...common,
+        retryBackoff: { initialMs: 20 },
+        eachMessage: (m, { transaction: tx }) =>
+          Effect.flatMap(
+            Effect.sync(() => effects(tx, out, m)),
+            () => (failsNow(tried, m) ? Effect.fail(failed) : Effect.void),
+          ),
+      })
+    case "batch":
+      return consumer({
+        ...common,
+        batchSize: 5,
+        retryBackoff: { initialMs: 20 },
+        eachBatch: (batch, { transaction: tx }) => {
+          for (const m of batch.messages) effects(tx, out, m)
+          if (batch.messages.filter((m) => failsNow(tried, m)).length > 0) throw failed
+        },
+      })
+  }
+}
+
+interface Outcome {
+  readonly counts: Record<string, number>
+  readonly outputs: Map<string, Array<number>>
+}
+
+const client = (redis: RedisOptions): Redis | Cluster =>
+  redis.nodes !== undefined ? new Cluster([...redis.nodes]) : new Redis(redis.url!)
+
+/**
+ * One runtime: the transactional consumer of `stream`, and a plain consumer
+ * of its output stream recording what lands there; produces `count`
+ * messages, waits until every output arrived, reads the counters.
+ */
+const run = async (redis: RedisOptions, flavour: Flavour, count: number): Promise<Outcome> => {
+  const stream = `tx-${process.pid}-${++runs}`
+  const out = `${stream}-out`
+  const outputs = new Map<string, Array<number>>()
+  let received = 0
+  const runtime = await start({
+    redis,
+    handleSignals: false,
+    memberBase: "tx",
+    shutdownTimeoutMs: 5_000,
+    consumers: [
+      handlerOf(flavour, stream, out),
+      consumer({
+        stream: out,
+        group: "check",
+        ...fast,
+        shardCount: SHARDS,
+        eachMessage: (m) => {
+          received++
+          const list = outputs.get(m.key!) ?? []
+          list.push(Number(m.fields.n))
+          outputs.set(m.key!, list)
+        },
+      }),
+    ],
+  })
+  try {
+    await eventually("the members own every shard", () =>
+      runtime.members().every((m) => m.owned.length === SHARDS),
+    )
+    const producer = runtime.producer(stream, {
+      layout: LayoutSource.fixed({ [stream]: SHARDS }),
+    })
+    await producer.sendBatch(numbered(count))
+    await producer.flush()
+    await eventually("every output arrived", () => received >= count, 60_000)
+    // a duplicate would arrive after the last one: give it time to show
+    await new Promise((resolve) => setTimeout(resolve, 500))
+  } finally {
+    await runtime.stop()
+  }
+  const redisClient = client(redis)
+  try {
+    const counts: Record<string, number> = {}
+    for (let shard = 0; shard < SHARDS; shard++) {
+      const hash = await redisClient.hgetall(Keys.defaultKeys.dataKey(stream, shard, "counts"))
+      for (const [k, v] of Object.entries(hash)) counts[k] = (counts[k] ?? 0) + Number(v)
+    }
+    return { counts, outputs }
+  } finally {
+    redisClient.disconnect()
+  }
+}
+
+const exactlyOnce = (outcome: Outcome, count: number) => {
+  const expected: Record<string, number> = {}
+  const perKey = new Map<string, Array<number>>()
+  for (const { key, fields } of numbered(count)) {
+    expected[key] = (expected[key] ?? 0) + 1
+    perKey.set(key, [...(perKey.get(key) ?? []), Number(fields.n)])
+  }
+  expect(outcome.counts).toEqual(expected)
+  // each output once, in the order its key's messages were produced
+  expect(new Map([...outcome.outputs].sort())).toEqual(new Map([...perKey].sort()))
+}
+
+const flavours: ReadonlyArray<Flavour> = ["message", "effect", "batch"]
+
+describe("one node: writes and direct sends commit with the ack", () => {
+  const server = useRedisServer("redis7")
+  for (const flavour of flavours)
+    it(`${flavour}: every counter exact, every output once and in per-key order, failed handlers left no trace`, async () => {
+      exactlyOnce(await run({ url: server().url }, flavour, 120), 120)
+    }, 90_000)
+
+  describe("refusals: the message is dead-lettered with the reason, nothing of it is written", () => {
+    const refused = async (
+      handle: (m: Message, tx: Transaction, later: Array<() => void>) => void | Promise<void>,
+      limits?: { readonly maxOperations?: number; readonly maxBytes?: number },
+    ) => {
+      const stream = `txr-${process.pid}-${++runs}`
+      const later: Array<() => void> = []
+      const thrown: Array<unknown> = []
+      const runtime = await start({
+        redis: { url: server().url },
+        handleSignals: false,
+        memberBase: "txr",
+        shutdownTimeoutMs: 5_000,
+        consumers: [
+          consumer({
+            stream,
+            group: "g",
+            ...fast,
+            shardCount: 1,
+            maxDeliveries: 1,
+            ...(limits === undefined ? {} : { transaction: limits }),
+            eachMessage: (m, { transaction: tx }) => handle(m, tx, later),
+          }),
+        ],
+      })
+      const data = Keys.defaultKeys.dataKey(stream, 0, "x")
+      try {
+        await eventually("the member owns the shard", () =>
+          runtime.members().every((m) => m.owned.length === 1),
+        )
+        const producer = runtime.producer(stream, { layout: LayoutSource.fixed({ [stream]: 1 }) })
+        await producer.send("k", { n: "0" })
+        await producer.flush()
+        await eventually("the message is dead-lettered", () => {
+          const n = Number(server().cli("XLEN", Keys.defaultKeys.deadLetterKey(stream, 0)).trim())
+          return n === 1
+        })
+        for (const f of later)
+          try {
+            f()
+          } catch (error) {
+            thrown.push(error)
+          }
+      } finally {
+        await runtime.stop()
+      }
+      const reason = server().cli("XRANGE", Keys.defaultKeys.deadLetterKey(stream, 0), "-", "+")
+      return { reason, written: server().cli("EXISTS", data).trim(), thrown, data }
+    }
+
+    it("a command outside the allow-list (even if the handler catches the refusal)", async () => {
+      const r = await refused((_m, tx) => {
+        tx.incr(tx.key("x"))
+        try {
+          tx.command("FLUSHALL")
+        } catch {
+          // caught: the transaction still never commits
+        }
+      })
+      expect(r.reason).toContain("FLUSHALL is not a transaction command")
+      expect(r.written).toBe("0")
+    }, 60_000)
+
+    it("a transaction past maxOperations", async () => {
+      const r = await refused(
+        (_m, tx) => {
+          tx.incr(tx.key("x")).incr(tx.key("x")).incr(tx.key("x"))
+        },
+        { maxOperations: 2 },
+      )
+      expect(r.reason).toContain("more than 2 operations")
+      expect(r.written).toBe("0")
+    }, 60_000)
+
+    it("a transaction past maxBytes", async () => {
+      const r = await refused(
+        (_m, tx) => {
+          tx.set(tx.key("x"), "v".repeat(200))
+        },
+        { maxBytes: 100 },
+      )
+      expect(r.reason).toContain("more than 100 bytes")
+      expect(r.written).toBe("0")
+    }, 60_000)
+
+    it("one of Shardline's own keys", async () => {
+      const r = await refused((m, tx) => {
+        tx.incr(tx.key("x"))
+        tx.del(Keys.defaultKeys.ownerTokenKey(m.stream, m.shard, m.group))
+      })
+      expect(r.reason).toContain("is one of Shardline's own keys")
+      expect(r.written).toBe("0")
+    }, 60_000)
+
+    it("a write after the handler returned is refused (Closed) and writes nothing", async () => {
+      let handled = 0
+      const r = await refused((_m, tx, later) => {
+        handled++
+        later.push(() => tx.incr(tx.key("x")))
+        // fail so the message is dead-lettered and the test sees it ended
+        throw new Error("done")
+      })
+      expect(handled).toBe(1)
+      expect(r.thrown).toHaveLength(1)
+      expect(r.thrown[0]).toMatchObject({ _tag: "TransactionRefused", reason: "Closed" })
+      expect(r.written).toBe("0")
+    }, 60_000)
+  })
+})
+
+describe("Redis Cluster: writes in the shard's slot, sends through the outbox", () => {
+  const cluster = useRedisCluster("redis7")
+  for (const flavour of ["message", "batch"] as const)
+    it(`${flavour}: every counter exact, every output once and in per-key order`, async () => {
+      exactlyOnce(await run({ nodes: cluster().nodes }, flavour, 80), 80)
+    }, 120_000)
+
+  it("a key outside the shard's hash slot is refused (KeyOutsideSlot): dead-lettered, nothing written", async () => {
+    const stream = `txs-${process.pid}-${++runs}`
+    const runtime = await start({
+      redis: { nodes: cluster().nodes },
+      handleSignals: false,
+      memberBase: "txs",
+      shutdownTimeoutMs: 5_000,
+      consumers: [
+        consumer({
+          stream,
+          group: "g",
+          ...fast,
+          shardCount: 1,
+          maxDeliveries: 1,
+          eachMessage: (_m, { transaction: tx }) => {
+            tx.incr(tx.key("x"))
+            tx.incr("some-other-key")
+          },
+        }),
+      ],
+    })
+    const redisClient = new Cluster([...cluster().nodes])
+    try {
+      await eventually("the member owns the shard", () =>
+        runtime.members().every((m) => m.owned.length === 1),
+      )
+      const producer = runtime.producer(stream, { layout: LayoutSource.fixed({ [stream]: 1 }) })
+      await producer.send("k", { n: "0" })
+      await producer.flush()
+      const dlq = Keys.defaultKeys.deadLetterKey(stream, 0)
+      await eventually("dead-lettered", async () => (await redisClient.xlen(dlq)) === 1)
+      const entries = await redisClient.xrange(dlq, "-", "+")
+      expect(JSON.stringify(entries)).toContain(
+        "in a Redis Cluster a transaction writes only its shard's slot",
+      )
+      expect(await redisClient.exists(Keys.defaultKeys.dataKey(stream, 0, "x"))).toBe(0)
+      expect(await redisClient.exists("some-other-key")).toBe(0)
+    } finally {
+      redisClient.disconnect()
+      await runtime.stop()
+    }
+  }, 90_000)
+})
