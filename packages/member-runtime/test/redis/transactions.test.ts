@@ -48,6 +48,16 @@ const failsNow = (tried: Set<string>, m: Message) => {
   return true
 }
 
+/**
+ * A failing attempt also writes what no committed transaction may hold: a
+ * `failed` counter and an output numbered -1 (a commit of a failed handler
+ * would leave them, even where its retry is not counted again).
+ */
+const failedAttempt = (tx: Transaction, out: string, m: Message) => {
+  tx.hincrby(tx.key("counts"), "failed", 1)
+  tx.send(out, m.key!, { n: "-1" })
+}
+
 const handlerOf = (flavour: Flavour, stream: string, out: string): ConsumerDefinition => {
   const tried = new Set<string>()
   const common = { stream, group: "g", ...fast, shardCount: SHARDS, maxDeliveries: 10 }
@@ -59,7 +69,10 @@ const handlerOf = (flavour: Flavour, stream: string, out: string): ConsumerDefin
         eachMessage: async (m, { transaction: tx }) => {
           effects(tx, out, m)
           await Promise.resolve()
-          if (failsNow(tried, m)) throw failed
+          if (failsNow(tried, m)) {
+            failedAttempt(tx, out, m)
+            throw failed
+          }
         },
       })
     case "effect":
@@ -69,7 +82,13 @@ const handlerOf = (flavour: Flavour, stream: string, out: string): ConsumerDefin
         eachMessage: (m, { transaction: tx }) =>
           Effect.flatMap(
             Effect.sync(() => effects(tx, out, m)),
-            () => (failsNow(tried, m) ? Effect.fail(failed) : Effect.void),
+            () =>
+              failsNow(tried, m)
+                ? Effect.andThen(
+                    Effect.sync(() => failedAttempt(tx, out, m)),
+                    Effect.fail(failed),
+                  )
+                : Effect.void,
           ),
       })
     case "batch":
@@ -79,7 +98,11 @@ const handlerOf = (flavour: Flavour, stream: string, out: string): ConsumerDefin
         retryBackoff: { initialMs: 20 },
         eachBatch: (batch, { transaction: tx }) => {
           for (const m of batch.messages) effects(tx, out, m)
-          if (batch.messages.filter((m) => failsNow(tried, m)).length > 0) throw failed
+          const failing = batch.messages.filter((m) => failsNow(tried, m))
+          if (failing.length > 0) {
+            for (const m of failing) failedAttempt(tx, out, m)
+            throw failed
+          }
         },
       })
   }
