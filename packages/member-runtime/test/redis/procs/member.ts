@@ -33,7 +33,13 @@
  */
 
 import { readFileSync } from "node:fs"
-import { consumer, type Message, start } from "../../../src/index.js"
+import {
+  consumer,
+  type EachBatch,
+  type EachMessage,
+  type Message,
+  start,
+} from "../../../src/index.js"
 import type { RedisOptions } from "../../../src/Redis.js"
 
 export interface MemberProcessConfig {
@@ -57,6 +63,14 @@ export interface MemberProcessConfig {
   readonly slowUntilContMs?: number
   /** A file holding this process's wall-clock offset in ms (see above). */
   readonly clockFile?: string
+  /**
+   * Transactional mode (docs/exactly-once.md; test/redis/exactlyOnce.test.ts):
+   * a per-message handler that, after its `handlerMs`, HINCRBYs the key's
+   * counter in `{<stream>:<shard>}:data:counts` and sends `{ n }` to this
+   * stream, both committed with the message's ack. `done` is logged when
+   * the handler returns, before its commit.
+   */
+  readonly transactionOut?: string
 }
 
 const config = JSON.parse(process.argv[2]!) as MemberProcessConfig
@@ -113,6 +127,22 @@ const describe = (m: Message) => ({
   dc: m.deliveryCount,
 })
 
+/** The transactional handler (`transactionOut`). */
+function transactional(out: string): EachMessage {
+  return async (m, { signal, transaction: tx }) => {
+    log({ ev: "begin", ...describe(m) })
+    const ms = handlerMs()
+    if (ms > 0) await sleep(ms, signal)
+    if (signal.aborted) {
+      log({ ev: "aborted", shard: m.shard, id: m.id })
+      throw new Error("aborted")
+    }
+    tx.hincrby(tx.key("counts"), m.key ?? "", 1)
+    tx.send(out, m.key ?? "", { n: m.fields.n ?? "" })
+    log({ ev: "done", ...describe(m) })
+  }
+}
+
 const logged = new Set([
   "joined",
   "assigned",
@@ -168,32 +198,39 @@ const runtime = await start({
       batchSize: config.batchSize,
       runtimeMaxConcurrency: config.workers,
       idleWaitMs: 500,
-      // as a well-behaved handler does, it gives up when its signal fires
-      // (revoked past the drain deadline, fenced, stopped)
-      eachBatch: async (batch, { resolve, signal }) => {
-        log({ ev: "batch", shard: batch.shard, ids: batch.messages.map((m) => m.id) })
-        for (const m of batch.messages) {
-          if (signal.aborted) {
-            log({ ev: "aborted", shard: batch.shard, id: m.id })
-            // throw, not return: a batch handler that returns resolves the whole batch
-            throw new Error("aborted")
-          }
-          log({ ev: "begin", ...describe(m) })
-          const ms = handlerMs()
-          if (ms > 0) await sleep(ms, signal)
-          if (signal.aborted) {
-            log({ ev: "aborted", shard: batch.shard, id: m.id })
-            // throw, not return: a batch handler that returns resolves the whole batch
-            throw new Error("aborted")
-          }
-          log({ ev: "done", ...describe(m) })
-          resolve(m)
-        }
-      },
+      ...(config.transactionOut === undefined
+        ? { eachBatch: batchHandler() }
+        : { eachMessage: transactional(config.transactionOut) }),
     }),
   ],
 })
 log({ ev: "ready" })
+
+/** The plain batch handler (not `transactionOut`). */
+function batchHandler(): EachBatch {
+  // as a well-behaved handler does, it gives up when its signal fires
+  // (revoked past the drain deadline, fenced, stopped)
+  return async (batch, { resolve, signal }) => {
+    log({ ev: "batch", shard: batch.shard, ids: batch.messages.map((m) => m.id) })
+    for (const m of batch.messages) {
+      if (signal.aborted) {
+        log({ ev: "aborted", shard: batch.shard, id: m.id })
+        // throw, not return: a batch handler that returns resolves the whole batch
+        throw new Error("aborted")
+      }
+      log({ ev: "begin", ...describe(m) })
+      const ms = handlerMs()
+      if (ms > 0) await sleep(ms, signal)
+      if (signal.aborted) {
+        log({ ev: "aborted", shard: batch.shard, id: m.id })
+        // throw, not return: a batch handler that returns resolves the whole batch
+        throw new Error("aborted")
+      }
+      log({ ev: "done", ...describe(m) })
+      resolve(m)
+    }
+  }
+}
 
 const stop = () => {
   log({ ev: "stopping" })

@@ -1,0 +1,173 @@
+/**
+ * Exactly-once effects with real member processes on a real Redis
+ * (docs/exactly-once.md, "How it is tested"): three processes
+ * (test/redis/procs/member.ts, `transactionOut`) whose handler HINCRBYs its
+ * key's counter and sends `{ n }` to a second stream, committed with the
+ * ack, while this process produces keyed messages. Faults: kill -9 of a
+ * process inside a handler (slow until resumed, so the kill lands there),
+ * kill -9 of a fast process the moment it logged a handler's return (its
+ * commit in flight, or just done), and SIGSTOP of a process inside a
+ * handler past its session, then SIGCONT: it finishes that handler as a
+ * zombie, and its commit must be refused by the fence. At the end every
+ * counter equals the number of messages of its key exactly, and the second
+ * stream holds each key's outputs once each, in the order they were
+ * produced. No timing assertions; waits poll for up to 60 s. One node, then
+ * the 3-node cluster (outbox relayed by the runtime).
+ */
+import { Keys } from "@shardline/redis-store"
+import { Cluster, Redis } from "ioredis"
+import { afterEach, beforeAll, describe, expect, it } from "vitest"
+import { consumer } from "../../src/Consumer.js"
+import type { RedisOptions } from "../../src/Redis.js"
+import { type ShardlineRuntime, start } from "../../src/Runtime.js"
+import { buildMemberScript, type MemberProcess } from "../support/processes.js"
+import { sleep, World } from "../support/processWorld.js"
+import { eventually, useRedisCluster, useRedisServer } from "../support/redis.js"
+
+const SHARDS = 6
+
+beforeAll(async () => {
+  await buildMemberScript()
+}, 120_000)
+
+/** A `begin` of `p` not followed by its `done`: `p` is inside that handler now. */
+const insideHandler = (p: MemberProcess) =>
+  eventually(`${p.proc} inside a handler`, () => {
+    const lines = p.lines
+    for (let i = lines.length - 1; i >= 0; i--) {
+      const l = lines[i]!
+      if (l.ev === "done") return false
+      if (l.ev === "begin") return true
+    }
+    return false
+  })
+
+const client = (redis: RedisOptions): Redis | Cluster =>
+  redis.nodes !== undefined ? new Cluster([...redis.nodes]) : new Redis(redis.url!)
+
+/** The effects in Redis: counters per key, and each key's outputs in stream order. */
+const effectsOf = async (redis: RedisOptions, stream: string, out: string) => {
+  const c = client(redis)
+  try {
+    const counts = new Map<string, number>()
+    const outputs = new Map<string, Array<number>>()
+    for (let shard = 0; shard < SHARDS; shard++) {
+      const hash = await c.hgetall(Keys.defaultKeys.dataKey(stream, shard, "counts"))
+      for (const [k, v] of Object.entries(hash)) counts.set(k, (counts.get(k) ?? 0) + Number(v))
+      const entries = await c.xrange(Keys.defaultKeys.shardKey(out, shard), "-", "+")
+      for (const [, flat] of entries) {
+        const fields: Record<string, string> = {}
+        for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!
+        const key = fields["shardline-key"]!
+        outputs.set(key, [...(outputs.get(key) ?? []), Number(fields.n)])
+      }
+    }
+    return { counts, outputs }
+  } finally {
+    c.disconnect()
+  }
+}
+
+const scenario = (redis: () => RedisOptions) => {
+  let world: World | undefined
+  let checker: ShardlineRuntime | undefined
+  afterEach(async () => {
+    await checker?.stop()
+    await world?.close()
+    world = undefined
+    checker = undefined
+  })
+
+  it("kill -9 inside a handler and right after one, SIGSTOP past the session: every effect exactly once", async () => {
+    const w = new World(redis(), { shards: SHARDS, keys: 24, prefix: "eo" })
+    world = w
+    const out = `${w.stream}-out`
+    // the output stream's layout: stored by its own group's coordinator, which
+    // the members' sends route by (they do not consume it)
+    checker = await start({
+      redis: redis(),
+      handleSignals: false,
+      memberBase: "checker",
+      consumers: [
+        consumer({
+          stream: out,
+          group: "check",
+          shardCount: SHARDS,
+          sessionTimeoutMs: 4_000,
+          heartbeatIntervalMs: 300,
+          rebalanceTimeoutMs: 8_000,
+          eachMessage: () => {},
+        }),
+      ],
+    })
+    await eventually("the checker owns the output stream's shards", () =>
+      checker!.members().every((m) => m.owned.length === SHARDS),
+    )
+    const tx = { transactionOut: out }
+    const a = w.spawn("a", tx)
+    const b = w.spawn("b", { ...tx, slowUntilContMs: 3_000 })
+    const c = w.spawn("c", tx)
+    await w.settled([a, b, c], "3 members own every shard")
+    await w.startProduction()
+
+    // 1. kill -9 inside a (slow) handler
+    await insideHandler(b)
+    b.signal("SIGKILL")
+    await b.exited
+    await w.settled([a, c], "a and c own every shard")
+
+    // 2. kill -9 the moment a fast member logged a handler's return (its commit in flight)
+    const d = w.spawn("d", tx)
+    await w.settled([a, c, d], "a, c and d own every shard")
+    const doneBefore = d.lines.filter((l) => l.ev === "done").length
+    await eventually(
+      "d handled more",
+      () => d.lines.filter((l) => l.ev === "done").length > doneBefore + 20,
+      60_000,
+      1,
+    )
+    d.signal("SIGKILL")
+    await d.exited
+    await w.settled([a, c], "a and c own every shard again")
+
+    // 3. SIGSTOP inside a (slow) handler, past the session; SIGCONT: the zombie's commit is fenced
+    const e = w.spawn("e", { ...tx, slowUntilContMs: 3_000 })
+    await w.settled([a, c, e], "a, c and e own every shard")
+    await insideHandler(e)
+    e.signal("SIGSTOP")
+    await w.settled([a, c], "a and c own every shard while e is stopped")
+    e.signal("SIGCONT")
+    await eventually("e notices the fence", () =>
+      e.lines.some((l) => l.ev === "lost" || l.ev === "staleOwner"),
+    )
+    await sleep(1_000)
+
+    await w.drained()
+    const { counts } = await effectsOf(redis(), w.stream, out)
+    const expectedCounts = new Map([...w.producedByKey].map(([k, ns]) => [k, ns.length]))
+    expect(w.produced).toBeGreaterThan(100)
+    expect(new Map([...counts].sort())).toEqual(new Map([...expectedCounts].sort()))
+    // relayed (cluster) sends may still be on their way: wait for the count, then compare
+    await eventually("every output landed", async () => {
+      const now = await effectsOf(redis(), w.stream, out)
+      return [...now.outputs.values()].reduce((n, l) => n + l.length, 0) >= w.produced
+    })
+    const landed = (await effectsOf(redis(), w.stream, out)).outputs
+    expect(new Map([...landed].sort())).toEqual(new Map([...w.producedByKey].sort()))
+    // the faults happened where they were meant to: re-deliveries after the kills
+    expect(
+      w.lines.some((l) => l.ev === "begin" && (l.dc as number) >= 2),
+      "some message was delivered again",
+    ).toBe(true)
+  }, 300_000)
+}
+
+describe("one redis-server", () => {
+  const server = useRedisServer("redis7")
+  scenario(() => ({ url: server().url }))
+})
+
+describe("3-node cluster", () => {
+  const cluster = useRedisCluster("redis7")
+  scenario(() => ({ nodes: cluster().nodes }))
+})
