@@ -14,6 +14,7 @@ export default defineConfig({
     "src/idleRedis.ts",
     "src/failover.ts",
     "src/failoverMember.ts",
+    "src/transactionsRedis.ts",
   ],
   format: ["esm"],
   dts: true,
