@@ -196,6 +196,79 @@ describe("one node: writes and direct sends commit with the ack", () => {
       exactlyOnce(await run({ url: server().url }, flavour, 120), 120)
     }, 90_000)
 
+  it("a takeover the member has not heard of yet (the owner token moved while its handler ran): the commit writes nothing, acknowledges nothing", async () => {
+    // the member's lease is still valid, so the runtime commits: only the
+    // storage's owner-token check stands between the stale owner and the write
+    const stream = `txf-${process.pid}-${++runs}`
+    let release: () => void = () => {}
+    const held = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    let started = false
+    const stale: Array<number> = []
+    const runtime = await start({
+      redis: { url: server().url },
+      handleSignals: false,
+      memberBase: "txf",
+      shutdownTimeoutMs: 5_000,
+      onEvent: (e) => {
+        if (e.type === "staleOwner") stale.push(e.shard)
+      },
+      consumers: [
+        consumer({
+          stream,
+          group: "g",
+          ...fast,
+          shardCount: 1,
+          eachMessage: async (m, { transaction: tx }) => {
+            if (m.deliveryCount > 1) return
+            tx.incr(tx.key("x"))
+            tx.send(`${stream}-out`, "k", { n: "0" })
+            started = true
+            await held
+          },
+        }),
+        consumer({
+          stream: `${stream}-out`,
+          group: "o",
+          ...fast,
+          shardCount: 1,
+          eachMessage: () => {},
+        }),
+      ],
+    })
+    try {
+      await eventually("the members own their shards", () =>
+        runtime.members().every((m) => m.owned.length === 1),
+      )
+      const producer = runtime.producer(stream, { layout: LayoutSource.fixed({ [stream]: 1 }) })
+      await producer.send("k", { n: "0" })
+      await producer.flush()
+      await eventually("the handler runs", () => started)
+      // another owner was granted the shard: a higher token in storage
+      const tokenKey = Keys.defaultKeys.ownerTokenKey(stream, 0, "g")
+      const token = Number(server().cli("GET", tokenKey).trim())
+      expect(token).toBeGreaterThan(0)
+      server().cli("SET", tokenKey, String(token + 1))
+      release()
+      await eventually("the commit was refused as stale", () => stale.includes(0))
+      expect(
+        server()
+          .cli("EXISTS", Keys.defaultKeys.dataKey(stream, 0, "x"))
+          .trim(),
+      ).toBe("0")
+      expect(
+        server()
+          .cli("XLEN", Keys.defaultKeys.shardKey(`${stream}-out`, 0))
+          .trim(),
+      ).toBe("0")
+      const pending = server().cli("XPENDING", Keys.defaultKeys.shardKey(stream, 0), "g")
+      expect(pending.split("\n")[0]!.trim()).toBe("1")
+    } finally {
+      await runtime.stop()
+    }
+  }, 60_000)
+
   describe("refusals: the message is dead-lettered with the reason, nothing of it is written", () => {
     const refused = async (
       handle: (m: Message, tx: Transaction, later: Array<() => void>) => void | Promise<void>,
