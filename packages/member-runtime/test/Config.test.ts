@@ -54,6 +54,16 @@ const cases: ReadonlyArray<readonly [string, RuntimeOptions, string]> = [
     "consumers[0].maxDeliveries",
   ],
   [
+    "a transaction limited to zero operations",
+    { consumers: [consumer({ ...ok, transaction: { maxOperations: 0 } })] },
+    "consumers[0].transaction.maxOperations",
+  ],
+  [
+    "a transaction byte limit past 512 MiB",
+    { consumers: [consumer({ ...ok, transaction: { maxBytes: 512 * 1_048_576 + 1 } })] },
+    "consumers[0].transaction.maxBytes",
+  ],
+  [
     "a circuit breaker opening after zero failures",
     { consumers: [consumer({ ...ok, circuitBreaker: { failures: 0 } })] },
     "consumers[0].circuitBreaker.failures",
