@@ -346,7 +346,7 @@ export const transactionsContract = (subject: () => Streams) => {
         })
       }
       assert.deepStrictEqual(
-        (yield* sentEntries(s, base, out, 4)).map((e) => e.n),
+        (yield* sentEntries(s, base, out, 4)).map((e: Record<string, string>) => e.n),
         ["0", "1", "2"],
       )
     }),
