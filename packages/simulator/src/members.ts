@@ -804,7 +804,10 @@ export class Members {
   private commitLands(p: Proc, batch: Batch): void {
     const { w, data } = this.ctx
     const shard = batch.shard
-    const outcome = data.tx!.commit(shard, batch.commitToken!, batch.ids)
+    // Redis down when it lands: the commit fails, nothing is written.
+    const outcome = this.ctx.store.down
+      ? "unreachable"
+      : data.tx!.commit(shard, batch.commitToken!, batch.ids)
     w.count(`tx:stalledCommit:${outcome}`)
     batch.commitToken = undefined
     if (!p.alive) return
