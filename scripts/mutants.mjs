@@ -7,6 +7,8 @@
  * the mutant reverts. `simulated: false` marks code the simulator does not
  * run (it drives the coordinator shell and the member machine, not the
  * Effect host or the store codec): those count for the unit tests only.
+ * `broken` marks a mutant of the simulator's own model instead (a
+ * `--broken` kind): no `file`, `find` or `replace`; only the simulator runs.
  *
  * A mutant whose `find` no longer matches fails the harness loudly: update
  * it with the code it mutates.
@@ -330,6 +332,18 @@ export const mutants = [
     file: C,
     find: "  if (view.generations.every((g) => allDrained(draft, g))) completeMigration(draft)\n",
     replace: "  if (view.generations.some((g) => allDrained(draft, g))) completeMigration(draft)\n",
+  },
+  // Mutants of the simulator's model of transactional handlers (issue 24),
+  // `--broken` kinds: core is not mutated, core's unit tests do not apply.
+  {
+    name: "tx-effects-at-handle",
+    broken: "tx-effects-at-handle",
+    why: "a transactional handler's effects are applied when it runs, not by the fenced commit with its ack",
+  },
+  {
+    name: "tx-commit-without-pending-check",
+    broken: "tx-commit-without-pending-check",
+    why: "a transaction commits without checking that its messages are still pending (a lost commit answer's retry, a zombie with the fence off, apply twice)",
   },
   {
     name: "host-commits-without-lease-check",

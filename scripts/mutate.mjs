@@ -9,7 +9,10 @@
  * (b) the simulator on its mutation seed set, outside its CI seeds
  * (packages/simulator/src/mutation.ts; stops at the first violation), both
  * against the mutated core. It prints per mutant whether each caught it and
- * writes packages/simulator/results/mutation.{md,json}.
+ * writes packages/simulator/results/mutation.{md,json}. A mutant with
+ * `broken` is a mutant of the simulator's own model (a `--broken` kind, e.g.
+ * transactional effects applied at handle time): core stays pristine and
+ * only the simulator runs, with `--broken`.
  *
  * Scratch layout (default /tmp/shardline-mutate): node_modules -> the repo's,
  * a copy of packages/core (sources, tests, configs, its node_modules links)
@@ -127,8 +130,13 @@ const unitTests = () =>
         600_000,
       ).then((r) => ({ caught: r.code !== 0, timedOut: r.timedOut, wallMs: r.wallMs }))
 
-const simulator = () =>
-  run(process.execPath, [join(sim, "dist/mutate.js")], scratch, 900_000).then((r) => {
+const simulator = (broken) =>
+  run(
+    process.execPath,
+    [join(sim, "dist/mutate.js"), ...(broken === undefined ? [] : ["--broken", broken])],
+    scratch,
+    900_000,
+  ).then((r) => {
     if (r.timedOut) return { caught: true, how: "timeout", wallMs: r.wallMs }
     try {
       const last = r.out.trim().split("\n").pop()
@@ -169,8 +177,30 @@ log(
 
 const selected = mutants.filter((m) => only === undefined || only.includes(m.name))
 const results = []
+let coreMutated = false
 for (const m of selected) {
+  // A simulator-side mutant (`broken`) breaks the model, not core: core stays
+  // pristine, its unit tests do not apply, the simulator runs `--broken`.
+  if (m.broken !== undefined) {
+    if (coreMutated) {
+      apply(undefined)
+      buildCore()
+      coreMutated = false
+    }
+    const simulated = await simulator(m.broken)
+    const r = { ...m, unit: undefined, sim: simulated }
+    results.push(r)
+    log(
+      `${m.name.padEnd(36)} unit -  sim ${
+        simulated.caught
+          ? `caught (${simulated.how}, run ${simulated.runs ?? "?"}, ${simulated.wallMs} ms)`
+          : `MISSED (${simulated.runs} runs)`
+      }  [simulator model]`,
+    )
+    continue
+  }
   apply(m)
+  coreMutated = true
   let built = true
   try {
     buildCore()
@@ -197,9 +227,13 @@ apply(undefined)
 
 // ------------------------------------------------------------------ report
 
-const inSim = results.filter((r) => r.simulated !== false)
+// The score counts mutants of core; the model's own mutants are counted apart.
+const ofCore = results.filter((r) => r.broken === undefined)
+const model = results.filter((r) => r.broken !== undefined)
+const inSim = ofCore.filter((r) => r.simulated !== false)
 const simCaught = inSim.filter((r) => r.sim.caught).length
-const unitCaught = results.filter((r) => r.unit?.caught).length
+const unitCaught = ofCore.filter((r) => r.unit?.caught).length
+const modelCaught = `${model.filter((r) => r.sim.caught).length}/${model.length}`
 const hardening = results.filter((r) => r.hardening !== undefined)
 const summary = {
   date: new Date().toISOString(),
@@ -210,6 +244,7 @@ const summary = {
   simulatorScore: Math.round((simCaught / Math.max(1, inSim.length)) * 1000) / 10,
   unitCaught: skipUnit ? null : unitCaught,
   hardeningCaughtBySimulator: `${hardening.filter((r) => r.sim.caught).length}/${hardening.length}`,
+  modelMutantsCaught: modelCaught,
   baseline: {
     unitMs: baseUnit?.wallMs ?? null,
     simulatorMs: baseSim.wallMs,
@@ -219,7 +254,7 @@ const summary = {
   results,
 }
 log(
-  `\nsimulator: ${simCaught}/${inSim.length} mutants of code it runs (${summary.simulatorScore}%); hardening fixes reverted: ${summary.hardeningCaughtBySimulator}; unit tests: ${skipUnit ? "skipped" : `${unitCaught}/${results.length}`}`,
+  `\nsimulator: ${simCaught}/${inSim.length} mutants of code it runs (${summary.simulatorScore}%); hardening fixes reverted: ${summary.hardeningCaughtBySimulator}; the model's own mutants: ${modelCaught}; unit tests: ${skipUnit ? "skipped" : `${unitCaught}/${ofCore.length}`}`,
 )
 
 const out = join(root, "packages/simulator/results")
@@ -249,8 +284,8 @@ Each mutant changes one snippet of packages/core/src. "Unit tests": core's vites
 simulator alone finds a violation on its mutation seed set (packages/simulator/src/mutation.ts: seeds from
 1,000,001, outside the CI seeds), stopping at the first; the seed given replays it (\`replay\` in mutation.json).
 
-**Simulator: ${simCaught}/${inSim.length} mutants of code it runs caught (${summary.simulatorScore}%); reverted hardening fixes: ${summary.hardeningCaughtBySimulator}.**
-Unit tests: ${skipUnit ? "skipped in this run" : `${unitCaught}/${results.length}`}.
+**Simulator: ${simCaught}/${inSim.length} mutants of code it runs caught (${summary.simulatorScore}%); reverted hardening fixes: ${summary.hardeningCaughtBySimulator}; mutants of the simulator's own model (\`--broken\`, not counted in the score): ${modelCaught}.**
+Unit tests: ${skipUnit ? "skipped in this run" : `${unitCaught}/${ofCore.length}`}.
 Baseline (unmutated): unit tests ${baseUnit === undefined ? "skipped" : `${(baseUnit.wallMs / 1000).toFixed(0)} s`}, simulator ${baseSim.runs} runs in ${(baseSim.wallMs / 1000).toFixed(1)} s, no violation. Whole harness: ${(summary.wallMs / 60_000).toFixed(1)} min.
 
 | mutant | hardening | what it breaks | unit tests caught | simulator caught | first violation |

@@ -39,6 +39,7 @@ import {
   RuntimeChecker,
   StarvationChecker,
   TokenChecker,
+  TransactionChecker,
   type Violation,
 } from "./checkers/index.js"
 import { CommittedView, type EndKind } from "./checkers/view.js"
@@ -63,11 +64,13 @@ import {
   networkOptions,
   type SimOptions,
   timing,
+  txOn,
   workloadOptions,
 } from "./options.js"
 import { Sampler, type Segment } from "./sampler.js"
 import { action, scheduleScenario } from "./scenario.js"
 import { Store } from "./store.js"
+import { Transactions, TX_KEYS_PER_SHARD } from "./transactions.js"
 import { Workload } from "./workload.js"
 import { K, type Mark, type TraceLine, World } from "./world.js"
 
@@ -207,6 +210,15 @@ export class Simulation {
           )
         : undefined,
       keyOrder: reshard ? new KeyOrderChecker(w.S, keyCount, report, (k) => `key-${k}`) : undefined,
+      transactions: txOn(options)
+        ? new TransactionChecker(
+            w.S,
+            reshard ? keyCount : w.S * TX_KEYS_PER_SHARD,
+            reshard
+              ? (k) => `key-${k}`
+              : (k) => `shard ${Math.floor(k / TX_KEYS_PER_SHARD)} key ${k % TX_KEYS_PER_SHARD}`,
+          )
+        : undefined,
     }
     ctx.checks = checks
     const clocksOn = mix.intensity.clock > 0
@@ -220,6 +232,7 @@ export class Simulation {
       clocksOn,
     )
     ctx.data = new DataPlane(ctx, options.fence === "on")
+    if (checks.transactions !== undefined) ctx.data.tx = new Transactions(ctx, checks.transactions)
     ctx.fanout = new FanOut(ctx)
     checks.fanout = new FanOutChecker(report, ctx.fanout.groups, w.S, ctx.fanout.modes())
     ctx.layouts = new StreamLayouts(ctx, reshard, keyCount)
@@ -391,6 +404,7 @@ export class Simulation {
           ? `still draining when the tail ended, ${Math.round(tail / 1000)} s after the run's end`
           : `none acknowledged in the last ${TAIL_STEP_MS / 1000} s of the tail`,
     )
+    checks.transactions?.finish(w.now, (v) => w.violation(v))
     const c = w.counters
     const ends = checks.view.endCounts
     checks.exactness?.finish(w.now, {
@@ -432,6 +446,10 @@ export class Simulation {
     if (checks.collateral !== undefined)
       counters["collateral:excusedLossStreaks"] = checks.collateral.excused
     counters["tokens:grantsChecked"] = checks.tokens.grants
+    if (checks.transactions !== undefined) {
+      counters["tx:effectsApplied"] = checks.transactions.effects
+      counters["tx:lostAnswerPermille"] = Math.round((data.tx?.lostAnswerP ?? 0) * 1000)
+    }
     if (this.ctx.fanout.enabled) {
       counters["fanout:deletionsChecked"] = checks.fanout.deletionsChecked
       for (const [g, mode] of this.ctx.fanout.modes().entries())

@@ -34,6 +34,7 @@ options:
                          members, shards, workers and rate not given are drawn per seed
   --broken KIND          test-only protocol breakage: ${BROKEN.join(" | ")}
   --groups N             consumer groups on the stream (fan-out; default 1), ack modes drawn per seed
+  --tx                   transactional handlers: effects commit with the ack; checked exactly once
   --strict               (the default) hold every process to the honest-report rule
   --lenient              excuse a process that got two answers to one request (the old F2 excuse)
 `
@@ -156,6 +157,9 @@ export const parseArgs = (argv: ReadonlyArray<string>): Cli => {
         o = { ...o, broken: known }
         break
       }
+      case "--tx":
+        o = { ...o, tx: true }
+        break
       case "--strict":
         o = { ...o, strict: true }
         break

@@ -22,6 +22,7 @@ import type {
   RuntimeChecker,
   StarvationChecker,
   TokenChecker,
+  TransactionChecker,
 } from "./checkers/index.js"
 import type { CommittedView } from "./checkers/view.js"
 import type { CoordinatorHost } from "./coordinator.js"
@@ -61,6 +62,8 @@ export interface Checks {
   readonly exactness: ExactnessChecker | undefined
   /** Reshard scenarios only: per-key order across layout generations. */
   readonly keyOrder: KeyOrderChecker | undefined
+  /** Transactional handlers only (`--tx`): every effect exactly once. */
+  readonly transactions: TransactionChecker | undefined
 }
 
 export interface Ctx {

@@ -12,6 +12,7 @@
 import type { Fence } from "@shardline/core"
 import type { Ctx } from "./ctx.js"
 import { timing } from "./options.js"
+import type { Transactions } from "./transactions.js"
 
 export class DataPlane {
   /** Storage owner token per shard. */
@@ -46,6 +47,8 @@ export class DataPlane {
   fencedAcks = 0
   /** Acks accepted with the fence off from processes whose lifecycle was fenced or replaced. */
   zombieAcks = 0
+  /** Transactional handlers (`--tx`): batches commit through `tx.commit` instead of `ack`. */
+  tx: Transactions | undefined = undefined
 
   constructor(
     private readonly ctx: Ctx,
@@ -84,12 +87,14 @@ export class DataPlane {
     if (fences.length > 0) this.ctx.w.mark("fence", `${fences.length} shard token(s) written`)
   }
 
-  /** A new message on `shard` (from the workload); its id. */
-  produced(shard: number): number {
+  /** A new message on `shard` (from the workload), with its key (-1: none); its id. */
+  produced(shard: number, key = -1): number {
     const before = this.backlogN[shard]!
     this.backlogN[shard] = before + 1
     if (before === 0) this.backlogSince[shard] = this.ctx.w.now
-    return this.messages.produce(shard)
+    const id = this.messages.produce(shard)
+    if (this.tx !== undefined) this.tx.produced(shard, id, key)
+    return id
   }
 
   /** Seal `shard` (a reshard): appends refused; readers check whether it is drained. */

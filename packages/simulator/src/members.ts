@@ -46,6 +46,8 @@ export interface Batch {
   readonly start: number
   /** Slow drain: stretched past the revoke timeout once. */
   stretched: boolean
+  /** Transactions: the commit was sent with this token and is in flight (it lands at this batch's next BATCH_DONE). */
+  commitToken?: number
 }
 
 export interface Run {
@@ -699,6 +701,7 @@ export class Members {
       const order = checks.keyOrder
       if (order !== undefined) for (const id of ids) order.deliver(w.now, shard, id)
       const batch: Batch = { pid: p.pid, shard, ids, start: w.now, stretched: false }
+      if (data.tx !== undefined) data.tx.handlerStarted(shard, ids)
       run.batch = batch
       w.q.push(w.now + workload.processing(shard, ids.length), K.BATCH_DONE, p.pid, 0, batch)
       return
@@ -708,6 +711,10 @@ export class Members {
 
   batchDone(batch: Batch): void {
     const p = this.procs[batch.pid]!
+    if (batch.commitToken !== undefined) {
+      this.commitLands(p, batch)
+      return
+    }
     if (!p.alive) return
     const { w, checks, data } = this.ctx
     const shard = batch.shard
@@ -732,13 +739,87 @@ export class Members {
         checks.messages.handle(shard, id)
         order?.handle(w.now, shard, id)
       }
+      const tx = data.tx
       if (p.slot.partStore || this.ctx.store.down) w.count("store:ackUnreachable")
-      else if (data.ack(shard, run.token, batch.ids)) {
+      else if (tx !== undefined) {
+        if (this.commitTx(p, run, batch, byzantine)) return
+      } else if (data.ack(shard, run.token, batch.ids)) {
         if (this.effective(p, run, byzantine))
           checks.ownership.batch(shard, p.pid, batch.start, w.now)
         if (data.sealed[shard]) w.q.push(w.now, K.EXHAUSTED, p.pid, shard, p.loops)
       } else run.fenced = true
     } else w.count("member:batchAbandonedLeaseExpired")
+    if (run.draining) this.finishDrain(p, shard, true)
+    this.pickAndRead(p)
+  }
+
+  /**
+   * Transactional handlers (docs/simulator.md, Transactions): the batch's
+   * effects and ack commit in one fenced step. A commit whose answer is lost
+   * looks failed to the member, which handles the batch again and commits
+   * again (that commit finds nothing pending). Returns true when the batch
+   * is in flight again (the caller stops there).
+   */
+  private commitTx(p: Proc, run: Run, batch: Batch, byzantine: boolean): boolean {
+    const { w, checks, data, workload } = this.ctx
+    const shard = batch.shard
+    const stall = data.tx!.commitStall()
+    if (stall > 0) {
+      // Checked the lease, then stalled on its way to Redis (the worst case
+      // after the check): it lands later, maybe after the shard moved on.
+      batch.commitToken = run.token
+      run.batch = batch
+      w.q.push(w.now + stall, K.BATCH_DONE, p.pid, 0, batch)
+      return true
+    }
+    const outcome = data.tx!.commit(shard, run.token, batch.ids)
+    if (outcome === "fenced") {
+      run.fenced = true
+      return false
+    }
+    if (outcome === "committed") {
+      if (this.effective(p, run, byzantine))
+        checks.ownership.batch(shard, p.pid, batch.start, w.now)
+      if (data.tx!.answerLost()) {
+        run.batch = batch
+        w.q.push(
+          w.now + workload.processing(shard, batch.ids.length),
+          K.BATCH_DONE,
+          p.pid,
+          0,
+          batch,
+        )
+        return true
+      }
+    }
+    if (data.sealed[shard]) w.q.push(w.now, K.EXHAUSTED, p.pid, shard, p.loops)
+    return false
+  }
+
+  /**
+   * A stalled commit lands in Redis, whether or not its process still lives
+   * or still reads the shard; only the storage's checks (owner token, still
+   * pending) decide. Its answer goes to the loop if that loop still waits.
+   */
+  private commitLands(p: Proc, batch: Batch): void {
+    const { w, data } = this.ctx
+    const shard = batch.shard
+    // Redis down when it lands: the commit fails, nothing is written.
+    const outcome = this.ctx.store.down
+      ? "unreachable"
+      : data.tx!.commit(shard, batch.commitToken!, batch.ids)
+    w.count(`tx:stalledCommit:${outcome}`)
+    batch.commitToken = undefined
+    if (!p.alive) return
+    const run = p.runs.get(shard)
+    if (run === undefined || run.batch !== batch) {
+      // The loop is gone: the worker that waited on this commit reads on.
+      this.pickAndRead(p)
+      return
+    }
+    run.batch = null
+    if (outcome === "fenced") run.fenced = true
+    else if (data.sealed[shard]) w.q.push(w.now, K.EXHAUSTED, p.pid, shard, p.loops)
     if (run.draining) this.finishDrain(p, shard, true)
     this.pickAndRead(p)
   }

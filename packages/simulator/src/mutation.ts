@@ -10,7 +10,13 @@
  *
  * @module
  */
-import { defaultOptions, drawShape, type Scenario, type SimOptions } from "./options.js"
+import {
+  type Broken,
+  defaultOptions,
+  drawShape,
+  type Scenario,
+  type SimOptions,
+} from "./options.js"
 import { runSeed } from "./run.js"
 
 const SEED_BASE = 1_000_000
@@ -78,6 +84,20 @@ export const mutationSeeds = (): Array<SimOptions> => {
   // Fan-out: two or three groups on the stream, ack modes drawn per seed.
   for (let i = 0; i < 10; i++)
     out.push(small("churn", ++seed, { faults: "burst,loss,dup,crash", groups: 2 + (i % 2) }))
+  // Transactional handlers (issue 24): crashes, pauses, partitions and
+  // storage outages (fenced and failed commits), lost commit answers,
+  // coordinator failovers, the fence off, a reshard.
+  for (let i = 0; i < 4; i++) {
+    out.push(small("swarm", ++seed, { faults: "crash,pause,partition,store-partition", tx: true }))
+    out.push(small("partition-storm", ++seed, { fence: "off", tx: true }))
+    out.push(
+      small("coordinator-failover", ++seed, {
+        faults: "coord-crash,coord-stale,loss,crash",
+        tx: true,
+      }),
+    )
+    out.push(small("reshard-up", ++seed, { shards: 4, tx: true }))
+  }
   return out
 }
 
@@ -91,13 +111,17 @@ export interface MutationRun {
   readonly events: number
 }
 
-/** Runs `list` in order and stops at the first violation or crash. */
+/**
+ * Runs `list` in order and stops at the first violation or crash. `broken`
+ * (a simulator-side mutant, `--broken` of the CLI) applies to every run.
+ */
 export const runMutationSeeds = (
   list: ReadonlyArray<SimOptions> = mutationSeeds(),
+  broken?: Broken,
 ): MutationRun => {
   let events = 0
   for (let i = 0; i < list.length; i++) {
-    const options = list[i]!
+    const options = broken === undefined ? list[i]! : { ...list[i]!, broken }
     try {
       const { summary } = runSeed(options)
       events += summary.events

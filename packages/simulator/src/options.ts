@@ -126,13 +126,28 @@ export const DISRUPTIVE_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>(
  *   batch in flight), with messages still unread or unacknowledged, so the
  *   group cuts over to the new generation before the old one drained
  *   (reshard scenarios).
+ * - `tx-effects-at-handle`, `tx-commit-without-pending-check` (they turn
+ *   `tx` on): a transactional handler's effects applied when it runs, not at
+ *   its commit; a commit that does not check its messages are still pending
+ *   (`transactions.ts`).
  */
-export type Broken = "assign-before-revoke" | "skip-election" | "cutover-before-drain"
+export type Broken =
+  | "assign-before-revoke"
+  | "skip-election"
+  | "cutover-before-drain"
+  | "tx-effects-at-handle"
+  | "tx-commit-without-pending-check"
 export const BROKEN: ReadonlyArray<Broken> = [
   "assign-before-revoke",
   "skip-election",
   "cutover-before-drain",
+  "tx-effects-at-handle",
+  "tx-commit-without-pending-check",
 ]
+
+/** Transactional handlers on: asked for, or implied by a `tx-` breakage. */
+export const txOn = (o: SimOptions): boolean =>
+  o.tx === true || (o.broken?.startsWith("tx-") ?? false)
 
 export interface SimOptions {
   readonly scenario: Scenario
@@ -166,6 +181,12 @@ export interface SimOptions {
    * an ack mode drawn per seed (docs/simulator.md, Fan-out).
    */
   readonly groups?: number | undefined
+  /**
+   * Transactional handlers (`--tx`, docs/simulator.md, Transactions): each
+   * message's effect is applied by the fenced commit that acknowledges it,
+   * and the transactions checker holds every effect to exactly once.
+   */
+  readonly tx?: boolean | undefined
   /** Record ownership segments for the HTML report. */
   readonly timeline?: boolean | undefined
 }

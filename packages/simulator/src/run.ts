@@ -34,6 +34,7 @@ export const replayCommand = (o: SimOptions): string => {
   ]
   if ((o.groups ?? 1) > 1) args.push(`--groups ${o.groups}`)
   if (o.fence === "off") args.push("--fence off")
+  if (o.tx === true) args.push("--tx")
   if (o.broken !== undefined) args.push(`--broken ${o.broken}`)
   if (o.strict === false) args.push("--lenient")
   return args.join(" ")

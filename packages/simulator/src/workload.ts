@@ -61,7 +61,7 @@ export class Workload {
     const hot = Math.max(1, Math.floor(keys / 10))
     const key = r.chance(0.5) ? r.int(hot) : r.int(keys)
     const { shard, generation } = layouts.route(key)
-    const id = data.produced(shard)
+    const id = data.produced(shard, key)
     checks.keyOrder?.produced(shard, id, key, generation, w.now)
     const reader = data.readerPid[shard]!
     if (reader >= 0) members.wakeFor(reader, shard)

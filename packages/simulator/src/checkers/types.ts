@@ -22,6 +22,7 @@ export type CheckerName =
   | "collateral"
   | "lease-config"
   | "fan-out"
+  | "transactions"
 
 export interface Violation {
   readonly checker: CheckerName
