@@ -8,13 +8,17 @@
  * kill -9 of a fast process the moment it logged a handler's return (its
  * commit in flight, or just done), and SIGSTOP of a process inside a
  * handler past its session, then SIGCONT: it finishes that handler as a
- * zombie, and its commit must be refused by the fence. At the end every
+ * zombie, and its commit must be refused by the fence; then a restart of
+ * every Redis node (AOF, `appendfsync always`) under load, commits cut in
+ * flight (they fail and are retried; the producer resends idempotently).
+ * At the end every
  * counter equals the number of messages of its key exactly, and the second
  * stream holds each key's outputs once each, in the order they were
  * produced. No timing assertions; waits poll for up to 60 s. One node, then
  * the 3-node cluster (outbox relayed by the runtime).
  */
 import { Keys } from "@shardline/redis-store"
+import type { RedisServer } from "@shardline/redis-store/testing"
 import { Cluster, Redis } from "ioredis"
 import { afterEach, beforeAll, describe, expect, it } from "vitest"
 import { consumer } from "../../src/Consumer.js"
@@ -68,7 +72,7 @@ const effectsOf = async (redis: RedisOptions, stream: string, out: string) => {
   }
 }
 
-const scenario = (redis: () => RedisOptions) => {
+const scenario = (redis: () => RedisOptions, servers: () => ReadonlyArray<RedisServer>) => {
   let world: World | undefined
   let checker: ShardlineRuntime | undefined
   afterEach(async () => {
@@ -78,8 +82,8 @@ const scenario = (redis: () => RedisOptions) => {
     checker = undefined
   })
 
-  it("kill -9 inside a handler and right after one, SIGSTOP past the session: every effect exactly once", async () => {
-    const w = new World(redis(), { shards: SHARDS, keys: 24, prefix: "eo" })
+  it("kill -9 inside a handler and right after one, SIGSTOP past the session, a Redis restart: every effect exactly once", async () => {
+    const w = new World(redis(), { shards: SHARDS, keys: 24, prefix: "eo", retrySends: true })
     world = w
     const out = `${w.stream}-out`
     // the output stream's layout: stored by its own group's coordinator, which
@@ -142,6 +146,15 @@ const scenario = (redis: () => RedisOptions) => {
     )
     await sleep(1_000)
 
+    // 4. every Redis node restarts (AOF) while the members commit
+    const beforeRestart = w.produced
+    await Promise.all(servers().map((s) => s.restart()))
+    if (servers().length > 1)
+      await eventually("cluster_state:ok on every node", () =>
+        servers().every((s) => s.cli("CLUSTER", "INFO").includes("cluster_state:ok")),
+      )
+    await eventually("production goes on after the restart", () => w.produced > beforeRestart + 200)
+
     await w.drained()
     const { counts } = await effectsOf(redis(), w.stream, out)
     const expectedCounts = new Map([...w.producedByKey].map(([k, ns]) => [k, ns.length]))
@@ -162,12 +175,18 @@ const scenario = (redis: () => RedisOptions) => {
   }, 300_000)
 }
 
-describe("one redis-server", () => {
-  const server = useRedisServer("redis7")
-  scenario(() => ({ url: server().url }))
+describe("one redis-server (AOF)", () => {
+  const server = useRedisServer("redis7", { persistence: true })
+  scenario(
+    () => ({ url: server().url }),
+    () => [server()],
+  )
 })
 
-describe("3-node cluster", () => {
-  const cluster = useRedisCluster("redis7")
-  scenario(() => ({ nodes: cluster().nodes }))
+describe("3-node cluster (AOF)", () => {
+  const cluster = useRedisCluster("redis7", { persistence: true })
+  scenario(
+    () => ({ nodes: cluster().nodes }),
+    () => cluster().servers,
+  )
 })
