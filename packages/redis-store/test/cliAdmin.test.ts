@@ -327,6 +327,7 @@ for (const target of redisTargets())
                 "billing",
                 "--json",
               ])
+              assert.strictEqual(left.code, 0, left.stderr)
               assert.deepStrictEqual(
                 (JSON.parse(left.stdout) as Array<Letter>).map((l) => l.id),
                 [third!.id],
