@@ -9,13 +9,16 @@
 import { beforeAll, describe, expect, it } from "vitest"
 import { parseArgs } from "../src/args.js"
 import type { Violation } from "../src/checkers/types.js"
+import type { Ctx } from "../src/ctx.js"
 import {
+  defaultOptions,
   replayCommand,
   reshardShape,
   runSeed,
   type SimOptions,
   TransactionChecker,
 } from "../src/index.js"
+import { Transactions } from "../src/transactions.js"
 import { range, runSet, type SetResult, smallOptions } from "./helpers.js"
 
 const collect = () => {
@@ -239,5 +242,87 @@ describe("the model's mutants are caught by the transactions checker", () => {
       })
       expect(runSeed({ ...o, tx: true }).summary.digest).toBe(runSeed(o).summary.digest)
     }
+  })
+})
+
+describe("the commit (Transactions.commit, one step: token, pending, effects and ack)", () => {
+  // A data plane of one shard: owner token 5, messages 0..3 pending.
+  const setup = (broken?: SimOptions["broken"], fenceOn = true) => {
+    const checker = new TransactionChecker(1, 8, (k) => `key-${k}`)
+    const acked: Array<number> = []
+    const counts: Record<string, number> = {}
+    const data = {
+      storageFence: fenceOn,
+      fence: Int32Array.of(5),
+      pel: [new Set([0, 1, 2, 3])],
+      fencedAcks: 0,
+      ack: (_shard: number, _token: number, ids: ReadonlyArray<number>) => {
+        for (const id of ids) {
+          data.pel[0]!.delete(id)
+          acked.push(id)
+        }
+        return true
+      },
+    }
+    const ctx = {
+      options: { ...defaultOptions, broken },
+      mix: { intensity: { loss: 0, clog: 0, pause: 0 } },
+      data,
+      w: { now: 0, count: (k: string) => (counts[k] = (counts[k] ?? 0) + 1) },
+    } as unknown as Ctx
+    const tx = new Transactions(ctx, checker)
+    for (let id = 0; id < 4; id++) tx.produced(0, id, -1)
+    return { tx, checker, acked, data, counts }
+  }
+
+  it("all pending, current token: applies every effect and acks, once", () => {
+    const { tx, checker, acked } = setup()
+    tx.handlerStarted(0, [0, 1])
+    expect(checker.effects).toBe(0) // buffered while the handler runs
+    expect(tx.commit(0, 5, [0, 1])).toBe("committed")
+    expect(acked).toEqual([0, 1])
+    expect([checker.appliedCount(0, 0), checker.appliedCount(0, 1)]).toEqual([1, 1])
+  })
+
+  it("a stale owner's commit writes nothing and acks nothing", () => {
+    const { tx, checker, acked, data } = setup()
+    expect(tx.commit(0, 4, [0, 1])).toBe("fenced")
+    expect(checker.effects).toBe(0)
+    expect(acked).toEqual([])
+    expect(data.fencedAcks).toBe(1)
+  })
+
+  it("a commit of messages no longer pending (a lost answer's retry) applies nothing", () => {
+    const { tx, checker, acked } = setup()
+    expect(tx.commit(0, 5, [0, 1])).toBe("committed")
+    expect(tx.commit(0, 5, [0, 1])).toBe("already")
+    expect(checker.effects).toBe(2)
+    expect(acked).toEqual([0, 1])
+  })
+
+  it("some no longer pending: nothing applied, nothing acked, the rest stay pending", () => {
+    const { tx, checker, acked, data } = setup()
+    tx.commit(0, 5, [0])
+    expect(tx.commit(0, 5, [0, 1, 2])).toBe("partial")
+    expect(checker.effects).toBe(1)
+    expect(acked).toEqual([0])
+    expect([...data.pel[0]!]).toEqual([1, 2, 3])
+  })
+
+  it("with the fence off a zombie's commit is stopped by the pending check alone", () => {
+    const { tx, checker } = setup(undefined, false)
+    expect(tx.commit(0, 9, [2, 3])).toBe("committed")
+    expect(tx.commit(0, 1, [2, 3])).toBe("already")
+    expect(checker.effects).toBe(2)
+  })
+
+  it("the mutants: effects at handle time, a commit without the pending check", () => {
+    const atHandle = setup("tx-effects-at-handle")
+    atHandle.tx.handlerStarted(0, [0, 1])
+    expect(atHandle.checker.effects).toBe(2) // applied before any commit
+    const noCheck = setup("tx-commit-without-pending-check")
+    noCheck.tx.commit(0, 5, [0, 1])
+    expect(noCheck.tx.commit(0, 5, [0, 1])).toBe("committed")
+    expect(noCheck.checker.appliedCount(0, 0)).toBe(2)
   })
 })
