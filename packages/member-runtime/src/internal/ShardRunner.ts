@@ -346,6 +346,18 @@ export const backoffMs = (settings: ConsumerSettings, deliveryCount: number): nu
 const describe = describeError
 
 /** Wait `ms` without reading: what the last turn handled is acknowledged first. */
+/** Tells the runtime's events that a data-plane call of `shard` failed (it is retried). */
+const emitDataPlaneError = (env: TurnEnv, shard: number, error: unknown): void =>
+  env.emit({
+    stream: env.settings.stream,
+    group: env.settings.group,
+    memberId: env.memberId,
+    at: env.wallNow(),
+    type: "dataPlaneError",
+    shard,
+    error,
+  })
+
 const holdOff = (env: TurnEnv, r: Runner, ms: number): Effect.Effect<Outcome> =>
   Effect.map(flushAcks(env, r), (flushed) => (typeof flushed === "number" ? wait(ms) : flushed))
 
@@ -502,7 +514,7 @@ const turnOf = (
       const relayed = yield* Effect.result(relay(env.transactions, address))
       if (relayed._tag === "Success") r.outboxDirty = !relayed.success
       // left in the outbox: the next turn relays it (reads go on meanwhile)
-      else env.emit({ ...base(), type: "dataPlaneError", shard: r.shard, error: relayed.failure })
+      else emitDataPlaneError(env, r.shard, relayed.failure)
     }
 
     // read: takeover first, then own pending (retry), then new entries; a
@@ -562,7 +574,7 @@ const turnOf = (
         env.record({ _tag: "StaleOwner" })
         return Stale
       }
-      env.emit({ ...base(), type: "dataPlaneError", shard: r.shard, error: got.failure })
+      emitDataPlaneError(env, r.shard, got.failure)
       // the read may have run and its reply been lost: whatever it delivered,
       // and the batch its ack carried (not known to be acknowledged), is
       // pending with this consumer; the retry read handles it again. Without
@@ -646,21 +658,7 @@ const turnOf = (
         r.retrying = true
         r.progress.inFlight = 0
         return r.alive ? wait(env.settings.retryInitialMs) : Abandoned
-      }).pipe(
-        Effect.tap(() =>
-          Effect.sync(() =>
-            env.emit({
-              stream: env.settings.stream,
-              group: env.settings.group,
-              memberId: env.memberId,
-              at: env.wallNow(),
-              type: "dataPlaneError",
-              shard: r.shard,
-              error: cause,
-            }),
-          ),
-        ),
-      ),
+      }).pipe(Effect.tap(() => Effect.sync(() => emitDataPlaneError(env, r.shard, cause)))),
     ),
   )
 
@@ -688,15 +686,7 @@ const ackIds = (
         env.record({ _tag: "StaleOwner" })
         return Stale
       }
-      env.emit({
-        stream: address.stream,
-        group: address.group,
-        memberId: env.memberId,
-        at: env.wallNow(),
-        type: "dataPlaneError",
-        shard: r.shard,
-        error: acked.failure,
-      })
+      emitDataPlaneError(env, r.shard, acked.failure)
       // not acknowledged: still pending, handled again on the retry read
       r.retrying = true
       return wait(env.settings.retryInitialMs)
@@ -888,16 +878,7 @@ const settleCommit = (
     return Stale
   }
   if (!r.alive) return Abandoned
-  if (done.error !== undefined)
-    env.emit({
-      stream: env.settings.stream,
-      group: env.settings.group,
-      memberId: env.memberId,
-      at: env.wallNow(),
-      type: "dataPlaneError",
-      shard: r.shard,
-      error: done.error,
-    })
+  if (done.error !== undefined) emitDataPlaneError(env, r.shard, done.error)
   // the messages are still pending unless the commit ran (then they are not
   // delivered again): the retry read finds out
   r.retrying = true
