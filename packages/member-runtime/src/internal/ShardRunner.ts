@@ -136,6 +136,8 @@ export interface Runner {
    * sends, false once a relay found it empty.
    */
   outboxDirty: boolean
+  /** Relays of the outbox that failed in a row: the backoff of the next (reset by one that empties it). */
+  relayFailures: number
   readonly progress: {
     lastId: string | undefined
     acked: number
@@ -174,6 +176,7 @@ export const makeRunner = (
   lastDelivered: undefined,
   wokenByEntries: false,
   outboxDirty: true,
+  relayFailures: 0,
   progress: { lastId: undefined, acked: 0, inFlight: 0, lag: undefined },
 })
 
@@ -342,6 +345,10 @@ const bounded = (
 
 export const backoffMs = (settings: ConsumerSettings, deliveryCount: number): number =>
   Math.min(settings.retryMaxMs, settings.retryInitialMs * 2 ** Math.min(deliveryCount - 1, 30))
+
+/** The wait before the next relay of an outbox whose relay failed: doubling, at most an idle wait. */
+const relayBackoff = (settings: ConsumerSettings, r: Runner): number =>
+  Math.min(backoffMs(settings, Math.max(1, r.relayFailures)), settings.idleWaitMs)
 
 const describe = describeError
 
@@ -512,9 +519,14 @@ const turnOf = (
     // earlier commits sent lands before this turn's commits send more
     if (r.outboxDirty && env.transactions?.port?.outbox !== undefined) {
       const relayed = yield* Effect.result(relay(env.transactions, address))
-      if (relayed._tag === "Success") r.outboxDirty = !relayed.success
-      // left in the outbox: the next turn relays it (reads go on meanwhile)
-      else emitDataPlaneError(env, r.shard, relayed.failure)
+      if (relayed._tag === "Success") {
+        r.outboxDirty = !relayed.success
+        r.relayFailures = 0
+      } else {
+        // left in the outbox: the next turn relays it (reads go on meanwhile)
+        r.relayFailures++
+        emitDataPlaneError(env, r.shard, relayed.failure)
+      }
     }
 
     // read: takeover first, then own pending (retry), then new entries; a
@@ -593,12 +605,29 @@ const turnOf = (
     }
     if (entries.length === 0) {
       if (fromPending) return More
+      const outbox = env.transactions?.port?.outbox
+      // the relay failed: try again after a backoff, not at the next append
+      // (a quiet shard would keep its sends waiting), and never report the
+      // shard drained meanwhile (below)
+      if (outbox !== undefined && r.outboxDirty) return wait(relayBackoff(settings, r))
       // nothing new: is the shard sealed by a reshard and drained for this
       // group? Then the member reports it (docs/resharding.md) and reads no more.
       const drain = yield* Effect.result(
         streams.drainState({ stream: settings.stream, shard: r.shard, group: settings.group }),
       )
-      return drain._tag === "Success" && drain.success.drained ? Exhausted : Empty
+      if (drain._tag !== "Success" || !drain.success.drained) return Empty
+      // ... and its outbox relayed (docs/exactly-once.md, "Resharding and the
+      // outbox"): a drained shard is retired and never relayed again, so one
+      // whose outbox holds a send is not drained yet. Asked of the storage,
+      // not only of this loop's last relay.
+      if (outbox !== undefined) {
+        const waiting = yield* Effect.result(outbox.read(address, 1))
+        if (waiting._tag === "Failure" || waiting.success.length > 0) {
+          r.outboxDirty = true
+          return wait(settings.retryInitialMs)
+        }
+      }
+      return Exhausted
     }
     if (!r.alive) return Abandoned
     if (!env.mayAct()) {

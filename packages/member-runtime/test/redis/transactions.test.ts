@@ -10,13 +10,17 @@
  * relayed by the runtime). Refusals (a command not allowed, a key outside
  * the slot, a transaction too large, a write after the handler returned):
  * the message fails, is dead-lettered with the reason, and nothing of its
- * transaction is written.
+ * transaction is written. On the cluster, resharding with the outbox
+ * (docs/exactly-once.md, "Resharding and the outbox"): a shard is not
+ * reported drained, nor retired, while its outbox holds a send.
  */
-import { Keys } from "@shardline/redis-store"
-import { Effect } from "effect"
+import { Layout, StreamLayouts } from "@shardline/core"
+import { Keys, RedisPorts } from "@shardline/redis-store"
+import { Effect, Option } from "effect"
 import { Cluster, Redis } from "ioredis"
 import { describe, expect, it } from "vitest"
 import { type ConsumerDefinition, consumer, effectConsumer } from "../../src/Consumer.js"
+import type { RuntimeEvent } from "../../src/Events.js"
 import * as LayoutSource from "../../src/LayoutSource.js"
 import type { Message } from "../../src/Message.js"
 import type { RedisOptions } from "../../src/Redis.js"
@@ -385,6 +389,313 @@ describe("Redis Cluster: writes in the shard's slot, sends through the outbox", 
     it(`${flavour}: every counter exact, every output once and in per-key order`, async () => {
       exactlyOnce(await run({ nodes: cluster().nodes }, flavour, 80), 80)
     }, 120_000)
+
+  it("a reshard while the outbox relay fails: the sealed shards are not reported drained (nor retired) until their outboxes are relayed; a relayer that delivered and died before removing duplicates nothing; every output once, in per-key order", async () => {
+    // docs/exactly-once.md, "Resharding and the outbox". The failure is
+    // injected in the relay's own step: each (source shard, target shard)
+    // relay mark holds a value that is not a stream id, so every delivery of
+    // the old shards' outboxes fails (and nothing else does) until repaired.
+    const nodes = cluster().nodes
+    const stream = `txo-${process.pid}-${++runs}`
+    const out = `${stream}-out`
+    const keys = Keys.defaultKeys
+    const outputs = new Map<string, Array<number>>()
+    let received = 0
+    const events: Array<RuntimeEvent> = []
+    const layoutOps = <A, E>(program: Effect.Effect<A, E, RedisPorts.RedisPorts>) =>
+      Effect.runPromise(
+        program.pipe(Effect.provide(RedisPorts.layer({ cluster: { nodes: [...nodes] } }))),
+      )
+    const reshard = (name: string, count: number) =>
+      layoutOps(Layout.Reshard.reshardStream(name, count))
+    const generations = (name: string) =>
+      layoutOps(
+        Effect.gen(function* () {
+          const stored = yield* (yield* StreamLayouts.StreamLayouts).load(name)
+          return Option.isSome(stored) ? stored.value.record.generations.length : 0
+        }),
+      )
+    const runtime = await start({
+      redis: { nodes },
+      handleSignals: false,
+      memberBase: "txo",
+      shutdownTimeoutMs: 5_000,
+      onEvent: (e) => {
+        if ("stream" in e && e.stream === stream) events.push(e)
+      },
+      consumers: [
+        consumer({
+          stream,
+          group: "g",
+          ...fast,
+          shardCount: 2,
+          eachMessage: (m, { transaction: tx }) => effects(tx, out, m),
+        }),
+        consumer({
+          stream: out,
+          group: "check",
+          ...fast,
+          shardCount: 2,
+          eachMessage: (m) => {
+            received++
+            const list = outputs.get(m.key!) ?? []
+            list.push(Number(m.fields.n))
+            outputs.set(m.key!, list)
+          },
+        }),
+      ],
+    })
+    const redisClient = new Cluster([...nodes])
+    const produce = async (from: number, count: number) => {
+      await producer.sendBatch(numbered(from + count).slice(from))
+      await producer.flush()
+    }
+    const counted = async (shards: number) => {
+      let total = 0
+      for (let shard = 0; shard < shards; shard++)
+        for (const v of Object.values(
+          await redisClient.hgetall(keys.dataKey(stream, shard, "counts")),
+        ))
+          total += Number(v)
+      return total
+    }
+    const outboxLength = async (shard: number) =>
+      redisClient.xlen(keys.outboxKey(stream, shard, "g"))
+    const marks = [0, 1].flatMap((source) =>
+      [0, 1].map((target) => keys.relayMarkKey(out, target, { stream, shard: source, group: "g" })),
+    )
+    const producer = runtime.producer(stream)
+    try {
+      await eventually("the members own their shards", () =>
+        runtime.members().every((m) => m.owned.length === 2),
+      )
+      await produce(0, 20)
+      await eventually("the first outputs arrived", () => received >= 20, 60_000)
+      await eventually(
+        "the outboxes are relayed",
+        async () => (await outboxLength(0)) + (await outboxLength(1)) === 0,
+      )
+
+      // every relay of the old shards fails from now on
+      const saved = new Map<string, string | null>()
+      for (const mark of marks) {
+        saved.set(mark, await redisClient.get(mark))
+        await redisClient.set(mark, "relay-fails")
+      }
+      await produce(20, 20)
+      await eventually("the next 20 are committed", async () => (await counted(2)) === 40)
+      expect((await outboxLength(0)) + (await outboxLength(1))).toBe(20)
+
+      await reshard(stream, 3)
+      const sealedAt = events.length
+      const relayFailures = (shard: number) =>
+        events.slice(sealedAt).filter((e) => e.type === "dataPlaneError" && e.shard === shard)
+          .length
+      const exhausted = (shard: number) =>
+        events.some((e) => e.type === "exhausted" && e.shard === shard)
+      // each old shard has taken turns since the seal (with its relay failing),
+      // or reported itself drained
+      await eventually(
+        "the sealed shards took turns",
+        () => [0, 1].every((s) => exhausted(s) || relayFailures(s) >= 3),
+        30_000,
+      )
+      expect([exhausted(0), exhausted(1)]).toEqual([false, false])
+      expect(await generations(stream)).toBe(2)
+
+      // a relayer that delivered the oldest entry of shard 0's outbox and died
+      // before removing it: the output is in its target shard, the mark says
+      // so, the entry is still in the outbox
+      const [oldest] = await redisClient.xrange(
+        keys.outboxKey(stream, 0, "g"),
+        "-",
+        "+",
+        "COUNT",
+        1,
+      )
+      const [id, flat] = oldest!
+      const fields: Record<string, string> = {}
+      for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!
+      const target = Number(fields["shardline-shard"])
+      const sent = Object.entries(fields)
+        .filter(
+          ([name]) => !["shardline-target", "shardline-shard", "shardline-key"].includes(name),
+        )
+        .flat()
+      await redisClient.xadd(
+        keys.shardKey(out, target),
+        "*",
+        ...sent,
+        "shardline-key",
+        fields["shardline-key"]!,
+      )
+      const crashedMark = keys.relayMarkKey(out, target, { stream, shard: 0, group: "g" })
+      await redisClient.set(crashedMark, id)
+      // and the output stream is resharded too: the mark is checked before the seal
+      await reshard(out, 3)
+      for (const mark of marks)
+        if (mark !== crashedMark) {
+          const value = saved.get(mark)
+          if (value === null || value === undefined) await redisClient.del(mark)
+          else await redisClient.set(mark, value)
+        }
+
+      await produce(40, 20)
+      await eventually("every output arrived", () => received >= 60, 60_000)
+      await eventually(
+        "both reshards completed (the old generations retired)",
+        async () => (await generations(stream)) === 1 && (await generations(out)) === 1,
+        60_000,
+      )
+      // a duplicate would arrive after the last one: give it time to show
+      await new Promise((resolve) => setTimeout(resolve, 500))
+      expect((await outboxLength(0)) + (await outboxLength(1))).toBe(0)
+    } finally {
+      await runtime.stop()
+    }
+    try {
+      const counts: Record<string, number> = {}
+      for (let shard = 0; shard < 5; shard++) {
+        const hash = await redisClient.hgetall(keys.dataKey(stream, shard, "counts"))
+        for (const [k, v] of Object.entries(hash)) counts[k] = (counts[k] ?? 0) + Number(v)
+      }
+      exactlyOnce({ counts, outputs }, 60)
+    } finally {
+      redisClient.disconnect()
+    }
+  }, 180_000)
+
+  it("a relay that failed on a quiet shard is tried again without a new message (after a backoff, not at the next append)", async () => {
+    const nodes = cluster().nodes
+    const stream = `txq-${process.pid}-${++runs}`
+    const out = `${stream}-out`
+    const keys = Keys.defaultKeys
+    const outputs: Array<string> = []
+    let failures = 0
+    const runtime = await start({
+      redis: { nodes },
+      handleSignals: false,
+      memberBase: "txq",
+      shutdownTimeoutMs: 5_000,
+      onEvent: (e) => {
+        if (e.type === "dataPlaneError" && e.stream === stream) failures++
+      },
+      consumers: [
+        consumer({
+          stream,
+          group: "g",
+          ...fast,
+          shardCount: 1,
+          eachMessage: (m, { transaction: tx }) => effects(tx, out, m),
+        }),
+        consumer({
+          stream: out,
+          group: "check",
+          ...fast,
+          shardCount: 1,
+          eachMessage: (m) => {
+            outputs.push(m.fields.n!)
+          },
+        }),
+      ],
+    })
+    const redisClient = new Cluster([...nodes])
+    try {
+      await eventually("the members own their shards", () =>
+        runtime.members().every((m) => m.owned.length === 1),
+      )
+      const mark = keys.relayMarkKey(out, 0, { stream, shard: 0, group: "g" })
+      await redisClient.set(mark, "relay-fails")
+      const producer = runtime.producer(stream)
+      await producer.send("k0", { n: "0" })
+      await producer.flush()
+      await eventually("the relay failed", () => failures >= 1)
+      await redisClient.del(mark)
+      // no message follows: the shard is quiet (an idle wait would never end in a relay)
+      await eventually("the output arrived", () => outputs.length === 1, 20_000)
+      expect(outputs).toEqual(["0"])
+      expect(await redisClient.xlen(keys.outboxKey(stream, 0, "g"))).toBe(0)
+    } finally {
+      redisClient.disconnect()
+      await runtime.stop()
+    }
+  }, 120_000)
+
+  it("a sealed shard whose outbox holds an entry its loop did not commit (relayed before, by its own account) is relayed before it is reported drained", async () => {
+    // the loop's own bookkeeping says the outbox is empty (its last relay
+    // emptied it, it committed nothing since); the drain asks the storage
+    const nodes = cluster().nodes
+    const stream = `txd-${process.pid}-${++runs}`
+    const out = `${stream}-out`
+    const keys = Keys.defaultKeys
+    const outputs: Array<string> = []
+    let exhausted = false
+    const runtime = await start({
+      redis: { nodes },
+      handleSignals: false,
+      memberBase: "txd",
+      shutdownTimeoutMs: 5_000,
+      onEvent: (e) => {
+        if (e.type === "exhausted" && e.stream === stream) exhausted = true
+      },
+      consumers: [
+        consumer({
+          stream,
+          group: "g",
+          ...fast,
+          shardCount: 1,
+          idleWaitMs: 300,
+          eachMessage: (m, { transaction: tx }) => effects(tx, out, m),
+        }),
+        consumer({
+          stream: out,
+          group: "check",
+          ...fast,
+          shardCount: 1,
+          eachMessage: (m) => {
+            outputs.push(m.fields.n!)
+          },
+        }),
+      ],
+    })
+    const redisClient = new Cluster([...nodes])
+    try {
+      await eventually("the members own their shards", () =>
+        runtime.members().every((m) => m.owned.length === 1),
+      )
+      const producer = runtime.producer(stream)
+      await producer.send("k0", { n: "0" })
+      await producer.flush()
+      await eventually("the output arrived", () => outputs.length === 1)
+      const outbox = keys.outboxKey(stream, 0, "g")
+      await eventually("the outbox is relayed", async () => (await redisClient.xlen(outbox)) === 0)
+      // written as commit.lua writes a send
+      await redisClient.xadd(
+        outbox,
+        "*",
+        "shardline-target",
+        out,
+        "shardline-shard",
+        "0",
+        "shardline-key",
+        "k0",
+        "n",
+        "1",
+      )
+      await Effect.runPromise(
+        Layout.Reshard.reshardStream(stream, 2).pipe(
+          Effect.provide(RedisPorts.layer({ cluster: { nodes: [...nodes] } })),
+        ),
+      )
+      await eventually("the sealed shard is reported drained", () => exhausted, 30_000)
+      await eventually("its outbox entry arrived", () => outputs.length === 2, 10_000)
+      expect(outputs).toEqual(["0", "1"])
+      expect(await redisClient.xlen(outbox)).toBe(0)
+    } finally {
+      redisClient.disconnect()
+      await runtime.stop()
+    }
+  }, 120_000)
 
   it("a key outside the shard's hash slot is refused (KeyOutsideSlot): dead-lettered, nothing written", async () => {
     const stream = `txs-${process.pid}-${++runs}`
