@@ -10,7 +10,9 @@
  * handler past its session, then SIGCONT: it finishes that handler as a
  * zombie, and its commit must be refused by the fence; then a restart of
  * every Redis node (AOF, `appendfsync always`) under load, commits cut in
- * flight (they fail and are retried; the producer resends idempotently).
+ * flight (they fail and are retried; the producer resends idempotently);
+ * then a reshard of the consumed stream 6 -> 8 and back to 4 while the
+ * members commit and the producer (routing by the stored layout) sends.
  * At the end every
  * counter equals the number of messages of its key exactly, and the second
  * stream holds each key's outputs once each, in the order they were
@@ -49,15 +51,21 @@ const insideHandler = (p: MemberProcess) =>
 const client = (redis: RedisOptions): Redis | Cluster =>
   redis.nodes !== undefined ? new Cluster([...redis.nodes]) : new Redis(redis.url!)
 
-/** The effects in Redis: counters per key, and each key's outputs in stream order. */
-const effectsOf = async (redis: RedisOptions, stream: string, out: string) => {
+/**
+ * The effects in Redis: counters per key (summed over every shard id of
+ * every generation: a retired shard's data keys stay), and each key's
+ * outputs in stream order.
+ */
+const effectsOf = async (redis: RedisOptions, w: World, out: string) => {
   const c = client(redis)
   try {
     const counts = new Map<string, number>()
     const outputs = new Map<string, Array<number>>()
-    for (let shard = 0; shard < SHARDS; shard++) {
-      const hash = await c.hgetall(Keys.defaultKeys.dataKey(stream, shard, "counts"))
+    for (let shard = 0; shard < w.shardIds; shard++) {
+      const hash = await c.hgetall(Keys.defaultKeys.dataKey(w.stream, shard, "counts"))
       for (const [k, v] of Object.entries(hash)) counts.set(k, (counts.get(k) ?? 0) + Number(v))
+    }
+    for (let shard = 0; shard < SHARDS; shard++) {
       const entries = await c.xrange(Keys.defaultKeys.shardKey(out, shard), "-", "+")
       for (const [, flat] of entries) {
         const fields: Record<string, string> = {}
@@ -82,8 +90,14 @@ const scenario = (redis: () => RedisOptions, servers: () => ReadonlyArray<RedisS
     checker = undefined
   })
 
-  it("kill -9 inside a handler and right after one, SIGSTOP past the session, a Redis restart: every effect exactly once", async () => {
-    const w = new World(redis(), { shards: SHARDS, keys: 24, prefix: "eo", retrySends: true })
+  it("kill -9 inside a handler and right after one, SIGSTOP past the session, a Redis restart, a reshard 6 -> 8 -> 4: every effect exactly once", async () => {
+    const w = new World(redis(), {
+      shards: SHARDS,
+      keys: 24,
+      prefix: "eo",
+      retrySends: true,
+      storedLayout: true,
+    })
     world = w
     const out = `${w.stream}-out`
     // the output stream's layout: stored by its own group's coordinator, which
@@ -155,23 +169,45 @@ const scenario = (redis: () => RedisOptions, servers: () => ReadonlyArray<RedisS
       )
     await eventually("production goes on after the restart", () => w.produced > beforeRestart + 200)
 
+    // 5. reshard while the members commit and the producer sends: grow, then shrink
+    for (const count of [8, 4]) {
+      const before = w.produced
+      await w.reshard(count)
+      await eventually(
+        `the reshard to ${count} completed (the earlier generation retired)`,
+        async () => (await w.generations()) === 1,
+        90_000,
+        200,
+      )
+      await eventually(
+        `production goes on after the reshard to ${count}`,
+        () => w.produced > before + 200,
+      )
+    }
+
     await w.drained()
-    const { counts } = await effectsOf(redis(), w.stream, out)
+    const { counts } = await effectsOf(redis(), w, out)
     const expectedCounts = new Map([...w.producedByKey].map(([k, ns]) => [k, ns.length]))
     expect(w.produced).toBeGreaterThan(100)
     expect(new Map([...counts].sort())).toEqual(new Map([...expectedCounts].sort()))
     // relayed (cluster) sends may still be on their way: wait for the count, then compare
     await eventually("every output landed", async () => {
-      const now = await effectsOf(redis(), w.stream, out)
+      const now = await effectsOf(redis(), w, out)
       return [...now.outputs.values()].reduce((n, l) => n + l.length, 0) >= w.produced
     })
-    const landed = (await effectsOf(redis(), w.stream, out)).outputs
+    const landed = (await effectsOf(redis(), w, out)).outputs
     expect(new Map([...landed].sort())).toEqual(new Map([...w.producedByKey].sort()))
     // the faults happened where they were meant to: re-deliveries after the kills
     expect(
       w.lines.some((l) => l.ev === "begin" && (l.dc as number) >= 2),
       "some message was delivered again",
     ).toBe(true)
+    // and the reshards: messages handled on each generation (shards 6..13, 14..17)
+    const handledOn = (from: number, to: number) =>
+      w.lines.some(
+        (l) => l.ev === "done" && (l.shard as number) >= from && (l.shard as number) < to,
+      )
+    expect([handledOn(0, 6), handledOn(6, 14), handledOn(14, 18)]).toEqual([true, true, true])
   }, 300_000)
 }
 

@@ -7,8 +7,9 @@
  * test/redis/availability.test.ts.
  */
 import { writeFileSync } from "node:fs"
-import { Keys, RedisConnection } from "@shardline/redis-store"
-import { Result } from "effect"
+import { Layout, StreamLayouts } from "@shardline/core"
+import { Keys, RedisConnection, RedisPorts } from "@shardline/redis-store"
+import { Effect, Option, Result } from "effect"
 import { expect } from "vitest"
 import * as LayoutSource from "../../src/LayoutSource.js"
 import { decodeRedisOptions, type RedisOptions } from "../../src/Redis.js"
@@ -40,6 +41,11 @@ export interface WorldOptions {
   readonly retrySends?: boolean
   /** Stream name prefix (default `procs`). */
   readonly prefix?: string
+  /**
+   * The producer routes by the stream's stored layout (it follows a
+   * `reshard`, re-routing on ShardSealed) instead of `shards` at generation 0.
+   */
+  readonly storedLayout?: boolean
 }
 
 let streams = 0
@@ -49,6 +55,8 @@ export class World {
   readonly shards: number
   readonly keys: number
   readonly group: string
+  /** Shard ids every generation so far used: 0 .. shardIds - 1 (grows with `reshard`). */
+  shardIds: number
   readonly procs: Array<MemberProcess> = []
   readonly producedByKey = new Map<string, Array<number>>()
   produced = 0
@@ -66,6 +74,35 @@ export class World {
     this.shards = options.shards ?? 8
     this.keys = options.keys ?? 40
     this.group = options.group ?? "g"
+    this.shardIds = this.shards
+  }
+
+  private redisOptions(): RedisPorts.RedisPortsOptions {
+    const decoded = decodeRedisOptions(this.redis)
+    if (Result.isFailure(decoded)) throw decoded.failure
+    return decoded.success
+  }
+
+  private layoutOp<A, E>(program: Effect.Effect<A, E, RedisPorts.RedisPorts>): Promise<A> {
+    return Effect.runPromise(program.pipe(Effect.provide(RedisPorts.layer(this.redisOptions()))))
+  }
+
+  /** Reshard the stream to `count` shards (docs/resharding.md); the members follow it. */
+  async reshard(count: number): Promise<void> {
+    const stored = await this.layoutOp(Layout.Reshard.reshardStream(this.stream, count))
+    const now = Layout.StreamLayout.current(stored.record)
+    this.shardIds = Math.max(this.shardIds, now.firstShard + now.shardCount)
+  }
+
+  /** The stored layout's live generations (1 once a reshard completed and retired the earlier one). */
+  generations(): Promise<number> {
+    const stream = this.stream
+    return this.layoutOp(
+      Effect.gen(function* () {
+        const stored = yield* (yield* StreamLayouts.StreamLayouts).load(stream)
+        return Option.isSome(stored) ? stored.value.record.generations.length : 0
+      }),
+    )
   }
 
   config(memberId: string, overrides: Partial<MemberProcessConfig> = {}): MemberProcessConfig {
@@ -117,7 +154,9 @@ export class World {
       memberBase: "producer",
     })
     const producer = this.producerRuntime.producer(this.stream, {
-      layout: LayoutSource.fixed({ [this.stream]: this.shards }),
+      ...(this.options.storedLayout === true
+        ? {}
+        : { layout: LayoutSource.fixed({ [this.stream]: this.shards }) }),
       ...(this.options.retrySends === true ? { idempotent: true } : {}),
     })
     this.producing = (async () => {
@@ -156,18 +195,18 @@ export class World {
     await this.producerRuntime?.stop()
   }
 
-  /** Entries pending in the group, per shard (XPENDING). */
+  /** Entries pending in the group, per shard id (XPENDING; 0 for a retired shard). */
   async pending(): Promise<Array<number>> {
-    const decoded = decodeRedisOptions(this.redis)
-    if (Result.isFailure(decoded)) throw decoded.failure
-    const client = RedisConnection.makeClient(decoded.success)
+    const client = RedisConnection.makeClient(this.redisOptions())
     try {
       const out: Array<number> = []
-      for (let s = 0; s < this.shards; s++) {
-        const reply = (await client.xpending(
-          Keys.defaultKeys.shardKey(this.stream, s),
-          this.group,
-        )) as [number]
+      for (let s = 0; s < this.shardIds; s++) {
+        const key = Keys.defaultKeys.shardKey(this.stream, s)
+        if ((await client.exists(key)) === 0) {
+          out.push(0)
+          continue
+        }
+        const reply = (await client.xpending(key, this.group)) as [number]
         out.push(Number(reply[0]))
       }
       return out
@@ -205,7 +244,7 @@ export class World {
     const client = RedisConnection.makeClient(decoded.success)
     try {
       const out: Array<unknown> = []
-      for (let s = 0; s < this.shards; s++) {
+      for (let s = 0; s < this.shardIds; s++) {
         const key = Keys.defaultKeys.shardKey(this.stream, s)
         const entries = (await client.xrange(key, "-", "+")) as Array<[string, Array<string>]>
         out.push({
