@@ -25,6 +25,8 @@ const ROUNDS = Number(process.env.BENCH_TX_ROUNDS ?? 3)
 const MESSAGES = Number(process.env.BENCH_TX_MESSAGES ?? 20_000)
 const SHARDS = Number(process.env.BENCH_TX_SHARDS ?? 4)
 const BATCH = Number(process.env.BENCH_TX_BATCH ?? 32)
+/** Print each run's INFO commandstats (calls, µs per call; a script's own commands counted too). */
+const COMMANDSTATS = process.env.BENCH_TX_COMMANDSTATS === "1"
 
 type Mode = "plain" | "tx" | "txBatch"
 
@@ -51,6 +53,23 @@ const pendingTotal = async (client: Redis, stream: string): Promise<number> => {
   return total
 }
 
+/** INFO commandstats as lines `command calls usec_per_call total_usec/message`, the costliest first. */
+const commandStats = (info: string): string =>
+  info
+    .split("\n")
+    .flatMap((line) => {
+      const m = /^cmdstat_([^:]+):calls=(\d+),usec=(\d+),usec_per_call=([\d.]+)/.exec(line.trim())
+      return m === null
+        ? []
+        : [{ name: m[1]!, calls: Number(m[2]), usec: Number(m[3]), per: m[4]! }]
+    })
+    .sort((a, b) => b.usec - a.usec)
+    .map(
+      (c) =>
+        `  ${c.name.padEnd(22)} ${String(c.calls).padStart(8)} calls ${c.per.padStart(8)} µs/call ${(c.usec / MESSAGES).toFixed(2).padStart(7)} µs/msg`,
+    )
+    .join("\n")
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 let streams = 0
@@ -69,6 +88,7 @@ const runOnce = async (url: string, raw: Redis, mode: Mode): Promise<Run> => {
     )
   await producer.flush()
   await filler.stop()
+  if (COMMANDSTATS) await raw.config("RESETSTAT")
 
   let handled = 0
   let first: { at: number; cpu: number } | undefined
@@ -119,6 +139,8 @@ const runOnce = async (url: string, raw: Redis, mode: Mode): Promise<Run> => {
     while (handled < MESSAGES || (await pendingTotal(raw, stream)) > 0) await sleep(5)
     const end = performance.now()
     const cpu = await cpuSeconds(raw)
+    if (COMMANDSTATS)
+      console.log(`${mode} commandstats:\n${commandStats(await raw.info("commandstats"))}`)
     await markFirst
     const seconds = (end - first!.at) / 1_000
     return {

@@ -50,16 +50,20 @@ const script = (name: string, numberOfKeys: number, body: string): Script => ({
 })
 
 /**
- * The transaction allow-list as a Lua table (`TX`, commit.lua), from core's
+ * The transaction allow-list as two Lua tables (commit.lua), from core's
  * `Transaction.COMMANDS`: one list for the runtime's handle, the memory port
- * and the script.
+ * and the script. `TX`: command -> the type it works on; `TXC`: command ->
+ * the counter it changes. Flat tables of strings: the script builds them on
+ * every call, and a table per command cost each commit about 3 µs.
  */
-const allowList = `local TX = {\n${Object.entries(Transaction.COMMANDS)
-  .map(
-    ([name, spec]) =>
-      `  ${name} = { t = '${spec.type}', all = ${spec.keys === "all"}, c = ${spec.counter === undefined ? "nil" : `'${spec.counter}'`} },`,
-  )
-  .join("\n")}\n}`
+const allowList = [
+  `local TX = { ${Object.entries(Transaction.COMMANDS)
+    .map(([name, spec]) => `${name} = '${spec.type}'`)
+    .join(", ")} }`,
+  `local TXC = { ${Object.entries(Transaction.COMMANDS)
+    .flatMap(([name, spec]) => (spec.counter === undefined ? [] : [`${name} = '${spec.counter}'`]))
+    .join(", ")} }`,
+].join("\n")
 
 export const Scripts = {
   append: script("append", 3, append),

@@ -1,8 +1,8 @@
 -- commit: a transaction's writes and sends, and the acknowledgement of the
 -- messages it covers, in ONE fenced, atomic step (docs/exactly-once.md).
--- The loader prepends the prelude and `TX`, the allow-list (core's
--- Transaction.COMMANDS: t = the type a command works on, all = every
--- argument is a key, c = the counter it changes).
+-- The loader prepends the prelude and the allow-list (core's
+-- Transaction.COMMANDS): `TX`, command -> the type it works on, and `TXC`,
+-- command -> the counter it changes.
 -- KEYS[1] shard stream  KEYS[2] owner token  KEYS[3] the group's outbox
 -- KEYS[4..] every other key it touches (declared for the cluster and the ACL)
 -- ARGV[1] token  ARGV[2] group  ARGV[3] ack mode "ack" | "xackdel"
@@ -95,8 +95,8 @@ local function main()
     sends[k] = s
   end
 
-  -- 2. every message still pending in the group
-  expect_type(stream, 'stream')
+  -- 2. every message still pending in the group (a key of another type:
+  -- XPENDING's WRONGTYPE refuses the commit as a foreign value, {2, ...})
   local missing = {}
   for _, id in ipairs(ids) do
     local p = rcall(stream, 'XPENDING', stream, group, id, id, 1)
@@ -116,13 +116,32 @@ local function main()
 
   -- 3. the writes, as each leaves the keys for the next (nothing written yet)
   local sim = {}
-  local function state(key)
+  -- a key as the writes before leave it; when a counter write first sees
+  -- it, one GET (HGET of its field) reads its type and value together:
+  -- another type answers WRONGTYPE (then TYPE names it for the refusal)
+  local function state(key, want, field)
     local s = sim[key]
-    if s == nil then
+    if s ~= nil then return s end
+    if want == 'string' or field ~= nil then
+      local v
+      if field == nil then v = redis.pcall('GET', key) else v = redis.pcall('HGET', key, field) end
+      if is_err(v, 'WRONGTYPE') then
+        s = { t = type_of(key), fresh = false, f = {} }
+      elseif is_err(v, '') then
+        error(v)
+      elseif field ~= nil then
+        -- a hash or no key: either takes the write; other fields are read when needed
+        s = { t = want, fresh = false, f = { [field] = v } }
+      elseif v == false then
+        s = { t = 'none', fresh = true, f = {} }
+      else
+        s = { t = 'string', fresh = false, f = {}, str = v }
+      end
+    else
       local t = type_of(key)
       s = { t = t, fresh = t == 'none', f = {} }
-      sim[key] = s
     end
+    sim[key] = s
     return s
   end
   local function gone(key) sim[key] = { t = 'none', fresh = true, f = {} } end
@@ -146,20 +165,22 @@ local function main()
     return v
   end
   for k, w in ipairs(writes) do
-    local spec = TX[w.cmd]
-    if spec == nil then refuse(k - 1, 'CommandNotAllowed', w.args[1] or '', w.cmd .. ' is not a transaction command') end
+    local t, c = TX[w.cmd], TXC[w.cmd]
+    if t == nil then refuse(k - 1, 'CommandNotAllowed', w.args[1] or '', w.cmd .. ' is not a transaction command') end
     local key = w.args[1]
     if w.cmd == 'DEL' then
       for _, dk in ipairs(w.args) do gone(dk) end
-    elseif spec.t == 'overwrite' then
+    elseif t == 'overwrite' then
       sim[key] = { t = 'string', fresh = true, f = {}, str = w.args[2] }
-    elseif spec.t ~= 'any' then
-      local s = state(key)
-      if s.t ~= 'none' and s.t ~= spec.t then
-        refuse(k - 1, 'WrongType', key, 'holds a ' .. s.t .. ', the command works on a ' .. spec.t)
+    elseif t ~= 'any' then
+      local field = nil
+      if c == 'hashInt' or c == 'hashFloat' then field = w.args[2] end
+      local s = state(key, t, field)
+      if s.t ~= 'none' and s.t ~= t then
+        refuse(k - 1, 'WrongType', key, 'holds a ' .. s.t .. ', the command works on a ' .. t)
       end
-      s.t = spec.t
-      if spec.c == 'int' then
+      s.t = t
+      if c == 'int' then
         local cur = int_of(str_value(key, s))
         if cur == nil then refuse(k - 1, 'NotANumber', key, 'the value is not an integer') end
         local by = 1
@@ -169,7 +190,7 @@ local function main()
         local nxt = cur + by
         if nxt > MAX or nxt < -MAX then refuse(k - 1, 'OutOfRange', key, 'the result leaves +-' .. MAX) end
         s.str = nxt
-      elseif spec.c == 'float' then
+      elseif c == 'float' then
         local cur = float_of(str_value(key, s))
         if cur == nil then refuse(k - 1, 'NotANumber', key, 'the value is not a number') end
         local nxt = cur + tonumber(w.args[2])
@@ -177,10 +198,10 @@ local function main()
           refuse(k - 1, 'OutOfRange', key, 'the result is not finite')
         end
         s.str = nxt
-      elseif spec.c == 'hashInt' or spec.c == 'hashFloat' then
+      elseif c == 'hashInt' or c == 'hashFloat' then
         local field = w.args[2]
         local raw = field_value(key, s, field)
-        if spec.c == 'hashInt' then
+        if c == 'hashInt' then
           local cur = int_of(raw)
           if cur == nil then refuse(k - 1, 'NotANumber', key, 'field ' .. field .. ' is not an integer') end
           local nxt = cur + tonumber(w.args[3])

@@ -160,6 +160,7 @@ export const transactionsContract = (subject: () => Streams) => {
         const str = keys.key("str")
         const n = keys.key("n")
         const big = keys.key("big")
+        const hash = keys.key("hash")
         // set the stage with a committed transaction of another message
         yield* s.append(base.stream, 2, { n: "x" })
         const stage = yield* s.read({ ...base, token: 5, consumer: "c1", count: 1 })
@@ -168,7 +169,12 @@ export const transactionsContract = (subject: () => Streams) => {
           token: 5,
           ids: [stage[0]!.id],
           mode: "ack",
-          writes: [w("SET", str, "abc"), w("SET", big, "9007199254740991"), w("INCRBY", n, "1")],
+          writes: [
+            w("SET", str, "abc"),
+            w("SET", big, "9007199254740991"),
+            w("INCRBY", n, "1"),
+            w("HSET", hash, "f", "abc", "g", "9007199254740991"),
+          ],
           sends: [],
         })
         const cases: ReadonlyArray<readonly [Transaction.Write, string]> = [
@@ -178,8 +184,31 @@ export const transactionsContract = (subject: () => Streams) => {
           [w("INCRBYFLOAT", str, "1"), "NotANumber"],
           [w("INCR", big), "OutOfRange"],
           [w("INCRBY", n, "9007199254740991"), "OutOfRange"],
+          // a counter's first read also checks the key's type (GET / HGET)
+          [w("INCR", hash), "WrongType"],
+          [w("INCRBYFLOAT", hash, "1"), "WrongType"],
+          [w("HINCRBY", str, "f", "1"), "WrongType"],
+          [w("HINCRBYFLOAT", n, "f", "1"), "WrongType"],
+          [w("HINCRBY", hash, "f", "1"), "NotANumber"],
+          [w("HINCRBYFLOAT", hash, "f", "1"), "NotANumber"],
+          [w("HINCRBY", hash, "g", "1"), "OutOfRange"],
+          // last: it commits (and acknowledges `ids`)
           [w("HINCRBY", keys.key("h"), "f", "1"), "ok"],
         ]
+        // a stored hash's other fields are read from storage too: the first
+        // field's read does not make the hash look empty
+        const second = yield* Effect.flip(
+          tx.commit({
+            ...base,
+            token: 5,
+            ids,
+            mode: "ack",
+            writes: [w("HINCRBY", hash, "absent", "1"), w("HINCRBY", hash, "f", "1")],
+            sends: [],
+          }),
+        )
+        assert.strictEqual((second as { reason?: string }).reason, "NotANumber")
+        assert.strictEqual((second as { index?: number }).index, 1)
         for (const [bad, reason] of cases) {
           const before = [yield* tx.read(n), yield* tx.read(keys.key("other"))]
           const result = yield* Effect.result(
@@ -202,6 +231,8 @@ export const transactionsContract = (subject: () => Streams) => {
           assert.strictEqual(error._tag, "TransactionRefused")
           assert.strictEqual(error.reason, reason, bad.command)
           assert.strictEqual(error.index, 2)
+          if (reason === "WrongType")
+            assert.match(String((error as { message?: string }).message), /holds a (hash|string)/)
           assert.deepStrictEqual([yield* tx.read(n), yield* tx.read(keys.key("other"))], before)
           assert.deepStrictEqual(yield* sentEntries(s, base, out, 0), [])
           assert.deepStrictEqual(
