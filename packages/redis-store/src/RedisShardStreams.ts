@@ -10,8 +10,9 @@
  * `append` is a script too: it refuses a shard sealed by a reshard
  * (`<prefix>{<stream>:<shard>}:sealed`, written by `seal`) with `ShardSealed`.
  * `drainState` reads seal, lag and pending in one script; `retireShard`
- * deletes the shard stream and the named groups' owner tokens, keeping the
- * seal marker (late producers are still refused) and the dead-letter stream.
+ * deletes the shard stream, the named groups' owner tokens and their
+ * relayed (empty) transaction outboxes, keeping the seal marker (late
+ * producers are still refused) and the dead-letter stream.
  *
  * Native commands where the server has them (probed once by
  * RedisConnection): XACKDEL ... ACKED (Redis >= 8.2) for `xackdel`,
@@ -841,8 +842,15 @@ export const makeWith = (
           connection,
           "retireShard",
           Scripts.retireShard,
-          [shardKey(stream, shard), ...groups.map((g) => ownerTokenKey(stream, shard, g))],
-          [],
+          [
+            shardKey(stream, shard),
+            ...groups.map((g) => ownerTokenKey(stream, shard, g)),
+            ...groups.flatMap((g) => [
+              connection.keys.outboxKey(stream, shard, g),
+              connection.keys.outboxRoutesKey(stream, shard, g),
+            ]),
+          ],
+          [String(groups.length)],
         ),
       ),
 

@@ -473,6 +473,51 @@ export const outboxContract = (subject: () => Streams) => {
   )
 
   it.live(
+    "retireShard deletes a group's relayed (empty) outbox and keeps one that still holds an entry",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { out, base, ids, tx, keys } = yield* setUp(s, 1)
+        const outbox = tx.outbox!
+        // group g: one send, relayed; group h: one send, not relayed
+        const other = { ...base, group: "h" }
+        yield* s.setOwnerToken({ ...other, token: 5 })
+        const [forH] = yield* s.read({ ...other, token: 5, consumer: "c1", count: 1 })
+        for (const [address, id] of [
+          [base, ids[0]!],
+          [other, forH!.id],
+        ] as const)
+          yield* tx.commit({
+            ...address,
+            token: 5,
+            ids: [id],
+            mode: "ack",
+            writes: [],
+            sends: [{ stream: out, shard: 0, key: "k", fields: { v: address.group } }],
+          })
+        const [sent] = yield* outbox.read(base, 10)
+        yield* outbox.deliver(base, sent!)
+        yield* outbox.remove(base, [sent!.id])
+        // the outbox keys, as the data keys are named (the same prefix and slot)
+        const outboxOf = (group: string) => keys.key("x").replace(/:data:x$/, `:outbox:${group}`)
+        const exists = (key: string) =>
+          Effect.map(
+            Effect.result(tx.read(key)),
+            (r) => !(r._tag === "Success" && r.success === undefined),
+          )
+        assert.isTrue(yield* exists(outboxOf("g")))
+        yield* s.seal(base.stream, base.shard)
+        yield* s.retireShard(base.stream, base.shard, ["g", "h"])
+        yield* s.retireShard(base.stream, base.shard, ["g", "h"])
+        assert.isFalse(yield* exists(outboxOf("g")))
+        assert.deepStrictEqual(
+          (yield* outbox.read(other, 10)).map((e) => e.fields.v),
+          ["h"],
+        )
+      }),
+  )
+
+  it.live(
     "a sealed target: delivered before the seal is a duplicate; undelivered is re-routed once, for every relayer",
     () =>
       Effect.gen(function* () {
