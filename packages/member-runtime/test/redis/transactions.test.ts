@@ -555,7 +555,10 @@ describe("Redis Cluster: writes in the shard's slot, sends through the outbox", 
       )
       // a duplicate would arrive after the last one: give it time to show
       await new Promise((resolve) => setTimeout(resolve, 500))
+      // relayed, then deleted with the retired shards
       expect((await outboxLength(0)) + (await outboxLength(1))).toBe(0)
+      for (const shard of [0, 1])
+        expect(await redisClient.exists(keys.outboxKey(stream, shard, "g"))).toBe(0)
     } finally {
       await runtime.stop()
     }
