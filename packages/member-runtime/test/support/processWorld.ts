@@ -3,8 +3,9 @@
  * stream on a shared Redis, its member processes (test/support/processes.ts)
  * and a paced producer in this process writing keyed messages, each numbered
  * (`n`) so the checks of test/support/groupChecks.ts can tell what was
- * handled and in which order. Used by test/redis/processes.test.ts and
- * test/redis/availability.test.ts.
+ * handled and in which order. Used by test/redis/processes.test.ts,
+ * test/redis/availability.test.ts and test/redis/exactlyOnce.test.ts (which
+ * also reshards the stream: `reshard`, `generations`, `storedLayout`).
  */
 import { writeFileSync } from "node:fs"
 import { Layout, StreamLayouts } from "@shardline/core"
