@@ -79,13 +79,53 @@ export class Slot {
 
 type Deferred = readonly [number, number, number, unknown]
 
+const ALIVE = 1
+const PAUSED = 2
+
+/**
+ * The fields of every process that most events look at first (alive,
+ * paused, the request in flight, the timer's instant), in typed arrays by
+ * process id: dense, so at 5,000 members they stay in the cache, where a
+ * look at the process object itself is a cache miss (docs/simulator.md,
+ * Speed). `Proc` reads and writes them through accessors.
+ */
+export class ProcTable {
+  flags = new Uint8Array(1024)
+  inFlight = new Int32Array(1024)
+  timerAt = new Float64Array(1024)
+
+  /** Room for process `pid`, which starts alive, unpaused, idle, without a timer. */
+  add(pid: number): void {
+    if (pid >= this.flags.length) {
+      const n = 2 * Math.max(this.flags.length, pid + 1)
+      const flags = new Uint8Array(n)
+      flags.set(this.flags)
+      this.flags = flags
+      const inFlight = new Int32Array(n)
+      inFlight.set(this.inFlight)
+      this.inFlight = inFlight
+      const timerAt = new Float64Array(n)
+      timerAt.set(this.timerAt)
+      this.timerAt = timerAt
+    }
+    this.flags[pid] = ALIVE
+    this.inFlight[pid] = 0
+    this.timerAt[pid] = Number.POSITIVE_INFINITY
+  }
+
+  alive(pid: number): boolean {
+    return (this.flags[pid]! & ALIVE) !== 0
+  }
+
+  paused(pid: number): boolean {
+    return (this.flags[pid]! & PAUSED) !== 0
+  }
+}
+
 export class Proc {
-  alive = true
-  paused = false
   deferred: Array<Deferred> = []
-  timerAt = Number.POSITIVE_INFINITY
-  /** Request in flight (0: none). */
-  inFlight = 0
+  /** The lifecycle `liveSlots` last saw (it changes only in a step; see `exec`). */
+  seenLifecycle: string | undefined = undefined
   readonly runs = new Map<number, Run>()
   rotation: Array<number> = []
   rrPos = 0
@@ -109,6 +149,7 @@ export class Proc {
   readonly label: string
 
   constructor(
+    private readonly table: ProcTable,
     readonly pid: number,
     readonly slot: Slot,
     readonly incarnation: number,
@@ -118,6 +159,7 @@ export class Proc {
     readonly instance: string,
     collided: boolean,
   ) {
+    table.add(pid)
     this.idle = workers
     this.label = collided
       ? `${slot.id} (incarnation ${incarnation}/${instance})`
@@ -126,6 +168,41 @@ export class Proc {
 
   get id(): string {
     return this.slot.id
+  }
+
+  get alive(): boolean {
+    return this.table.alive(this.pid)
+  }
+
+  set alive(v: boolean) {
+    const f = this.table.flags
+    f[this.pid] = v ? f[this.pid]! | ALIVE : f[this.pid]! & ~ALIVE
+  }
+
+  get paused(): boolean {
+    return this.table.paused(this.pid)
+  }
+
+  set paused(v: boolean) {
+    const f = this.table.flags
+    f[this.pid] = v ? f[this.pid]! | PAUSED : f[this.pid]! & ~PAUSED
+  }
+
+  /** Request in flight (0: none). */
+  get inFlight(): number {
+    return this.table.inFlight[this.pid]!
+  }
+
+  set inFlight(seq: number) {
+    this.table.inFlight[this.pid] = seq
+  }
+
+  get timerAt(): number {
+    return this.table.timerAt[this.pid]!
+  }
+
+  set timerAt(t: number) {
+    this.table.timerAt[this.pid] = t
   }
 
   local(t: number): number {
@@ -149,6 +226,7 @@ export const memberId = (i: number): string => `sim-${String(i).padStart(4, "0")
 export class Members {
   readonly slots: Array<Slot> = []
   readonly procs: Array<Proc> = []
+  readonly table = new ProcTable()
   private readonly byId = new Map<string, Slot>()
   /** A timer re-armed for the instant it just fired at would spin: the next tick is later. */
   private firing = false
@@ -188,9 +266,8 @@ export class Members {
 
   /** Defers events of a paused process; true when the event must not run now. */
   deferred(pid: number, kind: number, b: number, p: unknown): boolean {
-    const proc = this.procs[pid]!
-    if (!proc.paused) return false
-    proc.deferred.push([kind, pid, b, p])
+    if (!this.table.paused(pid)) return false
+    this.procs[pid]!.deferred.push([kind, pid, b, p])
     return true
   }
 
@@ -232,6 +309,7 @@ export class Members {
       local(clock, w.now),
     )
     const p = new Proc(
+      this.table,
       this.procs.length,
       slot,
       incarnation,
@@ -386,7 +464,12 @@ export class Members {
         }
       }
     }
-    this.refreshLive(p.slot)
+    // the member's liveness can only have changed with this process's lifecycle
+    const lifecycle = p.state.lifecycle
+    if (lifecycle !== p.seenLifecycle) {
+      p.seenLifecycle = lifecycle
+      this.refreshLive(p.slot)
+    }
     this.armTimer(p)
   }
 
@@ -402,10 +485,12 @@ export class Members {
   }
 
   timer(pid: number): void {
-    const p = this.procs[pid]!
     const w = this.ctx.w
-    if (!p.alive || w.now < p.timerAt) return
-    p.timerAt = Number.POSITIVE_INFINITY
+    const table = this.table
+    // a superseded timer, or a stopped process: decided without its object
+    if (!table.alive(pid) || w.now < table.timerAt[pid]!) return
+    table.timerAt[pid] = Number.POSITIVE_INFINITY
+    const p = this.procs[pid]!
     this.firing = true
     this.exec(p, MemberMachine.step(p.state, { _tag: "Tick", now: p.local(w.now) }))
     this.firing = false
@@ -488,9 +573,11 @@ export class Members {
   }
 
   timeout(pid: number, seq: number): void {
+    // most timeouts find their request answered: decided without the process object
+    const table = this.table
+    if (!table.alive(pid) || table.inFlight[pid] !== seq) return
+    table.inFlight[pid] = 0
     const p = this.procs[pid]!
-    if (!p.alive || p.inFlight !== seq) return
-    p.inFlight = 0
     this.exec(
       p,
       MemberMachine.step(p.state, { _tag: "HeartbeatFailed", seq, now: p.local(this.ctx.w.now) }),

@@ -49,8 +49,14 @@ const HISTORY = 16
 export class Network {
   options: NetworkOptions
   readonly links: Array<Link>
-  /** Per member: its last requests (any process, any lifecycle), for `replay`. */
-  private readonly history: Array<Array<Req>>
+  /**
+   * Per member: its last HISTORY requests (any process, any lifecycle), for
+   * `replay`; flat, member `slot` at HISTORY * slot (one array instead of an
+   * array per member: a send touches one entry, not an array object and its
+   * backing store; docs/simulator.md, Speed).
+   */
+  private readonly history: Array<Req | undefined>
+  private readonly historyCount: Uint8Array
   private readonly historyAt: Int32Array
   /** Per member: when its last few requests or answers were lost (the collateral checker's excuse). */
   private readonly losses: Array<Array<number>>
@@ -64,7 +70,8 @@ export class Network {
   ) {
     this.options = options
     this.links = Array.from({ length: members }, () => new Link())
-    this.history = Array.from({ length: members }, () => [])
+    this.history = new Array(members * HISTORY).fill(undefined)
+    this.historyCount = new Uint8Array(members)
     this.historyAt = new Int32Array(members)
     this.armed = new Array(members).fill(undefined)
     this.losses = Array.from({ length: members }, () => [])
@@ -113,10 +120,12 @@ export class Network {
   toCoordinator(slot: number, req: Req, record = true): void {
     const w = this.ctx.w
     if (record) {
-      const h = this.history[slot]!
-      if (h.length < HISTORY) h.push(req)
-      else h[this.historyAt[slot]!] = req
-      this.historyAt[slot] = (this.historyAt[slot]! + 1) % HISTORY
+      // as an array per member filled to HISTORY, then overwritten in a ring
+      const at = this.historyAt[slot]!
+      this.history[slot * HISTORY + at] = req
+      const n = this.historyCount[slot]!
+      if (n < HISTORY) this.historyCount[slot] = n + 1
+      this.historyAt[slot] = (at + 1) % HISTORY
     }
     const target = this.ctx.lease.holder
     if (target < 0) return
@@ -207,9 +216,9 @@ export class Network {
 
   /** Delivers one of member `slot`'s old requests again (the `replay` fault); false if none. */
   replay(slot: number): boolean {
-    const h = this.history[slot]!
-    if (h.length === 0) return false
-    const req = h[this.ctx.w.rng.network.int(h.length)]!
+    const n = this.historyCount[slot]!
+    if (n === 0) return false
+    const req = this.history[slot * HISTORY + this.ctx.w.rng.network.int(n)]!
     this.toCoordinator(slot, req, false)
     return true
   }
