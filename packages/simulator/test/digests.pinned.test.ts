@@ -1,0 +1,90 @@
+/**
+ * Pinned digests (docs/simulator.md, Speed): the speed work must not change
+ * what is simulated, so these runs must give, event for event, the digest
+ * and event count recorded on main before it (commit dfda283). A change
+ * that means to change the model (a new fault, a protocol rule, a different
+ * draw) updates the pins on purpose and says why in its commit; a speed
+ * change never does.
+ *
+ * @module
+ */
+import { describe, expect, it } from "vitest"
+import { defaultOptions, replayCommand, runSeed, type SimOptions } from "../src/index.js"
+
+const d = defaultOptions
+const pinned: ReadonlyArray<readonly [string, SimOptions, string, number]> = [
+  [
+    "swarm 30 x 96, the swarm fault mix",
+    {
+      ...d,
+      scenario: "swarm",
+      seed: 11,
+      members: 30,
+      shards: 96,
+      workers: 2,
+      durationMs: 90_000,
+      faults: "swarm",
+    },
+    "17a4882b4db5843d",
+    63_856,
+  ],
+  [
+    "churn with bursts, forged reports, replays, duplicates",
+    {
+      ...d,
+      scenario: "churn",
+      seed: 12,
+      members: 8,
+      shards: 24,
+      workers: 4,
+      durationMs: 60_000,
+      ratePerShard: 8,
+      faults: "burst,forge,replay,dup",
+    },
+    "d2a35f1f29ae75d0",
+    56_009,
+  ],
+  [
+    "coordinator failover with clock steps and a Redis outage",
+    {
+      ...d,
+      scenario: "coordinator-failover",
+      seed: 13,
+      members: 6,
+      shards: 16,
+      durationMs: 60_000,
+      faults: "coord-crash,coord-stale,clock-step,redis-outage,loss,dup,delay",
+    },
+    "92287c067a0c8423",
+    8_302,
+  ],
+  [
+    "partition storm, storage fence off",
+    {
+      ...d,
+      scenario: "partition-storm",
+      seed: 14,
+      members: 10,
+      shards: 32,
+      durationMs: 60_000,
+      fence: "off",
+    },
+    "00f34b038be93227",
+    18_733,
+  ],
+  [
+    "reshard 4 -> 8",
+    { ...d, scenario: "reshard-up", seed: 15, members: 5, shards: 4, durationMs: 60_000 },
+    "c19deacf14395f29",
+    3_722,
+  ],
+]
+
+describe("pinned digests: the speed work changes no event", () => {
+  for (const [name, o, digest, events] of pinned)
+    it(name, () => {
+      const s = runSeed(o).summary
+      expect(s.violations, replayCommand(o)).toEqual([])
+      expect({ digest: s.digest, events: s.events }).toEqual({ digest, events })
+    })
+})
