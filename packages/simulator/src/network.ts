@@ -50,6 +50,12 @@ export class Network {
   options: NetworkOptions
   readonly links: Array<Link>
   /**
+   * Per member: bit 1 set while its `out` link is not "ok", bit 2 while
+   * `back` is not: a message on a healthy link is scheduled without a look
+   * at the link object (docs/simulator.md, Speed).
+   */
+  private readonly faulty: Uint8Array
+  /**
    * Per member: its last HISTORY requests (any process, any lifecycle), for
    * `replay`; flat, member `slot` at HISTORY * slot (one array instead of an
    * array per member: a send touches one entry, not an array object and its
@@ -70,6 +76,7 @@ export class Network {
   ) {
     this.options = options
     this.links = Array.from({ length: members }, () => new Link())
+    this.faulty = new Uint8Array(members)
     this.history = new Array(members * HISTORY).fill(undefined)
     this.historyCount = new Uint8Array(members)
     this.historyAt = new Int32Array(members)
@@ -159,7 +166,6 @@ export class Network {
     p: unknown,
   ): void {
     const w = this.ctx.w
-    const link = this.links[slot]!
     if (this.ctx.store.down) {
       // The coordinator transport runs over Redis.
       w.count("redis:messagesLost")
@@ -171,6 +177,11 @@ export class Network {
       this.noteLoss(slot, kind)
       return
     }
+    if ((this.faulty[slot]! & (dir === "out" ? 1 : 2)) === 0) {
+      w.q.push(w.now + this.delay(), kind, a, b, p)
+      return
+    }
+    const link = this.links[slot]!
     const mode = dir === "out" ? link.out : link.back
     switch (mode) {
       case "ok":
@@ -207,6 +218,8 @@ export class Network {
       link.back = mode
       link.backLagMs = lagMs
     }
+    const bit = dir === "out" ? 1 : 2
+    this.faulty[slot] = mode === "ok" ? this.faulty[slot]! & ~bit : this.faulty[slot]! | bit
     if (mode === "hold") return
     const held = dir === "out" ? link.heldOut : link.heldIn
     for (const m of held)

@@ -233,7 +233,7 @@ export class EventQueue {
         let c = first
         let ct = keys[2 * c]!
         let cs = keys[2 * c + 1]!
-        const end = first + 4 < n ? first + 4 : n
+        const end = Math.min(first + 4, n)
         for (let r = first + 1; r < end; r++) {
           const rt = keys[2 * r]!
           if (rt < ct || (rt === ct && keys[2 * r + 1]! < cs)) {
