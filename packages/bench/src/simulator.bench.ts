@@ -9,6 +9,7 @@
  * @module
  */
 import { spawnSync } from "node:child_process"
+import { readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import { defaultOptions, EventQueue, Prng, runSeed, type SimOptions } from "@shardline/simulator"
 
@@ -16,12 +17,28 @@ export interface Rate {
   readonly events: number
   readonly wallMs: number
   readonly eventsPerSec: number
+  /**
+   * CPU time of the whole process (every thread: V8's concurrent collector
+   * too) and events per CPU second: on a shared machine a process waiting
+   * for a core loses wall time, not CPU time, so these move less with the
+   * load than the wall-clock figures.
+   */
+  readonly cpuMs: number
+  readonly eventsPerCpuSec: number
 }
 
-const rate = (events: number, wallMs: number): Rate => ({
+/** Process CPU time so far, ms (user + system, all threads). */
+export const cpuNow = (): number => {
+  const u = process.cpuUsage()
+  return (u.user + u.system) / 1000
+}
+
+const rate = (events: number, wallMs: number, cpuMs: number): Rate => ({
   events,
   wallMs: Math.round(wallMs),
   eventsPerSec: Math.round(events / (wallMs / 1000)),
+  cpuMs: Math.round(cpuMs),
+  eventsPerCpuSec: Math.round(events / (cpuMs / 1000)),
 })
 
 /**
@@ -35,6 +52,7 @@ export const bareLoop = (events: number, pending = 10_000): Rate => {
   for (let i = 0; i < pending; i++) q.push(rng.next() * 1000, 1, i)
   let n = 0
   let sink = 0
+  const c0 = cpuNow()
   const t0 = performance.now()
   while (n < events && q.pop()) {
     n++
@@ -42,8 +60,9 @@ export const bareLoop = (events: number, pending = 10_000): Rate => {
     q.push(q.t + rng.exp(100), q.kind, q.a, q.b)
   }
   const wall = performance.now() - t0
+  const cpu = cpuNow() - c0
   if (sink < 0) console.log(sink)
-  return rate(n, wall)
+  return rate(n, wall, cpu)
 }
 
 export interface SimRun extends Rate {
@@ -53,11 +72,13 @@ export interface SimRun extends Rate {
 }
 
 export const simRun = (options: SimOptions): SimRun => {
+  const c0 = cpuNow()
   const t0 = performance.now()
   const { summary } = runSeed(options)
   const wall = performance.now() - t0
+  const cpu = cpuNow() - c0
   return {
-    ...rate(summary.events, wall),
+    ...rate(summary.events, wall, cpu),
     virtualMs: summary.virtualMs,
     violations: summary.violations.length,
     digest: summary.digest,
@@ -107,16 +128,34 @@ export interface CliRun extends SimRun {
   readonly command: string
 }
 
+/**
+ * CPU time of this process's waited-for children so far, ms (Linux: fields
+ * cutime and cstime of /proc/self/stat, in clock ticks of 10 ms); NaN where
+ * there is no /proc.
+ */
+const childrenCpuMs = (): number => {
+  try {
+    const stat = readFileSync("/proc/self/stat", "utf8")
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    // fields[0] is field 3 (state): cutime is field 16, cstime field 17
+    return (Number(fields[13]) + Number(fields[14])) * 10
+  } catch {
+    return Number.NaN
+  }
+}
+
 /** Runs the CLI as a child process (its own Node, as a user would) and times it. */
 export const cliRun = (args: ReadonlyArray<string>): CliRun => {
   const root = fileURLToPath(new URL("../../../", import.meta.url))
   const t0 = performance.now()
+  const before = childrenCpuMs()
   const child = spawnSync(process.execPath, args, {
     cwd: root,
     encoding: "utf8",
     maxBuffer: 64 * 1024 * 1024,
   })
   const wall = performance.now() - t0
+  const cpu = childrenCpuMs() - before
   // exit code 1 is a run with violations: its summary still counts
   if (child.status !== 0 && child.status !== 1)
     throw new Error(`node ${args.join(" ")} exited ${child.status}: ${child.stderr}`)
@@ -128,7 +167,7 @@ export const cliRun = (args: ReadonlyArray<string>): CliRun => {
     digest: string
   }
   return {
-    ...rate(s.events, wall),
+    ...rate(s.events, wall, cpu),
     virtualMs: s.virtualMs,
     violations: s.violations.length,
     digest: s.digest,
