@@ -1,7 +1,8 @@
 /**
  * Pinned digests (docs/simulator.md, Speed): the speed work must not change
  * what is simulated, so these runs must give, event for event, the digest
- * and event count recorded on main before it (commit dfda283). A change
+ * and event count recorded on main before it (commit dfda283), and the same
+ * judgement counts. A change
  * that means to change the model (a new fault, a protocol rule, a different
  * draw) updates the pins on purpose and says why in its commit; a speed
  * change never does.
@@ -12,7 +13,20 @@ import { describe, expect, it } from "vitest"
 import { defaultOptions, replayCommand, runSeed, type SimOptions } from "../src/index.js"
 
 const d = defaultOptions
-const pinned: ReadonlyArray<readonly [string, SimOptions, string, number]> = [
+/**
+ * Counters that no event shows: the checkers' judgements and finding F2's
+ * count (two different answers to one request, kept in the coordinator's
+ * answer rings), so a change to that bookkeeping shows here.
+ */
+const judged = [
+  "finding:twoAnswersToOneRequest",
+  "requests:staleJudged",
+  "requests:honestFreshJudged",
+]
+
+const pinned: ReadonlyArray<
+  readonly [string, SimOptions, string, number, Readonly<Record<string, number | undefined>>]
+> = [
   [
     "swarm 30 x 96, the swarm fault mix",
     {
@@ -27,6 +41,11 @@ const pinned: ReadonlyArray<readonly [string, SimOptions, string, number]> = [
     },
     "17a4882b4db5843d",
     63_856,
+    {
+      "finding:twoAnswersToOneRequest": 1,
+      "requests:staleJudged": 36,
+      "requests:honestFreshJudged": 3_898,
+    },
   ],
   [
     "churn with bursts, forged reports, replays, duplicates",
@@ -43,6 +62,11 @@ const pinned: ReadonlyArray<readonly [string, SimOptions, string, number]> = [
     },
     "d2a35f1f29ae75d0",
     56_009,
+    {
+      "finding:twoAnswersToOneRequest": undefined,
+      "requests:staleJudged": 0,
+      "requests:honestFreshJudged": 963,
+    },
   ],
   [
     "coordinator failover with clock steps and a Redis outage",
@@ -57,6 +81,11 @@ const pinned: ReadonlyArray<readonly [string, SimOptions, string, number]> = [
     },
     "92287c067a0c8423",
     8_302,
+    {
+      "finding:twoAnswersToOneRequest": undefined,
+      "requests:staleJudged": 0,
+      "requests:honestFreshJudged": 547,
+    },
   ],
   [
     "partition storm, storage fence off",
@@ -71,20 +100,31 @@ const pinned: ReadonlyArray<readonly [string, SimOptions, string, number]> = [
     },
     "00f34b038be93227",
     18_733,
+    {
+      "finding:twoAnswersToOneRequest": 1,
+      "requests:staleJudged": 0,
+      "requests:honestFreshJudged": 1_028,
+    },
   ],
   [
     "reshard 4 -> 8",
     { ...d, scenario: "reshard-up", seed: 15, members: 5, shards: 4, durationMs: 60_000 },
     "c19deacf14395f29",
     3_722,
+    {
+      "finding:twoAnswersToOneRequest": undefined,
+      "requests:staleJudged": 0,
+      "requests:honestFreshJudged": 437,
+    },
   ],
 ]
 
 describe("pinned digests: the speed work changes no event", () => {
-  for (const [name, o, digest, events] of pinned)
+  for (const [name, o, digest, events, counters] of pinned)
     it(name, () => {
       const s = runSeed(o).summary
       expect(s.violations, replayCommand(o)).toEqual([])
       expect({ digest: s.digest, events: s.events }).toEqual({ digest, events })
+      expect(Object.fromEntries(judged.map((k) => [k, s.counters[k]]))).toEqual(counters)
     })
 })
