@@ -105,6 +105,14 @@ export interface RedisConnectionShape {
    * pool (the caller has cleared any WATCH), `release(false)` closes it.
    */
   readonly lease: () => { readonly client: Client; readonly release: (healthy: boolean) => void }
+  /**
+   * A dedicated connection to one node of a cluster (`node`: one of the
+   * cluster client's `nodes()`, so it has the cluster's options: AUTH, TLS,
+   * the NAT-mapped address), made like a single node's: it never reconnects
+   * or resends. Closed on `release` and when the connection closes; never
+   * pooled (the gated fence's per-node wires, internal/clusterGatedRead.ts).
+   */
+  readonly leaseNode: (node: Redis) => { readonly client: Redis; readonly release: () => void }
   /** Wraps a command-connection promise, mapping failures to BackendUnavailable. */
   readonly command: <A>(
     operation: string,
@@ -350,6 +358,26 @@ export const fromClient = (
       }
     }
 
+    const leaseNode = (node: Redis) => {
+      const c = node.duplicate({
+        enableAutoPipelining: false,
+        autoResendUnfulfilledCommands: false,
+        retryStrategy: () => null,
+        enableOfflineQueue: true,
+        readOnly: false,
+      })
+      c.on("error", () => {})
+      if (closed) c.disconnect()
+      else busy.add(c)
+      return {
+        client: c,
+        release: () => {
+          busy.delete(c)
+          c.disconnect()
+        },
+      }
+    }
+
     const command = <A>(operation: string, run: (c: Client) => Promise<A>) =>
       Effect.tryPromise({ try: () => run(client), catch: (cause) => unavailable(operation, cause) })
 
@@ -360,6 +388,7 @@ export const fromClient = (
       keys,
       blocking,
       lease,
+      leaseNode,
       subscriber: () => {
         if (sub === undefined) {
           sub =

@@ -36,6 +36,7 @@ import {
 import { Clock, Effect, Layer } from "effect"
 import type { Redis } from "ioredis"
 import { ackCommand, ackedCount, burst, type FencedRead } from "./internal/burst.js"
+import { clusterRoute } from "./internal/clusterGatedRead.js"
 import { makeGatedReader } from "./internal/gatedRead.js"
 import {
   Code,
@@ -104,12 +105,13 @@ export interface ShardStreamsOptions {
   /**
    * How `read` of new entries is fenced (docs/redis.md, "The gated fence"
    * and "The optimistic fence"):
-   * - `gated` (default on a single node): one MULTI per read: a small gate
+   * - `gated` (the default): one MULTI per read: a small gate
    *   script checks the owner token, acknowledges the previous batch, and
    *   only then moves the stream under the key that the transaction's
    *   XREADGROUP addresses, and a RENAMENX moves it back; entries never pass through Lua. All read
-   *   loops share one dedicated connection.
-   * - `script` (always in a cluster): one Lua script (token check +
+   *   loops share one dedicated connection (in a cluster, one per node, each
+   *   transaction sent to the node of its shard's slot).
+   * - `script`: one Lua script (token check +
    *   XREADGROUP), entries returned through Lua;
    * - `optimistic` (single node): a read loop keeps a dedicated connection
    *   whose WATCH on the owner token stays armed; each read is MULTI /
@@ -200,9 +202,10 @@ export const makeWith = (
   const { features } = connection
   const { deadLetterKey, idempotencyKey, ownerTokenKey, sealedKey, shardKey } = connection.keys
   const optimistic = !connection.isCluster && options.read === "optimistic"
+  // in a cluster each read's MULTI goes to its slot's node (internal/clusterGatedRead.ts)
   const gatedReader =
-    !connection.isCluster && (options.read ?? "gated") === "gated"
-      ? makeGatedReader(connection)
+    (options.read ?? "gated") === "gated"
+      ? makeGatedReader(connection, connection.isCluster ? clusterRoute(connection) : undefined)
       : undefined
 
   /**

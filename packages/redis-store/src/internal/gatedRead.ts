@@ -49,7 +49,7 @@ const isError = (x: unknown, prefix: string): x is Error =>
   x instanceof Error && x.message.startsWith(prefix)
 
 /** Resolves once `c` is ready; rejects if it ends first. */
-const ready = (c: Redis): Promise<void> =>
+export const ready = (c: Redis): Promise<void> =>
   c.status === "ready"
     ? Promise.resolve()
     : new Promise((resolve, reject) => {
@@ -68,6 +68,28 @@ const ready = (c: Redis): Promise<void> =>
       })
 
 /**
+ * Where a read's transaction goes when not to the single node's one
+ * connection: in a cluster, the wire of the node that owns the shard's slot
+ * (internal/clusterGatedRead.ts).
+ */
+export interface GatedRoute {
+  /** The wire for `o`'s shard; undefined when no node is known for it (the read takes the script). */
+  readonly open: (o: ShardStreams.ReadOptions) => Promise<Wire> | undefined
+  /** The wire failed (a connection error, a reply out of step): close it, the next read opens another. */
+  readonly drop: (failed: Promise<Wire>) => void
+  /** A cluster redirection refused the transaction (nothing ran): the slot map is stale. */
+  readonly redirected: (error: Error) => void
+}
+
+/**
+ * A cluster's refusal of a transaction, when a command is queued or at
+ * EXEC: the node does not own the slot (MOVED), the slot is migrating (ASK,
+ * TRYAGAIN) or the cluster is down. Redis then discards the whole
+ * transaction (EXECABORT, or the error as EXEC's reply): nothing ran.
+ */
+const REDIRECTION = /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /
+
+/**
  * Gated reads over one dedicated connection of a single node, shared by
  * every read loop and spoken to directly once ready (internal/wire.ts): each
  * read is one burst (MULTI ... EXEC) in one write, so bursts of concurrent
@@ -75,7 +97,7 @@ const ready = (c: Redis): Promise<void> =>
  * resent tail would run outside its MULTI). A closed connection is replaced
  * at the next read.
  */
-export const makeGatedReader = (connection: RedisConnectionShape) => {
+export const makeGatedReader = (connection: RedisConnectionShape, route?: GatedRoute) => {
   const { features } = connection
   let lease: ReturnType<RedisConnectionShape["lease"]> | undefined
   let wire: Promise<Wire> | undefined
@@ -167,7 +189,8 @@ export const makeGatedReader = (connection: RedisConnectionShape) => {
     o: ShardStreams.ReadOptions,
     ack: ShardStreams.AckFirst | undefined,
   ): Promise<FencedRead> => {
-    const opened = open()
+    const opened = route === undefined ? open() : route.open(o)
+    if (opened === undefined) return { _tag: "Fallback" }
     try {
       const w = await opened
       for (let attempt = 0; ; attempt++) {
@@ -178,6 +201,13 @@ export const makeGatedReader = (connection: RedisConnectionShape) => {
           const queued = res.find((reply) => reply instanceof Error && reply !== exec)
           if (queued instanceof Error && /^(NOPERM|ERR unknown command)/.test(queued.message))
             refused = true
+          const redirection = [queued, exec].find(
+            (e): e is Error => e instanceof Error && REDIRECTION.test(e.message),
+          )
+          if (redirection !== undefined) {
+            route?.redirected(redirection)
+            return { _tag: "Fallback" }
+          }
           if (exec.message.startsWith("EXECABORT")) return { _tag: "Fallback" }
           throw exec
         }
@@ -210,7 +240,8 @@ export const makeGatedReader = (connection: RedisConnectionShape) => {
         return { _tag: "Read", messages: xreadMessages(xread, o.keyField) }
       }
     } catch (error) {
-      drop(opened)
+      if (route === undefined) drop(opened)
+      else route.drop(opened)
       throw error
     }
   }

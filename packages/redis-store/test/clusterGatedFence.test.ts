@@ -1,0 +1,418 @@
+/**
+ * The gated fence in a Redis Cluster (docs/redis.md, "The gated fence in a
+ * cluster"), on a 3-node Redis 7.0 cluster of this file's own (its slots are
+ * moved, its connections killed): each read's MULTI goes to the node that
+ * owns the shard's slot on a wire of that node; a transaction that reaches a
+ * node not owning the slot (a stale slot map, a slot migrating) is refused
+ * by Redis whole and touches nothing, and the read takes the script; a
+ * dropped wire fails the read and is replaced, never resent.
+ */
+import type { ShardStreams } from "@shardline/core"
+import { Effect, Exit, Scope } from "effect"
+import { Redis } from "ioredis"
+import { afterAll, assert, beforeAll, describe, it } from "vitest"
+import { clusterRoute } from "../src/internal/clusterGatedRead.js"
+import { type GatedRoute, makeGatedReader, ready } from "../src/internal/gatedRead.js"
+import { adopt, type Wire } from "../src/internal/wire.js"
+import { defaultKeys } from "../src/keys.js"
+import * as RedisConnection from "../src/RedisConnection.js"
+import * as RedisShardStreams from "../src/RedisShardStreams.js"
+import { Scripts } from "../src/scripts.js"
+import { type RedisCluster, startRedisCluster } from "../src/testing.js"
+import { startLossyProxy } from "./support/proxy.js"
+import { unique } from "./support/targets.js"
+
+const { gateKey, ownerTokenKey, shardKey } = defaultKeys
+const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect)
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+let cluster: RedisCluster
+/** An admin connection to each node (plain, not cluster-aware). */
+let admins: Array<Redis>
+let ids: Array<string>
+const scope = Scope.makeUnsafe()
+let connection: RedisConnection.RedisConnectionShape
+let streams: ShardStreams.ShardStreamsShape
+
+beforeAll(async () => {
+  cluster = await startRedisCluster({ kind: "redis7" })
+  admins = cluster.nodes.map((n) => new Redis(n.port, n.host))
+  ids = await Promise.all(admins.map((a) => a.call("CLUSTER", "MYID") as Promise<string>))
+  // no periodic refresh of the slot map: a test decides when it is stale
+  connection = await run(
+    Scope.provide(
+      RedisConnection.make({
+        cluster: { nodes: cluster.nodes, options: { slotsRefreshInterval: 0 } },
+      }),
+      scope,
+    ),
+  )
+  streams = RedisShardStreams.makeWith(connection)
+})
+
+afterAll(async () => {
+  await run(Scope.close(scope, Exit.void))
+  for (const a of admins ?? []) a.disconnect()
+  await cluster?.stop()
+})
+
+const slotOf = (key: string) =>
+  admins[0]!.call("CLUSTER", "KEYSLOT", key).then(Number) as Promise<number>
+
+/** The index of the node that owns `slot`, as the nodes themselves say (CLUSTER SLOTS). */
+const ownerOf = async (slot: number, asked = 0) => {
+  const ranges = (await admins[asked]!.call("CLUSTER", "SLOTS")) as Array<
+    [number, number, [string, number]]
+  >
+  const [, , [, port]] = ranges.find(([from, to]) => from <= slot && slot <= to)!
+  return cluster.nodes.findIndex((n) => n.port === Number(port))
+}
+
+/** A refusal as its first word (MOVED, ASK, ...): a node that does not serve the key says so. */
+const word = (e: Error) => e.message.split(" ")[0]!
+
+/**
+ * What a read could have changed, on the node `at`: the stream, its group,
+ * the gate key, how many keys the node holds (a node that does not serve
+ * the slot answers MOVED / ASK instead of the key's state).
+ */
+const stateOn = async (at: number, stream: string) => {
+  const a = admins[at]!
+  const key = shardKey(stream, 0)
+  const [type, gate, groups, size] = await Promise.all([
+    a.type(key).catch(word),
+    a.exists(gateKey(stream, 0)).catch(word),
+    a.call("XINFO", "GROUPS", key).catch(() => []) as Promise<Array<Array<unknown>>>,
+    a.dbsize(),
+  ])
+  const group = groups.map((g) => {
+    const o: Record<string, unknown> = {}
+    for (let i = 0; i < g.length; i += 2) o[String(g[i])] = g[i + 1]
+    return { name: o.name, pending: o.pending, delivered: o["last-delivered-id"] }
+  })
+  return { type, gate, group, size }
+}
+
+/** EXEC calls each node has run so far (only the gated read sends EXEC here). */
+const execs = () =>
+  Promise.all(
+    admins.map(async (a) => {
+      const info = await a.info("commandstats")
+      return Number(/cmdstat_exec:calls=(\d+)/.exec(info)?.[1] ?? 0)
+    }),
+  )
+
+/** A shard with `n` entries after one read and acked, token 3; its stream, slot and owner. */
+const seeded = async (prefix: string, n: number) => {
+  const stream = unique(prefix)
+  const base = { stream, shard: 0, group: "g" }
+  await run(streams.setOwnerToken({ ...base, token: 3 }))
+  for (let i = 0; i <= n; i++) await run(streams.append(stream, 0, { i: String(i) }))
+  const [first] = await run(streams.read({ ...base, consumer: "c", token: 3, count: 1 }))
+  await run(streams.ack({ ...base, token: 3, ids: [first!.id], mode: "ack" }))
+  const slot = await slotOf(shardKey(stream, 0))
+  return { stream, base, slot, owner: await ownerOf(slot) }
+}
+
+/** Moves `slot` from node `from` to node `to` in the steps Redis Cluster does. */
+const migration = (slot: number, from: number, to: number) => ({
+  begin: async () => {
+    await admins[to]!.call("CLUSTER", "SETSLOT", slot, "IMPORTING", ids[from]!)
+    await admins[from]!.call("CLUSTER", "SETSLOT", slot, "MIGRATING", ids[to]!)
+  },
+  move: async (keys?: ReadonlyArray<string>) => {
+    const all =
+      keys ?? ((await admins[from]!.call("CLUSTER", "GETKEYSINSLOT", slot, 1000)) as Array<string>)
+    if (all.length === 0) return
+    const target = cluster.nodes[to]!
+    await admins[from]!.call("MIGRATE", target.host, target.port, "", 0, 5000, "KEYS", ...all)
+  },
+  finish: async () => {
+    await admins[to]!.call("CLUSTER", "SETSLOT", slot, "NODE", ids[to]!)
+    await admins[from]!.call("CLUSTER", "SETSLOT", slot, "NODE", ids[to]!)
+    for (let i = 0; i < admins.length; i++)
+      if (i !== from && i !== to)
+        await admins[i]!.call("CLUSTER", "SETSLOT", slot, "NODE", ids[to]!)
+  },
+})
+
+/** A route that sends every transaction to node `at`, whatever owns the slot (a stale slot map). */
+const routeTo = async (at: number) => {
+  const client = new Redis(cluster.nodes[at]!.port, cluster.nodes[at]!.host, {
+    retryStrategy: () => null,
+  })
+  await ready(client)
+  const wire = Promise.resolve(adopt(client))
+  const redirections: Array<string> = []
+  const route: GatedRoute = {
+    open: () => wire,
+    drop: () => {},
+    redirected: (error) => redirections.push(error.message),
+  }
+  return { route, redirections, close: () => wire.then((w: Wire) => w.close()) }
+}
+
+describe("the gated fence on a 3-node cluster", () => {
+  it("each read is one MULTI on the node that owns its shard's slot; nothing through the script", async () => {
+    const reader = makeGatedReader(connection, clusterRoute(connection))
+    const shards = await Promise.all(Array.from({ length: 6 }, (_, i) => seeded(`routed-${i}`, 3)))
+    const owners = new Set(shards.map((s) => s.owner))
+    assert.isAtLeast(owners.size, 2, "the shards are spread over several nodes")
+    // both gates cached on every node: a first use (NOSCRIPT, then EVAL) would count twice
+    for (const a of admins)
+      for (const lua of [Scripts.gate.lua, Scripts.gateFast.lua]) await a.script("LOAD", lua)
+    const before = await execs()
+    for (const { base } of shards) {
+      const first = await reader.read({ ...base, consumer: "c", token: 3, count: 2 }, undefined)
+      assert.strictEqual(first._tag, "Read", JSON.stringify(first))
+      const ids = first._tag === "Read" ? first.messages.map((m) => m.id) : []
+      const next = await reader.read(
+        { ...base, consumer: "c", token: 3, count: 2 },
+        { ids, mode: "ack" },
+      )
+      assert.deepStrictEqual(next._tag === "Read" ? next.messages.map((m) => m.fields.i) : next, [
+        "3",
+      ])
+    }
+    const after = await execs()
+    // two transactions per shard, each on its slot's owner and nowhere else
+    for (let node = 0; node < admins.length; node++)
+      assert.strictEqual(
+        after[node]! - before[node]!,
+        2 * shards.filter((s) => s.owner === node).length,
+        `EXECs on node ${node}`,
+      )
+    for (const { stream, owner } of shards) {
+      const state = await stateOn(owner, stream)
+      assert.strictEqual(state.type, "stream")
+      assert.strictEqual(state.gate, 0)
+      assert.deepStrictEqual(
+        state.group.map((g) => g.pending),
+        [1],
+      )
+    }
+  })
+
+  it("a transaction sent to a node that does not own the slot (a stale slot map) runs nothing there or anywhere: refused (MOVED), then the script", async () => {
+    const { stream, base, owner } = await seeded("stale-map", 4)
+    const wrong = (owner + 1) % admins.length
+    const { route, redirections, close } = await routeTo(wrong)
+    try {
+      const reader = makeGatedReader(connection, route)
+      const [a] = await run(streams.read({ ...base, consumer: "c", token: 3, count: 1 }))
+      const before = await Promise.all([stateOn(owner, stream), stateOn(wrong, stream)])
+      // every shape of the gated read: acking natively (gate-fast), acking in the
+      // gate (an xackdel before Redis 8.2), acking nothing (if-unread); a stale token too
+      for (const [token, ack] of [
+        [3, { ids: [a!.id], mode: "ack" }],
+        [3, { ids: [a!.id], mode: "xackdel" }],
+        [3, undefined],
+        [2, { ids: [a!.id], mode: "ack" }],
+      ] as const) {
+        const result = await reader.read({ ...base, consumer: "c", token, count: 10 }, ack)
+        assert.deepStrictEqual(result, { _tag: "Fallback" })
+      }
+      assert.strictEqual(redirections.length, 4)
+      for (const r of redirections) assert.match(r, /^MOVED /)
+      const after = await Promise.all([stateOn(owner, stream), stateOn(wrong, stream)])
+      assert.deepStrictEqual(after, before, "nothing read, acked or renamed on either node")
+      assert.strictEqual(after[1]!.type, "MOVED")
+      // the read the runtime makes goes on through the script, on the owner
+      const rest = await run(
+        streams.read({
+          ...base,
+          consumer: "c",
+          token: 3,
+          count: 10,
+          ack: { ids: [a!.id], mode: "ack" },
+        }),
+      )
+      assert.deepStrictEqual(
+        rest.map((m) => m.fields.i),
+        ["2", "3", "4"],
+      )
+    } finally {
+      await close()
+    }
+  })
+
+  it("a slot moved to another node: the old owner refuses the MULTI (MOVED), nothing runs; the script reads on, then the new owner's wire", async () => {
+    const { stream, base, slot, owner } = await seeded("moved", 5)
+    const reader = makeGatedReader(connection, clusterRoute(connection))
+    const first = await reader.read({ ...base, consumer: "c", token: 3, count: 2 }, undefined)
+    assert.strictEqual(first._tag, "Read")
+    const acked = first._tag === "Read" ? first.messages.map((m) => m.id) : []
+    const to = (owner + 1) % admins.length
+    const move = migration(slot, owner, to)
+    await move.begin()
+    await move.move()
+    await move.finish()
+    // the client's slot map still names the old owner (no refresh yet)
+    assert.strictEqual(
+      (connection.client as import("ioredis").Cluster).slots[slot]?.[0],
+      `${cluster.nodes[owner]!.host}:${cluster.nodes[owner]!.port}`,
+    )
+    const before = await stateOn(to, stream)
+    const refused = await reader.read(
+      { ...base, consumer: "c", token: 3, count: 2 },
+      { ids: acked, mode: "ack" },
+    )
+    assert.deepStrictEqual(refused, { _tag: "Fallback" })
+    assert.deepStrictEqual(await stateOn(to, stream), before, "nothing ran on the new owner")
+    assert.strictEqual((await stateOn(owner, stream)).type, "MOVED")
+    // through ShardStreams: the script follows MOVED
+    const next = await run(
+      streams.read({
+        ...base,
+        consumer: "c",
+        token: 3,
+        count: 2,
+        ack: { ids: acked, mode: "ack" },
+      }),
+    )
+    assert.deepStrictEqual(
+      next.map((m) => m.fields.i),
+      ["3", "4"],
+    )
+    // once the slot map is refreshed, gated reads go to the new owner
+    for (let i = 0; i < 100; i++) {
+      const key = (connection.client as import("ioredis").Cluster).slots[slot]?.[0]
+      if (key === `${cluster.nodes[to]!.host}:${cluster.nodes[to]!.port}`) break
+      await sleep(20)
+    }
+    const beforeExecs = await execs()
+    const last = await reader.read(
+      { ...base, consumer: "c", token: 3, count: 10 },
+      { ids: next.map((m) => m.id), mode: "ack" },
+    )
+    assert.deepStrictEqual(last._tag === "Read" ? last.messages.map((m) => m.fields.i) : last, [
+      "5",
+    ])
+    const afterExecs = await execs()
+    assert.strictEqual(afterExecs[to]! - beforeExecs[to]!, 1)
+    const state = await stateOn(to, stream)
+    assert.deepStrictEqual([state.type, state.gate, state.group[0]?.pending], ["stream", 0, 1])
+  })
+
+  it("a slot migrating (keys on the source, on both sides, or moved): every gated read is refused whole (TRYAGAIN / ASK / MOVED without ASKING), nothing runs on either node", async () => {
+    const { stream, base, slot, owner } = await seeded("migrating", 4)
+    const to = (owner + 2) % admins.length
+    const reader = makeGatedReader(connection, clusterRoute(connection))
+    const [a] = await run(streams.read({ ...base, consumer: "c", token: 3, count: 1 }))
+    const ack = { ids: [a!.id], mode: "ack" } as const
+    const importing = await routeTo(to)
+    const move = migration(slot, owner, to)
+    const both = () => Promise.all([stateOn(owner, stream), stateOn(to, stream)])
+    const refusedEverywhere = async (step: string) => {
+      const before = await both()
+      // to the source (the slot map's owner) and to the importing node
+      for (const r of [reader, makeGatedReader(connection, importing.route)])
+        for (const acking of [ack, undefined]) {
+          const result = await r.read({ ...base, consumer: "c", token: 3, count: 10 }, acking)
+          assert.deepStrictEqual(result, { _tag: "Fallback" }, step)
+        }
+      assert.deepStrictEqual(await both(), before, `${step}: nothing changed`)
+    }
+    try {
+      await move.begin()
+      await refusedEverywhere("migrating, every key on the source")
+      // the owner token first: the stream on the source, its token on the target
+      await move.move([ownerTokenKey(stream, 0, "g")])
+      await refusedEverywhere("migrating, the keys split")
+      await move.move()
+      await refusedEverywhere("migrating, every key on the target")
+      for (const r of importing.redirections) assert.match(r, /^MOVED /)
+      // the script (the cluster client follows ASK with ASKING) reads on
+      const rest = await run(streams.read({ ...base, consumer: "c", token: 3, count: 10, ack }))
+      assert.deepStrictEqual(
+        rest.map((m) => m.fields.i),
+        ["2", "3", "4"],
+      )
+      await move.finish()
+      const state = await stateOn(to, stream)
+      assert.deepStrictEqual([state.type, state.gate, state.group[0]?.pending], ["stream", 0, 3])
+    } finally {
+      await importing.close()
+    }
+  })
+
+  it("a dropped wire: the next read fails (BackendUnavailable) or reads, never resent; the one after runs on a new wire, fenced", async () => {
+    const { stream, base, owner } = await seeded("dropped", 4)
+    const reader = makeGatedReader(connection, clusterRoute(connection))
+    const first = await reader.read({ ...base, consumer: "c", token: 3, count: 1 }, undefined)
+    assert.strictEqual(first._tag, "Read")
+    // the wire is the owner's connection whose last command was EXEC
+    const list = (await admins[owner]!.call("CLIENT", "LIST")) as string
+    const wires = list
+      .split("\n")
+      .filter((line) => / cmd=exec /.test(line))
+      .map((line) => /id=(\d+)/.exec(line)![1]!)
+    assert.isAtLeast(wires.length, 1)
+    for (const id of wires) await admins[owner]!.call("CLIENT", "KILL", "ID", id)
+    await sleep(100)
+    const after = await Effect.runPromiseExit(
+      streams.read({ ...base, consumer: "c", token: 3, count: 1 }),
+    )
+    const got = Exit.isSuccess(after) ? after.value.length : 0
+    if (Exit.isFailure(after)) assert.match(String(after.cause), /BackendUnavailable/)
+    const rest = await reader.read({ ...base, consumer: "c", token: 3, count: 10 }, undefined)
+    assert.strictEqual(rest._tag, "Read", "a new wire")
+    assert.strictEqual(got + (rest._tag === "Read" ? rest.messages.length : 0), 3)
+    const state = await stateOn(owner, stream)
+    assert.deepStrictEqual([state.gate, state.group[0]?.pending], [0, 4])
+    await run(streams.setOwnerToken({ ...base, token: 4 }))
+    assert.deepStrictEqual(
+      await reader.read({ ...base, consumer: "c", token: 3, count: 1 }, undefined),
+      { _tag: "Stale", current: 4 },
+    )
+  })
+
+  it("through a NAT map (a proxy per node): the wire connects to the mapped address; a lost reply fails the read, which is not sent again", async () => {
+    const proxies = await Promise.all(cluster.nodes.map((n) => startLossyProxy(n)))
+    const natMap = Object.fromEntries(
+      cluster.nodes.map((n, i) => [
+        `${n.host}:${n.port}`,
+        { host: "127.0.0.1", port: proxies[i]!.port },
+      ]),
+    )
+    const own = Scope.makeUnsafe()
+    try {
+      const mapped = await run(
+        Scope.provide(
+          RedisConnection.make({
+            cluster: {
+              nodes: proxies.map((p) => ({ host: "127.0.0.1", port: p.port })),
+              options: { natMap, slotsRefreshInterval: 0 },
+            },
+          }),
+          own,
+        ),
+      )
+      const { stream, base, owner } = await seeded("nat", 4)
+      const reader = makeGatedReader(mapped, clusterRoute(mapped))
+      const first = await reader.read({ ...base, consumer: "c", token: 3, count: 1 }, undefined)
+      assert.strictEqual(first._tag, "Read")
+      const acked = first._tag === "Read" ? first.messages.map((m) => m.id) : []
+      proxies[owner]!.loseNextReply()
+      const lost = await reader
+        .read({ ...base, consumer: "c", token: 3, count: 2 }, { ids: acked, mode: "ack" })
+        .then(
+          () => undefined,
+          (error: Error) => error,
+        )
+      assert.strictEqual(proxies[owner]!.lost(), 1, "the transaction went through the node's proxy")
+      assert.instanceOf(lost, Error, "the read whose reply was lost failed")
+      await sleep(100)
+      // Redis ran it once: its ack and its two entries; nothing more was delivered
+      const state = await stateOn(owner, stream)
+      assert.deepStrictEqual([state.gate, state.group[0]?.pending], [0, 2])
+      const rest = await reader.read({ ...base, consumer: "c", token: 3, count: 10 }, undefined)
+      assert.deepStrictEqual(rest._tag === "Read" ? rest.messages.map((m) => m.fields.i) : rest, [
+        "4",
+      ])
+    } finally {
+      await run(Scope.close(own, Exit.void))
+      await Promise.all(proxies.map((p) => p.close()))
+    }
+  })
+})
