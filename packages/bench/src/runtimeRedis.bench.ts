@@ -17,6 +17,11 @@
  * - the data plane alone: the same 4 loops through redis-store's
  *   ShardStreams, each read carrying the shard's previous batch's ack (what
  *   the runtime sends per batch), no runtime.
+ *
+ * Each runs on one server (a URL) or on a Redis Cluster (`{ nodes }`): then
+ * the raw loops use an ioredis `Cluster` client, the runtime and
+ * ShardStreams `redis: { nodes }`, and the Redis CPU is summed over the
+ * nodes (docs/redis.md, "Benchmarks").
  */
 import { writeFileSync } from "node:fs"
 import { Session } from "node:inspector/promises"
@@ -32,7 +37,7 @@ import {
 } from "@shardline/member-runtime"
 import { Keys, RedisConnection, RedisShardStreams } from "@shardline/redis-store"
 import { Effect, Exit, Scope } from "effect"
-import { Redis } from "ioredis"
+import { Cluster, Redis } from "ioredis"
 import { ownAllPaused, startOneMember, THROUGHPUT_TIMING } from "./oneMember.js"
 
 const group = "bench"
@@ -48,6 +53,25 @@ export interface RedisBenchShape {
 
 const keyOf = (n: number) => `customer-${n % 500}`
 
+/** Where a case runs: one server's URL, or the nodes of a Redis Cluster. */
+export type BenchTarget =
+  | string
+  | { readonly nodes: ReadonlyArray<{ readonly host: string; readonly port: number }> }
+
+/** A client of the target: a `Redis`, or a `Cluster` client of its nodes. */
+const clientOf = (target: BenchTarget): Redis | Cluster =>
+  typeof target === "string"
+    ? new Redis(target)
+    : new Cluster(target.nodes.map((n) => ({ host: n.host, port: n.port })))
+
+/** The runtime's and redis-store's connection options for the target. */
+const redisOf = (target: BenchTarget) =>
+  typeof target === "string" ? { url: target } : { nodes: target.nodes }
+const connectionOf = (target: BenchTarget) =>
+  typeof target === "string"
+    ? { url: target }
+    : { cluster: { nodes: target.nodes.map((n) => ({ host: n.host, port: n.port })) } }
+
 /**
  * A case's rate, the Redis CPU it cost (INFO cpu, user + sys) and this
  * Node process's CPU (user + sys) per message consumed: CPU per message is
@@ -60,11 +84,27 @@ export interface Measured {
   readonly nodeUsPerMessage: number
 }
 
-/** The server's CPU time so far, µs (INFO cpu: used_cpu_user + used_cpu_sys). */
-const serverCpuUs = async (client: Redis) => {
-  const info = await client.info("cpu")
-  const field = (name: string) => Number(new RegExp(`^${name}:([0-9.]+)`, "m").exec(info)?.[1] ?? 0)
-  return (field("used_cpu_user") + field("used_cpu_sys")) * 1e6
+/**
+ * The server's CPU time so far, µs (INFO cpu: used_cpu_user + used_cpu_sys),
+ * summed over every node of a cluster.
+ */
+const serverCpuUs = async (target: BenchTarget) => {
+  const nodes =
+    typeof target === "string"
+      ? [new Redis(target)]
+      : target.nodes.map((n) => new Redis(n.port, n.host))
+  try {
+    const infos = await Promise.all(nodes.map((c) => c.info("cpu")))
+    let us = 0
+    for (const info of infos) {
+      const field = (name: string) =>
+        Number(new RegExp(`^${name}:([0-9.]+)`, "m").exec(info)?.[1] ?? 0)
+      us += (field("used_cpu_user") + field("used_cpu_sys")) * 1e6
+    }
+    return us
+  } finally {
+    for (const c of nodes) c.disconnect()
+  }
 }
 
 /**
@@ -90,31 +130,31 @@ const profiled = async <A>(name: string, body: () => Promise<A>): Promise<A> => 
 
 /** Runs `consume` (messages/s) and measures the Redis CPU it cost per message. */
 const measured = async (
-  client: Redis,
+  target: BenchTarget,
   messages: number,
   consume: () => Promise<number>,
   name = "consume",
 ): Promise<Measured> => {
-  const before = await serverCpuUs(client)
+  const before = await serverCpuUs(target)
   const node = process.cpuUsage()
   const rate = await profiled(name, consume)
   const used = process.cpuUsage(node)
   return {
     rate,
-    serverUsPerMessage: ((await serverCpuUs(client)) - before) / messages,
+    serverUsPerMessage: ((await serverCpuUs(target)) - before) / messages,
     nodeUsPerMessage: (used.user + used.system) / messages,
   }
 }
 
 /** messages/s of the runtime draining a backlog of `messages` on `redis`. */
 export const runtimeOnRedis = async (
-  url: string,
+  url: BenchTarget,
   shape: RedisBenchShape,
   mode: "each" | "batch",
   read: "gated" | "script",
 ): Promise<Measured> => {
   const stream = `bench-runtime-${process.pid}-${++runs}`
-  const redis: RedisOptions = { url, ports: { shardStreams: { read } } }
+  const redis: RedisOptions = { ...redisOf(url), ports: { shardStreams: { read } } }
   let handled = 0
   const handler =
     mode === "each"
@@ -128,7 +168,6 @@ export const runtimeOnRedis = async (
             handled += b.messages.length
           },
         }
-  const admin = new Redis(url)
   const runtime = await startOneMember(
     { redis },
     {
@@ -156,7 +195,7 @@ export const runtimeOnRedis = async (
       )
     await producer.flush()
     return await measured(
-      admin,
+      url,
       shape.messages,
       async () => {
         const t0 = performance.now()
@@ -170,23 +209,26 @@ export const runtimeOnRedis = async (
     )
   } finally {
     await runtime.stop()
-    admin.disconnect()
   }
 }
 
 /** The backlog of `shape.messages` entries over the shard streams of `stream`; their keys. */
-const produceBacklog = async (client: Redis, stream: string, shape: RedisBenchShape) => {
+const produceBacklog = async (client: Redis | Cluster, stream: string, shape: RedisBenchShape) => {
   const generation = { generation: 0, firstShard: 0, shardCount: shape.shards }
   // the shard streams as redis-store names them (in its default namespace), so
   // that ShardStreams alone reads this backlog; raw loops read the same keys
   const keys = Array.from({ length: shape.shards }, (_, s) => Keys.defaultKeys.shardKey(stream, s))
-  for (let n = 0; n < shape.messages; n += 1_000) {
-    const p = client.pipeline()
-    for (let i = n; i < Math.min(n + 1_000, shape.messages); i++) {
-      const key = keyOf(i)
-      p.xadd(keys[Layout.shardOf(generation, key)]!, "*", KEY_FIELD, key, "n", String(i))
+  const byShard = keys.map((): Array<number> => [])
+  for (let i = 0; i < shape.messages; i++) byShard[Layout.shardOf(generation, keyOf(i))]!.push(i)
+  // a pipeline per shard (in a cluster, a pipeline's keys share one slot)
+  for (let shard = 0; shard < shape.shards; shard++) {
+    const all = byShard[shard]!
+    for (let n = 0; n < all.length; n += 1_000) {
+      const p = client.pipeline()
+      for (const i of all.slice(n, n + 1_000))
+        p.xadd(keys[shard]!, "*", KEY_FIELD, keyOf(i), "n", String(i))
+      await p.exec()
     }
-    await p.exec()
   }
   return keys
 }
@@ -235,14 +277,14 @@ const drainInLoops = async (
 }
 
 /** messages/s of `loops` raw XREADGROUP + XACK loops draining the same kind of backlog. */
-export const rawOnRedis = async (url: string, shape: RedisBenchShape, loops: number) => {
+export const rawOnRedis = async (url: BenchTarget, shape: RedisBenchShape, loops: number) => {
   const stream = `bench-raw-${process.pid}-${++runs}`
-  const client = new Redis(url)
+  const client = clientOf(url)
   try {
     const keys = await produceBacklog(client, stream, shape)
     for (const key of keys) await client.xgroup("CREATE", key, group, "0", "MKSTREAM")
     return await measured(
-      client,
+      url,
       shape.messages,
       () =>
         drainInLoops(shape, loops, async (shard) => {
@@ -274,23 +316,25 @@ export const rawOnRedis = async (url: string, shape: RedisBenchShape, loops: num
  * batch's ack (what the runtime sends per batch): the data plane's ceiling.
  */
 export const portOnRedis = async (
-  url: string,
+  url: BenchTarget,
   shape: RedisBenchShape,
   loops: number,
   read: "gated" | "script",
 ) => {
   const stream = `bench-port-${process.pid}-${++runs}`
-  const client = new Redis(url)
+  const client = clientOf(url)
   const scope = Scope.makeUnsafe()
   try {
-    const connection = await Effect.runPromise(Scope.provide(RedisConnection.make({ url }), scope))
+    const connection = await Effect.runPromise(
+      Scope.provide(RedisConnection.make(connectionOf(url)), scope),
+    )
     const streams = RedisShardStreams.makeWith(connection, { read })
     await produceBacklog(client, stream, shape)
     for (let shard = 0; shard < shape.shards; shard++)
       await Effect.runPromise(streams.setOwnerToken({ stream, shard, group, token: 1 }))
     const unacked = new Map<number, ReadonlyArray<string>>()
     return await measured(
-      client,
+      url,
       shape.messages,
       () =>
         drainInLoops(shape, loops, async (shard) => {
@@ -348,7 +392,7 @@ export const CASES = {
  * alike), each round in an order rotated by one.
  */
 export const runRedisRuntimeBench = async (
-  url: string,
+  url: BenchTarget,
   server: string,
   shape: RedisBenchShape,
   rounds: number,

@@ -9,10 +9,20 @@
  * BENCH_MESSAGES (default 100,000: shorter rounds last under a second and the
  * first is always the slowest), BENCH_ROUNDS (default 5), BENCH_CASES (a
  * comma-separated subset of the case keys of CASES, e.g. raw4,runtimeGated).
+ *
+ * `BENCH_CLUSTER=1` (`bench:runtime-redis-cluster`): the same cases on a
+ * 3-node Redis Cluster (Redis 7.0, and 8.x when built) started the same way,
+ * raw loops on an ioredis `Cluster` client, Redis CPU summed over the nodes;
+ * writes results/runtime-redis-cluster.* (no handoff part).
  */
 import { mkdirSync, writeFileSync } from "node:fs"
 import { cpus } from "node:os"
-import { type ServerKind, ServerMissing, startRedis } from "@shardline/redis-store/testing"
+import {
+  type ServerKind,
+  ServerMissing,
+  startRedis,
+  startRedisCluster,
+} from "@shardline/redis-store/testing"
 import {
   CASES,
   type HandoffSample,
@@ -23,8 +33,10 @@ import {
 
 const DEFAULT_MESSAGES = 100_000
 const messages = Number(process.env.BENCH_MESSAGES ?? DEFAULT_MESSAGES)
+const onCluster = process.env.BENCH_CLUSTER === "1"
+const baseName = onCluster ? "runtime-redis-cluster" : "runtime-redis"
 const resultName =
-  messages === DEFAULT_MESSAGES ? "runtime-redis" : `runtime-redis-${Math.round(messages / 1_000)}k`
+  messages === DEFAULT_MESSAGES ? baseName : `${baseName}-${Math.round(messages / 1_000)}k`
 const DEFAULT_ROUNDS = 5
 const rounds = Number(process.env.BENCH_ROUNDS ?? DEFAULT_ROUNDS)
 const shape = { messages, shards: 16, workers: 4, batch: 32 }
@@ -53,7 +65,7 @@ const showSpread = (p: Paired) => (p === undefined ? "" : `${p.min}-${p.max}x`)
 
 const results: Array<RedisRuntimeBenchResults> = []
 const handoffs: Array<{ readonly server: string; readonly samples: Array<HandoffSample> }> = []
-const HANDOFF_ROUNDS = Number(process.env.BENCH_HANDOFF_ROUNDS ?? 2)
+const HANDOFF_ROUNDS = onCluster ? 0 : Number(process.env.BENCH_HANDOFF_ROUNDS ?? 2)
 const measureHandoffs = async (url: string, server: string) => {
   if (HANDOFF_ROUNDS === 0) return
   const samples: Array<HandoffSample> = []
@@ -74,6 +86,28 @@ if (process.env.BENCH_REDIS_URL !== undefined) {
     ),
   )
   await measureHandoffs(process.env.BENCH_REDIS_URL, process.env.BENCH_REDIS_URL)
+} else if (onCluster) {
+  for (const kind of ["redis7", "redis8"] as ReadonlyArray<ServerKind>) {
+    let cluster: Awaited<ReturnType<typeof startRedisCluster>>
+    try {
+      cluster = await startRedisCluster({ kind })
+    } catch (error) {
+      if (error instanceof ServerMissing && kind === "redis8") {
+        console.log(`skipping Redis 8: ${error.message}`)
+        continue
+      }
+      throw error
+    }
+    try {
+      const name = `cluster of ${cluster.nodes.length} (Redis ${cluster.version})`
+      console.log(`on ${name}`)
+      results.push(
+        await runRedisRuntimeBench({ nodes: cluster.nodes }, name, shape, rounds, progress),
+      )
+    } finally {
+      await cluster.stop()
+    }
+  }
 } else {
   for (const kind of ["redis7", "redis8"] as ReadonlyArray<ServerKind>) {
     let server: Awaited<ReturnType<typeof startRedis>>
@@ -99,7 +133,7 @@ if (process.env.BENCH_REDIS_URL !== undefined) {
 }
 
 const out = {
-  command: `${process.env.BENCH_CASES ? `BENCH_CASES=${process.env.BENCH_CASES} ` : ""}${HANDOFF_ROUNDS === 2 ? "" : `BENCH_HANDOFF_ROUNDS=${HANDOFF_ROUNDS} `}${rounds === DEFAULT_ROUNDS ? "" : `BENCH_ROUNDS=${rounds} `}${messages === DEFAULT_MESSAGES ? "" : `BENCH_MESSAGES=${messages} `}pnpm --filter @shardline/bench run bench:runtime-redis`,
+  command: `${process.env.BENCH_CASES ? `BENCH_CASES=${process.env.BENCH_CASES} ` : ""}${HANDOFF_ROUNDS === 2 || onCluster ? "" : `BENCH_HANDOFF_ROUNDS=${HANDOFF_ROUNDS} `}${rounds === DEFAULT_ROUNDS ? "" : `BENCH_ROUNDS=${rounds} `}${messages === DEFAULT_MESSAGES ? "" : `BENCH_MESSAGES=${messages} `}pnpm --filter @shardline/bench run ${onCluster ? "bench:runtime-redis-cluster" : "bench:runtime-redis"}`,
   date: new Date().toISOString(),
   node: process.version,
   cpus: cpus().length,
@@ -185,13 +219,16 @@ const table = out.servers
       .join("\n")
   })
   .join("\n")
-const md = `# Member runtime on Redis, end to end
+const where = onCluster
+  ? "against the same 3-node Redis Cluster (Redis CPU summed over its nodes; raw loops on one ioredis `Cluster` client)"
+  : "against the same server"
+const md = `# Member runtime on Redis${onCluster ? " Cluster" : ""}, end to end
 
 Command: \`${out.command}\` (Node ${out.node}, ${out.cpus} cores shared with other work, ${out.date}).
 ${fmt(messages)} messages over 500 keys, ${shape.shards} shards, ${shape.workers} workers, batches of ${shape.batch};
-medians of ${rounds} interleaved rounds; every case and its baselines ran in the same process against the same server.
+medians of ${rounds} interleaved rounds; every case and its baselines ran in the same process ${where}.
 
-- runtime: \`start({ redis: { url } })\`, one explicit member with \`runtimeMaxConcurrency: ${shape.workers}\` owning
+- runtime: \`start({ redis: { ${onCluster ? "nodes" : "url"} } })\`, one explicit member with \`runtimeMaxConcurrency: ${shape.workers}\` owning
   every shard (embedded coordinator; every read and ack fenced by the shard's owner token), a no-op handler.
   The group settles with every shard paused, the backlog is produced, every shard is resumed: messages/s from the
   resume to the last handled message.
