@@ -18,7 +18,7 @@ import { defaultKeys } from "../src/keys.js"
 import * as RedisConnection from "../src/RedisConnection.js"
 import * as RedisShardStreams from "../src/RedisShardStreams.js"
 import { Scripts } from "../src/scripts.js"
-import { type RedisCluster, startRedisCluster } from "../src/testing.js"
+import { freePort, type RedisCluster, startRedis, startRedisCluster } from "../src/testing.js"
 import { startLossyProxy } from "./support/proxy.js"
 import { unique } from "./support/targets.js"
 
@@ -413,6 +413,128 @@ describe("the gated fence on a 3-node cluster", () => {
     } finally {
       await run(Scope.close(own, Exit.void))
       await Promise.all(proxies.map((p) => p.close()))
+    }
+  })
+
+  // last: it adds a replica to the cluster and fails a master over to it
+  it("a failover: the demoted master refuses the MULTI (MOVED), nothing runs; the script reads on, then the new master's wire, and the old one is closed", async () => {
+    // a shard on node 0, and a replica of node 0
+    let seed = await seeded("failover", 5)
+    while (seed.owner !== 0) seed = await seeded("failover", 5)
+    const { stream, base, slot } = seed
+    const replica = await startRedis({
+      kind: "redis7",
+      args: [
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+        "--cluster-node-timeout",
+        "2000",
+        "--cluster-port",
+        String(await freePort()),
+      ],
+    })
+    const r = new Redis(replica.port, replica.host)
+    try {
+      const myself = ((await admins[0]!.call("CLUSTER", "NODES")) as string)
+        .split("\n")
+        .find((line) => line.includes("myself"))!
+      const busPort = /@(\d+)/.exec(myself)![1]!
+      await r.call("CLUSTER", "MEET", cluster.nodes[0]!.host, cluster.nodes[0]!.port, busPort)
+      for (let i = 0; !((await r.call("CLUSTER", "NODES")) as string).includes(ids[0]!); i++) {
+        if (i > 200) throw new Error("the replica never met node 0")
+        await sleep(50)
+      }
+      for (let i = 0; ; i++) {
+        const ok = await r.call("CLUSTER", "REPLICATE", ids[0]!).then(
+          () => true,
+          () => false,
+        )
+        if (ok) break
+        if (i > 200) throw new Error("CLUSTER REPLICATE refused")
+        await sleep(50)
+      }
+      for (let i = 0; !/master_link_status:up/.test(await r.info("replication")); i++) {
+        if (i > 400) throw new Error("the replica never synced")
+        await sleep(50)
+      }
+      const reader = makeGatedReader(connection, clusterRoute(connection))
+      const first = await reader.read({ ...base, consumer: "c", token: 3, count: 2 }, undefined)
+      assert.strictEqual(first._tag, "Read")
+      const acked = first._tag === "Read" ? first.messages.map((m) => m.id) : []
+      const wireOnOld = () =>
+        (admins[0]!.call("CLIENT", "LIST") as Promise<string>).then((list) =>
+          // a normal client (not the replication link, whose last command may be EXEC too)
+          list.split("\n").some((line) => / flags=N /.test(line) && / cmd=exec /.test(line)),
+        )
+      assert.isTrue(await wireOnOld())
+      // a manual failover: the replica takes over node 0's slots, node 0 becomes its replica
+      for (let i = 0; !/^role:master/m.test(await r.info("replication")); i++) {
+        if (i === 0) await r.call("CLUSTER", "FAILOVER")
+        if (i > 400) throw new Error("the failover did not happen")
+        await sleep(50)
+      }
+      for (let i = 0; !/^role:slave/m.test(await admins[0]!.info("replication")); i++) {
+        if (i > 400) throw new Error("node 0 was not demoted")
+        await sleep(50)
+      }
+      const stateOnNew = async () => {
+        const [type, gate, groups] = await Promise.all([
+          r.type(shardKey(stream, 0)),
+          r.exists(gateKey(stream, 0)),
+          r.call("XINFO", "GROUPS", shardKey(stream, 0)) as Promise<Array<Array<unknown>>>,
+        ])
+        return { type, gate, groups }
+      }
+      const before = await stateOnNew()
+      // the client's slot map still names node 0: its wire there is refused
+      const refused = await reader.read(
+        { ...base, consumer: "c", token: 3, count: 2 },
+        { ids: acked, mode: "ack" },
+      )
+      assert.deepStrictEqual(refused, { _tag: "Fallback" })
+      assert.deepStrictEqual(await stateOnNew(), before, "nothing ran on the new master")
+      const next = await run(
+        streams.read({
+          ...base,
+          consumer: "c",
+          token: 3,
+          count: 2,
+          ack: { ids: acked, mode: "ack" },
+        }),
+      )
+      assert.deepStrictEqual(
+        next.map((m) => m.fields.i),
+        ["3", "4"],
+      )
+      // after the refresh: gated reads on the new master; the demoted one's wire closed
+      const newKey = `${replica.host}:${replica.port}`
+      const slots = () => (connection.client as import("ioredis").Cluster).slots[slot]?.[0]
+      for (let i = 0; slots() !== newKey || (await wireOnOld()); i++) {
+        if (i > 200)
+          throw new Error(`the slot map names ${slots()}, the old wire open: ${await wireOnOld()}`)
+        await sleep(50)
+      }
+      const execsBefore = Number(
+        /cmdstat_exec:calls=(\d+)/.exec(await r.info("commandstats"))?.[1] ?? 0,
+      )
+      const last = await reader.read(
+        { ...base, consumer: "c", token: 3, count: 10 },
+        { ids: next.map((m) => m.id), mode: "ack" },
+      )
+      assert.deepStrictEqual(last._tag === "Read" ? last.messages.map((m) => m.fields.i) : last, [
+        "5",
+      ])
+      const execsAfter = Number(
+        /cmdstat_exec:calls=(\d+)/.exec(await r.info("commandstats"))?.[1] ?? 0,
+      )
+      assert.isAtLeast(execsAfter - execsBefore, 1)
+      const after = await stateOnNew()
+      assert.deepStrictEqual([after.type, after.gate], ["stream", 0])
+    } finally {
+      r.disconnect()
+      await replica.stop()
     }
   })
 })
