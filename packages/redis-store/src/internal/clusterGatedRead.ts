@@ -104,10 +104,13 @@ const makeRoute = (connection: RedisConnectionShape): GatedRoute => {
     drop: (failed) => {
       for (const [key, entry] of wires) if (entry.wire === failed) close(key, failed)
     },
-    redirected: () => {
-      // the script this read falls back to follows the redirection; the next
-      // reads of the slot need the new owner too
-      cluster.refreshSlotsCache()
+    redirected: (error) => {
+      // MOVED: the slot map is stale (the script this read falls back to
+      // follows the redirection; the next reads need the new owner too).
+      // ASK / TRYAGAIN: the slot is migrating and the map is right; until
+      // the move ends, each gated read of the slot costs one refused round
+      // trip before its script. Concurrent refreshes are one (ioredis).
+      if (error.message.startsWith("MOVED ")) cluster.refreshSlotsCache()
     },
   }
 }
