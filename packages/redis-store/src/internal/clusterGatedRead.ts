@@ -27,10 +27,28 @@ import { type GatedRoute, ready } from "./gatedRead.js"
 import { adopt, type Wire } from "./wire.js"
 
 interface NodeWire {
+  /** The node's wire, counting its sends in flight. */
   readonly wire: Promise<Wire>
   /** What `wire` resolved to (to see it closed without awaiting). */
   live: Wire | undefined
+  /** Sends written and not yet answered. */
+  inFlight: number
+  /** Out of the route (its node no longer a master): closed once idle. */
+  retired: boolean
+  shut: boolean
   readonly release: () => void
+}
+
+const shut = (entry: NodeWire) => {
+  if (entry.shut) return
+  entry.shut = true
+  entry.live?.close()
+  entry.release()
+}
+
+/** Closes a retired wire once no read is waiting on it. */
+const shutIfIdle = (entry: NodeWire) => {
+  if (entry.retired && entry.inFlight === 0 && entry.live !== undefined) shut(entry)
 }
 
 /** The `host:port` a cluster client's node connection is known by in its slot map. */
@@ -58,19 +76,27 @@ const makeRoute = (connection: RedisConnectionShape): GatedRoute => {
   const { shardKey } = connection.keys
   const wires = new Map<string, NodeWire>()
 
+  /** A failed wire: closed now (its reads in flight have failed already). */
   const close = (key: string, which?: Promise<Wire>) => {
     const entry = wires.get(key)
     if (entry === undefined || (which !== undefined && entry.wire !== which)) return
     wires.delete(key)
-    entry.live?.close()
-    entry.release()
+    shut(entry)
   }
 
   // after each refresh of the slot map: a node that owns no slot any more
-  // (removed, or a master demoted by a failover) loses its wire
+  // (removed, or a master demoted by a failover) gets no more reads, and
+  // its wire closes once the reads already sent there are answered (a
+  // demoted master refuses them: MOVED, and they take the script); closing
+  // it under them would fail them for nothing
   cluster.on("refresh", () => {
     const masters = new Set(cluster.nodes("master").map(nodeKey))
-    for (const key of [...wires.keys()]) if (!masters.has(key)) close(key)
+    for (const [key, entry] of [...wires])
+      if (!masters.has(key)) {
+        wires.delete(key)
+        entry.retired = true
+        shutIfIdle(entry)
+      }
   })
 
   const open = (o: ShardStreams.ReadOptions): Promise<Wire> | undefined => {
@@ -87,12 +113,28 @@ const makeRoute = (connection: RedisConnectionShape): GatedRoute => {
     const lease = connection.leaseNode(node)
     const entry: NodeWire = {
       live: undefined,
+      inFlight: 0,
+      retired: false,
+      shut: false,
       release: lease.release,
-      wire: ready(lease.client).then(() => {
+      wire: ready(lease.client).then((): Wire => {
         const w = adopt(lease.client)
-        if (wires.get(owner) === entry) entry.live = w
-        else w.close()
-        return w
+        entry.live = w
+        if (entry.shut) w.close()
+        // retired while it opened: the reads awaiting it send first (they
+        // resume before any macrotask), then it closes once they are answered
+        else if (entry.retired) setImmediate(() => shutIfIdle(entry))
+        return {
+          send: (commands) => {
+            entry.inFlight++
+            return w.send(commands).finally(() => {
+              entry.inFlight--
+              shutIfIdle(entry)
+            })
+          },
+          closed: w.closed,
+          close: w.close,
+        }
       }),
     }
     wires.set(owner, entry)
