@@ -11,9 +11,15 @@ export interface Run {
 
 export const runCli = (args: ReadonlyArray<string>) =>
   Effect.callback<Run>((resume) => {
-    execFile("node", [CLI, ...args], { timeout: 20_000 }, (error, stdout, stderr) => {
+    // a generous deadline (a loaded CI machine has taken seconds to start
+    // node); a CLI killed at it says so in stderr instead of empty output
+    execFile("node", [CLI, ...args], { timeout: 60_000 }, (error, stdout, stderr) => {
       const code = error === null ? 0 : typeof error.code === "number" ? error.code : 99
-      resume(Effect.succeed({ code, stdout, stderr }))
+      const killed =
+        error?.killed === true
+          ? `\n[test] the CLI was killed (${error.signal}) at its 60 s deadline`
+          : ""
+      resume(Effect.succeed({ code, stdout, stderr: stderr + killed }))
     })
   })
 
