@@ -38,7 +38,13 @@ import type { Redis } from "ioredis"
 import type { RedisConnectionShape } from "../RedisConnection.js"
 import { Scripts } from "../scripts.js"
 import { ackCommand, type Command, type FencedRead } from "./burst.js"
-import { Code, xreadMessages } from "./reply.js"
+import {
+  type AckedRead,
+  burstCommands,
+  burstOutcomes,
+  makeBurstQueue,
+  outcomeOf,
+} from "./gatedBurst.js"
 import { adopt, type Wire } from "./wire.js"
 
 const sha1 = (lua: string) => createHash("sha1").update(lua).digest("hex")
@@ -163,7 +169,7 @@ export const makeGatedReader = (connection: RedisConnectionShape) => {
   }
 
   /** One gated read; `ack` (non-empty) rides in its MULTI. Throws on a connection error. */
-  const read = async (
+  const readOne = async (
     o: ShardStreams.ReadOptions,
     ack: ShardStreams.AckFirst | undefined,
   ): Promise<FencedRead> => {
@@ -189,31 +195,56 @@ export const makeGatedReader = (connection: RedisConnectionShape) => {
         // the script cache was flushed: the gate stayed shut, nothing happened;
         // again with the script's body (EVAL caches it)
         if (isError(gated, "NOSCRIPT") && attempt === 0) continue
-        if (gated instanceof Error) throw gated
-        // the gate script's reply, coded as every script's (src/lua/prelude.lua)
-        const [code, detail, message] = Array.isArray(gated) ? gated : [Number.NaN]
-        if (code === Code.Stale) return { _tag: "Stale", current: Number(detail) }
-        if (code === Code.Foreign)
-          return { _tag: "Foreign", key: String(detail), message: String(message) }
-        if (code !== Code.Ok) throw new Error(`gate script: ${String(detail)}`)
-        // the group has read everything: nothing was renamed, nothing read
-        if (Number(detail) === 2) return { _tag: "Read", messages: [] }
-        const moved = Number(detail) === 1
-        if (moved && Number(renamed) !== 1)
-          throw new Error(`gated read: the stream did not move back (RENAMENX: ${String(renamed)})`)
-        if (!moved || isError(xread, "NOGROUP")) return { _tag: "Fallback" }
-        for (const reply of [acked, xread])
-          if (isError(reply, "WRONGTYPE"))
-            return { _tag: "Foreign", key: shardKey(o.stream, o.shard), message: reply.message }
-        if (acked instanceof Error) throw acked
-        if (xread instanceof Error) throw xread
-        return { _tag: "Read", messages: xreadMessages(xread, o.keyField) }
+        return outcomeOf(gated, acked, xread, renamed, shardKey(o.stream, o.shard), o.keyField)
       }
     } catch (error) {
       drop(opened)
       throw error
     }
   }
+
+  /** Several shards' acked reads in one transaction (internal/gatedBurst.ts); throws as `readOne`. */
+  const readSeveral = async (
+    reads: ReadonlyArray<AckedRead>,
+  ): Promise<Array<FencedRead | Error>> => {
+    const opened = open()
+    try {
+      const w = await opened
+      for (let attempt = 0; ; attempt++) {
+        const res = await w.send(burstCommands(reads, connection.keys, attempt > 0))
+        const decided = burstOutcomes(reads, res, connection.keys)
+        // a flushed script cache: no gate opened, nothing happened; again with EVAL
+        if (decided._tag === "NOSCRIPT" && attempt === 0) continue
+        if (decided._tag === "NOSCRIPT") throw new Error("gated burst: NOSCRIPT after EVAL")
+        if (decided._tag === "Refused") {
+          if (decided.permanent) refused = true
+          return reads.map(() => ({ _tag: "Fallback" }))
+        }
+        // an error of one shard replaces the connection, as a single read's does
+        if (decided.outcomes.some((x) => x instanceof Error)) drop(opened)
+        return decided.outcomes
+      }
+    } catch (error) {
+      drop(opened)
+      throw error
+    }
+  }
+
+  // the reads of busy shards (their ack queued natively) share transactions
+  const bursts = makeBurstQueue({
+    keys: connection.keys,
+    single: ({ o, ack }) => readOne(o, ack),
+    several: readSeveral,
+  })
+
+  /** One gated read; `ack` (non-empty) rides in its MULTI, with other shards' when they are ready. */
+  const read = (
+    o: ShardStreams.ReadOptions,
+    ack: ShardStreams.AckFirst | undefined,
+  ): Promise<FencedRead> =>
+    ack !== undefined && (ack.mode === "ack" || features.xackdel)
+      ? bursts.read({ o, ack })
+      : readOne(o, ack)
 
   return {
     read,
