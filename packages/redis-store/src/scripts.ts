@@ -13,7 +13,6 @@ import commit from "./lua/commit.lua"
 import deadLetter from "./lua/dead-letter.lua"
 import drainState from "./lua/drain-state.lua"
 import gate from "./lua/gate.lua"
-import gateBurst from "./lua/gate-burst.lua"
 import gateFast from "./lua/gate-fast.lua"
 import hbPush from "./lua/hb-push.lua"
 import hbReply from "./lua/hb-reply.lua"
@@ -78,8 +77,6 @@ export const Scripts = {
   // the gate's common case (the ack queued in the MULTI) without the prelude: it
   // costs Redis about half the full gate per batch (docs/runtime.md, "Where the time goes")
   gateFast: { name: "shardline_gateFast", numberOfKeys: 3, lua: gateFast },
-  // gateFast for several shards of one transaction (3 keys per shard; src/internal/gatedBurst.ts)
-  gateBurst: { name: "shardline_gateBurst", numberOfKeys: -1, lua: gateBurst },
   ack: script("ack", 2, ack),
   nack: script("nack", 2, nack),
   claimPending: script("claimPending", 2, claimPending),

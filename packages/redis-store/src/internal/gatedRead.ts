@@ -31,6 +31,10 @@
  * renames nothing, so it does not modify the shard's key (another client's
  * WATCH on it survives; docs/redis.md, "Idle shards"). The fence is checked
  * first all the same, and a shut gate reads nothing by construction.
+ *
+ * Reads of several loops that are ready together leave in ONE MULTI, each
+ * read's commands above in turn (internal/gatedBurst.ts; docs/redis.md,
+ * "Several shards in one transaction").
  */
 import { createHash } from "node:crypto"
 import type { ShardStreams } from "@shardline/core"
@@ -39,20 +43,18 @@ import type { RedisConnectionShape } from "../RedisConnection.js"
 import { Scripts } from "../scripts.js"
 import { ackCommand, type Command, type FencedRead } from "./burst.js"
 import {
-  type AckedRead,
-  burstCommands,
-  burstOutcomes,
+  type GatedRead,
   makeBurstQueue,
+  mergeTransactions,
+  noScript,
   outcomeOf,
+  splitReplies,
 } from "./gatedBurst.js"
 import { adopt, type Wire } from "./wire.js"
 
 const sha1 = (lua: string) => createHash("sha1").update(lua).digest("hex")
 const GATE_SHA = sha1(Scripts.gate.lua)
 const GATE_FAST_SHA = sha1(Scripts.gateFast.lua)
-
-const isError = (x: unknown, prefix: string): x is Error =>
-  x instanceof Error && x.message.startsWith(prefix)
 
 /** Resolves once `c` is ready; rejects if it ends first. */
 const ready = (c: Redis): Promise<void> =>
@@ -75,9 +77,9 @@ const ready = (c: Redis): Promise<void> =>
 
 /**
  * Gated reads over one dedicated connection of a single node, shared by
- * every read loop and spoken to directly once ready (internal/wire.ts): each
- * read is one burst (MULTI ... EXEC) in one write, so bursts of concurrent
- * loops never interleave; the connection never reconnects or resends (a
+ * every read loop and spoken to directly once ready (internal/wire.ts): the
+ * reads queued together are one burst (MULTI ... EXEC) in one write, so
+ * bursts never interleave; the connection never reconnects or resends (a
  * resent tail would run outside its MULTI). A closed connection is replaced
  * at the next read.
  */
@@ -168,83 +170,64 @@ export const makeGatedReader = (connection: RedisConnectionShape) => {
     return commands
   }
 
-  /** One gated read; `ack` (non-empty) rides in its MULTI. Throws on a connection error. */
-  const readOne = async (
-    o: ShardStreams.ReadOptions,
-    ack: ShardStreams.AckFirst | undefined,
-  ): Promise<FencedRead> => {
+  /**
+   * Several reads in one transaction, each read's own commands in turn
+   * (internal/gatedBurst.ts); each gets its outcome or its error. Throws on
+   * a connection error.
+   */
+  const send = async (reads: ReadonlyArray<GatedRead>): Promise<Array<FencedRead | Error>> => {
     const opened = open()
     try {
       const w = await opened
-      for (let attempt = 0; ; attempt++) {
-        const res = await w.send(commandsOf(o, ack, attempt > 0))
-        const exec = res[res.length - 1]
-        if (exec instanceof Error) {
+      const outcomes: Array<FencedRead | Error | undefined> = reads.map(() => undefined)
+      let todo = reads.map((_, i) => i)
+      for (let attempt = 0; todo.length > 0; attempt++) {
+        const { commands, sizes } = mergeTransactions(
+          todo.map((i) => commandsOf(reads[i]!.o, reads[i]!.ack, attempt > 0)),
+        )
+        const split = splitReplies(await w.send(commands), sizes)
+        if (split._tag === "Refused") {
           // EXECABORT: a command was refused when queued, so nothing ran
-          const queued = res.find((reply) => reply instanceof Error && reply !== exec)
-          if (queued instanceof Error && /^(NOPERM|ERR unknown command)/.test(queued.message))
-            refused = true
-          if (exec.message.startsWith("EXECABORT")) return { _tag: "Fallback" }
-          throw exec
+          if (split.permanent) refused = true
+          for (const i of todo) outcomes[i] = { _tag: "Fallback" }
+          break
         }
-        // null only when a WATCH failed, and this connection holds none
-        if (!Array.isArray(exec)) throw new Error(`gated read: EXEC replied ${String(exec)}`)
-        const replies: Array<unknown> = exec
-        const [gated, acked, xread, renamed] =
-          replies.length === 4 ? replies : [replies[0], undefined, replies[1], replies[2]]
-        // the script cache was flushed: the gate stayed shut, nothing happened;
-        // again with the script's body (EVAL caches it)
-        if (isError(gated, "NOSCRIPT") && attempt === 0) continue
-        return outcomeOf(gated, acked, xread, renamed, shardKey(o.stream, o.shard), o.keyField)
+        const again: Array<number> = []
+        for (const [k, i] of todo.entries()) {
+          const replies = split.replies[k]!
+          // the script cache was flushed: that gate stayed shut, nothing happened;
+          // again with the script's body (EVAL caches it)
+          if (noScript(replies) && attempt === 0) {
+            again.push(i)
+            continue
+          }
+          const { o } = reads[i]!
+          try {
+            outcomes[i] = outcomeOf(replies, shardKey(o.stream, o.shard), o.keyField)
+          } catch (error) {
+            outcomes[i] = error instanceof Error ? error : new Error(String(error))
+          }
+        }
+        todo = again
       }
+      // an error of one read replaces the connection, as it did when each read was alone
+      if (outcomes.some((x) => x instanceof Error)) drop(opened)
+      return outcomes.map((x) => x ?? new Error("gated read: no outcome"))
     } catch (error) {
       drop(opened)
       throw error
     }
   }
 
-  /** Several shards' acked reads in one transaction (internal/gatedBurst.ts); throws as `readOne`. */
-  const readSeveral = async (
-    reads: ReadonlyArray<AckedRead>,
-  ): Promise<Array<FencedRead | Error>> => {
-    const opened = open()
-    try {
-      const w = await opened
-      for (let attempt = 0; ; attempt++) {
-        const res = await w.send(burstCommands(reads, connection.keys, attempt > 0))
-        const decided = burstOutcomes(reads, res, connection.keys)
-        // a flushed script cache: no gate opened, nothing happened; again with EVAL
-        if (decided._tag === "NOSCRIPT" && attempt === 0) continue
-        if (decided._tag === "NOSCRIPT") throw new Error("gated burst: NOSCRIPT after EVAL")
-        if (decided._tag === "Refused") {
-          if (decided.permanent) refused = true
-          return reads.map(() => ({ _tag: "Fallback" }))
-        }
-        // an error of one shard replaces the connection, as a single read's does
-        if (decided.outcomes.some((x) => x instanceof Error)) drop(opened)
-        return decided.outcomes
-      }
-    } catch (error) {
-      drop(opened)
-      throw error
-    }
-  }
+  // every loop's reads share transactions: one MULTI, one write, one round
+  // trip for the reads that are ready together (internal/gatedBurst.ts)
+  const bursts = makeBurstQueue({ send })
 
-  // the reads of busy shards (their ack queued natively) share transactions
-  const bursts = makeBurstQueue({
-    keys: connection.keys,
-    single: ({ o, ack }) => readOne(o, ack),
-    several: readSeveral,
-  })
-
-  /** One gated read; `ack` (non-empty) rides in its MULTI, with other shards' when they are ready. */
+  /** One gated read; `ack` (non-empty) rides in its MULTI. Throws on a connection error. */
   const read = (
     o: ShardStreams.ReadOptions,
     ack: ShardStreams.AckFirst | undefined,
-  ): Promise<FencedRead> =>
-    ack !== undefined && (ack.mode === "ack" || features.xackdel)
-      ? bursts.read({ o, ack })
-      : readOne(o, ack)
+  ): Promise<FencedRead> => bursts.read({ o, ack })
 
   return {
     read,
