@@ -14,6 +14,7 @@ import { describe } from "vitest"
 import type { Command, FencedRead } from "../src/internal/burst.js"
 import {
   type GatedRead,
+  MAX_IN_FLIGHT,
   MAX_READS,
   makeBurstQueue,
   mergeTransactions,
@@ -43,11 +44,12 @@ const deferred = <A>() => {
 const tick = () => new Promise((r) => setTimeout(r, 0))
 
 describe("the burst queue (no Redis)", () => {
-  const recording = () => {
+  const recording = (maxInFlight = 1) => {
     const sent: Array<Array<string>> = []
     const pending: Array<(error?: Error) => void> = []
     const label = (r: GatedRead) => `${r.o.stream}:${r.o.shard}:${r.o.group}`
     const queue = makeBurstQueue({
+      maxInFlight,
       send: (reads) => {
         sent.push(reads.map(label))
         const d = deferred<Error | undefined>()
@@ -87,6 +89,25 @@ describe("the burst queue (no Redis)", () => {
     assert.deepStrictEqual(sent[1], ["d:0:g", "e:0:g"])
     pending[1]!()
     await Promise.all(later)
+  })
+
+  it(`at most ${MAX_IN_FLIGHT} transactions in flight (the default); the reads queued meanwhile wait`, async () => {
+    const { queue, sent, pending } = recording(MAX_IN_FLIGHT)
+    const reads: Array<Promise<FencedRead>> = []
+    for (let i = 0; i <= MAX_IN_FLIGHT; i++) {
+      reads.push(queue.read(acked("s", 2 * i)), queue.read(acked("s", 2 * i + 1)))
+      await tick()
+    }
+    assert.strictEqual(sent.length, MAX_IN_FLIGHT)
+    assert.strictEqual(queue.queued(), 2)
+    pending[0]!()
+    await tick()
+    assert.deepStrictEqual(sent[MAX_IN_FLIGHT], [
+      `s:${2 * MAX_IN_FLIGHT}:g`,
+      `s:${2 * MAX_IN_FLIGHT + 1}:g`,
+    ])
+    for (const done of pending.slice(1)) done()
+    await Promise.all(reads)
   })
 
   it(`at most ${MAX_READS} reads in one transaction`, async () => {
