@@ -6,6 +6,7 @@
  * in the middle of a burst reads nothing unfenced and leaves every stream
  * at its key. The queue alone (no Redis) first, then on every single node.
  */
+import { connect, type Socket } from "node:net"
 import { assert, it } from "@effect/vitest"
 import type { ShardStreams } from "@shardline/core"
 import { Effect } from "effect"
@@ -278,14 +279,7 @@ for (const target of redisTargets().filter((t) => t.kind !== "cluster7")) {
             yield* s.ack({ stream, shard: 4, group: "g", token: 3, ids: [only!.id], mode: "ack" })
             const reader = makeGatedReader(subject().connection)
             // MONITOR: what the reader's own connection sent while reading this stream
-            const monitor = yield* Effect.promise(() => redis().duplicate().monitor())
-            yield* Effect.addFinalizer(() => Effect.sync(() => monitor.disconnect()))
-            const seen: Array<{ source: string; args: ReadonlyArray<string> }> = []
-            monitor.on(
-              "monitor",
-              (_time: string, args: ReadonlyArray<string>, source: string) =>
-                void seen.push({ source, args }),
-            )
+            const { seen } = yield* monitorOf(redis())
             yield* Effect.sleep("50 millis")
             const got = yield* Effect.promise(() =>
               Promise.all([
@@ -489,6 +483,38 @@ for (const target of redisTargets().filter((t) => t.kind !== "cluster7")) {
     },
   )
 }
+
+/**
+ * MONITOR on a socket of its own (ioredis' monitor mode races its ready
+ * check on a busy server: "Command queue state error"): each command the
+ * server ran, with the address of the client that sent it. Closed with the scope.
+ */
+const monitorOf = (client: Redis) =>
+  Effect.acquireRelease(
+    Effect.callback<{
+      readonly seen: Array<{ source: string; args: ReadonlyArray<string> }>
+      readonly socket: Socket
+    }>((resume) => {
+      const seen: Array<{ source: string; args: ReadonlyArray<string> }> = []
+      const { host, port } = client.options
+      const socket = connect(port ?? 6379, host ?? "127.0.0.1")
+      let buffered = ""
+      socket.on("data", (data: Buffer) => {
+        buffered += data.toString("utf8")
+        const lines = buffered.split("\r\n")
+        buffered = lines.pop() ?? ""
+        for (const line of lines) {
+          if (line === "+OK") resume(Effect.succeed({ seen, socket }))
+          const source = /^\+[\d.]+ \[\S+ ([^\]]+)\]/.exec(line)?.[1]
+          if (source === undefined) continue
+          const args = [...line.matchAll(/"((?:[^"\\]|\\.)*)"/g)].map((m) => m[1]!)
+          seen.push({ source, args })
+        }
+      })
+      socket.write("MONITOR\r\n")
+    }),
+    ({ socket }) => Effect.sync(() => socket.destroy()),
+  )
 
 const tuple = (r: {
   o: ShardStreams.ReadOptions
