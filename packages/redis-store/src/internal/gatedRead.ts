@@ -31,6 +31,12 @@
  * renames nothing, so it does not modify the shard's key (another client's
  * WATCH on it survives; docs/redis.md, "Idle shards"). The fence is checked
  * first all the same, and a shut gate reads nothing by construction.
+ *
+ * On a single node, reads of several loops that are ready together leave in
+ * ONE MULTI, each read's commands above in turn (internal/gatedBurst.ts;
+ * docs/redis.md, "Several shards in one transaction"). In a cluster each
+ * read is its own MULTI on the wire of its slot's node
+ * (internal/clusterGatedRead.ts).
  */
 import { createHash } from "node:crypto"
 import type { ShardStreams } from "@shardline/core"
@@ -38,15 +44,19 @@ import type { Redis } from "ioredis"
 import type { RedisConnectionShape } from "../RedisConnection.js"
 import { Scripts } from "../scripts.js"
 import { ackCommand, type Command, type FencedRead } from "./burst.js"
-import { Code, xreadMessages } from "./reply.js"
+import {
+  type GatedRead,
+  makeBurstQueue,
+  mergeTransactions,
+  noScript,
+  outcomeOf,
+  splitReplies,
+} from "./gatedBurst.js"
 import { adopt, type Wire } from "./wire.js"
 
 const sha1 = (lua: string) => createHash("sha1").update(lua).digest("hex")
 const GATE_SHA = sha1(Scripts.gate.lua)
 const GATE_FAST_SHA = sha1(Scripts.gateFast.lua)
-
-const isError = (x: unknown, prefix: string): x is Error =>
-  x instanceof Error && x.message.startsWith(prefix)
 
 /** Resolves once `c` is ready; rejects if it ends first. */
 export const ready = (c: Redis): Promise<void> =>
@@ -91,9 +101,9 @@ const REDIRECTION = /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /
 
 /**
  * Gated reads over one dedicated connection of a single node, shared by
- * every read loop and spoken to directly once ready (internal/wire.ts): each
- * read is one burst (MULTI ... EXEC) in one write, so bursts of concurrent
- * loops never interleave; the connection never reconnects or resends (a
+ * every read loop and spoken to directly once ready (internal/wire.ts): the
+ * reads queued together are one burst (MULTI ... EXEC) in one write, so
+ * bursts never interleave; the connection never reconnects or resends (a
  * resent tail would run outside its MULTI). A closed connection is replaced
  * at the next read.
  */
@@ -184,12 +194,72 @@ export const makeGatedReader = (connection: RedisConnectionShape, route?: GatedR
     return commands
   }
 
-  /** One gated read; `ack` (non-empty) rides in its MULTI. Throws on a connection error. */
-  const read = async (
+  /**
+   * Several reads in one transaction, each read's own commands in turn
+   * (internal/gatedBurst.ts); each gets its outcome or its error. Throws on
+   * a connection error.
+   */
+  const send = async (reads: ReadonlyArray<GatedRead>): Promise<Array<FencedRead | Error>> => {
+    const opened = open()
+    try {
+      const w = await opened
+      const outcomes: Array<FencedRead | Error | undefined> = reads.map(() => undefined)
+      let todo = reads.map((_, i) => i)
+      for (let attempt = 0; todo.length > 0; attempt++) {
+        const { commands, sizes } = mergeTransactions(
+          todo.map((i) => commandsOf(reads[i]!.o, reads[i]!.ack, attempt > 0)),
+        )
+        const split = splitReplies(await w.send(commands), sizes)
+        if (split._tag === "Refused") {
+          // EXECABORT: a command was refused when queued, so nothing ran
+          if (split.permanent) refused = true
+          for (const i of todo) outcomes[i] = { _tag: "Fallback" }
+          break
+        }
+        const again: Array<number> = []
+        for (const [k, i] of todo.entries()) {
+          const replies = split.replies[k]!
+          // the script cache was flushed: that gate stayed shut, nothing happened;
+          // again with the script's body (EVAL caches it)
+          if (noScript(replies) && attempt === 0) {
+            again.push(i)
+            continue
+          }
+          const { o } = reads[i]!
+          try {
+            outcomes[i] = outcomeOf(replies, shardKey(o.stream, o.shard), o.keyField)
+          } catch (error) {
+            outcomes[i] = error instanceof Error ? error : new Error(String(error))
+          }
+        }
+        todo = again
+      }
+      // an error of one read replaces the connection, as it did when each read was alone
+      if (outcomes.some((x) => x instanceof Error)) drop(opened)
+      return outcomes.map((x) => x ?? new Error("gated read: no outcome"))
+    } catch (error) {
+      drop(opened)
+      throw error
+    }
+  }
+
+  // every loop's reads share transactions: one MULTI, one write, one round
+  // trip for the reads that are ready together (internal/gatedBurst.ts)
+  const bursts = makeBurstQueue({ send })
+
+  /**
+   * One gated read alone in its transaction, on the wire of the node of its
+   * shard's slot (a cluster: internal/clusterGatedRead.ts; shards on
+   * different nodes cannot share a MULTI). A redirection (MOVED, ASK,
+   * TRYAGAIN, CLUSTERDOWN) refused the transaction, so nothing ran: the read
+   * takes the script, which follows it.
+   */
+  const readRouted = async (
+    route: GatedRoute,
     o: ShardStreams.ReadOptions,
     ack: ShardStreams.AckFirst | undefined,
   ): Promise<FencedRead> => {
-    const opened = route === undefined ? open() : route.open(o)
+    const opened = route.open(o)
     if (opened === undefined) return { _tag: "Fallback" }
     try {
       const w = await opened
@@ -205,7 +275,7 @@ export const makeGatedReader = (connection: RedisConnectionShape, route?: GatedR
             (e): e is Error => e instanceof Error && REDIRECTION.test(e.message),
           )
           if (redirection !== undefined) {
-            route?.redirected(redirection)
+            route.redirected(redirection)
             return { _tag: "Fallback" }
           }
           if (exec.message.startsWith("EXECABORT")) return { _tag: "Fallback" }
@@ -213,38 +283,23 @@ export const makeGatedReader = (connection: RedisConnectionShape, route?: GatedR
         }
         // null only when a WATCH failed, and this connection holds none
         if (!Array.isArray(exec)) throw new Error(`gated read: EXEC replied ${String(exec)}`)
-        const replies: Array<unknown> = exec
-        const [gated, acked, xread, renamed] =
-          replies.length === 4 ? replies : [replies[0], undefined, replies[1], replies[2]]
         // the script cache was flushed: the gate stayed shut, nothing happened;
         // again with the script's body (EVAL caches it)
-        if (isError(gated, "NOSCRIPT") && attempt === 0) continue
-        if (gated instanceof Error) throw gated
-        // the gate script's reply, coded as every script's (src/lua/prelude.lua)
-        const [code, detail, message] = Array.isArray(gated) ? gated : [Number.NaN]
-        if (code === Code.Stale) return { _tag: "Stale", current: Number(detail) }
-        if (code === Code.Foreign)
-          return { _tag: "Foreign", key: String(detail), message: String(message) }
-        if (code !== Code.Ok) throw new Error(`gate script: ${String(detail)}`)
-        // the group has read everything: nothing was renamed, nothing read
-        if (Number(detail) === 2) return { _tag: "Read", messages: [] }
-        const moved = Number(detail) === 1
-        if (moved && Number(renamed) !== 1)
-          throw new Error(`gated read: the stream did not move back (RENAMENX: ${String(renamed)})`)
-        if (!moved || isError(xread, "NOGROUP")) return { _tag: "Fallback" }
-        for (const reply of [acked, xread])
-          if (isError(reply, "WRONGTYPE"))
-            return { _tag: "Foreign", key: shardKey(o.stream, o.shard), message: reply.message }
-        if (acked instanceof Error) throw acked
-        if (xread instanceof Error) throw xread
-        return { _tag: "Read", messages: xreadMessages(xread, o.keyField) }
+        if (noScript(exec) && attempt === 0) continue
+        return outcomeOf(exec, shardKey(o.stream, o.shard), o.keyField)
       }
     } catch (error) {
-      if (route === undefined) drop(opened)
-      else route.drop(opened)
+      route.drop(opened)
       throw error
     }
   }
+
+  /** One gated read; `ack` (non-empty) rides in its MULTI. Throws on a connection error. */
+  const read = (
+    o: ShardStreams.ReadOptions,
+    ack: ShardStreams.AckFirst | undefined,
+  ): Promise<FencedRead> =>
+    route === undefined ? bursts.read({ o, ack }) : readRouted(route, o, ack)
 
   return {
     read,
