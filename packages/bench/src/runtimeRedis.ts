@@ -74,6 +74,22 @@ const measureHandoffs = async (url: string, server: string) => {
   handoffs.push({ server, samples })
 }
 const progress = (name: string, rate: number) => console.log(`  ${name}: ${fmt(rate)} msg/s`)
+/** Starts a server (or cluster) of `kind`; a missing Redis 8 build is skipped with a line, not an error. */
+const startOrSkip = async <S>(
+  kind: ServerKind,
+  start: () => Promise<S>,
+): Promise<S | undefined> => {
+  try {
+    return await start()
+  } catch (error) {
+    if (error instanceof ServerMissing && kind === "redis8") {
+      console.log(`skipping Redis 8: ${error.message}`)
+      return undefined
+    }
+    throw error
+  }
+}
+
 if (process.env.BENCH_REDIS_URL !== undefined) {
   console.log(`on ${process.env.BENCH_REDIS_URL}`)
   results.push(
@@ -88,16 +104,8 @@ if (process.env.BENCH_REDIS_URL !== undefined) {
   await measureHandoffs(process.env.BENCH_REDIS_URL, process.env.BENCH_REDIS_URL)
 } else if (onCluster) {
   for (const kind of ["redis7", "redis8"] as ReadonlyArray<ServerKind>) {
-    let cluster: Awaited<ReturnType<typeof startRedisCluster>>
-    try {
-      cluster = await startRedisCluster({ kind })
-    } catch (error) {
-      if (error instanceof ServerMissing && kind === "redis8") {
-        console.log(`skipping Redis 8: ${error.message}`)
-        continue
-      }
-      throw error
-    }
+    const cluster = await startOrSkip(kind, () => startRedisCluster({ kind }))
+    if (cluster === undefined) continue
     try {
       const name = `cluster of ${cluster.nodes.length} (Redis ${cluster.version})`
       console.log(`on ${name}`)
@@ -110,16 +118,8 @@ if (process.env.BENCH_REDIS_URL !== undefined) {
   }
 } else {
   for (const kind of ["redis7", "redis8"] as ReadonlyArray<ServerKind>) {
-    let server: Awaited<ReturnType<typeof startRedis>>
-    try {
-      server = await startRedis({ kind })
-    } catch (error) {
-      if (error instanceof ServerMissing && kind === "redis8") {
-        console.log(`skipping Redis 8: ${error.message}`)
-        continue
-      }
-      throw error
-    }
+    const server = await startOrSkip(kind, () => startRedis({ kind }))
+    if (server === undefined) continue
     try {
       console.log(`on ${kind} ${server.version} (${server.url})`)
       results.push(

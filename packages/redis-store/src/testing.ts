@@ -321,6 +321,23 @@ export const startRedis = (options: StartOptions = {}): Promise<RedisServer> =>
   startOne(resolveBinaries(options.kind ?? "redis7"), options, [])
 
 /**
+ * The arguments that make a server a cluster node (`startRedis({ args })`,
+ * e.g. a replica added to a running cluster): its cluster bus on a free
+ * port of its own (the default, port + 10000, may be taken), a 2 s node
+ * timeout.
+ */
+export const clusterNodeArgs = async (): Promise<Array<string>> => [
+  "--cluster-enabled",
+  "yes",
+  "--cluster-config-file",
+  "nodes.conf",
+  "--cluster-node-timeout",
+  "2000",
+  "--cluster-port",
+  String(await freePort()),
+]
+
+/**
  * Starts a Redis Cluster of `nodes` masters (default 3, no replicas) and
  * waits until every node reports `cluster_state:ok`.
  */
@@ -335,20 +352,7 @@ export const startRedisCluster = async (
   }
   try {
     for (let i = 0; i < count; i++) {
-      // the cluster bus gets its own free port (default would be port + 10000)
-      const busPort = await freePort()
-      servers.push(
-        await startOne(binaries, options, [
-          "--cluster-enabled",
-          "yes",
-          "--cluster-config-file",
-          "nodes.conf",
-          "--cluster-node-timeout",
-          "2000",
-          "--cluster-port",
-          String(busPort),
-        ]),
-      )
+      servers.push(await startOne(binaries, options, await clusterNodeArgs()))
     }
     execFileSync(
       binaries.cli,

@@ -18,7 +18,12 @@ import { defaultKeys } from "../src/keys.js"
 import * as RedisConnection from "../src/RedisConnection.js"
 import * as RedisShardStreams from "../src/RedisShardStreams.js"
 import { Scripts } from "../src/scripts.js"
-import { freePort, type RedisCluster, startRedis, startRedisCluster } from "../src/testing.js"
+import {
+  clusterNodeArgs,
+  type RedisCluster,
+  startRedis,
+  startRedisCluster,
+} from "../src/testing.js"
 import { startLossyProxy } from "./support/proxy.js"
 import { unique } from "./support/targets.js"
 
@@ -535,19 +540,7 @@ describe("the gated fence on a 3-node cluster", () => {
     let seed = await seeded("failover", 5)
     while (seed.owner !== 0) seed = await seeded("failover", 5)
     const { stream, base, slot } = seed
-    const replica = await startRedis({
-      kind: "redis7",
-      args: [
-        "--cluster-enabled",
-        "yes",
-        "--cluster-config-file",
-        "nodes.conf",
-        "--cluster-node-timeout",
-        "2000",
-        "--cluster-port",
-        String(await freePort()),
-      ],
-    })
+    const replica = await startRedis({ kind: "redis7", args: await clusterNodeArgs() })
     const r = new Redis(replica.port, replica.host)
     try {
       const myself = ((await admins[0]!.call("CLUSTER", "NODES")) as string)
