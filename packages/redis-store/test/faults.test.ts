@@ -231,14 +231,24 @@ for (const target of redisTargets())
             const stream = unique("clientkill")
             const key = { stream, group: "workers" }
             const log = makeLog()
-            // the coordinator on a connection of its own, named so it can be killed
+            // this test's connections (the coordinator's, the members', the
+            // producer's) under an ACL user of their own, so the kill reaches
+            // them and not the connections of test files running beside it on
+            // this server (CLIENT KILL TYPE normal failed another file's setup)
+            const admin = Context.get(ports(), RedisConnection.RedisConnection).client
+            const user = unique("clientkill-user")
+            yield* Effect.promise(() =>
+              admin.call("ACL", "SETUSER", user, "on", "nopass", "~*", "&*", "+@all"),
+            )
+            const ownPorts = yield* redisPorts({ ...target.options, username: user })
             const hostPorts = yield* redisPorts({
               ...target.options,
+              username: user,
               redis: { connectionName: "coord-under-test" },
             })
             const store = Context.get(hostPorts, Store.Store)
-            const admin = Context.get(ports(), RedisConnection.RedisConnection).client
             let kills = 0
+            let killed = 0
             const killing: Store.StoreShape = {
               load: store.load,
               commit: (k, expected, records) =>
@@ -250,14 +260,17 @@ for (const target of redisTargets())
                     kills++
                     yield* Effect.promise(() =>
                       admin
-                        .call("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+                        .call("CLIENT", "KILL", "USER", user)
+                        .then((n) => {
+                          killed += Number(n)
+                        })
                         .catch(() => 0),
                     )
                   }
                   return yield* Effect.fromResult(yield* Fiber.join(commit))
                 }),
             }
-            const group = yield* makeGroup(ports(), log, {
+            const group = yield* makeGroup(ownPorts, log, {
               stream,
               group: "workers",
               shardCount: 4,
@@ -265,7 +278,7 @@ for (const target of redisTargets())
             })
             yield* group.startHostWith("coord", Context.add(hostPorts, Store.Store, killing))
             for (const id of ["m1", "m2", "m3"]) yield* group.addMember(id)
-            const producer = makeProducer(ports(), stream, 4)
+            const producer = makeProducer(ownPorts, stream, 4)
             yield* runUntil([group], "settled despite killed connections", group.settled, {
               maxMs: 30_000,
             })
@@ -277,6 +290,7 @@ for (const target of redisTargets())
               { maxMs: 30_000 },
             )
             assert.isAtLeast(kills, 1)
+            assert.isAtLeast(killed, 1, "CLIENT KILL USER closed none of this test's connections")
             const snapshot = Option.getOrThrow(yield* Context.get(ports(), Store.Store).load(key))
             assert.strictEqual(snapshot.members.length, 3)
             assert.deepStrictEqual(overlappingOwnership(log.events), [])
