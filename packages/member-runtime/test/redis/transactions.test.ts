@@ -45,6 +45,28 @@ const effects = (tx: Transaction, out: string, m: Message) => {
   tx.send(out, m.key!, { n: m.fields.n! })
 }
 
+/**
+ * A transactional consumer of `stream` (group g, `effects` per message) and
+ * a consumer of its outputs (group check) that hands each output on.
+ */
+const relayedPair = (
+  stream: string,
+  out: string,
+  shardCount: number,
+  onOutput: (m: Message) => void,
+  options: { readonly idleWaitMs?: number } = {},
+): Array<ConsumerDefinition> => [
+  consumer({
+    stream,
+    group: "g",
+    ...fast,
+    ...options,
+    shardCount,
+    eachMessage: (m, { transaction: tx }) => effects(tx, out, m),
+  }),
+  consumer({ stream: out, group: "check", ...fast, shardCount, eachMessage: onOutput }),
+]
+
 /** The first handling of every third message fails after its writes (`tried` remembers). */
 const failsNow = (tried: Set<string>, m: Message) => {
   if (Number(m.fields.n) % 3 !== 0 || tried.has(m.id)) return false
@@ -427,27 +449,12 @@ describe("Redis Cluster: writes in the shard's slot, sends through the outbox", 
       onEvent: (e) => {
         if ("stream" in e && e.stream === stream) events.push(e)
       },
-      consumers: [
-        consumer({
-          stream,
-          group: "g",
-          ...fast,
-          shardCount: 2,
-          eachMessage: (m, { transaction: tx }) => effects(tx, out, m),
-        }),
-        consumer({
-          stream: out,
-          group: "check",
-          ...fast,
-          shardCount: 2,
-          eachMessage: (m) => {
-            received++
-            const list = outputs.get(m.key!) ?? []
-            list.push(Number(m.fields.n))
-            outputs.set(m.key!, list)
-          },
-        }),
-      ],
+      consumers: relayedPair(stream, out, 2, (m) => {
+        received++
+        const list = outputs.get(m.key!) ?? []
+        list.push(Number(m.fields.n))
+        outputs.set(m.key!, list)
+      }),
     })
     const redisClient = new Cluster([...nodes])
     const produce = async (from: number, count: number) => {
@@ -589,24 +596,9 @@ describe("Redis Cluster: writes in the shard's slot, sends through the outbox", 
       onEvent: (e) => {
         if (e.type === "dataPlaneError" && e.stream === stream && relayFailed(e.error)) failures++
       },
-      consumers: [
-        consumer({
-          stream,
-          group: "g",
-          ...fast,
-          shardCount: 1,
-          eachMessage: (m, { transaction: tx }) => effects(tx, out, m),
-        }),
-        consumer({
-          stream: out,
-          group: "check",
-          ...fast,
-          shardCount: 1,
-          eachMessage: (m) => {
-            outputs.push(m.fields.n!)
-          },
-        }),
-      ],
+      consumers: relayedPair(stream, out, 1, (m) => {
+        outputs.push(m.fields.n!)
+      }),
     })
     const redisClient = new Cluster([...nodes])
     try {
@@ -647,25 +639,15 @@ describe("Redis Cluster: writes in the shard's slot, sends through the outbox", 
       onEvent: (e) => {
         if (e.type === "exhausted" && e.stream === stream) exhausted = true
       },
-      consumers: [
-        consumer({
-          stream,
-          group: "g",
-          ...fast,
-          shardCount: 1,
-          idleWaitMs: 300,
-          eachMessage: (m, { transaction: tx }) => effects(tx, out, m),
-        }),
-        consumer({
-          stream: out,
-          group: "check",
-          ...fast,
-          shardCount: 1,
-          eachMessage: (m) => {
-            outputs.push(m.fields.n!)
-          },
-        }),
-      ],
+      consumers: relayedPair(
+        stream,
+        out,
+        1,
+        (m) => {
+          outputs.push(m.fields.n!)
+        },
+        { idleWaitMs: 300 },
+      ),
     })
     const redisClient = new Cluster([...nodes])
     try {
