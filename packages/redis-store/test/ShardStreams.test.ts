@@ -10,13 +10,7 @@ import * as RedisConnection from "../src/RedisConnection.js"
 import * as RedisShardStreams from "../src/RedisShardStreams.js"
 import { shardStreamsContract } from "./contract/ShardStreams.js"
 import { readAllAckingWithNext } from "./support/reads.js"
-import {
-  connect,
-  connectAsOwnUser,
-  describeTarget,
-  redisTargets,
-  unique,
-} from "./support/targets.js"
+import { connect, describeTarget, ownUserStreams, redisTargets, unique } from "./support/targets.js"
 
 const { deadLetterKey, ownerTokenKey, shardKey } = defaultKeys
 
@@ -63,10 +57,7 @@ for (const target of redisTargets()) {
     describeTarget(
       "ShardStreams optimistic fence",
       target,
-      Effect.map(connectAsOwnUser(target), ({ connection, killAll }) => ({
-        streams: RedisShardStreams.makeWith(connection, { read: "optimistic" }),
-        killAll,
-      })),
+      ownUserStreams(target, "optimistic"),
       (fixture) => {
         const subject = () => fixture().streams
         it.live(

@@ -23,8 +23,7 @@ import {
 } from "../src/internal/gatedBurst.js"
 import { makeGatedReader } from "../src/internal/gatedRead.js"
 import { defaultKeys } from "../src/keys.js"
-import * as RedisShardStreams from "../src/RedisShardStreams.js"
-import { connectAsOwnUser, describeTarget, redisTargets, unique } from "./support/targets.js"
+import { describeTarget, ownUserStreams, redisTargets, unique } from "./support/targets.js"
 
 const { gateKey, ownerTokenKey, shardKey } = defaultKeys
 
@@ -193,11 +192,7 @@ for (const target of redisTargets().filter((t) => t.kind !== "cluster7")) {
   describeTarget(
     "ShardStreams gated reads of several shards in one transaction",
     target,
-    Effect.map(connectAsOwnUser(target), ({ connection, killAll }) => ({
-      connection,
-      killAll,
-      streams: RedisShardStreams.makeWith(connection, { read: "gated" }),
-    })),
+    ownUserStreams(target, "gated"),
     (subject) => {
       const redis = () => subject().connection.client as Redis
 

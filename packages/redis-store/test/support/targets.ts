@@ -5,9 +5,11 @@
  * 3-node Redis 7.0 cluster.
  */
 import { randomUUID } from "node:crypto"
+import type { ShardStreams } from "@shardline/core"
 import { Effect, Exit, Scope } from "effect"
 import { afterAll, beforeAll, describe, inject, it } from "vitest"
 import * as RedisConnection from "../../src/RedisConnection.js"
+import * as RedisShardStreams from "../../src/RedisShardStreams.js"
 
 export interface RedisTarget {
   readonly kind: "redis7" | "redis8" | "valkey8" | "cluster7"
@@ -99,3 +101,22 @@ export const connectAsOwnUser = (target: RedisTarget) =>
     const killAll = Effect.promise(() => raw.client("KILL", "USER", user).then(Number))
     return { connection, killAll }
   })
+
+/** A `ShardStreams` with the given read fence over a connection of its own ACL user (`connectAsOwnUser`). */
+export const ownUserStreams = (
+  target: RedisTarget,
+  read: "gated" | "optimistic",
+): Effect.Effect<
+  {
+    readonly connection: RedisConnection.RedisConnectionShape
+    readonly killAll: Effect.Effect<number>
+    readonly streams: ShardStreams.ShardStreamsShape
+  },
+  unknown,
+  Scope.Scope
+> =>
+  Effect.map(connectAsOwnUser(target), ({ connection, killAll }) => ({
+    connection,
+    killAll,
+    streams: RedisShardStreams.makeWith(connection, { read }),
+  }))
