@@ -38,6 +38,7 @@ import type { Redis } from "ioredis"
 import { ackCommand, ackedCount, burst, type FencedRead } from "./internal/burst.js"
 import { clusterRoute } from "./internal/clusterGatedRead.js"
 import { makeGatedReader } from "./internal/gatedRead.js"
+import { makeIdleWaits } from "./internal/idleWaits.js"
 import {
   Code,
   evalScript,
@@ -207,6 +208,18 @@ export const makeWith = (
     (options.read ?? "gated") === "gated"
       ? makeGatedReader(connection, connection.isCluster ? clusterRoute(connection) : undefined)
       : undefined
+
+  // a single node's idle waits share a few blocking connections (internal/idleWaits.ts); in
+  // a cluster a multi-key XREAD needs its keys in one slot, so each waits on its own
+  const idleWaits = connection.isCluster
+    ? undefined
+    : makeIdleWaits({
+        open: () => {
+          const { client, release } = connection.lease()
+          return { client: client as Redis, release }
+        },
+        unblock: (id) => connection.client.call("CLIENT", "UNBLOCK", id),
+      })
 
   /**
    * Sticky readers: a read loop (stream, shard, group, consumer) keeps a
@@ -806,6 +819,13 @@ export const makeWith = (
         const block = Math.max(1, Math.ceil(o.timeoutMs))
         // entries after `from` already there: XREAD returns at once; an entry
         // appended after the lookup has an id above `from`: XREAD sees it
+        if (idleWaits !== undefined)
+          return yield* refineWrongType(key)(
+            Effect.tryPromise({
+              try: (signal) => idleWaits.wait(key, from, block, signal),
+              catch: (cause) => RedisConnection.unavailable("waitForEntries (XREAD BLOCK)", cause),
+            }),
+          )
         const reply = yield* refineWrongType(key)(
           connection.blocking("waitForEntries (XREAD BLOCK)", (c) =>
             c.xread("COUNT", 1, "BLOCK", block, "STREAMS", key, from),

@@ -170,6 +170,10 @@ export const commandUses: ReadonlyArray<CommandUse> = [
   { acl: "ping", argv: () => ["PING"] },
   { acl: "select", argv: () => ["SELECT", "0"] },
   { acl: "client|setname", argv: () => ["CLIENT", "SETNAME", "shardline-acl-probe"] },
+  // idle waits sharing blocking connections (internal/idleWaits.ts): a batch's connection
+  // id, and the unblock that sends it again with more shards
+  { acl: "client|id", argv: () => ["CLIENT", "ID"] },
+  { acl: "client|unblock", argv: () => ["CLIENT", "UNBLOCK", "0"] },
   { acl: "command|docs", argv: () => ["COMMAND", "DOCS", "XADD"] },
   { acl: "evalsha", keys: scriptKeys, argv: (key) => ["EVALSHA", SHA, "1", key] },
   { acl: "eval", keys: scriptKeys, argv: (key) => ["EVAL", "return 0", "1", key] },

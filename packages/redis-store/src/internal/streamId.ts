@@ -13,3 +13,13 @@ export const isValid = (text: string): boolean => {
     Number.isSafeInteger(Number(match[2]))
   )
 }
+
+/** Orders two valid ids (`isValid`): negative, zero or positive as `a` is below, at or above `b`. */
+export const compare = (a: string, b: string): number => {
+  const dashA = a.indexOf("-")
+  const dashB = b.indexOf("-")
+  const ms = BigInt(a.slice(0, dashA)) - BigInt(b.slice(0, dashB))
+  if (ms !== 0n) return ms < 0n ? -1 : 1
+  const seq = BigInt(a.slice(dashA + 1)) - BigInt(b.slice(dashB + 1))
+  return seq === 0n ? 0 : seq < 0n ? -1 : 1
+}
