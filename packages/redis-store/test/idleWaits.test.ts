@@ -263,6 +263,31 @@ const suites = (subject: () => Subject) => {
     await append(stream, 0)
     assert.isTrue(await again)
   })
+  it("a connection closed while spare (nothing waiting) is not used for the next wait", async () => {
+    const stream = unique("spare")
+    const first = wait(stream, 0, 30_000)
+    await append(stream, 0)
+    assert.isTrue(await first)
+    // the batch's connection is spare now; the server closes every connection of the user
+    await subject().raw.client("KILL", "USER", subject().user)
+    await until("the spare connection closed", async () => (await subject().blocked()).length === 0)
+    await sleep(100)
+    const next = Effect.runPromise(
+      Effect.result(
+        subject().streams.waitForEntries({
+          stream,
+          shard: 1,
+          group: "g",
+          timeoutMs: 30_000,
+          afterId: "0-0",
+        }),
+      ),
+    )
+    await until("blocked again", async () => (await subject().blocked()).length > 0)
+    await append(stream, 1)
+    const got = await next
+    assert.isTrue(got._tag === "Success" && got.success, String(got))
+  })
 }
 
 for (const target of redisTargets().filter((t) => t.kind !== "cluster7")) {

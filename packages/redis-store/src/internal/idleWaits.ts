@@ -141,8 +141,11 @@ export const makeIdleWaits = (options: IdleWaitsOptions): IdleWaits => {
   }
 
   const connection = (): WaitConnection => {
-    const spared = spare.pop()
-    if (spared !== undefined) return spared
+    for (let spared = spare.pop(); spared !== undefined; spared = spare.pop()) {
+      // one closed while spare (a server restart) would fail its batch's waits: dropped
+      if (spared.client.status !== "end" && spared.client.status !== "close") return spared
+      spared.release(false)
+    }
     const opened = options.open()
     // sent before the batch's XREAD on the same connection, so known by the time it blocks
     opened.client.call("CLIENT", "ID").then(
