@@ -3,11 +3,14 @@
  * Writes results/idle-redis.json and results/idle-redis.md: the Redis
  * commands an idle shard of a member runtime costs (docs/redis.md, "Idle
  * shards"). One runtime (one member, embedded coordinator, default
- * `idleWaitMs` 5 s and heartbeat 3 s, lag reported) owns a group of A idle
- * shards, then one of B; Redis' `total_commands_processed` (which counts
- * the commands scripts call) is read over `BENCH_IDLE_SECONDS` once the
- * group settled; per idle shard = the difference / (B - A), the rest is the
- * runtime's own (heartbeats, the coordinator's lease and transport). On
+ * `idleWaitMs` 5 s and heartbeat 3 s, lag reported) owns a group of idle
+ * shards, for each count of `BENCH_IDLE_SHARDS` in turn (default 8, 40 and
+ * 1,024); Redis' `total_commands_processed` (which counts the commands
+ * scripts call) is read over `BENCH_IDLE_SECONDS` once the group settled;
+ * per idle shard = the difference between the largest and the smallest
+ * group over their difference in shards, the rest is the runtime's own
+ * (heartbeats, the coordinator's lease and transport). Each line also
+ * shows the connections the runtime held while idle. On
  * Redis 7.0, 8.x and Valkey 8 when their binaries are there (redis-store's
  * test harness starts each on a free loopback port).
  */
@@ -17,9 +20,20 @@ import { consumer, start } from "@shardline/member-runtime"
 import { type ServerKind, ServerMissing, startRedis } from "@shardline/redis-store/testing"
 import { Redis } from "ioredis"
 
-const SECONDS = Number(process.env.BENCH_IDLE_SECONDS ?? 40)
+// 60 s: each idle shard's once-a-minute XINFO GROUPS lookup falls in the window once
+const SECONDS = Number(process.env.BENCH_IDLE_SECONDS ?? 60)
 const SETTLE_MS = Number(process.env.BENCH_IDLE_SETTLE_MS ?? 12_000)
-const [A, B] = (process.env.BENCH_IDLE_SHARDS ?? "8,40").split(",").map(Number) as [number, number]
+const COUNTS = (process.env.BENCH_IDLE_SHARDS ?? "8,40,1024").split(",").map(Number)
+if (
+  COUNTS.length < 2 ||
+  COUNTS.some((n, i) => !Number.isInteger(n) || n < 1 || (i > 0 && n <= (COUNTS[i - 1] as number)))
+) {
+  throw new Error(
+    `BENCH_IDLE_SHARDS must list at least two increasing shard counts, got ${process.env.BENCH_IDLE_SHARDS}`,
+  )
+}
+const A = COUNTS[0] as number
+const B = COUNTS[COUNTS.length - 1] as number
 const KINDS = (process.env.BENCH_IDLE_SERVERS ?? "redis7,redis8,valkey8").split(
   ",",
 ) as Array<ServerKind>
@@ -27,8 +41,19 @@ const KINDS = (process.env.BENCH_IDLE_SERVERS ?? "redis7,redis8,valkey8").split(
 const commands = async (client: Redis): Promise<number> =>
   Number(/total_commands_processed:(\d+)/.exec(await client.info("stats"))?.[1] ?? 0)
 
+const connections = async (client: Redis): Promise<number> =>
+  Number(/connected_clients:(\d+)/.exec(await client.info("clients"))?.[1] ?? 0)
+
+interface Idle {
+  readonly shards: number
+  /** Commands/s on the server. */
+  readonly rate: number
+  /** Connections the runtime held (the bench's own one not counted). */
+  readonly connections: number
+}
+
 /** Commands/s on the server while a runtime owns `shards` idle shards (one member). */
-const idleRate = async (url: string, raw: Redis, shards: number): Promise<number> => {
+const idleRate = async (url: string, raw: Redis, shards: number): Promise<Idle> => {
   const stream = `idle-${shards}-${Date.now()}`
   const runtime = await start({
     redis: { url },
@@ -39,10 +64,11 @@ const idleRate = async (url: string, raw: Redis, shards: number): Promise<number
   try {
     // join, grants, the first (empty) read of every shard
     await new Promise((resolve) => setTimeout(resolve, SETTLE_MS))
+    const held = (await connections(raw)) - 1
     const before = await commands(raw)
     await new Promise((resolve) => setTimeout(resolve, SECONDS * 1_000))
     // the INFO that reads the count is itself one command
-    return ((await commands(raw)) - before - 1) / SECONDS
+    return { shards, rate: ((await commands(raw)) - before - 1) / SECONDS, connections: held }
   } finally {
     await runtime.stop()
   }
@@ -50,8 +76,7 @@ const idleRate = async (url: string, raw: Redis, shards: number): Promise<number
 
 interface Row {
   readonly server: string
-  readonly atA: number
-  readonly atB: number
+  readonly groups: ReadonlyArray<Idle>
   readonly perShard: number
   readonly perRuntime: number
 }
@@ -70,19 +95,26 @@ for (const kind of KINDS) {
   }
   const raw = new Redis(server.port, server.host)
   try {
-    const atA = await idleRate(server.url, raw, A)
-    const atB = await idleRate(server.url, raw, B)
+    const groups: Array<Idle> = []
+    for (const shards of COUNTS) {
+      const idle = await idleRate(server.url, raw, shards)
+      groups.push(idle)
+      console.log(
+        `${kind}: ${idle.rate.toFixed(2)} commands/s with ${shards} idle shards (${idle.connections} connections)`,
+      )
+    }
+    const atA = (groups[0] as Idle).rate
+    const atB = (groups[groups.length - 1] as Idle).rate
     const perShard = (atB - atA) / (B - A)
     const row = {
       server: `${kind} ${server.version}`,
-      atA,
-      atB,
+      groups,
       perShard,
       perRuntime: atA - A * perShard,
     }
     rows.push(row)
     console.log(
-      `${row.server}: ${atA.toFixed(2)} commands/s with ${A} idle shards, ${atB.toFixed(2)} with ${B}: ${perShard.toFixed(3)} per idle shard, ${row.perRuntime.toFixed(2)} per runtime`,
+      `${row.server}: ${perShard.toFixed(3)} commands/s per idle shard, ${row.perRuntime.toFixed(2)} per runtime`,
     )
   } finally {
     raw.disconnect()
@@ -96,7 +128,7 @@ const out = {
   node: process.version,
   cpus: cpus().length,
   seconds: SECONDS,
-  shards: [A, B],
+  shards: COUNTS,
   rows,
 }
 const dir = new URL("../results/", import.meta.url)
@@ -106,14 +138,15 @@ const md = `# Idle shards on Redis: commands per second
 
 Command: \`${out.command}\` (Node ${out.node}, ${out.cpus} cores, ${out.date}).
 One member runtime (embedded coordinator, \`idleWaitMs\` 5 s, heartbeat 3 s, lag reported)
-owning a group of ${A} idle shards, then one of ${B}; Redis' \`total_commands_processed\` (the
-commands scripts call included) over ${SECONDS} s once the group settled. Per idle shard: the
-difference divided by ${B - A}; per runtime: the rest (heartbeats, the coordinator's lease and
-transport). docs/redis.md, "Idle shards", says what an idle shard sends.
+owning a group of ${COUNTS.join(", then one of ")} idle shards; Redis' \`total_commands_processed\`
+(the commands scripts call included) over ${SECONDS} s once the group settled. Per idle shard:
+the difference between ${B} and ${A} shards divided by ${B - A}; per runtime: the rest
+(heartbeats, the coordinator's lease and transport). In brackets, the connections the runtime
+held while idle. docs/redis.md, "Idle shards", says what an idle shard sends.
 
-| server | commands/s, ${A} shards | ${B} shards | per idle shard | per runtime |
-|---|---:|---:|---:|---:|
-${rows.map((r) => `| ${r.server} | ${r.atA.toFixed(2)} | ${r.atB.toFixed(2)} | **${r.perShard.toFixed(3)}** | ${r.perRuntime.toFixed(2)} |`).join("\n")}
+| server | ${COUNTS.map((n) => `commands/s, ${n} shards`).join(" | ")} | per idle shard | per runtime |
+|---|${COUNTS.map(() => "---:|").join("")}---:|---:|
+${rows.map((r) => `| ${r.server} | ${r.groups.map((g) => `${g.rate.toFixed(2)} (${g.connections})`).join(" | ")} | **${r.perShard.toFixed(3)}** | ${r.perRuntime.toFixed(2)} |`).join("\n")}
 `
 writeFileSync(new URL("idle-redis.md", dir), md)
 console.log(md)
