@@ -843,18 +843,24 @@ export const makeWith = (
           connection,
           "drainState",
           Scripts.drainState,
-          [shardKey(o.stream, o.shard), sealedKey(o.stream, o.shard)],
+          [
+            shardKey(o.stream, o.shard),
+            sealedKey(o.stream, o.shard),
+            connection.keys.outboxKey(o.stream, o.shard, o.group),
+          ],
           [o.group],
         ),
         (reply): ShardStreams.DrainState => {
           const sealed = Number(reply[1]) === 1
           const undelivered = Number(reply[2])
           const pending = Number(reply[3])
+          const relaying = Number(reply[4]) === 1
           return {
             sealed,
             undelivered,
             pending,
-            drained: sealed && undelivered === 0 && pending === 0,
+            relaying,
+            drained: sealed && undelivered === 0 && pending === 0 && !relaying,
           }
         },
       ),

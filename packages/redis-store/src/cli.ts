@@ -586,7 +586,7 @@ export const table = (r: InspectReport): string => {
             ? "-"
             : `${a.owner ?? "-"}${a.owner !== null && !a.confirmed ? "?" : ""}${a.revokingFrom !== null ? " (revoking)" : ""}`,
           a?.target ?? "-",
-          s.sealed ? (s.drained ? "drained" : "yes") : "",
+          s.sealed ? (s.drained ? "drained" : s.relaying ? "relaying" : "yes") : "",
         ]
       }),
     ]),

@@ -36,6 +36,8 @@ export interface ShardRow {
   readonly lag: number
   readonly ownerToken: number
   readonly sealed: boolean
+  /** The group's outbox on the shard holds committed sends not yet relayed (Redis Cluster transactions). */
+  readonly relaying: boolean
   readonly drained: boolean
   /** This group's entries in the shard's dead-letter stream. */
   readonly deadLetters: number
@@ -140,6 +142,7 @@ export const collect = (
             mine?.ownerToken ??
             (yield* Effect.mapError(streams.ownerToken({ ...key, shard }), fail)),
           sealed: state.sealed,
+          relaying: state.relaying ?? false,
           drained: state.drained,
           deadLetters: dlq.filter(
             (e) => e.fields[ShardStreams.DeadLetterFields.group] === key.group,

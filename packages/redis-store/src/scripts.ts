@@ -68,7 +68,7 @@ const allowList = [
 export const Scripts = {
   append: script("append", 3, append),
   seal: script("seal", 1, seal),
-  drainState: script("drainState", 2, drainState),
+  drainState: script("drainState", 3, drainState),
   // variadic keys (the groups' owner tokens): numberOfKeys is passed per call
   retireShard: script("retireShard", -1, retireShard),
   setOwnerToken: script("setOwnerToken", 3, setOwnerToken),

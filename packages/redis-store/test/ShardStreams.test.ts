@@ -193,6 +193,45 @@ for (const target of redisTargets()) {
       },
     )
 
+  describeTarget("ShardStreams drain state and the outbox", target, acquire, (subject) => {
+    it.live(
+      "a sealed shard the group read and acked is not drained while its outbox holds a send; it is once the send is relayed",
+      () =>
+        Effect.gen(function* () {
+          const { streams: s, connection } = subject()
+          const stream = unique("drain-outbox")
+          const base = { stream, shard: 0, group: "g" }
+          const outbox = connection.keys.outboxKey(stream, 0, "g")
+          const raw = connection.client
+          yield* s.setOwnerToken({ ...base, token: 1 })
+          yield* s.append(stream, 0, { k: "a" })
+          const [m] = yield* s.read({ ...base, consumer: "c", token: 1, count: 10 })
+          yield* s.ack({ ...base, token: 1, ids: [m!.id], mode: "ack" })
+          yield* s.seal(stream, 0)
+          const done = yield* s.drainState(base)
+          assert.deepStrictEqual([done.drained, done.relaying], [true, false])
+          // a committed send waiting for its relay (docs/exactly-once.md)
+          const id = yield* Effect.promise(
+            () => raw.xadd(outbox, "*", "send", "x") as Promise<string>,
+          )
+          const held = yield* s.drainState(base)
+          assert.deepStrictEqual(
+            [held.drained, held.relaying, held.undelivered, held.pending],
+            [false, true, 0, 0],
+          )
+          // another group's outbox is not this group's
+          assert.isTrue((yield* s.drainState({ ...base, group: "other" })).relaying === false)
+          yield* Effect.promise(() => raw.xdel(outbox, id))
+          assert.isTrue((yield* s.drainState(base)).drained)
+          // a value of another type at the outbox key: ForeignValue, left as is
+          yield* Effect.promise(() => raw.set(outbox, "not a stream"))
+          const error = yield* Effect.flip(s.drainState(base))
+          assert.strictEqual(error._tag, "ForeignValue")
+          assert.strictEqual(yield* Effect.promise(() => raw.get(outbox)), "not a stream")
+        }),
+    )
+  })
+
   describeTarget("ShardStreams bad input", target, acquire, (subject) => {
     const fresh = () => {
       const stream = unique("bad")

@@ -153,7 +153,15 @@ export interface DrainState {
   readonly undelivered: number
   /** Entries delivered to the group and not yet acknowledged. */
   readonly pending: number
-  /** Sealed, everything delivered and acknowledged: the group is done with the shard. */
+  /**
+   * The group's outbox on the shard holds a committed send not yet relayed
+   * (Redis Cluster transactions, docs/exactly-once.md); absent: no outbox.
+   */
+  readonly relaying?: boolean
+  /**
+   * Sealed, everything delivered and acknowledged, every committed send
+   * relayed: the group is done with the shard.
+   */
   readonly drained: boolean
 }
 
