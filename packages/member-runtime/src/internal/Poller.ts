@@ -60,6 +60,7 @@ const RECHECK_WAITS = 12
 export const READS_PER_WORKER = 4
 
 export interface PollerOptions extends TurnEnv {
+  /** Handler executions at once (`runtimeMaxConcurrency`); READS_PER_WORKER lanes each. */
   readonly workers: number
   /** The member's scope: workers, idle waits and backoff sleeps live in it. */
   readonly scope: Scope.Scope
