@@ -7,6 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { ShardStreams } from "@shardline/core"
 import { Deferred, Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
+import { READS_PER_WORKER } from "../src/internal/Poller.js"
 import { KEY_FIELD, type Message } from "../src/Message.js"
 import { group, type LogEntry, makeHarness, stream } from "./support/pollerHarness.js"
 
@@ -96,6 +97,10 @@ describe("polling adapter: one loop per shard, order, rotation", () => {
             workers,
             settings: { batchSize: 2 },
             eachMessage: () => (workers > 1 ? Effect.sleep(1) : undefined),
+            // a read on the wire yields (a synchronous memory read would let one
+            // lane run a whole scheduler budget of turns while another lane's
+            // turn, taken in queue order, waits to be resumed)
+            beforeRead: () => Effect.yieldNow,
           })
           const N = 64
           const backlog = new Map<number, number>()
@@ -122,12 +127,93 @@ describe("polling adapter: one loop per shard, order, rotation", () => {
           assert.isAtLeast(jain(counts), 0.99)
           // the highest index is served in the first round
           assert.isBelow(order.indexOf(N - 1), N)
-          // while a shard has backlog it waits at most one round (+ the other workers' turns)
+          // while a shard has backlog it waits at most one round (+ the other
+          // turns in flight: one per lane, READS_PER_WORKER lanes per worker)
           const firstRounds = new Map([...backlog].map(([s, b]) => [s, Math.min(b, rounds)]))
-          assert.isAtMost(worstWait(window, firstRounds), N - 1 + (workers - 1))
+          const lanes = workers * READS_PER_WORKER
+          assert.isAtMost(worstWait(window, firstRounds), N - 1 + (lanes - 1))
           assert.strictEqual(h.maxInFlightPerShard(), 1)
         }),
     )
+
+  it.effect(
+    "runtimeMaxConcurrency bounds handler executions; other shards' reads are in flight meanwhile, one per shard",
+    () =>
+      Effect.gen(function* () {
+        const workers = 2
+        let handling = 0
+        let maxHandling = 0
+        const reading = new Map<number, number>()
+        let maxReading = 0
+        let maxReadingPerShard = 0
+        const h = yield* makeHarness({
+          workers,
+          settings: { batchSize: 2 },
+          eachMessage: () =>
+            Effect.gen(function* () {
+              handling++
+              maxHandling = Math.max(maxHandling, handling)
+              yield* Effect.sleep(1)
+              handling--
+            }),
+          // a read that takes a millisecond on the wire
+          beforeRead: (o) =>
+            Effect.gen(function* () {
+              reading.set(o.shard, (reading.get(o.shard) ?? 0) + 1)
+              maxReadingPerShard = Math.max(maxReadingPerShard, reading.get(o.shard)!)
+              maxReading = Math.max(
+                maxReading,
+                [...reading.values()].reduce((a, b) => a + b, 0),
+              )
+              yield* Effect.sleep(1)
+              reading.set(o.shard, reading.get(o.shard)! - 1)
+            }),
+        })
+        for (let s = 0; s < 12; s++) yield* h.produce(s, 20)
+        for (let s = 0; s < 12; s++) yield* h.start(s)
+        yield* h.runUntil("all handled", () => h.handled().length === 240)
+        // never more handlers at once than workers, and as many as that
+        assert.strictEqual(maxHandling, workers)
+        // reads of other shards overlap the handlers: more than one per worker,
+        // at most one per lane, never two of one shard
+        assert.isAbove(maxReading, workers)
+        assert.isAtMost(maxReading, workers * READS_PER_WORKER)
+        assert.strictEqual(maxReadingPerShard, 1)
+        assert.strictEqual(h.maxInFlightPerShard(), 1)
+        yield* h.runUntil("all acked", () => h.acked().length === 240)
+      }),
+  )
+
+  it.effect(
+    "a restarted shard waits for its previous loop without a handler slot: that loop's turn finishes first, within no drain budget",
+    () =>
+      Effect.gen(function* () {
+        const held = yield* Deferred.make<void>()
+        let first = true
+        const h = yield* makeHarness({
+          workers: 1,
+          settings: { batchSize: 2, drainTimeoutMs: 10_000 },
+          // the previous loop's first read of new entries is held in flight
+          beforeRead: (o) => {
+            if (o.shard !== 0 || o.from === "pending" || !first) return Effect.void
+            first = false
+            return Deferred.await(held)
+          },
+        })
+        yield* h.produce(0, 4)
+        yield* h.start(0)
+        yield* h.runUntil("the read is in flight", () => !first)
+        // the shard restarts in this member: the new loop waits for the previous one
+        yield* h.start(0)
+        yield* TestClock.adjust(5)
+        yield* Deferred.succeed(held, undefined)
+        // the previous loop's turn ends (it needs a slot after its read) and the
+        // new loop handles every entry well within the drain budget
+        const steps = yield* h.runUntil("all handled", () => h.handled().length >= 4, 10_000)
+        assert.isBelow(steps, 1_000)
+        assert.deepStrictEqual(h.stuck, [])
+      }),
+  )
 
   it.effect("idle shards wait for entries (no busy polling) and wake on an append", () =>
     Effect.gen(function* () {

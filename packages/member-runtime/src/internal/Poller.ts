@@ -5,10 +5,14 @@
  * - at most one read loop per shard, ever: a shard is a `Runner` in exactly
  *   one state (ready, running, idle, backoff, paused, stopped); only a worker
  *   that takes a ready runner runs its turn (one batch);
- * - workers rotate: a shard that read something goes back to the TAIL of one
- *   FIFO ready queue, so with N ready shards and W workers every backlogged
+ * - lanes rotate: a shard that read something goes back to the TAIL of one
+ *   FIFO ready queue, so with N ready shards and L lanes every backlogged
  *   shard gets a turn before any shard gets two more: no starvation, the
- *   highest shard indexes included, whatever the number of shards per worker;
+ *   highest shard indexes included, whatever the number of shards per lane;
+ * - `workers` (runtimeMaxConcurrency) bounds handler executions: a turn holds
+ *   one of `workers` handler slots (HandlerSlots.ts) except while it waits on
+ *   its read, and there are READS_PER_WORKER lanes per slot, so the reads of
+ *   other shards are on the wire while the handlers run (and leave together);
  * - an idle shard waits with `ShardStreams.waitForEntries` (woken by an
  *   append), never a busy loop, and reads only once it has entries the
  *   group has not read: a wait that times out (`idleWaitMs`) waits again,
@@ -23,6 +27,7 @@ import type { ShardProgress } from "@shardline/core"
 import { Deferred, Effect, Queue, type Scope } from "effect"
 import { SeekFailed, ShardNotOwned } from "../Errors.js"
 import { type BreakerView, CircuitBreaker } from "./CircuitBreaker.js"
+import { makeHandlerSlots } from "./HandlerSlots.js"
 import { RateLimiter } from "./RateLimiter.js"
 import {
   abandon,
@@ -44,7 +49,18 @@ import {
  */
 const RECHECK_WAITS = 12
 
+/**
+ * Turns in flight per handler slot (`workers`): the lanes that take ready
+ * shards. A turn waiting on its read holds no slot, so with W workers up to
+ * W x READS_PER_WORKER shards' reads are on the wire while W handlers run,
+ * and the reads queued behind one another leave in one transaction on Redis
+ * (docs/runtime.md, "Where the time goes"). More lanes than ready shards
+ * just wait on the queue.
+ */
+export const READS_PER_WORKER = 4
+
 export interface PollerOptions extends TurnEnv {
+  /** Handler executions at once (`runtimeMaxConcurrency`); READS_PER_WORKER lanes each. */
   readonly workers: number
   /** The member's scope: workers, idle waits and backoff sleeps live in it. */
   readonly scope: Scope.Scope
@@ -324,27 +340,53 @@ export const makePoller = (options: PollerOptions): Effect.Effect<Poller> =>
       }
     }
 
-    const worker = Effect.gen(function* () {
-      while (true) {
-        const r = yield* Queue.take(ready)
-        r.queued = false
-        if (r.state !== "ready") continue
-        if (!r.alive || r.stopping) {
-          r.state = "stopped"
-          continue
-        }
-        r.state = "running"
-        const done = Deferred.makeUnsafe<void>()
-        r.turnDone = done
-        const outcome = yield* turn(env, r)
-        r.turns++
-        Deferred.doneUnsafe(done, Effect.void)
-        // the common case, a batch read: back to the queue's tail with no Effect
-        if (outcome._tag === "More") makeReady(r)
-        else yield* schedule(r, outcome)
+    // `workers` handler slots, READS_PER_WORKER lanes per slot: a lane takes
+    // the ready queue's head and runs its turn holding a slot, except while
+    // the turn waits on its read (HandlerSlots.ts)
+    const slots = makeHandlerSlots(env.workers)
+    const lane = Effect.suspend(() => {
+      let held = false
+      const take = Effect.map(slots.acquire, () => {
+        held = true
+      })
+      const give = (): void => {
+        if (!held) return
+        held = false
+        slots.release()
       }
+      const laneEnv: PollerOptions = {
+        ...env,
+        offSlot: (wait) =>
+          Effect.suspend(() => {
+            give()
+            return Effect.flatMap(Effect.exit(wait), (exit) => Effect.andThen(take, exit))
+          }),
+      }
+      const loop = Effect.gen(function* () {
+        while (true) {
+          const r = yield* Queue.take(ready)
+          r.queued = false
+          if (r.state !== "ready") continue
+          if (!r.alive || r.stopping) {
+            r.state = "stopped"
+            continue
+          }
+          r.state = "running"
+          const done = Deferred.makeUnsafe<void>()
+          r.turnDone = done
+          yield* take
+          const outcome = yield* turn(laneEnv, r)
+          give()
+          r.turns++
+          Deferred.doneUnsafe(done, Effect.void)
+          // the common case, a batch read: back to the queue's tail with no Effect
+          if (outcome._tag === "More") makeReady(r)
+          else yield* schedule(r, outcome)
+        }
+      })
+      return Effect.ensuring(loop, Effect.sync(give))
     })
-    for (let i = 0; i < env.workers; i++) yield* Effect.forkIn(worker, env.scope)
+    for (let i = 0; i < env.workers * READS_PER_WORKER; i++) yield* Effect.forkIn(lane, env.scope)
 
     // One watchdog aborts user calls past their deadline (handler timeout,
     // hook budget): no timer per call. It looks every tenth of the handler

@@ -289,6 +289,13 @@ export interface TurnEnv {
   readonly telemetry?: TurnTelemetry | undefined
   /** Handlers' transactions (docs/exactly-once.md); undefined: every transaction is refused. */
   readonly transactions?: TransactionEnv | undefined
+  /**
+   * Run a wait that involves no user code (the turn's read, the wait for a
+   * predecessor loop) without the turn's handler slot, and take one again
+   * after it (the poller's lanes, docs/runtime.md "The polling adapter");
+   * undefined: the turn holds no slot.
+   */
+  readonly offSlot?: <A, E>(wait: Effect.Effect<A, E>) => Effect.Effect<A, E>
 }
 
 /** Counters a turn reports (metrics). */
@@ -406,11 +413,14 @@ const turnOf = (
       const budget = env.drainBudgetMs()
       // one loop per shard: a previous loop's handlers (abandoned on a fence,
       // but a promise cannot be cancelled) finish first, within the drain budget
-      if (r.predecessor !== undefined)
-        yield* Effect.raceFirst(
+      // (without a handler slot: the predecessor's turn may wait for one to finish)
+      if (r.predecessor !== undefined) {
+        const quiet = Effect.raceFirst(
           Effect.timeoutOption(awaitQuiet(r.predecessor), budget),
           Deferred.await(r.abandoned),
         )
+        yield* env.offSlot === undefined ? quiet : env.offSlot(quiet)
+      }
       const hook = env.hooks.onAssigned
       if (hook !== undefined && r.alive)
         yield* bounded(
@@ -576,7 +586,9 @@ const turnOf = (
             return entries
           })
         : streams.read(readOptions)
-    const got = yield* Effect.result(read)
+    // the read waits on the storage without a handler slot: other turns'
+    // reads and handlers go on meanwhile (and their reads leave together)
+    const got = yield* Effect.result(env.offSlot === undefined ? read : env.offSlot(read))
     if (limiter !== undefined) {
       const used = got._tag === "Success" ? got.success.length : 0
       if (reserved > used) limiter.release(reserved - used)
