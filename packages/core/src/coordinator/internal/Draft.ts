@@ -99,6 +99,11 @@ export class Draft {
     this.generations = state.resharding._tag === "Migrating" ? state.resharding.generations : []
   }
 
+  /** The members this draft wrote, if any (undefined: none; no map is created). */
+  drafted(): ReadonlyMap<string, MemberEntry | null> | undefined {
+    return this._members
+  }
+
   /** Members written by this draft (null: removed), in the order of their first write. */
   get members(): Map<string, MemberEntry | null> {
     if (this._members === undefined) this._members = new Map()
