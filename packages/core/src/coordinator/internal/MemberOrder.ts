@@ -135,9 +135,11 @@ export const assignorMembers = (draft: Draft): AssignorMembers => {
   const ids: Array<string> = []
   const weights: Array<number> = []
   const take = (m: MemberEntry | null) => {
-    if (m !== null && m.state !== "LEAVING") {
+    if (m === null) return
+    const w = weightOf(m)
+    if (w === w) {
       ids.push(m.memberId)
-      weights.push(m.weight)
+      weights.push(w)
     }
   }
   const drafted = draft.drafted()
