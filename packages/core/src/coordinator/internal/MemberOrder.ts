@@ -137,7 +137,7 @@ export const assignorMembers = (draft: Draft): AssignorMembers => {
   const take = (m: MemberEntry | null) => {
     if (m === null) return
     const w = weightOf(m)
-    if (w === w) {
+    if (!Number.isNaN(w)) {
       ids.push(m.memberId)
       weights.push(w)
     }
@@ -160,7 +160,7 @@ export const assignorMembers = (draft: Draft): AssignorMembers => {
     if (replaced) continue
     // the registered entry: its id and cached weight (NaN: leaving)
     const w = cached[at]!
-    if (w === w) {
+    if (!Number.isNaN(w)) {
       ids.push(keys[at]!)
       weights.push(w)
     }
