@@ -171,8 +171,8 @@ export const mutants = [
     hardening: "finding 12",
     why: "a joining member gets the layout only when its metadata version is stale",
     file: C,
-    find: "    ...(req.memberEpoch === 0 || req.metadataVersion < state.layout.generation\n",
-    replace: "    ...(req.metadataVersion < state.layout.generation\n",
+    find: "    req.memberEpoch === 0 || req.metadataVersion < state.layout.generation\n",
+    replace: "    req.metadataVersion < state.layout.generation\n",
   },
   {
     name: "no-revoke-deadlines-after-failover",
@@ -237,8 +237,9 @@ export const mutants = [
     name: "assignor-ignores-weights",
     why: "the target ignores member weights",
     file: "coordinator/internal/MemberOrder.ts",
-    find: "      weights.push(m.weight)\n",
-    replace: "      weights.push(1)\n",
+    find: 'const weightOf = (m: MemberEntry): number => (m.state === "LEAVING" ? Number.NaN : m.weight)\n',
+    replace:
+      'const weightOf = (m: MemberEntry): number => (m.state === "LEAVING" ? Number.NaN : 1)\n',
   },
   // Issue 20: findings 2, 3 and 4, and the classes of bug the simulator
   // missed before its token, lost-answer and lease checkers.

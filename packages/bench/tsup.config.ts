@@ -5,6 +5,7 @@ export default defineConfig({
     "src/index.ts",
     "src/coordinator.ts",
     "src/simulator.ts",
+    "src/heartbeatRoundTrip.ts",
     "src/runtime.ts",
     "src/runtimeRedis.ts",
     "src/assignorWalkthrough.ts",

@@ -72,23 +72,32 @@ export interface ProgressReport {
   readonly shards: NonNullable<HeartbeatRequest["progress"]>
 }
 
+type Mutable<A> = { -readonly [K in keyof A]: A[K] }
+
+/**
+ * A draft's result. Built as a literal with optional fields appended (same
+ * field order as before): object spreads take V8's slow path, and every
+ * heartbeat builds one result (docs/simulator.md, Speed).
+ */
 const done = <A>(
   draft: Draft,
   response: A,
-  extra?: {
-    readonly progress?: ProgressReport
-    readonly handled?: { readonly memberId: string; readonly seq: number }
-  },
-): CoordinatorResult<A> => ({
-  records: draft.finish(),
-  response,
-  timers: draft.timers,
-  notices: [...draft.notices],
-  fences: draft.fences,
-  shardDeadlines: draft.shardDeadlines,
-  ...(draft.heldDeadlines.length > 0 ? { heldDeadlines: draft.heldDeadlines } : {}),
-  ...extra,
-})
+  progress?: ProgressReport,
+  handled?: { readonly memberId: string; readonly seq: number },
+): CoordinatorResult<A> => {
+  const result: Mutable<CoordinatorResult<A>> = {
+    records: draft.finish(),
+    response,
+    timers: draft.timers,
+    notices: draft.noticeList(),
+    fences: draft.fences,
+    shardDeadlines: draft.shardDeadlines,
+  }
+  if (draft.heldDeadlines.length > 0) result.heldDeadlines = draft.heldDeadlines
+  if (progress !== undefined) result.progress = progress
+  if (handled !== undefined) result.handled = handled
+  return result
+}
 
 const nothing = <A>(response: A, timers: ReadonlyArray<Timer> = []): CoordinatorResult<A> => ({
   records: [],
@@ -394,7 +403,7 @@ const recomputeTarget = (draft: Draft, reason: string, except?: string): void =>
     const to = next[i] ?? null
     if (to !== previous[i]) {
       changed.push(shards[i]!)
-      draft.target.set(shards[i]!, to)
+      draft.setTarget(shards[i]!, to)
     }
   }
   if (changed.length === 0) return
@@ -563,6 +572,10 @@ const fence = (draft: Draft, member: MemberEntry, reason: string, except?: strin
 interface Reconciled {
   readonly assigned: Array<ShardGrant>
   readonly pending: Array<number>
+  /** The member's shards being revoked (computed when granting: the answer names them). */
+  readonly revoking?: Array<number>
+  /** The member's entry after reconciliation (when granting). */
+  readonly member?: MemberEntry
 }
 
 /**
@@ -596,16 +609,19 @@ const reconcile = (draft: Draft, memberId: string, grant = true): Reconciled => 
   if (granted.length > 0)
     draft.audit("ShardsGranted", "reconciliation", { memberId, shards: granted })
   if (!grant) return { assigned, pending }
+  const revoking = draft.revokingFrom(memberId)
   const state: MemberState =
     member.state === "LEAVING"
       ? "LEAVING"
-      : draft.revokingFrom(memberId).length > 0
+      : revoking.length > 0
         ? "UNREVOKED_SHARDS"
         : pending.length > 0
           ? "UNRELEASED_SHARDS"
           : "STABLE"
-  if (state !== member.state) draft.putMember({ ...member, state })
-  return { assigned, pending }
+  if (state === member.state) return { assigned, pending, revoking, member }
+  const changed: MemberEntry = { ...member, state }
+  draft.putMember(changed)
+  return { assigned, pending, revoking, member: changed }
 }
 
 // ---------------------------------------------------------------------------
@@ -634,8 +650,99 @@ const errorResponse = (
   assignmentEpoch: state.assignmentEpoch,
   assigned: [],
   pending: [],
-  ...timing(state.config),
+  heartbeatIntervalMs: state.config.heartbeatIntervalMs,
+  sessionTimeoutMs: state.config.sessionTimeoutMs,
+  rebalanceTimeoutMs: state.config.rebalanceTimeoutMs,
 })
+
+/**
+ * A NONE answer, fields in the schema's order, as plain literals (one per
+ * combination of the optional `revoking` and `layout`): every heartbeat
+ * builds one, and spreads take V8's slow path (docs/simulator.md, Speed).
+ */
+const okResponse = (
+  config: GroupConfig,
+  memberId: string,
+  memberEpoch: number,
+  assignmentEpoch: number,
+  assigned: ReadonlyArray<ShardGrant>,
+  pending: ReadonlyArray<number>,
+  revoking: ReadonlyArray<ShardGrant> | undefined,
+  layout: ShardLayout | undefined,
+): HeartbeatResponse => {
+  const { heartbeatIntervalMs, sessionTimeoutMs, rebalanceTimeoutMs } = config
+  if (revoking === undefined && layout === undefined)
+    return {
+      errorCode: "NONE",
+      memberId,
+      memberEpoch,
+      assignmentEpoch,
+      assigned,
+      pending,
+      heartbeatIntervalMs,
+      sessionTimeoutMs,
+      rebalanceTimeoutMs,
+    }
+  if (layout === undefined)
+    return {
+      errorCode: "NONE",
+      memberId,
+      memberEpoch,
+      assignmentEpoch,
+      assigned,
+      pending,
+      revoking,
+      heartbeatIntervalMs,
+      sessionTimeoutMs,
+      rebalanceTimeoutMs,
+    }
+  if (revoking === undefined)
+    return {
+      errorCode: "NONE",
+      memberId,
+      memberEpoch,
+      assignmentEpoch,
+      assigned,
+      pending,
+      layout,
+      heartbeatIntervalMs,
+      sessionTimeoutMs,
+      rebalanceTimeoutMs,
+    }
+  return {
+    errorCode: "NONE",
+    memberId,
+    memberEpoch,
+    assignmentEpoch,
+    assigned,
+    pending,
+    revoking,
+    layout,
+    heartbeatIntervalMs,
+    sessionTimeoutMs,
+    rebalanceTimeoutMs,
+  }
+}
+
+/**
+ * Duplicate checks of a request's shard lists: a request's lists are nearly
+ * always a few entries long, and a Set per list per heartbeat was a large part
+ * of the coordinator's allocation, so a list of at most SCAN_MAX entries is
+ * scanned instead (docs/simulator.md, Speed); a longer one gets a Set.
+ */
+const SCAN_MAX = 16
+
+/** Is `shard` the shard of one of the first `end` entries of `list`? */
+const listedBefore = (
+  list: ReadonlyArray<{ readonly shard: number }>,
+  shard: number,
+  end: number,
+): boolean => {
+  for (let j = 0; j < end; j++) if (list[j]!.shard === shard) return true
+  return false
+}
+
+const NONE_DRAINED: NonNullable<HeartbeatRequest["drainedShards"]> = []
 
 /** Range and shape checks that need the state; a failure changes nothing. */
 export const validateRequest = (
@@ -647,26 +754,37 @@ export const validateRequest = (
   if (req.metadataVersion > state.layout.generation)
     return `metadataVersion ${req.metadataVersion} is ahead of layout generation ${state.layout.generation}`
   const n = shardSpace(state.layout)
-  const seen = new Set<number>()
-  for (const s of req.ownedShards) {
+  const owned = req.ownedShards
+  const ownedSet = owned.length > SCAN_MAX ? new Set<number>() : undefined
+  for (let i = 0; i < owned.length; i++) {
+    const s = owned[i]!
     if (s >= n) return `owned shard ${s} is out of range (shard ids below ${n})`
-    if (seen.has(s)) return `owned shard ${s} is listed twice`
-    seen.add(s)
+    if (ownedSet !== undefined ? ownedSet.has(s) : owned.indexOf(s) < i)
+      return `owned shard ${s} is listed twice`
+    ownedSet?.add(s)
   }
-  const revoking = new Set<number>()
-  for (const r of req.revokingShards) {
+  const revoking = req.revokingShards
+  const revokingSet = revoking.length > SCAN_MAX ? new Set<number>() : undefined
+  for (let i = 0; i < revoking.length; i++) {
+    const r = revoking[i]!
     if (r.shard >= n) return `revoking shard ${r.shard} is out of range (shard ids below ${n})`
-    if (revoking.has(r.shard)) return `revoking shard ${r.shard} is listed twice`
-    if (seen.has(r.shard)) return `shard ${r.shard} is both owned and revoking`
-    revoking.add(r.shard)
+    if (revokingSet !== undefined ? revokingSet.has(r.shard) : listedBefore(revoking, r.shard, i))
+      return `revoking shard ${r.shard} is listed twice`
+    if (ownedSet !== undefined ? ownedSet.has(r.shard) : owned.includes(r.shard))
+      return `shard ${r.shard} is both owned and revoking`
+    revokingSet?.add(r.shard)
   }
-  for (const p of req.progress ?? [])
-    if (p.shard >= n) return `progress shard ${p.shard} is out of range (shard ids below ${n})`
-  const drained = new Set<number>()
-  for (const d of req.drainedShards ?? []) {
+  if (req.progress !== undefined)
+    for (const p of req.progress)
+      if (p.shard >= n) return `progress shard ${p.shard} is out of range (shard ids below ${n})`
+  const drained = req.drainedShards ?? NONE_DRAINED
+  const drainedSet = drained.length > SCAN_MAX ? new Set<number>() : undefined
+  for (let i = 0; i < drained.length; i++) {
+    const d = drained[i]!
     if (d.shard >= n) return `drained shard ${d.shard} is out of range (shard ids below ${n})`
-    if (drained.has(d.shard)) return `drained shard ${d.shard} is listed twice`
-    drained.add(d.shard)
+    if (drainedSet !== undefined ? drainedSet.has(d.shard) : listedBefore(drained, d.shard, i))
+      return `drained shard ${d.shard} is listed twice`
+    drainedSet?.add(d.shard)
   }
   if (req.memberEpoch === 0) {
     if (req.memberInfo === undefined) return "memberEpoch 0 (join) requires memberInfo"
@@ -687,9 +805,13 @@ const weightOf = (state: CoordinatorState, memberId: string, req: HeartbeatReque
  * 17): a member that never received one of them (its answer was lost) learns
  * it may report it REVOKED, instead of being fenced when the revocation times out.
  */
-const revokingGrants = (draft: Draft, memberId: string): Array<ShardGrant> => {
+const revokingGrants = (
+  draft: Draft,
+  memberId: string,
+  revoking: ReadonlyArray<number>,
+): Array<ShardGrant> => {
   const out: Array<ShardGrant> = []
-  for (const s of draft.revokingFrom(memberId)) {
+  for (const s of revoking) {
     const cur = draft.currentOf(s)
     if (cur !== null && cur.memberId === memberId) out.push({ shard: s, token: cur.token })
   }
@@ -703,21 +825,24 @@ const respond = (
   r: Reconciled,
 ): HeartbeatResponse => {
   const state = draft.state
-  const revoking = revokingGrants(draft, req.memberId)
-  return {
-    errorCode: "NONE",
-    memberId: req.memberId,
+  const revoking = revokingGrants(
+    draft,
+    req.memberId,
+    r.revoking ?? draft.revokingFrom(req.memberId),
+  )
+  return okResponse(
+    state.config,
+    req.memberId,
     memberEpoch,
-    assignmentEpoch: draft.assignmentEpoch,
-    assigned: r.assigned,
-    pending: r.pending,
-    ...(revoking.length > 0 ? { revoking } : {}),
+    draft.assignmentEpoch,
+    r.assigned,
+    r.pending,
+    revoking.length > 0 ? revoking : undefined,
     // A joining member learns the layout even at generation 0 (docs/protocol.md rule 14).
-    ...(req.memberEpoch === 0 || req.metadataVersion < state.layout.generation
-      ? { layout: state.layout }
-      : {}),
-    ...timing(state.config),
-  }
+    req.memberEpoch === 0 || req.metadataVersion < state.layout.generation
+      ? state.layout
+      : undefined,
+  )
 }
 
 const sessionTimer = (draft: Draft, memberId: string): void => {
@@ -743,13 +868,15 @@ const answer = (
   sessionTimer(draft, req.memberId)
   const r = reconcile(draft, req.memberId)
   const response = respond(draft, req, memberEpoch, r)
-  const member = draft.member(req.memberId)
+  const member = r.member
   if (member !== undefined && draft.hasChanges() && (member.lastSeq ?? 0) < req.seq)
     draft.putMember({ ...member, lastSeq: req.seq })
-  return done(draft, response, {
-    ...progressOf(req),
-    handled: { memberId: req.memberId, seq: req.seq },
-  })
+  return done(
+    draft,
+    response,
+    req.progress !== undefined ? { memberId: req.memberId, shards: req.progress } : undefined,
+    { memberId: req.memberId, seq: req.seq },
+  )
 }
 
 /**
@@ -871,9 +998,6 @@ const startLeaving = (draft: Draft, member: MemberEntry): MemberEntry => {
   return leaving
 }
 
-const progressOf = (req: HeartbeatRequest): { readonly progress?: ProgressReport } =>
-  req.progress !== undefined ? { progress: { memberId: req.memberId, shards: req.progress } } : {}
-
 /**
  * Ownership validation (seed, "Ownership Validation"). Returns the violation,
  * or the accepted revokes and the owned shards to confirm. A revoke report
@@ -952,9 +1076,9 @@ const firstLiveShard = (view: LayoutView): number =>
 const acceptDrained = (draft: Draft, member: MemberEntry, shards: ReadonlyArray<number>) => {
   let retargeted = false
   for (const s of shards) {
-    draft.drainedNow.add(s)
+    draft.addDrained(s)
     if (draft.targetOf(s) !== null) {
-      draft.target.set(s, null)
+      draft.setTarget(s, null)
       retargeted = true
     }
     if (draft.revocationOf(s) === null) draft.startRevocation(s, member)
@@ -980,7 +1104,7 @@ const allDrained = (draft: Draft, g: ShardLayout): boolean => {
 
 /** Every earlier generation is drained: one layout again; the target is rebalanced over it. */
 const completeMigration = (draft: Draft): void => {
-  draft.migrationCompleted = true
+  draft.completeMigration()
   const before = draft.groupEpoch
   draft.groupEpoch += 1
   draft.audit(
@@ -1132,15 +1256,17 @@ export const heartbeat = (
 }
 
 /** The answer to a leave (epoch -1): its epochs are -1 by design. */
-const leftResponse = (draft: Draft, req: HeartbeatRequest): HeartbeatResponse => ({
-  errorCode: "NONE",
-  memberId: req.memberId,
-  memberEpoch: -1,
-  assignmentEpoch: draft.assignmentEpoch,
-  assigned: [],
-  pending: [],
-  ...timing(draft.state.config),
-})
+const leftResponse = (draft: Draft, req: HeartbeatRequest): HeartbeatResponse =>
+  okResponse(
+    draft.state.config,
+    req.memberId,
+    -1,
+    draft.assignmentEpoch,
+    [],
+    [],
+    undefined,
+    undefined,
+  )
 
 // ---------------------------------------------------------------------------
 // Timers

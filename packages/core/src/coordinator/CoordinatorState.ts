@@ -66,17 +66,19 @@ export interface Timer {
 }
 
 export const timerId = (key: TimerKey): string => {
-  let byMember = timerIds.get(key._tag)
-  if (byMember === undefined) {
-    byMember = new Map()
-    timerIds.set(key._tag, byMember)
-  }
+  // the same key object twice in a row: a step's timer is looked up by
+  // `applyVolatile`, then by the shell's timer heap (keys are immutable)
+  if (key === lastKey) return lastId
+  const byMember =
+    key._tag === "Session" ? sessionIds : key._tag === "Rebalance" ? rebalanceIds : releaseIds
   let id = byMember.get(key.memberId)
   if (id === undefined) {
     if (byMember.size >= MAX_INTERNED_TIMER_IDS) byMember.clear()
     id = `${key._tag}:${key.memberId}`
     byMember.set(key.memberId, id)
   }
+  lastKey = key
+  lastId = id
   return id
 }
 
@@ -86,8 +88,12 @@ export const timerId = (key: TimerKey): string => {
  * its hash at each of the two map lookups (docs/simulator.md, Speed). Bounded:
  * past this many ids of one tag the cache starts over.
  */
-const timerIds = new Map<string, Map<string, string>>()
+const sessionIds = new Map<string, string>()
+const rebalanceIds = new Map<string, string>()
+const releaseIds = new Map<string, string>()
 const MAX_INTERNED_TIMER_IDS = 65_536
+let lastKey: TimerKey | undefined
+let lastId = ""
 
 /**
  * Handlers read this state and never mutate it; `replay` and `applyVolatile`
@@ -374,27 +380,35 @@ export interface VolatileUpdate {
 
 /** Apply a handler's volatile updates (after its records were committed and replayed). */
 export const applyVolatile = (state: CoordinatorState, update: VolatileUpdate): void => {
+  // A heartbeat's timers, handled seq and progress are all of the member it
+  // answered: its registry entry is looked up once (a lookup in a map of
+  // every member is a cache miss in a large group; docs/simulator.md, Speed).
+  let knownId: string | undefined
   for (const t of update.timers) {
-    if (t.key._tag === "Release" || state.members.has(t.key.memberId))
+    const id = t.key.memberId
+    if (t.key._tag === "Release" || id === knownId || state.members.has(id)) {
+      if (t.key._tag !== "Release") knownId = id
       state.deadlines.set(timerId(t.key), t.at)
+    }
   }
-  for (const d of update.heldDeadlines ?? [])
-    if (state.held[d.shard] != null) state.heldDeadlines.set(d.shard, d.at)
+  if (update.heldDeadlines !== undefined)
+    for (const d of update.heldDeadlines)
+      if (state.held[d.shard] != null) state.heldDeadlines.set(d.shard, d.at)
   const h = update.handled
-  if (
-    h !== undefined &&
-    state.members.has(h.memberId) &&
-    h.seq > (state.handledSeq.get(h.memberId) ?? 0)
-  )
-    state.handledSeq.set(h.memberId, h.seq)
-  for (const d of update.shardDeadlines ?? []) {
-    // Only a shard still owned, and being revoked or not yet confirmed, has a deadline.
-    const owner = state.current[d.shard]
-    if (owner != null && (!owner.confirmed || state.revocations[d.shard] != null))
-      state.shardDeadlines.set(d.shard, d.at)
+  if (h !== undefined && (h.memberId === knownId || state.members.has(h.memberId))) {
+    knownId = h.memberId
+    if (h.seq > (state.handledSeq.get(h.memberId) ?? 0)) state.handledSeq.set(h.memberId, h.seq)
   }
-  if (update.progress !== undefined && state.members.has(update.progress.memberId))
-    state.progress.set(update.progress.memberId, update.progress.shards)
+  if (update.shardDeadlines !== undefined)
+    for (const d of update.shardDeadlines) {
+      // Only a shard still owned, and being revoked or not yet confirmed, has a deadline.
+      const owner = state.current[d.shard]
+      if (owner != null && (!owner.confirmed || state.revocations[d.shard] != null))
+        state.shardDeadlines.set(d.shard, d.at)
+    }
+  const p = update.progress
+  if (p !== undefined && (p.memberId === knownId || state.members.has(p.memberId)))
+    state.progress.set(p.memberId, p.shards)
 }
 
 /** The persisted view of the state. */

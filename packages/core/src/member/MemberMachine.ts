@@ -446,13 +446,17 @@ export const nextDeadline = (state: MemberState): number | undefined => {
   return at
 }
 
+// (each walk below first asks the size: a Map iterator is an allocation,
+// and most members of a large group hold no shard; docs/simulator.md, Speed)
 const draining = (state: MemberState): boolean => {
+  if (state.shards.size === 0) return false
   for (const entry of state.shards.values()) if (entry.status !== "revoked") return true
   return false
 }
 
 /** Loops stopped by StopAllShards whose in-flight work has not ended yet. */
 const stopping = (state: MemberState): boolean => {
+  if (state.shards.size === 0) return false
   for (const entry of state.shards.values()) if (entry.status === "stopping") return true
   return false
 }
@@ -467,6 +471,7 @@ const waitingForStops = (state: MemberState): boolean =>
 /** The member acts on a lease: it reads, or is draining, a shard. */
 const holdsLease = (state: MemberState): boolean => {
   if (state.lifecycle !== "active" && state.lifecycle !== "leaving") return false
+  if (state.shards.size === 0) return false
   for (const entry of state.shards.values())
     if (entry.status !== "revoked" && entry.status !== "stopping") return true
   return false
@@ -481,21 +486,42 @@ export const buildRequest = (state: MemberState, seq = state.nextSeq): Heartbeat
   const leaving = state.lifecycle === "leaving"
   if (leaving && !draining(state))
     return requestOf(state.config, seq, -1, state.assignmentEpoch, state.metadataVersion, [], [])
+  // One walk over the member's shards builds all three lists (what
+  // ownedShards, revokingShards and drainedShards return): every member
+  // builds a request per heartbeat (docs/simulator.md, Speed).
+  const owned: Array<number> = []
+  const revoking: Array<RevokingShard> = []
+  let drained: Array<{ shard: number; token: number }> | undefined
+  if (state.shards.size > 0) {
+    for (const [shard, entry] of state.shards) {
+      const status = entry.status
+      if (isOwned(status)) {
+        owned.push(shard)
+        if (entry.exhausted === true) {
+          if (drained === undefined) drained = []
+          drained.push({ shard, token: entry.token })
+        }
+      } else if (status === "revoking")
+        revoking.push({ shard, state: "REVOKING", token: entry.token })
+      else if (status === "revoked") revoking.push({ shard, state: "REVOKED", token: entry.token })
+    }
+    sortShards(owned)
+    sortByShard(revoking)
+  }
   const request = requestOf(
     state.config,
     seq,
     state.memberEpoch,
     state.assignmentEpoch,
     state.metadataVersion,
-    ownedShards(state),
-    revokingShards(state),
+    owned,
+    revoking,
   )
   if (state.memberEpoch === 0) {
     request.memberInfo = state.config.memberInfo
     return request
   }
-  const drained = drainedShards(state)
-  if (drained.length > 0) request.drainedShards = drained
+  if (drained !== undefined) request.drainedShards = sortByShard(drained)
   if (leaving) request.leaving = true
   return request
 }
@@ -558,13 +584,15 @@ export const nextRequest = (
   const request = buildRequest(state, seq)
   state.sentAt.set(seq, now)
   // Keys are in seq order (insertion order): drop the oldest beyond the bound.
-  for (const old of state.sentAt.keys()) {
-    if (state.sentAt.size <= MAX_TRACKED_REQUESTS) break
-    state.sentAt.delete(old)
-  }
-  for (const entry of state.shards.values())
-    if (entry.status === "revoked" && entry.revokedReportedFromSeq === 0)
-      entry.revokedReportedFromSeq = seq
+  if (state.sentAt.size > MAX_TRACKED_REQUESTS)
+    for (const old of state.sentAt.keys()) {
+      if (state.sentAt.size <= MAX_TRACKED_REQUESTS) break
+      state.sentAt.delete(old)
+    }
+  if (state.shards.size > 0)
+    for (const entry of state.shards.values())
+      if (entry.status === "revoked" && entry.revokedReportedFromSeq === 0)
+        entry.revokedReportedFromSeq = seq
   if (request.memberEpoch === -1 && state.leaveSeq === 0) state.leaveSeq = seq
   // Each join starts a lifecycle at the coordinator, which the next join
   // ends: the answer to an earlier join describes a lifecycle this one
@@ -784,7 +812,9 @@ const applyAssignment = (
   out: Array<MemberCommand>,
 ) => {
   state.acceptFromSeq = seq
-  for (const older of state.sentAt.keys()) if (older < seq) state.sentAt.delete(older)
+  // (`seq` is in sentAt: with one entry there is nothing older to drop)
+  if (state.sentAt.size > 1)
+    for (const older of state.sentAt.keys()) if (older < seq) state.sentAt.delete(older)
   state.memberEpoch = response.memberEpoch
   state.assignmentEpoch = response.assignmentEpoch
   state.heartbeatIntervalMs = response.heartbeatIntervalMs
@@ -812,7 +842,8 @@ const applyAssignment = (
 
   // The last accepted assignment. A shard both assigned and pending is treated
   // as pending: never read a shard the coordinator has not cleared.
-  state.assigned.clear()
+  // (Map.clear allocates a fresh table even when the map is empty)
+  if (state.assigned.size > 0) state.assigned.clear()
   for (const grant of response.assigned) {
     const previous = state.assigned.get(grant.shard)
     if (previous === undefined || grant.token > previous)

@@ -123,6 +123,21 @@ describe("MemberOrder (the assignor's member order, kept up to date)", () => {
     })
   })
 
+  it("a registered entry replaced in place (same key) is read again: new weight, leaving, back", () => {
+    // the order caches each entry's weight and leaving state until its entry object changes
+    const state = initialState(config)
+    for (const id of ["b", "a", "c"]) state.members.set(id, entry(id))
+    const members = () => assignorMembers(new Draft(state, 0))
+    expect(members()).toEqual({ ids: ["a", "b", "c"], weights: [1, 1, 1] })
+    state.members.set("b", entry("b", "STABLE", 2))
+    expect(members()).toEqual({ ids: ["a", "b", "c"], weights: [1, 2, 1] })
+    state.members.set("a", entry("a", "LEAVING"))
+    expect(members()).toEqual({ ids: ["b", "c"], weights: [2, 1] })
+    state.members.delete("c")
+    state.members.set("a", entry("a", "STABLE", 0.5))
+    expect(members()).toEqual({ ids: ["a", "b"], weights: [0.5, 2] })
+  })
+
   it("assignorMembers: registered and draft members, not leaving, the draft's changes applied, by id", () => {
     const state = initialState(config)
     for (const id of ["m3", "m1", "m5", "m2"]) state.members.set(id, entry(id))

@@ -9,6 +9,18 @@ describe("timerId (interned timer ids)", () => {
     expect(timerId({ _tag: "Rebalance", memberId: "m1" })).toBe("Rebalance:m1")
   })
 
+  it("the last key remembered: the same object again, then other keys, each gets its own id", () => {
+    // timerId remembers the last key object it was asked about (the shell asks twice per timer)
+    const session = { _tag: "Session", memberId: "m7" } as const
+    expect(timerId(session)).toBe("Session:m7")
+    expect(timerId(session)).toBe("Session:m7")
+    expect(timerId({ _tag: "Rebalance", memberId: "m7" })).toBe("Rebalance:m7")
+    expect(timerId({ _tag: "Session", memberId: "m8" })).toBe("Session:m8")
+    expect(timerId(session)).toBe("Session:m7")
+    expect(timerId({ _tag: "Release", memberId: "" })).toBe("Release:")
+    expect(timerId({ _tag: "Session", memberId: "" })).toBe("Session:")
+  })
+
   it("stays correct past the cache bound (the cache starts over)", () => {
     let wrong = 0
     for (let i = 0; i < 70_000; i++)

@@ -46,17 +46,27 @@ export const wallOf = (now: Instant): number => (typeof now === "number" ? now :
  * spreading a Map builds an iterator and entry arrays even when it is empty
  * (docs/simulator.md, Speed).
  */
-const entries = <K, V>(map: ReadonlyMap<K, V>): Array<[K, V]> => (map.size === 0 ? [] : [...map])
+const entries = <K, V>(map: ReadonlyMap<K, V> | undefined): Array<[K, V]> =>
+  map === undefined || map.size === 0 ? [] : [...map]
 
+/**
+ * The overlays are Maps and Sets created on first write: most heartbeats
+ * change nothing, and eight empty hash tables per request were a large part
+ * of the coordinator's allocation (docs/simulator.md, Speed). Reads go
+ * through the `_` fields, which stay undefined until something is written.
+ */
 export class Draft {
-  readonly members = new Map<string, MemberEntry | null>()
-  readonly target = new Map<number, string | null>()
-  readonly current = new Map<number, ShardOwner | null>()
-  readonly revocations = new Map<number, Revocation | null>()
-  readonly held = new Map<number, Held | null>()
+  private _members: Map<string, MemberEntry | null> | undefined
+  private _target: Map<number, string | null> | undefined
+  private _current: Map<number, ShardOwner | null> | undefined
+  private _revocations: Map<number, Revocation | null> | undefined
+  private _held: Map<number, Held | null> | undefined
+  private _notices: Set<string> | undefined
+  private _drainedNow: Set<number> | undefined
+  private _rebalanceTimerArmed: Set<string> | undefined
+  private _layoutView: LayoutView | undefined
   readonly audits: Array<AuditEvent> = []
   readonly timers: Array<Timer> = []
-  readonly notices = new Set<string>()
   readonly fences: Array<Fence> = []
   readonly shardDeadlines: Array<ShardDeadline> = []
   readonly heldDeadlines: Array<ShardDeadline> = []
@@ -69,12 +79,8 @@ export class Draft {
   generations: ReadonlyArray<ShardLayout>
   /** Generations this draft starts migrating to, in order (the last is `layout`). */
   readonly started: Array<ShardLayout> = []
-  /** Shards of earlier generations drained in this draft. */
-  readonly drainedNow = new Set<number>()
-  /** This draft completes the migration (every earlier generation drained). */
-  migrationCompleted = false
+  private _migrationCompleted = false
   private readonly memberOrder: Array<string> = []
-  private readonly rebalanceTimerArmed = new Set<string>()
   /** Monotonic ms: every deadline (docs/protocol.md rule 21). */
   readonly now: number
   /** Wall ms: audit times and the owner-token floor. */
@@ -93,67 +99,145 @@ export class Draft {
     this.generations = state.resharding._tag === "Migrating" ? state.resharding.generations : []
   }
 
+  /** The members this draft wrote, if any (undefined: none; no map is created). */
+  drafted(): ReadonlyMap<string, MemberEntry | null> | undefined {
+    return this._members
+  }
+
+  /** Members written by this draft (null: removed), in the order of their first write. */
+  get members(): Map<string, MemberEntry | null> {
+    if (this._members === undefined) this._members = new Map()
+    return this._members
+  }
+
+  get target(): Map<number, string | null> {
+    if (this._target === undefined) this._target = new Map()
+    return this._target
+  }
+
+  get current(): Map<number, ShardOwner | null> {
+    if (this._current === undefined) this._current = new Map()
+    return this._current
+  }
+
+  get revocations(): Map<number, Revocation | null> {
+    if (this._revocations === undefined) this._revocations = new Map()
+    return this._revocations
+  }
+
+  get held(): Map<number, Held | null> {
+    if (this._held === undefined) this._held = new Map()
+    return this._held
+  }
+
+  /** Members to notify (their assignment grew). */
+  get notices(): Set<string> {
+    if (this._notices === undefined) this._notices = new Set()
+    return this._notices
+  }
+
+  /** Shards of earlier generations drained in this draft. */
+  get drainedNow(): Set<number> {
+    if (this._drainedNow === undefined) this._drainedNow = new Set()
+    return this._drainedNow
+  }
+
+  /** The members to notify, as a fresh array (empty when none). */
+  noticeList(): Array<string> {
+    return this._notices === undefined || this._notices.size === 0 ? [] : [...this._notices]
+  }
+
   /** Move to a newer generation: the current one joins those being drained. */
   startMigration(layout: ShardLayout): void {
     this.generations = [...this.generations, this.layout]
     this.layout = layout
     this.started.push(layout)
+    this._layoutView = undefined
+  }
+
+  /** Retarget `shard` (null: nobody). */
+  setTarget(shard: number, memberId: string | null): void {
+    this.target.set(shard, memberId)
+  }
+
+  /** Mark `shard` (of an earlier generation) drained in this draft. */
+  addDrained(shard: number): void {
+    this.drainedNow.add(shard)
+  }
+
+  /** This draft completes the migration (every earlier generation drained). */
+  get migrationCompleted(): boolean {
+    return this._migrationCompleted
+  }
+
+  /** Complete the migration: every earlier generation is drained. */
+  completeMigration(): void {
+    this._migrationCompleted = true
+    this._layoutView = undefined
   }
 
   isDrained(shard: number): boolean {
-    return this.state.drained.has(shard) || this.drainedNow.has(shard)
+    return this.state.drained.has(shard) || this._drainedNow?.has(shard) === true
   }
 
-  /** The group's layouts as this draft sees them. */
+  /**
+   * The group's layouts as this draft sees them. Built once per draft (and
+   * again after `startMigration` / `completeMigration`): its `isDrained`
+   * reads the draft, so later drains show through.
+   */
   layoutView(): LayoutView {
-    return {
-      layout: this.layout,
-      generations: this.migrationCompleted ? [] : this.generations,
-      isDrained: (shard) => this.isDrained(shard),
-    }
+    if (this._layoutView === undefined)
+      this._layoutView = {
+        layout: this.layout,
+        generations: this.migrationCompleted ? [] : this.generations,
+        isDrained: (shard) => this.isDrained(shard),
+      }
+    return this._layoutView
   }
 
   member(id: string): MemberEntry | undefined {
-    const m = this.members.get(id)
+    const m = this._members?.get(id)
     if (m === null) return undefined
     return m ?? this.state.members.get(id)
   }
 
   putMember(m: MemberEntry): void {
-    if (!this.members.has(m.memberId)) this.memberOrder.push(m.memberId)
-    this.members.set(m.memberId, m)
+    const members = this.members
+    if (!members.has(m.memberId)) this.memberOrder.push(m.memberId)
+    members.set(m.memberId, m)
     if (m.memberEpoch > this.maxMemberEpoch) this.maxMemberEpoch = m.memberEpoch
   }
 
   removeMember(id: string): void {
-    if (!this.members.has(id)) this.memberOrder.push(id)
-    this.members.set(id, null)
+    const members = this.members
+    if (!members.has(id)) this.memberOrder.push(id)
+    members.set(id, null)
   }
 
   targetOf(shard: number): string | null {
-    const t = this.target.get(shard)
+    const t = this._target?.get(shard)
     return t !== undefined ? t : (this.state.target[shard] ?? null)
   }
 
   currentOf(shard: number): ShardOwner | null {
-    const c = this.current.get(shard)
+    const c = this._current?.get(shard)
     return c !== undefined ? c : (this.state.current[shard] ?? null)
   }
 
   revocationOf(shard: number): Revocation | null {
-    const r = this.revocations.get(shard)
+    const r = this._revocations?.get(shard)
     return r !== undefined ? r : (this.state.revocations[shard] ?? null)
   }
 
   tokenOf(shard: number): number {
-    const c = this.current.get(shard)
-    const h = this.held.get(shard)
+    const c = this._current?.get(shard)
+    const h = this._held?.get(shard)
     const base = this.state.tokens[shard] ?? 0
     return Math.max(base, c?.token ?? 0, h?.token ?? 0)
   }
 
   heldOf(shard: number): Held | null {
-    const h = this.held.get(shard)
+    const h = this._held?.get(shard)
     return h !== undefined ? h : (this.state.held[shard] ?? null)
   }
 
@@ -161,7 +245,7 @@ export class Draft {
   heldFor(memberId: string): Array<number> {
     return this.view(
       this.state.heldBy,
-      this.held,
+      this._held,
       (s) => this.heldOf(s)?.memberId ?? null,
       memberId,
     )
@@ -183,12 +267,13 @@ export class Draft {
 
   private view(
     index: Map<string, Set<number>>,
-    overlay: Map<number, unknown>,
+    overlay: Map<number, unknown> | undefined,
     read: (shard: number) => string | null,
     memberId: string,
   ): Array<number> {
     const base = index.get(memberId)
-    if (overlay.size === 0) return base === undefined ? [] : sortShards([...base])
+    if (overlay === undefined || overlay.size === 0)
+      return base === undefined || base.size === 0 ? [] : sortShards([...base])
     const out = new Set<number>()
     if (base !== undefined) for (const s of base) if (read(s) === memberId) out.add(s)
     for (const s of overlay.keys()) if (read(s) === memberId) out.add(s)
@@ -197,13 +282,13 @@ export class Draft {
 
   /** Shards targeted to a member, ascending. O(its shards + overlay). */
   targetedTo(memberId: string): Array<number> {
-    return this.view(this.state.targetOf, this.target, (s) => this.targetOf(s), memberId)
+    return this.view(this.state.targetOf, this._target, (s) => this.targetOf(s), memberId)
   }
 
   ownedBy(memberId: string): Array<number> {
     return this.view(
       this.state.ownedBy,
-      this.current,
+      this._current,
       (s) => this.currentOf(s)?.memberId ?? null,
       memberId,
     )
@@ -212,7 +297,7 @@ export class Draft {
   revokingFrom(memberId: string): Array<number> {
     return this.view(
       this.state.revokingFrom,
-      this.revocations,
+      this._revocations,
       (s) => this.revocationOf(s)?.memberId ?? null,
       memberId,
     )
@@ -256,8 +341,9 @@ export class Draft {
   private deadline(shard: number, memberId: string): void {
     const at = this.now + this.state.config.rebalanceTimeoutMs
     this.shardDeadlines.push({ shard, at })
-    if (this.rebalanceTimerArmed.has(memberId)) return
-    this.rebalanceTimerArmed.add(memberId)
+    if (this._rebalanceTimerArmed === undefined) this._rebalanceTimerArmed = new Set()
+    else if (this._rebalanceTimerArmed.has(memberId)) return
+    this._rebalanceTimerArmed.add(memberId)
     this.timers.push({ key: { _tag: "Rebalance", memberId }, at })
   }
 
@@ -307,14 +393,14 @@ export class Draft {
   /** Does this draft change anything (records would be written)? */
   hasChanges(): boolean {
     return (
-      this.members.size > 0 ||
-      this.target.size > 0 ||
-      this.current.size > 0 ||
-      this.revocations.size > 0 ||
-      this.held.size > 0 ||
+      (this._members !== undefined && this._members.size > 0) ||
+      (this._target !== undefined && this._target.size > 0) ||
+      (this._current !== undefined && this._current.size > 0) ||
+      (this._revocations !== undefined && this._revocations.size > 0) ||
+      (this._held !== undefined && this._held.size > 0) ||
       this.audits.length > 0 ||
       this.started.length > 0 ||
-      this.drainedNow.size > 0 ||
+      (this._drainedNow !== undefined && this._drainedNow.size > 0) ||
       this.migrationCompleted ||
       this.groupEpoch !== this.state.groupEpoch ||
       this.assignmentEpoch !== this.state.assignmentEpoch
@@ -326,13 +412,13 @@ export class Draft {
     // first: the arrays grow to the new generation's shard ids before anything writes them
     for (const layout of this.started) records.push({ _tag: "MigrationStarted", layout })
     for (const id of this.memberOrder) {
-      const m = this.members.get(id)
+      const m = this._members?.get(id)
       if (m === null) records.push({ _tag: "MemberRemoved", memberId: id })
       else if (m !== undefined) records.push({ _tag: "MemberUpserted", member: m })
     }
     if (this.groupEpoch !== this.state.groupEpoch)
       records.push({ _tag: "GroupEpochBumped", groupEpoch: this.groupEpoch })
-    const targetChanges = entries(this.target)
+    const targetChanges = entries(this._target)
       .filter(([s, m]) => (this.state.target[s] ?? null) !== m)
       .map(([shard, memberId]) => ({ shard, memberId }))
     if (targetChanges.length > 0 || this.assignmentEpoch !== this.state.assignmentEpoch)
@@ -341,20 +427,20 @@ export class Draft {
         assignmentEpoch: this.assignmentEpoch,
         shards: targetChanges,
       })
-    const revs = entries(this.revocations)
+    const revs = entries(this._revocations)
       .filter(([s, m]) => (this.state.revocations[s] ?? null) !== m)
       .map(([shard, revocation]) => ({ shard, revocation }))
     if (revs.length > 0) records.push({ _tag: "RevocationsChanged", shards: revs })
-    const owners = entries(this.current)
+    const owners = entries(this._current)
       .filter(([s, o]) => (this.state.current[s] ?? null) !== o)
       .map(([shard, owner]) => ({ shard, owner }))
     if (owners.length > 0) records.push({ _tag: "ShardOwnersChanged", shards: owners })
-    const held = entries(this.held)
+    const held = entries(this._held)
       .filter(([s, h]) => (this.state.held[s] ?? null) !== h)
       .map(([shard, h]) => ({ shard, held: h }))
     if (held.length > 0) records.push({ _tag: "HeldChanged", shards: held })
-    if (this.drainedNow.size > 0)
-      records.push({ _tag: "ShardsDrained", shards: [...this.drainedNow].sort((a, b) => a - b) })
+    if (this._drainedNow !== undefined && this._drainedNow.size > 0)
+      records.push({ _tag: "ShardsDrained", shards: [...this._drainedNow].sort((a, b) => a - b) })
     if (this.migrationCompleted) records.push({ _tag: "MigrationCompleted" })
     for (const event of this.audits) records.push({ _tag: "Audit", event })
     return records

@@ -20,9 +20,19 @@ interface Order {
   /** The registry's ids and entries in its iteration order, as of the last call. */
   readonly keys: Array<string>
   readonly entries: Array<MemberEntry>
+  /**
+   * Per position, what the assignor reads of its entry (the weight; NaN for
+   * a leaving member, which gets no shards), copied when the entry object
+   * changes: reading thousands of entries at every membership change was a
+   * cache miss per member (docs/simulator.md, Speed).
+   */
+  readonly weights: Array<number>
   /** Positions in `keys` in ascending id order. */
   sorted: Array<number>
 }
+
+/** What the assignor reads of an entry: its weight, NaN when it is leaving. */
+const weightOf = (m: MemberEntry): number => (m.state === "LEAVING" ? Number.NaN : m.weight)
 
 const orders = new WeakMap<ReadonlyMap<string, MemberEntry>, Order>()
 
@@ -35,10 +45,10 @@ export const sortedIds = (members: ReadonlyMap<string, MemberEntry>): Array<stri
 const orderOf = (members: ReadonlyMap<string, MemberEntry>): Order => {
   let order = orders.get(members)
   if (order === undefined) {
-    order = { keys: [], entries: [], sorted: [] }
+    order = { keys: [], entries: [], weights: [], sorted: [] }
     orders.set(members, order)
   }
-  const { keys, entries } = order
+  const { keys, entries, weights } = order
   const before = keys.length
   // Compacted in place (a kept id's new position is never after its old one);
   // old positions that dropped out are listed, ascending.
@@ -48,6 +58,9 @@ const orderOf = (members: ReadonlyMap<string, MemberEntry>): Order => {
   let n = 0
   for (const [id, m] of members) {
     while (i < before && keys[i] !== id) removed.push(i++)
+    // (a kept id moves from i to n <= i: read its old slot before writing the new one)
+    if (i < before) weights[n] = entries[i] === m ? weights[i]! : weightOf(m)
+    else weights[n] = weightOf(m)
     if (i < before) i++
     else added.push(n)
     keys[n] = id
@@ -57,6 +70,7 @@ const orderOf = (members: ReadonlyMap<string, MemberEntry>): Order => {
   while (i < before) removed.push(i++)
   keys.length = n
   entries.length = n
+  weights.length = n
   if (removed.length === 0 && added.length === 0) return order
   const kept: Array<number> = []
   for (const old of order.sorted) {
@@ -116,19 +130,24 @@ export interface AssignorMembers {
  */
 export const assignorMembers = (draft: Draft): AssignorMembers => {
   const registered = draft.state.members
-  const { keys, entries, sorted } = orderOf(registered)
+  const order = orderOf(registered)
+  const { keys, sorted } = order
   const ids: Array<string> = []
   const weights: Array<number> = []
   const take = (m: MemberEntry | null) => {
-    if (m !== null && m.state !== "LEAVING") {
+    if (m === null) return
+    const w = weightOf(m)
+    if (!Number.isNaN(w)) {
       ids.push(m.memberId)
-      weights.push(m.weight)
+      weights.push(w)
     }
   }
+  const drafted = draft.drafted()
   // The draft's changes (a handful), each placed by binary search: it
   // replaces (or removes) the registered entry of its id, or adds one.
-  const overlay = [...draft.members.keys()].sort(compareIds)
+  const overlay = drafted === undefined ? [] : [...drafted.keys()].sort(compareIds)
   const place = overlay.map((id) => lowerBound(keys, sorted, id))
+  const cached = order.weights
   let j = 0
   for (let t = 0; t < sorted.length; t++) {
     const at = sorted[t]!
@@ -136,11 +155,17 @@ export const assignorMembers = (draft: Draft): AssignorMembers => {
     while (j < overlay.length && place[j] === t) {
       const id = overlay[j++]!
       if (id === keys[at]) replaced = true
-      take(draft.members.get(id)!)
+      take(drafted!.get(id)!)
     }
-    if (!replaced) take(entries[at]!)
+    if (replaced) continue
+    // the registered entry: its id and cached weight (NaN: leaving)
+    const w = cached[at]!
+    if (!Number.isNaN(w)) {
+      ids.push(keys[at]!)
+      weights.push(w)
+    }
   }
-  while (j < overlay.length) take(draft.members.get(overlay[j++]!)!)
+  while (j < overlay.length) take(drafted!.get(overlay[j++]!)!)
   return { ids, weights }
 }
 

@@ -11,6 +11,14 @@ export class TimerHeap {
   private readonly heap: Array<Timer> = []
   /** timer id -> the `at` of its live entry */
   private readonly armed = new Map<string, number>()
+  /**
+   * The heap's top as `next` last found it live: while it is still the top,
+   * it still is (its id's armed deadline changes only when an earlier entry
+   * is pushed above it, or when it is taken; both also forget it here, belt
+   * and braces). The runtime asks for `next` after every step, and the top
+   * rarely changes (docs/simulator.md, Speed).
+   */
+  private liveTop: Timer | undefined
 
   arm(timers: ReadonlyArray<Timer>): void {
     for (const t of timers) {
@@ -18,6 +26,7 @@ export class TimerHeap {
       const cur = this.armed.get(id)
       if (cur !== undefined && cur <= t.at) continue
       this.armed.set(id, t.at)
+      this.liveTop = undefined
       this.push(t)
     }
   }
@@ -27,7 +36,11 @@ export class TimerHeap {
     for (;;) {
       const top = this.heap[0]
       if (top === undefined) return undefined
-      if (this.armed.get(timerId(top.key)) === top.at) return top.at
+      if (top === this.liveTop) return top.at
+      if (this.armed.get(timerId(top.key)) === top.at) {
+        this.liveTop = top
+        return top.at
+      }
       this.pop()
     }
   }
@@ -37,6 +50,7 @@ export class TimerHeap {
     for (;;) {
       const top = this.heap[0]
       if (top === undefined || top.at > now) return undefined
+      this.liveTop = undefined
       this.pop()
       const id = timerId(top.key)
       if (this.armed.get(id) !== top.at) continue
