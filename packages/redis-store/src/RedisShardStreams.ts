@@ -219,6 +219,10 @@ export const makeWith = (
           return { client: client as Redis, release }
         },
         unblock: (id) => connection.client.call("CLIENT", "UNBLOCK", id),
+        check: (key, from) =>
+          connection.client
+            .xread("COUNT", 1, "STREAMS", key, from)
+            .then((reply) => reply !== null && reply.length > 0),
       })
 
   /**
@@ -855,11 +859,12 @@ export const makeWith = (
           const undelivered = Number(reply[2])
           const pending = Number(reply[3])
           const relaying = Number(reply[4]) === 1
+          // `relaying` only when true: the port's answer is the memory port's otherwise
           return {
             sealed,
             undelivered,
             pending,
-            relaying,
+            ...(relaying ? { relaying } : {}),
             drained: sealed && undelivered === 0 && pending === 0 && !relaying,
           }
         },

@@ -203,6 +203,30 @@ const suites = (subject: () => Subject) => {
     }
   })
 
+  it("a timeout shorter than the round trip still answers what Redis says of a new key: entries, none, or WRONGTYPE", async () => {
+    const stream = unique("short")
+    await append(stream, 0)
+    await subject().raw.set(shardKey(stream, 2), "not a stream")
+    // 1 ms: the local timer fires before the batch's XREAD comes back
+    assert.isTrue(await wait(stream, 0, 1))
+    assert.isFalse(await wait(stream, 1, 1))
+    const foreign = await Effect.runPromise(
+      Effect.result(
+        subject().streams.waitForEntries({
+          stream,
+          shard: 2,
+          group: "g",
+          timeoutMs: 1,
+          afterId: "0-0",
+        }),
+      ),
+    )
+    assert.isTrue(
+      foreign._tag === "Failure" && foreign.failure._tag === "ForeignValue",
+      String(foreign),
+    )
+  })
+
   it("a CLIENT UNBLOCK from someone else ends no wait early: each wakes on its append or times out at its deadline", async () => {
     const stream = unique("spurious")
     const woken = wait(stream, 0, 30_000)
@@ -326,6 +350,10 @@ describeTarget("idle waits' merge", target7, connect(target7), (connection) => {
         calls.push(id)
         return unblock(id)
       },
+      check: (key, from) =>
+        raw()
+          .xread("COUNT", 1, "STREAMS", key, from)
+          .then((reply) => reply !== null && reply.length > 0),
       minBatches: 2,
     })
     return { w, calls }

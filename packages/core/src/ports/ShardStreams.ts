@@ -155,7 +155,7 @@ export interface DrainState {
   readonly pending: number
   /**
    * The group's outbox on the shard holds a committed send not yet relayed
-   * (Redis Cluster transactions, docs/exactly-once.md); absent: no outbox.
+   * (Redis Cluster transactions, docs/exactly-once.md); absent: nothing to relay.
    */
   readonly relaying?: boolean
   /**

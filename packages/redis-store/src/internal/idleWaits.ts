@@ -21,7 +21,11 @@
  *   without them), or the unblock found nothing blocked yet: a new batch.
  * - A waiter's own timeout is a local timer: it leaves without waking its
  *   batch; a batch blocks until the last of its waiters' deadlines and is
- *   sent again, without the ones gone, only when it returns. A batch that
+ *   sent again, without the ones gone, only when it returns. A timer that
+ *   fires before any XREAD of its key came back (a key not seen yet, a short
+ *   timeout on a slow round trip) answers with one non-blocking XREAD of
+ *   the key instead, so the caller gets what Redis says of it (entries,
+ *   none, or WRONGTYPE), as a wait of its own would. A batch that
  *   returns early (an entry on one key, an unblock, anyone's CLIENT UNBLOCK)
  *   resolves `true` for the woken and sends the rest again: a waiter is
  *   resolved `false` only at its deadline.
@@ -48,6 +52,12 @@ export interface IdleWaitsOptions {
   readonly open: () => WaitConnection
   /** Sends `CLIENT UNBLOCK <id>` (on the command connection). */
   readonly unblock: (clientId: number) => Promise<unknown>
+  /**
+   * A non-blocking `XREAD COUNT 1 STREAMS key from` (on the command
+   * connection): whether the stream has an entry after `from`; rejects as
+   * XREAD does (WRONGTYPE).
+   */
+  readonly check: (key: string, from: string) => Promise<boolean>
   /** Batches sent before pending waiters are merged into one in flight (default 4). */
   readonly minBatches?: number
   /** At most this many slots in one batch (default 128). */
@@ -99,6 +109,9 @@ interface Batch {
 /** Within this of its deadline a waiter back from a batch is timed out, not sent again. */
 const SLACK_MS = 2
 
+/** Keys remembered as seen (then forgotten all at once: a forgotten key costs one check). */
+const SEEN_KEYS = 16_384
+
 const slotKey = (key: string, from: string): string => `${from}\u0000${key}`
 
 /** A Redis error reply (the connection is fine), not a lost connection. */
@@ -114,6 +127,12 @@ export const makeIdleWaits = (options: IdleWaitsOptions): IdleWaits => {
   /** CLIENT ID of each batch connection (undefined: refused or not known yet). */
   const ids = new WeakMap<Redis, number>()
   let canUnblock = true
+  /** Keys an XREAD came back for (so of a type XREAD takes): a timeout on them needs no check. */
+  const seen = new Set<string>()
+  const sawKey = (key: string) => {
+    if (seen.size >= SEEN_KEYS) seen.clear()
+    seen.add(key)
+  }
   let pending: Array<Waiter> = []
   let scheduled = false
 
@@ -207,6 +226,7 @@ export const makeIdleWaits = (options: IdleWaitsOptions): IdleWaits => {
     reply: ReadonlyArray<[string, ReadonlyArray<[string, unknown]>]> | null,
   ) => {
     inFlight.delete(batch)
+    for (const slot of batch.slots.values()) sawKey(slot.key)
     for (const [key, entries] of reply ?? []) {
       const id = entries[0]?.[0]
       if (id === undefined) continue
@@ -319,7 +339,21 @@ export const makeIdleWaits = (options: IdleWaitsOptions): IdleWaits => {
         resolve,
         reject,
       }
-      w.timer = setTimeout(() => settle(w, false), Math.max(0, timeoutMs))
+      w.timer = setTimeout(
+        () => {
+          w.timer = undefined
+          if (w.settled) return
+          if (seen.has(key)) return settle(w, false)
+          options.check(key, from).then(
+            (woken) => {
+              sawKey(key)
+              settle(w, woken)
+            },
+            (error: unknown) => fail(w, error),
+          )
+        },
+        Math.max(0, timeoutMs),
+      )
       if (signal !== undefined) {
         if (signal.aborted) return detach(w)
         signal.addEventListener("abort", () => detach(w), { once: true })
