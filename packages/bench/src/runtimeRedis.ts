@@ -14,6 +14,9 @@
  * 3-node Redis Cluster (Redis 7.0, and 8.x when built) started the same way,
  * raw loops on an ioredis `Cluster` client, Redis CPU summed over the nodes;
  * writes results/runtime-redis-cluster.* (no handoff part).
+ * BENCH_SERVERS (default `redis7,redis8`): which servers, in that order (the
+ * first one measured also warms up Node's JIT; docs/runtime.md, "Where the
+ * time goes").
  */
 import { mkdirSync, writeFileSync } from "node:fs"
 import { cpus } from "node:os"
@@ -63,6 +66,15 @@ type Paired = ReturnType<typeof paired>
 const showRatio = (p: Paired) => (p === undefined ? "n/a" : `${p.median}x`)
 const showSpread = (p: Paired) => (p === undefined ? "" : `${p.min}-${p.max}x`)
 
+const SERVER_KINDS: ReadonlyArray<ServerKind> = ["redis7", "redis8"]
+const servers = (process.env.BENCH_SERVERS ?? "redis7,redis8").split(",").map((kind) => {
+  const known = SERVER_KINDS.find((k) => k === kind.trim())
+  if (known === undefined)
+    throw new Error(
+      `BENCH_SERVERS: unknown server ${JSON.stringify(kind)} (${SERVER_KINDS.join(", ")})`,
+    )
+  return known
+})
 const results: Array<RedisRuntimeBenchResults> = []
 const handoffs: Array<{ readonly server: string; readonly samples: Array<HandoffSample> }> = []
 const HANDOFF_ROUNDS = onCluster ? 0 : Number(process.env.BENCH_HANDOFF_ROUNDS ?? 2)
@@ -103,7 +115,7 @@ if (process.env.BENCH_REDIS_URL !== undefined) {
   )
   await measureHandoffs(process.env.BENCH_REDIS_URL, process.env.BENCH_REDIS_URL)
 } else if (onCluster) {
-  for (const kind of ["redis7", "redis8"] as ReadonlyArray<ServerKind>) {
+  for (const kind of servers) {
     const cluster = await startOrSkip(kind, () => startRedisCluster({ kind }))
     if (cluster === undefined) continue
     try {
@@ -117,7 +129,7 @@ if (process.env.BENCH_REDIS_URL !== undefined) {
     }
   }
 } else {
-  for (const kind of ["redis7", "redis8"] as ReadonlyArray<ServerKind>) {
+  for (const kind of servers) {
     const server = await startOrSkip(kind, () => startRedis({ kind }))
     if (server === undefined) continue
     try {
@@ -133,7 +145,7 @@ if (process.env.BENCH_REDIS_URL !== undefined) {
 }
 
 const out = {
-  command: `${process.env.BENCH_CASES ? `BENCH_CASES=${process.env.BENCH_CASES} ` : ""}${HANDOFF_ROUNDS === 2 || onCluster ? "" : `BENCH_HANDOFF_ROUNDS=${HANDOFF_ROUNDS} `}${rounds === DEFAULT_ROUNDS ? "" : `BENCH_ROUNDS=${rounds} `}${messages === DEFAULT_MESSAGES ? "" : `BENCH_MESSAGES=${messages} `}pnpm --filter @shardline/bench run ${onCluster ? "bench:runtime-redis-cluster" : "bench:runtime-redis"}`,
+  command: `${process.env.BENCH_SERVERS ? `BENCH_SERVERS=${process.env.BENCH_SERVERS} ` : ""}${process.env.BENCH_CASES ? `BENCH_CASES=${process.env.BENCH_CASES} ` : ""}${HANDOFF_ROUNDS === 2 || onCluster ? "" : `BENCH_HANDOFF_ROUNDS=${HANDOFF_ROUNDS} `}${rounds === DEFAULT_ROUNDS ? "" : `BENCH_ROUNDS=${rounds} `}${messages === DEFAULT_MESSAGES ? "" : `BENCH_MESSAGES=${messages} `}pnpm --filter @shardline/bench run ${onCluster ? "bench:runtime-redis-cluster" : "bench:runtime-redis"}`,
   date: new Date().toISOString(),
   node: process.version,
   cpus: cpus().length,

@@ -13,6 +13,7 @@
 import net from "node:net"
 import type { ConnectionOptions as TlsOptions } from "node:tls"
 import { BackendUnavailable } from "@shardline/core"
+import calculateSlot from "cluster-key-slot"
 import { Context, Effect, Exit, Layer, type Scope } from "effect"
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from "ioredis"
 import {
@@ -21,6 +22,7 @@ import {
   type KeySchemaMismatch,
   PermissionDenied,
 } from "./Errors.js"
+import { REDIRECTION } from "./internal/gatedRead.js"
 import * as KeySchema from "./KeySchema.js"
 import * as Keys from "./keys.js"
 import { ioredisScripts } from "./scripts.js"
@@ -88,10 +90,21 @@ export interface RedisConnectionShape {
    * Runs one blocking command on a dedicated connection. On interruption the
    * connection is closed (Redis would still be blocking on it), otherwise it
    * goes back to a small pool.
+   *
+   * `key`: the one key the command addresses. In a cluster the command then
+   * runs on a dedicated connection to the node of the key's slot (pooled per
+   * node), not on a duplicated cluster client, which fetches the slot map
+   * itself (CLUSTER SLOTS on a connection of its own) each time one is made;
+   * a redirection (the slot moved or is migrating: MOVED, ASK, TRYAGAIN,
+   * CLUSTERDOWN, which ran nothing) or a failed node connection runs it
+   * again through a duplicated cluster client, which follows redirections
+   * and failovers itself: for a read-only command only (XREAD BLOCK), which
+   * may run twice (docs/redis.md, "The gated fence in a cluster").
    */
   readonly blocking: <A>(
     operation: string,
     run: (connection: Client) => Promise<A>,
+    key?: string,
   ) => Effect.Effect<A, BackendUnavailable>
   /**
    * The shared subscriber connection (created on first use). In a cluster it
@@ -286,7 +299,9 @@ export const fromClient = (
     yield* Effect.addFinalizer(() =>
       Effect.promise(() => {
         closed = true
-        const all = [...idle, ...busy, ...(sub === undefined ? [] : [sub])]
+        const onNodes = [...idleOnNode.values()].flat()
+        idleOnNode.clear()
+        const all = [...idle, ...onNodes, ...busy, ...(sub === undefined ? [] : [sub])]
         idle.length = 0
         for (const c of busy) c.disconnect()
         return Promise.all(all.map(quit)).then(() => undefined)
@@ -321,8 +336,97 @@ export const fromClient = (
       }
     }
 
-    const blocking = <A>(operation: string, run: (connection: Client) => Promise<A>) =>
+    /** Idle dedicated connections to one node of a cluster, by `host:port` (`blocking` with a key). */
+    const idleOnNode = new Map<string, Array<Client>>()
+    let idleOnNodes = 0
+
+    /**
+     * A dedicated connection to the node of `key`'s slot (the cluster client's
+     * own connection to it, duplicated: its AUTH, TLS, NAT-mapped address), and
+     * where to pool it; undefined when the slot map names no known node.
+     */
+    const nodeConnection = (key: string): { client: Client; node: string } | undefined => {
+      const cluster = client as Cluster
+      const node = cluster.slots[calculateSlot(key)]?.[0]
+      if (node === undefined) return undefined
+      const pooled = idleOnNode.get(node) ?? []
+      for (;;) {
+        const c = pooled.pop()
+        if (c === undefined) break
+        idleOnNodes--
+        if (!isClosed(c)) return { client: c, node }
+        c.disconnect()
+      }
+      const owner = cluster
+        .nodes("master")
+        .find((n) => `${n.options.host}:${n.options.port}` === node)
+      if (owner === undefined) return undefined
+      const c = owner.duplicate({
+        enableAutoPipelining: false,
+        autoResendUnfulfilledCommands: false,
+        retryStrategy: () => null,
+        enableOfflineQueue: true,
+        readOnly: false,
+      })
+      c.on("error", () => {})
+      return { client: c, node }
+    }
+
+    /** `blocking` on the node of `key`'s slot; a redirection or a failed connection runs it through a cluster client. */
+    const blockingOnNode = <A>(
+      operation: string,
+      run: (connection: Client) => Promise<A>,
+      key: string,
+    ): Effect.Effect<A, BackendUnavailable> =>
       Effect.suspend(() => {
+        const taken = nodeConnection(key)
+        if (taken === undefined) return blocking(operation, run)
+        const { client: connection, node } = taken
+        busy.add(connection)
+        return Effect.tryPromise({
+          try: (signal) => {
+            signal.addEventListener("abort", () => connection.disconnect(), { once: true })
+            return run(connection).then(
+              (value) => ({ redirected: false as const, value }),
+              (error: unknown) => {
+                // an error reply of Redis' own (WRONGTYPE, ...) is the command's answer;
+                // a redirection ran nothing; a connection that failed (the node is
+                // down: a failover) leaves a read-only command safe to run again
+                const reply = error instanceof Error && error.name === "ReplyError"
+                if (reply && !REDIRECTION.test(error.message)) throw error
+                if (!reply || (error as Error).message.startsWith("MOVED "))
+                  (client as Cluster).refreshSlotsCache()
+                return { redirected: true as const }
+              },
+            )
+          },
+          catch: (cause) => unavailable(operation, cause),
+        }).pipe(
+          Effect.onExit((exit) =>
+            Effect.sync(() => {
+              busy.delete(connection)
+              if (Exit.isSuccess(exit) && !closed && idle.length + idleOnNodes < maxIdle) {
+                const pooled = idleOnNode.get(node) ?? []
+                pooled.push(connection)
+                idleOnNode.set(node, pooled)
+                idleOnNodes++
+              } else connection.disconnect()
+            }),
+          ),
+          Effect.flatMap((done) =>
+            done.redirected ? blocking(operation, run) : Effect.succeed(done.value),
+          ),
+        )
+      })
+
+    const blocking = <A>(
+      operation: string,
+      run: (connection: Client) => Promise<A>,
+      key?: string,
+    ): Effect.Effect<A, BackendUnavailable> =>
+      Effect.suspend(() => {
+        if (key !== undefined && client instanceof Cluster)
+          return blockingOnNode(operation, run, key)
         const connection = takeIdle() ?? dedicated()
         busy.add(connection)
         return Effect.tryPromise({

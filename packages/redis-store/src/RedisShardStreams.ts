@@ -831,8 +831,11 @@ export const makeWith = (
             }),
           )
         const reply = yield* refineWrongType(key)(
-          connection.blocking("waitForEntries (XREAD BLOCK)", (c) =>
-            c.xread("COUNT", 1, "BLOCK", block, "STREAMS", key, from),
+          connection.blocking(
+            "waitForEntries (XREAD BLOCK)",
+            (c) => c.xread("COUNT", 1, "BLOCK", block, "STREAMS", key, from),
+            // in a cluster: on a connection to the node of the key's slot
+            key,
           ),
         )
         return reply !== null && reply.length > 0

@@ -147,14 +147,23 @@ const routeTo = async (at: number) => {
     retryStrategy: () => null,
   })
   await ready(client)
-  const wire = Promise.resolve(adopt(client))
+  const inner = adopt(client)
+  /** The transactions (MULTI ... EXEC) of each write on the wire. */
+  const writes: Array<number> = []
+  const wire = Promise.resolve<Wire>({
+    ...inner,
+    send: (commands) => {
+      writes.push(commands.filter(([name]) => name === "MULTI").length)
+      return inner.send(commands)
+    },
+  })
   const redirections: Array<string> = []
   const route: GatedRoute = {
     open: () => wire,
     drop: () => {},
     redirected: (error) => redirections.push(error.message),
   }
-  return { route, redirections, close: () => wire.then((w: Wire) => w.close()) }
+  return { route, redirections, writes, close: () => inner.close() }
 }
 
 describe("the gated fence on a 3-node cluster", () => {
@@ -239,6 +248,106 @@ describe("the gated fence on a 3-node cluster", () => {
     } finally {
       await close()
     }
+  })
+
+  it("reads of one node ready together leave in one write, a transaction each (one MULTI across slots is CROSSSLOT), each judged alone: a slot moved under the burst refuses only its own read", async () => {
+    // three shards on one node
+    const shards = [await seeded("burst", 3)]
+    while (shards.length < 3) {
+      const s = await seeded("burst", 3)
+      if (s.owner === shards[0]!.owner) shards.push(s)
+    }
+    const [moved, stale, current] = shards as [
+      (typeof shards)[0],
+      (typeof shards)[0],
+      (typeof shards)[0],
+    ]
+    const { owner } = moved
+    // Redis refuses one MULTI over keys of two slots: why each read keeps its own
+    const cross = await admins[owner]!.multi()
+      .xlen(shardKey(stale.stream, 0))
+      .xlen(shardKey(current.stream, 0))
+      .exec()
+      .then(
+        () => undefined,
+        (error: Error) => error.message,
+      )
+    assert.match(String(cross), /CROSSSLOT/)
+    const to = (owner + 1) % admins.length
+    const { route, redirections, writes, close } = await routeTo(owner)
+    try {
+      const reader = makeGatedReader(connection, route)
+      const acks = await Promise.all(
+        shards.map(async ({ base }) => {
+          const [a] = await run(streams.read({ ...base, consumer: "c", token: 3, count: 1 }))
+          return { ids: [a!.id], mode: "ack" } as const
+        }),
+      )
+      // `moved`'s slot goes to another node (the route still names the old owner);
+      // `stale`'s owner token is raised
+      const move = migration(moved.slot, owner, to)
+      await move.begin()
+      await move.move()
+      await move.finish()
+      await run(streams.setOwnerToken({ ...stale.base, token: 4 }))
+      const before = await Promise.all([
+        stateOn(to, moved.stream),
+        stateOn(owner, stale.stream),
+        stateOn(owner, current.stream),
+      ])
+      writes.length = 0
+      const results = await Promise.all(
+        shards.map(({ base }, i) =>
+          reader.read({ ...base, consumer: "c", token: 3, count: 10 }, acks[i]),
+        ),
+      )
+      assert.deepStrictEqual(writes, [3], "one write, three transactions")
+      assert.deepStrictEqual(results[0], { _tag: "Fallback" })
+      assert.deepStrictEqual(results[1], { _tag: "Stale", current: 4 })
+      assert.deepStrictEqual(
+        results[2]!._tag === "Read" ? results[2]!.messages.map((m) => m.fields.i) : results[2],
+        ["2", "3"],
+      )
+      assert.strictEqual(redirections.length, 1)
+      assert.match(redirections[0]!, /^MOVED /)
+      const after = await Promise.all([
+        stateOn(to, moved.stream),
+        stateOn(owner, stale.stream),
+        stateOn(owner, current.stream),
+      ])
+      assert.deepStrictEqual(after[0], before[0], "nothing ran for the moved slot")
+      assert.deepStrictEqual(after[1], before[1], "nothing ran for the stale token")
+      // the current shard: its ack ran (entry 1 no longer pending), entries 2 and 3 delivered
+      assert.deepStrictEqual(
+        [after[2]!.gate, after[2]!.group[0]?.pending, before[2]!.group[0]?.pending],
+        [0, 2, 1],
+      )
+      // the moved shard reads on through the script, on its new owner
+      const rest = await run(
+        streams.read({ ...moved.base, consumer: "c", token: 3, count: 10, ack: acks[0] }),
+      )
+      assert.deepStrictEqual(
+        rest.map((m) => m.fields.i),
+        ["2", "3"],
+      )
+    } finally {
+      await close()
+    }
+  })
+
+  it("a node's wire closed before its queued reads were written (retired, or failed): they take the script, nothing sent", async () => {
+    const { base, owner } = await seeded("closed-wire", 2)
+    const { route, writes, close } = await routeTo(owner)
+    await close()
+    const before = await execs()
+    const reader = makeGatedReader(connection, route)
+    const results = await Promise.all([
+      reader.read({ ...base, consumer: "c", token: 3, count: 10 }, undefined),
+      reader.read({ ...base, group: "h", consumer: "c", token: 3, count: 10 }, undefined),
+    ])
+    assert.deepStrictEqual(results, [{ _tag: "Fallback" }, { _tag: "Fallback" }])
+    assert.deepStrictEqual(writes, [])
+    assert.deepStrictEqual(await execs(), before)
   })
 
   it("a slot moved to another node: the old owner refuses the MULTI (MOVED), nothing runs; the script reads on, then the new owner's wire", async () => {
@@ -532,6 +641,47 @@ describe("the gated fence on a 3-node cluster", () => {
       await run(Scope.close(own, Exit.void))
       await Promise.all(proxies.map((p) => p.close()))
     }
+  })
+
+  it("waitForEntries blocks on a connection to the node of the shard's slot (no duplicated cluster client, no CLUSTER SLOTS); a slot moved: the redirection runs it through the cluster client, and it wakes", async () => {
+    const { stream, base, slot, owner } = await seeded("wait", 1)
+    const slotsCalls = () =>
+      Promise.all(admins.map((a) => a.info("commandstats"))).then((infos) =>
+        infos.reduce(
+          (sum, info) => sum + Number(/cmdstat_cluster\|slots:calls=(\d+)/.exec(info)?.[1] ?? 0),
+          0,
+        ),
+      )
+    const wakes = async (at: number, after?: string) => {
+      const last = after ?? (await run(streams.append(stream, 0, { i: "before" })))
+      const waiting = run(streams.waitForEntries({ ...base, afterId: last, timeoutMs: 10_000 }))
+      await sleep(150)
+      // blocked on the node `at` (a normal client, its last command XREAD)
+      const list = (await admins[at]!.call("CLIENT", "LIST")) as string
+      const blocked = list
+        .split("\n")
+        .filter((line) => / flags=b /.test(line) && / cmd=xread /.test(line))
+      await run(streams.append(stream, 0, { i: "after" }))
+      assert.isTrue(await waiting, "woken by the append")
+      return blocked.length
+    }
+    const before = await slotsCalls()
+    assert.strictEqual(await wakes(owner), 1, "blocked on the slot's node")
+    assert.strictEqual(await wakes(owner), 1, "again, on the pooled connection")
+    assert.strictEqual(await slotsCalls(), before, "no slot map fetched for it")
+    // the slot moves; the client's map still names the old owner
+    const last = await run(streams.append(stream, 0, { i: "before the move" }))
+    const to = (owner + 1) % admins.length
+    const move = migration(slot, owner, to)
+    await move.begin()
+    await move.move()
+    await move.finish()
+    assert.strictEqual(
+      (connection.client as import("ioredis").Cluster).slots[slot]?.[0],
+      `${cluster.nodes[owner]!.host}:${cluster.nodes[owner]!.port}`,
+    )
+    // the pooled node connection is refused (MOVED, nothing ran): through the cluster client, on the new owner
+    assert.strictEqual(await wakes(to, last), 1, "blocked on the new owner")
   })
 
   // last: it adds a replica to the cluster and fails a master over to it

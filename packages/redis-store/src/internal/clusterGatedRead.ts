@@ -1,7 +1,9 @@
 /**
  * The gated fence in a Redis Cluster (docs/redis.md, "The gated fence in a
  * cluster"): each read's MULTI (internal/gatedRead.ts) goes to the node that
- * owns the shard's slot, on a dedicated wire of that node.
+ * owns the shard's slot, on a dedicated wire of that node; the reads of one
+ * node ready together leave as their own transactions in one write (a
+ * MULTI over several slots is refused: CROSSSLOT), each judged alone.
  *
  * Every key of a shard shares the hash tag `{<stream>:<shard>}` (src/keys.ts),
  * so a gated read's transaction is single-slot. The route is the cluster

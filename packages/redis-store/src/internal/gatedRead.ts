@@ -35,8 +35,11 @@
  * On a single node, reads of several loops that are ready together leave in
  * ONE MULTI, each read's commands above in turn (internal/gatedBurst.ts;
  * docs/redis.md, "Several shards in one transaction"). In a cluster each
- * read is its own MULTI on the wire of its slot's node
- * (internal/clusterGatedRead.ts).
+ * read is its own MULTI on the wire of its slot's node (a MULTI over several
+ * slots is refused: CROSSSLOT), and the reads of one node that are ready
+ * together leave as their transactions in one write
+ * (internal/clusterGatedRead.ts; docs/redis.md, "The gated fence in a
+ * cluster").
  */
 import { createHash } from "node:crypto"
 import type { ShardStreams } from "@shardline/core"
@@ -97,7 +100,7 @@ export interface GatedRoute {
  * TRYAGAIN) or the cluster is down. Redis then discards the whole
  * transaction (EXECABORT, or the error as EXEC's reply): nothing ran.
  */
-const REDIRECTION = /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /
+export const REDIRECTION = /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /
 
 /**
  * Gated reads over one dedicated connection of a single node, shared by
@@ -248,50 +251,114 @@ export const makeGatedReader = (connection: RedisConnectionShape, route?: GatedR
   const bursts = makeBurstQueue({ send })
 
   /**
-   * One gated read alone in its transaction, on the wire of the node of its
-   * shard's slot (a cluster: internal/clusterGatedRead.ts; shards on
-   * different nodes cannot share a MULTI). A redirection (MOVED, ASK,
-   * TRYAGAIN, CLUSTERDOWN) refused the transaction, so nothing ran: the read
-   * takes the script, which follows it.
+   * What one routed read's own transaction (`res`: MULTI's, QUEUED..., EXEC's
+   * replies) did: its outcome, or `again` (the script cache was flushed: its
+   * gate stayed shut, nothing happened; again with the script's body, which
+   * EVAL caches). A redirection (MOVED, ASK, TRYAGAIN, CLUSTERDOWN) refused
+   * the transaction, so nothing ran: the read takes the script, which
+   * follows it. Throws what fails the read (`BackendUnavailable`).
    */
-  const readRouted = async (
+  const routedOutcome = (
+    route: GatedRoute,
+    o: ShardStreams.ReadOptions,
+    res: ReadonlyArray<unknown>,
+    attempt: number,
+  ): FencedRead | "again" => {
+    const exec = res[res.length - 1]
+    if (exec instanceof Error) {
+      // EXECABORT: a command was refused when queued, so nothing ran
+      const queued = res.find((reply) => reply instanceof Error && reply !== exec)
+      if (queued instanceof Error && /^(NOPERM|ERR unknown command)/.test(queued.message))
+        refused = true
+      const redirection = [queued, exec].find(
+        (e): e is Error => e instanceof Error && REDIRECTION.test(e.message),
+      )
+      if (redirection !== undefined) {
+        route.redirected(redirection)
+        return { _tag: "Fallback" }
+      }
+      if (exec.message.startsWith("EXECABORT")) return { _tag: "Fallback" }
+      throw exec
+    }
+    // null only when a WATCH failed, and this connection holds none
+    if (!Array.isArray(exec)) throw new Error(`gated read: EXEC replied ${String(exec)}`)
+    if (noScript(exec) && attempt === 0) return "again"
+    return outcomeOf(exec, shardKey(o.stream, o.shard), o.keyField)
+  }
+
+  /**
+   * The routed reads queued together for one node's wire: each read's own
+   * single-slot transaction (a cluster refuses a MULTI whose keys span
+   * slots: CROSSSLOT), one after the other in ONE write, and each judged on
+   * its own replies (docs/redis.md, "The gated fence in a cluster"). A
+   * wire that closed before they were written takes none of them: they
+   * take the script (nothing was sent).
+   */
+  const sendRouted = async (
+    route: GatedRoute,
+    opened: Promise<Wire>,
+    reads: ReadonlyArray<GatedRead>,
+  ): Promise<Array<FencedRead | Error>> => {
+    try {
+      const w = await opened
+      // retired and closed once its earlier reads were answered (a refresh of
+      // the slot map dropped its node), or failed: nothing of these was sent
+      if (w.closed()) return reads.map(() => ({ _tag: "Fallback" }))
+      const outcomes: Array<FencedRead | Error | undefined> = reads.map(() => undefined)
+      let todo = reads.map((_, i) => i)
+      for (let attempt = 0; todo.length > 0; attempt++) {
+        const transactions = todo.map((i) => commandsOf(reads[i]!.o, reads[i]!.ack, attempt > 0))
+        const res = await w.send(transactions.flat())
+        const again: Array<number> = []
+        let at = 0
+        for (const [k, i] of todo.entries()) {
+          const size = transactions[k]!.length
+          const own = res.slice(at, at + size)
+          at += size
+          try {
+            const outcome = routedOutcome(route, reads[i]!.o, own, attempt)
+            if (outcome === "again") again.push(i)
+            else outcomes[i] = outcome
+          } catch (error) {
+            outcomes[i] = error instanceof Error ? error : new Error(String(error))
+          }
+        }
+        todo = again
+      }
+      // an error of one read replaces the wire, as it did when each read was alone
+      if (outcomes.some((x) => x instanceof Error)) route.drop(opened)
+      return outcomes.map((x) => x ?? new Error("gated read: no outcome"))
+    } catch (error) {
+      route.drop(opened)
+      throw error
+    }
+  }
+
+  /** A burst queue per node wire (a new wire, a new queue). */
+  const nodeBursts = new WeakMap<Promise<Wire>, ReturnType<typeof makeBurstQueue>>()
+
+  /**
+   * A gated read on the wire of the node of its shard's slot (a cluster:
+   * internal/clusterGatedRead.ts). Shards on different nodes cannot share a
+   * write, nor shards of different slots a MULTI: the reads of one node that
+   * are ready together leave as their transactions in one write (at most
+   * MAX_IN_FLIGHT writes per node in flight, as on a single node).
+   */
+  const readRouted = (
     route: GatedRoute,
     o: ShardStreams.ReadOptions,
     ack: ShardStreams.AckFirst | undefined,
   ): Promise<FencedRead> => {
     const opened = route.open(o)
-    if (opened === undefined) return { _tag: "Fallback" }
-    try {
-      const w = await opened
-      for (let attempt = 0; ; attempt++) {
-        const res = await w.send(commandsOf(o, ack, attempt > 0))
-        const exec = res[res.length - 1]
-        if (exec instanceof Error) {
-          // EXECABORT: a command was refused when queued, so nothing ran
-          const queued = res.find((reply) => reply instanceof Error && reply !== exec)
-          if (queued instanceof Error && /^(NOPERM|ERR unknown command)/.test(queued.message))
-            refused = true
-          const redirection = [queued, exec].find(
-            (e): e is Error => e instanceof Error && REDIRECTION.test(e.message),
-          )
-          if (redirection !== undefined) {
-            route.redirected(redirection)
-            return { _tag: "Fallback" }
-          }
-          if (exec.message.startsWith("EXECABORT")) return { _tag: "Fallback" }
-          throw exec
-        }
-        // null only when a WATCH failed, and this connection holds none
-        if (!Array.isArray(exec)) throw new Error(`gated read: EXEC replied ${String(exec)}`)
-        // the script cache was flushed: the gate stayed shut, nothing happened;
-        // again with the script's body (EVAL caches it)
-        if (noScript(exec) && attempt === 0) continue
-        return outcomeOf(exec, shardKey(o.stream, o.shard), o.keyField)
-      }
-    } catch (error) {
-      route.drop(opened)
-      throw error
+    if (opened === undefined) return Promise.resolve({ _tag: "Fallback" })
+    let queue = nodeBursts.get(opened)
+    if (queue === undefined) {
+      queue = makeBurstQueue({
+        send: (reads) => sendRouted(route, opened, reads),
+      })
+      nodeBursts.set(opened, queue)
     }
+    return queue.read({ o, ack })
   }
 
   /** One gated read; `ack` (non-empty) rides in its MULTI. Throws on a connection error. */
