@@ -140,6 +140,25 @@ export class RedisConnection extends Context.Service<RedisConnection, RedisConne
 /** The connection is gone for good (a dedicated one never reconnects). */
 export const isClosed = (c: Client): boolean => c.status === "end" || c.status === "close"
 
+/**
+ * A connection of its own to one cluster node (one of the cluster client's
+ * `nodes()`, so with its AUTH, TLS and NAT map): no reconnect, no resend, no
+ * auto-pipelining, as a single node's dedicated connection ("The gated fence
+ * in a cluster" in docs/redis.md).
+ */
+const nodeWire = (node: Redis): Redis => {
+  const c = node.duplicate({
+    enableAutoPipelining: false,
+    autoResendUnfulfilledCommands: false,
+    retryStrategy: () => null,
+    enableOfflineQueue: true,
+    readOnly: false,
+  })
+  // errors surface on the commands; without a listener ioredis logs them
+  c.on("error", () => {})
+  return c
+}
+
 export const unavailable = (operation: string, cause: unknown): BackendUnavailable =>
   new BackendUnavailable({
     operation,
@@ -361,15 +380,7 @@ export const fromClient = (
         .nodes("master")
         .find((n) => `${n.options.host}:${n.options.port}` === node)
       if (owner === undefined) return undefined
-      const c = owner.duplicate({
-        enableAutoPipelining: false,
-        autoResendUnfulfilledCommands: false,
-        retryStrategy: () => null,
-        enableOfflineQueue: true,
-        readOnly: false,
-      })
-      c.on("error", () => {})
-      return { client: c, node }
+      return { client: nodeWire(owner), node }
     }
 
     /** `blocking` on the node of `key`'s slot; a redirection or a failed connection runs it through a cluster client. */
@@ -463,14 +474,7 @@ export const fromClient = (
     }
 
     const leaseNode = (node: Redis) => {
-      const c = node.duplicate({
-        enableAutoPipelining: false,
-        autoResendUnfulfilledCommands: false,
-        retryStrategy: () => null,
-        enableOfflineQueue: true,
-        readOnly: false,
-      })
-      c.on("error", () => {})
+      const c = nodeWire(node)
       if (closed) c.disconnect()
       else busy.add(c)
       return {
