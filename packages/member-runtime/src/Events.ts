@@ -117,6 +117,14 @@ export type RuntimeEvent =
   | (MemberBase & { readonly type: "requestRejected"; readonly error: HeartbeatRejected })
   /** The shard is sealed by a reshard and drained for the group: reported, no more reads. */
   | (MemberBase & { readonly type: "exhausted"; readonly shard: number })
+  /**
+   * The shard is sealed and drained but for its outbox, which holds sends
+   * this runtime cannot relay (its storage has no outbox: one Redis node,
+   * memory; the sends were committed on a Redis Cluster). The shard is not
+   * reported drained, so the reshard waits; said once per grant
+   * (docs/exactly-once.md, "Resharding and the outbox").
+   */
+  | (MemberBase & { readonly type: "outboxStranded"; readonly shard: number })
   /** The storage refused the member's owner token: the shard moved; its loop stopped. */
   | (MemberBase & { readonly type: "staleOwner"; readonly shard: number })
   /** A data-plane call failed (backend unavailable, ...); the shard retries after a backoff. */

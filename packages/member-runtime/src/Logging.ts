@@ -253,6 +253,11 @@ export const makeEventLog = (log: LevelLogger) => {
           message: `batch of ${event.count} on shard ${event.shard}: ${event.acked} acked, ${event.failed} failed, ${event.durationMs} ms`,
         }
       }
+      case "outboxStranded":
+        return {
+          level: "warn",
+          message: `shard ${event.shard} is sealed and drained but its outbox holds sends committed on a Redis Cluster, which this runtime cannot relay (no outbox on this storage): the shard is not reported drained and the reshard waits. Relay them from a runtime on the cluster, or remove them if they were delivered (docs/exactly-once.md, "Resharding and the outbox")`,
+        }
       case "exhausted":
         return {
           level: "info",

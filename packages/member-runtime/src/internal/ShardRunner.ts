@@ -138,6 +138,8 @@ export interface Runner {
   outboxDirty: boolean
   /** Relays of the outbox that failed in a row: the backoff of the next (reset by one that empties it). */
   relayFailures: number
+  /** `outboxStranded` was emitted for this grant (said once, not at every idle wait). */
+  strandedSaid: boolean
   readonly progress: {
     lastId: string | undefined
     acked: number
@@ -177,6 +179,7 @@ export const makeRunner = (
   wokenByEntries: false,
   outboxDirty: true,
   relayFailures: 0,
+  strandedSaid: false,
   progress: { lastId: undefined, acked: 0, inFlight: 0, lag: undefined },
 })
 
@@ -632,7 +635,19 @@ const turnOf = (
       const state = drain.success
       const drainedButRelay =
         state.sealed && state.undelivered === 0 && state.pending === 0 && state.relaying === true
-      // (a group without transactions cannot relay it: not drained, as inspect shows)
+      // a runtime whose storage has no outbox (one node, memory) cannot relay
+      // it: not drained, as inspect shows; the operator is told once
+      if (drainedButRelay && outbox === undefined && !r.strandedSaid) {
+        r.strandedSaid = true
+        env.emit({
+          stream: settings.stream,
+          group: settings.group,
+          memberId: env.memberId,
+          at: env.wallNow(),
+          type: "outboxStranded",
+          shard: r.shard,
+        })
+      }
       if (!state.drained && !(drainedButRelay && outbox !== undefined)) return Empty
       // ... and its outbox relayed (docs/exactly-once.md, "Resharding and the
       // outbox"): a drained shard is retired and never relayed again, so one

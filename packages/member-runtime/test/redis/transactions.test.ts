@@ -299,6 +299,70 @@ describe("one node: writes and direct sends commit with the ack", () => {
     }
   }, 60_000)
 
+  it("a sealed shard whose outbox holds sends a runtime on one node cannot relay (committed on a cluster) is not reported drained: outboxStranded is said once; drained once they are gone", async () => {
+    const stream = `txo-${process.pid}-${++runs}`
+    const events: Array<RuntimeEvent> = []
+    const runtime = await start({
+      redis: { url: server().url },
+      handleSignals: false,
+      memberBase: "txo",
+      shutdownTimeoutMs: 5_000,
+      onEvent: (e) => {
+        if (e.stream === stream && (e.type === "outboxStranded" || e.type === "exhausted"))
+          events.push(e)
+      },
+      consumers: [
+        consumer({
+          stream,
+          group: "g",
+          ...fast,
+          idleWaitMs: 200,
+          shardCount: 1,
+          eachMessage: () => {},
+        }),
+      ],
+    })
+    try {
+      await eventually("the member owns its shard", () =>
+        runtime.members().every((m) => m.owned.length === 1),
+      )
+      const outbox = Keys.defaultKeys.outboxKey(stream, 0, "g")
+      // as commit.lua writes a send on a cluster
+      server().cli(
+        "XADD",
+        outbox,
+        "*",
+        "shardline-target",
+        `${stream}-out`,
+        "shardline-shard",
+        "0",
+        "shardline-key",
+        "k",
+        "n",
+        "0",
+      )
+      await Effect.runPromise(
+        Layout.Reshard.reshardStream(stream, 2).pipe(
+          Effect.provide(RedisPorts.layer({ url: server().url })),
+        ),
+      )
+      await eventually("the stranded outbox is said", () =>
+        events.some((e) => e.type === "outboxStranded"),
+      )
+      // several idle waits later: still said once, still not drained
+      await new Promise((resolve) => setTimeout(resolve, 1_000))
+      expect(events.map((e) => e.type)).toEqual(["outboxStranded"])
+      expect(events[0]).toMatchObject({ type: "outboxStranded", shard: 0 })
+      server().cli("DEL", outbox)
+      await eventually("the shard is reported drained", () =>
+        events.some((e) => e.type === "exhausted"),
+      )
+      expect(events.map((e) => e.type)).toEqual(["outboxStranded", "exhausted"])
+    } finally {
+      await runtime.stop()
+    }
+  }, 60_000)
+
   describe("refusals: the message is dead-lettered with the reason, nothing of it is written", () => {
     const refused = async (
       handle: (m: Message, tx: Transaction, later: Array<() => void>) => void | Promise<void>,
