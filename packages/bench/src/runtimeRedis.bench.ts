@@ -23,7 +23,7 @@
  * ShardStreams `redis: { nodes }`, and the Redis CPU is summed over the
  * nodes (docs/redis.md, "Benchmarks").
  */
-import { writeFileSync } from "node:fs"
+import { mkdirSync, writeFileSync } from "node:fs"
 import { Session } from "node:inspector/promises"
 import { performance } from "node:perf_hooks"
 import { Layout } from "@shardline/core"
@@ -110,20 +110,40 @@ const serverCpuUs = async (target: BenchTarget) => {
 /**
  * `BENCH_CPU_PROFILE=<dir>`: a CPU profile of each consume phase (not the
  * backlog's production nor the group's start) is written to <dir> as
- * `<stream>.cpuprofile` (docs/runtime.md, "Where the time goes").
+ * `<stream>.cpuprofile`; `BENCH_HEAP_PROFILE=<dir>`: a sampling heap profile
+ * of the same phase, counting every allocation, collected or not, as
+ * `<stream>.heapprofile` (docs/runtime.md, "Where the time goes").
  */
 const profileDir = process.env.BENCH_CPU_PROFILE
+const heapDir = process.env.BENCH_HEAP_PROFILE
 const profiled = async <A>(name: string, body: () => Promise<A>): Promise<A> => {
-  if (profileDir === undefined) return body()
+  if (profileDir === undefined && heapDir === undefined) return body()
   const session = new Session()
   session.connect()
-  await session.post("Profiler.enable")
-  await session.post("Profiler.start")
+  if (profileDir !== undefined) {
+    await session.post("Profiler.enable")
+    await session.post("Profiler.start")
+  }
+  if (heapDir !== undefined)
+    await session.post("HeapProfiler.startSampling", {
+      samplingInterval: 4096,
+      includeObjectsCollectedByMajorGC: true,
+      // BENCH_HEAP_MINOR=0: only what survived a scavenge (what costs the collector most)
+      includeObjectsCollectedByMinorGC: process.env.BENCH_HEAP_MINOR !== "0",
+    })
   try {
     return await body()
   } finally {
-    const { profile } = await session.post("Profiler.stop")
-    writeFileSync(`${profileDir}/${name}.cpuprofile`, JSON.stringify(profile))
+    if (profileDir !== undefined) {
+      const { profile } = await session.post("Profiler.stop")
+      mkdirSync(profileDir, { recursive: true })
+      writeFileSync(`${profileDir}/${name}.cpuprofile`, JSON.stringify(profile))
+    }
+    if (heapDir !== undefined) {
+      const { profile } = await session.post("HeapProfiler.stopSampling")
+      mkdirSync(heapDir, { recursive: true })
+      writeFileSync(`${heapDir}/${name}.heapprofile`, JSON.stringify(profile))
+    }
     session.disconnect()
   }
 }
