@@ -43,8 +43,15 @@ import { Code, xreadMessages } from "./reply.js"
  */
 export const MAX_IN_FLIGHT = 2
 
-/** Reads in one transaction at most (its size; a member rarely has more ready at once). */
-export const MAX_READS = 16
+/**
+ * Reads in one transaction at most. Half of the bench's 16 lanes, so that
+ * two transactions alternate: Redis runs one while Node handles the other's
+ * batches. With room for all 16, one transaction took every ready read and
+ * the second slot stood empty. Runtime over 4 raw loops, eachMessage
+ * (docs/runtime.md, "Where the time goes"): 0.88-1.01x at 8, 0.66-0.87x
+ * at 16, 0.75-0.79x at 4, 0.90-0.92x at 6.
+ */
+export const MAX_READS = 8
 
 const isError = (x: unknown, prefix: string): x is Error =>
   x instanceof Error && x.message.startsWith(prefix)
