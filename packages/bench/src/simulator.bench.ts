@@ -96,6 +96,62 @@ export const big = (durationMs: number): SimOptions => ({
   faults: "swarm",
 })
 
+/**
+ * The same event mix at two sizes: the swarm with no faults and no messages,
+ * so nearly every event is a heartbeat's (a member's timer, the request at
+ * the coordinator, its answer, its timeout). Measured as the marginal rate
+ * between a short and a long run of one seed, so the join storm at the start
+ * (every member joins, one target recomputation each) cancels out: what is
+ * left is the cost of a steady event at that size (docs/simulator.md, "A
+ * fifth look"). Each run is the CLI in a Node process of its own, as the
+ * hour is: run after other simulations in one process, the same runs
+ * measured up to 30% slower.
+ */
+export const steadyArgs = (members: number, shards: number, minutes: number): Array<string> => [
+  "packages/simulator/dist/cli.js",
+  "swarm",
+  "--seed",
+  "1",
+  "--members",
+  String(members),
+  "--shards",
+  String(shards),
+  "--workers",
+  "2",
+  "--duration",
+  `${minutes}m`,
+  "--faults",
+  "none",
+  "--rate",
+  "0",
+  "--json",
+]
+
+export interface Marginal {
+  readonly short: CliRun
+  readonly long: CliRun
+  /** (events of the long run - the short one's) / (their wall time's difference) */
+  readonly eventsPerSec: number
+  readonly eventsPerCpuSec: number
+}
+
+export const marginal = (
+  members: number,
+  shards: number,
+  shortMinutes: number,
+  longMinutes: number,
+): Marginal => {
+  const short = cliRun(steadyArgs(members, shards, shortMinutes))
+  const long = cliRun(steadyArgs(members, shards, longMinutes))
+  const events = long.events - short.events
+  return {
+    short,
+    long,
+    eventsPerSec: Math.round(events / ((long.wallMs - short.wallMs) / 1000)),
+    eventsPerCpuSec: Math.round(events / ((long.cpuMs - short.cpuMs) / 1000)),
+  }
+}
+
 export const mid: SimOptions = {
   ...defaultOptions,
   scenario: "swarm",

@@ -12,6 +12,10 @@
  * runs (the marginal wall time per virtual second after the join storm);
  * with `--full` the hour is run for real, with the CLI command of
  * docs/simulator.md in its own Node process.
+ * Each round also measures the cost of a steady event with the event mix
+ * held equal (`steady` in simulator.bench.ts: no faults, no messages, the
+ * marginal rate between a short and a long run) at 200 x 512 and at 5,000 x
+ * 1,024.
  *
  * @module
  */
@@ -23,6 +27,8 @@ import {
   type CliRun,
   cliRun,
   HOUR_ARGS,
+  type Marginal,
+  marginal,
   mid,
   type Rate,
   type SimRun,
@@ -50,6 +56,11 @@ interface Round {
   /** The same ratios from events per CPU second (less sensitive to the other engineers' load). */
   readonly midToBareCpu: number
   readonly bigToMidCpu: number
+  /** The same event mix (heartbeats only) at both sizes, marginal rates. */
+  readonly steadyMid: Marginal
+  readonly steadyBig: Marginal
+  readonly steadyBigToMid: number
+  readonly steadyBigToMidCpu: number
 }
 
 const loadBefore = loadavg()[0]!
@@ -64,6 +75,11 @@ for (let r = 1; r <= ROUNDS; r++) {
   log("  simulator: swarm 5,000 members x 1,024 shards x 3 min ...")
   const b = simRun(big(180_000))
   log(`  ${fmt(b.eventsPerSec)} events/s, ${b.violations} violations`)
+  log("  the same mix at both sizes (no faults, no messages): 200 x 512, 20 and 60 min ...")
+  const sm = marginal(200, 512, 20, 60)
+  log(`  ${fmt(sm.eventsPerSec)} events/s marginal; 5,000 x 1,024, 3 and 9 min ...`)
+  const sb = marginal(5_000, 1_024, 3, 9)
+  log(`  ${fmt(sb.eventsPerSec)} events/s marginal`)
   rounds.push({
     bare,
     mid: m,
@@ -72,6 +88,10 @@ for (let r = 1; r <= ROUNDS; r++) {
     bigToMid: r3(b.eventsPerSec / m.eventsPerSec),
     midToBareCpu: r3(m.eventsPerCpuSec / bare.eventsPerCpuSec),
     bigToMidCpu: r3(b.eventsPerCpuSec / m.eventsPerCpuSec),
+    steadyMid: sm,
+    steadyBig: sb,
+    steadyBigToMid: r3(sb.eventsPerSec / sm.eventsPerSec),
+    steadyBigToMidCpu: r3(sb.eventsPerCpuSec / sm.eventsPerCpuSec),
   })
 }
 
@@ -114,6 +134,8 @@ const results = {
   shapes: {
     mid: "swarm, 200 members x 512 shards x 4 workers x 10 min virtual, seed 1",
     big: "swarm, 5,000 members x 1,024 shards x 2 workers x 3 min virtual, seed 1",
+    steady:
+      "swarm without faults or messages (`--faults none --rate 0`), 2 workers, seed 1, each run the CLI in a process of its own: 200 x 512 between 20 and 60 min virtual, 5,000 x 1,024 between 3 and 9 min",
   },
   checkers:
     "all: intent, ownership, drain, lease, deadline, requests, runtime, message-loss, starvation, store-revision, convergence",
@@ -128,6 +150,10 @@ const results = {
     bigEventsPerCpuSec: median(rounds.map((r) => r.big.eventsPerCpuSec)),
     midToBareCpu: median(rounds.map((r) => r.midToBareCpu)),
     bigToMidCpu: median(rounds.map((r) => r.bigToMidCpu)),
+    steadyMidEventsPerSec: median(rounds.map((r) => r.steadyMid.eventsPerSec)),
+    steadyBigEventsPerSec: median(rounds.map((r) => r.steadyBig.eventsPerSec)),
+    steadyBigToMid: median(rounds.map((r) => r.steadyBigToMid)),
+    steadyBigToMidCpu: median(rounds.map((r) => r.steadyBigToMidCpu)),
   },
   perRound: rounds,
   big5000x1024x1h: hour,
@@ -154,6 +180,12 @@ const cpuRows = rounds
       `| ${i + 1} | ${fmt(r.bare.eventsPerCpuSec)} | ${fmt(r.mid.eventsPerCpuSec)} | ${fmt(r.big.eventsPerCpuSec)} | ${r.midToBareCpu} | ${r.bigToMidCpu} |`,
   )
   .join("\n")
+const steadyRows = rounds
+  .map(
+    (r, i) =>
+      `| ${i + 1} | ${fmt(r.steadyMid.eventsPerSec)} | ${fmt(r.steadyBig.eventsPerSec)} | ${r.steadyBigToMid} | ${r.steadyBigToMidCpu} |`,
+  )
+  .join("\n")
 writeFileSync(
   new URL("../results/simulator.md", import.meta.url),
   `# Simulator benchmark
@@ -177,6 +209,16 @@ for a core on the shared machine loses wall time, not CPU time):
 |---|---:|---:|---:|---:|---:|
 ${cpuRows}
 | median | ${fmt(md.bareEventsPerCpuSec)} | ${fmt(md.midEventsPerCpuSec)} | ${fmt(md.bigEventsPerCpuSec)} | ${md.midToBareCpu} | ${md.bigToMidCpu} |
+
+The same event mix at both sizes: ${results.shapes.steady}. Nearly every event is a heartbeat's; the
+marginal rate leaves out the join storm at the start. This separates what the second table's last column mixes:
+the cost of an event at a size, and the size's event mix (the swarm's 5,000 x 1,024 run is mostly heartbeats and
+membership changes, its 200 x 512 run mostly messages).
+
+| round | 200 x 512 events/s | 5,000 x 1,024 events/s | 5,000 x 1,024 / 200 x 512 | the same per CPU second |
+|---|---:|---:|---:|---:|
+${steadyRows}
+| median | ${fmt(md.steadyMidEventsPerSec)} | ${fmt(md.steadyBigEventsPerSec)} | ${md.steadyBigToMid} | ${md.steadyBigToMidCpu} |
 
 5,000 members x 1,024 shards x 1 virtual hour, swarm fault mix (seed 1): ${hourLine}.
 `,
