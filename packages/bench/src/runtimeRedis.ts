@@ -14,6 +14,9 @@
  * 3-node Redis Cluster (Redis 7.0, and 8.x when built) started the same way,
  * raw loops on an ioredis `Cluster` client, Redis CPU summed over the nodes;
  * writes results/runtime-redis-cluster.* (no handoff part).
+ * BENCH_SHARDS and BENCH_WORKERS (default 16 and 4): the shape, one member
+ * owning every shard with that many workers against as many raw loops;
+ * another shape writes runtime-redis-<S>x<W>.* (after the -<N>k suffix).
  * BENCH_SERVERS (default `redis7,redis8`): which servers, in that order (the
  * first one measured also warms up Node's JIT; docs/runtime.md, "Where the
  * time goes").
@@ -38,11 +41,14 @@ const DEFAULT_MESSAGES = 100_000
 const messages = Number(process.env.BENCH_MESSAGES ?? DEFAULT_MESSAGES)
 const onCluster = process.env.BENCH_CLUSTER === "1"
 const baseName = onCluster ? "runtime-redis-cluster" : "runtime-redis"
+const shards = Number(process.env.BENCH_SHARDS ?? 16)
+const workers = Number(process.env.BENCH_WORKERS ?? 4)
 const resultName =
-  messages === DEFAULT_MESSAGES ? baseName : `${baseName}-${Math.round(messages / 1_000)}k`
+  (messages === DEFAULT_MESSAGES ? baseName : `${baseName}-${Math.round(messages / 1_000)}k`) +
+  (shards === 16 && workers === 4 ? "" : `-${shards}x${workers}`)
 const DEFAULT_ROUNDS = 5
 const rounds = Number(process.env.BENCH_ROUNDS ?? DEFAULT_ROUNDS)
-const shape = { messages, shards: 16, workers: 4, batch: 32 }
+const shape = { messages, shards, workers, batch: 32 }
 const fmt = (n: number) => n.toLocaleString("en-US")
 const median = (xs: ReadonlyArray<number>) => {
   const s = [...xs].sort((a, b) => a - b)
@@ -145,7 +151,7 @@ if (process.env.BENCH_REDIS_URL !== undefined) {
 }
 
 const out = {
-  command: `${process.env.BENCH_SERVERS ? `BENCH_SERVERS=${process.env.BENCH_SERVERS} ` : ""}${process.env.BENCH_CASES ? `BENCH_CASES=${process.env.BENCH_CASES} ` : ""}${HANDOFF_ROUNDS === 2 || onCluster ? "" : `BENCH_HANDOFF_ROUNDS=${HANDOFF_ROUNDS} `}${rounds === DEFAULT_ROUNDS ? "" : `BENCH_ROUNDS=${rounds} `}${messages === DEFAULT_MESSAGES ? "" : `BENCH_MESSAGES=${messages} `}pnpm --filter @shardline/bench run ${onCluster ? "bench:runtime-redis-cluster" : "bench:runtime-redis"}`,
+  command: `${process.env.BENCH_SERVERS ? `BENCH_SERVERS=${process.env.BENCH_SERVERS} ` : ""}${process.env.BENCH_CASES ? `BENCH_CASES=${process.env.BENCH_CASES} ` : ""}${HANDOFF_ROUNDS === 2 || onCluster ? "" : `BENCH_HANDOFF_ROUNDS=${HANDOFF_ROUNDS} `}${rounds === DEFAULT_ROUNDS ? "" : `BENCH_ROUNDS=${rounds} `}${messages === DEFAULT_MESSAGES ? "" : `BENCH_MESSAGES=${messages} `}${shards === 16 ? "" : `BENCH_SHARDS=${shards} `}${workers === 4 ? "" : `BENCH_WORKERS=${workers} `}pnpm --filter @shardline/bench run ${onCluster ? "bench:runtime-redis-cluster" : "bench:runtime-redis"}`,
   date: new Date().toISOString(),
   node: process.version,
   cpus: cpus().length,
@@ -212,12 +218,14 @@ const dir = new URL("../results/", import.meta.url)
 mkdirSync(dir, { recursive: true })
 writeFileSync(new URL(`${resultName}.json`, dir), `${JSON.stringify(out, null, 2)}\n`)
 
+/** The cases' names say "4 loops" (their keys in the JSON); another shape runs one loop per worker. */
+const shown = (name: string) => name.replace("4 loops", `${shape.workers} loops`)
 const table = out.servers
   .map((s) => {
     const row = (name: string, ratio?: Paired) =>
       s.medians[name] === undefined
         ? undefined
-        : `| ${s.server} | ${name} | ${fmt(s.medians[name]!)} | ${showRatio(ratio)} | ${showSpread(ratio)} | ${s.serverUsPerMessage[name]!.toFixed(2)} µs (${s.serverUsRange[name]!.join("-")}) | ${s.nodeUsPerMessage[name]!.toFixed(2)} µs |`
+        : `| ${s.server} | ${shown(name)} | ${fmt(s.medians[name]!)} | ${showRatio(ratio)} | ${showSpread(ratio)} | ${s.serverUsPerMessage[name]!.toFixed(2)} µs (${s.serverUsRange[name]!.join("-")}) | ${s.nodeUsPerMessage[name]!.toFixed(2)} µs |`
     return [
       row(CASES.runtimeGated, s.ratios.runtimeOverRaw4),
       row(CASES.runtimeBatchGated, s.ratios.runtimeBatchOverRaw4),
