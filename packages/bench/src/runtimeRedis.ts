@@ -29,6 +29,7 @@ import {
   startRedis,
   startRedisCluster,
 } from "@shardline/redis-store/testing"
+import { benchShape, DEFAULT_SHAPE, shapeSuffix } from "./benchShape.js"
 import {
   CASES,
   type HandoffSample,
@@ -41,11 +42,10 @@ const DEFAULT_MESSAGES = 100_000
 const messages = Number(process.env.BENCH_MESSAGES ?? DEFAULT_MESSAGES)
 const onCluster = process.env.BENCH_CLUSTER === "1"
 const baseName = onCluster ? "runtime-redis-cluster" : "runtime-redis"
-const shards = Number(process.env.BENCH_SHARDS ?? 16)
-const workers = Number(process.env.BENCH_WORKERS ?? 4)
+const { shards, workers } = benchShape(process.env)
 const resultName =
   (messages === DEFAULT_MESSAGES ? baseName : `${baseName}-${Math.round(messages / 1_000)}k`) +
-  (shards === 16 && workers === 4 ? "" : `-${shards}x${workers}`)
+  shapeSuffix({ shards, workers })
 const DEFAULT_ROUNDS = 5
 const rounds = Number(process.env.BENCH_ROUNDS ?? DEFAULT_ROUNDS)
 const shape = { messages, shards, workers, batch: 32 }
@@ -151,7 +151,7 @@ if (process.env.BENCH_REDIS_URL !== undefined) {
 }
 
 const out = {
-  command: `${process.env.BENCH_SERVERS ? `BENCH_SERVERS=${process.env.BENCH_SERVERS} ` : ""}${process.env.BENCH_CASES ? `BENCH_CASES=${process.env.BENCH_CASES} ` : ""}${HANDOFF_ROUNDS === 2 || onCluster ? "" : `BENCH_HANDOFF_ROUNDS=${HANDOFF_ROUNDS} `}${rounds === DEFAULT_ROUNDS ? "" : `BENCH_ROUNDS=${rounds} `}${messages === DEFAULT_MESSAGES ? "" : `BENCH_MESSAGES=${messages} `}${shards === 16 ? "" : `BENCH_SHARDS=${shards} `}${workers === 4 ? "" : `BENCH_WORKERS=${workers} `}pnpm --filter @shardline/bench run ${onCluster ? "bench:runtime-redis-cluster" : "bench:runtime-redis"}`,
+  command: `${process.env.BENCH_SERVERS ? `BENCH_SERVERS=${process.env.BENCH_SERVERS} ` : ""}${process.env.BENCH_CASES ? `BENCH_CASES=${process.env.BENCH_CASES} ` : ""}${HANDOFF_ROUNDS === 2 || onCluster ? "" : `BENCH_HANDOFF_ROUNDS=${HANDOFF_ROUNDS} `}${rounds === DEFAULT_ROUNDS ? "" : `BENCH_ROUNDS=${rounds} `}${messages === DEFAULT_MESSAGES ? "" : `BENCH_MESSAGES=${messages} `}${shards === DEFAULT_SHAPE.shards ? "" : `BENCH_SHARDS=${shards} `}${workers === DEFAULT_SHAPE.workers ? "" : `BENCH_WORKERS=${workers} `}pnpm --filter @shardline/bench run ${onCluster ? "bench:runtime-redis-cluster" : "bench:runtime-redis"}`,
   date: new Date().toISOString(),
   node: process.version,
   cpus: cpus().length,

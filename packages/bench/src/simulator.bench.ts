@@ -97,17 +97,16 @@ export const big = (durationMs: number): SimOptions => ({
 })
 
 /**
- * The same event mix at two sizes: the swarm with no faults and no messages,
- * so nearly every event is a heartbeat's (a member's timer, the request at
- * the coordinator, its answer, its timeout). Measured as the marginal rate
- * between a short and a long run of one seed, so the join storm at the start
- * (every member joins, one target recomputation each) cancels out: what is
- * left is the cost of a steady event at that size (docs/simulator.md, "A
- * fifth look"). Each run is the CLI in a Node process of its own, as the
- * hour is: run after other simulations in one process, the same runs
- * measured up to 30% slower.
+ * The CLI's arguments for a swarm run of seed 1 (run from the repository
+ * root), `--json` last; `extra` goes before it.
  */
-export const steadyArgs = (members: number, shards: number, minutes: number): Array<string> => [
+export const swarmArgs = (
+  members: number,
+  shards: number,
+  workers: number,
+  duration: string,
+  extra: ReadonlyArray<string> = [],
+): Array<string> => [
   "packages/simulator/dist/cli.js",
   "swarm",
   "--seed",
@@ -117,22 +116,54 @@ export const steadyArgs = (members: number, shards: number, minutes: number): Ar
   "--shards",
   String(shards),
   "--workers",
-  "2",
+  String(workers),
   "--duration",
-  `${minutes}m`,
-  "--faults",
-  "none",
-  "--rate",
-  "0",
+  duration,
+  ...extra,
   "--json",
 ]
 
+/**
+ * The same event mix at two sizes: the swarm with no faults and no messages,
+ * so nearly every event is a heartbeat's (a member's timer, the request at
+ * the coordinator, its answer, its timeout). Measured as the marginal rate
+ * between a short and a long run of one seed, so the join storm at the start
+ * (every member joins, one target recomputation each) cancels out: what is
+ * left is the cost of a steady event at that size (docs/simulator.md, "A
+ * fifth look"). Each run is the CLI in a Node process of its own, as the
+ * hour is: run after other simulations in one process, the same runs
+ * measured 20-40% slower.
+ */
+export const steadyArgs = (members: number, shards: number, minutes: number): Array<string> =>
+  swarmArgs(members, shards, 2, `${minutes}m`, ["--faults", "none", "--rate", "0"])
+
 export interface Marginal {
-  readonly short: CliRun
-  readonly long: CliRun
+  readonly short: Rate
+  readonly long: Rate
   /** (events of the long run - the short one's) / (their wall time's difference) */
   readonly eventsPerSec: number
   readonly eventsPerCpuSec: number
+}
+
+/**
+ * The rate of the events the long run had beyond the short one's. Refuses a
+ * pair whose long run did not take longer (a machine stalled in the short
+ * one): a rate from it would be negative or infinite.
+ */
+export const marginalRate = (short: Rate, long: Rate): Marginal => {
+  const events = long.events - short.events
+  const wallMs = long.wallMs - short.wallMs
+  const cpuMs = long.cpuMs - short.cpuMs
+  if (!(events > 0 && wallMs > 0 && cpuMs > 0))
+    throw new Error(
+      `marginal rate: the long run (${long.events} events, ${long.wallMs} ms wall, ${long.cpuMs} ms CPU) must have more events and take longer than the short one (${short.events} events, ${short.wallMs} ms wall, ${short.cpuMs} ms CPU)`,
+    )
+  return {
+    short,
+    long,
+    eventsPerSec: Math.round(events / (wallMs / 1000)),
+    eventsPerCpuSec: Math.round(events / (cpuMs / 1000)),
+  }
 }
 
 export const marginal = (
@@ -140,17 +171,11 @@ export const marginal = (
   shards: number,
   shortMinutes: number,
   longMinutes: number,
-): Marginal => {
-  const short = cliRun(steadyArgs(members, shards, shortMinutes))
-  const long = cliRun(steadyArgs(members, shards, longMinutes))
-  const events = long.events - short.events
-  return {
-    short,
-    long,
-    eventsPerSec: Math.round(events / ((long.wallMs - short.wallMs) / 1000)),
-    eventsPerCpuSec: Math.round(events / ((long.cpuMs - short.cpuMs) / 1000)),
-  }
-}
+): Marginal =>
+  marginalRate(
+    cliRun(steadyArgs(members, shards, shortMinutes)),
+    cliRun(steadyArgs(members, shards, longMinutes)),
+  )
 
 export const mid: SimOptions = {
   ...defaultOptions,
@@ -164,21 +189,7 @@ export const mid: SimOptions = {
 }
 
 /** The 1-hour command, exactly as docs/simulator.md gives it (run from the repository root). */
-export const HOUR_ARGS = [
-  "packages/simulator/dist/cli.js",
-  "swarm",
-  "--seed",
-  "1",
-  "--members",
-  "5000",
-  "--shards",
-  "1024",
-  "--workers",
-  "2",
-  "--duration",
-  "1h",
-  "--json",
-] as const
+export const HOUR_ARGS: ReadonlyArray<string> = swarmArgs(5_000, 1_024, 2, "1h")
 
 export interface CliRun extends SimRun {
   readonly command: string

@@ -13,7 +13,7 @@
  * with `--full` the hour is run for real, with the CLI command of
  * docs/simulator.md in its own Node process.
  * Each round also measures the cost of a steady event with the event mix
- * held equal (`steady` in simulator.bench.ts: no faults, no messages, the
+ * held equal (`steadyArgs` in simulator.bench.ts: no faults, no messages, the
  * marginal rate between a short and a long run) at 200 x 512 and at 5,000 x
  * 1,024.
  *

@@ -50,7 +50,8 @@ export const MAX_IN_FLIGHT = 2
  * the second slot stood empty. Runtime over 4 raw loops, eachMessage
  * (docs/runtime.md, "Where the time goes"): 0.88-1.01x at 8, 0.66-0.87x
  * at 16, 0.75-0.79x at 4, 0.90-0.92x at 6. At 32 lanes (64 shards, 8
- * workers) 16 measured within the spread of 8 ("A bigger member").
+ * workers) 16 measured within the spread of 8 (docs/runtime.md, "A bigger
+ * member").
  */
 export const MAX_READS = 8
 
