@@ -15,15 +15,23 @@
  * leads first stops serving (answering what it already took), then releases
  * the lease, then announces the handover.
  *
+ * A holder serves, or gives the lease up (docs/protocol.md rule 25): each
+ * check compares the host's lease token with the term its serve started
+ * under and asks the serve whether it still answers (a newer serve of the
+ * group, from a candidate that held the lease meanwhile, replaces it). A
+ * serve that stopped wakes its candidate at once; the decision itself is
+ * core's pure `CandidateRole.decide`, which the simulator runs too.
+ *
  * @example
  * const candidate = yield* CoordinatorCandidate.run({ config, holder: "pod-1", transport })
  * candidate.isServing() // holds the lease and serves the group now
  */
 import { Effect, Exit, Fiber, Option, Scope, Stream } from "effect"
 import { type CoordinatorHost, makeCoordinatorHost } from "./CoordinatorHost.js"
+import * as CandidateRole from "./coordinator/CandidateRole.js"
 import type { GroupConfig } from "./coordinator/GroupConfig.js"
 import type { CoordinatorLease } from "./ports/CoordinatorLease.js"
-import type { CoordinatorTransportShape } from "./ports/CoordinatorTransport.js"
+import type { CoordinatorTransportShape, Serving } from "./ports/CoordinatorTransport.js"
 import type { OwnerFence } from "./ports/OwnerFence.js"
 import type { Store } from "./ports/Store.js"
 import { monotonicMillis } from "./time/Instant.js"
@@ -43,6 +51,11 @@ export interface CandidateOptions {
   readonly checkEveryMs?: number
   /** Called when this candidate starts or stops serving the group. */
   readonly onRole?: (role: "coordinator" | "standby") => Effect.Effect<void>
+  /**
+   * Called when it starts a new serve while it keeps the lease: its serve
+   * was replaced or ended, or the lease was taken again under a new token.
+   */
+  readonly onRestart?: (leaseToken: number) => Effect.Effect<void>
 }
 
 export interface Candidate {
@@ -62,7 +75,15 @@ export const run = (
     const scope = yield* Scope.Scope
     const { transport, config } = options
     const key = { stream: config.stream, group: config.groupId }
-    let serving: Scope.Closeable | undefined
+    /** The serve this candidate runs: its scope, its term, its own view of itself. */
+    let serving:
+      | {
+          readonly scope: Scope.Closeable
+          readonly leaseToken: number
+          readonly serve: Serving
+          readonly restarts: number
+        }
+      | undefined
     let wasLeader = false
     // Registered first, so it runs last: once serving stopped (answering what
     // it took) and the host released its lease, tell the standbys at once.
@@ -76,33 +97,65 @@ export const run = (
       ...(options.leaseTtlMs !== undefined ? { leaseTtlMs: options.leaseTtlMs } : {}),
       onNotice: (memberId) => transport.notify(key, memberId),
     }).pipe(Effect.orDie)
+    const stopServing = Effect.suspend(() => {
+      const s = serving
+      serving = undefined
+      return s === undefined ? Effect.void : Scope.close(s.scope, Exit.void)
+    })
     // Registered after the host, so it runs before the host releases its lease.
-    yield* Scope.addFinalizer(
-      scope,
-      Effect.suspend(() => {
-        const s = serving
-        serving = undefined
-        return s === undefined ? Effect.void : Scope.close(s, Exit.void)
-      }),
-    )
+    yield* Scope.addFinalizer(scope, stopServing)
     const handovers = yield* transport.handovers(key)
     const role = (r: "coordinator" | "standby") =>
       options.onRole === undefined ? Effect.void : options.onRole(r)
 
-    const check = Effect.gen(function* () {
-      const leader = yield* host.elect
-      if (leader && serving === undefined) {
+    /** Start a serve under lease `leaseToken` (`restarts`: serves before it in this term). */
+    const startServing = (leaseToken: number, restarts: number) =>
+      Effect.gen(function* () {
         const s = yield* Scope.fork(scope)
-        serving = s
+        const serve = yield* transport.serve(key, host.heartbeat).pipe(Scope.provide(s))
+        serving = { scope: s, leaseToken, serve, restarts }
         wasLeader = true
-        yield* transport.serve(key, host.heartbeat).pipe(Scope.provide(s))
-        yield* role("coordinator")
-      } else if (!leader && serving !== undefined) {
-        const s = serving
-        serving = undefined
-        wasLeader = false
-        yield* Scope.close(s, Exit.void)
-        yield* role("standby")
+      })
+
+    /**
+     * One look at the lease and the serve (docs/protocol.md rule 25): a
+     * holder serves under its current term, or resigns; a non-holder stops.
+     */
+    const check = Effect.gen(function* () {
+      yield* host.elect
+      const token = Option.getOrUndefined(yield* host.leaseToken)
+      const s = serving
+      const action = CandidateRole.decide({
+        leaseToken: token,
+        serving:
+          s === undefined
+            ? undefined
+            : { leaseToken: s.leaseToken, active: s.serve.active(), restarts: s.restarts },
+      })
+      switch (action) {
+        case "idle":
+        case "keep":
+          return
+        case "serve":
+          yield* startServing(token!, 0)
+          yield* role("coordinator")
+          return
+        case "restart":
+          yield* stopServing
+          yield* startServing(token!, s!.leaseToken === token ? s!.restarts + 1 : 0)
+          if (options.onRestart !== undefined) yield* options.onRestart(token!)
+          return
+        case "resign":
+          yield* stopServing
+          yield* host.resign("its serve stopped twice in one lease term")
+          wasLeader = false
+          yield* role("standby")
+          yield* transport.handover(key)
+          return
+        case "stop":
+          yield* stopServing
+          wasLeader = false
+          yield* role("standby")
       }
     })
 
@@ -120,13 +173,14 @@ export const run = (
     const loop = Effect.forever(
       Effect.gen(function* () {
         const wait = yield* nextWait
-        // a handover wakes a standby at once
+        // a handover wakes a standby at once; a serve that stopped on its own, its holder
         const woken = yield* Effect.forkChild(Stream.runHead(handovers))
-        yield* Effect.raceFirst(Effect.sleep(wait), Fiber.join(woken))
+        const ended = serving?.serve.ended ?? Effect.never
+        yield* Effect.raceAll([Effect.sleep(wait), Fiber.join(woken), ended])
         yield* Fiber.interrupt(woken)
         yield* check
       }),
     )
     yield* Effect.forkIn(loop, scope)
-    return { host, isServing: () => serving !== undefined }
+    return { host, isServing: () => serving?.serve.active() === true }
   })

@@ -101,6 +101,18 @@ export interface CoordinatorHost {
   readonly standbyUntil: Effect.Effect<Option.Option<number>>
   /** The coordinator lease TTL in use (ms). */
   readonly leaseTtlMs: number
+  /**
+   * The token of the lease this host leads under, if it leads: a new token is
+   * a new term, taken again by the renewal loop or a heartbeat as well as by
+   * `elect` (docs/protocol.md rule 25).
+   */
+  readonly leaseToken: Effect.Effect<Option.Option<number>>
+  /**
+   * Give the lease up: step down, release it, and take it again no sooner
+   * than one lease TTL from now, so a standby takes over (docs/protocol.md
+   * rule 25: a holder that cannot serve resigns).
+   */
+  readonly resign: (reason: string) => Effect.Effect<void>
 }
 
 /**
@@ -143,6 +155,8 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
   let lastError: string | null = null
   /** When the other holder's lease runs out (monotonic ms), from the last LeaseHeld. */
   let heldUntil: number | undefined
+  /** After a resignation: no acquisition before this (monotonic ms), a standby's turn. */
+  let resignedUntil = Number.NEGATIVE_INFINITY
   /** The one sleeping fiber, due at the leader's earliest deadline (`shell.nextTimer()`). */
   let timer: { readonly at: number; readonly fiber: Fiber.Fiber<void> } | undefined
 
@@ -378,6 +392,7 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
       if (leader.lease.expiresAt > now) return leader
       yield* stepDown("lease expired before it could be renewed")
     }
+    if (now < resignedUntil) return null
     const acquired = yield* Effect.result(leases.acquire(key, options.holder, ttl))
     if (Result.isFailure(acquired)) {
       const e = acquired.failure
@@ -543,6 +558,14 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
     elect: lock.withPermit(Effect.map(ensureLeader, (l) => l !== null)),
     standbyUntil: Effect.sync(() => Option.fromUndefinedOr(heldUntil)),
     leaseTtlMs: ttl,
+    leaseToken: Effect.sync(() => Option.fromNullishOr(leader?.lease.token)),
+    resign: (reason) =>
+      lock.withPermit(
+        Effect.gen(function* () {
+          resignedUntil = (yield* monotonicMillis) + ttl
+          if (leader !== null) yield* stepDown(`resigned: ${reason}`)
+        }),
+      ),
   }
   return host
 }) as (

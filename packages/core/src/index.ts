@@ -2,6 +2,7 @@ export * from "./assignor/movementLowerBound.js"
 export * from "./assignor/stickyAssign.js"
 export * as CoordinatorCandidate from "./CoordinatorCandidate.js"
 export * from "./CoordinatorHost.js"
+export * as CandidateRole from "./coordinator/CandidateRole.js"
 export type { CoordinatorResult, Election, Fence, Loaded } from "./coordinator/Coordinator.js"
 export * as Coordinator from "./coordinator/Coordinator.js"
 export {

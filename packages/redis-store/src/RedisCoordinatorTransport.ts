@@ -475,26 +475,32 @@ export const makeWith = (
         // their own, closed only once the graceful stop below has drained them
         const work = yield* Scope.make()
         const loopDone = yield* Deferred.make<void>()
+        /** Completed when this serve stops answering on its own (docs/protocol.md rule 25). */
+        const ended = yield* Deferred.make<void>()
         const count = Math.max(1, Math.min(popBatch, maxInFlight))
         let stopping = false
+        /** A newer serve claimed the group's presence: this one must not pop any more. */
+        let replaced = false
 
         const stopGracefully = Effect.gen(function* () {
           stopping = true
           // wake the pop loop: the mark queues behind every request already there
-          // (bounded: with Redis away the command would wait in ioredis' queue)
-          yield* Effect.ignore(
-            Effect.timeout(
-              Effect.tryPromise(() =>
-                runScript(
-                  connection.client,
-                  Scripts.hbPush,
-                  [requests, servingKey(key)],
-                  [String(queueCap + 1), stopMark],
+          // (bounded: with Redis away the command would wait in ioredis' queue);
+          // a replaced loop pops nothing more, so its mark would be the next serve's
+          if (!replaced)
+            yield* Effect.ignore(
+              Effect.timeout(
+                Effect.tryPromise(() =>
+                  runScript(
+                    connection.client,
+                    Scripts.hbPush,
+                    [requests, servingKey(key)],
+                    [String(queueCap + 1), stopMark],
+                  ),
                 ),
+                1_000,
               ),
-              1_000,
-            ),
-          )
+            )
           // (with the mark lost, the loop still ends at its block timeout)
           yield* Effect.ignore(Effect.timeout(Deferred.await(loopDone), popBlockMs + 1_000))
           // every request it took is answered before it returns
@@ -539,6 +545,10 @@ export const makeWith = (
             c.call("BLMPOP", popBlockMs / 1_000, 1, requests, "RIGHT", "COUNT", count),
           )
           .pipe(
+            // a hung server (SIGSTOP, a dead master's open socket) must not
+            // hold the loop: past its block time and as long again, the pop
+            // is abandoned and its connection closed (docs/protocol.md rule 25)
+            Effect.timeout(popBlockMs + Math.max(1_000, popBlockMs)),
             Effect.flatMap((reply) => {
               const items = (Array.isArray(reply) && Array.isArray(reply[1]) ? reply[1] : []).map(
                 String,
@@ -554,20 +564,32 @@ export const makeWith = (
             Effect.catch(() => Effect.as(Effect.sleep(200), stopping)),
           )
         const loop: Effect.Effect<void> = Effect.flatMap(pop, (done) => (done ? Effect.void : loop))
-        yield* Effect.forkIn(Effect.ensuring(loop, Deferred.succeed(loopDone, undefined)), work)
+        // a loop that ends before its scope closes has stopped answering on its own
+        const loopEnded = Effect.andThen(
+          Deferred.succeed(loopDone, undefined),
+          Effect.suspend(() => (stopping ? Effect.void : Deferred.succeed(ended, undefined))),
+        )
+        yield* Effect.forkIn(Effect.ensuring(loop, loopEnded), work)
 
         const refresh: Effect.Effect<void> = Effect.sleep(Math.max(1, servingTtlMs / 3)).pipe(
           Effect.andThen(Effect.result(serving(key, serverId, "refresh"))),
           Effect.flatMap((result) => {
             if (result._tag === "Success" && result.success[0] === Code.Replaced) {
-              // a newer serve took over: stop popping after the current pop
+              // a newer serve took over: stop popping after the current pop,
+              // and tell the candidate, which still holds its scope open
               stopping = true
-              return Effect.void
+              replaced = true
+              return Deferred.succeed(ended, undefined)
             }
             return refresh
           }),
         )
         yield* Effect.forkScoped(refresh)
+        const self: CoordinatorTransport.Serving = {
+          active: () => !replaced && !stopping,
+          ended: Deferred.await(ended),
+        }
+        return self
       }),
 
     notify: (key, memberId) => publish(noticeChannel(key, memberId)),

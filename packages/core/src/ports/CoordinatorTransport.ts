@@ -31,6 +31,20 @@ import { type MemoryTransportOptions, makeMemoryTransport } from "./internal/mem
 
 export type HeartbeatHandler = (request: unknown) => Effect.Effect<HeartbeatResponse>
 
+/**
+ * One serve as it sees itself (docs/protocol.md rule 25). A serve can stop
+ * answering while the scope that runs it is still open: a newer serve of the
+ * group replaced it (another candidate held the lease meanwhile), or its loop
+ * ended on its own. Its candidate must notice, or the group stalls behind a
+ * lease nobody serves under.
+ */
+export interface Serving {
+  /** Its loop still answers the group's requests: not replaced, not ended. */
+  readonly active: () => boolean
+  /** Completes once it stopped answering on its own (never when its scope closes first). */
+  readonly ended: Effect.Effect<void>
+}
+
 export interface CoordinatorTransportShape {
   /** Send a heartbeat to the coordinator of (request.stream, request.group). */
   readonly heartbeat: (
@@ -44,11 +58,14 @@ export interface CoordinatorTransportShape {
     key: GroupKey,
     memberId: string,
   ) => Effect.Effect<Stream.Stream<void>, never, Scope.Scope>
-  /** Answer the group's heartbeats until the scope closes (a newer `serve` replaces it). */
+  /**
+   * Answer the group's heartbeats until the scope closes or a newer `serve`
+   * of the group replaces this one (then `Serving.ended` completes).
+   */
   readonly serve: (
     key: GroupKey,
     handler: HeartbeatHandler,
-  ) => Effect.Effect<void, never, Scope.Scope>
+  ) => Effect.Effect<Serving, never, Scope.Scope>
   /** Push a "look again" notice to a member of the group (no-op if nobody listens). */
   readonly notify: (key: GroupKey, memberId: string) => Effect.Effect<void>
   /** Tell the group's coordinator candidates its lease was just released (a hint, may be lost). */

@@ -7,7 +7,11 @@ import { Deferred, Effect, Fiber, Queue, Schema, Stream } from "effect"
 import { TransportError } from "../../Errors.js"
 import { HeartbeatResponse } from "../../protocol/Heartbeat.js"
 import { monotonicMillis } from "../../time/Instant.js"
-import type { CoordinatorTransportShape, HeartbeatHandler } from "../CoordinatorTransport.js"
+import type {
+  CoordinatorTransportShape,
+  HeartbeatHandler,
+  Serving,
+} from "../CoordinatorTransport.js"
 import { type GroupKey, groupKeyString } from "../GroupKey.js"
 
 export interface MemoryTransportOptions {
@@ -46,7 +50,10 @@ export const makeMemoryTransport = (
   Effect.sync(() => {
     const timeoutMs = options.timeoutMs ?? 5_000
     const handoverMs = options.handoverMs ?? 2_000
-    const handlers = new Map<string, { readonly handler: HeartbeatHandler }>()
+    const handlers = new Map<
+      string,
+      { readonly handler: HeartbeatHandler; readonly replaced: Deferred.Deferred<void> }
+    >()
     /** Groups whose serve just stopped: until when, and a signal for the successor's serve. */
     const handovers = new Map<
       string,
@@ -152,8 +159,11 @@ export const makeMemoryTransport = (
       serve: (key, handler) =>
         Effect.gen(function* () {
           const k = groupKeyString(key)
-          const registration = { handler }
+          const registration = { handler, replaced: yield* Deferred.make<void>() }
+          // a newer serve replaces the group's previous one, which learns it
+          const previous = handlers.get(k)
           handlers.set(k, registration)
+          if (previous !== undefined) yield* Deferred.succeed(previous.replaced, undefined)
           const waiting = handovers.get(k)
           handovers.delete(k)
           if (waiting !== undefined) yield* Deferred.succeed(waiting.next, undefined)
@@ -166,6 +176,11 @@ export const makeMemoryTransport = (
               handovers.set(k, { until, next: yield* Deferred.make<void>() })
             }),
           )
+          const serving: Serving = {
+            active: () => handlers.get(k) === registration,
+            ended: Deferred.await(registration.replaced),
+          }
+          return serving
         }),
 
       notify: (key, memberId) => publish(memberKey(key, memberId)),
