@@ -50,7 +50,7 @@ export interface CandidateOptions {
    */
   readonly checkEveryMs?: number
   /** Called when this candidate starts or stops serving the group. */
-  readonly onRole?: (role: "coordinator" | "standby") => Effect.Effect<void>
+  readonly onRole?: (role: "coordinator" | "standby", reason?: string) => Effect.Effect<void>
   /**
    * Called when it starts a new serve while it keeps the lease: its serve
    * was replaced or ended, or the lease was taken again under a new token.
@@ -63,6 +63,8 @@ export interface Candidate {
   /** This candidate holds the lease and serves the group's heartbeats. */
   readonly isServing: () => boolean
 }
+
+const RESIGN_REASON = "its serve stopped answering twice in one lease term"
 
 /** A standby wakes this long after the holder's lease should have run out (clock drift). */
 const STANDBY_SLACK_MS = 5
@@ -105,8 +107,8 @@ export const run = (
     // Registered after the host, so it runs before the host releases its lease.
     yield* Scope.addFinalizer(scope, stopServing)
     const handovers = yield* transport.handovers(key)
-    const role = (r: "coordinator" | "standby") =>
-      options.onRole === undefined ? Effect.void : options.onRole(r)
+    const role = (r: "coordinator" | "standby", reason?: string) =>
+      options.onRole === undefined ? Effect.void : options.onRole(r, reason)
 
     /** Start a serve under lease `leaseToken` (`restarts`: serves before it in this term). */
     const startServing = (leaseToken: number, restarts: number) =>
@@ -147,9 +149,9 @@ export const run = (
           return
         case "resign":
           yield* stopServing
-          yield* host.resign("its serve stopped twice in one lease term")
+          yield* host.resign(RESIGN_REASON)
           wasLeader = false
-          yield* role("standby")
+          yield* role("standby", RESIGN_REASON)
           yield* transport.handover(key)
           return
         case "stop":

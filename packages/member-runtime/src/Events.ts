@@ -162,8 +162,40 @@ export type RuntimeEvent =
   | (MemberBase & { readonly type: "left"; readonly reason: MemberMachine.StopReason })
   /** This process became the group's coordinator and serves its heartbeats. */
   | (Base & { readonly type: "coordinatorElected"; readonly holder: string })
-  /** This process stopped being the group's coordinator. */
-  | (Base & { readonly type: "coordinatorResigned"; readonly holder: string })
+  /**
+   * This process stopped being the group's coordinator (`reason`: why it gave
+   * the lease up itself, when it did: docs/protocol.md rule 25).
+   */
+  | (Base & {
+      readonly type: "coordinatorResigned"
+      readonly holder: string
+      readonly reason?: string
+    })
+  /**
+   * This process still holds the group's coordinator lease but its serve had
+   * stopped answering (another candidate's serve replaced it, or the lease was
+   * taken again under a new token): it serves again (docs/protocol.md rule 25).
+   */
+  | (Base & {
+      readonly type: "coordinatorServeRestarted"
+      readonly holder: string
+      readonly leaseToken: number
+    })
+  /**
+   * No coordinator has answered this member for `forMs` (its heartbeats fail,
+   * or are answered NOT_COORDINATOR): the group has live members and nobody
+   * serves it. Emitted once per such period (docs/observability.md).
+   */
+  | (MemberBase & {
+      readonly type: "coordinatorUnavailable"
+      /** Wall-clock time of the first unanswered heartbeat of the period. */
+      readonly since: number
+      readonly forMs: number
+      /** The latest heartbeat's failure. */
+      readonly error: string
+    })
+  /** A coordinator answers this member again, after `unavailableMs` without one. */
+  | (MemberBase & { readonly type: "coordinatorAvailable"; readonly unavailableMs: number })
 
 export type RuntimeEventType = RuntimeEvent["type"]
 

@@ -286,7 +286,27 @@ export const makeEventLog = (log: LevelLogger) => {
           message: `this process coordinates the group now (${event.holder})`,
         }
       case "coordinatorResigned":
-        return { level: "info", message: `this process no longer coordinates the group` }
+        return event.reason === undefined
+          ? { level: "info", message: `this process no longer coordinates the group` }
+          : {
+              level: "warn",
+              message: `this process gave the coordinator lease up: ${event.reason}; a standby takes over (docs/protocol.md rule 25)`,
+            }
+      case "coordinatorServeRestarted":
+        return {
+          level: "warn",
+          message: `this process holds the coordinator lease (token ${event.leaseToken}) but its serve had stopped answering (replaced by another candidate's, or the lease was taken again): it serves again (docs/protocol.md rule 25)`,
+        }
+      case "coordinatorUnavailable":
+        return {
+          level: "error",
+          message: `no coordinator has answered for ${event.forMs} ms (since ${new Date(event.since).toISOString()}): the group has live members and nobody serves it; last failure: ${event.error} (docs/observability.md, "No coordinator")`,
+        }
+      case "coordinatorAvailable":
+        return {
+          level: "info",
+          message: `a coordinator answers again after ${event.unavailableMs} ms without one`,
+        }
       case "circuitOpened":
         return {
           level: "warn",

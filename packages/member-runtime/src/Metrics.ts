@@ -73,6 +73,18 @@ export const leaseLost = Metric.counter("shardline_lease_lost_total", {
   description: "Times a member's lease ran out without an answer (it paused its reads)",
   incremental: true,
 })
+export const coordinatorUnavailable = Metric.gauge("shardline_coordinator_unavailable", {
+  description:
+    "1 while no coordinator has answered this member for longer than twice the coordinator lease (docs/protocol.md rule 25), else 0",
+})
+export const coordinatorUnavailablePeriods = Metric.counter(
+  "shardline_coordinator_unavailable_total",
+  {
+    description:
+      "Periods in which no coordinator answered a member past twice the coordinator lease",
+    incremental: true,
+  },
+)
 export const ownedShards = Metric.gauge("shardline_owned_shards", {
   description: "Shards owned by this process's logical members",
 })

@@ -1,7 +1,9 @@
 /**
  * The embedded coordinator (docs/runtime.md, "Coordinator placement"): core's
  * `CoordinatorCandidate` for one group, reporting its role changes as the
- * runtime's `coordinatorElected` / `coordinatorResigned` events.
+ * runtime's `coordinatorElected` / `coordinatorResigned` events, and a serve
+ * it started again under its lease as `coordinatorServeRestarted`
+ * (docs/protocol.md rule 25).
  */
 import {
   CoordinatorCandidate,
@@ -30,13 +32,28 @@ export const runCandidate = (
   const { events, ...rest } = options
   return CoordinatorCandidate.run({
     ...rest,
-    onRole: (role) =>
+    onRole: (role, reason) =>
+      Effect.map(Clock.currentTimeMillis, (at) =>
+        events?.emit(
+          role === "coordinator"
+            ? { ...key, at, type: "coordinatorElected", holder: options.holder }
+            : {
+                ...key,
+                at,
+                type: "coordinatorResigned",
+                holder: options.holder,
+                ...(reason === undefined ? {} : { reason }),
+              },
+        ),
+      ),
+    onRestart: (leaseToken) =>
       Effect.map(Clock.currentTimeMillis, (at) =>
         events?.emit({
           ...key,
           at,
-          type: role === "coordinator" ? "coordinatorElected" : "coordinatorResigned",
+          type: "coordinatorServeRestarted",
           holder: options.holder,
+          leaseToken,
         }),
       ),
   })

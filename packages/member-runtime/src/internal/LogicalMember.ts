@@ -22,6 +22,7 @@
  */
 import {
   type CoordinatorTransport,
+  defaultCoordinatorLeaseMs,
   type HeartbeatResponse,
   MemberMachine,
   type ShardStreams,
@@ -260,6 +261,43 @@ export const makeLogicalMember = (
       },
     })
 
+    // -- no coordinator answers (docs/protocol.md rule 25) ----------------------
+    // A failover ends within about one coordinator lease; past twice that,
+    // the group has live members and nobody serving it: say so once.
+    const unservedAfterMs =
+      2 *
+      defaultCoordinatorLeaseMs({
+        heartbeatIntervalMs: settings.heartbeatIntervalMs,
+        sessionTimeoutMs: settings.sessionTimeoutMs,
+      })
+    const unservedGauge = Metric.withAttributes(Metrics.coordinatorUnavailable, memberAttributes)
+    const unservedPeriods = Metrics.forGroup(Metrics.coordinatorUnavailablePeriods, key)
+    /** Since when no coordinator answered (monotonic, wall), and whether it was said. */
+    let unserved: { readonly t: number; readonly at: number; reported: boolean } | undefined
+    const coordinatorAnswered = (t: number, answered: boolean, error: string) =>
+      Effect.gen(function* () {
+        if (answered) {
+          const was = unserved
+          unserved = undefined
+          if (was?.reported !== true) return
+          yield* Metric.update(unservedGauge, 0)
+          emit({ ...base(), type: "coordinatorAvailable", unavailableMs: t - was.t })
+          return
+        }
+        if (unserved === undefined) unserved = { t, at: wallNow(), reported: false }
+        if (unserved.reported || t - unserved.t < unservedAfterMs) return
+        unserved.reported = true
+        yield* Metric.update(unservedGauge, 1)
+        yield* Metric.update(unservedPeriods, 1)
+        emit({
+          ...base(),
+          type: "coordinatorUnavailable",
+          since: unserved.at,
+          forMs: t - unserved.t,
+          error,
+        })
+      })
+
     const ownedGauge = Metric.withAttributes(Metrics.ownedShards, memberAttributes)
     const lagGauge = Metric.withAttributes(Metrics.lag, memberAttributes)
     // lag per owned shard; a shard no longer owned here is set to 0 (its new owner reports it)
@@ -428,6 +466,7 @@ export const makeLogicalMember = (
               yield* Metric.update(m.heartbeatFailures, 1)
               const error = env.describeHeartbeatFailure?.(result.failure) ?? result.failure
               lastError = error
+              yield* coordinatorAnswered(t, false, error.message)
               emit({
                 ...base(),
                 type: "heartbeat",
@@ -441,6 +480,11 @@ export const makeLogicalMember = (
               )
             }
             const response = result.success
+            yield* coordinatorAnswered(
+              t,
+              response.errorCode !== "NOT_COORDINATOR",
+              `NOT_COORDINATOR: ${response.errorMessage ?? "not the coordinator"}`,
+            )
             rebalanceTimeoutMs = response.rebalanceTimeoutMs
             const lifecycle = machine.lifecycle
             const assignmentEpoch = machine.assignmentEpoch

@@ -284,6 +284,61 @@ const scenarios = (
   )
 
   it(
+    "the coordinator paused, its successor paused while it resumes: the lease holder serves (rule 25)",
+    async () => {
+      // two candidates (a, b); c and d are members only, so the resumed
+      // coordinator is the one that takes the lease again
+      const w = make()
+      const pods = await steadyGroup(w, (id) =>
+        id === "a" || id === "b" ? {} : { coordinator: "standalone" },
+      )
+      const first = await coordinatorPod(pods)
+      const second = pods.find(
+        (p) => p !== first && (p.proc.startsWith("a#") || p.proc.startsWith("b#")),
+      )!
+      const from = realNow()
+      first.signal("SIGSTOP")
+      // the other candidate takes the lease and claims the group's serve (before its event)
+      await eventually("the other candidate coordinates", () =>
+        second.lines.some((l) => l.ev === "coordinatorElected" && l.t >= from),
+      )
+      second.signal("SIGSTOP")
+      // its lease (1 s) runs out while it is stopped; the first resumes and
+      // takes the lease again, its serve replaced by the second's claim
+      await sleep(SHORT_PAUSE_MS)
+      const firstBack = realNow()
+      first.signal("SIGCONT")
+      await sleep(SHORT_PAUSE_MS)
+      const bothBack = realNow()
+      second.signal("SIGCONT")
+      // before rule 25 nobody served from here on: the first renewed a lease it served nothing under
+      await everyShardHandledAfter(w, bothBack, "every shard handled after both candidates resumed")
+      const served = firstAfter(linesOf(pods), bothBack, (l) => l.ev === "begin")!
+      await sleep(1_000)
+      await w.drained()
+      w.commonChecks()
+      const restarts = linesOf(pods).filter(
+        (l) => l.ev === "coordinatorServeRestarted" && l.t >= from,
+      )
+      const unavailable = linesOf(pods).filter(
+        (l) => l.ev === "coordinatorUnavailable" && l.t >= from,
+      )
+      report(topology, "coordinator paused, then its successor while it resumes", {
+        "first resumed after (ms)": firstBack - from,
+        "second resumed after (ms)": bothBack - from,
+        "handled again after the second resumed (ms)": served.t - bothBack,
+        "serves restarted under a held lease": restarts.map((l) => l.proc).join(" ") || "none",
+        "members told no coordinator serves": unavailable.length,
+        messages: w.produced,
+      })
+      // exactly one candidate coordinates at the end, and it answers
+      await coordinatorPod(pods)
+      expect(served.t - bothBack).toBeLessThan(SESSION_MS)
+    },
+    SCENARIO_TIMEOUT_MS,
+  )
+
+  it(
     "SIGSTOP of the coordinator's pod past the session: only its own shards move; it rejoins after SIGCONT",
     async () => {
       const w = make()

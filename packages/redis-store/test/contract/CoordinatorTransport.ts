@@ -263,6 +263,32 @@ export const coordinatorTransportContract = (subject: () => CoordinatorTransport
     }),
   )
 
+  it.live(
+    "rule 25: a replaced serve says so (ended, not active) while its scope is open; a serve whose scope closed does not",
+    () =>
+      Effect.gen(function* () {
+        const t = subject()
+        const key = freshKey()
+        const oldScope = yield* Scope.make()
+        const older = yield* t.serve(key, handler(1)).pipe(Scope.provide(oldScope))
+        assert.isTrue(older.active())
+        const ended = yield* Effect.forkChild(older.ended)
+        yield* t.serve(key, handler(100))
+        // the older serve learns it was replaced (Redis: at its next presence refresh)
+        yield* Fiber.join(ended).pipe(Effect.timeout(10_000))
+        assert.isFalse(older.active())
+        yield* Scope.close(oldScope, Exit.void)
+        // a serve stopped by its own scope is not "ended on its own"
+        const s = yield* Scope.make()
+        const closed = yield* t.serve(freshKey(), handler(1)).pipe(Scope.provide(s))
+        const notEnded = yield* Effect.forkChild(closed.ended)
+        yield* Scope.close(s, Exit.void)
+        yield* Effect.sleep(100)
+        assert.isUndefined(notEnded.pollUnsafe())
+        yield* Fiber.interrupt(notEnded)
+      }),
+  )
+
   it.live("notices reach only the named member of the named group, and coalesce", () =>
     Effect.gen(function* () {
       const t = subject()

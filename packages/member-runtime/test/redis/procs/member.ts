@@ -14,7 +14,8 @@
  *   the handler gives up, as a handler should);
  * - `{ ev: <runtime event type>, at, shard?, shards?, token?, reason? }` for
  *   joined, assigned, revoking, revoked, lost, staleOwner, left,
- *   coordinatorElected, coordinatorResigned, leaseLost, leaseRegained,
+ *   coordinatorElected, coordinatorResigned, coordinatorServeRestarted,
+ *   coordinatorUnavailable, coordinatorAvailable, leaseLost, leaseRegained,
  *   handlerStuck, superseded, dataPlaneError (`error`: its message), and
  *   `heartbeat` when it was not answered NONE or took a heartbeat interval
  *   or more (`errorCode`, `latencyMs`, `error`);
@@ -71,6 +72,8 @@ export interface MemberProcessConfig {
    * the handler returns, before its commit.
    */
   readonly transactionOut?: string
+  /** "standalone": this process is no coordinator candidate (default "embedded"). */
+  readonly coordinator?: "embedded" | "standalone"
 }
 
 const config = JSON.parse(process.argv[2]!) as MemberProcessConfig
@@ -153,6 +156,9 @@ const logged = new Set([
   "left",
   "coordinatorElected",
   "coordinatorResigned",
+  "coordinatorServeRestarted",
+  "coordinatorUnavailable",
+  "coordinatorAvailable",
   "leaseLost",
   "leaseRegained",
   "handlerStuck",
@@ -165,6 +171,7 @@ const runtime = await start({
   memberBase: config.memberId,
   shutdownTimeoutMs: 20_000,
   handleSignals: false,
+  ...(config.coordinator === undefined ? {} : { coordinator: config.coordinator }),
   onEvent: (e) => {
     if (e.type === "heartbeat") {
       if (e.errorCode !== "NONE" || e.latencyMs >= config.heartbeatIntervalMs)
