@@ -231,8 +231,24 @@ export class InvalidArgument extends Schema.TaggedError<InvalidArgument>()("Inva
   message: Schema.String,
 }) {}
 
+/**
+ * A write ran on the master but fewer than `replicas` replicas confirmed it
+ * within `timeoutMs` (`durability`, docs/redis.md "Durability"): it is not
+ * confirmed, and it may still exist (the master kept it; a failover before
+ * it replicated loses it). Retry an idempotent send; a transactional commit
+ * that failed so is not acknowledged and its message is handled again.
+ */
+export class NotReplicated extends Schema.TaggedError<NotReplicated>()("NotReplicated", {
+  operation: Schema.String,
+  key: Schema.String,
+  replicas: Schema.Number,
+  acknowledged: Schema.Number,
+  timeoutMs: Schema.Number,
+  message: Schema.String,
+}) {}
+
 /** What any data-plane operation may fail with besides its own errors. */
-export type DataPlaneError = BackendUnavailable | ForeignValue | InvalidArgument
+export type DataPlaneError = BackendUnavailable | ForeignValue | InvalidArgument | NotReplicated
 
 /**
  * An append to a shard of an earlier layout generation, sealed by a reshard

@@ -61,6 +61,17 @@ export interface RedisOptions {
    * refused (`InvalidKeyPrefix`).
    */
   readonly keyPrefix?: string
+  /**
+   * Kafka's `acks=all` (docs/redis.md, "Durability"): a send, a
+   * transactional commit and a group metadata commit are confirmed only once
+   * `replicas` replicas have them (WAIT; `fsync: true`: WAITAOF, in their
+   * AOF), within `timeoutMs`; otherwise they fail with `NotReplicated` (the
+   * write may still exist: retry an idempotent send).
+   *
+   * @example
+   * redis: { url: "redis://primary:6379", durability: { replicas: 1, timeoutMs: 500 } }
+   */
+  readonly durability?: RedisConnection.Durability
 }
 
 const URL_PROTOCOLS = new Set(["redis:", "rediss:"])
@@ -131,6 +142,21 @@ export const RedisOptionsSchema = Schema.Struct({
   keyPrefix: Schema.optional(
     Schema.String.check(Schema.makeFilter((p: string) => Keys.prefixProblem(p))),
   ),
+  durability: Schema.optional(
+    Schema.Struct({
+      replicas: Schema.Int.check(
+        Schema.isGreaterThanOrEqualTo(1, {
+          message: "must be a whole number of replicas, at least 1",
+        }),
+      ),
+      timeoutMs: Schema.Int.check(
+        Schema.isGreaterThanOrEqualTo(1, {
+          message: "must be a whole number of ms, at least 1 (WAIT 0 would wait for ever)",
+        }),
+      ),
+      fsync: Schema.optional(Schema.Boolean),
+    }),
+  ),
 }).check(
   Schema.makeFilter((o) =>
     o.ioredis !== undefined && o.ioredis.keyPrefix !== undefined
@@ -166,6 +192,7 @@ export const decodeRedisOptions = (
     ...(o.ioredis === undefined ? {} : { redis: o.ioredis }),
     ...(o.features === undefined ? {} : { features: o.features }),
     ...(o.keyPrefix === undefined ? {} : { keyPrefix: o.keyPrefix }),
+    ...(o.durability === undefined ? {} : { durability: o.durability }),
     ...(o.ports ?? {}),
   }
   if (o.nodes !== undefined)

@@ -12,7 +12,7 @@
  */
 import net from "node:net"
 import type { ConnectionOptions as TlsOptions } from "node:tls"
-import { BackendUnavailable } from "@shardline/core"
+import { BackendUnavailable, InvalidArgument, NotReplicated } from "@shardline/core"
 import calculateSlot from "cluster-key-slot"
 import { Context, Effect, Exit, Layer, type Scope } from "effect"
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from "ioredis"
@@ -62,6 +62,24 @@ export interface RedisConnectionOptions {
    * least the number of shards that wait at once, or connections churn.
    */
   readonly maxIdleBlocking?: number
+  /**
+   * Kafka's `acks=all` (docs/redis.md, "Durability"): every send, every
+   * transactional commit and every metadata commit is confirmed only once
+   * `replicas` replicas have it (WAIT; with `fsync`, WAITAOF: in their AOF,
+   * Redis >= 7.2 / Valkey), within `timeoutMs`; otherwise it fails with
+   * `NotReplicated`, and the write may still exist. Default: none (a write
+   * is confirmed once the master ran it).
+   */
+  readonly durability?: Durability
+}
+
+export interface Durability {
+  /** Replicas that must have each write before it is confirmed (at least 1). */
+  readonly replicas: number
+  /** How long to wait for them (ms, at least 1). */
+  readonly timeoutMs: number
+  /** Wait for the replicas' AOF fsync (WAITAOF) rather than their memory (WAIT). */
+  readonly fsync?: boolean
 }
 
 export interface ServerFeatures {
@@ -126,6 +144,18 @@ export interface RedisConnectionShape {
    * pooled (the gated fence's per-node wires, internal/clusterGatedRead.ts).
    */
   readonly leaseNode: (node: Redis) => { readonly client: Redis; readonly release: () => void }
+  /** `options.durability`, when given. */
+  readonly durability: Durability | undefined
+  /**
+   * With `durability`: confirms that the writes this process already ran on
+   * the node of `key` reached the replicas it asks for (WAIT / WAITAOF on the
+   * connection that ran them), else fails with `NotReplicated`. Without it:
+   * nothing to do.
+   */
+  readonly confirmReplicated: (
+    operation: string,
+    key: string,
+  ) => Effect.Effect<void, NotReplicated | BackendUnavailable>
   /** Wraps a command-connection promise, mapping failures to BackendUnavailable. */
   readonly command: <A>(
     operation: string,
@@ -305,7 +335,11 @@ const quit = (client: Client): Promise<void> => {
 export const fromClient = (
   client: Client,
   features: ServerFeatures,
-  options: { readonly maxIdleBlocking?: number; readonly keyPrefix?: string } = {},
+  options: {
+    readonly maxIdleBlocking?: number
+    readonly keyPrefix?: string
+    readonly durability?: Durability
+  } = {},
 ): Effect.Effect<RedisConnectionShape, InvalidKeyPrefix, Scope.Scope> =>
   Effect.gen(function* () {
     const keys = yield* keySpaceOf(options.keyPrefix, ioredisKeyPrefix(client))
@@ -489,6 +523,50 @@ export const fromClient = (
     const command = <A>(operation: string, run: (c: Client) => Promise<A>) =>
       Effect.tryPromise({ try: () => run(client), catch: (cause) => unavailable(operation, cause) })
 
+    const durability = options.durability
+    /**
+     * The connection that ran this process's writes on `key`'s node: one
+     * node's command connection, or in a cluster the cluster client's own
+     * connection to the slot's master (WAIT counts that connection's writes).
+     */
+    const writerOf = (key: string): Redis | undefined => {
+      if (!(client instanceof Cluster)) return client
+      const node = client.slots[calculateSlot(key)]?.[0]
+      return client.nodes("master").find((n) => `${n.options.host}:${n.options.port}` === node)
+    }
+    const confirmReplicated = (
+      operation: string,
+      key: string,
+    ): Effect.Effect<void, NotReplicated | BackendUnavailable> =>
+      durability === undefined
+        ? Effect.void
+        : Effect.gen(function* () {
+            const writer = writerOf(key)
+            if (writer === undefined)
+              return yield* unavailable(
+                `${operation} (WAIT)`,
+                new Error(`no known master holds ${key}'s slot`),
+              )
+            const { replicas, timeoutMs } = durability
+            const reply = yield* Effect.tryPromise({
+              try: () =>
+                durability.fsync === true
+                  ? writer.call("WAITAOF", 0, replicas, timeoutMs)
+                  : writer.call("WAIT", replicas, timeoutMs),
+              catch: (cause) => unavailable(`${operation} (WAIT)`, cause),
+            })
+            const acknowledged = Number(Array.isArray(reply) ? reply[1] : reply)
+            if (acknowledged >= replicas) return
+            return yield* new NotReplicated({
+              operation,
+              key,
+              replicas,
+              acknowledged,
+              timeoutMs,
+              message: `${operation} on ${key}: ${acknowledged} of ${replicas} replica(s) confirmed it within ${timeoutMs} ms (${durability.fsync === true ? "WAITAOF" : "WAIT"}); it is not confirmed and may still exist (docs/redis.md, "Durability")`,
+            })
+          })
+
     return {
       client,
       isCluster: client instanceof Cluster,
@@ -508,6 +586,8 @@ export const fromClient = (
         return sub
       },
       command,
+      durability,
+      confirmReplicated,
     }
   })
 
@@ -735,16 +815,35 @@ export const make = (
     const features: ServerFeatures = { ...probed, ...options.features }
     // another key schema recorded in the namespace: refused before any port runs
     yield* KeySchema.checkRecorded(client, keys)
+    if (options.durability !== undefined) yield* checkDurability(options.durability)
     return yield* fromClient(client, features, {
       keyPrefix: keys.prefix,
+      ...(options.durability === undefined ? {} : { durability: options.durability }),
       ...(options.maxIdleBlocking === undefined
         ? {}
         : { maxIdleBlocking: options.maxIdleBlocking }),
     })
   })
 
+/** `durability` as the connection takes it: whole replicas and milliseconds, at least 1. */
+const checkDurability = (d: Durability): Effect.Effect<void, InvalidArgument> =>
+  !Number.isSafeInteger(d.replicas) || d.replicas < 1
+    ? Effect.fail(
+        new InvalidArgument({
+          message: `durability.replicas must be a whole number of replicas, at least 1, got ${d.replicas}`,
+        }),
+      )
+    : !Number.isSafeInteger(d.timeoutMs) || d.timeoutMs < 1
+      ? Effect.fail(
+          new InvalidArgument({
+            message: `durability.timeoutMs must be a whole number of ms, at least 1, got ${d.timeoutMs} (WAIT 0 would wait for ever)`,
+          }),
+        )
+      : Effect.void
+
 /** Why a connection could not be made ready for the ports. */
 export type ConnectError =
+  | InvalidArgument
   | BackendUnavailable
   | InvalidDatabase
   | PermissionDenied

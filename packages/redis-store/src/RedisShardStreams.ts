@@ -530,10 +530,15 @@ export const makeWith = (
             ),
           )
           .pipe(
-            Effect.flatMap((reply) =>
-              reply[0] === Code.Sealed
-                ? Effect.fail(new ShardSealed({ stream, shard }))
-                : Effect.succeed(String(reply[1])),
+            Effect.flatMap(
+              (reply): Effect.Effect<string, ShardSealed | RedisStoreError> =>
+                reply[0] === Code.Sealed
+                  ? Effect.fail(new ShardSealed({ stream, shard }))
+                  : // with `durability`: confirmed once the replicas have it
+                    Effect.as(
+                      connection.confirmReplicated("append", shardKey(stream, shard)),
+                      String(reply[1]),
+                    ),
             ),
           )
       }),

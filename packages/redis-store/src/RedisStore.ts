@@ -89,17 +89,42 @@ export const makeEncodedWith = (
         [String(expectedRevision), batch.records, auditMaxLen, ...batch.audit],
       ).pipe(
         Effect.mapError(storeError(key)),
-        Effect.flatMap((reply) =>
-          reply[0] === Code.Stale
-            ? Effect.fail(
-                new StaleRevision({
-                  stream: key.stream,
-                  group: key.group,
-                  expectedRevision,
-                  actualRevision: Number(reply[1]),
-                }),
-              )
-            : Effect.succeed({ revision: Number(reply[1]), batches: Number(reply[2]) }),
+        Effect.flatMap(
+          (
+            reply,
+          ): Effect.Effect<
+            { revision: number; batches: number },
+            StaleRevision | StoreUnavailable
+          > =>
+            reply[0] === Code.Stale
+              ? Effect.fail(
+                  new StaleRevision({
+                    stream: key.stream,
+                    group: key.group,
+                    expectedRevision,
+                    actualRevision: Number(reply[1]),
+                  }),
+                )
+              : // with `durability`: a commit whose loss would rewind the group
+                // (and its owner tokens, docs/protocol.md rule 23) is confirmed
+                // once the replicas have it; not confirmed, the coordinator
+                // steps down and its successor reloads whatever survived
+                Effect.as(
+                  Effect.mapError(
+                    connection.confirmReplicated(
+                      "store commit",
+                      connection.keys.storeRevisionKey(key),
+                    ),
+                    (error) =>
+                      new StoreUnavailable({
+                        stream: key.stream,
+                        group: key.group,
+                        message: error.message,
+                        cause: error,
+                      }),
+                  ),
+                  { revision: Number(reply[1]), batches: Number(reply[2]) },
+                ),
         ),
       ),
 

@@ -165,8 +165,13 @@ export const makeTransactions = (
         (reply): Effect.Effect<Transaction.CommitOutcome, Transaction.CommitError> => {
           switch (reply[0]) {
             case Code.Ok:
-              return Effect.succeed(
-                Number(reply[1]) === 1 ? { _tag: "Committed" } : { _tag: "AlreadyCommitted" },
+              // with `durability`: confirmed once the replicas have it (a retry
+              // finds it AlreadyCommitted and waits for them again)
+              return Effect.as(
+                connection.confirmReplicated("commit", stream),
+                Number(reply[1]) === 1
+                  ? ({ _tag: "Committed" } as const)
+                  : ({ _tag: "AlreadyCommitted" } as const),
               )
             case Code.NotPending:
               return Effect.succeed({ _tag: "NotPending", ids: reply.slice(1).map(String) })

@@ -47,6 +47,16 @@ describe("redis option validation (nothing connects)", () => {
     ["a key prefix with a glob character", { url: closed, keyPrefix: "app*" }, "redis.keyPrefix"],
     ["an empty key prefix", { url: closed, keyPrefix: "" }, "redis.keyPrefix"],
     [
+      "durability with no replica to wait for",
+      { url: closed, durability: { replicas: 0, timeoutMs: 100 } },
+      "redis.durability.replicas",
+    ],
+    [
+      "durability with a timeout of 0 (WAIT would wait for ever)",
+      { url: closed, durability: { replicas: 1, timeoutMs: 0 } },
+      "redis.durability.timeoutMs",
+    ],
+    [
       "ioredis' own keyPrefix (it leaves channels unprefixed)",
       { url: closed, ioredis: { keyPrefix: "app:" } },
       "redis.ioredis.keyPrefix",

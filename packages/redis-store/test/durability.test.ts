@@ -1,0 +1,231 @@
+/**
+ * `durability: { replicas, timeoutMs }` (docs/redis.md, "Durability"; issue
+ * 32, item 3) on a real primary and its replica (Redis 7.0): a send or a
+ * metadata commit is confirmed only once the replica has it. A send confirmed
+ * so survives kill -9 of the primary and the replica's promotion; without
+ * durability, sends the primary confirmed while its replica lagged (its link
+ * held by a proxy) die with it, which is what the option is for. With the replica stopped, a
+ * durable send fails with `NotReplicated` and, as its message says, still
+ * exists on the primary.
+ */
+
+import net from "node:net"
+import {
+  CoordinatorShell,
+  makeGroupConfig,
+  NotReplicated,
+  ShardStreams,
+  Store,
+} from "@shardline/core"
+import { Effect, Layer, ManagedRuntime } from "effect"
+import { afterEach, beforeEach, describe, expect, it } from "vitest"
+import * as RedisPorts from "../src/RedisPorts.js"
+import { type RedisServer, startRedis } from "../src/testing.js"
+import { unique } from "./support/targets.js"
+
+const waitFor = async (what: string, done: () => boolean, ms = 20_000) => {
+  const until = Date.now() + ms
+  while (!done()) {
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((r) => setTimeout(r, 50))
+  }
+}
+
+const linkUp = (replica: RedisServer) =>
+  waitFor("the replica's link to its primary", () =>
+    replica.cli("INFO", "replication").includes("master_link_status:up"),
+  )
+
+/**
+ * The replication link through a proxy that can hold what the primary sends
+ * (a lagging replica: a slow or cut network). Held bytes die with the
+ * primary, as they do when a master is lost before it replicated.
+ */
+const replicationLink = (primary: RedisServer) =>
+  new Promise<{ port: number; hold: () => void; close: () => void }>((resolve) => {
+    let holding = false
+    const sockets = new Set<net.Socket>()
+    const server = net.createServer((replicaSide) => {
+      const primarySide = net.connect(primary.port, primary.host)
+      sockets.add(replicaSide).add(primarySide)
+      replicaSide.on("data", (d) => primarySide.write(d))
+      primarySide.on("data", (d) => {
+        if (!holding) replicaSide.write(d)
+      })
+      const end = () => {
+        replicaSide.destroy()
+        primarySide.destroy()
+      }
+      replicaSide.on("error", end).on("close", end)
+      primarySide.on("error", end).on("close", end)
+    })
+    server.listen(0, "127.0.0.1", () =>
+      resolve({
+        port: (server.address() as net.AddressInfo).port,
+        hold: () => {
+          holding = true
+        },
+        close: () => {
+          for (const s of sockets) s.destroy()
+          server.close()
+        },
+      }),
+    )
+  })
+
+/** Promote the replica once the primary is gone (what Sentinel or an operator does). */
+const promote = (replica: RedisServer) => replica.cli("REPLICAOF", "NO", "ONE")
+
+const ids = (server: RedisServer, key: string): Set<string> =>
+  new Set(
+    server
+      .cli("XRANGE", key, "-", "+")
+      .split("\n")
+      .filter((l) => /^\d+-\d+$/.test(l.trim()))
+      .map((l) => l.trim()),
+  )
+
+describe("durability on a primary and its replica (Redis 7.0)", () => {
+  let primary: RedisServer
+  let replica: RedisServer
+  const runtimes: Array<ManagedRuntime.ManagedRuntime<unknown, unknown>> = []
+
+  let link: Awaited<ReturnType<typeof replicationLink>>
+  beforeEach(async () => {
+    primary = await startRedis()
+    link = await replicationLink(primary)
+    replica = await startRedis({ args: ["--replicaof", "127.0.0.1", String(link.port)] })
+    await linkUp(replica)
+  }, 60_000)
+
+  afterEach(async () => {
+    for (const r of runtimes.splice(0)) await r.dispose().catch(() => {})
+    link.close()
+    for (const s of [primary, replica]) {
+      try {
+        process.kill(s.pid, "SIGCONT")
+      } catch {
+        // already gone
+      }
+      await s.stop()
+    }
+  })
+
+  const portsOn = (durability?: { replicas: number; timeoutMs: number }) => {
+    const runtime = ManagedRuntime.make(
+      RedisPorts.layer({
+        url: primary.url,
+        ...(durability === undefined ? {} : { durability }),
+      }) as Layer.Layer<RedisPorts.RedisPorts, never>,
+    )
+    runtimes.push(runtime as ManagedRuntime.ManagedRuntime<unknown, unknown>)
+    const append = (stream: string, n: number) =>
+      runtime.runPromise(
+        Effect.gen(function* () {
+          const s = yield* ShardStreams.ShardStreams
+          return yield* Effect.result(s.append(stream, 0, { n: String(n) }))
+        }),
+      )
+    return { runtime, append }
+  }
+
+  it("kill -9 of the primary loses no send confirmed with replicas: 1; without durability, sends confirmed while the replica lagged are lost", async () => {
+    const durable = portsOn({ replicas: 1, timeoutMs: 300 })
+    const plain = portsOn()
+    const stream = unique("durable")
+    const key = `shardline:{${stream}:0}`
+    const confirmed: Array<string> = []
+    const notConfirmed: Array<number> = []
+    const send = async (n: number) => {
+      const r = await durable.append(stream, n)
+      if (r._tag === "Success") confirmed.push(r.success)
+      else if (r.failure._tag === "NotReplicated") notConfirmed.push(n)
+      else throw r.failure
+    }
+    for (let n = 0; n < 50; n++) await send(n)
+    // the replica lags (its link holds what the primary sends)
+    link.hold()
+    for (let n = 50; n < 55; n++) await send(n)
+    const lostIfPrimaryDies: Array<string> = []
+    for (let n = 100; n < 120; n++) {
+      const r = await plain.append(stream, n)
+      if (r._tag === "Failure") throw r.failure
+      lostIfPrimaryDies.push(r.success)
+    }
+    process.kill(primary.pid, "SIGKILL")
+    link.close()
+    promote(replica)
+    const survived = ids(replica, key)
+    expect(confirmed.length).toBe(50)
+    expect(notConfirmed).toEqual([50, 51, 52, 53, 54])
+    expect(confirmed.filter((id) => !survived.has(id))).toEqual([])
+    // what durability is for: the primary confirmed these, and they died with it
+    expect(lostIfPrimaryDies.filter((id) => survived.has(id))).toEqual([])
+  }, 60_000)
+
+  it("the replica stopped: a durable send fails with NotReplicated, and it still exists on the primary", async () => {
+    const durable = portsOn({ replicas: 1, timeoutMs: 300 })
+    const stream = unique("durable")
+    const key = `shardline:{${stream}:0}`
+    process.kill(replica.pid, "SIGSTOP")
+    const r = await durable.append(stream, 1)
+    expect(r._tag).toBe("Failure")
+    if (r._tag !== "Failure") return
+    expect(r.failure).toBeInstanceOf(NotReplicated)
+    const failure = r.failure as NotReplicated
+    expect(failure).toMatchObject({ replicas: 1, acknowledged: 0, timeoutMs: 300, key })
+    expect(failure.message).toMatch(/may still exist/)
+    expect(ids(primary, key).size).toBe(1)
+    // once the replica is back, the next send is confirmed again
+    process.kill(replica.pid, "SIGCONT")
+    await linkUp(replica)
+    const again = await durable.append(stream, 2)
+    expect(again._tag).toBe("Success")
+  }, 60_000)
+
+  it("a group metadata commit is confirmed only once the replica has it; not confirmed, it fails StoreUnavailable", async () => {
+    const durable = portsOn({ replicas: 1, timeoutMs: 300 })
+    const key = { stream: unique("meta"), group: "g" }
+    const created = CoordinatorShell.create(
+      makeGroupConfig({
+        groupId: key.group,
+        stream: key.stream,
+        shardCount: 2,
+        sessionTimeoutMs: 10_000,
+        rebalanceTimeoutMs: 10_000,
+        heartbeatIntervalMs: 1_000,
+      }),
+      { mono: 0, wall: 0 },
+      { holder: "c1", leaseToken: 1 },
+    )
+    const commit = (expected: number) =>
+      durable.runtime.runPromise(
+        Effect.gen(function* () {
+          const store = yield* Store.Store
+          return yield* Effect.result(store.commit(key, expected, created.step.records))
+        }),
+      )
+    process.kill(replica.pid, "SIGSTOP")
+    const refused = await commit(0)
+    expect(refused._tag).toBe("Failure")
+    if (refused._tag === "Failure") {
+      expect(refused.failure._tag).toBe("StoreUnavailable")
+      expect(refused.failure.message).toMatch(/0 of 1 replica/)
+    }
+    process.kill(replica.pid, "SIGCONT")
+  }, 60_000)
+
+  it("refuses a durability it cannot honour: replicas below 1, a timeout of 0", async () => {
+    for (const durability of [
+      { replicas: 0, timeoutMs: 100 },
+      { replicas: 1, timeoutMs: 0 },
+      { replicas: 1.5, timeoutMs: 100 },
+    ]) {
+      const exit = await Effect.runPromiseExit(
+        Layer.build(RedisPorts.layer({ url: primary.url, durability })).pipe(Effect.scoped),
+      )
+      expect(exit._tag).toBe("Failure")
+      expect(JSON.stringify(exit)).toMatch(/InvalidArgument/)
+    }
+  }, 60_000)
+})
