@@ -339,6 +339,53 @@ const scenarios = (
   )
 
   it(
+    "a starved coordinator (SIGSTOP 300-500 ms, again and again for 10 s): no other pod loses, revokes or rejoins anything",
+    async () => {
+      const w = make()
+      const pods = await steadyGroup(w)
+      const hit = await coordinatorPod(pods)
+      const others = pods.filter((p) => p !== hit)
+      const from = realNow()
+      // a CPU-starved or GC-bound process: stopped 300-500 ms, running 100-300 ms
+      let stops = 0
+      let stoppedMs = 0
+      while (realNow() - from < 10_000) {
+        const pause = 300 + ((stops * 137) % 201)
+        hit.signal("SIGSTOP")
+        await sleep(pause)
+        hit.signal("SIGCONT")
+        stops++
+        stoppedMs += pause
+        await sleep(100 + ((stops * 89) % 201))
+      }
+      const to = realNow()
+      await everyShardHandledAfter(w, to, "every shard handled after the starvation")
+      await sleep(1_000)
+      await w.drained()
+      w.commonChecks()
+      const elections = linesOf(pods).filter(
+        (l) => l.ev === "coordinatorElected" && l.t >= from,
+      ).length
+      const gap = longestGap(others, from, to)
+      report(topology, "a starved coordinator (repeated SIGSTOP 300-500 ms)", {
+        stops,
+        "stopped (ms of 10,000)": stoppedMs,
+        "elections meanwhile": elections,
+        "collateral revocations / fences / rejoins on other pods": eventsBetween(
+          linesOf(others),
+          COLLATERAL,
+          from,
+        ).length,
+        "longest gap on other pods' shards": gapValue(gap),
+        "heartbeats not answered NONE on other pods": failedHeartbeats(others, from).length,
+        messages: w.produced,
+      })
+      expectNoCollateral(others, from)
+    },
+    SCENARIO_TIMEOUT_MS,
+  )
+
+  it(
     "SIGSTOP of the coordinator's pod past the session: only its own shards move; it rejoins after SIGCONT",
     async () => {
       const w = make()
