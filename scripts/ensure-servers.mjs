@@ -11,6 +11,8 @@
  *            (the dashboard's browser test drives it with playwright-core; no browser download)
  *   firefox  `$SHARDLINE_FIREFOX_BIN`, else /usr/bin/firefox-esr          apt-get install firefox-esr
  *            (the same test in Firefox, driven by puppeteer-core over WebDriver BiDi)
+ *   iptables as root only: /usr/sbin/iptables                            apt-get install iptables
+ *            (the network-namespace tests' cuts and packet loss; without root they skip)
  *
  * It installs only when it may: apt-get is on PATH, the user is root or has
  * passwordless sudo, and `SHARDLINE_INSTALL` is not `0`. Otherwise, with
@@ -178,6 +180,21 @@ SERVERS.push({
   install: (apt) => apt(["install", "firefox-esr"]),
 })
 
+// the network-namespace tests (member-runtime test/redis/partition.test.ts)
+// cut and drop packets with iptables; they need root, and skip loudly without
+// it, so iptables is installed only where they run
+SERVERS.push({
+  name: "iptables",
+  check: () => {
+    // (a tool, not a server: it adds nothing to the line of versions)
+    if (process.getuid?.() !== 0) return { ok: true }
+    const found = ["/usr/sbin/iptables", "/sbin/iptables"].find(executable) ?? onPath("iptables")
+    if (found === undefined) return { ok: false, problem: "iptables", installable: true }
+    return { ok: true }
+  },
+  install: (apt) => apt(["install", "iptables"]),
+})
+
 const osRelease = () => {
   try {
     return Object.fromEntries(
@@ -271,7 +288,7 @@ let updated = false
 const found = SERVERS.map((s) => ({ server: s, result: s.check() }))
 const missing = found.filter((f) => !f.result.ok)
 if (missing.length === 0) {
-  console.log(`servers: ${found.map((f) => f.result.version).join(", ")}`)
+  console.log(`servers: ${found.flatMap((f) => f.result.version ?? []).join(", ")}`)
   process.exit(0)
 }
 
@@ -328,4 +345,4 @@ const after = SERVERS.map((s) => s.check())
 const still = after.filter((r) => !r.ok)
 if (still.length > 0)
   stop(`still missing after installing: ${still.map((r) => r.problem).join(", ")}`)
-console.log(`servers: ${after.map((r) => r.version).join(", ")}`)
+console.log(`servers: ${after.flatMap((r) => r.version ?? []).join(", ")}`)

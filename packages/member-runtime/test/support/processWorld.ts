@@ -123,8 +123,12 @@ export class World {
     }
   }
 
-  spawn(memberId: string, overrides: Partial<MemberProcessConfig> = {}): MemberProcess {
-    const p = new MemberProcess(this.config(memberId, overrides), this.options.script)
+  spawn(
+    memberId: string,
+    overrides: Partial<MemberProcessConfig> = {},
+    wrap: ReadonlyArray<string> = [],
+  ): MemberProcess {
+    const p = new MemberProcess(this.config(memberId, overrides), this.options.script, wrap)
     this.procs.push(p)
     return p
   }

@@ -55,9 +55,12 @@ export class MemberProcess {
   constructor(
     readonly config: MemberProcessConfig,
     script: string = MEMBER_SCRIPT,
+    /** A command that runs the process, e.g. `["ip", "netns", "exec", "ns1"]` (it must exec it). */
+    wrap: ReadonlyArray<string> = [],
   ) {
     this.proc = `${config.memberId}#${++started}`
-    this.child = spawn(process.execPath, [script, JSON.stringify(config)], {
+    const argv = [...wrap, process.execPath, script, JSON.stringify(config)]
+    this.child = spawn(argv[0]!, argv.slice(1), {
       stdio: ["ignore", "pipe", "pipe"],
     })
     this.child.stdout!.setEncoding("utf8")

@@ -1,0 +1,153 @@
+/**
+ * Real network faults (issue 32, item 7; docs/protocol.md rules 11 and 22):
+ * one member process runs in a network namespace of its own (a veth pair to
+ * the host, test/support/netns.ts) and reaches Redis over it; iptables inside
+ * the namespace cuts it from Redis or drops a share of its packets. Three
+ * other member processes stay on loopback. Checked from what each process
+ * logged, as an operator sees it:
+ * - cut for twice the session: the cut member stops reading (`leaseLost`)
+ *   before any other process is assigned its shards, handles nothing while
+ *   cut, and rejoins once healed; nobody else loses, revokes or rejoins
+ *   anything; nothing is lost and per-key order holds;
+ * - 20% packet loss for 10 s: nobody else loses anything, nothing is lost.
+ * Needs root (ip netns) and iptables: without them the file says so on
+ * stderr and skips (CI runs as root; scripts/ensure-servers.mjs installs
+ * iptables).
+ */
+
+import type { RedisServer } from "@shardline/redis-store/testing"
+import { startRedis } from "@shardline/redis-store/testing"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { COLLATERAL, eventsBetween, realNow } from "../support/availabilityChecks.js"
+import { begins, ownedNow } from "../support/groupChecks.js"
+import { makeNamespace, type Namespace, netnsProblem } from "../support/netns.js"
+import { buildMemberScript, type MemberProcess } from "../support/processes.js"
+import { sleep, World } from "../support/processWorld.js"
+import { eventually } from "../support/redis.js"
+
+const SESSION_MS = 4_000
+const HEARTBEAT_MS = 300
+const SCENARIO_TIMEOUT_MS = 240_000
+
+const problem = netnsProblem()
+if (problem !== undefined)
+  process.stderr.write(
+    `\n!! partition.test.ts SKIPPED: network namespaces unavailable: ${problem}\n\n`,
+  )
+
+describe.skipIf(problem !== undefined)("a member in its own network namespace (real Redis)", () => {
+  let ns: Namespace
+  let server: RedisServer
+  let script = ""
+  let world: World | undefined
+
+  beforeAll(async () => {
+    script = await buildMemberScript("member-partition")
+    ns = makeNamespace()
+    server = await startRedis({
+      args: ["--bind", "127.0.0.1", ns.hostAddress, "--protected-mode", "no"],
+    })
+  }, 120_000)
+
+  afterAll(async () => {
+    await world?.close()
+    await server?.stop()
+    ns?.remove()
+  })
+
+  /** Three pods on loopback, one (p) in the namespace; every shard owned, production on. */
+  const steady = async () => {
+    const w = new World({ url: server.url }, { script, prefix: "netns" })
+    world = w
+    const timing = { sessionTimeoutMs: SESSION_MS, heartbeatIntervalMs: HEARTBEAT_MS }
+    const others = ["a", "b", "c"].map((id) => w.spawn(id, timing))
+    const cut = w.spawn(
+      "p",
+      {
+        ...timing,
+        // a member only: the coordinator stays on the loopback pods
+        coordinator: "standalone",
+        redis: { url: `redis://${ns.hostAddress}:${server.port}` },
+      },
+      ns.exec,
+    )
+    await w.settled([...others, cut], "4 pods own every shard")
+    await w.startProduction()
+    await sleep(1_500)
+    return { w, others, cut }
+  }
+
+  const linesOf = (procs: ReadonlyArray<MemberProcess>) => procs.flatMap((p) => p.lines)
+
+  it(
+    "cut from Redis for twice the session: it stops reading before its shards move; nobody else loses anything",
+    async () => {
+      const { w, others, cut } = await steady()
+      const cutShards = [...ownedNow(cut.lines)]
+      expect(cutShards.length).toBeGreaterThan(0)
+      const from = realNow()
+      ns.cut()
+      await sleep(2 * SESSION_MS)
+      await w.settled(others, "the other pods own every shard while it is cut")
+      ns.heal()
+      const healedAt = realNow()
+      await eventually("the cut pod owns shards again", () =>
+        cut.lines.some((l) => l.ev === "assigned" && l.t > healedAt),
+      )
+      await w.drained()
+      w.commonChecks()
+
+      const stopped = cut.lines.find((l) => l.ev === "leaseLost" && l.t >= from)
+      expect(stopped, "the cut pod said it stopped reading (leaseLost)").toBeDefined()
+      const moved = linesOf(others).find(
+        (l) => l.ev === "assigned" && l.t >= from && cutShards.includes(l.shard as number),
+      )
+      expect(moved, "its shards moved to the others").toBeDefined()
+      // it stopped reading before anybody else was given its shards
+      expect(stopped!.t).toBeLessThan(moved!.t)
+      const backAt = cut.lines.find((l) => l.ev === "assigned" && l.t > healedAt)!.t
+      expect(
+        begins(cut.lines)
+          .filter((l) => l.t > stopped!.t && l.t < backAt)
+          .map((l) => `${l.id} of shard ${l.shard} at ${l.t}`)
+          .join("\n"),
+        "handled while cut",
+      ).toBe("")
+      // until the heal (after it, the group gives the returning pod its share back)
+      expect(
+        eventsBetween(linesOf(others), COLLATERAL, from, healedAt).join("\n"),
+        "collateral on other pods",
+      ).toBe("")
+      process.stdout.write(
+        `partition: cut pod stopped reading ${Math.round(stopped!.t - from)} ms after the cut, its shards moved ${Math.round(moved!.t - from)} ms after it (${Math.round(moved!.t - stopped!.t)} ms after it stopped), back ${Math.round(backAt - healedAt)} ms after the heal; ${w.produced} messages\n`,
+      )
+      await w.close()
+      world = undefined
+    },
+    SCENARIO_TIMEOUT_MS,
+  )
+
+  it(
+    "20% packet loss for 10 s: nobody else loses anything, nothing is lost",
+    async () => {
+      const { w, others, cut } = await steady()
+      const from = realNow()
+      ns.lose(20)
+      await sleep(10_000)
+      ns.heal()
+      await sleep(1_000)
+      await w.drained()
+      w.commonChecks()
+      expect(
+        eventsBetween(linesOf(others), COLLATERAL, from).join("\n"),
+        "collateral on other pods",
+      ).toBe("")
+      process.stdout.write(
+        `loss: the lossy pod logged ${cut.lines.filter((l) => l.t >= from && l.ev === "heartbeat").length} slow or failed heartbeats, ${cut.lines.filter((l) => l.t >= from && l.ev === "leaseLost").length} lease losses; ${w.produced} messages\n`,
+      )
+      await w.close()
+      world = undefined
+    },
+    SCENARIO_TIMEOUT_MS,
+  )
+})
