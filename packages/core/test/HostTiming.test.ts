@@ -141,6 +141,48 @@ describe("rule 20: the coordinator lease", () => {
       assert.strictEqual(r.errorCode, "NOT_COORDINATOR")
     }).pipe(Effect.scoped),
   )
+
+  // The join above would be refused anyway (its commit fails the lease
+  // check); a plain heartbeat writes nothing, so only the host's own check of
+  // its lease's end stands between it and an answer from stale memory.
+  it.effect(
+    "an ex-leader whose lease ended does not answer even a heartbeat that writes nothing",
+    () =>
+      Effect.gen(function* () {
+        const store = Store.makeMemoryUnsafe()
+        const real = yield* CoordinatorLease.makeMemory
+        // c1's renewals never reach the lease
+        const frozen: CoordinatorLease.CoordinatorLeaseShape = {
+          ...real,
+          renew: (grant) => Effect.succeed(grant),
+        }
+        const h1 = yield* makeCoordinatorHost({ config: cfg, holder: "c1" }).pipe(
+          Effect.provide(ports(store, frozen)),
+        )
+        const a = new SimMember("a")
+        for (let i = 0; i < 3; i++) a.onResponse(yield* h1.heartbeat(request(a.request())))
+        assert.strictEqual(a.owned.size, cfg.shardCount)
+        // a plain heartbeat: no records, answered from memory with nothing committed
+        const revision = store.revision(key)
+        const steady = yield* h1.heartbeat(request(a.request()))
+        assert.strictEqual(steady.errorCode, "NONE")
+        assert.strictEqual(store.revision(key), revision)
+        a.onResponse(steady)
+        // c1's lease ends by its own monotonic clock (6 s default); c2 takes over
+        yield* TestClock.adjust(6_000)
+        const h2 = yield* makeCoordinatorHost({ config: cfg, holder: "c2" }).pipe(
+          Effect.provide(ports(store, real)),
+        )
+        assert.isTrue(yield* h2.elect)
+        const r = yield* h1.heartbeat(request(a.request()))
+        assert.strictEqual(r.errorCode, "NOT_COORDINATOR")
+        assert.isFalse(yield* h1.isCoordinator)
+        // the same member's next heartbeat is answered by c2, with what it owns
+        const again = yield* h2.heartbeat(request(a.request()))
+        assert.strictEqual(again.errorCode, "NONE")
+        assert.strictEqual(again.memberEpoch, steady.memberEpoch)
+      }).pipe(Effect.scoped),
+  )
 })
 
 describe("rule 23 through the host: a takeover after a metadata rewind", () => {

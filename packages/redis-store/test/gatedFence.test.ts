@@ -232,6 +232,52 @@ for (const target of redisTargets().filter((t) => t.kind !== "cluster7")) {
     )
 
     it.live(
+      "owner tokens of several digits are compared as numbers, by the lean gate (a read carrying an ack) as by the full one: 10 refuses 9, opens to 10 and 100",
+      () =>
+        Effect.gen(function* () {
+          // every other gated test uses one-digit tokens, which a string comparison gets right
+          const s = subject().streams
+          // the gated reader itself: the script it may fall back to would hide the gate's decision
+          const reader = makeGatedReader(subject().connection)
+          const cases: ReadonlyArray<readonly [current: number, token: number, opens: boolean]> = [
+            [10, 9, false],
+            [10, 10, true],
+            [10, 100, true],
+            [99, 100, true],
+            [100, 99, false],
+          ]
+          for (const [current, token, opens] of cases)
+            for (const lean of [true, false]) {
+              const label = `${lean ? "lean" : "full"} gate, token ${token} against ${current}`
+              const stream = unique("gated-digits")
+              const base = { stream, shard: 0, group: "g" }
+              yield* s.setOwnerToken({ ...base, token: 1 })
+              for (let i = 0; i < 3; i++) yield* s.append(stream, 0, { i: String(i) })
+              const [first] = yield* s.read({ ...base, consumer: "c", token: 1, count: 1 })
+              yield* s.setOwnerToken({ ...base, token: current })
+              // a read with a native ack takes the lean gate; one with no ack the full gate
+              const ack = lean ? { ids: [first!.id], mode: "ack" as const } : undefined
+              const got = yield* Effect.promise(() =>
+                reader.read({ ...base, consumer: "c", token, count: 5 }, ack),
+              )
+              if (opens) {
+                assert.strictEqual(got._tag, "Read", label)
+                assert.deepStrictEqual(
+                  got._tag === "Read" ? got.messages.map((m) => m.fields.i) : [],
+                  ["1", "2"],
+                  label,
+                )
+                // the lean read acked entry 0 before reading
+                yield* untouched(stream, base, 0, lean ? 2 : 3)
+              } else {
+                assert.deepStrictEqual(got, { _tag: "Stale", current }, label)
+                yield* untouched(stream, base, 2, 1)
+              }
+            }
+        }),
+    )
+
+    it.live(
       "a read carrying an ack (the lean gate): a foreign owner token or gate value is ForeignValue, a flushed cache still fenced; nothing read or acked",
       () =>
         Effect.gen(function* () {

@@ -245,9 +245,13 @@ export class CoordinatorHost {
     const shell = c.shell!
     const { w, store, lease, data, members } = this.ctx
     if (store.down && (step.records.length > 0 || step.fences.length > 0)) {
-      // Redis is down: nothing is written or applied; due deadlines fire
-      // again once it is back (`redisBack`).
+      // Redis is down: the commit fails and, as CoordinatorHost does on a
+      // failed commit, the candidate steps down (the shell's contract: drop
+      // it, load again). A kept shell would never run a deadline whose step
+      // this was: `dueTimer` took it off the heap (seed 7305, issue 34).
       w.count("redis:commitsFailed")
+      w.mark("fault", `coordinator #${c.idx} commit failed (Redis down): steps down`)
+      c.shell = null
       return false
     }
     if (step.records.length > 0) {

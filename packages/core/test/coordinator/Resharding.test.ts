@@ -121,6 +121,46 @@ describe("following the stream to a new layout generation", () => {
     expect(h.stored()).toEqual(h.snapshot())
   })
 
+  it("every old shard drained but the last: the migration does not complete and the new shards the last one feeds are not delivered", () => {
+    const { h, a, b, g } = migrating(split)
+    expect(h.owner(3)).toBe("b")
+    expect(Layout.overlapping(split, gen0, 3)).toEqual([10, 11])
+    for (const s of [0, 1]) a.exhausted.add(s)
+    b.exhausted.add(2) // 3, the last old shard, still has messages
+    settle(h, a, b)
+    settle(h, a, b)
+    expect(h.state.resharding).toEqual({
+      _tag: "Migrating",
+      generations: [gen0],
+      drained: [0, 1, 2],
+    })
+    expect(h.state.drained.has(3)).toBe(false)
+    expect(h.state.layout).toEqual(split)
+    expect(h.state.groupEpoch).toBe(g + 1) // started, not completed
+    expect(h.store.auditLog("g").map((e) => e.kind)).not.toContain("ReshardCompleted")
+    expect(monitor(h.state).resharding).toMatchObject({
+      phase: "migrating",
+      shardsDrained: 3,
+      shardsToDrain: 4,
+      blockedShards: 2,
+    })
+    // the last old shard is still read by its owner; what it feeds waits for it
+    expect(h.owner(3)).toBe("b")
+    expect(b.owned.has(3)).toBe(true)
+    for (const s of [10, 11]) {
+      expect(h.owner(s), `shard ${s}`).toBeNull()
+      for (const m of [a, b]) expect(m.owned.has(s), `${m.id} reads shard ${s}`).toBe(false)
+    }
+    for (let s = 4; s < 10; s++) expect(h.owner(s), `shard ${s}`).not.toBeNull()
+    expectOrderHeld(h)
+    // and it completes once the last one drains too
+    b.exhausted.add(3)
+    settle(h, a, b)
+    settle(h, a, b)
+    expect(h.state.resharding).toEqual({ _tag: "Idle" })
+    for (const s of [10, 11]) expect(h.owner(s), `shard ${s}`).not.toBeNull()
+  })
+
   it("a drained report for a shard of the current layout is ignored; one for an older grant is stale; one out of range is a violation", () => {
     const { h, a } = migrating(split)
     const stale = h.hb({ ...a.request(), drainedShards: [{ shard: 0, token: 99 }] })
