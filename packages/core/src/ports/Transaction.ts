@@ -371,14 +371,15 @@ export interface OutboxShape {
   /**
    * Move an entry whose routed shard `from` is sealed (and did not get it)
    * to `to`, unless another relayer moved it first: the shard it is routed
-   * to now.
+   * to now, or `"gone"` when the entry is no longer in the outbox (another
+   * relayer delivered and removed it: nothing is left to deliver).
    */
   readonly reroute: (
     source: GroupAddress,
     id: string,
     from: number,
     to: number,
-  ) => Effect.Effect<number, DataPlaneError>
+  ) => Effect.Effect<number | "gone", DataPlaneError>
   /** Forget delivered entries. */
   readonly remove: (
     source: GroupAddress,
