@@ -95,6 +95,49 @@ describe("the transaction handle refuses at the call", () => {
     }),
   )
 
+  it.effect(
+    "maxBytes counts UTF-8 bytes: exactly at the limit passes, one byte over is TooLarge",
+    () =>
+      Effect.gen(function* () {
+        const { handle } = yield* setUp(0)
+        // "€" is 3 bytes in UTF-8 (1 UTF-16 code unit), "😀" 4 (2 code units)
+        const three = "€"
+        const four = "😀"
+        assert.strictEqual(Buffer.byteLength(three), 3)
+        assert.strictEqual(Buffer.byteLength(four), 4)
+        for (const [what, fill] of [
+          ["a write", (tx: TransactionHandle, s: string) => tx.set(tx.key("k"), s)],
+          ["a send", (tx: TransactionHandle, s: string) => tx.send("out", "k", { v: s })],
+        ] as const) {
+          const base = (tx: TransactionHandle) =>
+            what === "a write" ? Buffer.byteLength(tx.key("k")) : "outkv".length
+          const limit = 3 * 40 + 4 * 10
+          const budget = base(handle()) + limit
+          // exactly at the limit
+          const exact = handle({ maxOperations: 10, maxBytes: budget })
+          assert.strictEqual(
+            refusalOf(() => fill(exact, three.repeat(40) + four.repeat(10))),
+            undefined,
+            `${what} of exactly maxBytes`,
+          )
+          // one byte over
+          const over = handle({ maxOperations: 10, maxBytes: budget })
+          assert.strictEqual(
+            refusalOf(() => fill(over, `${three.repeat(40)}${four.repeat(10)}x`)),
+            "TooLarge",
+            `${what} one byte over maxBytes`,
+          )
+          // 3-byte characters at three times the limit in code units are refused
+          const tripled = handle({ maxOperations: 10, maxBytes: budget - limit + 40 })
+          assert.strictEqual(
+            refusalOf(() => fill(tripled, three.repeat(40))),
+            "TooLarge",
+            `${what} of 120 bytes under a 40-byte budget`,
+          )
+        }
+      }),
+  )
+
   it.effect("after the handler returned (Closed)", () =>
     Effect.gen(function* () {
       const { handle } = yield* setUp(0)

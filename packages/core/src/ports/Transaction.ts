@@ -253,10 +253,30 @@ export const validateWrite = (
   return { command: name, args: texts }
 }
 
-/** The size a write or send counts for against a transaction's byte limit. */
+/**
+ * The bytes of `s` in UTF-8, as it is sent to Redis (what Node's
+ * `Buffer.byteLength(s)` says, without Node: a lone surrogate counts as
+ * U+FFFD, 3 bytes).
+ */
+export const utf8Bytes = (s: string): number => {
+  let n = 0
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i)
+    if (c < 0x80) n += 1
+    else if (c < 0x800) n += 2
+    else if (c >= 0xd800 && c <= 0xdbff && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      // a surrogate pair: one code point of 4 bytes
+      n += 4
+      i++
+    } else n += 3
+  }
+  return n
+}
+
+/** The size a write or send counts for against a transaction's byte limit: UTF-8 bytes. */
 export const sizeOf = (parts: ReadonlyArray<string>): number => {
   let n = 0
-  for (const p of parts) n += p.length
+  for (const p of parts) n += utf8Bytes(p)
   return n
 }
 
