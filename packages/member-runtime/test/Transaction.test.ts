@@ -10,10 +10,13 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ShardStreams } from "@shardline/core"
 import { Effect } from "effect"
+import { TestClock } from "effect/testing"
 import { makeSendRouter } from "../src/internal/SendRouter.js"
 import { commit, type TransactionEnv } from "../src/internal/TransactionCommit.js"
 import { TransactionHandle } from "../src/internal/TransactionHandle.js"
 import * as LayoutSource from "../src/LayoutSource.js"
+import type { BatchContext, MessageContext } from "../src/Message.js"
+import { makeHarness } from "./support/pollerHarness.js"
 
 const stream = "in"
 const group = "g"
@@ -238,4 +241,88 @@ describe("the commit step", () => {
         assert.strictEqual((yield* s.pending(address)).length, 1)
       }),
   )
+})
+
+describe("a handler's transaction after it returned: its own, closed", () => {
+  /** What a call on `tx` threw: its refusal's reason, or undefined. */
+  const lateCall = (ctx: MessageContext) =>
+    refusalOf(() => ctx.transaction.incr(ctx.transaction.key("late")))
+
+  for (const slowPath of [false, true])
+    it.effect(
+      `eachMessage (${slowPath ? "slow" : "fast"} path): message 1's context read by a late callback while message 2 is in flight refuses with Closed; message 2's transaction is unaffected`,
+      () =>
+        Effect.gen(function* () {
+          let first: MessageContext | undefined
+          let release: (() => void) | undefined
+          const h = yield* makeHarness({
+            transactions: true,
+            slowPath,
+            settings: { batchSize: 10, maxDeliveries: 1 },
+            eachMessage: (m, ctx) => {
+              // message 1 keeps its context for a callback that runs after it returned
+              if (m.fields.n === "0") {
+                first = ctx
+                return undefined
+              }
+              ctx.transaction.incr(ctx.transaction.key("second"))
+              return new Promise<void>((resolve) => {
+                release = resolve
+              })
+            },
+          })
+          yield* h.produce(0, 2)
+          yield* h.start(0)
+          yield* h.runUntil("message 2 in flight", () => release !== undefined)
+          // message 1's late callback: its transaction, closed, never message 2's
+          assert.strictEqual(lateCall(first!), "Closed")
+          release!()
+          const tx = h.streams.transactions!
+          const key = (name: string) => tx.keys("orders", 0).key(name)
+          for (let i = 0; i < 1_000 && (yield* h.pending(0)).length > 0; i++)
+            yield* TestClock.adjust(1)
+          // message 2 committed its own write with both acks, and nothing of message 1's callback
+          assert.deepStrictEqual(yield* h.pending(0), [])
+          assert.deepStrictEqual(yield* tx.read(key("second")), { type: "string", value: "1" })
+          assert.strictEqual(yield* tx.read(key("late")), undefined)
+          assert.isFalse(h.log.some((e) => e.kind === "deadLetter"))
+          assert.deepStrictEqual(
+            h.handled().map((e) => e.id),
+            h.log.flatMap((e) => (e.kind === "handle" ? [e.id] : [])),
+          )
+          assert.strictEqual(h.handled().length, 2)
+        }),
+    )
+
+  for (const readInHandler of [true, false])
+    for (const slowPath of [false, true])
+      it.effect(
+        `eachBatch (${slowPath ? "slow" : "fast"} path): the batch's transaction used after the handler returned is refused with Closed (${readInHandler ? "read in the handler" : "first read after it"}); nothing of it is written`,
+        () =>
+          Effect.gen(function* () {
+            let captured: BatchContext | undefined
+            const h = yield* makeHarness({
+              transactions: true,
+              slowPath,
+              eachBatch: (_b, ctx) => {
+                captured = ctx
+                if (readInHandler) ctx.transaction.incr(ctx.transaction.key("inside"))
+                return undefined
+              },
+            })
+            yield* h.produce(0, 2)
+            yield* h.start(0)
+            yield* h.runUntil("the batch handled", () => captured !== undefined)
+            for (let i = 0; i < 1_000 && (yield* h.pending(0)).length > 0; i++)
+              yield* TestClock.adjust(1)
+            assert.strictEqual(lateCall(captured!), "Closed")
+            const tx = h.streams.transactions!
+            const key = (name: string) => tx.keys("orders", 0).key(name)
+            assert.strictEqual(yield* tx.read(key("late")), undefined)
+            assert.deepStrictEqual(
+              yield* tx.read(key("inside")),
+              readInHandler ? { type: "string", value: "1" } : undefined,
+            )
+          }),
+      )
 })
