@@ -22,8 +22,8 @@
  *   consumer groups, owner tokens, dead letters, every key under its tag,
  *   and its entry in the stream's layout, which would otherwise hold back
  *   the retirement of earlier generations). A live group (its coordinator
- *   lease held, or a consumer active within the session timeout) is
- *   refused unless `force`.
+ *   lease held, a coordinator serving, a member that heartbeated or a
+ *   consumer that read within the session timeout) is refused unless `force`.
  *
  * Everything is read from Redis alone, through the ports of `RedisPorts`.
  *
@@ -451,7 +451,7 @@ export interface GroupSummary {
   readonly coordinator: string | undefined
   readonly deadLetters: number
   readonly live: boolean
-  /** Why it counts as live (the lease, the serving key, an active consumer). */
+  /** Why it counts as live (the lease, the serving key, a member's heartbeat, an active consumer). */
   readonly liveBecause: ReadonlyArray<string>
 }
 
@@ -527,8 +527,10 @@ const summarize = (
     const snapshot = yield* loadSnapshot(key)
     const lk = (yield* keySpace).leaseKey(key)
     const sk = (yield* keySpace).servingKey(key)
-    const [[holder], ttl, serving] = yield* command("group (lease, serving)", (c) =>
-      Promise.all([c.hmget(lk, "holder"), c.pttl(lk), c.exists(sk)]),
+    const hk = (yield* keySpace).lastHeartbeatKey(key)
+    const [[holder], ttl, serving, heartbeatTtl, heartbeatLeft] = yield* command(
+      "group (lease, serving, last heartbeat)",
+      (c) => Promise.all([c.hmget(lk, "holder"), c.pttl(lk), c.exists(sk), c.get(hk), c.pttl(hk)]),
     )
     const sessionTimeoutMs = Option.match(snapshot, {
       onNone: () => 30_000,
@@ -538,6 +540,16 @@ const summarize = (
     if (holder !== null && holder !== undefined && ttl > 0)
       liveBecause.push(`its coordinator lease is held by ${holder} (${ttl} ms left)`)
     if (serving > 0) liveBecause.push("a coordinator serves its heartbeats")
+    // its members heartbeat (hb-push.lua), also while their shards are idle
+    // and no coordinator serves: the key holds its TTL, the age is that less PTTL
+    const heartbeatAgeMs =
+      heartbeatTtl !== null && /^\d+$/.test(heartbeatTtl) && heartbeatLeft > 0
+        ? Math.max(0, Number(heartbeatTtl) - heartbeatLeft)
+        : undefined
+    if (heartbeatAgeMs !== undefined && heartbeatAgeMs < sessionTimeoutMs)
+      liveBecause.push(
+        `a member heartbeated ${heartbeatAgeMs} ms ago (within its ${sessionTimeoutMs} ms session)`,
+      )
     if (seen !== undefined && seen.leastIdleMs < sessionTimeoutMs)
       liveBecause.push(
         `a consumer read ${seen.leastIdleMs} ms ago (within its ${sessionTimeoutMs} ms session)`,

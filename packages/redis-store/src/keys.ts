@@ -121,6 +121,13 @@ export interface KeySpace {
   readonly leaseCounterKey: (key: GroupKey) => string
   readonly requestsKey: (key: GroupKey) => string
   readonly servingKey: (key: GroupKey) => string
+  /**
+   * The group's members' last heartbeat: refreshed by every push of
+   * members' heartbeats, served or not (a string holding its TTL in ms, PX
+   * that TTL; the time since the last push is that TTL less PTTL). Read by
+   * `groups list` / `delete` (src/Admin.ts).
+   */
+  readonly lastHeartbeatKey: (key: GroupKey) => string
   readonly replyKey: (key: GroupKey, requestId: string) => string
   /** A member-side transport's reply list for the group: answers `{"id", "response"}` to its requests. */
   readonly inboxKey: (key: GroupKey, inboxId: string) => string
@@ -190,6 +197,7 @@ export const make = (prefix: string = DEFAULT_PREFIX): KeySpace => {
     leaseCounterKey: (key) => `${groupBase(key)}:lease:counter`,
     requestsKey: (key) => `${groupBase(key)}:hb:requests`,
     servingKey: (key) => `${groupBase(key)}:hb:serving`,
+    lastHeartbeatKey: (key) => `${groupBase(key)}:hb:last`,
     replyKey: (key, requestId) => `${groupBase(key)}:hb:reply:${requestId}`,
     inboxKey: (key, inboxId) => `${groupBase(key)}:hb:inbox:${inboxId}`,
     noticeChannel: (key, memberId) => `${groupBase(key)}:notice:${memberId}`,

@@ -97,7 +97,7 @@ export const Scripts = {
   outboxRemove: script("outboxRemove", 2, outboxRemove),
   leaseAcquire: script("leaseAcquire", 2, leaseAcquire),
   leaseRenew: script("leaseRenew", 1, leaseRenew),
-  hbPush: script("hbPush", 2, hbPush),
+  hbPush: script("hbPush", 3, hbPush),
   // variadic keys (one reply list per answer of a batch)
   hbReply: script("hbReply", -1, hbReply),
   hbServing: script("hbServing", 1, hbServing),
