@@ -16,6 +16,27 @@ const reasonOf = (command: string, args: ReadonlyArray<unknown>) => {
   return r instanceof TransactionRefused ? r.reason : "ok"
 }
 
+describe("Transaction.sizeOf", () => {
+  it("counts UTF-8 bytes, as Buffer.byteLength (what Redis receives), not UTF-16 code units", () => {
+    const samples = [
+      "",
+      "plain ascii",
+      "é",
+      "€",
+      "😀",
+      "a€😀é",
+      "€".repeat(1_000),
+      // lone surrogates are sent as U+FFFD (3 bytes)
+      "\ud83d",
+      "\ude00",
+      "x\ud83dy",
+      "\ude00\ud83d",
+    ]
+    for (const s of samples) assert.strictEqual(Transaction.utf8Bytes(s), Buffer.byteLength(s), s)
+    assert.strictEqual(Transaction.sizeOf(["k", "€€€", "😀"]), 1 + 9 + 4)
+  })
+})
+
 describe("Transaction.validateWrite", () => {
   it("accepts every allow-listed command in its plain form, upper-casing the name", () => {
     const ok: ReadonlyArray<readonly [string, ReadonlyArray<unknown>]> = [

@@ -82,7 +82,7 @@ export interface CommonOptions {
 export interface TransactionLimits {
   /** Writes and sends per transaction (default 1,000). */
   readonly maxOperations?: number
-  /** Bytes of keys, arguments, fields and values per transaction (default 1 MiB). */
+  /** UTF-8 bytes of keys, arguments, fields and values per transaction (default 1 MiB). */
   readonly maxBytes?: number
 }
 

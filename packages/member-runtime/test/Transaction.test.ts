@@ -10,10 +10,13 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ShardStreams } from "@shardline/core"
 import { Effect } from "effect"
+import { TestClock } from "effect/testing"
 import { makeSendRouter } from "../src/internal/SendRouter.js"
 import { commit, type TransactionEnv } from "../src/internal/TransactionCommit.js"
 import { TransactionHandle } from "../src/internal/TransactionHandle.js"
 import * as LayoutSource from "../src/LayoutSource.js"
+import type { BatchContext, MessageContext } from "../src/Message.js"
+import { makeHarness } from "./support/pollerHarness.js"
 
 const stream = "in"
 const group = "g"
@@ -93,6 +96,49 @@ describe("the transaction handle refuses at the call", () => {
         "TooLarge",
       )
     }),
+  )
+
+  it.effect(
+    "maxBytes counts UTF-8 bytes: exactly at the limit passes, one byte over is TooLarge",
+    () =>
+      Effect.gen(function* () {
+        const { handle } = yield* setUp(0)
+        // "€" is 3 bytes in UTF-8 (1 UTF-16 code unit), "😀" 4 (2 code units)
+        const three = "€"
+        const four = "😀"
+        assert.strictEqual(Buffer.byteLength(three), 3)
+        assert.strictEqual(Buffer.byteLength(four), 4)
+        for (const [what, fill] of [
+          ["a write", (tx: TransactionHandle, s: string) => tx.set(tx.key("k"), s)],
+          ["a send", (tx: TransactionHandle, s: string) => tx.send("out", "k", { v: s })],
+        ] as const) {
+          const base = (tx: TransactionHandle) =>
+            what === "a write" ? Buffer.byteLength(tx.key("k")) : "outkv".length
+          const limit = 3 * 40 + 4 * 10
+          const budget = base(handle()) + limit
+          // exactly at the limit
+          const exact = handle({ maxOperations: 10, maxBytes: budget })
+          assert.strictEqual(
+            refusalOf(() => fill(exact, three.repeat(40) + four.repeat(10))),
+            undefined,
+            `${what} of exactly maxBytes`,
+          )
+          // one byte over
+          const over = handle({ maxOperations: 10, maxBytes: budget })
+          assert.strictEqual(
+            refusalOf(() => fill(over, `${three.repeat(40)}${four.repeat(10)}x`)),
+            "TooLarge",
+            `${what} one byte over maxBytes`,
+          )
+          // 3-byte characters at three times the limit in code units are refused
+          const tripled = handle({ maxOperations: 10, maxBytes: budget - limit + 40 })
+          assert.strictEqual(
+            refusalOf(() => fill(tripled, three.repeat(40))),
+            "TooLarge",
+            `${what} of 120 bytes under a 40-byte budget`,
+          )
+        }
+      }),
   )
 
   it.effect("after the handler returned (Closed)", () =>
@@ -195,4 +241,88 @@ describe("the commit step", () => {
         assert.strictEqual((yield* s.pending(address)).length, 1)
       }),
   )
+})
+
+describe("a handler's transaction after it returned: its own, closed", () => {
+  /** What a call on `tx` threw: its refusal's reason, or undefined. */
+  const lateCall = (ctx: MessageContext) =>
+    refusalOf(() => ctx.transaction.incr(ctx.transaction.key("late")))
+
+  for (const slowPath of [false, true])
+    it.effect(
+      `eachMessage (${slowPath ? "slow" : "fast"} path): message 1's context read by a late callback while message 2 is in flight refuses with Closed; message 2's transaction is unaffected`,
+      () =>
+        Effect.gen(function* () {
+          let first: MessageContext | undefined
+          let release: (() => void) | undefined
+          const h = yield* makeHarness({
+            transactions: true,
+            slowPath,
+            settings: { batchSize: 10, maxDeliveries: 1 },
+            eachMessage: (m, ctx) => {
+              // message 1 keeps its context for a callback that runs after it returned
+              if (m.fields.n === "0") {
+                first = ctx
+                return undefined
+              }
+              ctx.transaction.incr(ctx.transaction.key("second"))
+              return new Promise<void>((resolve) => {
+                release = resolve
+              })
+            },
+          })
+          yield* h.produce(0, 2)
+          yield* h.start(0)
+          yield* h.runUntil("message 2 in flight", () => release !== undefined)
+          // message 1's late callback: its transaction, closed, never message 2's
+          assert.strictEqual(lateCall(first!), "Closed")
+          release!()
+          const tx = h.streams.transactions!
+          const key = (name: string) => tx.keys("orders", 0).key(name)
+          for (let i = 0; i < 1_000 && (yield* h.pending(0)).length > 0; i++)
+            yield* TestClock.adjust(1)
+          // message 2 committed its own write with both acks, and nothing of message 1's callback
+          assert.deepStrictEqual(yield* h.pending(0), [])
+          assert.deepStrictEqual(yield* tx.read(key("second")), { type: "string", value: "1" })
+          assert.strictEqual(yield* tx.read(key("late")), undefined)
+          assert.isFalse(h.log.some((e) => e.kind === "deadLetter"))
+          assert.deepStrictEqual(
+            h.handled().map((e) => e.id),
+            h.log.flatMap((e) => (e.kind === "handle" ? [e.id] : [])),
+          )
+          assert.strictEqual(h.handled().length, 2)
+        }),
+    )
+
+  for (const readInHandler of [true, false])
+    for (const slowPath of [false, true])
+      it.effect(
+        `eachBatch (${slowPath ? "slow" : "fast"} path): the batch's transaction used after the handler returned is refused with Closed (${readInHandler ? "read in the handler" : "first read after it"}); nothing of it is written`,
+        () =>
+          Effect.gen(function* () {
+            let captured: BatchContext | undefined
+            const h = yield* makeHarness({
+              transactions: true,
+              slowPath,
+              eachBatch: (_b, ctx) => {
+                captured = ctx
+                if (readInHandler) ctx.transaction.incr(ctx.transaction.key("inside"))
+                return undefined
+              },
+            })
+            yield* h.produce(0, 2)
+            yield* h.start(0)
+            yield* h.runUntil("the batch handled", () => captured !== undefined)
+            for (let i = 0; i < 1_000 && (yield* h.pending(0)).length > 0; i++)
+              yield* TestClock.adjust(1)
+            assert.strictEqual(lateCall(captured!), "Closed")
+            const tx = h.streams.transactions!
+            const key = (name: string) => tx.keys("orders", 0).key(name)
+            assert.strictEqual(yield* tx.read(key("late")), undefined)
+            assert.deepStrictEqual(
+              yield* tx.read(key("inside")),
+              readInHandler ? { type: "string", value: "1" } : undefined,
+            )
+          }),
+      )
 })

@@ -12,17 +12,18 @@
  * - replay goes through the producer's path: the key is routed by the
  *   stream's current layout (`Layout.shardOf`, as `runtime.producer` does;
  *   a shard sealed meanwhile is routed again), the entry appended with its
- *   original fields and key, idempotently (producer `shardline-replay`,
- *   message id `<group>/<shard>/<dead-letter id>`), then removed from the
- *   dead-letter stream. A replay cut between the two steps and run again is
- *   stored once (the append's dedupe window: docs/runtime.md, "Producer").
+ *   original fields and key, then removed from the dead-letter stream. Each
+ *   letter is appended once however often the replay runs: its target is
+ *   recorded beside it before the append (`<shard>:dlq:replays`), and the
+ *   target keeps a mark of it (`<target>:dlq:replayed`), checked in the
+ *   append's script, until the letter is removed (src/lua/dlq-replay-*.lua).
  * - groups: `listGroups` (every group the stream's layout registers or its
  *   shards know), `planGroupDeletion` / `deleteGroup` (the group's Redis
  *   consumer groups, owner tokens, dead letters, every key under its tag,
  *   and its entry in the stream's layout, which would otherwise hold back
  *   the retirement of earlier generations). A live group (its coordinator
- *   lease held, or a consumer active within the session timeout) is
- *   refused unless `force`.
+ *   lease held, a coordinator serving, a member that heartbeated or a
+ *   consumer that read within the session timeout) is refused unless `force`.
  *
  * Everything is read from Redis alone, through the ports of `RedisPorts`.
  *
@@ -42,8 +43,10 @@ import { Effect, Option } from "effect"
 import { Cluster } from "ioredis"
 import { keySlot } from "./acl.js"
 import { AdminRefused } from "./Errors.js"
+import { Code, evalScript } from "./internal/reply.js"
 import { globEscape } from "./keys.js"
 import * as RedisConnection from "./RedisConnection.js"
+import { type Script, Scripts } from "./scripts.js"
 
 /** The field the producer keeps the routing key in (member-runtime's `KEY_FIELD`). */
 export const KEY_FIELD = "shardline-key"
@@ -279,13 +282,36 @@ export interface ReplayResult {
   readonly otherGroups: ReadonlyArray<string>
 }
 
-/** The producer id of replays (docs/runtime.md, "Producer": idempotent sends). */
-export const REPLAY_PRODUCER = "shardline-replay"
+/** One of the dead-letter scripts (src/lua/dlq-replay-*.lua); a foreign value is reported as unavailable. */
+const script = (
+  operation: string,
+  s: Script,
+  scriptKeys: ReadonlyArray<string>,
+  args: ReadonlyArray<string>,
+) =>
+  Effect.gen(function* () {
+    const connection = yield* RedisConnection.RedisConnection
+    return yield* evalScript(connection, operation, s, scriptKeys, args).pipe(
+      Effect.mapError((e) =>
+        e._tag === "BackendUnavailable"
+          ? e
+          : new BackendUnavailable({ operation, message: e.message, cause: e }),
+      ),
+    )
+  })
+
+/** The shard of a replay's route (dlq-replay-route.lua): -1 the letter is gone, -2 no route. */
+const replayShard = (reply: ReadonlyArray<unknown>) => Number(reply[1])
 
 /**
  * Put the group's dead letters back into the stream through the producer's
- * path (routed by key over the current layout, appended idempotently), then
- * remove them from the dead-letter streams. Every group of the stream
+ * path (routed by key over the current layout, a sealed shard routed again),
+ * then remove them from the dead-letter streams. Each letter is appended at
+ * most once however often the replay runs (cut between its append and its
+ * removal and run again, at any later time, or two at once): its target
+ * shard is recorded beside the letter before its append, and the target
+ * keeps a mark of the letter, checked and set in the append's script
+ * (docs/redis.md, "Dead letters and groups"). Every group of the stream
  * receives them (`otherGroups` names the others); a replayed message comes
  * after whatever was appended since, so it is not back in its key's order
  * relative to newer messages.
@@ -294,7 +320,7 @@ export const replayDeadLetters = (
   filter: DeadLetterFilter,
 ): Effect.Effect<ReplayResult, AdminError, Services> =>
   Effect.gen(function* () {
-    const streams = yield* ShardStreams.ShardStreams
+    const keys = yield* keySpace
     const layouts = yield* StreamLayouts.StreamLayouts
     const letters = yield* listDeadLetters(filter)
     const current = Effect.gen(function* () {
@@ -313,43 +339,67 @@ export const replayDeadLetters = (
     for (const letter of letters) {
       const fields =
         letter.key === undefined ? letter.fields : { ...letter.fields, [KEY_FIELD]: letter.key }
+      const dlq = keys.deadLetterKey(filter.stream, letter.shard)
+      const routes = keys.replayRoutesKey(filter.stream, letter.shard)
+      const mark = `${filter.group}/${letter.shard}/${letter.id}`
+      const routeNow = () =>
+        letter.key !== undefined
+          ? Layout.shardOf(generation, letter.key)
+          : letter.shard >= generation.firstShard &&
+              letter.shard < generation.firstShard + generation.shardCount
+            ? letter.shard
+            : undefined
+      // the route a run of this replay recorded first, else the key's route now
+      let shard = replayShard(
+        yield* script(
+          "replay (route)",
+          Scripts.dlqReplayRoute,
+          [dlq, routes],
+          [letter.id, String(routeNow() ?? ""), ""],
+        ),
+      )
       let appended: { shard: number; id: string } | undefined
-      for (let attempt = 1; appended === undefined; attempt++) {
-        const shard =
-          letter.key !== undefined
-            ? Layout.shardOf(generation, letter.key)
-            : letter.shard >= generation.firstShard &&
-                letter.shard < generation.firstShard + generation.shardCount
-              ? letter.shard
-              : undefined
-        if (shard === undefined) {
-          skipped.push({
-            shard: letter.shard,
-            id: letter.id,
-            why: `it has no routing key and shard ${letter.shard} is no longer written to (generation ${generation.generation})`,
-          })
-          break
-        }
-        const result = yield* Effect.result(
-          streams.append(filter.stream, shard, fields, {
-            idempotency: {
-              producerId: REPLAY_PRODUCER,
-              messageId: `${filter.group}/${letter.shard}/${letter.id}`,
-            },
-          }),
+      for (let attempt = 1; appended === undefined && shard >= 0; attempt++) {
+        const reply = yield* script(
+          "replay (append)",
+          Scripts.dlqReplayAppend,
+          [
+            keys.shardKey(filter.stream, shard),
+            keys.sealedKey(filter.stream, shard),
+            keys.replayMarksKey(filter.stream, shard),
+          ],
+          [mark, ...Object.entries(fields).flat()],
         )
-        if (result._tag === "Success") appended = { shard, id: result.success }
-        else if (result.failure._tag === "ShardSealed" && attempt < 3) generation = yield* current
-        else
+        if (reply[0] === Code.Ok) appended = { shard, id: String(reply[1]) }
+        else if (reply[0] === Code.Sealed && attempt < 3) {
+          // it did not land there before the seal: route it again, unless another run did
+          generation = yield* current
+          shard = replayShard(
+            yield* script(
+              "replay (route)",
+              Scripts.dlqReplayRoute,
+              [dlq, routes],
+              [letter.id, String(routeNow() ?? ""), String(shard)],
+            ),
+          )
+        } else
           return yield* new BackendUnavailable({
             operation: "replay (append)",
-            message: `${result.failure._tag}: ${result.failure.message} (dead letter ${letter.id} of shard ${letter.shard}; ${replayed.length} replayed before it)`,
-            cause: result.failure,
+            message: `${reply[0] === Code.Sealed ? `ShardSealed: shard ${shard} of ${filter.stream} is sealed` : `unexpected reply ${JSON.stringify(reply)}`} (dead letter ${letter.id} of shard ${letter.shard}; ${replayed.length} replayed before it)`,
           })
       }
+      if (shard === -2)
+        skipped.push({
+          shard: letter.shard,
+          id: letter.id,
+          why: `it has no routing key and shard ${letter.shard} is no longer written to (generation ${generation.generation})`,
+        })
+      // -1: gone meanwhile (another replay or a purge removed it)
       if (appended === undefined) continue
-      const key = (yield* keySpace).deadLetterKey(filter.stream, letter.shard)
-      yield* command("replay (XDEL)", (c) => c.xdel(key, letter.id))
+      yield* script("replay (XDEL)", Scripts.dlqReplayRemove, [dlq, routes], [letter.id])
+      // the letter is gone: nobody reads its mark again
+      const marks = keys.replayMarksKey(filter.stream, appended.shard)
+      yield* command("replay (mark)", (c) => c.hdel(marks, mark))
       replayed.push({ from: { shard: letter.shard, id: letter.id }, to: appended })
     }
     const groups = yield* listGroups(filter.stream).pipe(
@@ -373,9 +423,12 @@ export const purgeDeadLetters = (
     let purged = 0
     for (const [shard, ids] of byShard) {
       const key = (yield* keySpace).deadLetterKey(filter.stream, shard)
+      const routes = (yield* keySpace).replayRoutesKey(filter.stream, shard)
       for (let i = 0; i < ids.length; i += PAGE) {
         const chunk = ids.slice(i, i + PAGE)
-        purged += yield* command("purge (XDEL)", (c) => c.xdel(key, ...chunk))
+        // with their replay routes, if a replay was cut (src/lua/dlq-replay-remove.lua)
+        const reply = yield* script("purge (XDEL)", Scripts.dlqReplayRemove, [key, routes], chunk)
+        purged += Number(reply[1])
       }
     }
     return purged
@@ -398,7 +451,7 @@ export interface GroupSummary {
   readonly coordinator: string | undefined
   readonly deadLetters: number
   readonly live: boolean
-  /** Why it counts as live (the lease, the serving key, an active consumer). */
+  /** Why it counts as live (the lease, the serving key, a member's heartbeat, an active consumer). */
   readonly liveBecause: ReadonlyArray<string>
 }
 
@@ -474,8 +527,10 @@ const summarize = (
     const snapshot = yield* loadSnapshot(key)
     const lk = (yield* keySpace).leaseKey(key)
     const sk = (yield* keySpace).servingKey(key)
-    const [[holder], ttl, serving] = yield* command("group (lease, serving)", (c) =>
-      Promise.all([c.hmget(lk, "holder"), c.pttl(lk), c.exists(sk)]),
+    const hk = (yield* keySpace).lastHeartbeatKey(key)
+    const [[holder], ttl, serving, heartbeatTtl, heartbeatLeft] = yield* command(
+      "group (lease, serving, last heartbeat)",
+      (c) => Promise.all([c.hmget(lk, "holder"), c.pttl(lk), c.exists(sk), c.get(hk), c.pttl(hk)]),
     )
     const sessionTimeoutMs = Option.match(snapshot, {
       onNone: () => 30_000,
@@ -485,6 +540,16 @@ const summarize = (
     if (holder !== null && holder !== undefined && ttl > 0)
       liveBecause.push(`its coordinator lease is held by ${holder} (${ttl} ms left)`)
     if (serving > 0) liveBecause.push("a coordinator serves its heartbeats")
+    // its members heartbeat (hb-push.lua), also while their shards are idle
+    // and no coordinator serves: the key holds its TTL, the age is that less PTTL
+    const heartbeatAgeMs =
+      heartbeatTtl !== null && /^\d+$/.test(heartbeatTtl) && heartbeatLeft > 0
+        ? Math.max(0, Number(heartbeatTtl) - heartbeatLeft)
+        : undefined
+    if (heartbeatAgeMs !== undefined && heartbeatAgeMs < sessionTimeoutMs)
+      liveBecause.push(
+        `a member heartbeated ${heartbeatAgeMs} ms ago (within its ${sessionTimeoutMs} ms session)`,
+      )
     if (seen !== undefined && seen.leastIdleMs < sessionTimeoutMs)
       liveBecause.push(
         `a consumer read ${seen.leastIdleMs} ms ago (within its ${sessionTimeoutMs} ms session)`,

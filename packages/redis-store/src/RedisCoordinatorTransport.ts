@@ -5,7 +5,8 @@
  * - heartbeat: the member LPUSHes `{"id", "inbox", "request"}` onto the
  *   group's request list `<prefix>group:{<stream>:<group>}:hb:requests` (a
  *   script that first checks a coordinator serves, else `Unavailable` at
- *   once) and waits for the answer `{"id", "response"}` on its transport's
+ *   once; served or not, it refreshes the group's last-heartbeat key
+ *   `...:hb:last`, `LAST_HEARTBEAT_TTL_MS`) and waits for the answer `{"id", "response"}` on its transport's
  *   inbox for the group, `...:hb:inbox:<inbox>`: one list per transport and
  *   group, popped in batches by one loop on a dedicated connection while
  *   anyone waits, which hands each answer to the request with its id (an
@@ -77,6 +78,16 @@ type RedisConnectionShape = RedisConnection.RedisConnectionShape
 const decodeResponse = Schema.decodeUnknownEffect(HeartbeatResponse)
 
 const REQUEST_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+
+/**
+ * TTL of the group's last-heartbeat key, refreshed by every push of
+ * members' requests (hb-push.lua), served or not: the time since the last
+ * push is this less its PTTL, which a reader compares with the group's
+ * session timeout (a running member pushes at least every heartbeat
+ * interval, which is shorter). A session longer than this reads as "no
+ * heartbeat" once the key expired: 10 minutes.
+ */
+export const LAST_HEARTBEAT_TTL_MS = 600_000
 
 /** Requests sent in one hb-push call at most (Lua's unpack has a stack limit). */
 const MAX_PUSH_BATCH = 1_000
@@ -208,8 +219,15 @@ export const makeWith = (
   const popBatch = options.popBatch ?? 64
   const handoverMs = Math.min(options.handoverMs ?? 2_000, servingTtlMs)
   const maxInFlight = options.maxInFlight ?? 64
-  const { handoverChannel, inboxKey, noticeChannel, replyKey, requestsKey, servingKey } =
-    connection.keys
+  const {
+    handoverChannel,
+    inboxKey,
+    noticeChannel,
+    lastHeartbeatKey,
+    replyKey,
+    requestsKey,
+    servingKey,
+  } = connection.keys
   const hub = makeNoticeHub(connection)
   const timedOut = () =>
     new TransportError({ reason: "Timeout", message: `no answer within ${timeoutMs} ms` })
@@ -361,7 +379,7 @@ export const makeWith = (
           runScript(
             connection.client,
             Scripts.hbPush,
-            [requests, servingKey(key)],
+            [requests, servingKey(key), lastHeartbeatKey(key)],
             batch.envelopes,
           ),
         )
@@ -426,7 +444,7 @@ export const makeWith = (
         startLoop()
         if (outbox !== undefined && outbox.ids.length >= MAX_PUSH_BATCH) send()
         if (outbox === undefined) {
-          outbox = { envelopes: [String(queueCap)], ids: [] }
+          outbox = { envelopes: [String(queueCap), String(LAST_HEARTBEAT_TTL_MS)], ids: [] }
           setImmediate(send)
         }
         outbox.envelopes.push(JSON.stringify({ id, inbox, request }))
@@ -494,8 +512,9 @@ export const makeWith = (
                   runScript(
                     connection.client,
                     Scripts.hbPush,
-                    [requests, servingKey(key)],
-                    [String(queueCap + 1), stopMark],
+                    [requests, servingKey(key), lastHeartbeatKey(key)],
+                    // not a member's request: the last heartbeat stays as it is
+                    [String(queueCap + 1), "0", stopMark],
                   ),
                 ),
                 1_000,

@@ -315,7 +315,8 @@ export const makeTransactions = (
           ],
           [id, String(from), String(to)],
         ),
-        (reply) => Number(reply[1]),
+        // -1: the entry is gone (outbox-reroute.lua), never a shard
+        (reply) => (Number(reply[1]) < 0 ? "gone" : Number(reply[1])),
       ),
     remove: (source, ids) =>
       ids.length === 0

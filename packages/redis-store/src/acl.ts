@@ -59,6 +59,7 @@ export interface ProbeKeys {
   readonly leaseCounter: string
   readonly requests: string
   readonly serving: string
+  readonly lastHeartbeat: string
   readonly inbox: string
   readonly reply: string
   readonly storeRevision: string
@@ -96,6 +97,7 @@ export const probeKeys = (
     leaseCounter: keys.leaseCounterKey(key),
     requests: keys.requestsKey(key),
     serving: keys.servingKey(key),
+    lastHeartbeat: keys.lastHeartbeatKey(key),
     inbox: keys.inboxKey(key, PROBE_ID),
     reply: keys.replyKey(key, PROBE_ID),
     storeRevision: keys.storeRevisionKey(key),
@@ -154,6 +156,7 @@ const scriptKeys: ReadonlyArray<KeyName> = [
   "leaseCounter",
   "requests",
   "serving",
+  "lastHeartbeat",
   "inbox",
   "reply",
   "storeRevision",
@@ -260,6 +263,7 @@ export const commandUses: ReadonlyArray<CommandUse> = [
       "owner",
       "sealed",
       "serving",
+      "lastHeartbeat",
       "storeRevision",
       "storeSnapshot",
       "leaseCounter",

@@ -8,7 +8,8 @@
  *
  * - data plane, one hash slot per shard (`{<stream>:<shard>}`): the shard
  *   stream `<prefix>{<stream>:<shard>}`, the owner token per group
- *   `...:owner:<group>`, the dead-letter stream `...:dlq`, the seal marker
+ *   `...:owner:<group>`, the dead-letter stream `...:dlq` (and `dlq replay`'s
+ *   routes `...:dlq:replays` and marks `...:dlq:replayed`), the seal marker
  *   `...:sealed`, a producer's idempotency window `...:idmp:<producer>`
  *   and the gate key `...:gate` (the gated fence's RENAMENX target);
  * - control plane, one hash slot per group: `<prefix>group:{<stream>:<group>}:...`
@@ -67,6 +68,18 @@ export interface KeySpace {
   readonly ownerTokenKey: (stream: string, shard: number, group: string) => string
   /** The shard's dead-letter stream `<shard>:dlq` (same slot). */
   readonly deadLetterKey: (stream: string, shard: number) => string
+  /**
+   * Where the shard's dead letters are being replayed to (a hash: dead-letter
+   * id -> target shard), `<shard>:dlq:replays`: recorded by `dlq replay`'s
+   * first append of a letter, removed with the letter (src/lua/dlq-replay-route.lua).
+   */
+  readonly replayRoutesKey: (stream: string, shard: number) => string
+  /**
+   * The dead letters replayed into the shard (a hash:
+   * `<group>/<dead-letter shard>/<dead-letter id>` -> the appended entry's
+   * id), `<shard>:dlq:replayed`: each appended once (src/lua/dlq-replay-append.lua).
+   */
+  readonly replayMarksKey: (stream: string, shard: number) => string
   /** The seal marker of a shard of an earlier layout generation: appends are refused. */
   readonly sealedKey: (stream: string, shard: number) => string
   /** A producer's idempotency window on a shard (a hash; see src/lua/append.lua). */
@@ -108,6 +121,13 @@ export interface KeySpace {
   readonly leaseCounterKey: (key: GroupKey) => string
   readonly requestsKey: (key: GroupKey) => string
   readonly servingKey: (key: GroupKey) => string
+  /**
+   * The group's members' last heartbeat: refreshed by every push of
+   * members' heartbeats, served or not (a string holding its TTL in ms, PX
+   * that TTL; the time since the last push is that TTL less PTTL). Read by
+   * `groups list` / `delete` (src/Admin.ts).
+   */
+  readonly lastHeartbeatKey: (key: GroupKey) => string
   readonly replyKey: (key: GroupKey, requestId: string) => string
   /** A member-side transport's reply list for the group: answers `{"id", "response"}` to its requests. */
   readonly inboxKey: (key: GroupKey, inboxId: string) => string
@@ -159,6 +179,8 @@ export const make = (prefix: string = DEFAULT_PREFIX): KeySpace => {
     shardKey,
     ownerTokenKey: (stream, shard, group) => `${shardKey(stream, shard)}:owner:${group}`,
     deadLetterKey: (stream, shard) => `${shardKey(stream, shard)}:dlq`,
+    replayRoutesKey: (stream, shard) => `${shardKey(stream, shard)}:dlq:replays`,
+    replayMarksKey: (stream, shard) => `${shardKey(stream, shard)}:dlq:replayed`,
     sealedKey: (stream, shard) => `${shardKey(stream, shard)}:sealed`,
     idempotencyKey: (stream, shard, producerId) => `${shardKey(stream, shard)}:idmp:${producerId}`,
     gateKey: (stream, shard) => `${shardKey(stream, shard)}:gate`,
@@ -175,6 +197,7 @@ export const make = (prefix: string = DEFAULT_PREFIX): KeySpace => {
     leaseCounterKey: (key) => `${groupBase(key)}:lease:counter`,
     requestsKey: (key) => `${groupBase(key)}:hb:requests`,
     servingKey: (key) => `${groupBase(key)}:hb:serving`,
+    lastHeartbeatKey: (key) => `${groupBase(key)}:hb:last`,
     replyKey: (key, requestId) => `${groupBase(key)}:hb:reply:${requestId}`,
     inboxKey: (key, inboxId) => `${groupBase(key)}:hb:inbox:${inboxId}`,
     noticeChannel: (key, memberId) => `${groupBase(key)}:notice:${memberId}`,

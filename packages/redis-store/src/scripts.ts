@@ -11,6 +11,9 @@ import append from "./lua/append.lua"
 import claimPending from "./lua/claim-pending.lua"
 import commit from "./lua/commit.lua"
 import deadLetter from "./lua/dead-letter.lua"
+import dlqReplayAppend from "./lua/dlq-replay-append.lua"
+import dlqReplayRemove from "./lua/dlq-replay-remove.lua"
+import dlqReplayRoute from "./lua/dlq-replay-route.lua"
 import drainState from "./lua/drain-state.lua"
 import gate from "./lua/gate.lua"
 import gateFast from "./lua/gate-fast.lua"
@@ -82,6 +85,10 @@ export const Scripts = {
   claimPending: script("claimPending", 2, claimPending),
   setPosition: script("setPosition", 2, setPosition),
   deadLetter: script("deadLetter", 3, deadLetter),
+  // `shardline dlq replay` / `purge` (src/Admin.ts)
+  dlqReplayRoute: script("dlqReplayRoute", 2, dlqReplayRoute),
+  dlqReplayAppend: script("dlqReplayAppend", 3, dlqReplayAppend),
+  dlqReplayRemove: script("dlqReplayRemove", 2, dlqReplayRemove),
   // variadic keys (the keys a transaction writes, its direct sends' targets)
   commit: script("commit", -1, `${allowList}\n${commit}`),
   outboxRead: script("outboxRead", 2, outboxRead),
@@ -90,7 +97,7 @@ export const Scripts = {
   outboxRemove: script("outboxRemove", 2, outboxRemove),
   leaseAcquire: script("leaseAcquire", 2, leaseAcquire),
   leaseRenew: script("leaseRenew", 1, leaseRenew),
-  hbPush: script("hbPush", 2, hbPush),
+  hbPush: script("hbPush", 3, hbPush),
   // variadic keys (one reply list per answer of a batch)
   hbReply: script("hbReply", -1, hbReply),
   hbServing: script("hbServing", 1, hbServing),

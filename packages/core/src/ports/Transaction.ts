@@ -253,10 +253,30 @@ export const validateWrite = (
   return { command: name, args: texts }
 }
 
-/** The size a write or send counts for against a transaction's byte limit. */
+/**
+ * The bytes of `s` in UTF-8, as it is sent to Redis (what Node's
+ * `Buffer.byteLength(s)` says, without Node: a lone surrogate counts as
+ * U+FFFD, 3 bytes).
+ */
+export const utf8Bytes = (s: string): number => {
+  let n = 0
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i)
+    if (c < 0x80) n += 1
+    else if (c < 0x800) n += 2
+    else if (c >= 0xd800 && c <= 0xdbff && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      // a surrogate pair: one code point of 4 bytes
+      n += 4
+      i++
+    } else n += 3
+  }
+  return n
+}
+
+/** The size a write or send counts for against a transaction's byte limit: UTF-8 bytes. */
 export const sizeOf = (parts: ReadonlyArray<string>): number => {
   let n = 0
-  for (const p of parts) n += p.length
+  for (const p of parts) n += utf8Bytes(p)
   return n
 }
 
@@ -371,14 +391,15 @@ export interface OutboxShape {
   /**
    * Move an entry whose routed shard `from` is sealed (and did not get it)
    * to `to`, unless another relayer moved it first: the shard it is routed
-   * to now.
+   * to now, or `"gone"` when the entry is no longer in the outbox (another
+   * relayer delivered and removed it: nothing is left to deliver).
    */
   readonly reroute: (
     source: GroupAddress,
     id: string,
     from: number,
     to: number,
-  ) => Effect.Effect<number, DataPlaneError>
+  ) => Effect.Effect<number | "gone", DataPlaneError>
   /** Forget delivered entries. */
   readonly remove: (
     source: GroupAddress,

@@ -1,16 +1,19 @@
 /**
  * The context a per-message handler gets (docs/runtime.md, "Handlers"): one
- * object per batch, whose `signal` is the message's own, made only when the
- * handler reads it (most never do: the per-message path stays as cheap as
- * it was). A message's signal follows the turn's signal (the runner's
- * controller: a timeout, a revoke past its drain, a fence or a stop abort
- * it) through one listener, removed when the message ends, so a handler that
- * adds an abort listener per message never piles up listeners on one signal
- * (Node warns past 10: MaxListenersExceededWarning).
+ * object per message, so a callback that keeps it past the handler's return
+ * never reaches the next message's signal or transaction. Its `signal` and
+ * `transaction` are made only when the handler reads them (most never do:
+ * the per-message path stays one small object per message). A message's
+ * signal follows the turn's signal (the runner's controller: a timeout, a
+ * revoke past its drain, a fence or a stop abort it) through one listener,
+ * removed when the message ends, so a handler that adds an abort listener
+ * per message never piles up listeners on one signal (Node warns past 10:
+ * MaxListenersExceededWarning).
  *
- * Read `signal` while the message is handled (destructuring `{ signal }` in
- * the parameters does): the context is the batch's, and after a message
- * ended `signal` belongs to the next one.
+ * Once the message ended, its transaction is closed: a call on it is
+ * refused (`Closed`, docs/exactly-once.md "Refusals"), also when a late
+ * callback reads `transaction` for the first time; a late first read of
+ * `signal` gets one that follows nothing (aborted if the turn's already was).
  */
 import type { MessageContext } from "../Message.js"
 import type { Transaction } from "../Transaction.js"
@@ -20,6 +23,7 @@ export class PerMessageContext implements MessageContext {
   private own: AbortController | undefined = undefined
   private unlink: (() => void) | undefined = undefined
   private tx: TransactionHandle | undefined = undefined
+  private ended = false
 
   constructor(
     readonly stream: string,
@@ -34,8 +38,14 @@ export class PerMessageContext implements MessageContext {
 
   /** The message's transaction, made on first read (a handler that never reads it pays nothing). */
   get transaction(): Transaction {
-    if (this.tx === undefined) this.tx = this.makeTransaction()
-    return this.tx
+    let tx = this.tx
+    if (tx === undefined) {
+      tx = this.makeTransaction()
+      // first read by a callback after the message ended: closed, every call refused
+      if (this.ended) tx.close()
+      this.tx = tx
+    }
+    return tx
   }
 
   get signal(): AbortSignal {
@@ -45,7 +55,7 @@ export class PerMessageContext implements MessageContext {
     this.own = made
     const parent = this.parent
     if (parent.aborted) made.abort(parent.reason)
-    else {
+    else if (!this.ended) {
       const onAbort = () => made.abort(parent.reason)
       parent.addEventListener("abort", onAbort, { once: true })
       this.unlink = () => parent.removeEventListener("abort", onAbort)
@@ -54,20 +64,17 @@ export class PerMessageContext implements MessageContext {
   }
 
   /**
-   * The message ended (handled, failed or aborted): the next one gets a
-   * signal and a transaction of its own. Its transaction, closed (a later
-   * call is refused), or undefined when the handler never read it.
+   * The message ended (handled, failed or aborted): its transaction closed
+   * (a later call is refused), or undefined when the handler never read it.
    */
-  next(): TransactionHandle | undefined {
+  end(): TransactionHandle | undefined {
+    this.ended = true
     const tx = this.tx
-    if (tx !== undefined) {
-      tx.close()
-      this.tx = undefined
+    tx?.close()
+    if (this.unlink !== undefined) {
+      this.unlink()
+      this.unlink = undefined
     }
-    if (this.own === undefined) return tx
-    this.unlink?.()
-    this.unlink = undefined
-    this.own = undefined
     return tx
   }
 }

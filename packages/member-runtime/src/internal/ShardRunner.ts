@@ -949,8 +949,9 @@ const settleCommit = (
 
 /**
  * The batch of a per-message handler, in stream order, with one context per
- * batch (a new one only after the turn's signal aborted) whose `signal` is
- * each message's own, made when the handler reads it (PerMessageContext).
+ * message (PerMessageContext: its `signal` and `transaction` made when the
+ * handler reads them, closed when the message ends, so a callback that keeps
+ * it never reaches the next message's).
  * The fast path of a plain handler (`InternalHandler.direct`) calls it
  * directly: a synchronous return or throw settles at once, with no Effect,
  * fiber or timer per message (a synchronous call cannot be interrupted
@@ -978,7 +979,7 @@ const handleEach = (
       return Effect.succeed({ outcome, acked, failed })
     }
     const timeoutMessage = `handler timed out after ${env.settings.handlerTimeoutMs} ms`
-    let ctx: PerMessageContext | undefined
+    const makeTransaction = handleMaker(env, r)
     const breaker = env.breakerFor?.(r.shard)
     /** Successes since the last failure (the breaker counts failures in a row). */
     let okRun = 0
@@ -999,16 +1000,15 @@ const handleEach = (
         return yield* finish(r.alive ? wait(50) : Abandoned)
       }
       if (!r.alive) return yield* finish(Abandoned)
-      if (ctx === undefined || ctx.parent.aborted)
-        ctx = new PerMessageContext(
-          env.settings.stream,
-          env.settings.group,
-          r.shard,
-          env.memberId,
-          turnController(r).signal,
-          handleMaker(env, r),
-        )
-      const c = ctx
+      // the message's own: a callback that keeps it never reaches the next message's
+      const c = new PerMessageContext(
+        env.settings.stream,
+        env.settings.group,
+        r.shard,
+        env.memberId,
+        turnController(r).signal,
+        makeTransaction,
+      )
       const traced = t === undefined ? undefined : t.startMessage(r.shard, m)
       let call: Call
       if (direct === undefined)
@@ -1031,8 +1031,8 @@ const handleEach = (
             ? yield* awaitDirect(env, r, called.result, timeoutMessage)
             : called
       }
-      // the message ended: the next one gets a signal (and a transaction) of its own
-      const tx = c.next()
+      // the message ended: its transaction is closed, its signal follows the turn no more
+      const tx = c.end()
       if (call === "abandoned" || !r.alive) {
         if (traced !== undefined) t!.end(traced, r.shard, "abandoned")
         return yield* finish(Abandoned)
@@ -1168,8 +1168,10 @@ const handleBatch = (
       const index = messages.findIndex((m) => m.id === id)
       if (index > resolvedUpTo) resolvedUpTo = index
     }
-    // the batch's transaction, made when the handler first reads it
+    // the batch's transaction, made when the handler first reads it; closed
+    // when the handler ends, also if a callback first reads it only after that
     let tx: TransactionHandle | undefined
+    let ended = false
     const makeTx = handleMaker(env, r)
     // one object shape, no spread: this runs once per batch
     const contextWith = (signal: AbortSignal): BatchContext => ({
@@ -1180,7 +1182,10 @@ const handleBatch = (
       signal,
       resolve,
       get transaction() {
-        if (tx === undefined) tx = makeTx()
+        if (tx === undefined) {
+          tx = makeTx()
+          if (ended) tx.close()
+        }
         return tx
       },
     })
@@ -1211,6 +1216,7 @@ const handleBatch = (
           ? yield* awaitDirect(env, r, called.result, timeoutMessage)
           : called
     }
+    ended = true
     tx?.close()
     if (call === "abandoned" || !r.alive) {
       if (traced !== undefined) t!.end(traced, r.shard, "abandoned")

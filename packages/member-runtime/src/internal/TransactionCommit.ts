@@ -107,9 +107,10 @@ const RELAY_BATCH = 64
 /**
  * Relay a shard's outbox (Redis Cluster): every waiting entry, in outbox
  * order, to its routed shard, exactly once (the port's per-target mark);
- * a sealed target's entry is re-routed over the refreshed layout. Stops at
- * the first failure, so per-key order holds (the next turn goes on from
- * there). True when the outbox is empty.
+ * a sealed target's entry is re-routed over the refreshed layout; one
+ * another relayer delivered and removed meanwhile (the re-route finds it
+ * gone) is skipped. Stops at the first failure, so per-key order holds (the
+ * next turn goes on from there). True when the outbox is empty.
  */
 export const relay = (
   tx: TransactionEnv,
@@ -122,7 +123,7 @@ export const relay = (
       const entries = yield* outbox.read(source, RELAY_BATCH)
       if (entries.length === 0) return true
       const delivered: Array<string> = []
-      for (const entry of entries) {
+      next: for (const entry of entries) {
         let current = entry
         for (;;) {
           const result = yield* Effect.result(outbox.deliver(source, current))
@@ -140,6 +141,8 @@ export const relay = (
               ),
             )
           const moved = yield* outbox.reroute(source, current.id, current.shard, to)
+          // another relayer delivered and removed it since this one read it
+          if (moved === "gone") continue next
           current = { ...current, shard: moved }
         }
         delivered.push(entry.id)

@@ -213,13 +213,13 @@ export class TransactionHandle implements Transaction {
     if (typeof stream !== "string" || stream === "") bad("the stream is a non-empty string")
     if (typeof key !== "string") bad("the key is a string")
     if (typeof fields !== "object" || fields === null) bad("fields are a record of strings")
-    let size = stream.length + key.length
+    let size = Tx.utf8Bytes(stream) + Tx.utf8Bytes(key)
     const copy: Record<string, string> = {}
     for (const name of Object.keys(fields)) {
       const value = fields[name]
       if (name === KEY_FIELD) bad(`${KEY_FIELD} is reserved for the key`)
       if (typeof value !== "string") bad(`field ${name} is not a string`)
-      size += name.length + (value as string).length
+      size += Tx.utf8Bytes(name) + Tx.utf8Bytes(value as string)
       Object.defineProperty(copy, name, {
         value,
         enumerable: true,

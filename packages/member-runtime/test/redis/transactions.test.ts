@@ -14,13 +14,15 @@
  * (docs/exactly-once.md, "Resharding and the outbox"): a shard is not
  * reported drained, nor retired, while its outbox holds a send.
  */
-import { Layout, StreamLayouts } from "@shardline/core"
+import { Layout, ShardStreams, StreamLayouts } from "@shardline/core"
 import { Keys, RedisPorts } from "@shardline/redis-store"
-import { Effect, Option } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
 import { Cluster, Redis } from "ioredis"
 import { describe, expect, it } from "vitest"
 import { type ConsumerDefinition, consumer, effectConsumer } from "../../src/Consumer.js"
 import type { RuntimeEvent } from "../../src/Events.js"
+import { makeSendRouter } from "../../src/internal/SendRouter.js"
+import { relay } from "../../src/internal/TransactionCommit.js"
 import * as LayoutSource from "../../src/LayoutSource.js"
 import type { Message } from "../../src/Message.js"
 import type { RedisOptions } from "../../src/Redis.js"
@@ -751,6 +753,72 @@ describe("Redis Cluster: writes in the shard's slot, sends through the outbox", 
       await runtime.stop()
     }
   }, 120_000)
+
+  it("two relayers on one outbox: the one holding entries the other relayed and removed meanwhile skips them (the re-route answers 'gone'), delivers nothing anywhere else and finds the outbox empty", async () => {
+    // docs/exactly-once.md, "Redis Cluster and the outbox". Relayer B reads
+    // the outbox; before it goes on, relayer A relays every entry (their
+    // target shard is sealed: A re-routes, delivers and removes them). B's
+    // deliveries then find the sealed shard without a mark, and its re-route
+    // finds the entry gone.
+    const nodes = cluster().nodes
+    const stream = `txr-${process.pid}-${++runs}`
+    const out = `${stream}-out`
+    const keys = Keys.defaultKeys
+    const redisClient = new Cluster([...nodes])
+    try {
+      const emptied = await Effect.runPromise(
+        Effect.scoped(
+          Effect.gen(function* () {
+            const ctx = yield* Layer.build(RedisPorts.layer({ cluster: { nodes: [...nodes] } }))
+            const streams = Context.get(ctx, ShardStreams.ShardStreams)
+            const port = streams.transactions!
+            const outbox = port.outbox!
+            const source = { stream, shard: 0, group: "g" }
+            yield* streams.setOwnerToken({ ...source, token: 1 })
+            for (let n = 0; n < 3; n++) yield* streams.append(stream, 0, { n: String(n) })
+            const read = yield* streams.read({ ...source, token: 1, consumer: "c", count: 10 })
+            for (const [n, m] of read.entries())
+              yield* port.commit({
+                ...source,
+                token: 1,
+                ids: [m.id],
+                mode: "ack",
+                writes: [],
+                sends: [{ stream: out, shard: 0, key: `k${n}`, fields: { n: String(n) } }],
+              })
+            yield* streams.seal(out, 0)
+            const layouts = LayoutSource.mutable({
+              [out]: { generation: 1, firstShard: 1, shardCount: 2 },
+            })
+            const a = { port, router: makeSendRouter(layouts) }
+            const b = {
+              port: {
+                ...port,
+                outbox: {
+                  ...outbox,
+                  read: (s: typeof source, count: number) =>
+                    Effect.tap(outbox.read(s, count), () => Effect.orDie(relay(a, s))),
+                },
+              },
+              router: makeSendRouter(layouts),
+            }
+            return yield* relay(b, source)
+          }),
+        ),
+      )
+      expect(emptied).toBe(true)
+      const delivered: Array<string> = []
+      for (const shard of [1, 2])
+        for (const [, flat] of await redisClient.xrange(keys.shardKey(out, shard), "-", "+"))
+          delivered.push(flat[flat.indexOf("n") + 1]!)
+      expect(delivered.sort()).toEqual(["0", "1", "2"])
+      expect(await redisClient.exists(keys.shardKey(out, -1))).toBe(0)
+      expect(await redisClient.xlen(keys.shardKey(out, 0))).toBe(0)
+      expect(await redisClient.xlen(keys.outboxKey(stream, 0, "g"))).toBe(0)
+    } finally {
+      redisClient.disconnect()
+    }
+  }, 90_000)
 
   it("a key outside the shard's hash slot is refused (KeyOutsideSlot): dead-lettered, nothing written", async () => {
     const stream = `txs-${process.pid}-${++runs}`

@@ -11,8 +11,10 @@ import { type ConsumerSettings, resolveSettings } from "../../src/Config.js"
 import type { RuntimeEvent } from "../../src/Events.js"
 import { callUser, callUserEffect, isPromiseLike } from "../../src/internal/invoke.js"
 import { makePoller, type Poller } from "../../src/internal/Poller.js"
+import { makeSendRouter } from "../../src/internal/SendRouter.js"
 import type { TurnRecord } from "../../src/internal/ShardRunner.js"
 import type { InternalHandler, InternalHooks } from "../../src/internal/spec.js"
+import * as LayoutSource from "../../src/LayoutSource.js"
 import type { Batch, BatchContext, Message, MessageContext } from "../../src/Message.js"
 import { KEY_FIELD } from "../../src/Message.js"
 
@@ -70,6 +72,8 @@ export interface HarnessOptions {
   readonly loseReply?: (o: ShardStreams.ReadOptions) => boolean
   /** Runs before each read reaches the data plane (a test holds a read in flight with it). */
   readonly beforeRead?: (o: ShardStreams.ReadOptions) => Effect.Effect<void>
+  /** Handlers' transactions on the memory port (default: none, every handle refuses `Unsupported`). */
+  readonly transactions?: boolean
 }
 
 const isEffect = (u: unknown): u is Effect.Effect<void, unknown> => Effect.isEffect(u)
@@ -307,6 +311,14 @@ export const makeHarness = (options: HarnessOptions = {}) =>
       onStaleOwner: (shard) => stale.push(shard),
       onExhausted: (shard) => exhausted.push(shard),
       onStuck: (shard, why, budgetMs) => stuck.push({ shard, why, budgetMs }),
+      ...(options.transactions === true
+        ? {
+            transactions: {
+              port: memory.transactions,
+              router: makeSendRouter(LayoutSource.fixed({ [stream]: 1 })),
+            },
+          }
+        : {}),
       ...(options.currentFirstShard === undefined
         ? {}
         : { currentFirstShard: () => options.currentFirstShard }),
