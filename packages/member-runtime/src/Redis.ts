@@ -10,7 +10,9 @@
  * The options are validated with Effect Schema before anything connects: a
  * bad URL, an empty or malformed `nodes`, both or neither of `url` and
  * `nodes`, fail with an `InvalidRuntimeConfig` naming the field
- * (`redis.url`, `redis.nodes[1]`, ...).
+ * (`redis.url`, `redis.nodes[1]`, ...). Connecting has a deadline (`connectTimeoutMs`, 10 s by
+ * default); a server of another kind than the options name (a cluster node
+ * given as a `url`, `nodes` that are one server) is a `TopologyMismatch`.
  *
  * @example
  * const runtime = await start({
@@ -42,6 +44,14 @@ export interface RedisOptions {
   readonly password?: string
   /** TLS options (node:tls); `{}` enables TLS with the system CAs (the `rediss://` URL does too). */
   readonly tls?: TlsOptions
+  /**
+   * How long connecting may take before `start` fails (default 10,000 ms):
+   * TCP and TLS, AUTH, the ready check, the feature probe. A server that
+   * accepts connections and never answers is a `BackendUnavailable` naming
+   * its address and the command that got no answer. Not ioredis'
+   * `connectTimeout` (the TCP connect alone).
+   */
+  readonly connectTimeoutMs?: number
   /** Further ioredis options (timeouts, retry strategy, ...), applied last to every connection. */
   readonly ioredis?: IoRedisOptions
   /** Cluster client options (with `nodes`). */
@@ -118,6 +128,9 @@ export const RedisOptionsSchema = Schema.Struct({
   username: Schema.optional(Schema.String),
   password: Schema.optional(Schema.String),
   tls: Schema.optional(Opaque),
+  connectTimeoutMs: Schema.optional(
+    Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 3_600_000 })),
+  ),
   ioredis: Schema.optional(Opaque),
   cluster: Schema.optional(Opaque),
   ports: Schema.optional(
@@ -132,19 +145,26 @@ export const RedisOptionsSchema = Schema.Struct({
     Schema.String.check(Schema.makeFilter((p: string) => Keys.prefixProblem(p))),
   ),
 }).check(
-  Schema.makeFilter((o) =>
-    o.ioredis !== undefined && o.ioredis.keyPrefix !== undefined
-      ? {
-          path: ["ioredis", "keyPrefix"],
-          issue:
-            "ioredis' keyPrefix is not supported (it leaves channels and SCAN patterns unprefixed): give redis.keyPrefix instead",
-        }
-      : o.url !== undefined && o.nodes !== undefined
-        ? { path: ["nodes"], issue: "give either url (one server) or nodes (a cluster), not both" }
-        : o.url === undefined && o.nodes === undefined
-          ? { path: ["url"], issue: "give url (one server) or nodes (a cluster)" }
-          : undefined,
-  ),
+  Schema.makeFilter((o) => {
+    if (o.ioredis?.keyPrefix !== undefined)
+      return {
+        path: ["ioredis", "keyPrefix"],
+        issue:
+          "ioredis' keyPrefix is not supported (it leaves channels and SCAN patterns unprefixed): give redis.keyPrefix instead",
+      }
+    const given = (["url", "nodes"] as const).filter((f) => o[f] !== undefined)
+    if (given.length > 1)
+      return {
+        path: [given[1]!],
+        issue: "give either url (one server) or nodes (a cluster), not both",
+      }
+    if (given.length === 0)
+      return {
+        path: ["url"],
+        issue: "give url (one server) or nodes (a cluster)",
+      }
+    return undefined
+  }),
 )
 
 /**
@@ -166,6 +186,7 @@ export const decodeRedisOptions = (
     ...(o.ioredis === undefined ? {} : { redis: o.ioredis }),
     ...(o.features === undefined ? {} : { features: o.features }),
     ...(o.keyPrefix === undefined ? {} : { keyPrefix: o.keyPrefix }),
+    ...(o.connectTimeoutMs === undefined ? {} : { connectTimeoutMs: o.connectTimeoutMs }),
     ...(o.ports ?? {}),
   }
   if (o.nodes !== undefined)
@@ -186,6 +207,9 @@ export const decodeRedisOptions = (
  * `BackendUnavailable` at once when the server cannot be reached (its
  * message names the cause: ECONNREFUSED, ENOTFOUND, WRONGPASS, ...),
  * `InvalidDatabase` for a database the server does not have,
+ * `TopologyMismatch` for a server of another kind than the options name (a
+ * cluster node given as `url`, `nodes` that are one server), a `BackendUnavailable` naming the address and the command that
+ * got no answer when connecting takes longer than `connectTimeoutMs`,
  * `PermissionDenied` when the ACL user may not run the connection's own
  * commands, `InvalidKeyPrefix` for ioredis' own `keyPrefix` option,
  * `KeySchemaMismatch` when the namespace records another key schema; its

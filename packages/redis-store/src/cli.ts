@@ -20,6 +20,7 @@
  *
  * The `shardline` bin of @shardline/member-runtime runs this module's `run`.
  * `--cluster host:port,...` instead of `--redis` for a Redis Cluster;
+ * `--connect-timeout ms` bounds connecting (default 10,000);
  * `--prefix P` names the namespace of the keys (default `shardline:`,
  * docs/redis.md "Keys"). A group that does not exist, a refusal, another
  * key schema in the namespace, or a Redis that cannot be reached is one
@@ -75,6 +76,7 @@ const USAGE = `usage:
       (every process of the stream's groups stopped: an earlier version's keys into the namespace)
   shardline --help | --version
   (--cluster host:port,... instead of --redis for a Redis Cluster;
+   --connect-timeout ms: how long connecting may take, default 10000;
    --prefix P: the namespace of Shardline's keys, default shardline:)`
 
 interface Args {
@@ -151,7 +153,11 @@ const connectionOptions = (
       }
     : { connectTimeout: 10_000, disableClientInfo: true }
   const prefix = args.flags.get("prefix")
-  const keyPrefix = typeof prefix === "string" ? { keyPrefix: prefix } : {}
+  const connectTimeoutMs = optionalInt(args, "connect-timeout")
+  const common = {
+    ...(typeof prefix === "string" ? { keyPrefix: prefix } : {}),
+    ...(connectTimeoutMs === undefined ? {} : { connectTimeoutMs }),
+  }
   const cluster = args.flags.get("cluster")
   if (typeof cluster === "string")
     return {
@@ -160,9 +166,9 @@ const connectionOptions = (
         options: failFast ? { clusterRetryStrategy: () => null } : {},
       },
       redis,
-      ...keyPrefix,
+      ...common,
     }
-  return { url: text(args, "redis"), redis, ...keyPrefix }
+  return { url: text(args, "redis"), redis, ...common }
 }
 
 /** Commands that only read: they check the key schema without recording it. */
@@ -194,7 +200,9 @@ const withPorts = <A, E>(
           (e) =>
             new CliFailure({
               message:
-                e._tag === "KeySchemaMismatch" || e._tag === "InvalidKeyPrefix"
+                e._tag === "KeySchemaMismatch" ||
+                e._tag === "InvalidKeyPrefix" ||
+                e._tag === "TopologyMismatch"
                   ? `${e._tag}: ${e.message}`
                   : `cannot reach Redis (${describeTarget(args)}): ${e.message}`,
             }),
