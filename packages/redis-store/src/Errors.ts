@@ -9,8 +9,8 @@
  * Shardline needs: docs/redis.md, "ACL") and `InvalidDatabase`, the
  * namespace's two (`InvalidKeyPrefix`, `KeySchemaMismatch`: docs/redis.md,
  * "Keys"), the deployment's (`TopologyMismatch`: a single-node URL aimed
- * at a cluster node, cluster nodes that are no cluster), and the
- * administration's refusals (`AdminRefused`).
+ * at a cluster node, cluster nodes that are no cluster, a URL naming a
+ * Sentinel), and the administration's refusals (`AdminRefused`).
  */
 export {
   BackendUnavailable,
@@ -92,7 +92,8 @@ export class KeySchemaMismatch extends Schema.TaggedError<KeySchemaMismatch>()(
  * single-node URL (or host/port) aimed at a Redis Cluster node, which would
  * answer MOVED for every key of another node's slots (`expected`
  * `standalone`, `found` `cluster`); cluster nodes that are one server with
- * cluster support disabled (`cluster`, `standalone`). Nothing was
+ * cluster support disabled (`cluster`, `standalone`); a URL that names a
+ * Redis Sentinel, which holds no data (`standalone`, `sentinel`). Nothing was
  * written; the message names the address and the option to use instead
  * (docs/redis.md, "Connections").
  */

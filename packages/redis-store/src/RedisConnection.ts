@@ -45,6 +45,14 @@ export interface RedisConnectionOptions {
     readonly options?: Omit<ClusterOptions, "redisOptions" | "scripts">
   }
   /**
+   * Redis Sentinel: the sentinels to ask where the primary of `name` is
+   * (`"host:port"` or `{ host, port }`). Every connection asks them when it
+   * connects, so after a failover a reconnect reaches the promoted replica.
+   * `username` / `password` / `tls` above are the primary's; the sentinels'
+   * own are here. Not with `cluster` or `url`.
+   */
+  readonly sentinel?: SentinelOptions
+  /**
    * How long `make` may take to have a client ready and probed (TCP and TLS,
    * AUTH, ioredis' ready check, SELECT, the feature probe, the key schema's
    * record), default 10,000 ms: a server that accepts connections and never
@@ -72,6 +80,18 @@ export interface RedisConnectionOptions {
    * least the number of shards that wait at once, or connections churn.
    */
   readonly maxIdleBlocking?: number
+}
+
+/** Where the sentinels of a Redis Sentinel deployment are, and the primary's name. */
+export interface SentinelOptions {
+  readonly sentinels: ReadonlyArray<string | { readonly host: string; readonly port: number }>
+  /** The primary's name in the sentinels' configuration (`sentinel monitor <name> ...`). */
+  readonly name: string
+  /** ACL user of the sentinels (their `requirepass` / ACL, not the primary's). */
+  readonly username?: string
+  readonly password?: string
+  /** TLS to the sentinels (node:tls options); `tls` of the connection is the primary's. */
+  readonly tls?: TlsOptions
 }
 
 /** The default of `connectTimeoutMs`. */
@@ -184,9 +204,34 @@ const nodeList = (
 ): Array<string | { host: string; port: number }> =>
   nodes.map((n) => (typeof n === "string" ? n : { host: n.host, port: n.port }))
 
+/** `host:port` (`[v6]:port` too) as `{ host, port }`; a string without a port is the host on 26379. */
+const hostPort = (
+  node: string | { readonly host: string; readonly port: number },
+  defaultPort: number,
+): { host: string; port: number } => {
+  if (typeof node !== "string") return { host: node.host, port: node.port }
+  const m = /^\[?([^\s[\]]+?)\]?:(\d{1,5})$/.exec(node)
+  return m === null
+    ? { host: node.replace(/^\[|\]$/g, ""), port: defaultPort }
+    : { host: m[1]!, port: Number(m[2]) }
+}
+
 /** `host:port`, with brackets around an IPv6 address. */
 const address = (host: string, port: number | string): string =>
   `${host.includes(":") ? `[${host}]` : host}:${port}`
+
+/** The sentinel options of ioredis for `sentinel`: the primary's TLS only when `tls` is given. */
+const sentinelClientOptions = (
+  sentinel: SentinelOptions,
+  tls: TlsOptions | undefined,
+): RedisOptions => ({
+  sentinels: sentinel.sentinels.map((n) => hostPort(n, 26_379)),
+  name: sentinel.name,
+  ...(sentinel.username === undefined ? {} : { sentinelUsername: sentinel.username }),
+  ...(sentinel.password === undefined ? {} : { sentinelPassword: sentinel.password }),
+  ...(sentinel.tls === undefined ? {} : { sentinelTLS: sentinel.tls }),
+  ...(tls === undefined ? {} : { enableTLSForSentinelMode: true }),
+})
 
 /** Creates the ioredis client the options describe (scripts registered). */
 export const makeClient = (options: RedisConnectionOptions): Client => {
@@ -218,13 +263,15 @@ export const makeClient = (options: RedisConnectionOptions): Client => {
     autoResendUnfulfilledCommands: false,
   }
   const client =
-    options.url !== undefined
-      ? new Redis(options.url, withScripts)
-      : new Redis({
-          ...(options.host === undefined ? {} : { host: options.host }),
-          ...(options.port === undefined ? {} : { port: options.port }),
-          ...withScripts,
-        })
+    options.sentinel !== undefined
+      ? new Redis({ ...sentinelClientOptions(options.sentinel, options.tls), ...withScripts })
+      : options.url !== undefined
+        ? new Redis(options.url, withScripts)
+        : new Redis({
+            ...(options.host === undefined ? {} : { host: options.host }),
+            ...(options.port === undefined ? {} : { port: options.port }),
+            ...withScripts,
+          })
   failUnansweredOnClose(client)
   return client
 }
@@ -561,11 +608,15 @@ const keySpaceOf = (
     : Effect.fail(new InvalidKeyPrefix({ prefix, message: problem }))
 }
 
-/** Where the options point, for messages: the URL without its password, or the nodes. */
+/** Where the options point, for messages: the URL without its password, the nodes, or the sentinels. */
 export const describeTarget = (options: RedisConnectionOptions): string => {
   if (options.cluster !== undefined)
     return `the cluster nodes ${options.cluster.nodes
       .map((n) => (typeof n === "string" ? n : `${n.host}:${n.port}`))
+      .join(", ")}`
+  if (options.sentinel !== undefined)
+    return `the primary ${JSON.stringify(options.sentinel.name)} of the sentinels ${options.sentinel.sentinels
+      .map((n) => (typeof n === "string" ? n : address(n.host, n.port)))
       .join(", ")}`
   if (options.url !== undefined) {
     try {
@@ -694,7 +745,7 @@ export const serverMode = (
 
 /**
  * The host:port a single-node client talks to: its socket's peer once
- * connected, else the options' host and port.
+ * connected (a sentinel client's primary), else the options' host and port.
  */
 const peerOf = (client: Redis): string => {
   const stream = (client as unknown as { stream?: net.Socket }).stream
@@ -735,7 +786,7 @@ const firstUnanswered = (client: Client): string | undefined => {
 const notReadyYet = (
   client: Client,
   options: RedisConnectionOptions,
-): { readonly what: string; readonly aside?: string } => {
+): { readonly what: string; readonly aside?: string; readonly hint?: string } => {
   if (client instanceof Cluster)
     return {
       what: `the cluster client did not become ready (CLUSTER SLOTS, then a connection to each primary) with ${describeTarget(options)}`,
@@ -744,6 +795,15 @@ const notReadyYet = (
     return {
       what: `${firstUnanswered(client) ?? "the connection's first command"} to ${peerOf(client)} got no answer`,
       aside: "it accepted the TCP connection",
+    }
+  if (options.sentinel !== undefined)
+    return {
+      what: `the sentinels ${options.sentinel.sentinels
+        .map((n) => (typeof n === "string" ? n : address(n.host, n.port)))
+        .join(
+          ", ",
+        )} named no primary of ${JSON.stringify(options.sentinel.name)} that could be connected to`,
+      hint: `Are the sentinels reachable, and is ${JSON.stringify(options.sentinel.name)} the name in their "sentinel monitor" line?`,
     }
   return {
     what: `no connection to ${peerOf(client)} was made (TCP${options.tls === undefined && !options.url?.startsWith("rediss:") ? "" : ", TLS"})`,
@@ -841,7 +901,13 @@ export const make = (
           ? commandDenied(client, "info", infos.cause)
           : unavailable("probe (INFO server, INFO cluster)", infos.cause)
       const found = serverMode(infos.value[0], infos.value[1])
-      if (!isCluster && found === "cluster") return yield* aClusterNode(options, at)
+      if (!isCluster && found === "cluster")
+        return yield* aClusterNode(
+          options,
+          at,
+          options.sentinel === undefined ? "standalone" : "sentinel",
+        )
+      if (!isCluster && found === "sentinel") return yield* aSentinel(at)
       if (isCluster && found !== "cluster")
         return yield* notACluster(options, `redis_mode ${found}`)
       waiting = `INFO server and COMMAND DOCS (the feature probe) to ${at}`
@@ -866,10 +932,10 @@ export const make = (
       Effect.timeoutOrElse({
         duration: Duration.millis(deadlineMs),
         orElse: () => {
-          const { what, aside } =
+          const { what, aside, hint } =
             waiting === undefined
               ? notReadyYet(client, options)
-              : { what: waiting, aside: undefined }
+              : { what: waiting, aside: undefined, hint: undefined }
           const last =
             lastError === undefined || waiting !== undefined
               ? ""
@@ -878,7 +944,7 @@ export const make = (
           return Effect.fail(
             new BackendUnavailable({
               operation: "connect",
-              message: `cannot connect to Redis at ${target}: ${what} within ${deadlineMs} ms${asides.length === 0 ? "" : ` (${asides.join("; ")})`}. Is it a Redis server, reachable, and not paused or overloaded? (the deadline is connectTimeoutMs, a runtime's redis: { connectTimeoutMs }, the CLI's --connect-timeout)`,
+              message: `cannot connect to Redis at ${target}: ${what} within ${deadlineMs} ms${asides.length === 0 ? "" : ` (${asides.join("; ")})`}. ${hint ?? "Is it a Redis server, reachable, and not paused or overloaded?"} (the deadline is connectTimeoutMs, a runtime's redis: { connectTimeoutMs }, the CLI's --connect-timeout)`,
               ...(lastError === undefined ? {} : { cause: lastError }),
             }),
           )
@@ -894,12 +960,25 @@ export const make = (
   })
 
 /** The options name one server and it is a cluster node. */
-const aClusterNode = (options: RedisConnectionOptions, at: string): TopologyMismatch =>
+const aClusterNode = (
+  options: RedisConnectionOptions,
+  at: string,
+  expected: "standalone" | "sentinel",
+): TopologyMismatch =>
   new TopologyMismatch({
-    expected: "standalone",
+    expected,
     found: "cluster",
     address: at,
     message: `${at} is a Redis Cluster node (MOVED): use \`nodes\` to connect to a cluster (a runtime's redis: { nodes: ["${at}", ...] }, RedisConnection's cluster: { nodes }, the CLI's --cluster ${at},...)${options.url === undefined ? "" : ` instead of the URL`}. Through one node's connection every key of another node's hash slots is answered MOVED, so nothing would be read or written there`,
+  })
+
+/** The options name one server and it is a Sentinel. */
+const aSentinel = (at: string): TopologyMismatch =>
+  new TopologyMismatch({
+    expected: "standalone",
+    found: "sentinel",
+    address: at,
+    message: `${at} is a Redis Sentinel, which holds no data: give the sentinels and the primary's name instead (a runtime's redis: { sentinels: ["${at}", ...], name: "<primary>" }, RedisConnection's sentinel: { sentinels, name }, the CLI's --sentinels ${at},... --sentinel-name <primary>)`,
   })
 
 /** The options name cluster nodes and the server is not a cluster. */

@@ -1,6 +1,6 @@
 /**
  * Connecting to the wrong thing fails at once, typed, naming the address
- * (issue 32, item 8):
+ * (issue 32, item 8), and Redis Sentinel is a topology of its own (item 6):
  *
  * - a server that accepts TCP connections and never answers: `make` fails
  *   `BackendUnavailable` at its deadline (`connectTimeoutMs`) naming
@@ -10,14 +10,21 @@
  *   `TopologyMismatch` "a Redis Cluster node (MOVED): use `nodes`" (before,
  *   it connected, and every key of another node's slots was answered MOVED);
  * - cluster nodes that are one server: `TopologyMismatch` "not a cluster",
- *   not ioredis' "Failed to refresh slots cache".
+ *   not ioredis' "Failed to refresh slots cache";
+ * - Sentinel (a primary, a replica, 3 sentinels: `startRedisSentinel`):
+ *   `sentinel: { sentinels, name }` reaches the primary; a URL naming a
+ *   sentinel is a `TopologyMismatch`; a name the sentinels do not know
+ *   fails at the deadline with their answer; the CLI's `--sentinels
+ *   --sentinel-name`.
  */
 import net from "node:net"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { inject } from "vitest"
+import { afterAll, beforeAll, inject } from "vitest"
 import * as RedisConnection from "../src/RedisConnection.js"
+import { type RedisSentinel, startRedisSentinel } from "../src/testing.js"
 import { runCli } from "./support/cli.js"
+import { unique } from "./support/targets.js"
 
 /**
  * A TCP server that accepts every connection and never writes a byte (a
@@ -169,6 +176,107 @@ describe("a single-node URL aimed at a cluster node, cluster nodes that are one 
         atSingle.stderr,
         new RegExp(`^shardline: TopologyMismatch: ${single} is not a cluster`),
       )
+    }),
+  )
+})
+
+describe("Redis Sentinel: a primary, a replica and 3 sentinels", () => {
+  let deployment: RedisSentinel | undefined
+  beforeAll(async () => {
+    deployment = await startRedisSentinel({ kind: "redis7" })
+  }, 120_000)
+  afterAll(async () => {
+    await deployment?.stop()
+  })
+  const d = () => {
+    if (deployment === undefined) throw new Error("the Sentinel deployment did not start")
+    return deployment
+  }
+
+  it.live("sentinel: { sentinels, name } connects to the primary they name", () =>
+    Effect.gen(function* () {
+      const connection = yield* RedisConnection.make({
+        sentinel: { sentinels: d().sentinels.map((s) => `${s.host}:${s.port}`), name: d().name },
+      })
+      const primary = yield* Effect.promise(() => d().primary())
+      const role = yield* connection.command("info", (c) => c.info("replication"))
+      assert.include(role, "role:master")
+      const key = unique("sentinel-key")
+      yield* connection.command("set", (c) => c.set(key, "1"))
+      assert.strictEqual(primary.cli("GET", key).trim(), "1")
+      assert.include(
+        RedisConnection.describeTarget({ sentinel: { sentinels: d().sentinels, name: d().name } }),
+        `"${d().name}" of the sentinels`,
+      )
+    }).pipe(Effect.scoped),
+  )
+
+  it.live("a URL naming a sentinel: TopologyMismatch, give the sentinels and the name", () =>
+    Effect.gen(function* () {
+      const at = `${d().sentinels[0]!.host}:${d().sentinels[0]!.port}`
+      const error = yield* Effect.flip(
+        Effect.scoped(RedisConnection.make({ url: `redis://${at}` })),
+      )
+      assert.strictEqual(error._tag, "TopologyMismatch")
+      assert.deepInclude(error, { expected: "standalone", found: "sentinel", address: at })
+      assert.include(error.message, `${at} is a Redis Sentinel`)
+      assert.include(error.message, "sentinels")
+    }),
+  )
+
+  it.live("a name the sentinels do not know fails at the deadline with their answer", () =>
+    Effect.gen(function* () {
+      const error = yield* Effect.flip(
+        Effect.scoped(
+          RedisConnection.make({
+            sentinel: { sentinels: d().sentinels, name: "no-such-primary" },
+            connectTimeoutMs: 1_000,
+          }),
+        ),
+      )
+      assert.strictEqual(error._tag, "BackendUnavailable")
+      assert.include(error.message, `named no primary of "no-such-primary"`)
+      assert.include(error.message, "within 1000 ms")
+      assert.include(error.message, "No such master with that name")
+    }),
+  )
+
+  it.live("the CLI: --sentinels host:port,... --sentinel-name", () =>
+    Effect.gen(function* () {
+      const sentinels = d()
+        .sentinels.map((s) => `${s.host}:${s.port}`)
+        .join(",")
+      const stream = unique("cli-sentinel")
+      // it reached the primary: the answer is about the data, not the connection
+      const missing = yield* runCli([
+        "inspect",
+        "--sentinels",
+        sentinels,
+        "--sentinel-name",
+        d().name,
+        "--stream",
+        stream,
+        "--group",
+        "g",
+      ])
+      assert.strictEqual(missing.code, 2)
+      assert.match(missing.stderr, /^shardline: group g on stream cli-sentinel-\w+ does not exist/)
+      for (const [args, message] of [
+        [["--sentinels", sentinels], "--sentinel-name is required"],
+        [["--sentinels", "10.0.0.1", "--sentinel-name", "m"], "--sentinels takes host:port"],
+        [
+          ["--redis", "redis://h:1", "--sentinels", sentinels, "--sentinel-name", "m"],
+          "give one of --redis, --cluster and --sentinels",
+        ],
+        [
+          ["--redis", "redis://h:1", "--sentinel-name", "m"],
+          "--sentinel-name goes with --sentinels",
+        ],
+      ] as const) {
+        const usage = yield* runCli(["groups", "list", ...args, "--stream", stream])
+        assert.strictEqual(usage.code, 64, usage.stderr)
+        assert.include(usage.stderr, message)
+      }
     }),
   )
 })

@@ -4,7 +4,7 @@
  * Redis options fail before anything connects, naming the field. `start`
  * fails, typed and naming the address, on a server that never answers
  * (`connectTimeoutMs`), a cluster node given as a URL and `nodes` that are
- * one server (`TopologyMismatch`).
+ * one server (`TopologyMismatch`). Sentinel: test/redis/sentinel.test.ts.
  */
 import net from "node:net"
 import { Keys, RedisConnection } from "@shardline/redis-store"
@@ -54,6 +54,31 @@ describe("redis option validation (nothing connects)", () => {
       "ioredis' own keyPrefix (it leaves channels unprefixed)",
       { url: closed, ioredis: { keyPrefix: "app:" } },
       "redis.ioredis.keyPrefix",
+    ],
+    ["sentinels without the primary's name", { sentinels: ["127.0.0.1:26379"] }, "redis.name"],
+    ["a name without sentinels", { url: closed, name: "mymaster" }, "redis.name"],
+    [
+      "both url and sentinels",
+      { url: closed, sentinels: ["127.0.0.1:26379"], name: "mymaster" },
+      "redis.sentinels",
+    ],
+    ["empty sentinels", { sentinels: [], name: "mymaster" }, "redis.sentinels"],
+    ["a sentinel without a port", { sentinels: ["10.0.0.1"], name: "m" }, "redis.sentinels[0]"],
+    [
+      "a sentinel with port 0",
+      { sentinels: [{ host: "a", port: 0 }], name: "m" },
+      "redis.sentinels[0].port",
+    ],
+    ["an empty primary name", { sentinels: ["a:26379"], name: "" }, "redis.name"],
+    [
+      "a sentinel password without sentinels",
+      { url: closed, sentinelPassword: "x" },
+      "redis.sentinelPassword",
+    ],
+    [
+      "Sentinel through ioredis' options (untyped)",
+      { url: closed, ioredis: { sentinels: [{ host: "a", port: 26379 }], name: "m" } },
+      "redis.ioredis.sentinels",
     ],
     ["a connect deadline of 0 ms", { url: closed, connectTimeoutMs: 0 }, "redis.connectTimeoutMs"],
     [
