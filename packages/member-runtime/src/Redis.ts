@@ -3,14 +3,19 @@
  * runtime from the in-memory ports to `RedisPorts` (packages/redis-store),
  * every port on one connection (a `Cluster` client with `nodes`).
  *
- * - Promise API: `start({ redis: { url: "redis://127.0.0.1:6379" }, ... })`
- *   or `start({ redis: { nodes: ["10.0.0.1:7000", "10.0.0.2:7000"] }, ... })`.
+ * - Promise API: `start({ redis: { url: "redis://127.0.0.1:6379" }, ... })`,
+ *   `start({ redis: { nodes: ["10.0.0.1:7000", "10.0.0.2:7000"] }, ... })` for a
+ *   cluster, or `start({ redis: { sentinels: ["10.0.0.1:26379", ...], name: "mymaster" } })`
+ *   for a primary whose replicas Redis Sentinel promotes.
  * - Effect API: `make(options).pipe(Effect.provide(redisPorts({ url }).layer))`.
  *
  * The options are validated with Effect Schema before anything connects: a
- * bad URL, an empty or malformed `nodes`, both or neither of `url` and
- * `nodes`, fail with an `InvalidRuntimeConfig` naming the field
- * (`redis.url`, `redis.nodes[1]`, ...).
+ * bad URL, an empty or malformed `nodes` or `sentinels`, not exactly one of
+ * `url`, `nodes` and `sentinels`, `sentinels` without `name`, fail with an
+ * `InvalidRuntimeConfig` naming the field (`redis.url`, `redis.nodes[1]`,
+ * `redis.name`, ...). Connecting has a deadline (`connectTimeoutMs`, 10 s by
+ * default); a server of another kind than the options name (a cluster node
+ * given as a `url`, `nodes` that are one server) is a `TopologyMismatch`.
  *
  * @example
  * const runtime = await start({
@@ -31,17 +36,39 @@ export interface RedisNode {
   readonly port: number
 }
 
-/** Where the runtime's Redis is, and how to reach it. Exactly one of `url` and `nodes`. */
+/** Where the runtime's Redis is, and how to reach it. Exactly one of `url`, `nodes` and `sentinels`. */
 export interface RedisOptions {
   /** One server: `redis://[user:password@]host:port[/db]`, or `rediss://` for TLS. */
   readonly url?: string
   /** Redis Cluster: startup nodes (`"host:port"` or `{ host, port }`); slots are discovered from them. */
   readonly nodes?: ReadonlyArray<string | RedisNode>
+  /**
+   * Redis Sentinel: the sentinels (`"host:port"` or `{ host, port }`) that
+   * name the primary of `name`. Every connection asks them where the primary
+   * is when it connects, so after a failover the runtime reconnects to the
+   * promoted replica (docs/redis.md, "Sentinel"). With `name`.
+   */
+  readonly sentinels?: ReadonlyArray<string | RedisNode>
+  /** The primary's name in the sentinels' configuration (`sentinel monitor <name> ...`); with `sentinels`. */
+  readonly name?: string
+  /** ACL user of the sentinels themselves (`username` / `password` are the primary's); with `sentinels`. */
+  readonly sentinelUsername?: string
+  readonly sentinelPassword?: string
+  /** TLS to the sentinels (node:tls options; `tls` is the primary's); with `sentinels`. */
+  readonly sentinelTls?: TlsOptions
   /** ACL user (docs/redis.md lists the commands and keys the ports need). */
   readonly username?: string
   readonly password?: string
   /** TLS options (node:tls); `{}` enables TLS with the system CAs (the `rediss://` URL does too). */
   readonly tls?: TlsOptions
+  /**
+   * How long connecting may take before `start` fails (default 10,000 ms):
+   * TCP and TLS, AUTH, the ready check, the feature probe. A server that
+   * accepts connections and never answers is a `BackendUnavailable` naming
+   * its address and the command that got no answer. Not ioredis'
+   * `connectTimeout` (the TCP connect alone).
+   */
+  readonly connectTimeoutMs?: number
   /** Further ioredis options (timeouts, retry strategy, ...), applied last to every connection. */
   readonly ioredis?: IoRedisOptions
   /** Cluster client options (with `nodes`). */
@@ -126,9 +153,25 @@ export const RedisOptionsSchema = Schema.Struct({
       ),
     ),
   ),
+  sentinels: Schema.optional(
+    Schema.Array(Schema.Union([NodeString, NodeStruct])).check(
+      Schema.makeFilter((a: ReadonlyArray<unknown>) =>
+        a.length === 0 ? "must list at least one sentinel" : undefined,
+      ),
+    ),
+  ),
+  name: Schema.optional(
+    Schema.String.check(Schema.isNonEmpty({ message: "must be a non-empty string" })),
+  ),
+  sentinelUsername: Schema.optional(Schema.String),
+  sentinelPassword: Schema.optional(Schema.String),
+  sentinelTls: Schema.optional(Opaque),
   username: Schema.optional(Schema.String),
   password: Schema.optional(Schema.String),
   tls: Schema.optional(Opaque),
+  connectTimeoutMs: Schema.optional(
+    Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 3_600_000 })),
+  ),
   ioredis: Schema.optional(Opaque),
   cluster: Schema.optional(Opaque),
   ports: Schema.optional(
@@ -158,19 +201,41 @@ export const RedisOptionsSchema = Schema.Struct({
     }),
   ),
 }).check(
-  Schema.makeFilter((o) =>
-    o.ioredis !== undefined && o.ioredis.keyPrefix !== undefined
-      ? {
-          path: ["ioredis", "keyPrefix"],
-          issue:
-            "ioredis' keyPrefix is not supported (it leaves channels and SCAN patterns unprefixed): give redis.keyPrefix instead",
+  Schema.makeFilter((o) => {
+    if (o.ioredis?.keyPrefix !== undefined)
+      return {
+        path: ["ioredis", "keyPrefix"],
+        issue:
+          "ioredis' keyPrefix is not supported (it leaves channels and SCAN patterns unprefixed): give redis.keyPrefix instead",
+      }
+    for (const field of ["sentinels", "name"] as const)
+      if (o.ioredis?.[field] !== undefined)
+        return {
+          path: ["ioredis", field],
+          issue: `give Sentinel's options as redis.sentinels and redis.name (typed, checked, and named in errors), not through ioredis`,
         }
-      : o.url !== undefined && o.nodes !== undefined
-        ? { path: ["nodes"], issue: "give either url (one server) or nodes (a cluster), not both" }
-        : o.url === undefined && o.nodes === undefined
-          ? { path: ["url"], issue: "give url (one server) or nodes (a cluster)" }
-          : undefined,
-  ),
+    const given = (["url", "nodes", "sentinels"] as const).filter((f) => o[f] !== undefined)
+    if (given.length > 1)
+      return {
+        path: [given[1]!],
+        issue: `give one of url (one server), nodes (a cluster) and sentinels (Redis Sentinel), not ${given.join(" and ")}`,
+      }
+    if (given.length === 0)
+      return {
+        path: ["url"],
+        issue: "give url (one server), nodes (a cluster) or sentinels and name (Redis Sentinel)",
+      }
+    if (o.sentinels !== undefined && o.name === undefined)
+      return {
+        path: ["name"],
+        issue:
+          "give the primary's name as the sentinels know it (sentinel monitor <name> ...) with sentinels",
+      }
+    for (const field of ["name", "sentinelUsername", "sentinelPassword", "sentinelTls"] as const)
+      if (o.sentinels === undefined && o[field] !== undefined)
+        return { path: [field], issue: "goes with sentinels (Redis Sentinel) only" }
+    return undefined
+  }),
 )
 
 /**
@@ -193,8 +258,20 @@ export const decodeRedisOptions = (
     ...(o.features === undefined ? {} : { features: o.features }),
     ...(o.keyPrefix === undefined ? {} : { keyPrefix: o.keyPrefix }),
     ...(o.durability === undefined ? {} : { durability: o.durability }),
+    ...(o.connectTimeoutMs === undefined ? {} : { connectTimeoutMs: o.connectTimeoutMs }),
     ...(o.ports ?? {}),
   }
+  if (o.sentinels !== undefined)
+    return Result.succeed({
+      ...common,
+      sentinel: {
+        sentinels: o.sentinels.map((n) => (typeof n === "string" ? parseNode(n)! : n)),
+        name: o.name!,
+        ...(o.sentinelUsername === undefined ? {} : { username: o.sentinelUsername }),
+        ...(o.sentinelPassword === undefined ? {} : { password: o.sentinelPassword }),
+        ...(o.sentinelTls === undefined ? {} : { tls: o.sentinelTls }),
+      },
+    })
   if (o.nodes !== undefined)
     return Result.succeed({
       ...common,
@@ -213,6 +290,10 @@ export const decodeRedisOptions = (
  * `BackendUnavailable` at once when the server cannot be reached (its
  * message names the cause: ECONNREFUSED, ENOTFOUND, WRONGPASS, ...),
  * `InvalidDatabase` for a database the server does not have,
+ * `TopologyMismatch` for a server of another kind than the options name (a
+ * cluster node given as `url`, `nodes` that are one server, a `url` naming a
+ * sentinel), a `BackendUnavailable` naming the address and the command that
+ * got no answer when connecting takes longer than `connectTimeoutMs`,
  * `PermissionDenied` when the ACL user may not run the connection's own
  * commands, `InvalidKeyPrefix` for ioredis' own `keyPrefix` option,
  * `KeySchemaMismatch` when the namespace records another key schema; its

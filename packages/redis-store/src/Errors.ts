@@ -8,7 +8,9 @@
  * `PermissionDenied` (the ACL user lacks a command, key or channel
  * Shardline needs: docs/redis.md, "ACL") and `InvalidDatabase`, the
  * namespace's two (`InvalidKeyPrefix`, `KeySchemaMismatch`: docs/redis.md,
- * "Keys"), and the administration's refusals (`AdminRefused`).
+ * "Keys"), the deployment's (`TopologyMismatch`: a single-node URL aimed
+ * at a cluster node, cluster nodes that are no cluster, a URL naming a
+ * Sentinel), and the administration's refusals (`AdminRefused`).
  */
 export {
   BackendUnavailable,
@@ -84,6 +86,26 @@ export class KeySchemaMismatch extends Schema.TaggedError<KeySchemaMismatch>()(
     message: Schema.String,
   },
 ) {}
+
+/**
+ * The options name one kind of deployment and the server is another: a
+ * single-node URL (or host/port) aimed at a Redis Cluster node, which would
+ * answer MOVED for every key of another node's slots (`expected`
+ * `standalone`, `found` `cluster`); cluster nodes that are one server with
+ * cluster support disabled (`cluster`, `standalone`); a URL that names a
+ * Redis Sentinel, which holds no data (`standalone`, `sentinel`). Nothing was
+ * written; the message names the address and the option to use instead
+ * (docs/redis.md, "Connections").
+ */
+export class TopologyMismatch extends Schema.TaggedError<TopologyMismatch>()("TopologyMismatch", {
+  /** What the options asked for: one server (`url`, host/port), `cluster` (`nodes`) or `sentinel`. */
+  expected: Schema.Literals(["standalone", "cluster", "sentinel"]),
+  /** What the server is. */
+  found: Schema.Literals(["standalone", "cluster", "sentinel"]),
+  /** The server's address as the options gave it (`host:port`, or the cluster nodes). */
+  address: Schema.String,
+  message: Schema.String,
+}) {}
 
 /**
  * An administration request the data does not allow (src/Admin.ts, the

@@ -14,13 +14,14 @@ import net from "node:net"
 import type { ConnectionOptions as TlsOptions } from "node:tls"
 import { BackendUnavailable, InvalidArgument, NotReplicated } from "@shardline/core"
 import calculateSlot from "cluster-key-slot"
-import { Context, Effect, Exit, Layer, type Scope } from "effect"
+import { Context, Duration, Effect, Exit, Layer, type Scope } from "effect"
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from "ioredis"
 import {
   InvalidDatabase,
   InvalidKeyPrefix,
   type KeySchemaMismatch,
   PermissionDenied,
+  TopologyMismatch,
 } from "./Errors.js"
 import { REDIRECTION } from "./internal/gatedRead.js"
 import * as KeySchema from "./KeySchema.js"
@@ -43,6 +44,23 @@ export interface RedisConnectionOptions {
     readonly nodes: ReadonlyArray<string | { readonly host: string; readonly port: number }>
     readonly options?: Omit<ClusterOptions, "redisOptions" | "scripts">
   }
+  /**
+   * Redis Sentinel: the sentinels to ask where the primary of `name` is
+   * (`"host:port"` or `{ host, port }`). Every connection asks them when it
+   * connects, so after a failover a reconnect reaches the promoted replica.
+   * `username` / `password` / `tls` above are the primary's; the sentinels'
+   * own are here. Not with `cluster` or `url`.
+   */
+  readonly sentinel?: SentinelOptions
+  /**
+   * How long `make` may take to have a client ready and probed (TCP and TLS,
+   * AUTH, ioredis' ready check, SELECT, the feature probe, the key schema's
+   * record), default 10,000 ms: a server that accepts connections and never
+   * answers fails `BackendUnavailable` naming the address and the command
+   * that got no answer, instead of leaving `make` (and a runtime's `start`)
+   * pending. Not ioredis' `connectTimeout`, which bounds the TCP connect only.
+   */
+  readonly connectTimeoutMs?: number
   /**
    * The namespace of every key and channel (default `shardline:`): two
    * applications or tenants with different prefixes share one Redis, each
@@ -81,6 +99,21 @@ export interface Durability {
   /** Wait for the replicas' AOF fsync (WAITAOF) rather than their memory (WAIT). */
   readonly fsync?: boolean
 }
+
+/** Where the sentinels of a Redis Sentinel deployment are, and the primary's name. */
+export interface SentinelOptions {
+  readonly sentinels: ReadonlyArray<string | { readonly host: string; readonly port: number }>
+  /** The primary's name in the sentinels' configuration (`sentinel monitor <name> ...`). */
+  readonly name: string
+  /** ACL user of the sentinels (their `requirepass` / ACL, not the primary's). */
+  readonly username?: string
+  readonly password?: string
+  /** TLS to the sentinels (node:tls options); `tls` of the connection is the primary's. */
+  readonly tls?: TlsOptions
+}
+
+/** The default of `connectTimeoutMs`. */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000
 
 export interface ServerFeatures {
   readonly server: "redis" | "valkey" | "unknown"
@@ -201,6 +234,35 @@ const nodeList = (
 ): Array<string | { host: string; port: number }> =>
   nodes.map((n) => (typeof n === "string" ? n : { host: n.host, port: n.port }))
 
+/** `host:port` (`[v6]:port` too) as `{ host, port }`; a string without a port is the host on 26379. */
+const hostPort = (
+  node: string | { readonly host: string; readonly port: number },
+  defaultPort: number,
+): { host: string; port: number } => {
+  if (typeof node !== "string") return { host: node.host, port: node.port }
+  const m = /^\[?([^\s[\]]+?)\]?:(\d{1,5})$/.exec(node)
+  return m === null
+    ? { host: node.replace(/^\[|\]$/g, ""), port: defaultPort }
+    : { host: m[1]!, port: Number(m[2]) }
+}
+
+/** `host:port`, with brackets around an IPv6 address. */
+const address = (host: string, port: number | string): string =>
+  `${host.includes(":") ? `[${host}]` : host}:${port}`
+
+/** The sentinel options of ioredis for `sentinel`: the primary's TLS only when `tls` is given. */
+const sentinelClientOptions = (
+  sentinel: SentinelOptions,
+  tls: TlsOptions | undefined,
+): RedisOptions => ({
+  sentinels: sentinel.sentinels.map((n) => hostPort(n, 26_379)),
+  name: sentinel.name,
+  ...(sentinel.username === undefined ? {} : { sentinelUsername: sentinel.username }),
+  ...(sentinel.password === undefined ? {} : { sentinelPassword: sentinel.password }),
+  ...(sentinel.tls === undefined ? {} : { sentinelTLS: sentinel.tls }),
+  ...(tls === undefined ? {} : { enableTLSForSentinelMode: true }),
+})
+
 /** Creates the ioredis client the options describe (scripts registered). */
 export const makeClient = (options: RedisConnectionOptions): Client => {
   const common: RedisOptions = {
@@ -231,13 +293,15 @@ export const makeClient = (options: RedisConnectionOptions): Client => {
     autoResendUnfulfilledCommands: false,
   }
   const client =
-    options.url !== undefined
-      ? new Redis(options.url, withScripts)
-      : new Redis({
-          ...(options.host === undefined ? {} : { host: options.host }),
-          ...(options.port === undefined ? {} : { port: options.port }),
-          ...withScripts,
-        })
+    options.sentinel !== undefined
+      ? new Redis({ ...sentinelClientOptions(options.sentinel, options.tls), ...withScripts })
+      : options.url !== undefined
+        ? new Redis(options.url, withScripts)
+        : new Redis({
+            ...(options.host === undefined ? {} : { host: options.host }),
+            ...(options.port === undefined ? {} : { port: options.port }),
+            ...withScripts,
+          })
   failUnansweredOnClose(client)
   return client
 }
@@ -624,11 +688,15 @@ const keySpaceOf = (
     : Effect.fail(new InvalidKeyPrefix({ prefix, message: problem }))
 }
 
-/** Where the options point, for messages: the URL without its password, or the nodes. */
+/** Where the options point, for messages: the URL without its password, the nodes, or the sentinels. */
 export const describeTarget = (options: RedisConnectionOptions): string => {
   if (options.cluster !== undefined)
     return `the cluster nodes ${options.cluster.nodes
       .map((n) => (typeof n === "string" ? n : `${n.host}:${n.port}`))
+      .join(", ")}`
+  if (options.sentinel !== undefined)
+    return `the primary ${JSON.stringify(options.sentinel.name)} of the sentinels ${options.sentinel.sentinels
+      .map((n) => (typeof n === "string" ? n : address(n.host, n.port)))
       .join(", ")}`
   if (options.url !== undefined) {
     try {
@@ -697,6 +765,8 @@ const nodeReachability = (
  * through ioredis' reconnection attempts (20 by default, about 10 s) and
  * fail with "max retries per request". A failed SELECT is not the end of
  * an attempt (ioredis goes on with database 0): `make` checks the database.
+ * A server that accepts the connection and never answers leaves it pending:
+ * `make`'s deadline (`connectTimeoutMs`) ends that.
  */
 const connected = (client: Client): Promise<void> => {
   if (client.status === "ready") return Promise.resolve()
@@ -740,11 +810,109 @@ const databaseOf = (options: RedisConnectionOptions): number => {
   }
 }
 
+/** What kind of deployment a server is: INFO server's mode (Valkey: `server_mode`), INFO cluster's `cluster_enabled`. */
+export const serverMode = (
+  infoServer: string,
+  infoCluster: string,
+): "standalone" | "cluster" | "sentinel" => {
+  const field = (info: string, name: string) =>
+    new RegExp(`^${name}:(.*)$`, "m").exec(info)?.[1]?.trim()
+  const mode = field(infoServer, "redis_mode") ?? field(infoServer, "server_mode")
+  if (mode === "sentinel") return "sentinel"
+  if (mode === "cluster" || field(infoCluster, "cluster_enabled") === "1") return "cluster"
+  return "standalone"
+}
+
+/**
+ * The host:port a single-node client talks to: its socket's peer once
+ * connected (a sentinel client's primary), else the options' host and port.
+ */
+const peerOf = (client: Redis): string => {
+  const stream = (client as unknown as { stream?: net.Socket }).stream
+  if (stream?.remoteAddress !== undefined && stream.remotePort !== undefined)
+    return address(stream.remoteAddress, stream.remotePort)
+  return address(client.options.host ?? "localhost", client.options.port ?? 6379)
+}
+
+/** Commands whose first argument is a subcommand (named in messages; other arguments never are: AUTH's are secrets). */
+const CONTAINERS = new Set(["client", "command", "cluster", "config", "sentinel", "info", "hello"])
+
+/**
+ * The first command a client sent and got no reply for (ioredis' own queue
+ * of sent commands; undefined when it holds none or its shape changed), as
+ * `CLIENT SETINFO`, `AUTH`, `INFO`.
+ */
+const firstUnanswered = (client: Client): string | undefined => {
+  const queue = (client as unknown as { commandQueue?: { peekFront?: () => unknown } }).commandQueue
+  const head =
+    typeof queue?.peekFront === "function"
+      ? (queue.peekFront() as { command?: { name?: unknown; args?: Array<unknown> } } | undefined)
+      : undefined
+  const name = head?.command?.name
+  if (typeof name !== "string") return undefined
+  const first = head?.command?.args?.[0]
+  const sub =
+    CONTAINERS.has(name.toLowerCase()) && typeof first === "string" && /^[a-z-]+$/i.test(first)
+      ? ` ${first.toUpperCase()}`
+      : ""
+  return `${name.toUpperCase()}${sub}`
+}
+
+/**
+ * What a client that is not ready yet is waiting for, at `make`'s deadline:
+ * a connection never made, or the first command the server did not answer
+ * (`aside`: what did happen).
+ */
+const notReadyYet = (
+  client: Client,
+  options: RedisConnectionOptions,
+): { readonly what: string; readonly aside?: string; readonly hint?: string } => {
+  if (client instanceof Cluster)
+    return {
+      what: `the cluster client did not become ready (CLUSTER SLOTS, then a connection to each primary) with ${describeTarget(options)}`,
+    }
+  if (client.status === "connect")
+    return {
+      what: `${firstUnanswered(client) ?? "the connection's first command"} to ${peerOf(client)} got no answer`,
+      aside: "it accepted the TCP connection",
+    }
+  if (options.sentinel !== undefined)
+    return {
+      what: `the sentinels ${options.sentinel.sentinels
+        .map((n) => (typeof n === "string" ? n : address(n.host, n.port)))
+        .join(
+          ", ",
+        )} named no primary of ${JSON.stringify(options.sentinel.name)} that could be connected to`,
+      hint: `Are the sentinels reachable, and is ${JSON.stringify(options.sentinel.name)} the name in their "sentinel monitor" line?`,
+    }
+  return {
+    what: `no connection to ${peerOf(client)} was made (TCP${options.tls === undefined && !options.url?.startsWith("rediss:") ? "" : ", TLS"})`,
+  }
+}
+
+/** A promise's outcome as a value. */
+const settle = <A>(
+  run: () => Promise<A>,
+): Effect.Effect<
+  { readonly ok: true; readonly value: A } | { readonly ok: false; readonly cause: unknown }
+> =>
+  Effect.promise(() =>
+    run().then(
+      (value) => ({ ok: true as const, value }),
+      (cause: unknown) => ({ ok: false as const, cause }),
+    ),
+  )
+
+const reason = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
+
 /**
  * Connects (failing fast, naming the cause: ECONNREFUSED, ENOTFOUND, ...),
  * checks that the database exists (ioredis only logs a failed SELECT and
- * goes on with database 0), probes the server, and closes everything when
- * the scope closes.
+ * goes on with database 0), that the server is the kind of deployment the
+ * options name (`TopologyMismatch`), probes the server, and closes
+ * everything when the scope closes. All of it within `connectTimeoutMs`
+ * (default 10 s): a server that never answers is `BackendUnavailable`
+ * naming the address and the command that got no answer.
  */
 export const make = (
   options: RedisConnectionOptions,
@@ -755,66 +923,114 @@ export const make = (
       options.keyPrefix,
       String(options.redis?.keyPrefix ?? "") || String(options.cluster?.options?.keyPrefix ?? ""),
     )
+    let lastError: Error | undefined
     const client = yield* Effect.acquireRelease(
       Effect.sync(() => {
         const c = makeClient(options)
-        c.on("error", () => {})
+        c.on("error", (error: Error) => {
+          lastError = error
+        })
         return c
       }),
       (c) => Effect.promise(() => quit(c)),
     )
     const target = describeTarget(options)
-    /** A promise's rejection as a value (undefined when it resolved). */
-    const failureOf = (run: () => Promise<unknown>) =>
-      Effect.promise(() =>
-        run().then(
-          () => undefined,
-          (cause: unknown) => ({ cause }),
-        ),
+    const deadlineMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS
+    /** What `make` waits for now (undefined: the client to become ready), for the deadline's message. */
+    let waiting: string | undefined
+
+    const ready = Effect.gen(function* () {
+      const isCluster = client instanceof Cluster
+      const notConnected = yield* settle(() => connected(client))
+      if (!notConnected.ok) {
+        const { cause } = notConnected
+        // a standalone server answers the cluster client's CLUSTER SLOTS with this
+        const lastNodeError = (cause as { lastNodeError?: unknown }).lastNodeError
+        if (isCluster && /cluster support disabled/i.test(reason(lastNodeError)))
+          return yield* notACluster(options, reason(lastNodeError))
+        const nodes =
+          options.cluster === undefined
+            ? ""
+            : ` (${yield* Effect.promise(() => nodeReachability(options.cluster!.nodes))})`
+        return yield* new BackendUnavailable({
+          operation: "connect",
+          message: `cannot connect to Redis at ${target}: ${reason(cause)}${nodes}. Is the server running, and are the host, port, TLS and credentials right?`,
+          cause,
+        })
+      }
+      const at = isCluster ? target : peerOf(client as Redis)
+      const db = databaseOf(options)
+      if (db !== 0 && !isCluster) {
+        waiting = `SELECT ${db} to ${at}`
+        const selected = yield* settle(() => (client as Redis).select(db))
+        if (!selected.ok)
+          return yield* isNoPerm(selected.cause)
+            ? commandDenied(client, "select", selected.cause)
+            : new InvalidDatabase({
+                db,
+                message: `cannot use database ${db} on ${target}: ${reason(selected.cause)}. A server has the databases 0 to (its "databases" setting - 1), 16 by default: fix the database in the URL (redis://host:port/<db>) or the db option`,
+              })
+      }
+      // the kind of server, before anything else runs on it
+      waiting = `INFO server and INFO cluster (the topology check) to ${at}`
+      const infos = yield* settle(() =>
+        Promise.all([client.info("server"), client.info("cluster")]),
       )
-    const notConnected = yield* failureOf(() => connected(client))
-    if (notConnected !== undefined) {
-      const { cause } = notConnected
-      const nodes =
-        options.cluster === undefined
-          ? ""
-          : ` (${yield* Effect.promise(() => nodeReachability(options.cluster!.nodes))})`
-      return yield* new BackendUnavailable({
-        operation: "connect",
-        message: `cannot connect to Redis at ${target}: ${cause instanceof Error ? cause.message : String(cause)}${nodes}. Is the server running, and are the host, port, TLS and credentials right?`,
-        cause,
-      })
-    }
-    const db = databaseOf(options)
-    if (db !== 0 && !(client instanceof Cluster)) {
-      const refused = yield* failureOf(() => client.select(db))
-      if (refused !== undefined)
-        return yield* isNoPerm(refused.cause)
-          ? commandDenied(client, "select", refused.cause)
-          : new InvalidDatabase({
-              db,
-              message: `cannot use database ${db} on ${target}: ${refused.cause instanceof Error ? refused.cause.message : String(refused.cause)}. A server has the databases 0 to (its "databases" setting - 1), 16 by default: fix the database in the URL (redis://host:port/<db>) or the db option`,
-            })
-    }
-    let probed: ServerFeatures | undefined
-    const notProbed = yield* failureOf(() =>
-      probe(client).then((p) => {
-        probed = p
+      if (!infos.ok)
+        return yield* isNoPerm(infos.cause)
+          ? commandDenied(client, "info", infos.cause)
+          : unavailable("probe (INFO server, INFO cluster)", infos.cause)
+      const found = serverMode(infos.value[0], infos.value[1])
+      if (!isCluster && found === "cluster")
+        return yield* aClusterNode(
+          options,
+          at,
+          options.sentinel === undefined ? "standalone" : "sentinel",
+        )
+      if (!isCluster && found === "sentinel") return yield* aSentinel(at)
+      if (isCluster && found !== "cluster")
+        return yield* notACluster(options, `redis_mode ${found}`)
+      waiting = `INFO server and COMMAND DOCS (the feature probe) to ${at}`
+      const probed = yield* settle(() => probe(client))
+      if (!probed.ok) {
+        const { cause } = probed
+        if (!isNoPerm(cause)) return yield* unavailable("probe (INFO server, COMMAND DOCS)", cause)
+        return yield* commandDenied(
+          client,
+          /'command'|command\|docs/i.test(reason(cause)) ? "command|docs" : "info",
+          cause,
+        )
+      }
+      const features: ServerFeatures = { ...probed.value, ...options.features }
+      // another key schema recorded in the namespace: refused before any port runs
+      waiting = `GET ${keys.schema} (the key schema's record) to ${at}`
+      yield* KeySchema.checkRecorded(client, keys)
+      return features
+    })
+
+    const features = yield* ready.pipe(
+      Effect.timeoutOrElse({
+        duration: Duration.millis(deadlineMs),
+        orElse: () => {
+          const { what, aside, hint } =
+            waiting === undefined
+              ? notReadyYet(client, options)
+              : { what: waiting, aside: undefined, hint: undefined }
+          const last =
+            lastError === undefined || waiting !== undefined
+              ? ""
+              : `last error: ${lastError.message}`
+          const asides = [aside, last].filter((a) => a !== undefined && a !== "")
+          return Effect.fail(
+            new BackendUnavailable({
+              operation: "connect",
+              message: `cannot connect to Redis at ${target}: ${what} within ${deadlineMs} ms${asides.length === 0 ? "" : ` (${asides.join("; ")})`}. ${hint ?? "Is it a Redis server, reachable, and not paused or overloaded?"} (the deadline is connectTimeoutMs, a runtime's redis: { connectTimeoutMs }, the CLI's --connect-timeout)`,
+              ...(lastError === undefined ? {} : { cause: lastError }),
+            }),
+          )
+        },
       }),
     )
-    if (notProbed !== undefined || probed === undefined) {
-      const cause = notProbed?.cause
-      if (!isNoPerm(cause)) return yield* unavailable("probe (INFO server, COMMAND DOCS)", cause)
-      const message = cause instanceof Error ? cause.message : String(cause)
-      return yield* commandDenied(
-        client,
-        /'command'|command\|docs/i.test(message) ? "command|docs" : "info",
-        cause,
-      )
-    }
-    const features: ServerFeatures = { ...probed, ...options.features }
-    // another key schema recorded in the namespace: refused before any port runs
-    yield* KeySchema.checkRecorded(client, keys)
     if (options.durability !== undefined) yield* checkDurability(options.durability)
     return yield* fromClient(client, features, {
       keyPrefix: keys.prefix,
@@ -841,10 +1057,47 @@ const checkDurability = (d: Durability): Effect.Effect<void, InvalidArgument> =>
         )
       : Effect.void
 
+/** The options name one server and it is a cluster node. */
+const aClusterNode = (
+  options: RedisConnectionOptions,
+  at: string,
+  expected: "standalone" | "sentinel",
+): TopologyMismatch =>
+  new TopologyMismatch({
+    expected,
+    found: "cluster",
+    address: at,
+    message: `${at} is a Redis Cluster node (MOVED): use \`nodes\` to connect to a cluster (a runtime's redis: { nodes: ["${at}", ...] }, RedisConnection's cluster: { nodes }, the CLI's --cluster ${at},...)${options.url === undefined ? "" : ` instead of the URL`}. Through one node's connection every key of another node's hash slots is answered MOVED, so nothing would be read or written there`,
+  })
+
+/** The options name one server and it is a Sentinel. */
+const aSentinel = (at: string): TopologyMismatch =>
+  new TopologyMismatch({
+    expected: "standalone",
+    found: "sentinel",
+    address: at,
+    message: `${at} is a Redis Sentinel, which holds no data: give the sentinels and the primary's name instead (a runtime's redis: { sentinels: ["${at}", ...], name: "<primary>" }, RedisConnection's sentinel: { sentinels, name }, the CLI's --sentinels ${at},... --sentinel-name <primary>)`,
+  })
+
+/** The options name cluster nodes and the server is not a cluster. */
+const notACluster = (options: RedisConnectionOptions, why: string): TopologyMismatch => {
+  const nodes = (options.cluster?.nodes ?? []).map((n) =>
+    typeof n === "string" ? n : address(n.host, n.port),
+  )
+  const first = nodes[0] ?? "host:port"
+  return new TopologyMismatch({
+    expected: "cluster",
+    found: "standalone",
+    address: nodes.join(", "),
+    message: `${nodes.join(", ")} ${nodes.length === 1 ? "is" : "are"} not a cluster (${why}): use \`url\` for one server (a runtime's redis: { url: "redis://${first}" }, RedisConnection's url, the CLI's --redis redis://${first}) instead of \`nodes\``,
+  })
+}
+
 /** Why a connection could not be made ready for the ports. */
 export type ConnectError =
   | InvalidArgument
   | BackendUnavailable
+  | TopologyMismatch
   | InvalidDatabase
   | PermissionDenied
   | InvalidKeyPrefix

@@ -19,7 +19,11 @@
  *   shardline --help | --version
  *
  * The `shardline` bin of @shardline/member-runtime runs this module's `run`.
- * `--cluster host:port,...` instead of `--redis` for a Redis Cluster;
+ * `--cluster host:port,...` instead of `--redis` for a Redis Cluster, or
+ * `--sentinels host:port,... --sentinel-name N` for the primary N of Redis
+ * Sentinel (`--username` / `--password` for the primary's ACL user,
+ * `--sentinel-username` / `--sentinel-password` for the sentinels' own);
+ * `--connect-timeout ms` bounds connecting (default 10,000);
  * `--prefix P` names the namespace of the keys (default `shardline:`,
  * docs/redis.md "Keys"). A group that does not exist, a refusal, another
  * key schema in the namespace, or a Redis that cannot be reached is one
@@ -75,6 +79,11 @@ const USAGE = `usage:
       (every process of the stream's groups stopped: an earlier version's keys into the namespace)
   shardline --help | --version
   (--cluster host:port,... instead of --redis for a Redis Cluster;
+   --sentinels host:port,... --sentinel-name N instead of --redis for the primary N
+   of Redis Sentinel; --username U --password P: the primary's ACL user (with
+   --redis, in the URL), --sentinel-username U --sentinel-password P: the
+   sentinels' own;
+   --connect-timeout ms: how long connecting may take, default 10000;
    --prefix P: the namespace of Shardline's keys, default shardline:)`
 
 interface Args {
@@ -151,7 +160,24 @@ const connectionOptions = (
       }
     : { connectTimeout: 10_000, disableClientInfo: true }
   const prefix = args.flags.get("prefix")
-  const keyPrefix = typeof prefix === "string" ? { keyPrefix: prefix } : {}
+  const connectTimeoutMs = optionalInt(args, "connect-timeout")
+  const common = {
+    ...(typeof prefix === "string" ? { keyPrefix: prefix } : {}),
+    ...(connectTimeoutMs === undefined ? {} : { connectTimeoutMs }),
+  }
+  const given = ["redis", "cluster", "sentinels"].filter((f) => args.flags.has(f))
+  if (given.length > 1)
+    throw new UsageError(
+      `give one of --redis, --cluster and --sentinels, not ${given.join(" and ")}`,
+    )
+  for (const flag of ["sentinel-name", "sentinel-username", "sentinel-password"])
+    if (args.flags.has(flag) && !args.flags.has("sentinels"))
+      throw new UsageError(`--${flag} goes with --sentinels`)
+  for (const flag of ["username", "password"])
+    if (args.flags.has(flag) && !args.flags.has("sentinels"))
+      throw new UsageError(
+        `--${flag} goes with --sentinels (with --redis or --cluster, give the user in the URL or use a URL)`,
+      )
   const cluster = args.flags.get("cluster")
   if (typeof cluster === "string")
     return {
@@ -160,9 +186,41 @@ const connectionOptions = (
         options: failFast ? { clusterRetryStrategy: () => null } : {},
       },
       redis,
-      ...keyPrefix,
+      ...common,
     }
-  return { url: text(args, "redis"), redis, ...keyPrefix }
+  const sentinels = args.flags.get("sentinels")
+  if (typeof sentinels === "string") {
+    const nodes = sentinels.split(",")
+    for (const node of nodes)
+      if (!/^\[?[^\s[\]]+?\]?:\d{1,5}$/.test(node))
+        throw new UsageError(
+          `--sentinels takes host:port,host:port,..., got ${JSON.stringify(node)}`,
+        )
+    const flag = (name: string) => {
+      const v = args.flags.get(name)
+      return typeof v === "string" ? v : undefined
+    }
+    const username = flag("username")
+    const password = flag("password")
+    const sentinelUsername = flag("sentinel-username")
+    const sentinelPassword = flag("sentinel-password")
+    return {
+      sentinel: {
+        sentinels: nodes,
+        name: text(args, "sentinel-name"),
+        ...(sentinelUsername === undefined ? {} : { username: sentinelUsername }),
+        ...(sentinelPassword === undefined ? {} : { password: sentinelPassword }),
+      },
+      ...(username === undefined ? {} : { username }),
+      ...(password === undefined ? {} : { password }),
+      // a one-shot command gives up when no sentinel answers three times in a row
+      redis: failFast
+        ? { ...redis, sentinelRetryStrategy: (times: number) => (times > 3 ? null : 200) }
+        : redis,
+      ...common,
+    }
+  }
+  return { url: text(args, "redis"), redis, ...common }
 }
 
 /** Commands that only read: they check the key schema without recording it. */
@@ -194,7 +252,9 @@ const withPorts = <A, E>(
           (e) =>
             new CliFailure({
               message:
-                e._tag === "KeySchemaMismatch" || e._tag === "InvalidKeyPrefix"
+                e._tag === "KeySchemaMismatch" ||
+                e._tag === "InvalidKeyPrefix" ||
+                e._tag === "TopologyMismatch"
                   ? `${e._tag}: ${e.message}`
                   : `cannot reach Redis (${describeTarget(args)}): ${e.message}`,
             }),
@@ -214,8 +274,12 @@ const withPorts = <A, E>(
     ),
   )
 
-const describeTarget = (args: Args) =>
-  String(args.flags.get("cluster") ?? args.flags.get("redis") ?? "?")
+const describeTarget = (args: Args) => {
+  const sentinels = args.flags.get("sentinels")
+  if (typeof sentinels === "string")
+    return `${String(args.flags.get("sentinel-name") ?? "?")} of the sentinels ${sentinels}`
+  return String(args.flags.get("cluster") ?? args.flags.get("redis") ?? "?")
+}
 
 const oneLine = (e: { readonly _tag: string; readonly message?: string }) =>
   `${e._tag}: ${(e.message ?? "").split("\n")[0]}`

@@ -13,11 +13,15 @@
  *   `$SHARDLINE_REDIS8_DIR` (default `~/.cache/shardline/redis-8`)
  * - `valkey8`: Valkey 8 from bookworm-backports (`valkey-server`), or `$SHARDLINE_VALKEY_BIN`
  *
+ * A Redis Sentinel deployment (`startRedisSentinel`) is a primary, its
+ * replicas (`--replicaof`) and sentinels (`redis-server <conf> --sentinel`
+ * with a generated sentinel.conf) that monitor it, each such a server.
+ *
  * A missing binary is a `ServerMissing` error whose message is one line that
  * says how to install it. Tests must fail with it, never skip.
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import net from "node:net"
 import os from "node:os"
 import path from "node:path"
@@ -64,6 +68,31 @@ export interface RedisCluster {
   readonly nodes: ReadonlyArray<{ readonly host: string; readonly port: number }>
   readonly servers: ReadonlyArray<RedisServer>
   readonly version: string
+  readonly stop: () => Promise<void>
+}
+
+export interface RedisSentinel {
+  readonly kind: ServerKind
+  /** The primary's name the sentinels monitor (`sentinel monitor <name> ...`). */
+  readonly name: string
+  /** Where the sentinels listen (a runtime's `redis: { sentinels, name }`). */
+  readonly sentinels: ReadonlyArray<{ readonly host: string; readonly port: number }>
+  /** The sentinel processes (`cli` talks to a sentinel: `SENTINEL ...`). */
+  readonly sentinelServers: ReadonlyArray<RedisServer>
+  /** The data servers: the first started as the primary, the others as its replicas. */
+  readonly servers: ReadonlyArray<RedisServer>
+  readonly version: string
+  /**
+   * The server the sentinels name as the primary now (SENTINEL
+   * get-master-addr-by-name, asked of each sentinel until one answers).
+   */
+  readonly primary: () => Promise<RedisServer>
+  /**
+   * Resolves with the new primary once every sentinel names another server
+   * than `from` (after a failover), and that server says it is a primary
+   * (ROLE); throws after `timeoutMs` (default 30,000).
+   */
+  readonly waitForFailover: (from: RedisServer, timeoutMs?: number) => Promise<RedisServer>
   readonly stop: () => Promise<void>
 }
 
@@ -149,6 +178,52 @@ export const freePort = (): Promise<number> =>
     })
   })
 
+/**
+ * Where the RESP reply starting at `at` ends, or -1 while it is incomplete
+ * (lengths are counted in characters: the test servers' replies read here
+ * are ASCII).
+ */
+const replyEnd = (data: string, at: number): number => {
+  const eol = data.indexOf("\r\n", at)
+  if (eol < 0) return -1
+  const type = data[at]
+  const n = Number(data.slice(at + 1, eol))
+  if (type === "$") return n < 0 ? eol + 2 : data.length >= eol + 4 + n ? eol + 4 + n : -1
+  if (type === "*") {
+    let next = eol + 2
+    for (let i = 0; i < n; i++) {
+      next = replyEnd(data, next)
+      if (next < 0) return -1
+    }
+    return next
+  }
+  return eol + 2
+}
+
+/** The strings of a RESP reply (bulk strings and simple lines, arrays flattened). */
+const replyStrings = (reply: string): Array<string> => {
+  const out: Array<string> = []
+  const walk = (at: number): number => {
+    const eol = reply.indexOf("\r\n", at)
+    const type = reply[at]
+    const n = Number(reply.slice(at + 1, eol))
+    if (type === "$") {
+      if (n < 0) return eol + 2
+      out.push(reply.slice(eol + 2, eol + 2 + n))
+      return eol + 4 + n
+    }
+    if (type === "*") {
+      let next = eol + 2
+      for (let i = 0; i < n; i++) next = walk(next)
+      return next
+    }
+    out.push(reply.slice(at + 1, eol))
+    return eol + 2
+  }
+  walk(0)
+  return out
+}
+
 /** Sends one inline command over a raw socket and resolves with the raw reply text. */
 const rawCommand = (port: number, command: string, timeoutMs = 500): Promise<string> =>
   new Promise((resolve, reject) => {
@@ -161,12 +236,8 @@ const rawCommand = (port: number, command: string, timeoutMs = 500): Promise<str
     socket.on("connect", () => socket.write(`${command}\r\n`))
     socket.on("data", (chunk) => {
       data += chunk.toString("utf8")
-      // one complete reply: a simple line, or a bulk string with its body
-      const bulk = /^\$(\d+)\r\n/.exec(data)
-      if (
-        (bulk === null && data.endsWith("\r\n")) ||
-        (bulk !== null && data.length >= bulk[0].length + Number(bulk[1]) + 2)
-      ) {
+      // one complete reply: a simple line, a bulk string with its body, an array of them
+      if (replyEnd(data, 0) >= 0) {
         clearTimeout(timer)
         socket.end()
         resolve(data)
@@ -214,10 +285,22 @@ const spawnServer = async (
   dir: string,
   port: number,
   args: ReadonlyArray<string>,
+  leading: ReadonlyArray<string> = [],
 ): Promise<ChildProcess> => {
   const child = spawn(
     binaries.server,
-    ["--port", String(port), "--bind", HOST, "--dir", dir, "--logfile", "server.log", ...args],
+    [
+      ...leading,
+      "--port",
+      String(port),
+      "--bind",
+      HOST,
+      "--dir",
+      dir,
+      "--logfile",
+      "server.log",
+      ...args,
+    ],
     { stdio: "ignore" },
   )
   installExitHook()
@@ -253,18 +336,34 @@ const startOne = async (
   binaries: ServerBinaries,
   options: StartOptions,
   extraArgs: ReadonlyArray<string>,
+  /** A sentinel: its sentinel.conf (written into the server's directory; Sentinel rewrites it). */
+  sentinelConfig?: string,
 ): Promise<RedisServer> => {
-  const dir = mkdtempSync(path.join(os.tmpdir(), `shardline-${binaries.kind}-`))
-  const persistence = options.persistence
-    ? ["--appendonly", "yes", "--appendfsync", "always"]
-    : ["--save", "", "--appendonly", "no"]
+  const dir = mkdtempSync(
+    path.join(
+      os.tmpdir(),
+      `shardline-${binaries.kind}${sentinelConfig === undefined ? "" : "-sentinel"}-`,
+    ),
+  )
+  const persistence =
+    sentinelConfig !== undefined
+      ? []
+      : options.persistence
+        ? ["--appendonly", "yes", "--appendfsync", "always"]
+        : ["--save", "", "--appendonly", "no"]
+  let leading: Array<string> = []
+  if (sentinelConfig !== undefined) {
+    const file = path.join(dir, "sentinel.conf")
+    writeFileSync(file, sentinelConfig)
+    leading = [file, "--sentinel"]
+  }
   let lastError: unknown
   // a free port can be taken between the probe and the bind: try a few
   for (let attempt = 0; attempt < 3; attempt++) {
     const port = await freePort()
     try {
       const serverArgs = [...persistence, ...extraArgs, ...(options.args ?? [])]
-      let child = await spawnServer(binaries, dir, port, serverArgs)
+      let child = await spawnServer(binaries, dir, port, serverArgs, leading)
       const info = await rawCommand(port, "INFO server")
       const version =
         infoField(info, "valkey_version") ?? infoField(info, "redis_version") ?? "unknown"
@@ -292,7 +391,7 @@ const startOne = async (
           child.kill("SIGKILL")
           await gone
         }
-        child = await spawnServer(binaries, dir, port, serverArgs)
+        child = await spawnServer(binaries, dir, port, serverArgs, leading)
       }
       return {
         kind: binaries.kind,
@@ -383,6 +482,130 @@ export const startRedisCluster = async (
     nodes: servers.map((s) => ({ host: s.host, port: s.port })),
     servers,
     version: servers[0]!.version,
+    stop,
+  }
+}
+
+export interface SentinelStartOptions extends StartOptions {
+  /** Replicas of the primary (default 1). */
+  readonly replicas?: number
+  /** Sentinels (default 3); the quorum is 2 (1 with a single sentinel). */
+  readonly sentinels?: number
+  /** The primary's name (default `mymaster`). */
+  readonly name?: string
+  /** `sentinel down-after-milliseconds` (default 1,000). */
+  readonly downAfterMs?: number
+  /** `sentinel failover-timeout` (default 5,000). */
+  readonly failoverTimeoutMs?: number
+}
+
+/**
+ * Starts a Redis Sentinel deployment on free loopback ports: a primary,
+ * `replicas` replicas of it, and `sentinels` sentinels monitoring it with a
+ * generated sentinel.conf (`sentinel monitor <name> 127.0.0.1 <port> 2`,
+ * `down-after-milliseconds` 1,000, `failover-timeout` 5,000), and waits
+ * until every replica's link is up and every sentinel sees every replica and
+ * every other sentinel (so a failover can be agreed on at once). A failed
+ * start stops what it started.
+ */
+export const startRedisSentinel = async (
+  options: SentinelStartOptions = {},
+): Promise<RedisSentinel> => {
+  const binaries = resolveBinaries(options.kind ?? "redis7")
+  const name = options.name ?? "mymaster"
+  const replicaCount = options.replicas ?? 1
+  const sentinelCount = options.sentinels ?? 3
+  const servers: Array<RedisServer> = []
+  const sentinelServers: Array<RedisServer> = []
+  const stop = async () => {
+    await Promise.all([...sentinelServers, ...servers].map((s) => s.stop()))
+  }
+  try {
+    const primary = await startOne(binaries, options, [])
+    servers.push(primary)
+    for (let i = 0; i < replicaCount; i++)
+      servers.push(await startOne(binaries, options, ["--replicaof", HOST, String(primary.port)]))
+    await waitFor(
+      "every replica's link to the primary",
+      async () => {
+        const infos = await Promise.all(
+          servers.slice(1).map((s) => rawCommand(s.port, "INFO replication")),
+        )
+        return infos.every((info) => info.includes("master_link_status:up"))
+      },
+      30_000,
+    )
+    const config = [
+      `sentinel monitor ${name} ${HOST} ${primary.port} ${Math.min(2, sentinelCount)}`,
+      `sentinel down-after-milliseconds ${name} ${options.downAfterMs ?? 1_000}`,
+      `sentinel failover-timeout ${name} ${options.failoverTimeoutMs ?? 5_000}`,
+      `sentinel parallel-syncs ${name} 1`,
+      "",
+    ].join("\n")
+    for (let i = 0; i < sentinelCount; i++)
+      sentinelServers.push(await startOne(binaries, { kind: binaries.kind }, [], config))
+    await waitFor(
+      `${sentinelCount} sentinels seeing ${replicaCount} replicas and each other`,
+      async () => {
+        const infos = await Promise.all(
+          sentinelServers.map((s) => rawCommand(s.port, "INFO sentinel")),
+        )
+        return infos.every(
+          (info) =>
+            info.includes(`slaves=${replicaCount},`) && info.includes(`sentinels=${sentinelCount}`),
+        )
+      },
+      30_000,
+    )
+  } catch (error) {
+    await stop()
+    throw error
+  }
+  const named = async (sentinel: RedisServer): Promise<RedisServer | undefined> => {
+    const reply = replyStrings(
+      await rawCommand(sentinel.port, `SENTINEL get-master-addr-by-name ${name}`),
+    )
+    const port = Number(reply[1])
+    return servers.find((s) => s.port === port)
+  }
+  const primary = async (): Promise<RedisServer> => {
+    let lastError: unknown
+    for (const sentinel of sentinelServers) {
+      try {
+        const server = await named(sentinel)
+        if (server !== undefined) return server
+      } catch (error) {
+        lastError = error
+      }
+    }
+    throw new Error(`no sentinel names the primary of ${name}: ${String(lastError)}`)
+  }
+  const waitForFailover = async (from: RedisServer, timeoutMs = 30_000): Promise<RedisServer> => {
+    let promoted: RedisServer | undefined
+    await waitFor(
+      `the sentinels to promote a replica of ${name} in place of port ${from.port}`,
+      async () => {
+        const now = await Promise.all(sentinelServers.map(named))
+        const first = now[0]
+        if (first === undefined || first.port === from.port) return false
+        if (!now.every((s) => s?.port === first.port)) return false
+        const role = replyStrings(await rawCommand(first.port, "ROLE"))
+        promoted = first
+        return role[0] === "master"
+      },
+      timeoutMs,
+    )
+    return promoted!
+  }
+  return {
+    kind: binaries.kind,
+    name,
+    sentinels: sentinelServers.map((s) => ({ host: s.host, port: s.port })),
+    sentinelServers,
+    servers,
+    version: servers[0]!.version,
+    primary,
+    waitForFailover,
     stop,
   }
 }

@@ -1,16 +1,20 @@
 /**
  * `start({ redis })` and `redisPorts(...)`: one option moves a runtime onto
  * real Redis (one server, and a 3-node cluster through `nodes`), and bad
- * Redis options fail before anything connects, naming the field.
+ * Redis options fail before anything connects, naming the field. `start`
+ * fails, typed and naming the address, on a server that never answers
+ * (`connectTimeoutMs`), a cluster node given as a URL and `nodes` that are
+ * one server (`TopologyMismatch`). Sentinel: test/redis/sentinel.test.ts.
  */
-import { Keys } from "@shardline/redis-store"
-import { Effect, Exit, Layer, Metric } from "effect"
+import net from "node:net"
+import { Keys, RedisConnection } from "@shardline/redis-store"
+import { Effect, Exit, Layer, Metric, Result } from "effect"
 import { describe, expect, it } from "vitest"
 import { consumer } from "../../src/Consumer.js"
 import type { InvalidRuntimeConfig } from "../../src/Errors.js"
 import type { Message } from "../../src/Message.js"
 import { memoryPorts } from "../../src/Ports.js"
-import { type RedisOptions, redisPorts } from "../../src/Redis.js"
+import { decodeRedisOptions, type RedisOptions, redisPorts } from "../../src/Redis.js"
 import { make, type StartOptions, start } from "../../src/Runtime.js"
 import { eventually, useRedisCluster, useRedisServer } from "../support/redis.js"
 
@@ -61,6 +65,37 @@ describe("redis option validation (nothing connects)", () => {
       { url: closed, ioredis: { keyPrefix: "app:" } },
       "redis.ioredis.keyPrefix",
     ],
+    ["sentinels without the primary's name", { sentinels: ["127.0.0.1:26379"] }, "redis.name"],
+    ["a name without sentinels", { url: closed, name: "mymaster" }, "redis.name"],
+    [
+      "both url and sentinels",
+      { url: closed, sentinels: ["127.0.0.1:26379"], name: "mymaster" },
+      "redis.sentinels",
+    ],
+    ["empty sentinels", { sentinels: [], name: "mymaster" }, "redis.sentinels"],
+    ["a sentinel without a port", { sentinels: ["10.0.0.1"], name: "m" }, "redis.sentinels[0]"],
+    [
+      "a sentinel with port 0",
+      { sentinels: [{ host: "a", port: 0 }], name: "m" },
+      "redis.sentinels[0].port",
+    ],
+    ["an empty primary name", { sentinels: ["a:26379"], name: "" }, "redis.name"],
+    [
+      "a sentinel password without sentinels",
+      { url: closed, sentinelPassword: "x" },
+      "redis.sentinelPassword",
+    ],
+    [
+      "Sentinel through ioredis' options (untyped)",
+      { url: closed, ioredis: { sentinels: [{ host: "a", port: 26379 }], name: "m" } },
+      "redis.ioredis.sentinels",
+    ],
+    ["a connect deadline of 0 ms", { url: closed, connectTimeoutMs: 0 }, "redis.connectTimeoutMs"],
+    [
+      "a fractional connect deadline",
+      { url: closed, connectTimeoutMs: 1.5 },
+      "redis.connectTimeoutMs",
+    ],
   ]
   for (const [what, redis, field] of cases)
     it(`${what}: ${field}`, async () => {
@@ -100,6 +135,80 @@ describe("redis option validation (nothing connects)", () => {
       consumers: one,
     })
     expect(error._tag).toBe("BackendUnavailable")
+  })
+})
+
+/**
+ * A TCP server that accepts every connection and never writes a byte (a
+ * hung process, a port forwarded to nothing): no Redis ever answers there.
+ */
+const silentServer = async () => {
+  const sockets = new Set<net.Socket>()
+  const server = net.createServer((socket) => {
+    sockets.add(socket)
+    socket.on("error", () => {})
+    socket.on("close", () => sockets.delete(socket))
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  const port = (server.address() as net.AddressInfo).port
+  return {
+    port,
+    /** How many connections it accepted so far (still open). */
+    open: () => sockets.size,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy()
+        server.close(() => resolve())
+      }),
+  }
+}
+
+/** The error `start` rejects with (a runtime that started is stopped, and the test fails). */
+const startFailure = (options: StartOptions): Promise<{ _tag: string; message: string }> =>
+  start({ handleSignals: false, logLevel: "silent", ...options }).then(
+    async (runtime) => {
+      await runtime.stop()
+      throw new Error("start succeeded")
+    },
+    (error: { _tag: string; message: string }) => error,
+  )
+
+describe("start's connect deadline (redis.connectTimeoutMs): a server that accepts connections and never answers", () => {
+  // without the deadline start stays pending (issue 32: over 90 s, no log
+  // line), and these tests time out instead of seeing the rejection
+  it("start with consumers rejects with BackendUnavailable naming host:port and what got no answer", async () => {
+    const silent = await silentServer()
+    try {
+      const error = await startFailure({
+        redis: { url: `redis://127.0.0.1:${silent.port}`, connectTimeoutMs: 500 },
+        consumers: [consumer({ stream: "s", group: "g", eachMessage: handler })],
+      })
+      expect(error._tag).toBe("BackendUnavailable")
+      expect(error.message).toContain(`to 127.0.0.1:${silent.port} got no answer within 500 ms`)
+      expect(error.message).toContain("it accepted the TCP connection")
+      expect(error.message).toContain("connectTimeoutMs")
+    } finally {
+      await silent.close()
+    }
+  })
+
+  it("a runtime that only produces rejects the same way", async () => {
+    const silent = await silentServer()
+    try {
+      const error = await startFailure({
+        redis: { url: `redis://127.0.0.1:${silent.port}`, connectTimeoutMs: 500 },
+      })
+      expect(error._tag).toBe("BackendUnavailable")
+      expect(error.message).toContain(`to 127.0.0.1:${silent.port} got no answer within 500 ms`)
+    } finally {
+      await silent.close()
+    }
+  })
+
+  it("the default deadline is 10 s, and the option reaches the connection", () => {
+    expect(RedisConnection.DEFAULT_CONNECT_TIMEOUT_MS).toBe(10_000)
+    const decoded = decodeRedisOptions({ url: "redis://h:1", connectTimeoutMs: 250 })
+    expect(Result.isSuccess(decoded) && decoded.success.connectTimeoutMs).toBe(250)
   })
 })
 
@@ -153,6 +262,22 @@ const roundTrip = async (redis: RedisOptions, stream: string) => {
 
 describe("start({ redis: { url } }) on one server", () => {
   const server = useRedisServer("redis7")
+
+  it("nodes naming the one server: TopologyMismatch, not a cluster (not ioredis' 'Failed to refresh slots cache')", async () => {
+    const address = `${server().host}:${server().port}`
+    const error = await startFailure({
+      redis: { nodes: [address] },
+      consumers: [consumer({ stream: "s", group: "g", eachMessage: handler })],
+    })
+    expect(error).toMatchObject({
+      _tag: "TopologyMismatch",
+      expected: "cluster",
+      found: "standalone",
+    })
+    expect(error.message).toContain(`${address} is not a cluster`)
+    expect(error.message).toContain(`redis: { url: "redis://${address}" }`)
+    expect(error.message).not.toContain("Failed to refresh slots cache")
+  })
 
   it("two runtimes share one group on the server", async () => {
     await roundTrip({ url: server().url }, "orders-url")
@@ -236,6 +361,30 @@ describe("start({ redis: { url } }) on one server", () => {
 
 describe("start({ redis: { nodes } }) on a 3-node cluster", () => {
   const cluster = useRedisCluster("redis7")
+
+  it("a URL naming one of its nodes: TopologyMismatch at start, a Redis Cluster node (MOVED): use nodes", async () => {
+    // before, start succeeded and its members idled: every key of another
+    // node's slots answered MOVED
+    const node = cluster().nodes[0]!
+    for (const consumers of [
+      [consumer({ stream: "s-moved", group: "g", ...fast, eachMessage: handler })],
+      [],
+    ]) {
+      const error = await startFailure({
+        redis: { url: `redis://${node.host}:${node.port}` },
+        consumers,
+      })
+      expect(error).toMatchObject({
+        _tag: "TopologyMismatch",
+        expected: "standalone",
+        found: "cluster",
+        address: `${node.host}:${node.port}`,
+      })
+      expect(error.message).toContain(
+        `${node.host}:${node.port} is a Redis Cluster node (MOVED): use \`nodes\``,
+      )
+    }
+  })
 
   it("two runtimes share one group across the cluster", async () => {
     await roundTrip({ nodes: cluster().nodes.map((n) => `${n.host}:${n.port}`) }, "orders-cluster")

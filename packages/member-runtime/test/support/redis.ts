@@ -1,16 +1,20 @@
 /**
  * Real Redis servers for the member runtime's Redis tests, through
- * redis-store's harness (packages/redis-store/src/testing.ts): a server on a
- * free loopback port per test file, stopped after it. A missing binary fails
- * the file with the harness's one-line install hint, never a skip.
+ * redis-store's harness (packages/redis-store/src/testing.ts): a server, a
+ * 3-node cluster or a Sentinel deployment on free loopback ports per test
+ * file, stopped after it. A missing binary fails the file with the
+ * harness's one-line install hint, never a skip.
  */
 import {
   type RedisCluster,
+  type RedisSentinel,
   type RedisServer,
+  type SentinelStartOptions,
   type ServerKind,
   type StartOptions,
   startRedis,
   startRedisCluster,
+  startRedisSentinel,
 } from "@shardline/redis-store/testing"
 import { afterAll, beforeAll } from "vitest"
 
@@ -50,6 +54,30 @@ export const useRedisCluster = (
   return () => {
     if (cluster === undefined) throw new Error(`the ${kind} cluster did not start (see beforeAll)`)
     return cluster
+  }
+}
+
+/**
+ * A Redis Sentinel deployment started in `beforeAll` and stopped in
+ * `afterAll`: a primary, one replica and 3 sentinels monitoring it as
+ * `mymaster` (quorum 2, down-after 1 s, failover-timeout 5 s; `options`
+ * changes them). Connect with `redis: { sentinels: d().sentinels, name: d().name }`.
+ */
+export const useRedisSentinel = (
+  kind: ServerKind = "redis7",
+  options: Omit<SentinelStartOptions, "kind"> = {},
+): (() => RedisSentinel) => {
+  let deployment: RedisSentinel | undefined
+  beforeAll(async () => {
+    deployment = await startRedisSentinel({ ...options, kind })
+  }, 120_000)
+  afterAll(async () => {
+    await deployment?.stop()
+  })
+  return () => {
+    if (deployment === undefined)
+      throw new Error(`the ${kind} Sentinel deployment did not start (see beforeAll)`)
+    return deployment
   }
 }
 
