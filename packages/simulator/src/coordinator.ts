@@ -100,9 +100,8 @@ export interface CoordNode {
   checkGen: number
   /** The host's renewal loop: a crash ends it, a restart starts another generation. */
   renewGen: number
-  /** CPU starvation (`stale-claim`): its check, and its host's renewals, run no earlier than these. */
+  /** CPU starvation (`stale-claim`): its check runs no earlier than this. */
   checkStarvedUntil: number
-  renewStarvedUntil: number
 }
 
 export const GROUP = "sim"
@@ -195,7 +194,6 @@ export class CoordinatorHost {
         checkGen: 0,
         renewGen: 0,
         checkStarvedUntil: 0,
-        renewStarvedUntil: 0,
       })
   }
 
@@ -562,10 +560,6 @@ export class CoordinatorHost {
     const c = this.nodes[node]!
     const { w, lease, store } = this.ctx
     if (gen !== c.renewGen || !c.alive) return
-    if (w.now < c.renewStarvedUntil) {
-      w.q.push(c.renewStarvedUntil, K.LEASE, node, gen)
-      return
-    }
     w.q.push(w.now + checkEveryMs, K.LEASE, node, gen)
     if (store.down) return
     if (c.token !== 0) {
@@ -668,11 +662,6 @@ export class CoordinatorHost {
   starveCheck(c: CoordNode, ms: number): void {
     c.checkStarvedUntil = Math.max(c.checkStarvedUntil, this.ctx.w.now + ms)
     this.ctx.w.count("staleClaim:checkStarved")
-  }
-
-  /** CPU starvation of the host too: its renewals run no earlier than `ms` from now. */
-  starveRenewals(c: CoordNode, ms: number): void {
-    c.renewStarvedUntil = Math.max(c.renewStarvedUntil, this.ctx.w.now + ms)
   }
 
   /** Candidate `node`'s late serve claims the presence now (when it wakes, if paused). */
@@ -822,7 +811,6 @@ export class CoordinatorHost {
     c.resignedUntil = Number.NEGATIVE_INFINITY
     c.heldUntil = undefined
     c.checkStarvedUntil = 0
-    c.renewStarvedUntil = 0
     this.wake(c)
     this.ctx.w.q.push(this.ctx.w.now + checkEveryMs, K.LEASE, c.idx, c.renewGen)
     this.availabilityChanged()
@@ -835,7 +823,6 @@ export class CoordinatorHost {
       if (!c.alive) this.restart(c.idx)
       if (c.paused) this.resume(c.idx)
       c.checkStarvedUntil = Math.min(c.checkStarvedUntil, this.ctx.w.now)
-      c.renewStarvedUntil = Math.min(c.renewStarvedUntil, this.ctx.w.now)
     }
   }
 }
