@@ -8,8 +8,9 @@
  * | world.ts        | time, event queue, PRNG streams, clocks, trace, counters          |
  * | network.ts      | loss, dup, delay, per-member links (drop / hold / lag), replay     |
  * | store.ts        | the coordinator store: CAS on storeRevision, the committed view   |
- * | lease.ts        | the coordinator lease and its fencing token                       |
- * | coordinator.ts  | three candidate hosts driving the real `CoordinatorShell`         |
+ * | lease.ts        | the coordinator lease as the lease store holds it, its token      |
+ * | coordinator.ts  | three candidates: hosts driving the real `CoordinatorShell`,      |
+ * |                 | their serves and the group's presence, `CandidateRole` checks     |
  * | members.ts      | member processes: the real `MemberMachine` and its runtime        |
  * | dataplane.ts    | shard streams: owner tokens, fenced reads and acks, readers       |
  * | workload.ts     | arrivals and processing times                                    |
@@ -32,6 +33,7 @@ import {
   KeyOrderChecker,
   LeaseChecker,
   LeaseConfigChecker,
+  LivenessChecker,
   MessageChecker,
   OwnershipChecker,
   RequestChecker,
@@ -63,6 +65,7 @@ import {
   membersOptions,
   networkOptions,
   type SimOptions,
+  stallBoundMs,
   timing,
   txOn,
   workloadOptions,
@@ -203,6 +206,7 @@ export class Simulation {
             )
           : undefined,
       convergence: new ConvergenceChecker(report),
+      liveness: new LivenessChecker(report, stallBoundMs, timing.requestTimeoutMs, 3),
       exactness: exact
         ? new ExactnessChecker(
             report,
@@ -254,7 +258,7 @@ export class Simulation {
     const ctx = this.ctx
     const w = ctx.w
     const q = w.q
-    ctx.lease.start()
+    ctx.coord.start()
     scheduleScenario(ctx)
     ctx.workload.start()
     ctx.faults.start()
@@ -313,13 +317,22 @@ export class Simulation {
         if (!members.deferred(a, kind, b, p)) members.drained(a, b, p as number)
         return false
       case K.REQ_AT_COORD:
-        if (!coord.deferred(a, kind, b, p)) coord.request(a, p as Req)
+        coord.arrive(p as Req)
+        return false
+      case K.REQ_POPPED:
+        if (!coord.deferred(a, kind, b, p)) coord.popped(a, p as Req)
         return false
       case K.COORD_TIMER:
         if (!coord.deferred(a, kind, b, p)) coord.timer(a, b)
         return false
       case K.LEASE:
-        this.ctx.lease.tick()
+        if (!coord.deferred(a, kind, b, p)) coord.renew(a, b)
+        return false
+      case K.CAND_CHECK:
+        if (!coord.deferred(a, kind, b, p)) coord.check(a, b)
+        return false
+      case K.STALE_CLAIM:
+        if (!coord.deferred(a, kind, b, p)) coord.staleClaim(a)
         return false
       case K.ACTION:
         action(this.ctx, a, b)
@@ -446,6 +459,8 @@ export class Simulation {
     if (checks.collateral !== undefined)
       counters["collateral:excusedLossStreaks"] = checks.collateral.excused
     counters["tokens:grantsChecked"] = checks.tokens.grants
+    counters["liveness:worstStallMs"] = Math.round(checks.liveness.worstStallMs)
+    counters["liveness:excusedStalls"] = checks.liveness.excusedStalls
     if (checks.transactions !== undefined) {
       counters["tx:effectsApplied"] = checks.transactions.effects
       counters["tx:lostAnswerPermille"] = Math.round((data.tx?.lostAnswerP ?? 0) * 1000)

@@ -1,20 +1,51 @@
 /**
- * The coordinator host, simulated: three candidate processes race for the
- * lease; the winner creates the group or loads the committed snapshot
- * (`CoordinatorShell.create` / `load`, the same shell `CoordinatorHost`
- * drives) and commits its election before serving. It serves heartbeats
- * serially, commits a step's records (CAS) before it applies them, writes
- * the step's fences to storage before the reply, pushes notices, and runs
- * the deadlines the shell arms. A stale instance that still holds the lease
- * reloads and retries once; one that lost it steps down.
+ * The coordinator host, simulated: three candidate processes, each with the
+ * parts the runtime's `CoordinatorCandidate` has (docs/protocol.md rules 20
+ * and 25), kept apart as they are there:
  *
- * Unlike `CoordinatorHost`, it does not check its lease before a deadline or
- * a commit: that models the worst case (a check that passed just before a
- * pause), so the election commit and the CAS must stop a stale leader alone.
+ * - **the host** (`CoordinatorHost`): the lease it leads under (its token:
+ *   the term) and its shell. Its renewal loop (every lease TTL/3) renews
+ *   the lease, steps down when that fails, and, not leading, takes a free
+ *   lease: the silent path, its candidate is not told. Taking the lease
+ *   creates the group or loads the committed snapshot (`CoordinatorShell
+ *   .create` / `load`, the shell `CoordinatorHost` drives) and commits the
+ *   election before anything is served. It serves heartbeats serially,
+ *   commits a step's records (CAS) before it applies them, writes the
+ *   step's fences to storage before the reply, pushes notices, and runs the
+ *   deadlines the shell arms. A stale instance that still holds the lease
+ *   reloads and retries once; one that lost it steps down.
+ * - **the serve** (`CoordinatorTransport.serve`): the loop that takes the
+ *   group's requests off the transport. It belongs to the term it started
+ *   under; starting, it claims the group's presence, which replaces any
+ *   other serve of the group (that one stops answering: its candidate is
+ *   woken at once, as `Serving.ended` wakes it). Requests are taken only by
+ *   the serve that is the current claimer, on a live candidate; with no
+ *   claimer, or a dead one, nobody answers them (members see their request
+ *   fail at the transport timeout, as when no coordinator serves on Redis).
+ *   A paused claimer's requests wait for it, or for the next claimer.
+ * - **the candidate's check** (every TTL/3; a standby also when the holder's
+ *   lease should run out, a holder at once when its serve ended, and every
+ *   standby at a resignation's handover): elect, then core's own
+ *   `CandidateRole.decide` on what it sees (its host's lease token, its
+ *   serve's term, whether the serve is still the claimer), the same pure
+ *   function the runtime runs: serve, keep, restart, resign (stop serving,
+ *   release the lease, take none for one TTL) or stop.
+ *
+ * What is checked against the lease, and what is not: a request is answered
+ * only while the host's lease is valid by its own monotonic clock (its
+ * expiry taken from its clock when it took or renewed the lease, shortened
+ * by the drift bound, so never later than the lease store's), as
+ * `CoordinatorHost.ensureLeader` does before a heartbeat; past it the host
+ * steps down and tries to take the lease again (a heartbeat can retake it
+ * silently too), and answers NOT_COORDINATOR when it cannot. Deadlines and
+ * the commits they make are NOT checked against the lease: that models the
+ * worst case (a check that passed just before a pause), so the election
+ * commit and the CAS must stop a stale leader alone.
  *
  * @module
  */
 import {
+  CandidateRole,
   CoordinatorShell,
   type HeartbeatResponse,
   makeGroupConfig,
@@ -25,6 +56,16 @@ import type { Members } from "./members.js"
 import type { Req } from "./network.js"
 import { timing } from "./options.js"
 import { type Clock, K, local, toTrue } from "./world.js"
+
+/** One serve (`CoordinatorTransport.serve`) of a candidate. */
+export interface Serve {
+  /** Unique per run: the group's presence names the serve that claimed it. */
+  readonly id: number
+  /** The lease token (term) it was started under. */
+  readonly leaseToken: number
+  /** Serves its candidate started in this term before it (0: the first). */
+  readonly restarts: number
+}
 
 type Deferred = readonly [number, number, number, unknown]
 
@@ -43,6 +84,24 @@ export interface CoordNode {
   wallStepMs: number
   timerAt: number
   deferred: Array<Deferred>
+  /** The lease token (term) its host leads under; 0 when it leads under none. */
+  token: number
+  /** The last term it led under (a late serve's claim names it). */
+  lastToken: number
+  /** When its lease ends by its own monotonic clock (its local ms). */
+  leaseUntil: number
+  /** After a resignation: it takes no lease before this (its local ms). */
+  resignedUntil: number
+  /** When the holder's lease runs out, as its last failed acquisition learned (`standbyUntil`). */
+  heldUntil: number | undefined
+  /** The serve its candidate runs (docs/protocol.md rule 25), whether or not it still claims. */
+  serve: Serve | null
+  /** The candidate's check: a check or wake-up of an older generation is superseded. */
+  checkGen: number
+  /** The host's renewal loop: a crash ends it, a restart starts another generation. */
+  renewGen: number
+  /** CPU starvation (`stale-claim`): its check runs no earlier than this. */
+  checkStarvedUntil: number
 }
 
 export const GROUP = "sim"
@@ -51,6 +110,24 @@ export const GROUP = "sim"
 const instantOf = (c: CoordNode, t: number): { readonly mono: number; readonly wall: number } => {
   const mono = local(c.clock, t)
   return { mono, wall: mono + c.wallStepMs }
+}
+
+/** The lease's TTL by a candidate's own clock: never later than the lease store's (drift bound). */
+const ownLeaseMs = timing.coordinatorLeaseMs * (1 - (2 * timing.maxDriftPpm) / 1e6)
+/** A candidate's check period and its host's renewal period (`CoordinatorCandidate`'s default). */
+export const checkEveryMs = timing.coordinatorLeaseMs / 3
+/** A standby wakes this long after the holder's lease should have run out (as the runtime does). */
+const STANDBY_SLACK_MS = 5
+
+/**
+ * BROKEN ON PURPOSE with `serve-without-check` (test-only): the decision
+ * before rule 25 (`CoordinatorCandidate` at 63f2b94^): a holder that runs a
+ * serve keeps it, whatever term it started under and whether it still
+ * answers; nobody resigns (and, there, a serve that ends wakes nobody).
+ */
+const decideBeforeRule25 = (view: CandidateRole.CandidateView): CandidateRole.CandidateAction => {
+  if (view.leaseToken === undefined) return view.serving === undefined ? "idle" : "stop"
+  return view.serving === undefined ? "serve" : "keep"
 }
 
 const notCoordinator = (memberId: string): HeartbeatResponse => ({
@@ -82,11 +159,21 @@ export class CoordinatorHost {
   private answerNext = new Uint8Array(1024)
   /** When the current leader started serving (election commit or resume). */
   private servingFrom = 0
+  /**
+   * The group's serving presence (on Redis the `hb:serving` key): the serve
+   * that claimed it last, on its candidate. Only that serve takes requests.
+   */
+  private presence: { readonly node: number; readonly serve: number } | null = null
+  private serveIds = 0
+  /** The `stale-claim` fault's brief successor: called when a serve of another candidate claims. */
+  private onClaim: { readonly except: number; readonly then: (c: CoordNode) => void } | undefined
+  private readonly broken: boolean
 
   constructor(
     private readonly ctx: Ctx,
     clocksOn: boolean,
   ) {
+    this.broken = ctx.options.broken === "serve-without-check"
     for (let i = 0; i < 3; i++)
       this.nodes.push({
         idx: i,
@@ -98,7 +185,35 @@ export class CoordinatorHost {
         wallStepMs: 0,
         timerAt: Number.POSITIVE_INFINITY,
         deferred: [],
+        token: 0,
+        lastToken: 0,
+        leaseUntil: Number.NEGATIVE_INFINITY,
+        resignedUntil: Number.NEGATIVE_INFINITY,
+        heldUntil: undefined,
+        serve: null,
+        checkGen: 0,
+        renewGen: 0,
+        checkStarvedUntil: 0,
       })
+  }
+
+  /**
+   * Starts every candidate at time 0: their first checks in an order drawn
+   * per seed (the first elects itself), their hosts' renewal loops each at a
+   * phase of its own.
+   */
+  start(): void {
+    const { w } = this.ctx
+    const r = w.rng.candidates
+    const order = [0, 1, 2]
+    for (let i = order.length - 1; i > 0; i--) {
+      const j = r.int(i + 1)
+      const t = order[i]!
+      order[i] = order[j]!
+      order[j] = t
+    }
+    for (const i of order) w.q.push(0, K.CAND_CHECK, i, 0)
+    for (let i = 0; i < 3; i++) w.q.push(r.range(1, checkEveryMs), K.LEASE, i, 0)
   }
 
   /** The node that holds the lease with a shell at the store's revision, if any. */
@@ -123,6 +238,112 @@ export class CoordinatorHost {
     return true
   }
 
+  /** Candidates alive and not paused. */
+  available(): number {
+    let n = 0
+    for (const c of this.nodes) if (c.alive && !c.paused) n++
+    return n
+  }
+
+  private availabilityChanged(): void {
+    this.ctx.checks.liveness.candidates(this.ctx.w.now, this.available())
+  }
+
+  // ---------------------------------------------------------------- the transport
+
+  /**
+   * A request reached the group's request list: the serve that claims the
+   * group's presence takes it, if there is one and its candidate lives
+   * (a paused one takes it when it wakes, unless a newer serve claims first).
+   */
+  arrive(req: Req): void {
+    const proc = this.ctx.members.procs[req.pid]!
+    // the liveness checker's input: a request of a live member reached the transport
+    if (proc.alive && !proc.superseded) this.ctx.checks.liveness.arrived(this.ctx.w.now, req.sentAt)
+    this.route(req)
+  }
+
+  private route(req: Req): void {
+    const w = this.ctx.w
+    const pr = this.presence
+    if (pr === null) {
+      // "no coordinator serves": the member's request fails
+      w.count("transport:noServe")
+      return
+    }
+    const c = this.nodes[pr.node]!
+    if (!c.alive || c.serve?.id !== pr.serve) {
+      // the claimer died: its presence stays, nobody takes the request
+      w.count("transport:deadServe")
+      return
+    }
+    if (c.paused) {
+      w.count("transport:waitsForPausedServe")
+      c.deferred.push([K.REQ_POPPED, c.idx, req.pid, req])
+      return
+    }
+    this.request(c.idx, req)
+  }
+
+  /** A request the serve of `node` took while the node was paused: handled now, or by the newer claimer. */
+  popped(node: number, req: Req): void {
+    const c = this.nodes[node]!
+    if (c.alive && c.serve !== null && this.presence?.serve === c.serve.id) this.request(node, req)
+    else this.route(req)
+  }
+
+  /** The serve of `c` answers the group's requests: it is the current claimer. */
+  private active(c: CoordNode): boolean {
+    return c.serve !== null && this.presence?.serve === c.serve.id
+  }
+
+  /** Candidate `c` starts a serve under term `leaseToken`; it claims the group's presence. */
+  private startServe(c: CoordNode, leaseToken: number, restarts: number): void {
+    const serve = { id: ++this.serveIds, leaseToken, restarts }
+    c.serve = serve
+    this.claim(c, serve)
+  }
+
+  /** `serve` of candidate `c` claims the group's presence, replacing whichever serve had it. */
+  private claim(c: CoordNode, serve: Serve): void {
+    const w = this.ctx.w
+    const prev = this.presence
+    this.presence = { node: c.idx, serve: serve.id }
+    w.count("serve:claims")
+    if (prev !== null && prev.serve !== serve.id) {
+      const p = this.nodes[prev.node]!
+      if (p.serve?.id === prev.serve) {
+        w.count("serve:replaced")
+        w.mark("fault", `coordinator #${p.idx}'s serve replaced by #${c.idx}'s`)
+        // `Serving.ended` wakes its candidate (rule 25); before it, nothing did
+        if (!this.broken && p.alive) this.wake(p)
+      }
+      // requests the paused old claimer held in the list go to the new one
+      if (p.deferred.length > 0 && p !== c) {
+        const keep: Array<Deferred> = []
+        for (const d of p.deferred)
+          if (d[0] === K.REQ_POPPED) {
+            if (!this.deferred(c.idx, K.REQ_POPPED, d[2], d[3]))
+              w.q.push(w.now, K.REQ_POPPED, c.idx, d[2], d[3])
+          } else keep.push(d)
+        p.deferred = keep
+      }
+    }
+    const armed = this.onClaim
+    if (armed !== undefined && armed.except !== c.idx) {
+      this.onClaim = undefined
+      armed.then(c)
+    }
+  }
+
+  /** Candidate `c` stops its serve; if it still claimed the presence, nobody does now. */
+  private stopServe(c: CoordNode): void {
+    const s = c.serve
+    if (s === null) return
+    c.serve = null
+    if (this.presence?.serve === s.id) this.presence = null
+  }
+
   // ---------------------------------------------------------------- serving
 
   request(node: number, req: Req): void {
@@ -141,24 +362,31 @@ export class CoordinatorHost {
       // to one request, unless asked for the old leniency (--lenient)
       (this.ctx.options.strict !== false || !proc.mayApplyOlderAnswer)
     this.ctx.net.handled(slot)
-    for (let attempt = 0; attempt < 2; attempt++) {
-      const shell = c.shell
-      if (shell === null) break
-      const step = shell.heartbeat(req.request, instantOf(c, w.now))
-      const leader = this.serving() === c
-      if (leader)
-        checks.requests.judge(w.now, req.request, req.forgery, checks.view, step, fresh, honest)
-      const ok = this.commit(c, step)
-      if (ok === "retry") continue
-      if (!ok) break
-      const response = step.response
-      if (leader && response.errorCode === "NONE" && response.memberEpoch > 0)
-        checks.view.touch(req.request.memberId, response.memberEpoch, w.now)
-      if (response.errorCode === "NONE") this.answered(proc, req.seq, response)
-      this.ctx.net.toMember(slot, req.pid, req.seq, response)
-      this.armTimer(c)
-      return
-    }
+    // rule 20: a host answers only within its lease, by its own clock (and
+    // past it tries to take the lease again, as `ensureLeader` does)
+    if (this.ensureLeader(c, "heartbeat"))
+      for (let attempt = 0; attempt < 2; attempt++) {
+        const shell = c.shell
+        if (shell === null) break
+        const step = shell.heartbeat(req.request, instantOf(c, w.now))
+        const leader = this.serving() === c
+        if (leader)
+          checks.requests.judge(w.now, req.request, req.forgery, checks.view, step, fresh, honest)
+        const ok = this.commit(c, step)
+        if (ok === "retry") continue
+        if (!ok) break
+        const response = step.response
+        if (leader && response.errorCode === "NONE" && response.memberEpoch > 0)
+          checks.view.touch(req.request.memberId, response.memberEpoch, w.now)
+        if (response.errorCode === "NONE") {
+          this.answered(proc, req.seq, response)
+          checks.liveness.answered(w.now)
+        }
+        this.ctx.net.toMember(slot, req.pid, req.seq, response)
+        this.armTimer(c)
+        return
+      }
+    w.count("coordinator:notCoordinator")
     this.ctx.net.toMember(slot, req.pid, req.seq, notCoordinator(req.request.memberId))
   }
 
@@ -213,8 +441,16 @@ export class CoordinatorHost {
     this.armTimer(c)
   }
 
+  /** Redis is down: no request, commit, renewal or acquisition gets through (`redis-outage`). */
+  redisDown(): void {
+    this.ctx.store.down = true
+    this.ctx.checks.liveness.redis(this.ctx.w.now, false)
+  }
+
   /** Redis is back: every loaded candidate looks at its deadlines again. */
   redisBack(): void {
+    this.ctx.store.down = false
+    this.ctx.checks.liveness.redis(this.ctx.w.now, true)
     // The deadline checker measures a leader's deadlines from when it serves again.
     this.servingFrom = this.ctx.w.now
     for (const c of this.nodes) {
@@ -251,7 +487,9 @@ export class CoordinatorHost {
       // this was: `dueTimer` took it off the heap (seed 7305, issue 34).
       w.count("redis:commitsFailed")
       w.mark("fault", `coordinator #${c.idx} commit failed (Redis down): steps down`)
-      c.shell = null
+      // its host leads no more (the release cannot reach Redis: the lease runs
+      // out by itself), so its candidate stops serving at its next check
+      this.stepDown(c)
       return false
     }
     if (step.records.length > 0) {
@@ -262,17 +500,203 @@ export class CoordinatorHost {
           "fault",
           `coordinator #${c.idx} stale commit (rev ${expected} < ${store.revision}) rejected`,
         )
-        if (lease.held(c.idx)) {
+        if (lease.held(c.idx) && lease.token === c.token) {
           this.becomeLeader(c)
           return "retry"
         }
-        c.shell = null
+        this.stepDown(c)
         return false
       }
     } else shell.apply(step)
     data.writeFences(step.fences)
     for (const id of step.notices) members.notice(id)
     return true
+  }
+
+  // ---------------------------------------------------------------- the lease
+
+  /**
+   * `CoordinatorHost.ensureLeader`: a host that leads keeps leading while its
+   * lease is valid by its own clock; past it, it steps down. One that does
+   * not lead takes the lease if it is free (not after a resignation, not
+   * while Redis is down), loads and commits its election: a new term.
+   * `via` names who asked (the candidate's check, the renewal loop, a
+   * heartbeat): only the check tells the candidate.
+   */
+  private ensureLeader(c: CoordNode, via: "check" | "renewal" | "heartbeat"): boolean {
+    const { w, lease, store } = this.ctx
+    const now = local(c.clock, w.now)
+    if (c.token !== 0) {
+      if (c.leaseUntil > now) return true
+      w.count("coordinator:ownLeaseExpired")
+      this.stepDown(c)
+    }
+    if (now < c.resignedUntil || store.down) return false
+    if (lease.taken) {
+      c.heldUntil = lease.expires
+      return false
+    }
+    c.heldUntil = undefined
+    const was = lease.holder
+    c.token = lease.acquire(c.idx)
+    c.lastToken = c.token
+    c.leaseUntil = now + ownLeaseMs
+    w.count(`coordinator:leaseTakenBy:${via}`)
+    if (was >= 0 && was !== c.idx) w.mark("rebalance", `coordinator failover #${was} -> #${c.idx}`)
+    this.becomeLeader(c)
+    return c.shell !== null
+  }
+
+  /** The host stops leading: its shell and timers go, its lease is released if still its own. */
+  private stepDown(c: CoordNode): void {
+    // (with Redis down the release never arrives: the lease runs out by itself)
+    if (c.token !== 0 && !this.ctx.store.down) this.ctx.lease.release(c.idx, c.token)
+    c.token = 0
+    c.shell = null
+    c.inc++
+    c.timerAt = Number.POSITIVE_INFINITY
+  }
+
+  /**
+   * The host's renewal loop (every TTL/3): renew the lease it leads under,
+   * or step down; not leading, take a free lease (the silent path: its
+   * candidate learns of the new term only at its next check). Nothing while
+   * Redis is down (a lease that runs out meanwhile is lost).
+   */
+  renew(node: number, gen: number): void {
+    const c = this.nodes[node]!
+    const { w, lease, store } = this.ctx
+    if (gen !== c.renewGen || !c.alive) return
+    w.q.push(w.now + checkEveryMs, K.LEASE, node, gen)
+    if (store.down) return
+    if (c.token !== 0) {
+      if (lease.renew(c.idx, c.token)) {
+        c.leaseUntil = local(c.clock, w.now) + ownLeaseMs
+        this.followStream(c)
+      } else {
+        w.count("coordinator:renewalFailed")
+        this.stepDown(c)
+      }
+      return
+    }
+    this.ensureLeader(c, "renewal")
+  }
+
+  // ---------------------------------------------------------------- the candidate
+
+  /** Wakes candidate `c`'s check now (its serve ended, or a handover). */
+  private wake(c: CoordNode): void {
+    this.ctx.w.q.push(this.ctx.w.now, K.CAND_CHECK, c.idx, c.checkGen)
+  }
+
+  /**
+   * The candidate's check (`CoordinatorCandidate`): elect, then
+   * `CandidateRole.decide` on its host's lease token and its serve, and act
+   * on it; sleep a check period, a standby only until the holder's lease
+   * should run out.
+   */
+  check(node: number, gen: number): void {
+    const c = this.nodes[node]!
+    const w = this.ctx.w
+    if (gen !== c.checkGen || !c.alive) return
+    if (w.now < c.checkStarvedUntil) {
+      w.count("candidate:checkStarved")
+      w.q.push(c.checkStarvedUntil, K.CAND_CHECK, node, gen)
+      return
+    }
+    c.checkGen++
+    this.ensureLeader(c, "check")
+    const token = c.token !== 0 ? c.token : undefined
+    const s = c.serve
+    const active = this.active(c)
+    const view: CandidateRole.CandidateView = {
+      leaseToken: token,
+      serving: s === null ? undefined : { leaseToken: s.leaseToken, active, restarts: s.restarts },
+    }
+    const action = this.broken ? decideBeforeRule25(view) : CandidateRole.decide(view)
+    w.count(`candidate:${action}`)
+    switch (action) {
+      case "idle":
+        break
+      case "keep":
+        // the state of the production stall: a lease held, a serve nobody's requests reach
+        if (!active) {
+          w.count("candidate:keepsDeadServe")
+          if (s!.leaseToken !== token) w.count("candidate:keepsDeadServe:newTerm")
+        }
+        break
+      case "serve":
+        this.startServe(c, token!, 0)
+        break
+      case "restart":
+        // a new term (taken again, maybe by the renewal loop) or a serve replaced or ended
+        w.count(
+          s!.leaseToken !== token ? "candidate:restart:newTerm" : "candidate:restart:replaced",
+        )
+        if (s!.leaseToken !== token && !active) w.count("candidate:restart:newTermServeReplaced")
+        this.stopServe(c)
+        this.startServe(c, token!, s!.leaseToken === token ? s!.restarts + 1 : 0)
+        break
+      case "resign":
+        this.stopServe(c)
+        this.resign(c)
+        break
+      case "stop":
+        this.stopServe(c)
+        break
+    }
+    let wait = checkEveryMs
+    if (c.serve === null && c.heldUntil !== undefined)
+      wait = Math.max(1, Math.min(checkEveryMs, c.heldUntil - w.now + STANDBY_SLACK_MS))
+    w.q.push(w.now + wait, K.CAND_CHECK, node, c.checkGen)
+  }
+
+  /**
+   * `CoordinatorHost.resign` and the candidate's handover: step down,
+   * release the lease, take none for one TTL, and wake the standbys.
+   */
+  private resign(c: CoordNode): void {
+    const w = this.ctx.w
+    w.mark("fault", `coordinator #${c.idx} resigns: its serve stopped twice in one term`)
+    c.resignedUntil = local(c.clock, w.now) + timing.coordinatorLeaseMs
+    if (c.token !== 0) this.stepDown(c)
+    for (const o of this.nodes) if (o !== c && o.alive) this.wake(o)
+  }
+
+  // ---------------------------------------------------------------- the stale-claim fault
+
+  /** CPU starvation: candidate `c`'s check runs no earlier than `ms` from now. */
+  starveCheck(c: CoordNode, ms: number): void {
+    c.checkStarvedUntil = Math.max(c.checkStarvedUntil, this.ctx.w.now + ms)
+    this.ctx.w.count("staleClaim:checkStarved")
+  }
+
+  /** Candidate `node`'s late serve claims the presence now (when it wakes, if paused). */
+  lateClaim(node: number): void {
+    this.ctx.w.q.push(this.ctx.w.now, K.STALE_CLAIM, node, 0)
+  }
+
+  /**
+   * A serve its candidate started before it paused (or while it briefly
+   * held the lease) claims the group's presence only now: under the last
+   * term it led under, replacing whichever serve answers the group.
+   */
+  staleClaim(node: number): void {
+    const c = this.nodes[node]!
+    const w = this.ctx.w
+    if (!c.alive) return
+    w.count("staleClaim:claims")
+    w.mark("fault", `coordinator #${c.idx}: a late serve (term ${c.lastToken}) claims the presence`)
+    this.startServe(c, c.lastToken, 0)
+  }
+
+  /** The next serve of a candidate other than `except` to claim the presence runs `then`. */
+  armClaim(except: number, then: (c: CoordNode) => void): void {
+    this.onClaim = { except, then }
+  }
+
+  disarmClaim(): void {
+    this.onClaim = undefined
   }
 
   // ---------------------------------------------------------------- leadership
@@ -283,11 +707,11 @@ export class CoordinatorHost {
    * `CoordinatorHost` does. Load and election commit are one event here.
    */
   becomeLeader(c: CoordNode): void {
-    const { w, store, lease, data, options } = this.ctx
+    const { w, store, data, options } = this.ctx
     c.inc++
     c.timerAt = Number.POSITIVE_INFINITY
     const now = instantOf(c, w.now)
-    const candidate = { holder: `coordinator-${c.idx}`, leaseToken: lease.token }
+    const candidate = { holder: `coordinator-${c.idx}`, leaseToken: c.token }
     if (!store.created) {
       const created = CoordinatorShell.create(
         groupConfig(options.shards),
@@ -303,7 +727,7 @@ export class CoordinatorHost {
       const takeover = CoordinatorShell.load(store.snapshot(), now, candidate)
       if (takeover._tag === "Refused") {
         w.mark("fault", `coordinator #${c.idx} election refused`)
-        c.shell = null
+        this.stepDown(c)
         return
       }
       c.shell = takeover.shell
@@ -345,15 +769,30 @@ export class CoordinatorHost {
   }
 
   crash(c: CoordNode): void {
+    const w = this.ctx.w
+    // a fault took the lease holder away: a takeover is owed, the liveness clock restarts
+    if (this.ctx.lease.held(c.idx)) this.ctx.checks.liveness.holderLost(w.now)
     c.alive = false
     c.shell = null
+    c.token = 0
+    c.inc++
+    c.timerAt = Number.POSITIVE_INFINITY
+    // its serve dies with it; the presence it claimed stays until a newer claim
+    c.serve = null
+    c.checkGen++
+    c.renewGen++
+    // a crashed process is not paused any more; what it deferred is gone
+    c.paused = false
     c.deferred = []
-    this.ctx.w.mark("fault", `coordinator #${c.idx} crash`)
+    w.mark("fault", `coordinator #${c.idx} crash`)
+    this.availabilityChanged()
   }
 
   pause(c: CoordNode): void {
+    if (this.ctx.lease.held(c.idx)) this.ctx.checks.liveness.holderLost(this.ctx.w.now)
     c.paused = true
     this.ctx.w.mark("fault", `coordinator #${c.idx} paused (will resume stale)`)
+    this.availabilityChanged()
   }
 
   resume(node: number): void {
@@ -368,17 +807,29 @@ export class CoordinatorHost {
     c.timerAt = w.now
     for (const [kind, a, b, p] of deferred) w.q.push(w.now, kind, a, b, p)
     if (this.ctx.lease.holder === c.idx) this.servingFrom = w.now
+    this.availabilityChanged()
   }
 
+  /** A crashed candidate starts again: a new process, no lease, no serve; it checks at once. */
   restart(node: number): void {
-    this.nodes[node]!.alive = true
+    const c = this.nodes[node]!
+    if (c.alive) return
+    c.alive = true
+    c.resignedUntil = Number.NEGATIVE_INFINITY
+    c.heldUntil = undefined
+    c.checkStarvedUntil = 0
+    this.wake(c)
+    this.ctx.w.q.push(this.ctx.w.now + checkEveryMs, K.LEASE, c.idx, c.renewGen)
+    this.availabilityChanged()
   }
 
-  /** Liveness phase: every candidate alive and running. */
+  /** Liveness phase: every candidate alive and running, none starved. */
   heal(): void {
+    this.onClaim = undefined
     for (const c of this.nodes) {
-      c.alive = true
+      if (!c.alive) this.restart(c.idx)
       if (c.paused) this.resume(c.idx)
+      c.checkStarvedUntil = Math.min(c.checkStarvedUntil, this.ctx.w.now)
     }
   }
 }

@@ -15,6 +15,7 @@ import type {
   KeyOrderChecker,
   LeaseChecker,
   LeaseConfigChecker,
+  LivenessChecker,
   MessageChecker,
   OwnershipChecker,
   RequestChecker,
@@ -59,6 +60,8 @@ export interface Checks {
   /** Runs whose faults touch no member (see `isCollateralFree`). */
   readonly collateral: CollateralChecker | undefined
   readonly convergence: ConvergenceChecker
+  /** No coordinator stall while live members send, Redis is up and a candidate runs. */
+  readonly liveness: LivenessChecker
   readonly exactness: ExactnessChecker | undefined
   /** Reshard scenarios only: per-key order across layout generations. */
   readonly keyOrder: KeyOrderChecker | undefined

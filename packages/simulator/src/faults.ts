@@ -311,15 +311,82 @@ export const FAULTS: Partial<Record<FaultKind, FaultDef>> = {
     rate: 0.5,
     inject: (ctx, r) => {
       if (ctx.store.down) return none
-      ctx.store.down = true
+      ctx.coord.redisDown()
       ctx.w.count("redis:outages")
       ctx.w.mark("fault", "redis down")
       return [
         {
           afterMs: r.range(500, timing.sessionTimeoutMs * 0.95),
+          heal: () => ctx.coord.redisBack(),
+        },
+      ]
+    },
+  },
+  /**
+   * A serve replaced behind its candidate's back (docs/protocol.md rule 25;
+   * the production stall: a lease holder that renewed its lease and served
+   * nobody). Half the time a **late claim**: another candidate's serve,
+   * started under the last term it held (its check decided to serve, then
+   * it paused before the claim landed, or it held the lease only briefly;
+   * a candidate that never led has no such serve, and then nothing happens),
+   * claims the group's presence only now (when it wakes, if paused),
+   * replacing the holder's serve; that candidate's next check stops it (it
+   * holds no lease), so nobody serves unless the holder notices and serves
+   * again. Half the time a **brief term**: the holder pauses past its lease
+   * (1.2-2 lease TTLs), a standby takes the lease, its serve claims the
+   * presence, and it crashes right after (restarted 2-10 s later). Then the
+   * third candidate takes over if it can; if it is down or paused, the
+   * holder's host takes the lease again when it wakes, under a new token,
+   * silently (its renewal loop or a heartbeat), while its serve is the
+   * replaced one. Either way the holder's check may be starved (CPU
+   * starvation: its serve loop seen 0.2-1 TTL late after a late claim, 0.5-1
+   * TTL late after its pause).
+   */
+  "stale-claim": {
+    scope: "coordinator",
+    rate: 0.5,
+    inject: (ctx, r) => {
+      const { coord, lease, w } = ctx
+      const T = timing.coordinatorLeaseMs
+      const h = coord.nodes[lease.holder]
+      if (h === undefined || !h.alive || h.paused || h.token === 0 || h.serve === null) return none
+      const others = coord.nodes.filter((c) => c !== h && c.alive)
+      if (others.length === 0) return none
+      if (r.chance(0.5)) {
+        // only a candidate that led before can have a serve of its own in flight
+        const led = others.filter((c) => c.lastToken > 0)
+        if (led.length === 0) return none
+        const x = led[r.int(led.length)]!
+        w.count("staleClaim:lateClaim")
+        if (r.chance(0.5)) coord.starveCheck(h, r.range(0.2 * T, T))
+        coord.lateClaim(x.idx)
+        return none
+      }
+      w.count("staleClaim:briefTerm")
+      const pausedFor = r.range(1.2 * T, 2 * T)
+      const starved = r.range(0.5 * T, T)
+      const down = r.range(2_000, 10_000)
+      const k = FAULT_KINDS.indexOf("stale-claim")
+      coord.pause(h)
+      coord.armClaim(h.idx, (x) => {
+        w.count("staleClaim:successorCrashed")
+        // right after its claim, in an event of its own
+        ctx.faults.open(k, {
+          afterMs: 0,
           heal: () => {
-            ctx.store.down = false
-            ctx.coord.redisBack()
+            if (!x.alive || ctx.sampler.liveness) return
+            coord.crash(x)
+            ctx.faults.open(k, { afterMs: down, heal: () => coord.restart(x.idx) })
+          },
+        })
+      })
+      return [
+        {
+          afterMs: pausedFor,
+          heal: () => {
+            coord.disarmClaim()
+            coord.resume(h.idx)
+            coord.starveCheck(h, starved)
           },
         },
       ]

@@ -1,15 +1,16 @@
 /**
- * The coordinator lease: one holder at a time with a TTL, renewed every
- * TTL/3 by a holder that is alive, not paused and still leading; once it
- * lapses the live candidates race and the "store" stream picks the winner.
- * Every acquisition gets a strictly larger fencing token (the lease token
- * the leader's election records).
+ * The coordinator lease as the lease store (Redis) holds it: one holder at a
+ * time with an expiry, and a fencing token that every acquisition raises
+ * (the lease token the leader's election records; a new token is a new
+ * term, docs/protocol.md rule 25). Who asks for it, renews it or gives it
+ * up, and when, is the candidates' business (`coordinator.ts`: each host's
+ * renewal loop, each candidate's check, a heartbeat that finds its host's
+ * lease ended); this only answers them, by true time.
  *
  * @module
  */
 import type { Ctx } from "./ctx.js"
 import { timing } from "./options.js"
-import { K } from "./world.js"
 
 export class Lease {
   holder = -1
@@ -18,35 +19,32 @@ export class Lease {
 
   constructor(private readonly ctx: Ctx) {}
 
-  start(): void {
-    this.ctx.w.q.push(0, K.LEASE)
-  }
-
+  /** Candidate `node` holds a lease that has not run out. */
   held(node: number): boolean {
     return this.holder === node && this.ctx.w.now < this.expires
   }
 
-  tick(): void {
-    const { w, coord } = this.ctx
-    const holder = coord.nodes[this.holder]
-    if (this.ctx.store.down) {
-      // Redis is down: nobody renews or acquires; a lease that lapses
-      // meanwhile is lost, and the next tick after the outage elects again.
-    } else if (holder?.alive && !holder.paused && holder.shell !== null && w.now < this.expires) {
-      this.expires = w.now + timing.coordinatorLeaseMs
-      coord.followStream(holder)
-    } else if (w.now >= this.expires) {
-      const candidates = coord.nodes.filter((c) => c.alive && !c.paused)
-      if (candidates.length > 0) {
-        const c = candidates[w.rng.store.int(candidates.length)]!
-        if (holder !== undefined && holder !== c)
-          w.mark("rebalance", `coordinator failover #${holder.idx} -> #${c.idx}`)
-        this.holder = c.idx
-        this.expires = w.now + timing.coordinatorLeaseMs
-        this.token++
-        coord.becomeLeader(c)
-      }
-    }
-    w.q.push(w.now + timing.coordinatorLeaseMs / 3, K.LEASE)
+  /** Someone holds a lease that has not run out. */
+  get taken(): boolean {
+    return this.holder >= 0 && this.ctx.w.now < this.expires
+  }
+
+  /** A free lease goes to `node` under a new token (the caller checked it is free). */
+  acquire(node: number): number {
+    this.holder = node
+    this.expires = this.ctx.w.now + timing.coordinatorLeaseMs
+    return ++this.token
+  }
+
+  /** Extends `node`'s lease of term `token`; false when it is no longer that lease. */
+  renew(node: number, token: number): boolean {
+    if (!this.held(node) || this.token !== token) return false
+    this.expires = this.ctx.w.now + timing.coordinatorLeaseMs
+    return true
+  }
+
+  /** `node` gives up its lease of term `token` (a resignation): free at once. */
+  release(node: number, token: number): void {
+    if (this.held(node) && this.token === token) this.expires = this.ctx.w.now
   }
 }

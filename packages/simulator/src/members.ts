@@ -515,7 +515,7 @@ export class Members {
     }
     p.inFlight = seq
     w.q.push(w.now + timing.requestTimeoutMs, K.REQ_TIMEOUT, p.pid, seq)
-    net.toCoordinator(p.slot.idx, { pid: p.pid, seq, request: sent, forgery })
+    net.toCoordinator(p.slot.idx, { pid: p.pid, seq, sentAt: w.now, request: sent, forgery })
   }
 
   response(pid: number, seq: number, response: HeartbeatResponse): void {

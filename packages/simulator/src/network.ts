@@ -4,10 +4,12 @@
  * directions fail independently: `drop` (partition), `hold` (a stalled
  * connection: messages queue up and are flushed, reordered, when it heals:
  * requests delayed past a self-fence and a rejoin), `lag` (every message
- * takes a fixed extra time: answers that arrive after their lease). Requests
- * go to the coordinator holding the lease when they are sent. It also
- * keeps each member's last requests so the `replay` fault can deliver an old
- * one again.
+ * takes a fixed extra time: answers that arrive after their lease). A
+ * request goes to the group's request list (the coordinator transport on
+ * Redis); the candidate whose serve claims the group's presence when it
+ * arrives takes it, if any does (`CoordinatorHost.arrive`). It also keeps
+ * each member's last requests so the `replay` fault can deliver an old one
+ * again.
  *
  * @module
  */
@@ -17,10 +19,12 @@ import type { Ctx } from "./ctx.js"
 import type { NetworkOptions } from "./options.js"
 import { K } from "./world.js"
 
-/** A request on the wire, with who sent it (process id) and what was forged into it. */
+/** A request on the wire, with who sent it (process id), when, and what was forged into it. */
 export interface Req {
   readonly pid: number
   readonly seq: number
+  /** When its process sent it (true time; a replay keeps the original's). */
+  readonly sentAt: number
   readonly request: HeartbeatRequest
   readonly forgery?: Forgery | undefined
 }
@@ -123,7 +127,7 @@ export class Network {
     return this.ctx.w.rng.network.chance(this.options.dupP)
   }
 
-  /** Member `slot`'s process sends `req` to the current lease holder. */
+  /** Member `slot`'s process sends `req` to the group's request list. */
   toCoordinator(slot: number, req: Req, record = true): void {
     const w = this.ctx.w
     if (record) {
@@ -134,12 +138,11 @@ export class Network {
       if (n < HISTORY) this.historyCount[slot] = n + 1
       this.historyAt[slot] = (at + 1) % HISTORY
     }
-    const target = this.ctx.lease.holder
-    if (target < 0) return
-    this.deliver(slot, "out", K.REQ_AT_COORD, target, slot, req)
+    // a = -1: the transport, not a candidate; who takes it is decided on arrival
+    this.deliver(slot, "out", K.REQ_AT_COORD, -1, slot, req)
     if (this.duplicated()) {
       w.count("net:duplicated")
-      this.deliver(slot, "out", K.REQ_AT_COORD, target, slot, req)
+      this.deliver(slot, "out", K.REQ_AT_COORD, -1, slot, req)
     }
   }
 

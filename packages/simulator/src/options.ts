@@ -88,6 +88,7 @@ export const FAULT_KINDS = [
   "collide",
   "clock-step",
   "redis-outage",
+  "stale-claim",
 ] as const
 export type FaultKind = (typeof FAULT_KINDS)[number]
 
@@ -130,6 +131,10 @@ export const DISRUPTIVE_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>(
  *   `tx` on): a transactional handler's effects applied when it runs, not at
  *   its commit; a commit that does not check its messages are still pending
  *   (`transactions.ts`).
+ * - `serve-without-check`: a coordinator candidate decides as before
+ *   docs/protocol.md rule 25: it keeps any serve while its host holds the
+ *   lease, whatever term the serve started under and whether it still
+ *   answers (`coordinator.ts`).
  */
 export type Broken =
   | "assign-before-revoke"
@@ -137,12 +142,14 @@ export type Broken =
   | "cutover-before-drain"
   | "tx-effects-at-handle"
   | "tx-commit-without-pending-check"
+  | "serve-without-check"
 export const BROKEN: ReadonlyArray<Broken> = [
   "assign-before-revoke",
   "skip-election",
   "cutover-before-drain",
   "tx-effects-at-handle",
   "tx-commit-without-pending-check",
+  "serve-without-check",
 ]
 
 /** Transactional handlers on: asked for, or implied by a `tx-` breakage. */
@@ -239,6 +246,27 @@ export const timing = {
   batchSize: 16,
   sampleEveryMs: 1_000,
 } as const
+
+/**
+ * The liveness checker's bound (`checkers/liveness.ts`): how long live
+ * members' requests may keep reaching the transport without one NONE answer
+ * while Redis is up and a candidate is alive and not paused, counted from
+ * the last NONE answer or the last excuse (Redis back, a candidate available
+ * again, the lease holder crashed or paused by a fault). A session timeout
+ * plus a lease TTL plus a check period (10 + 3 + 1 = 14 s). With T the
+ * lease TTL and P = T/3 the check and renewal period, what the correct
+ * protocol needs at worst, chained: a takeover after the holder was lost,
+ * T + 2P (its lease runs out at most T after its last renewal, a standby
+ * takes it within P, serves at once or, taken silently by its host's
+ * renewal loop, at its next check within P); a serve replaced, restarted at
+ * the holder's next check, which the `stale-claim` fault starves by at most
+ * T; a second loss in that term, a resignation, served by a standby at the
+ * handover or, with none available, by the same candidate after its T of
+ * abstention and a check, T + P. That is 3T + 3P = 12 s < 14 s; a live
+ * member's request sent after it finds a serve.
+ */
+export const stallBoundMs =
+  timing.sessionTimeoutMs + timing.coordinatorLeaseMs + timing.coordinatorLeaseMs / 3
 
 /** After faults stop, the group must be balanced within this (session + revoke + lease + 10 hb). */
 export const livenessBoundMs =

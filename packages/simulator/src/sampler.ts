@@ -170,6 +170,7 @@ export class Sampler {
       this.livenessConvergedMs = Number.NaN
     }
     checks.deadlines.sample(w.now, checks.view, coord.servingSince())
+    checks.liveness.sample(w.now)
     this.starvation()
   }
 

@@ -27,6 +27,7 @@ export const K = {
   PRODUCE: 8,
   FAULT: 9,
   HEAL: 10,
+  /** Candidate `a`'s host renews its lease, or takes a free one (its renewal loop). */
   LEASE: 11,
   NOTICE: 12,
   ACTION: 13,
@@ -41,6 +42,12 @@ export const K = {
   END: 21,
   /** A fan-out group's reader polls every shard: `a` = group. */
   FANOUT: 23,
+  /** Coordinator candidate `a` checks its lease and its serve (`b`: the check's generation). */
+  CAND_CHECK: 24,
+  /** A request the serve of candidate `a` took while that candidate was paused. */
+  REQ_POPPED: 25,
+  /** Candidate `a`'s late serve claims the group's presence (the `stale-claim` fault). */
+  STALE_CLAIM: 26,
 } as const
 export const EVENT_NAMES: Record<number, string> = Object.fromEntries(
   Object.entries(K).map(([k, v]) => [v, k]),
@@ -87,6 +94,8 @@ export interface Streams {
   readonly forge: Prng
   /** Each process's 96-bit instance (docs/protocol.md rule 24). */
   readonly instances: Prng
+  /** The coordinator candidates' loops: their phases and first order. */
+  readonly candidates: Prng
 }
 
 export class World {
@@ -123,6 +132,7 @@ export class World {
       processes: Prng.stream(seed, "processes"),
       forge: Prng.stream(seed, "forge"),
       instances: Prng.stream(seed, "instances"),
+      candidates: Prng.stream(seed, "candidates"),
     }
     this.S = shardIdSpace(options)
   }

@@ -23,6 +23,7 @@ export type CheckerName =
   | "lease-config"
   | "fan-out"
   | "transactions"
+  | "liveness"
 
 export interface Violation {
   readonly checker: CheckerName
