@@ -61,6 +61,15 @@ export interface RedisOptions {
    * refused (`InvalidKeyPrefix`).
    */
   readonly keyPrefix?: string
+  /**
+   * Start on a server (in a cluster: any master) whose `maxmemory-policy`
+   * is not `noeviction` (default false: `start` fails with
+   * `EvictionPolicyRefused`, naming the setting). Such a server deletes
+   * keys under memory pressure, Shardline's streams, consumer groups and
+   * owner tokens included, so accepted messages can vanish; with `true` the
+   * runtime starts and logs a warning (docs/redis.md, "Eviction").
+   */
+  readonly allowEviction?: boolean
 }
 
 const URL_PROTOCOLS = new Set(["redis:", "rediss:"])
@@ -131,6 +140,7 @@ export const RedisOptionsSchema = Schema.Struct({
   keyPrefix: Schema.optional(
     Schema.String.check(Schema.makeFilter((p: string) => Keys.prefixProblem(p))),
   ),
+  allowEviction: Schema.optional(Schema.Boolean),
 }).check(
   Schema.makeFilter((o) =>
     o.ioredis !== undefined && o.ioredis.keyPrefix !== undefined
@@ -166,6 +176,7 @@ export const decodeRedisOptions = (
     ...(o.ioredis === undefined ? {} : { redis: o.ioredis }),
     ...(o.features === undefined ? {} : { features: o.features }),
     ...(o.keyPrefix === undefined ? {} : { keyPrefix: o.keyPrefix }),
+    ...(o.allowEviction === undefined ? {} : { allowEviction: o.allowEviction }),
     ...(o.ports ?? {}),
   }
   if (o.nodes !== undefined)
@@ -188,8 +199,9 @@ export const decodeRedisOptions = (
  * `InvalidDatabase` for a database the server does not have,
  * `PermissionDenied` when the ACL user may not run the connection's own
  * commands, `InvalidKeyPrefix` for ioredis' own `keyPrefix` option,
- * `KeySchemaMismatch` when the namespace records another key schema; its
- * connections close with it.
+ * `KeySchemaMismatch` when the namespace records another key schema,
+ * `EvictionPolicyRefused` when the server evicts keys and `allowEviction`
+ * is not set (docs/redis.md, "Eviction"); its connections close with it.
  */
 export const redisPorts = (
   options: RedisOptions,

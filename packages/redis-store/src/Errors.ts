@@ -8,7 +8,9 @@
  * `PermissionDenied` (the ACL user lacks a command, key or channel
  * Shardline needs: docs/redis.md, "ACL") and `InvalidDatabase`, the
  * namespace's two (`InvalidKeyPrefix`, `KeySchemaMismatch`: docs/redis.md,
- * "Keys"), and the administration's refusals (`AdminRefused`).
+ * "Keys"), a server that evicts keys (`EvictionPolicyRefused`:
+ * docs/redis.md, "Eviction"), and the administration's refusals
+ * (`AdminRefused`).
  */
 export {
   BackendUnavailable,
@@ -81,6 +83,27 @@ export class KeySchemaMismatch extends Schema.TaggedError<KeySchemaMismatch>()(
     found: Schema.String,
     /** The keys that show it. */
     keys: Schema.Array(Schema.String),
+    message: Schema.String,
+  },
+) {}
+
+/**
+ * The server (in a cluster: a master) evicts keys under memory pressure:
+ * its `maxmemory-policy` is not `noeviction`, so it could delete
+ * Shardline's shard streams, consumer groups and owner tokens without a
+ * word (docs/redis.md, "Eviction"; docs/protocol.md rule 25). Refused when
+ * the connection is made, before any port runs, unless the connection's
+ * options opt in (`allowEviction: true`; a runtime's `redis: {
+ * allowEviction: true }`; the CLI's `--allow-eviction`). The message names
+ * the setting and both ways out.
+ */
+export class EvictionPolicyRefused extends Schema.TaggedError<EvictionPolicyRefused>()(
+  "EvictionPolicyRefused",
+  {
+    /** The policy found (`allkeys-lru`, `volatile-ttl`, ...): the first node's that evicts. */
+    policy: Schema.String,
+    /** Every node that evicts, `host:port (policy)`. */
+    nodes: Schema.Array(Schema.String),
     message: Schema.String,
   },
 ) {}
