@@ -15,6 +15,7 @@ import { aclRules } from "../src/acl.js"
 import type { EvictionPolicyRefused } from "../src/Errors.js"
 import * as RedisConnection from "../src/RedisConnection.js"
 import * as RedisPorts from "../src/RedisPorts.js"
+import * as RedisShardStreams from "../src/RedisShardStreams.js"
 import {
   type RedisCluster,
   type RedisServer,
@@ -193,6 +194,62 @@ describe("the CLI on a server that evicts keys (redis7, allkeys-lru)", () => {
         assert.include(listed.stderr, "shardline: warning: WARNING: Redis at")
         assert.notInclude(listed.stdout, "WARNING")
       }),
+  )
+})
+
+describe("an eviction under a group that does not read (redis7, maxmemory 4mb, allkeys-lru, allowEviction)", () => {
+  let server: RedisServer | undefined
+  beforeAll(async () => {
+    server = await startRedis({
+      kind: "redis7",
+      args: [
+        "--maxmemory",
+        "4mb",
+        "--maxmemory-policy",
+        "allkeys-lru",
+        "--maxmemory-samples",
+        "10",
+      ],
+    })
+  }, 120_000)
+  afterAll(async () => {
+    await server?.stop()
+  })
+
+  it.live(
+    "the shard's keys evicted by other writes: its next fenced read is refused (OwnerTokenMissing or DataLost), never an empty batch",
+    () =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const connection = yield* RedisConnection.make({ url: server!.url, allowEviction: true })
+          const streams = RedisShardStreams.makeWith(connection)
+          const base = { stream: "paused", shard: 0, group: "g" }
+          yield* streams.setOwnerToken({ ...base, token: 7 })
+          for (let i = 0; i < 20; i++) yield* streams.append("paused", 0, { n: String(i) })
+          const [first] = yield* streams.read({ ...base, consumer: "c", token: 7, count: 1 })
+          assert.isDefined(first)
+          // the group pauses: its keys idle past the LRU clock's second (setup, not an assertion)
+          yield* Effect.sleep(2_100)
+          const token = connection.keys.ownerTokenKey("paused", 0, "g")
+          const stream = connection.keys.shardKey("paused", 0)
+          const exists = () =>
+            Effect.promise(() => connection.client.exists(token, stream) as Promise<number>)
+          // other writes fill the server until it evicts one of the shard's keys
+          const junk = "j".repeat(1_024)
+          for (let i = 0; (yield* exists()) === 2; i++) {
+            assert.isBelow(i, 200_000, "nothing of the shard was evicted")
+            yield* Effect.promise(() => connection.client.set(`other:${i}`, junk))
+          }
+          const read = yield* Effect.flip(
+            streams.read({ ...base, consumer: "c", token: 7, count: 100 }),
+          )
+          assert.include(["OwnerTokenMissing", "DataLost"], read._tag)
+          const pending = yield* Effect.flip(
+            streams.read({ ...base, consumer: "c", token: 7, count: 100, from: "pending" }),
+          )
+          assert.include(["OwnerTokenMissing", "DataLost"], pending._tag)
+        }),
+      ),
   )
 })
 
