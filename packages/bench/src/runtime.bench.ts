@@ -234,6 +234,15 @@ export const bareThroughput = async (
 ): Promise<number> => {
   const streams = Effect.runSync(ShardStreams.makeMemory)
   const g = { generation: 0, firstShard: 0, shardCount: shards }
+  // every shard granted (its owner token written, as a coordinator does): a
+  // missing token refuses every read (docs/protocol.md rule 26)
+  Effect.runSync(
+    Effect.forEach(
+      Array.from({ length: shards }, (_, shard) => shard),
+      (shard) => streams.setOwnerToken({ stream, shard, group, token: 0 }),
+      { discard: true },
+    ),
+  )
   Effect.runSync(
     Effect.forEach(
       Array.from({ length: messages }, (_, n) => n),

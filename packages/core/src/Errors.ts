@@ -128,6 +128,62 @@ export class StaleOwner extends Schema.TaggedError<StaleOwner>()("StaleOwner", {
   currentToken: Schema.Number,
 }) {}
 
+/**
+ * A fenced operation (read, ack, nack, claim, dead-letter, seek, a
+ * transaction's commit) found no owner token for its (shard, group). The
+ * coordinator writes a grant's token before it tells the member, so a
+ * missing one was deleted or evicted (or no coordinator ever granted the
+ * shard): every token is refused until a coordinator writes one again, at
+ * its next grant of the shard or when a coordinator takes the group over
+ * (docs/protocol.md rule 26). Nothing was changed.
+ */
+export class OwnerTokenMissing extends Schema.TaggedError<OwnerTokenMissing>()(
+  "OwnerTokenMissing",
+  {
+    stream: Schema.String,
+    shard: Schema.Number,
+    group: Schema.String,
+    token: Schema.Number,
+  },
+) {
+  override get message(): string {
+    return `the owner token of group ${this.group} on shard ${this.shard} of stream ${this.stream} is missing (deleted or evicted): every token is refused, ${this.token} too, until a coordinator writes one again`
+  }
+}
+
+/**
+ * What vanished from a shard: `stream`, the shard's stream key (its
+ * entries, every consumer group and pending list with it), or `group`, the
+ * group's consumer group in it (its position and pending list).
+ */
+export const DataLostWhat = Schema.Literals(["stream", "group"])
+export type DataLostWhat = typeof DataLostWhat.Type
+
+/**
+ * A fenced operation found that data Shardline stored on the shard
+ * vanished while the group's owner token is still there (the token's first
+ * write created the group on the stream, so both existed): deleted by hand
+ * (DEL, XGROUP DESTROY) or evicted by a server that evicts keys. Never read
+ * as empty and never re-created in silence: nothing was changed; a fenced
+ * seek (`setGroupPosition`) creates the group again where it says
+ * (docs/protocol.md rule 26).
+ */
+export class DataLost extends Schema.TaggedError<DataLost>()("DataLost", {
+  stream: Schema.String,
+  shard: Schema.Number,
+  group: Schema.String,
+  what: DataLostWhat,
+}) {
+  override get message(): string {
+    return this.what === "stream"
+      ? `the stream of shard ${this.shard} of stream ${this.stream} vanished (deleted or evicted) while group ${this.group} owned it: its entries, consumer groups and pending entries are gone`
+      : `the consumer group ${this.group} vanished from shard ${this.shard} of stream ${this.stream} (XGROUP DESTROY, or the stream was deleted or evicted and a later append created it again): its position and pending entries are gone`
+  }
+}
+
+/** Why a fenced operation refused its caller's owner token: a newer owner, or no token at all. */
+export type FenceRefused = StaleOwner | OwnerTokenMissing
+
 /** `setOwnerToken` was asked to lower a (shard, group) owner token; tokens only grow. */
 export class OwnerTokenRegression extends Schema.TaggedError<OwnerTokenRegression>()(
   "OwnerTokenRegression",

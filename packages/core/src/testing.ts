@@ -8,6 +8,9 @@
  * - `Store`: `makeMemory` / `makeMemoryUnsafe` return a `MemoryStore`, the
  *   memory store plus its bytes (`raw`, `corrupt`, `corruptBatch`), its audit
  *   log and revision per group, and its byte-level `backend`.
+ * - `ShardStreams`: `makeMemory` returns a `MemoryShardStreams`, the memory
+ *   data plane plus `deleteStream`, `destroyGroup` and `deleteOwnerToken`
+ *   (what a deletion or an eviction does on Redis: docs/protocol.md rule 26).
  *
  * @example
  * import { CoordinatorTransport, Store } from "@shardline/core/testing"
@@ -17,4 +20,5 @@
  * store.auditLog({ stream: "orders", group: "workers" })
  */
 export * as CoordinatorTransport from "./testing/CoordinatorTransport.js"
+export * as ShardStreams from "./testing/ShardStreams.js"
 export * as Store from "./testing/Store.js"

@@ -66,10 +66,10 @@ const run = (ops: ReadonlyArray<Op>) =>
     const s = yield* ShardStreams.ShardStreams
     const appended: Array<string> = []
     const acked = groups.map(() => new Set<string>())
-    // every group exists before the first append (a group created later
-    // never sees what was deleted before it existed)
-    for (let g = 0; g < groups.length; g++)
-      yield* s.setGroupPosition!({ ...addressOf(g), token: 0, position: "start" })
+    // every group is granted (its token written, which creates it at 0)
+    // before the first append: a group created later never sees what was
+    // deleted before it existed
+    for (let g = 0; g < groups.length; g++) yield* s.setOwnerToken({ ...addressOf(g), token: 0 })
     for (const op of ops) {
       const at = addressOf(op.group)
       const pendingBefore = yield* s.pending(at)

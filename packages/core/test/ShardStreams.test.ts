@@ -8,6 +8,16 @@ const { DeadLetterFields, deadLetterKey, shardKey } = ShardStreams
 const S = "orders"
 const base = { stream: S, shard: 3, group: "g" }
 
+/**
+ * The coordinator's grant of `address` (its owner token, written before any
+ * member reads: docs/protocol.md rule 26), which also creates the group at 0.
+ */
+const grant = (
+  s: ShardStreams.ShardStreamsShape,
+  address: { readonly stream: string; readonly shard: number; readonly group: string } = base,
+  token = 0,
+) => s.setOwnerToken({ stream: address.stream, shard: address.shard, group: address.group, token })
+
 /** Run with a fresh memory ShardStreams. */
 const withStreams = <A, E>(f: (s: ShardStreams.ShardStreamsShape) => Effect.Effect<A, E>) =>
   Effect.gen(function* () {
@@ -42,6 +52,7 @@ describe("ShardStreams (memory)", () => {
   it.effect("read returns a batch in stream order and records it pending for the consumer", () =>
     withStreams((s) =>
       Effect.gen(function* () {
+        yield* grant(s)
         for (const k of ["a", "b", "c"]) yield* s.append(S, 3, { k })
         const first = yield* s.read({ ...base, consumer: "c1", token: 0, count: 2 })
         assert.deepStrictEqual(
@@ -125,6 +136,7 @@ describe("ShardStreams (memory)", () => {
   it.effect("xackdel deletes only the entries it acknowledged (as XACKDEL)", () =>
     withStreams((s) =>
       Effect.gen(function* () {
+        yield* grant(s)
         for (const k of ["a", "b", "c"]) yield* s.append(S, 3, { k })
         const [a] = yield* s.read({ ...base, consumer: "c1", token: 0, count: 1 })
         const ids = (yield* s.range(shardKey(S, 3))).map((e) => e.id)
@@ -135,6 +147,7 @@ describe("ShardStreams (memory)", () => {
           ids.filter((id) => id !== a!.id),
         )
         // another group's pending entry is not deleted by this group's xackdel
+        yield* grant(s, { ...base, group: "other" })
         const [b] = yield* s.read({ ...base, group: "other", consumer: "x", token: 0, count: 1 })
         assert.strictEqual(yield* s.ack({ ...base, token: 0, ids: [b!.id], mode: "xackdel" }), 0)
         assert.strictEqual((yield* s.info(S, 3)).length, 2)
@@ -150,6 +163,8 @@ describe("ShardStreams (memory)", () => {
           const a = { ...base, group: "a", consumer: "ca", token: 0 }
           const b = { ...base, group: "b", consumer: "cb", token: 0 }
           const keys = () => Effect.map(s.range(shardKey(S, 3)), (r) => r.map((e) => e.fields.k))
+          yield* grant(s, a)
+          yield* grant(s, b)
           // B exists and has not read: A's xackdel acks (count 2) and keeps both
           yield* s.read({ ...b, count: 10 })
           for (const k of ["1", "2"]) yield* s.append(S, 3, { k })
@@ -169,6 +184,7 @@ describe("ShardStreams (memory)", () => {
           // C created after A read 3, at the start: 3 stays for it
           yield* s.append(S, 3, { k: "3" })
           const [three] = yield* s.read({ ...a, count: 10 })
+          yield* grant(s, { ...base, group: "c" })
           yield* s.setGroupPosition!({ ...base, group: "c", token: 0, position: "start" })
           yield* s.read({ ...a, count: 10, ack: { ids: [three!.id], mode: "xackdel" } })
           assert.deepStrictEqual(
@@ -184,6 +200,7 @@ describe("ShardStreams (memory)", () => {
   it.effect("ack removes from the PEL and keeps the entry; xackdel also deletes the entry", () =>
     withStreams((s) =>
       Effect.gen(function* () {
+        yield* grant(s)
         for (const k of ["a", "b"]) yield* s.append(S, 3, { k })
         const [a, b] = yield* s.read({ ...base, consumer: "c1", token: 0, count: 10 })
         assert.strictEqual(yield* s.ack({ ...base, token: 0, ids: [a!.id], mode: "ack" }), 1)
@@ -206,6 +223,7 @@ describe("ShardStreams (memory)", () => {
     () =>
       withStreams((s) =>
         Effect.gen(function* () {
+          yield* grant(s)
           yield* s.append(S, 3, { k: "a" })
           const [m] = yield* s.read({ ...base, consumer: "c1", token: 0, count: 1 })
           yield* TestClock.adjust(50)
@@ -291,6 +309,7 @@ describe("ShardStreams (memory)", () => {
     () =>
       withStreams((s) =>
         Effect.gen(function* () {
+          yield* grant(s)
           for (const k of ["a", "b", "c"]) yield* s.append(S, 3, { k })
           const read = yield* s.read({ ...base, consumer: "old", token: 0, count: 10 })
           // a producer's trim (MINID) drops "a", still pending in the group:
@@ -333,6 +352,7 @@ describe("ShardStreams (memory)", () => {
     () =>
       withStreams((s) =>
         Effect.gen(function* () {
+          yield* grant(s)
           yield* s.append(S, 3, { k: "poison" })
           const [m] = yield* s.read({ ...base, consumer: "c1", token: 0, count: 1 })
           yield* s.nack({ ...base, token: 0, id: m!.id })
@@ -364,6 +384,8 @@ describe("ShardStreams (memory)", () => {
   it.effect("consumer groups are independent and shards are separate streams", () =>
     withStreams((s) =>
       Effect.gen(function* () {
+        yield* grant(s, { ...base, shard: 0, group: "g1" })
+        yield* grant(s, { ...base, shard: 0, group: "g2" })
         yield* s.append(S, 0, { k: "zero" })
         yield* s.append(S, 1, { k: "one" })
         const g1 = yield* s.read({
@@ -447,6 +469,7 @@ describe("ShardStreams (memory): wake-up, takeover read, seal and drain", () => 
           yield* s.append(S, 3, { k: "a" })
           assert.isTrue(yield* Fiber.join(waiting))
           assert.isTrue(yield* s.waitForEntries({ ...base, timeoutMs: 1_000 }))
+          yield* grant(s)
           yield* s.read({ ...base, consumer: "c", token: 0, count: 10 })
           const idle = yield* Effect.forkChild(s.waitForEntries({ ...base, timeoutMs: 1_000 }))
           yield* TestClock.adjust(1_000)
@@ -465,9 +488,11 @@ describe("ShardStreams (memory): wake-up, takeover read, seal and drain", () => 
     () =>
       withStreams((s) =>
         Effect.gen(function* () {
+          yield* grant(s, base, 1)
           for (const k of ["a", "b", "c"]) yield* s.append(S, 3, { k })
           yield* s.read({ ...base, consumer: "old", token: 1, count: 2 })
           yield* TestClock.adjust(5_000)
+          yield* grant(s, base, 2)
           const batch = yield* s.read({
             ...base,
             consumer: "new",
@@ -507,6 +532,7 @@ describe("ShardStreams (memory): wake-up, takeover read, seal and drain", () => 
           const refused = yield* Effect.flip(s.append(S, 3, { k: "late" }))
           assert.strictEqual(refused._tag, "ShardSealed")
           assert.strictEqual((yield* s.info(S, 3)).length, 2)
+          yield* grant(s)
           const batch = yield* s.read({ ...base, consumer: "c", token: 0, count: 1 })
           assert.deepStrictEqual(yield* s.drainState(base), {
             sealed: true,

@@ -114,3 +114,14 @@ export class UnknownGroup extends Schema.TaggedError<UnknownGroup>()("UnknownGro
  * committed.
  */
 export { TransactionRefused, type TransactionRefusedReason } from "@shardline/core"
+
+/**
+ * `start({ redis })` (any Redis-backed runtime, producer-only included) was
+ * refused: the server, or a master of the cluster, evicts keys
+ * (`maxmemory-policy` is not `noeviction`), which would delete Shardline's
+ * streams, groups and owner tokens without a word. The message names the
+ * setting and both ways out: `CONFIG SET maxmemory-policy noeviction`, or
+ * `redis: { allowEviction: true }` (docs/redis.md, "Eviction"). redis-store's
+ * error, re-exported.
+ */
+export { EvictionPolicyRefused } from "@shardline/redis-store"

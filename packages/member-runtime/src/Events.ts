@@ -7,11 +7,14 @@
  * (default 10,000); beyond that the oldest are dropped and counted.
  */
 import type {
+  DataLost,
+  DataLostWhat,
   ErrorCode,
   HeartbeatRejected,
   LeaseUnusable,
   MemberMachine,
   MemberSuperseded,
+  OwnerTokenMissing,
   ShardLayout,
   TransportError,
 } from "@shardline/core"
@@ -127,6 +130,30 @@ export type RuntimeEvent =
   | (MemberBase & { readonly type: "outboxStranded"; readonly shard: number })
   /** The storage refused the member's owner token: the shard moved; its loop stopped. */
   | (MemberBase & { readonly type: "staleOwner"; readonly shard: number })
+  /**
+   * Something Shardline stored for the group on the shard vanished: deleted,
+   * or evicted by a server that evicts keys (docs/protocol.md rule 26;
+   * docs/redis.md, "Eviction"). Not a `dataPlaneError`: that one is a call
+   * that failed and is retried, this one is data that is gone, to alert on.
+   * - `token`: the group's owner token. Every read and ack of the shard is
+   *   refused (`OwnerTokenMissing`), whatever its token, until a coordinator
+   *   writes one again (its next grant of the shard, or a coordinator
+   *   failover or restart, which re-fences every owner); the shard waits,
+   *   trying again every `idleWaitMs`.
+   * - `stream` / `group`: the shard's stream, or the group's consumer group
+   *   in it, with its position and pending entries (`DataLost`). The member
+   *   creates the group again at the stream's start (a fenced seek) and reads
+   *   on: what the stream still holds is delivered again (at least once);
+   *   what vanished with it is lost.
+   * Said once per loss (again only after the shard read normally in
+   * between); counted by `shardline_data_lost_total{what}`.
+   */
+  | (MemberBase & {
+      readonly type: "dataLost"
+      readonly shard: number
+      readonly what: "token" | DataLostWhat
+      readonly error: OwnerTokenMissing | DataLost
+    })
   /** A data-plane call failed (backend unavailable, ...); the shard retries after a backoff. */
   | (MemberBase & {
       readonly type: "dataPlaneError"

@@ -5,7 +5,9 @@
  * at or above `logLevel` (default `warn`). Warnings and errors: a member
  * superseded, fenced, a lost lease (reads paused), a message dead-lettered, a
  * shard whose handler still ran past its drain budget, a storage that
- * refused an owner token, heartbeats or data-plane calls failing (a lost
+ * refused an owner token, data Shardline stored that vanished (an owner
+ * token, a shard's stream or the group on it: docs/protocol.md rule 26),
+ * heartbeats or data-plane calls failing (a lost
  * connection; said once when it starts and once when it ends, not per
  * call), a Redis permission refused (NOPERM), no coordinator serving a
  * standalone group, an open circuit breaker.
@@ -183,6 +185,14 @@ export const makeEventLog = (log: LevelLogger) => {
         return {
           level: "warn",
           message: `the storage refused this member's owner token for shard ${event.shard} (the shard moved): its loop stopped`,
+        }
+      case "dataLost":
+        return {
+          level: "error",
+          message:
+            event.what === "token"
+              ? `the owner token of shard ${event.shard} vanished (deleted or evicted): every read and ack of the shard is refused until a coordinator writes one again (its next grant, or a coordinator failover or restart); the shard waits (docs/protocol.md rule 26)`
+              : `${describeError(event.error)}. The member creates the group again at the stream's start and reads on: what the stream still holds is delivered again, what vanished is lost (docs/protocol.md rule 26; docs/redis.md, "Eviction")`,
         }
       case "deadLettered":
         return {

@@ -64,6 +64,11 @@ export const staleOwner = Metric.counter("shardline_stale_owner_total", {
   description: "Reads or acks refused by the storage's owner fence",
   incremental: true,
 })
+export const dataLost = Metric.counter("shardline_data_lost_total", {
+  description:
+    "Times a member found something Shardline stored for its group gone from a shard (label what: token, stream, group; docs/protocol.md rule 26)",
+  incremental: true,
+})
 export const handlersStuck = Metric.counter("shardline_handlers_stuck_total", {
   description:
     "Stopped loops whose handler still ran past the drain budget (their shard waits for it)",

@@ -99,6 +99,15 @@ export interface RedisOptions {
    * redis: { url: "redis://primary:6379", durability: { replicas: 1, timeoutMs: 500 } }
    */
   readonly durability?: RedisConnection.Durability
+  /**
+   * Start on a server (in a cluster: any master) whose `maxmemory-policy`
+   * is not `noeviction` (default false: `start` fails with
+   * `EvictionPolicyRefused`, naming the setting). Such a server deletes
+   * keys under memory pressure, Shardline's streams, consumer groups and
+   * owner tokens included, so accepted messages can vanish; with `true` the
+   * runtime starts and logs a warning (docs/redis.md, "Eviction").
+   */
+  readonly allowEviction?: boolean
 }
 
 const URL_PROTOCOLS = new Set(["redis:", "rediss:"])
@@ -200,6 +209,7 @@ export const RedisOptionsSchema = Schema.Struct({
       fsync: Schema.optional(Schema.Boolean),
     }),
   ),
+  allowEviction: Schema.optional(Schema.Boolean),
 }).check(
   Schema.makeFilter((o) => {
     if (o.ioredis?.keyPrefix !== undefined)
@@ -259,6 +269,7 @@ export const decodeRedisOptions = (
     ...(o.keyPrefix === undefined ? {} : { keyPrefix: o.keyPrefix }),
     ...(o.durability === undefined ? {} : { durability: o.durability }),
     ...(o.connectTimeoutMs === undefined ? {} : { connectTimeoutMs: o.connectTimeoutMs }),
+    ...(o.allowEviction === undefined ? {} : { allowEviction: o.allowEviction }),
     ...(o.ports ?? {}),
   }
   if (o.sentinels !== undefined)
@@ -296,8 +307,9 @@ export const decodeRedisOptions = (
  * got no answer when connecting takes longer than `connectTimeoutMs`,
  * `PermissionDenied` when the ACL user may not run the connection's own
  * commands, `InvalidKeyPrefix` for ioredis' own `keyPrefix` option,
- * `KeySchemaMismatch` when the namespace records another key schema; its
- * connections close with it.
+ * `KeySchemaMismatch` when the namespace records another key schema,
+ * `EvictionPolicyRefused` when the server evicts keys and `allowEviction`
+ * is not set (docs/redis.md, "Eviction"); its connections close with it.
  */
 export const redisPorts = (
   options: RedisOptions,

@@ -762,7 +762,9 @@ export const start = async (options: StartOptions = {}): Promise<ShardlineRuntim
   )
   const managed = ManagedRuntime.make(
     Layer.mergeAll(
-      ports.layer as Layer.Layer<PortServices, never>,
+      // the ports' logs while they connect (the eviction warning: docs/redis.md,
+      // "Eviction") go to the runtime's logger too
+      (ports.layer as Layer.Layer<PortServices, never>).pipe(Layer.provide(effectLogs)),
       Layer.succeed(Metric.MetricRegistry, registry),
       effectLogs,
     ),

@@ -8,6 +8,7 @@ import { ShardStreams } from "@shardline/core"
 import { Deferred, Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
 import { READS_PER_WORKER } from "../src/internal/Poller.js"
+import type { TurnRecord } from "../src/internal/ShardRunner.js"
 import { KEY_FIELD, type Message } from "../src/Message.js"
 import { group, type LogEntry, makeHarness, stream } from "./support/pollerHarness.js"
 
@@ -726,7 +727,8 @@ describe("polling adapter: takeover, revoke, fence, stale owner", () => {
       Effect.gen(function* () {
         const h = yield* makeHarness({ settings: { batchSize: 10 } })
         const old = yield* h.produce(0, 4)
-        // the previous owner read them and crashed before acking
+        // the previous owner (granted token 0) read them and crashed before acking
+        yield* h.streams.setOwnerToken({ stream, shard: 0, group, token: 0 })
         yield* h.streams.read({
           stream,
           shard: 0,
@@ -1378,6 +1380,120 @@ describe("polling adapter: pause, resume, seek", () => {
       const error = yield* Effect.flip(h.poller.seek(3, "end"))
       assert.strictEqual(error._tag, "ShardNotOwned")
     }),
+  )
+})
+
+describe("polling adapter: data that vanished is said, never read as empty (docs/protocol.md rule 26)", () => {
+  const lostEvents = (events: ReadonlyArray<{ readonly type: string }>) =>
+    events.filter(
+      (
+        e,
+      ): e is Extract<(typeof events)[number], { type: string }> & {
+        readonly type: "dataLost"
+        readonly what: string
+        readonly shard: number
+        readonly error: { readonly _tag: string }
+      } => e.type === "dataLost",
+    )
+  const lostRecords = (records: ReadonlyArray<TurnRecord>) =>
+    records.filter((r) => r._tag === "DataLost")
+
+  it.effect(
+    "an owner token that vanished: said once (dataLost token, metric), nothing read, handled or acked meanwhile, no staleOwner; once a coordinator writes it again the shard reads on and loses nothing",
+    () =>
+      Effect.gen(function* () {
+        const h = yield* makeHarness({ settings: { batchSize: 10 } })
+        yield* h.start(0)
+        yield* h.produce(0, 3)
+        yield* h.runUntil("3 handled", () => h.handled().length === 3)
+        h.vanish.deleteOwnerToken(0)
+        const later = yield* h.produce(0, 3)
+        yield* h.runUntil("the loss said", () => lostEvents(h.events).length > 0)
+        // a few idle waits later: still nothing handled, said once
+        yield* TestClock.adjust(h.settings.idleWaitMs * 3)
+        assert.strictEqual(h.handled().length, 3)
+        const [event] = lostEvents(h.events)
+        assert.strictEqual(lostEvents(h.events).length, 1)
+        assert.deepStrictEqual(
+          [event!.what, event!.shard, event!.error._tag],
+          ["token", 0, "OwnerTokenMissing"],
+        )
+        assert.deepStrictEqual(lostRecords(h.records), [{ _tag: "DataLost", what: "token" }])
+        assert.deepStrictEqual(h.stale, [])
+        // the entries are where they were: nothing delivered, nothing pending
+        const state = yield* h.streams.drainState({ stream, shard: 0, group })
+        assert.deepStrictEqual([state.undelivered, state.pending], [3, 0])
+        yield* h.refence(0)
+        yield* h.runUntil("all 6 handled", () => h.handled().length === 6, 40_000)
+        assert.deepStrictEqual(
+          h
+            .handled()
+            .slice(3)
+            .map((e) => (e.kind === "handled" ? e.id : "")),
+          later,
+        )
+        assert.strictEqual(lostEvents(h.events).length, 1)
+      }),
+  )
+
+  it.effect(
+    "a vanished group: said once (dataLost group), created again at the stream's start by a fenced seek: what the stream holds is handled again, then what comes",
+    () =>
+      Effect.gen(function* () {
+        const h = yield* makeHarness({ settings: { batchSize: 10 } })
+        yield* h.start(0)
+        const first = yield* h.produce(0, 3)
+        yield* h.runUntil("3 handled", () => h.handled().length === 3)
+        h.vanish.destroyGroup(0)
+        const more = yield* h.produce(0, 2)
+        yield* h.runUntil("8 handled", () => h.handled().length === 8, 40_000)
+        const [event] = lostEvents(h.events)
+        assert.strictEqual(lostEvents(h.events).length, 1)
+        assert.deepStrictEqual(
+          [event!.what, event!.shard, event!.error._tag],
+          ["group", 0, "DataLost"],
+        )
+        assert.deepStrictEqual(lostRecords(h.records), [{ _tag: "DataLost", what: "group" }])
+        assert.isTrue(h.log.some((e) => e.kind === "seek" && e.position === "start"))
+        // at least once: the stream's entries again, in order, then the new ones
+        assert.deepStrictEqual(
+          h
+            .handled()
+            .slice(3)
+            .map((e) => (e.kind === "handled" ? e.id : "")),
+          [...first, ...more],
+        )
+        assert.deepStrictEqual(h.stale, [])
+      }),
+  )
+
+  it.effect(
+    "a vanished stream (under a batch in flight): its ack is refused, said once (dataLost stream); the group is created again on an empty stream and reads what comes",
+    () =>
+      Effect.gen(function* () {
+        const gate = yield* Deferred.make<void>()
+        const h = yield* makeHarness({
+          settings: { batchSize: 10 },
+          eachMessage: (m) => (m.fields.n === "0" ? Deferred.await(gate) : undefined),
+        })
+        yield* h.start(0)
+        yield* h.produce(0, 2)
+        yield* h.runUntil("in flight", () => h.log.some((e) => e.kind === "handle"))
+        h.vanish.deleteStream(0)
+        yield* Deferred.succeed(gate, undefined)
+        yield* h.runUntil("the loss said", () => lostEvents(h.events).length > 0)
+        const [event] = lostEvents(h.events)
+        assert.deepStrictEqual([event!.what, event!.error._tag], ["stream", "DataLost"])
+        yield* h.runUntil("the group made again", () =>
+          h.log.some((e) => e.kind === "seek" && e.position === "start"),
+        )
+        const after = yield* h.produce(0, 1)
+        yield* h.runUntil("the new entry handled", () =>
+          h.handled().some((e) => e.kind === "handled" && e.id === after[0]),
+        )
+        assert.strictEqual(lostEvents(h.events).length, 1)
+        assert.deepStrictEqual(lostRecords(h.records), [{ _tag: "DataLost", what: "stream" }])
+      }),
   )
 })
 

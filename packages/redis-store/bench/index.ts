@@ -649,19 +649,23 @@ const idleLoad = async (server: RedisServer, connection: RedisConnection.RedisCo
   const raw = new Redis(server.port, server.host)
   const streams = RedisShardStreams.makeWith(connection)
   const shardLoop = (shard: number) =>
-    Effect.forever(
-      Effect.gen(function* () {
-        const batch = yield* streams.read({
-          stream: "idle",
-          shard,
-          group: "g",
-          consumer: "c",
-          token: 0,
-          count: 100,
-        })
-        if (batch.length === 0)
-          yield* streams.waitForEntries({ stream: "idle", shard, group: "g", timeoutMs: 5_000 })
-      }),
+    // granted first (a missing owner token refuses every read: docs/protocol.md rule 26)
+    Effect.andThen(
+      streams.setOwnerToken({ stream: "idle", shard, group: "g", token: 0 }),
+      Effect.forever(
+        Effect.gen(function* () {
+          const batch = yield* streams.read({
+            stream: "idle",
+            shard,
+            group: "g",
+            consumer: "c",
+            token: 0,
+            count: 100,
+          })
+          if (batch.length === 0)
+            yield* streams.waitForEntries({ stream: "idle", shard, group: "g", timeoutMs: 5_000 })
+        }),
+      ),
     )
   const fibers = Array.from({ length: IDLE_SHARDS }, (_, shard) => Effect.runFork(shardLoop(shard)))
   await new Promise((r) => setTimeout(r, 1_000)) // settle: everyone is blocked in XREAD

@@ -10,7 +10,9 @@
  * namespace's two (`InvalidKeyPrefix`, `KeySchemaMismatch`: docs/redis.md,
  * "Keys"), the deployment's (`TopologyMismatch`: a single-node URL aimed
  * at a cluster node, cluster nodes that are no cluster, a URL naming a
- * Sentinel), and the administration's refusals (`AdminRefused`).
+ * Sentinel), a server that evicts keys (`EvictionPolicyRefused`:
+ * docs/redis.md, "Eviction"), and the administration's refusals
+ * (`AdminRefused`).
  */
 export {
   BackendUnavailable,
@@ -106,6 +108,27 @@ export class TopologyMismatch extends Schema.TaggedError<TopologyMismatch>()("To
   address: Schema.String,
   message: Schema.String,
 }) {}
+
+/**
+ * The server (in a cluster: a master) evicts keys under memory pressure:
+ * its `maxmemory-policy` is not `noeviction`, so it could delete
+ * Shardline's shard streams, consumer groups and owner tokens without a
+ * word (docs/redis.md, "Eviction"; docs/protocol.md rule 26). Refused when
+ * the connection is made, before any port runs, unless the connection's
+ * options opt in (`allowEviction: true`; a runtime's `redis: {
+ * allowEviction: true }`; the CLI's `--allow-eviction`). The message names
+ * the setting and both ways out.
+ */
+export class EvictionPolicyRefused extends Schema.TaggedError<EvictionPolicyRefused>()(
+  "EvictionPolicyRefused",
+  {
+    /** The policy found (`allkeys-lru`, `volatile-ttl`, ...): the first node's that evicts. */
+    policy: Schema.String,
+    /** Every node that evicts, `host:port (policy)`. */
+    nodes: Schema.Array(Schema.String),
+    message: Schema.String,
+  },
+) {}
 
 /**
  * An administration request the data does not allow (src/Admin.ts, the

@@ -17,6 +17,7 @@ import calculateSlot from "cluster-key-slot"
 import { Context, Duration, Effect, Exit, Layer, type Scope } from "effect"
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from "ioredis"
 import {
+  EvictionPolicyRefused,
   InvalidDatabase,
   InvalidKeyPrefix,
   type KeySchemaMismatch,
@@ -89,6 +90,15 @@ export interface RedisConnectionOptions {
    * is confirmed once the master ran it).
    */
   readonly durability?: Durability
+  /**
+   * Run on a server (in a cluster: any master) whose `maxmemory-policy` is
+   * not `noeviction` (default false: refused with `EvictionPolicyRefused`).
+   * Such a server deletes keys under memory pressure, Shardline's shard
+   * streams, consumer groups and owner tokens included, and nothing tells
+   * anyone (docs/redis.md, "Eviction"). With `true` the connection is made
+   * and a warning logged (`Effect.logWarning`).
+   */
+  readonly allowEviction?: boolean
 }
 
 export interface Durability {
@@ -365,6 +375,65 @@ export const probe = (client: Client): Promise<ServerFeatures> =>
       xackdel: commandDocs(docs, "xackdel")?.includes("ACKED") === true,
       readClaim: commandDocs(docs, "xreadgroup")?.includes("CLAIM") === true,
     }
+  })
+
+/** A master's `maxmemory-policy`, or undefined when neither INFO nor CONFIG GET says it. */
+export const evictionPolicyOf = async (node: Redis): Promise<string | undefined> => {
+  // INFO memory first: the least-privilege user may run INFO (the probe
+  // needs it) but not CONFIG, which managed services often disable too; a
+  // refused command would also land in the ACL log at every start
+  const info = await node.info("memory").catch(() => "")
+  const fromInfo = /^maxmemory_policy:(.*)$/m.exec(info)?.[1]?.trim()
+  if (fromInfo !== undefined && fromInfo !== "") return fromInfo
+  const config = await node.config("GET", "maxmemory-policy").catch(() => undefined)
+  const value = Array.isArray(config) ? config[1] : undefined
+  return typeof value === "string" && value !== "" ? value : undefined
+}
+
+/** Where a node is, for messages: `host:port`. */
+const nodeName = (node: Redis): string => `${node.options.host}:${node.options.port}`
+
+/**
+ * Refuses a server that evicts keys (docs/redis.md, "Eviction";
+ * docs/protocol.md rule 26): every master's `maxmemory-policy` must be
+ * `noeviction`, or the options opt in (`allowEviction`), and then a loud
+ * warning is logged. A policy nobody may read (neither INFO memory nor
+ * CONFIG GET) is a warning, not a refusal.
+ */
+export const checkEviction = (
+  client: Client,
+  target: string,
+  allowEviction: boolean,
+): Effect.Effect<void, EvictionPolicyRefused> =>
+  Effect.gen(function* () {
+    const nodes: ReadonlyArray<{ readonly name: string; readonly node: Redis }> =
+      client instanceof Cluster
+        ? client.nodes("master").map((node) => ({ name: nodeName(node), node }))
+        : [{ name: target, node: client }]
+    const policies = yield* Effect.promise(() =>
+      Promise.all(nodes.map(({ node }) => evictionPolicyOf(node))),
+    )
+    const evicting = nodes.flatMap(({ name }, i) => {
+      const policy = policies[i]
+      return policy !== undefined && policy !== "noeviction" ? [{ name, policy }] : []
+    })
+    const unknown = nodes.filter((_, i) => policies[i] === undefined).map(({ name }) => name)
+    if (unknown.length > 0)
+      yield* Effect.logWarning(
+        `could not read maxmemory-policy on ${unknown.join(", ")} (INFO memory and CONFIG GET both refused or silent): if that server evicts keys (any policy but noeviction), it can delete Shardline's streams, consumer groups and owner tokens without a trace. Make sure it runs with maxmemory-policy noeviction (docs/redis.md, "Eviction")`,
+      )
+    if (evicting.length === 0) return
+    const where = evicting.map((e) => `${e.name} (${e.policy})`)
+    const policy = evicting[0]!.policy
+    if (!allowEviction)
+      return yield* new EvictionPolicyRefused({
+        policy,
+        nodes: where,
+        message: `Redis at ${where.join(", ")} evicts keys: maxmemory-policy is ${policy}, so under memory pressure it deletes Shardline's shard streams, consumer groups and owner tokens, and accepted messages disappear without an error. Run CONFIG SET maxmemory-policy noeviction on ${evicting.length > 1 ? "each of those nodes" : "it"} (and set it in redis.conf), so that a full server refuses writes (OOM) instead of deleting data; or, knowingly, opt in with redis: { allowEviction: true } (RedisConnectionOptions.allowEviction; the CLI's --allow-eviction) (docs/redis.md, "Eviction")`,
+      })
+    yield* Effect.logWarning(
+      `WARNING: Redis at ${where.join(", ")} evicts keys (maxmemory-policy ${policy}) and allowEviction is on: under memory pressure it may delete Shardline's shard streams, consumer groups and owner tokens, and messages that were accepted are lost. A vanished token stops its shard's reads, a vanished stream or group is reported (dataLost events); nothing brings the data back. CONFIG SET maxmemory-policy noeviction keeps it (docs/redis.md, "Eviction")`,
+    )
   })
 
 /** QUIT when connected (lets pending replies arrive), else or after 1 s: disconnect. */
@@ -909,10 +978,12 @@ const reason = (cause: unknown): string => (cause instanceof Error ? cause.messa
  * Connects (failing fast, naming the cause: ECONNREFUSED, ENOTFOUND, ...),
  * checks that the database exists (ioredis only logs a failed SELECT and
  * goes on with database 0), that the server is the kind of deployment the
- * options name (`TopologyMismatch`), probes the server, and closes
- * everything when the scope closes. All of it within `connectTimeoutMs`
- * (default 10 s): a server that never answers is `BackendUnavailable`
- * naming the address and the command that got no answer.
+ * options name (`TopologyMismatch`), probes the server, refuses a server
+ * that evicts keys unless `allowEviction` (`EvictionPolicyRefused`), and
+ * closes everything when the scope closes. All of it within
+ * `connectTimeoutMs` (default 10 s): a server that never answers is
+ * `BackendUnavailable` naming the address and the command that got no
+ * answer.
  */
 export const make = (
   options: RedisConnectionOptions,
@@ -1002,6 +1073,9 @@ export const make = (
         )
       }
       const features: ServerFeatures = { ...probed.value, ...options.features }
+      // a server that evicts keys: refused unless the options opt in (docs/redis.md, "Eviction")
+      waiting = `INFO memory (maxmemory-policy) to ${at}`
+      yield* checkEviction(client, target, options.allowEviction === true)
       // another key schema recorded in the namespace: refused before any port runs
       waiting = `GET ${keys.schema} (the key schema's record) to ${at}`
       yield* KeySchema.checkRecorded(client, keys)
@@ -1102,6 +1176,7 @@ export type ConnectError =
   | PermissionDenied
   | InvalidKeyPrefix
   | KeySchemaMismatch
+  | EvictionPolicyRefused
 
 export const layer = (
   options: RedisConnectionOptions,

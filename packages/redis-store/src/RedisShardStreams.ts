@@ -24,10 +24,12 @@
  * `waitForEntries`: a blocking XREAD on a dedicated connection.
  */
 import {
+  type DataLost,
   type DataPlaneError,
   ForeignValue,
   InvalidArgument,
   InvalidEntryId,
+  OwnerTokenMissing,
   OwnerTokenRegression,
   ShardSealed,
   ShardStreams,
@@ -42,10 +44,12 @@ import { makeIdleWaits } from "./internal/idleWaits.js"
 import {
   Code,
   evalScript,
+  fenceFailure,
   fieldsOf,
   keyCommand,
   messageOf,
   pairsOf,
+  type Reply,
   refineWrongType,
   xreadMessages,
 } from "./internal/reply.js"
@@ -134,6 +138,7 @@ export interface ShardStreamsOptions {
 type StickyAck =
   | { readonly _tag: "Acked"; readonly count: number }
   | { readonly _tag: "Stale"; readonly current: number }
+  | { readonly _tag: "TokenMissing" }
   | { readonly _tag: "Foreign"; readonly key: string; readonly message: string }
 
 interface StickyReader {
@@ -188,7 +193,12 @@ const judgeWatch = async (
         error?.message ?? `owner token is not a non-negative integer: ${String(raw).slice(0, 40)}`,
     }
   }
-  const current = raw === null ? 0 : Number(raw)
+  // no token at all refuses every token (docs/protocol.md rule 26)
+  if (raw === null) {
+    await c.unwatch()
+    return { _tag: "TokenMissing" }
+  }
+  const current = Number(raw)
   if (token < current) {
     await c.unwatch()
     return { _tag: "Stale", current }
@@ -470,22 +480,42 @@ export const makeWith = (
   ) =>
     Effect.flatMap(
       evalScript(connection, operation, script, keys, [String(address.token), ...args]),
-      (reply) =>
-        reply[0] === Code.Stale
-          ? Effect.fail(
-              new StaleOwner({
-                stream: address.stream,
-                shard: address.shard,
-                group: address.group,
-                token: address.token,
-                currentToken: Number(reply[1]),
-              }),
-            )
-          : Effect.succeed(reply),
+      (reply): Effect.Effect<Reply, StaleOwner | OwnerTokenMissing | DataLost> => {
+        const refused = fenceFailure(address, reply)
+        return refused === undefined ? Effect.succeed(reply) : Effect.fail(refused)
+      },
     )
 
   const ownerKey = (a: { stream: string; shard: number; group: string }) =>
     ownerTokenKey(a.stream, a.shard, a.group)
+
+  /**
+   * A read's or a claim's VANISHED 'stream' on a shard sealed by a reshard:
+   * a sealed shard that never had a stream has nothing to read, so `empty`
+   * (the scripts name no seal marker: a key that may not exist makes a
+   * cluster refuse the script while its slot migrates). Checked after the
+   * script; the seal is never taken back, so the order is harmless.
+   */
+  const emptyIfSealed =
+    (address: FencedAddress, empty: Reply) =>
+    <E>(
+      effect: Effect.Effect<Reply, E | DataLost>,
+    ): Effect.Effect<Reply, E | DataLost | DataPlaneError> =>
+      Effect.catchIf(
+        effect,
+        (e): e is DataLost =>
+          typeof e === "object" &&
+          e !== null &&
+          (e as { _tag?: unknown })._tag === "DataLost" &&
+          (e as DataLost).what === "stream",
+        (lost) => {
+          const sealed = sealedKey(address.stream, address.shard)
+          return Effect.flatMap(
+            keyCommand(connection, "read (EXISTS seal)", sealed, (c) => c.exists(sealed)),
+            (n) => (n === 1 ? Effect.succeed(empty) : Effect.fail(lost)),
+          )
+        },
+      )
 
   const service: ShardStreams.ShardStreamsShape = {
     append: (stream, shard, fields, options = {}) =>
@@ -551,7 +581,7 @@ export const makeWith = (
           "setOwnerToken",
           Scripts.setOwnerToken,
           [ownerKey(o), shardKey(o.stream, o.shard), sealedKey(o.stream, o.shard)],
-          [String(o.token), o.group],
+          [String(o.token), o.group, o.createGroup === undefined ? "" : o.createGroup ? "1" : "0"],
         )
         if (reply[0] === Code.Regression)
           return yield* new OwnerTokenRegression({
@@ -600,9 +630,16 @@ export const makeWith = (
               token: o.token,
               currentToken: result.current,
             })
+          if (result._tag === "TokenMissing")
+            return yield* new OwnerTokenMissing({
+              stream: o.stream,
+              shard: o.shard,
+              group: o.group,
+              token: o.token,
+            })
           if (result._tag === "Foreign")
             return yield* new ForeignValue({ key: result.key, message: result.message })
-          // "Fallback": no group yet (the script creates it) or the owner kept changing
+          // "Fallback": no stream or group (the script says what that means) or the owner kept changing
         }
         const reply = yield* fenced(
           "read",
@@ -620,7 +657,7 @@ export const makeWith = (
             features.xackdel ? "1" : "0",
             ...(ack?.ids ?? []),
           ],
-        )
+        ).pipe(ack === undefined ? emptyIfSealed(o, [] as Reply) : (e) => e)
         return messagesOf(reply[1], o.keyField)
       }),
 
@@ -631,7 +668,26 @@ export const makeWith = (
         if (o.ids.length > 0 && (o.mode === "ack" || features.xackdel)) {
           const sticky = yield* stickyAck(o)
           if (sticky !== undefined) {
-            if (sticky._tag === "Acked") return sticky.count
+            // all acknowledged; fewer may mean the group vanished (XACK answers 0
+            // for a group that is gone): the script acks the ids again and says
+            if (sticky._tag === "Acked" && sticky.count === o.ids.length) return sticky.count
+            if (sticky._tag === "Acked") {
+              const again = yield* fenced(
+                "ack",
+                o,
+                Scripts.ack,
+                [shardKey(o.stream, o.shard), ownerKey(o)],
+                [o.group, o.mode, features.xackdel ? "1" : "0", ...o.ids],
+              )
+              return sticky.count + Number(again[1])
+            }
+            if (sticky._tag === "TokenMissing")
+              return yield* new OwnerTokenMissing({
+                stream: o.stream,
+                shard: o.shard,
+                group: o.group,
+                token: o.token,
+              })
             if (sticky._tag === "Stale")
               return yield* new StaleOwner({
                 stream: o.stream,
@@ -673,12 +729,17 @@ export const makeWith = (
         yield* checkToken(o.token)
         const position = o.position === "start" ? "0-0" : o.position === "end" ? "$" : o.position
         if (position !== "$") yield* checkIds([position])
-        yield* fenced(
-          "setGroupPosition",
-          o,
-          Scripts.setPosition,
-          [shardKey(o.stream, o.shard), ownerKey(o)],
-          [o.group, position],
+        // a seek creates the group (and the stream) where it is missing: never VANISHED
+        yield* Effect.catchTag(
+          fenced(
+            "setGroupPosition",
+            o,
+            Scripts.setPosition,
+            [shardKey(o.stream, o.shard), ownerKey(o)],
+            [o.group, position],
+          ),
+          "DataLost",
+          Effect.die,
         )
       }),
 
@@ -695,7 +756,7 @@ export const makeWith = (
           Scripts.claimPending,
           [shardKey(o.stream, o.shard), ownerKey(o)],
           [o.group, o.consumer, String(o.minIdleMs), start, String(o.count)],
-        )
+        ).pipe(emptyIfSealed(o, [Code.Ok, "0-0", [], []] as Reply))
         return {
           next: String(reply[1]),
           messages: messagesOf(reply[2]),

@@ -24,14 +24,13 @@ import {
   InvalidArgument,
   InvalidEntryId,
   ShardSealed,
-  StaleOwner,
   Transaction,
   TransactionRefused,
   TransactionRefusedReason,
 } from "@shardline/core"
 import { Effect, Schema } from "effect"
 import { keySlot } from "./acl.js"
-import { Code, evalScript, keyCommand } from "./internal/reply.js"
+import { Code, evalScript, fenceFailure, keyCommand } from "./internal/reply.js"
 import * as StreamId from "./internal/streamId.js"
 import type { KeySpace } from "./keys.js"
 import type { RedisConnectionShape } from "./RedisConnection.js"
@@ -176,15 +175,10 @@ export const makeTransactions = (
             case Code.NotPending:
               return Effect.succeed({ _tag: "NotPending", ids: reply.slice(1).map(String) })
             case Code.Stale:
-              return Effect.fail(
-                new StaleOwner({
-                  stream: o.stream,
-                  shard: o.shard,
-                  group: o.group,
-                  token: o.token,
-                  currentToken: Number(reply[1]),
-                }),
-              )
+            case Code.TokenMissing:
+            case Code.Vanished:
+              // refused by the fence, or the group / stream vanished (docs/protocol.md rule 26)
+              return Effect.fail(fenceFailure(o, reply)!)
             case Code.Sealed: {
               const send = checked.sends[Number(reply[1])]!
               return Effect.fail(new ShardSealed({ stream: send.stream, shard: send.shard }))

@@ -25,9 +25,12 @@
  * `--sentinel-username` / `--sentinel-password` for the sentinels' own);
  * `--connect-timeout ms` bounds connecting (default 10,000);
  * `--prefix P` names the namespace of the keys (default `shardline:`,
- * docs/redis.md "Keys"). A group that does not exist, a refusal, another
- * key schema in the namespace, or a Redis that cannot be reached is one
- * line on stderr and exit code 2; bad usage is exit code 64.
+ * docs/redis.md "Keys"). A command that writes refuses a server whose
+ * `maxmemory-policy` is not `noeviction` unless `--allow-eviction` (one
+ * that only reads warns on stderr; docs/redis.md, "Eviction"). A group that
+ * does not exist, a refusal, another key schema in the namespace, or a
+ * Redis that cannot be reached is one line on stderr and exit code 2; bad
+ * usage is exit code 64.
  */
 import { readFileSync, realpathSync } from "node:fs"
 import os from "node:os"
@@ -41,7 +44,7 @@ import {
   inspectGroup,
   Layout,
 } from "@shardline/core"
-import { Context, Data, Effect, Exit, Layer, Option, type Scope } from "effect"
+import { Context, Data, Effect, Exit, Layer, Logger, Option, type Scope } from "effect"
 import * as Admin from "./Admin.js"
 import { checkPermissions } from "./acl.js"
 import type { AdminRefused } from "./Errors.js"
@@ -84,14 +87,23 @@ const USAGE = `usage:
    --redis, in the URL), --sentinel-username U --sentinel-password P: the
    sentinels' own;
    --connect-timeout ms: how long connecting may take, default 10000;
-   --prefix P: the namespace of Shardline's keys, default shardline:)`
+   --prefix P: the namespace of Shardline's keys, default shardline:;
+   --allow-eviction: write to a server whose maxmemory-policy is not noeviction)`
 
 interface Args {
   readonly command: string
   readonly flags: Map<string, string | true>
 }
 
-const BOOLEAN_FLAGS = new Set(["json", "rollback", "help", "all", "force", "dry-run"])
+const BOOLEAN_FLAGS = new Set([
+  "json",
+  "rollback",
+  "help",
+  "all",
+  "force",
+  "dry-run",
+  "allow-eviction",
+])
 
 /** Commands with a subcommand: `dlq list`, `groups delete`, ... */
 const SUBCOMMANDS: Readonly<Record<string, ReadonlyArray<string>>> = {
@@ -161,9 +173,14 @@ const connectionOptions = (
     : { connectTimeout: 10_000, disableClientInfo: true }
   const prefix = args.flags.get("prefix")
   const connectTimeoutMs = optionalInt(args, "connect-timeout")
+  // a server that evicts keys: a command that writes is refused unless
+  // --allow-eviction; one that only reads warns (docs/redis.md, "Eviction")
+  const allowEviction =
+    args.flags.has("allow-eviction") || READ_ONLY.has(args.command) || args.command === "dashboard"
   const common = {
     ...(typeof prefix === "string" ? { keyPrefix: prefix } : {}),
     ...(connectTimeoutMs === undefined ? {} : { connectTimeoutMs }),
+    allowEviction,
   }
   const given = ["redis", "cluster", "sentinels"].filter((f) => args.flags.has(f))
   if (given.length > 1)
@@ -254,7 +271,8 @@ const withPorts = <A, E>(
               message:
                 e._tag === "KeySchemaMismatch" ||
                 e._tag === "InvalidKeyPrefix" ||
-                e._tag === "TopologyMismatch"
+                e._tag === "TopologyMismatch" ||
+                e._tag === "EvictionPolicyRefused"
                   ? `${e._tag}: ${e.message}`
                   : `cannot reach Redis (${describeTarget(args)}): ${e.message}`,
             }),
@@ -850,6 +868,17 @@ const dashboard = (args: Args): Effect.Effect<undefined, CliFailure> => {
 // ---------------------------------------------------------------------------
 // main
 
+/** Effect's warnings and errors as `shardline: warning: ...` lines on stderr. */
+const stderrLogs = Logger.layer([
+  Logger.make((o) => {
+    if (o.logLevel !== "Warn" && o.logLevel !== "Error" && o.logLevel !== "Fatal") return
+    const parts = Array.isArray(o.message) ? o.message : [o.message]
+    process.stderr.write(
+      `shardline: ${o.logLevel === "Warn" ? "warning" : "error"}: ${parts.map(String).join(" ")}\n`,
+    )
+  }),
+])
+
 /** This package's version (the CLI's `--version`). */
 const version = (): string =>
   (
@@ -911,7 +940,8 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     }
     throw e
   }
-  const exit = await Effect.runPromiseExit(program)
+  // warnings (a server that evicts keys) on stderr: stdout is the command's output (--json)
+  const exit = await Effect.runPromiseExit(program.pipe(Effect.provide(stderrLogs)))
   if (Exit.isSuccess(exit)) {
     if (exit.value !== undefined) process.stdout.write(`${exit.value}\n`)
     return 0

@@ -382,8 +382,9 @@ for (const target of redisTargets()) {
           yield* sa.append("orders", 0, { from: "a" })
           yield* sb.append("orders", 0, { from: "b" })
           yield* sb.append("orders", 0, { from: "b" })
-          // b's owner token is its own: 0, and its group reads with token 1
+          // b's owner token is its own: none until b's coordinator grants it 1
           assert.strictEqual(yield* sb.ownerToken(base), 0)
+          yield* sb.setOwnerToken({ ...base, token: 1 })
           const readA = yield* sa.read({ ...base, consumer: "c", token: 5, count: 10 })
           const readB = yield* sb.read({ ...base, consumer: "c", token: 1, count: 10 })
           assert.deepStrictEqual(

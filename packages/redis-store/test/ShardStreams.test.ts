@@ -4,6 +4,7 @@
  */
 import { assert, it } from "@effect/vitest"
 import { ShardStreams } from "@shardline/core"
+import { ShardStreams as MemoryShardStreams } from "@shardline/core/testing"
 import { Effect } from "effect"
 import { defaultKeys } from "../src/keys.js"
 import * as RedisConnection from "../src/RedisConnection.js"
@@ -11,14 +12,15 @@ import * as RedisShardStreams from "../src/RedisShardStreams.js"
 import { shardStreamsContract } from "./contract/ShardStreams.js"
 import { readAllAckingWithNext } from "./support/reads.js"
 import { connect, describeTarget, ownUserStreams, redisTargets, unique } from "./support/targets.js"
+import { memoryVanish, redisVanish } from "./support/vanish.js"
 
 const { deadLetterKey, ownerTokenKey, shardKey } = defaultKeys
 
 describeTarget(
   "ShardStreams contract",
   { name: "memory (core)" },
-  ShardStreams.makeMemory,
-  (subject) => shardStreamsContract(subject),
+  MemoryShardStreams.makeMemory,
+  (subject) => shardStreamsContract(subject, () => memoryVanish(subject())),
 )
 
 for (const target of redisTargets()) {
@@ -28,7 +30,10 @@ for (const target of redisTargets()) {
   }))
 
   describeTarget("ShardStreams contract", target, acquire, (subject) =>
-    shardStreamsContract(() => subject().streams),
+    shardStreamsContract(
+      () => subject().streams,
+      () => redisVanish(subject().connection),
+    ),
   )
 
   // the default above is the gated fence on single nodes: the script's read of new entries too
@@ -36,10 +41,15 @@ for (const target of redisTargets()) {
     describeTarget(
       "ShardStreams contract (script fence)",
       target,
-      Effect.map(connect(target), (connection) =>
-        RedisShardStreams.makeWith(connection, { read: "script" }),
-      ),
-      (subject) => shardStreamsContract(subject),
+      Effect.map(connect(target), (connection) => ({
+        connection,
+        streams: RedisShardStreams.makeWith(connection, { read: "script" }),
+      })),
+      (subject) =>
+        shardStreamsContract(
+          () => subject().streams,
+          () => redisVanish(subject().connection),
+        ),
     )
 
   // the optimistic fence (single nodes; a cluster always uses the script)
@@ -47,10 +57,15 @@ for (const target of redisTargets()) {
     describeTarget(
       "ShardStreams contract (optimistic fence)",
       target,
-      Effect.map(connect(target), (connection) =>
-        RedisShardStreams.makeWith(connection, { read: "optimistic" }),
-      ),
-      (subject) => shardStreamsContract(subject),
+      Effect.map(connect(target), (connection) => ({
+        connection,
+        streams: RedisShardStreams.makeWith(connection, { read: "optimistic" }),
+      })),
+      (subject) =>
+        shardStreamsContract(
+          () => subject().streams,
+          () => redisVanish(subject().connection),
+        ),
     )
 
   if (target.kind !== "cluster7")
@@ -247,6 +262,8 @@ for (const target of redisTargets()) {
           const { stream, base } = fresh()
           const key = shardKey(stream, 0)
           yield* Effect.promise(() => raw().set(key, "not a stream"))
+          // the group's token (its grant leaves a key of another type alone)
+          yield* s.setOwnerToken({ ...base, token: 0 })
           const errors = [
             yield* Effect.flip(s.append(stream, 0, { k: "v" })),
             yield* Effect.flip(s.read({ ...base, consumer: "c", token: 0, count: 1 })),
@@ -283,6 +300,7 @@ for (const target of redisTargets()) {
         Effect.gen(function* () {
           const { streams: s } = subject()
           const { stream, base } = fresh()
+          yield* s.setOwnerToken({ ...base, token: 0 })
           yield* s.append(stream, 0, { k: "v" })
           yield* s.append(stream, 0, { k: "w" })
           yield* s.read({ ...base, consumer: "c", token: 0, count: 1 })
@@ -319,6 +337,7 @@ for (const target of redisTargets()) {
         Effect.gen(function* () {
           const { streams: s } = subject()
           const { stream, base } = fresh()
+          yield* s.setOwnerToken({ ...base, token: 0 })
           yield* s.append(stream, 0, { k: "v" })
           const [m] = yield* s.read({ ...base, consumer: "c", token: 0, count: 1 })
           const dlq = deadLetterKey(stream, 0)

@@ -5,7 +5,7 @@
  * nodes told to use it; then what only a cluster has: the shard's hash slot.
  */
 import { assert, it } from "@effect/vitest"
-import { ShardStreams } from "@shardline/core"
+import { ShardStreams as MemoryShardStreams } from "@shardline/core/testing"
 import { Effect } from "effect"
 import { keySlot } from "../src/acl.js"
 import * as RedisShardStreams from "../src/RedisShardStreams.js"
@@ -13,16 +13,19 @@ import {
   directSendsContract,
   outboxContract,
   transactionsContract,
+  transactionsVanishContract,
 } from "./contract/Transactions.js"
 import { connect, describeTarget, redisTargets, unique } from "./support/targets.js"
+import { memoryVanish, redisVanish } from "./support/vanish.js"
 
 describeTarget(
   "Transactions contract",
   { name: "memory (core)" },
-  ShardStreams.makeMemory,
+  MemoryShardStreams.makeMemory,
   (subject) => {
     transactionsContract(subject)
     directSendsContract(subject)
+    transactionsVanishContract(subject, () => memoryVanish(subject()))
   },
 )
 
@@ -30,11 +33,16 @@ for (const target of redisTargets()) {
   describeTarget(
     "Transactions contract",
     target,
-    Effect.map(connect(target), (connection) => RedisShardStreams.makeWith(connection)),
-    (subject) => {
+    Effect.map(connect(target), (connection) => ({
+      connection,
+      streams: RedisShardStreams.makeWith(connection),
+    })),
+    (fixture) => {
+      const subject = () => fixture().streams
       transactionsContract(subject)
       if (target.kind === "cluster7") outboxContract(subject)
       else directSendsContract(subject)
+      transactionsVanishContract(subject, () => redisVanish(fixture().connection))
     },
   )
   if (target.kind !== "cluster7")

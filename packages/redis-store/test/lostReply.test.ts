@@ -35,6 +35,7 @@ const loseOneRead = (
     const streams = RedisShardStreams.makeWith(connection, options)
     const stream = unique("lost-reply")
     const address = { stream, shard: 0, group: "g", consumer: "c1", token: 0 }
+    yield* streams.setOwnerToken({ stream, shard: 0, group: "g", token: 0 })
     for (const k of ["a", "b", "c"]) yield* streams.append(stream, 0, { k })
     const [first] = yield* streams.read({ ...address, count: 1 })
     yield* streams.ack({ ...address, ids: [first!.id], mode: "ack" })

@@ -78,6 +78,10 @@ export const make: Effect.Effect<OwnerFenceShape, never, ShardStreams> = ShardSt
             shard: f.shard,
             group: key.group,
             token: f.token,
+            // the group is created on the shard at its first grant only: a
+            // later grant or a re-fence never re-creates what vanished
+            // (docs/protocol.md rule 26)
+            createGroup: f.first === true,
           }),
         { discard: true },
       ).pipe(

@@ -21,7 +21,12 @@
  * | `pending`/`info`| XPENDING / XINFO                                             |
  *
  * A fenced operation with a token lower than its group's current token for
- * the shard fails with `StaleOwner` and changes nothing.
+ * the shard fails with `StaleOwner` and changes nothing; with no token at
+ * all for the (shard, group) it fails `OwnerTokenMissing` whatever its
+ * token (the coordinator writes one before any grant: a missing one was
+ * deleted or evicted), and where the group's consumer group or the shard's
+ * stream vanished under a token it fails `DataLost`, never reading as
+ * empty (docs/protocol.md rule 26).
  *
  * @example
  * const streams = yield* ShardStreams.ShardStreams
@@ -30,9 +35,12 @@
  */
 import { Clock, Context, Effect, Layer } from "effect"
 import {
+  DataLost,
+  type DataLostWhat,
   type DataPlaneError,
   InvalidArgument,
   InvalidEntryId,
+  OwnerTokenMissing,
   OwnerTokenRegression,
   ShardSealed,
   StaleOwner,
@@ -40,6 +48,7 @@ import {
 import * as StreamId from "../internal/streamId.js"
 import { doneByEveryGroup } from "./AckPolicy.js"
 import { MemoryKeyspace } from "./internal/memoryKeyspace.js"
+import { memoryShardStreamsHooks } from "./internal/memoryShardStreamsHooks.js"
 import * as Transaction from "./Transaction.js"
 
 // ---------------------------------------------------------------------------
@@ -100,6 +109,18 @@ export interface GroupAddress {
 export interface FencedAddress extends GroupAddress {
   /** The owner token the coordinator granted with the shard. */
   readonly token: number
+}
+
+/** `setOwnerToken`'s options. */
+export interface SetOwnerTokenOptions extends FencedAddress {
+  /**
+   * Create the group on the shard at `0` where it is missing: `true` for a
+   * group's first grant of the shard, `false` for a later grant or a
+   * coordinator's re-fence, which never re-create a group or stream that
+   * vanished (members report it: docs/protocol.md rule 26). Default: only
+   * at the first write of the (shard, group) token.
+   */
+  readonly createGroup?: boolean
 }
 
 export interface ReadOptions extends FencedAddress {
@@ -300,6 +321,18 @@ export const ownerTokenKey = (stream: string, shard: number, group: string): str
 // the port
 
 /**
+ * What a fenced operation (read, ack, nack, claim, dead-letter) may fail
+ * with: a refused token (`StaleOwner`, `OwnerTokenMissing`), vanished data
+ * (`DataLost`), an entry id that is no id, or a `DataPlaneError`.
+ */
+export type FencedError =
+  | StaleOwner
+  | OwnerTokenMissing
+  | DataLost
+  | InvalidEntryId
+  | DataPlaneError
+
+/**
  * Every operation may also fail with a `DataPlaneError` (backend unreachable,
  * a foreign value under our keys, an argument the backend cannot hold); the
  * memory implementation never does.
@@ -321,36 +354,33 @@ export interface ShardStreamsShape {
   ) => Effect.Effect<string, ShardSealed | DataPlaneError>
   /**
    * Coordinator's fence: raise the group's owner token for the shard (equal is
-   * a no-op, lower is refused). Other groups' tokens are untouched. It also
-   * creates the group on the shard at `0` when absent (where its first read
-   * would), so that from its first grant on no other group's `xackdel`
-   * deletes an entry it has not acknowledged; not on a sealed shard that has
-   * no stream.
+   * a no-op, lower is refused). Other groups' tokens are untouched. The
+   * group's first grant of the shard (`createGroup`; by default the first
+   * write of the token) also creates the group on the shard at `0` (where a
+   * first read would start), so that from its first grant on no other
+   * group's `xackdel` deletes an entry it has not acknowledged; not on a
+   * sealed shard that has no stream. Otherwise a vanished group or stream
+   * is left as it is, for the fenced reads to report (`DataLost`;
+   * docs/protocol.md rule 26).
    */
   readonly setOwnerToken: (
-    options: FencedAddress,
+    options: SetOwnerTokenOptions,
   ) => Effect.Effect<void, OwnerTokenRegression | DataPlaneError>
   /** The group's owner token for the shard (0 if never fenced). */
   readonly ownerToken: (address: GroupAddress) => Effect.Effect<number, DataPlaneError>
   /**
-   * Fenced consumer-group read: a batch in stream order (creates the group at
-   * `0` if absent), after acknowledging `options.ack` if given.
+   * Fenced consumer-group read: a batch in stream order, after acknowledging
+   * `options.ack` if given. The group's consumer group exists from its
+   * token's first write (`setOwnerToken`); where it or the shard's stream
+   * vanished since, `DataLost` (a shard sealed without a stream reads empty).
    */
-  readonly read: (
-    options: ReadOptions,
-  ) => Effect.Effect<ReadonlyArray<StreamMessage>, StaleOwner | InvalidEntryId | DataPlaneError>
+  readonly read: (options: ReadOptions) => Effect.Effect<ReadonlyArray<StreamMessage>, FencedError>
   /** Fenced ack; returns how many entries were pending and are now acknowledged. */
-  readonly ack: (
-    options: AckOptions,
-  ) => Effect.Effect<number, StaleOwner | InvalidEntryId | DataPlaneError>
+  readonly ack: (options: AckOptions) => Effect.Effect<number, FencedError>
   /** Fenced negative ack: the entry stays pending, its delivery count grows, its idle time resets. */
-  readonly nack: (
-    options: NackOptions,
-  ) => Effect.Effect<boolean, StaleOwner | InvalidEntryId | DataPlaneError>
+  readonly nack: (options: NackOptions) => Effect.Effect<boolean, FencedError>
   /** Fenced takeover of pending entries idle long enough (XAUTOCLAIM); delivery count +1. */
-  readonly claimPending: (
-    options: ClaimOptions,
-  ) => Effect.Effect<ClaimResult, StaleOwner | InvalidEntryId | DataPlaneError>
+  readonly claimPending: (options: ClaimOptions) => Effect.Effect<ClaimResult, FencedError>
   /**
    * Fenced, atomic: copy the pending entry to the shard's dead-letter stream
    * and ack it. Returns the dead-letter entry id, or undefined when the entry
@@ -358,7 +388,7 @@ export interface ShardStreamsShape {
    */
   readonly deadLetter: (
     options: DeadLetterOptions,
-  ) => Effect.Effect<string | undefined, StaleOwner | InvalidEntryId | DataPlaneError>
+  ) => Effect.Effect<string | undefined, FencedError>
   /**
    * Fenced seek (XGROUP SETID): move the group's last-delivered id on the shard
    * to an id, the start or the end; creates the group there if absent. Wakes
@@ -368,7 +398,7 @@ export interface ShardStreamsShape {
    */
   readonly setGroupPosition?: (
     options: SetPositionOptions,
-  ) => Effect.Effect<void, StaleOwner | InvalidEntryId | DataPlaneError>
+  ) => Effect.Effect<void, StaleOwner | OwnerTokenMissing | InvalidEntryId | DataPlaneError>
   /** XPENDING: the group's pending entries in id order, optionally for one consumer. */
   readonly pending: (
     options: GroupAddress & { readonly consumer?: string },
@@ -517,8 +547,19 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
   const tokenOf = (a: GroupAddress): number =>
     tokens.get(ownerTokenKey(a.stream, a.shard, a.group)) ?? 0
 
-  const staleOwner = (a: FencedAddress): StaleOwner | undefined => {
-    const current = tokenOf(a)
+  /**
+   * The fence: `StaleOwner` below the stored token, `OwnerTokenMissing` when
+   * none is stored, whatever the caller's token (docs/protocol.md rule 26).
+   */
+  const staleOwner = (a: FencedAddress): StaleOwner | OwnerTokenMissing | undefined => {
+    const current = tokens.get(ownerTokenKey(a.stream, a.shard, a.group))
+    if (current === undefined)
+      return new OwnerTokenMissing({
+        stream: a.stream,
+        shard: a.shard,
+        group: a.group,
+        token: a.token,
+      })
     return a.token < current
       ? new StaleOwner({
           stream: a.stream,
@@ -528,6 +569,27 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
           currentToken: current,
         })
       : undefined
+  }
+
+  const lost = (a: GroupAddress, what: DataLostWhat) =>
+    new DataLost({ stream: a.stream, shard: a.shard, group: a.group, what })
+
+  /**
+   * Under a token that holds, the group's consumer group on the shard (the
+   * token's first write created it), or what vanished (`DataLost`), as the
+   * Redis scripts' `vanished` decides.
+   */
+  const groupUnder = (a: GroupAddress): { state: StreamState; group: Group } | DataLost => {
+    const state = streams.get(shardKey(a.stream, a.shard))
+    if (state === undefined) return lost(a, "stream")
+    const group = state.groups.get(a.group)
+    return group === undefined ? lost(a, "group") : { state, group }
+  }
+
+  /** A shard sealed by a reshard without a stream: nothing to read there, nothing vanished. */
+  const sealedWithoutStream = (a: GroupAddress): boolean => {
+    const key = shardKey(a.stream, a.shard)
+    return !streams.has(key) && sealed.has(key)
   }
 
   const invalidId = (ids: ReadonlyArray<string>): InvalidEntryId | undefined => {
@@ -542,13 +604,16 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
   const fenced = <A>(
     address: FencedAddress,
     ids: ReadonlyArray<string>,
-    body: (now: number) => A,
-  ): Effect.Effect<A, StaleOwner | InvalidEntryId> =>
-    Effect.flatMap(Clock.currentTimeMillis, (now) =>
-      Effect.suspend(() => {
+    body: (now: number) => A | DataLost,
+  ): Effect.Effect<A, StaleOwner | OwnerTokenMissing | DataLost | InvalidEntryId> =>
+    Effect.flatMap(
+      Clock.currentTimeMillis,
+      (now): Effect.Effect<A, StaleOwner | OwnerTokenMissing | DataLost | InvalidEntryId> => {
         const error = staleOwner(address) ?? invalidId(ids)
-        return error === undefined ? Effect.succeed(body(now)) : Effect.fail(error)
-      }),
+        if (error !== undefined) return Effect.fail(error)
+        const result = body(now)
+        return result instanceof DataLost ? Effect.fail(result) : Effect.succeed(result)
+      },
     )
 
   /**
@@ -686,12 +751,16 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
               currentToken: current,
             }),
           )
+        const first = o.createGroup ?? !tokens.has(ownerTokenKey(o.stream, o.shard, o.group))
         tokens.set(ownerTokenKey(o.stream, o.shard, o.group), o.token)
-        // the group exists on the shard from its grant on (created at 0, as
-        // its first read would): other groups' xackdel keeps what it has not
-        // acknowledged; a sealed shard without a stream gets none
+        // the group exists on the shard from its first grant on (created at
+        // 0, where a first read would start): other groups' xackdel keeps
+        // what it has not acknowledged; a sealed shard without a stream gets
+        // none. Past its first grant, a group or stream that is not there
+        // vanished: left for the fenced reads to report (`DataLost`), never
+        // re-created in silence (docs/protocol.md rule 26)
         const key = shardKey(o.stream, o.shard)
-        if (streams.has(key) || !sealed.has(key)) groupOf(streamOf(key), o.group)
+        if (first && (streams.has(key) || !sealed.has(key))) groupOf(streamOf(key), o.group)
         return Effect.void
       }),
 
@@ -699,9 +768,15 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
 
     read: (o) =>
       fenced(o, o.ack?.ids ?? [], (now) => {
-        const state = streamOf(shardKey(o.stream, o.shard))
+        if (o.ack !== undefined && o.ack.ids.length > 0) {
+          const acking = groupUnder(o)
+          if (acking instanceof DataLost) return acking
+        }
+        if (sealedWithoutStream(o)) return []
+        const under = groupUnder(o)
+        if (under instanceof DataLost) return under
+        const { state, group } = under
         if (o.ack !== undefined) acknowledge(state, o.group, o.ack)
-        const group = groupOf(state, o.group)
         group.consumers.add(o.consumer)
         const out: Array<StreamMessage> = []
         if (o.claimIdleMs !== undefined && o.from !== "pending") {
@@ -746,12 +821,17 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
       }),
 
     ack: (o) =>
-      fenced(o, o.ids, () => acknowledge(streamOf(shardKey(o.stream, o.shard)), o.group, o)),
+      fenced(o, o.ids, () => {
+        if (o.ids.length === 0) return 0
+        const under = groupUnder(o)
+        return under instanceof DataLost ? under : acknowledge(under.state, o.group, o)
+      }),
 
     nack: (o) =>
       fenced(o, [o.id], (now) => {
-        const state = streamOf(shardKey(o.stream, o.shard))
-        const pending = state.groups.get(o.group)?.pel.get(o.id)
+        const under = groupUnder(o)
+        if (under instanceof DataLost) return under
+        const pending = under.group.pel.get(o.id)
         if (pending === undefined) return false
         pending.deliveryCount++
         pending.deliveredAt = now
@@ -759,9 +839,12 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
       }),
 
     claimPending: (o) =>
-      fenced(o, o.start === undefined ? [] : [o.start], (now): ClaimResult => {
-        const state = streamOf(shardKey(o.stream, o.shard))
-        const group = groupOf(state, o.group)
+      fenced(o, o.start === undefined ? [] : [o.start], (now): ClaimResult | DataLost => {
+        if (sealedWithoutStream(o))
+          return { next: StreamId.format(StreamId.ZERO), messages: [], deleted: [] }
+        const under = groupUnder(o)
+        if (under instanceof DataLost) return under
+        const { state, group } = under
         group.consumers.add(o.consumer)
         const start = o.start === undefined ? StreamId.ZERO : StreamId.parse(o.start)!
         const candidates = [...group.pel.keys()]
@@ -802,10 +885,11 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
 
     deadLetter: (o) =>
       fenced(o, [o.id], (now) => {
-        const state = streamOf(shardKey(o.stream, o.shard))
-        const group = state.groups.get(o.group)
-        const pending = group?.pel.get(o.id)
-        if (group === undefined || pending === undefined) return undefined
+        const under = groupUnder(o)
+        if (under instanceof DataLost) return under
+        const { state, group } = under
+        const pending = group.pel.get(o.id)
+        if (pending === undefined) return undefined
         const entry = findEntry(state, o.id)
         const dlqId = append(
           deadLetterKey(o.stream, o.shard),
@@ -824,18 +908,23 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
 
     setGroupPosition: (o) => {
       const explicit = o.position !== "start" && o.position !== "end"
-      return fenced(o, explicit ? [o.position] : [], () => {
-        const key = shardKey(o.stream, o.shard)
-        const state = streamOf(key)
-        const group = groupOf(state, o.group)
-        group.lastDelivered =
-          o.position === "start"
-            ? StreamId.ZERO
-            : o.position === "end"
-              ? state.last
-              : StreamId.parse(o.position)!
-        wake(key)
-      })
+      // a seek creates the group (and the stream) where it is missing: never DataLost
+      return Effect.catchTag(
+        fenced(o, explicit ? [o.position] : [], () => {
+          const key = shardKey(o.stream, o.shard)
+          const state = streamOf(key)
+          const group = groupOf(state, o.group)
+          group.lastDelivered =
+            o.position === "start"
+              ? StreamId.ZERO
+              : o.position === "end"
+                ? state.last
+                : StreamId.parse(o.position)!
+          wake(key)
+        }),
+        "DataLost",
+        Effect.die,
+      )
     },
 
     pending: (o) =>
@@ -939,9 +1028,12 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
             if (badId !== undefined) return Effect.fail(badId)
             const checked = Transaction.checkCommit(o)
             if (Transaction.isRefusal(checked)) return Effect.fail(checked)
-            // only if every message is still pending: a commit that already ran writes nothing
+            // only if every message is still pending: a commit that already ran writes nothing;
+            // a group or stream that vanished is DataLost, never "already committed"
             const key = shardKey(o.stream, o.shard)
-            const pel = streams.get(key)?.groups.get(o.group)?.pel
+            const under = groupUnder(o)
+            if (under instanceof DataLost) return Effect.fail(under)
+            const pel = under.group.pel
             const notPending = o.ids.filter((id) => pel?.has(id) !== true)
             if (notPending.length === o.ids.length) return Effect.succeed(AlreadyCommitted)
             if (notPending.length > 0)
@@ -965,6 +1057,17 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
       read: (key) => Effect.map(Clock.currentTimeMillis, (now) => keyspace.read(key, now)),
     },
   }
+  memoryShardStreamsHooks.set(service, {
+    deleteStream: (stream, shard) => {
+      streams.delete(shardKey(stream, shard))
+    },
+    destroyGroup: (stream, shard, group) => {
+      streams.get(shardKey(stream, shard))?.groups.delete(group)
+    },
+    deleteOwnerToken: (stream, shard, group) => {
+      tokens.delete(ownerTokenKey(stream, shard, group))
+    },
+  })
   return service
 })
 

@@ -37,9 +37,11 @@
  */
 import type { Effect } from "effect"
 import {
+  type DataLost,
   type DataPlaneError,
   InvalidArgument,
   type InvalidEntryId,
+  type OwnerTokenMissing,
   type ShardSealed,
   type StaleOwner,
   TransactionRefused,
@@ -337,6 +339,8 @@ export type CommitOutcome =
 
 export type CommitError =
   | StaleOwner
+  | OwnerTokenMissing
+  | DataLost
   | InvalidEntryId
   | ShardSealed
   | TransactionRefused

@@ -52,7 +52,9 @@ describe("join", () => {
     expect(h.state.groupEpoch).toBe(1)
     expect(h.state.assignmentEpoch).toBe(1)
     expect(r.response.assigned).toEqual([0, 1, 2, 3].map((shard) => ({ shard, token: 1 })))
-    expect(r.fences).toEqual([0, 1, 2, 3].map((shard) => ({ shard, token: 1, memberId: "a" })))
+    expect(r.fences).toEqual(
+      [0, 1, 2, 3].map((shard) => ({ shard, token: 1, memberId: "a", first: true })),
+    )
     expect(r.timers.map((t) => timerId(t.key))).toContain("Session:a")
     expect(tags(r.records)).toEqual(
       expect.arrayContaining([

@@ -182,6 +182,12 @@ export const makeLogicalMember = (
       fences: Metrics.forGroup(Metrics.fences, key),
       handlersStuck: Metrics.forGroup(Metrics.handlersStuck, key),
       leaseLost: Metrics.forGroup(Metrics.leaseLost, key),
+      // what vanished (docs/protocol.md rule 26), one series per kind
+      dataLost: {
+        token: Metric.withAttributes(Metrics.forGroup(Metrics.dataLost, key), { what: "token" }),
+        stream: Metric.withAttributes(Metrics.forGroup(Metrics.dataLost, key), { what: "stream" }),
+        group: Metric.withAttributes(Metrics.forGroup(Metrics.dataLost, key), { what: "group" }),
+      },
     }
     // metrics are updated in place with the member's context (its registry):
     // no Effect per update, on the per-batch path
@@ -202,6 +208,9 @@ export const makeLogicalMember = (
           break
         case "StaleOwner":
           m.staleOwner.updateUnsafe(1, context)
+          break
+        case "DataLost":
+          m.dataLost[what.what].updateUnsafe(1, context)
           break
         case "Batch":
           m.batches.updateUnsafe(1, context)

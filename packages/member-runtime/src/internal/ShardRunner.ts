@@ -20,17 +20,15 @@
  *
  * Every storage call first checks that the runner is alive (not stopped,
  * fenced or abandoned) and that the member's lease is valid; the storage's
- * owner token is the final guard (`StaleOwner`).
+ * owner token is the final guard (`StaleOwner`). Data of the shard that
+ * vanished (its owner token, its stream, the group on it) is a `dataLost`
+ * event, never read as empty (docs/protocol.md rule 26): a shard without its
+ * token waits for a coordinator to write one again; a vanished group (or
+ * stream) is created again at the stream's start, by a fenced seek.
  */
-import type {
-  DataPlaneError,
-  InvalidEntryId,
-  ShardProgress,
-  ShardStreams,
-  StaleOwner,
-} from "@shardline/core"
+import type { DataLost, OwnerTokenMissing, ShardProgress, ShardStreams } from "@shardline/core"
 
-type DataPlaneFailure = StaleOwner | InvalidEntryId | DataPlaneError
+type DataPlaneFailure = ShardStreams.FencedError
 
 import { Deferred, Effect, type Fiber } from "effect"
 import type { ConsumerSettings } from "../Config.js"
@@ -140,6 +138,13 @@ export interface Runner {
   relayFailures: number
   /** `outboxStranded` was emitted for this grant (said once, not at every idle wait). */
   strandedSaid: boolean
+  /**
+   * What vanished and was said (`dataLost`), until the shard reads again:
+   * a loss is said once, not at every retry (docs/protocol.md rule 26).
+   */
+  lost: "token" | "stream" | "group" | undefined
+  /** The group (or the stream) vanished: create it again at the stream's start before the next read. */
+  recreate: boolean
   readonly progress: {
     lastId: string | undefined
     acked: number
@@ -180,6 +185,8 @@ export const makeRunner = (
   outboxDirty: true,
   relayFailures: 0,
   strandedSaid: false,
+  lost: undefined,
+  recreate: false,
   progress: { lastId: undefined, acked: 0, inFlight: 0, lag: undefined },
 })
 
@@ -309,6 +316,7 @@ export type TurnRecord =
   | { readonly _tag: "DeadLettered" }
   | { readonly _tag: "Batch"; readonly durationMs: number }
   | { readonly _tag: "StaleOwner" }
+  | { readonly _tag: "DataLost"; readonly what: "token" | "stream" | "group" }
 
 type Call = { readonly ok: true } | { readonly ok: false; readonly error: unknown } | "abandoned"
 
@@ -374,6 +382,63 @@ const emitDataPlaneError = (env: TurnEnv, shard: number, error: unknown): void =
     shard,
     error,
   })
+
+/**
+ * A fenced call's refusal (`StaleOwner`: the shard moved) or vanished data
+ * (`OwnerTokenMissing`, `DataLost`: docs/protocol.md rule 26), as the turn's
+ * outcome; undefined for any other failure (the caller's to handle).
+ */
+const fenceOutcome = (env: TurnEnv, r: Runner, error: unknown): Outcome | undefined => {
+  const tag = typeof error === "object" && error !== null ? (error as { _tag?: unknown })._tag : ""
+  if (tag === "StaleOwner") {
+    env.record({ _tag: "StaleOwner" })
+    return Stale
+  }
+  if (tag === "OwnerTokenMissing" || tag === "DataLost")
+    return dataLost(env, r, error as OwnerTokenMissing | DataLost)
+  return undefined
+}
+
+/**
+ * Something Shardline stored for the group on the shard vanished (deleted,
+ * evicted): said once (event and metric), never read as empty. Without its
+ * owner token the shard waits (every token is refused) and tries again
+ * every idle wait, until a coordinator writes one again (a grant, a
+ * failover). A vanished group or stream: the next turn creates the group
+ * again at the stream's start (a fenced seek), so what the stream still
+ * holds is delivered again; its pending entries went with it.
+ */
+const dataLost = (env: TurnEnv, r: Runner, error: OwnerTokenMissing | DataLost): Outcome => {
+  const what = error._tag === "OwnerTokenMissing" ? "token" : error.what
+  if (r.lost !== what) {
+    r.lost = what
+    env.record({ _tag: "DataLost", what })
+    env.emit({
+      stream: env.settings.stream,
+      group: env.settings.group,
+      memberId: env.memberId,
+      at: env.wallNow(),
+      type: "dataLost",
+      shard: r.shard,
+      what,
+      error,
+    })
+  }
+  if (!r.alive) return Abandoned
+  if (what === "token") {
+    // the group's entries are as they were: read again, own pending first, once it is back
+    r.retrying = true
+    return wait(env.settings.idleWaitMs)
+  }
+  // the group's pending entries and position are gone: nothing to claim or
+  // acknowledge; the group is created again, then read from the start
+  r.recreate = true
+  r.unacked = []
+  r.claimDone = true
+  r.retrying = false
+  r.lastDelivered = undefined
+  return wait(env.settings.retryInitialMs)
+}
 
 const holdOff = (env: TurnEnv, r: Runner, ms: number): Effect.Effect<Outcome> =>
   Effect.map(flushAcks(env, r), (flushed) => (typeof flushed === "number" ? wait(ms) : flushed))
@@ -491,10 +556,8 @@ const turnOf = (
             }),
           ),
         )
-        if (error._tag === "StaleOwner") {
-          env.record({ _tag: "StaleOwner" })
-          return Stale
-        }
+        const refused = fenceOutcome(env, r, error)
+        if (refused !== undefined) return refused
         continue
       }
       env.emit({ ...base(), type: "seeked", shard: r.shard, position: seek.position })
@@ -506,6 +569,22 @@ const turnOf = (
       return typeof flushed === "number" ? Paused : flushed
     }
     if (!canAct()) return r.alive ? wait(50) : Abandoned
+
+    // the group (or the shard's stream) vanished (docs/protocol.md rule 26):
+    // create it again at the stream's start, fenced, before reading
+    if (r.recreate) {
+      const setPosition = streams.setGroupPosition
+      // these ports cannot: the shard stays as it is (its loss was said)
+      if (setPosition === undefined) return wait(settings.idleWaitMs)
+      const made = yield* Effect.result(setPosition({ ...address, position: "start" }))
+      if (made._tag === "Failure") {
+        const refused = fenceOutcome(env, r, made.failure)
+        if (refused !== undefined) return refused
+        emitDataPlaneError(env, r.shard, made.failure)
+        return wait(settings.retryInitialMs)
+      }
+      r.recreate = false
+    }
 
     // opt-in limits (docs/runtime.md, "Circuit breaker and rate limit"): an
     // open breaker reads nothing, a half-open one reads one message (its
@@ -597,10 +676,8 @@ const turnOf = (
       if (reserved > used) limiter.release(reserved - used)
     }
     if (got._tag === "Failure") {
-      if (got.failure._tag === "StaleOwner") {
-        env.record({ _tag: "StaleOwner" })
-        return Stale
-      }
+      const refused = fenceOutcome(env, r, got.failure)
+      if (refused !== undefined) return refused
       emitDataPlaneError(env, r.shard, got.failure)
       // the read may have run and its reply been lost: whatever it delivered,
       // and the batch its ack carried (not known to be acknowledged), is
@@ -610,6 +687,8 @@ const turnOf = (
       r.retrying = true
       return wait(settings.retryInitialMs)
     }
+    // the shard reads: a later loss is said again
+    r.lost = undefined
     const ackedFirst = ackFirst.length
     if (ackedFirst > 0) ackedRecord(env, r, ackFirst)
     const entries = got.success
@@ -744,10 +823,8 @@ const ackIds = (
     if (!r.alive || !env.mayAct()) return Abandoned
     const acked = yield* Effect.result(env.streams.ack({ ...address, ids, mode: env.settings.ack }))
     if (acked._tag === "Failure") {
-      if (acked.failure._tag === "StaleOwner") {
-        env.record({ _tag: "StaleOwner" })
-        return Stale
-      }
+      const refused = fenceOutcome(env, r, acked.failure)
+      if (refused !== undefined) return refused
       emitDataPlaneError(env, r.shard, acked.failure)
       // not acknowledged: still pending, handled again on the retry read
       r.retrying = true
@@ -814,10 +891,8 @@ const fail = (
         // open: the message stays pending (never dead-lettered) until a trial succeeds
         if (verdict === "opened") env.onBreaker?.(breaker, "opened", r.shard, error)
         const nacked = yield* Effect.result(env.streams.nack({ ...address, id: m.id }))
-        if (nacked._tag === "Failure" && nacked.failure._tag === "StaleOwner") {
-          env.record({ _tag: "StaleOwner" })
-          return Stale
-        }
+        const refused = nacked._tag === "Failure" ? fenceOutcome(env, r, nacked.failure) : undefined
+        if (refused !== undefined) return refused
         r.retrying = true
         return wait(breaker.waitMs(env.now()))
       }
@@ -829,10 +904,8 @@ const fail = (
       )
       const moved = yield* Effect.result(env.streams.deadLetter({ ...address, id: m.id, reason }))
       if (moved._tag === "Failure") {
-        if (moved.failure._tag === "StaleOwner") {
-          env.record({ _tag: "StaleOwner" })
-          return Stale
-        }
+        const refused = fenceOutcome(env, r, moved.failure)
+        if (refused !== undefined) return refused
         r.retrying = true
         return wait(env.settings.retryInitialMs)
       }
@@ -856,10 +929,8 @@ const fail = (
       return "continue"
     }
     const nacked = yield* Effect.result(env.streams.nack({ ...address, id: m.id }))
-    if (nacked._tag === "Failure" && nacked.failure._tag === "StaleOwner") {
-      env.record({ _tag: "StaleOwner" })
-      return Stale
-    }
+    const refused = nacked._tag === "Failure" ? fenceOutcome(env, r, nacked.failure) : undefined
+    if (refused !== undefined) return refused
     r.retrying = true
     return wait(backoffMs(env.settings, m.deliveryCount))
   })
@@ -940,6 +1011,9 @@ const settleCommit = (
     return Stale
   }
   if (!r.alive) return Abandoned
+  // the group's token, group or stream vanished: said, as a read would (docs/protocol.md rule 26)
+  const refused = fenceOutcome(env, r, done.error)
+  if (refused !== undefined) return refused
   if (done.error !== undefined) emitDataPlaneError(env, r.shard, done.error)
   // the messages are still pending unless the commit ran (then they are not
   // delivered again): the retry read finds out

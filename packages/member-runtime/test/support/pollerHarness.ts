@@ -4,7 +4,8 @@
  * harness fences each shard with token 1 and starts loops itself. Every
  * data-plane call and handler call goes to one ordered log.
  */
-import { BackendUnavailable, type DataPlaneError, ShardStreams } from "@shardline/core"
+import { BackendUnavailable, type DataPlaneError, type ShardStreams } from "@shardline/core"
+import { ShardStreams as MemoryShardStreams } from "@shardline/core/testing"
 import { Clock, Effect, Scope } from "effect"
 import { TestClock } from "effect/testing"
 import { type ConsumerSettings, resolveSettings } from "../../src/Config.js"
@@ -83,7 +84,7 @@ export const makeHarness = (options: HarnessOptions = {}) =>
     const scope = yield* Scope.Scope
     const clock = yield* Clock.Clock
     const now = () => clock.currentTimeMillisUnsafe()
-    const memory = yield* ShardStreams.makeMemory
+    const memory = yield* MemoryShardStreams.makeMemory
     const log: Array<LogEntry> = []
     const events: Array<RuntimeEvent> = []
     const records: Array<TurnRecord> = []
@@ -380,6 +381,15 @@ export const makeHarness = (options: HarnessOptions = {}) =>
       memory.pending({ stream, shard, group })
     return {
       streams: streamsView,
+      /** What a deletion or an eviction does (docs/protocol.md rule 26): core's memory hooks. */
+      vanish: {
+        deleteStream: (shard: number) => memory.deleteStream(stream, shard),
+        destroyGroup: (shard: number) => memory.destroyGroup(stream, shard, group),
+        deleteOwnerToken: (shard: number) => memory.deleteOwnerToken(stream, shard, group),
+      },
+      /** The coordinator writes the shard's current token again (a failover's re-fence). */
+      refence: (shard: number) =>
+        memory.setOwnerToken({ stream, shard, group, token: tokens.get(shard) ?? 0 }),
       poller,
       log,
       events,

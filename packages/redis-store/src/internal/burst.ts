@@ -31,8 +31,10 @@ export const ackedCount = (reply: unknown): number =>
 export type FencedRead =
   | { readonly _tag: "Read"; readonly messages: Array<ShardStreams.StreamMessage> }
   | { readonly _tag: "Stale"; readonly current: number }
+  /** No owner token for the (shard, group): every token is refused (docs/protocol.md rule 26). */
+  | { readonly _tag: "TokenMissing" }
   | { readonly _tag: "Foreign"; readonly key: string; readonly message: string }
-  /** No stream or group yet (the read script creates them), or the fence stepped aside. */
+  /** No stream or group (the read script decides what that means), or the fence stepped aside. */
   | { readonly _tag: "Fallback" }
 
 /** A command's outcome, as an ioredis pipeline reports it: [error, null] or [null, reply]. */

@@ -131,6 +131,9 @@ export const outcomeOf = (
   // the gate script's reply, coded as every script's (src/lua/prelude.lua)
   const [code, detail, message] = Array.isArray(gated) ? gated : [Number.NaN]
   if (code === Code.Stale) return { _tag: "Stale", current: Number(detail) }
+  if (code === Code.TokenMissing) return { _tag: "TokenMissing" }
+  // an ack made in the gate found its group gone: the read script says so (VANISHED)
+  if (code === Code.Vanished) return { _tag: "Fallback" }
   if (code === Code.Foreign)
     return { _tag: "Foreign", key: String(detail), message: String(message) }
   if (code !== Code.Ok) throw new Error(`gate script: ${String(detail)}`)

@@ -1,6 +1,13 @@
 /** Decoding script replies and ioredis errors into typed errors. */
 
-import { type BackendUnavailable, ForeignValue, ShardStreams } from "@shardline/core"
+import {
+  type BackendUnavailable,
+  DataLost,
+  ForeignValue,
+  OwnerTokenMissing,
+  ShardStreams,
+  StaleOwner,
+} from "@shardline/core"
 import { Effect } from "effect"
 import type { Client, RedisConnectionShape } from "../RedisConnection.js"
 import { unavailable } from "../RedisConnection.js"
@@ -22,6 +29,10 @@ export const Code = {
   Unexpected: 9,
   NotPending: 10,
   Refused: 11,
+  /** No owner token for the (shard, group): every token is refused (docs/protocol.md rule 26). */
+  TokenMissing: 12,
+  /** Under a token that holds, the group's consumer group or the shard's stream is gone. */
+  Vanished: 13,
 } as const
 
 /**
@@ -129,4 +140,22 @@ export const xreadMessages = (
   return (Array.isArray(entries) ? entries : []).map((e: [string, Array<string>]) =>
     messageOf(e[0], e[1], 1, keyField),
   )
+}
+
+/**
+ * A fenced script's refusal: STALE (`StaleOwner`), TOKEN MISSING
+ * (`OwnerTokenMissing`) or VANISHED (`DataLost`); undefined otherwise
+ * (docs/protocol.md rule 26).
+ */
+export const fenceFailure = (
+  address: ShardStreams.FencedAddress,
+  reply: ReadonlyArray<unknown>,
+): StaleOwner | OwnerTokenMissing | DataLost | undefined => {
+  const { stream, shard, group, token } = address
+  if (reply[0] === Code.Stale)
+    return new StaleOwner({ stream, shard, group, token, currentToken: Number(reply[1]) })
+  if (reply[0] === Code.TokenMissing) return new OwnerTokenMissing({ stream, shard, group, token })
+  if (reply[0] === Code.Vanished)
+    return new DataLost({ stream, shard, group, what: reply[1] === "stream" ? "stream" : "group" })
+  return undefined
 }

@@ -5,7 +5,8 @@
 -- "xackdel" also deletes each entry this call acknowledged that every group
 -- of the stream has acknowledged (XACKDEL ACKED semantics, prelude's
 -- acknowledge): an id not pending in the group is neither acked nor deleted.
--- -> {0, acknowledged} | {1, current} | {2, key, msg}
+-- A group or stream missing under the token VANISHED (prelude's acknowledge).
+-- -> {0, acknowledged} | {1, current} | {12} | {13, what} | {2, key, msg}
 return run(function()
   local stream, owner, group = KEYS[1], KEYS[2], ARGV[2]
   fence(owner, tonumber(ARGV[1]))

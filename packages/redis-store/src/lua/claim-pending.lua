@@ -2,17 +2,16 @@
 -- KEYS[1] shard stream   KEYS[2] owner token
 -- ARGV[1] token  ARGV[2] group  ARGV[3] consumer  ARGV[4] min idle ms
 -- ARGV[5] start cursor  ARGV[6] count
--- Creates the group at 0 when absent.
+-- A group or stream missing under the token VANISHED (as read.lua; a shard
+-- sealed without a stream has nothing to claim: the caller looks at the seal).
 -- -> {0, next, {{id, {field, value, ...}, deliveryCount}, ...}, {deletedId, ...}}
---    | {1, current} | {2, key, msg}
+--    | {1, current} | {12} | {13, what} | {2, key, msg}
 return run(function()
   local stream, owner, group, consumer = KEYS[1], KEYS[2], ARGV[2], ARGV[3]
   fence(owner, tonumber(ARGV[1]))
   local reply = rcall(stream, 'XAUTOCLAIM', stream, group, consumer, ARGV[4], ARGV[5], 'COUNT', ARGV[6])
   if is_err(reply, 'NOGROUP') then
-    ccall(stream, 'XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
-    ccall(stream, 'XGROUP', 'CREATECONSUMER', stream, group, consumer)
-    return { 0, '0-0', {}, {} }
+    vanished(stream)
   end
   if type(reply) == 'table' and reply.err then error(reply) end
   local messages = {}

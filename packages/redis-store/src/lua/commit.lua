@@ -24,7 +24,7 @@
 -- before anything changed.
 -- -> {0, 1} committed | {0, 0} already committed | {10, id, ...} not pending
 --    | {8, send index} target sealed | {11, write index, reason, key, message}
---    | {1, current} | {2, key, msg}
+--    | {1, current} | {12} token missing | {13, what} vanished | {2, key, msg}
 local MAX = 9007199254740991
 
 local function refuse(index, reason, key, message)
@@ -100,11 +100,10 @@ local function main()
   local missing = {}
   for _, id in ipairs(ids) do
     local p = rcall(stream, 'XPENDING', stream, group, id, id, 1)
-    if is_err(p, 'NOGROUP') or is_err(p, 'ERR no such key') then
-      p = {}
-    elseif is_err(p, '') then
-      error(p)
-    end
+    -- the group (or the stream) vanished under the token: VANISHED, never
+    -- "already committed" (which would drop the writes: docs/protocol.md rule 26)
+    if is_err(p, 'NOGROUP') or is_err(p, 'ERR no such key') then vanished(stream) end
+    if is_err(p, '') then error(p) end
     if #p == 0 then missing[#missing + 1] = id end
   end
   if #missing == #ids then return { 0, 0 } end

@@ -11,8 +11,8 @@
 -- KEYS[1] shard stream <prefix>{<stream>:<shard>}   KEYS[2] owner token
 -- KEYS[3] gate <prefix>{<stream>:<shard>}:gate (same slot)
 -- ARGV[1] token
--- -> {0, 1} opened | {0, 0} no stream yet (the read script creates it)
---    | {1, current} STALE | {2, key, msg} FOREIGN | {9, message}
+-- -> {0, 1} opened | {0, 0} no stream (the read script decides what that means)
+--    | {1, current} STALE | {12} TOKEN MISSING | {2, key, msg} FOREIGN | {9, message}
 local owner = KEYS[2]
 local raw = redis.pcall('GET', owner)
 if type(raw) == 'table' then
@@ -20,13 +20,13 @@ if type(raw) == 'table' then
   if string.find(err, 'WRONGTYPE', 1, true) then return { 2, owner, err } end
   return { 9, err }
 end
-if raw then
-  if not string.match(raw, '^%d+$') or #raw > 15 then
-    return { 2, owner, 'owner token is not a non-negative integer: ' .. string.sub(raw, 1, 40) }
-  end
-  local current = tonumber(raw)
-  if tonumber(ARGV[1]) < current then return { 1, current } end
+-- no token at all refuses every token (docs/protocol.md rule 26), as prelude's fence
+if not raw then return { 12 } end
+if not string.match(raw, '^%d+$') or #raw > 15 then
+  return { 2, owner, 'owner token is not a non-negative integer: ' .. string.sub(raw, 1, 40) }
 end
+local current = tonumber(raw)
+if tonumber(ARGV[1]) < current then return { 1, current } end
 -- RENAMENX: a value under the gate key is not ours, so it is left alone (and the gate stays shut)
 local moved = redis.pcall('RENAMENX', KEYS[1], KEYS[3])
 if moved == 1 then return { 0, 1 } end

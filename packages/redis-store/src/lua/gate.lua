@@ -4,7 +4,8 @@
 -- stream. So the entries are reachable only when this script opened the
 -- gate: a stale token, a foreign value, an error or a missing script leave
 -- the gate key absent, the ack and the read touch nothing, and RENAMENX
--- (no such key) changes nothing. An xackdel ack before Redis 8.2 (XACK, then
+-- (no such key) changes nothing. So does a missing owner token (TOKEN
+-- MISSING: prelude's fence refuses every token then). An xackdel ack before Redis 8.2 (XACK, then
 -- XDEL of what every group has acknowledged: prelude's acknowledge) is made
 -- here instead, after the fence. When it opened, RENAMENX puts the stream back before
 -- EXEC ends, so no other client ever sees it moved.
@@ -23,8 +24,9 @@
 -- ARGV[4] "1": the server has XACKDEL ... ACKED (Redis >= 8.2)
 -- A non-stream value at the shard key moves too: the XACK / XREADGROUP on
 -- it fail WRONGTYPE (reported as FOREIGN) and RENAMENX moves it back.
--- -> {0, 1} opened | {0, 0} no stream or group yet (the read script creates it)
---    | {0, 2} nothing to read, not opened | {1, current} | {2, key, msg}
+-- -> {0, 1} opened | {0, 0} no stream or group (the read script decides what that means)
+--    | {0, 2} nothing to read, not opened | {1, current} | {12} TOKEN MISSING
+--    | {13, what} VANISHED (an ack's group is gone) | {2, key, msg}
 
 -- true when `group` has an entry after its last-delivered id; nil when the
 -- stream or the group does not exist

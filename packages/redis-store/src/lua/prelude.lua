@@ -14,7 +14,11 @@
 --   {9, message}        unexpected error (bug or server refusal)
 --   {10, id, ...}       NOT PENDING: a commit's messages are not all pending (commit.lua)
 --   {11, i, reason, key, message}  REFUSED: a commit's write i cannot apply (commit.lua)
+--   {12}                TOKEN MISSING: no owner token for the (shard, group): every token is refused
+--   {13, what}          VANISHED: under a token that holds, the group's consumer group
+--                       ('group') or the shard's stream ('stream') is gone
 -- Every check happens before the first write, so a refused call changes nothing.
+-- (docs/protocol.md rule 26: nothing Shardline stores disappears in silence.)
 
 local function foreign(key, message)
   error({ shardline = 2, key = key, message = message })
@@ -49,21 +53,59 @@ local function is_err(reply, prefix)
   return type(reply) == 'table' and reply.err ~= nil and string.sub(reply.err, 1, #prefix) == prefix
 end
 
--- The owner token stored at `key`: 0 when absent; FOREIGN unless a decimal integer.
-local function owner_token(key)
+-- The type of `key` ('none' when absent).
+local function type_of(key)
+  local t = ccall(key, 'TYPE', key)
+  if type(t) == 'table' then return t.ok end
+  return t
+end
+
+-- The owner token stored at `key`: nil when absent; FOREIGN unless a decimal integer.
+local function stored_token(key)
   local raw = rcall(key, 'GET', key)
   if is_err(raw, '') then error(raw) end
-  if raw == false then return 0 end
+  if raw == false then return nil end
   if not string.match(raw, '^%d+$') or #raw > 15 then
     foreign(key, 'owner token is not a non-negative integer: ' .. string.sub(raw, 1, 40))
   end
   return tonumber(raw)
 end
 
--- STALE unless `token` is at least the stored owner token.
+-- The owner token stored at `key`: 0 when absent; FOREIGN unless a decimal integer.
+local function owner_token(key)
+  return stored_token(key) or 0
+end
+
+-- STALE unless `token` is at least the stored owner token; TOKEN MISSING when
+-- none is stored, whatever `token`: the coordinator writes a grant's token
+-- before it tells the member, so a missing one was deleted or evicted, and
+-- comparing with 0 would let every token through (docs/protocol.md rule 26).
 local function fence(key, token)
-  local current = owner_token(key)
+  local current = stored_token(key)
+  if current == nil then error({ shardline = 12 }) end
   if token < current then error({ shardline = 1, current = current }) end
+end
+
+-- A command on `stream` found no group `group` (NOGROUP, or an ack that
+-- acknowledged less than asked and XPENDING says NOGROUP) under a token
+-- that holds. The token's first write created the group on the stream
+-- (set-owner-token.lua), so it VANISHED: 'stream' when the key is gone,
+-- 'group' when only the group is (a shard sealed by a reshard without a
+-- stream is 'stream' too: the reads' callers look at its seal). Never
+-- re-created here: a fenced seek does that.
+local function vanished(stream)
+  local t = type_of(stream)
+  if t == 'stream' then error({ shardline = 13, what = 'group' }) end
+  if t ~= 'none' then foreign(stream, 'holds a ' .. t .. ', expected a stream') end
+  error({ shardline = 13, what = 'stream' })
+end
+
+-- VANISHED unless `group` exists on `stream` (XPENDING of one entry: NOGROUP
+-- when the key or the group is gone).
+local function check_group(stream, group)
+  local p = rcall(stream, 'XPENDING', stream, group, '-', '+', 1)
+  if is_err(p, 'NOGROUP') then vanished(stream) end
+  if is_err(p, '') then error(p) end
 end
 
 local function run(main)
@@ -72,6 +114,8 @@ local function run(main)
   if type(result) == 'table' then
     if result.shardline == 1 then return { 1, result.current } end
     if result.shardline == 2 then return { 2, result.key, result.message } end
+    if result.shardline == 12 then return { 12 } end
+    if result.shardline == 13 then return { 13, result.what } end
     if result.err then return { 9, result.err } end
   end
   return { 9, tostring(result) }
@@ -138,33 +182,33 @@ end
 -- stream has acknowledged (XACKDEL ACKED semantics): with XACKDEL ... ACKED
 -- when `native` (Redis >= 8.2), else XACK, then XDEL of what acked_by_all
 -- allows. An id not pending in the group is neither acked nor deleted.
+-- XACK and XACKDEL answer 0 / -1 for a group or stream that is gone, as for
+-- an id not pending: when fewer than asked were acknowledged, VANISHED
+-- unless the group is there (check_group), never "nothing was pending".
 local function acknowledge(stream, group, mode, native, ids)
   if #ids == 0 then return 0 end
-  if mode == 'ack' then return ccall(stream, 'XACK', stream, group, unpack(ids)) end
-  if native then
+  local n = 0
+  if mode == 'ack' then
+    n = ccall(stream, 'XACK', stream, group, unpack(ids))
+  elseif native then
     -- per id: 1 acked and deleted, 2 acked and kept (another group still needs it), -1 not pending
     local results = ccall(stream, 'XACKDEL', stream, group, 'ACKED', 'IDS', #ids, unpack(ids))
-    local n = 0
     for _, r in ipairs(results) do
       if r == 1 or r == 2 then n = n + 1 end
     end
-    return n
+  else
+    local acked = {}
+    for _, id in ipairs(ids) do
+      if ccall(stream, 'XACK', stream, group, id) == 1 then acked[#acked + 1] = id end
+    end
+    if #acked > 0 then
+      local done = acked_by_all(stream, group, acked)
+      if #done > 0 then ccall(stream, 'XDEL', stream, unpack(done)) end
+    end
+    n = #acked
   end
-  local acked = {}
-  for _, id in ipairs(ids) do
-    if ccall(stream, 'XACK', stream, group, id) == 1 then acked[#acked + 1] = id end
-  end
-  if #acked == 0 then return 0 end
-  local done = acked_by_all(stream, group, acked)
-  if #done > 0 then ccall(stream, 'XDEL', stream, unpack(done)) end
-  return #acked
-end
-
--- The type of `key` ('none' when absent).
-local function type_of(key)
-  local t = ccall(key, 'TYPE', key)
-  if type(t) == 'table' then return t.ok end
-  return t
+  if n < #ids then check_group(stream, group) end
+  return n
 end
 
 -- FOREIGN unless `key` is absent or of type `want`.

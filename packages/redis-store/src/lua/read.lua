@@ -8,8 +8,14 @@
 -- ARGV[8] "" or an ack mode ("ack" | "xackdel", as ack.lua): acknowledge
 --         ARGV[10..] first (the previous batch), after the fence
 -- ARGV[9] "1": the server has XACKDEL ... ACKED (Redis >= 8.2)
--- Creates the group at 0 when absent (as the memory port does).
--- -> {0, {{id, {field, value, ...}[, deliveryCount]}, ...}} | {1, current} | {2, key, msg}
+-- The group exists from its token's first write (set-owner-token.lua): a
+-- group or stream missing under the token VANISHED (prelude's `vanished`),
+-- never read as empty nor created again here (docs/protocol.md rule 26;
+-- a shard sealed without a stream, VANISHED 'stream' here, reads empty:
+-- the caller looks at the seal, so that the script names no key that may
+-- not exist, which a cluster refuses while the slot migrates).
+-- -> {0, {{id, {field, value, ...}[, deliveryCount]}, ...}} | {1, current} | {12}
+--    | {13, what} | {2, key, msg}
 --    (an entry without a count was delivered for the first time: count 1;
 --    new entries are returned as XREADGROUP gives them, no copy in Lua)
 return run(function()
@@ -18,17 +24,18 @@ return run(function()
   fence(owner, tonumber(ARGV[1]))
   if ARGV[8] ~= '' then acknowledge(stream, group, ARGV[8], ARGV[9] == '1', { unpack(ARGV, 10) }) end
 
-  local function ensure_group(reply)
-    if is_err(reply, 'NOGROUP') then
-      ccall(stream, 'XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
-      return true
+  -- VANISHED when the group is not there; false when it is
+  local function no_group(reply)
+    -- XGROUP CREATECONSUMER (a pending read) says so of a missing key in its own words
+    if is_err(reply, 'NOGROUP') or is_err(reply, 'ERR The XGROUP subcommand requires the key') then
+      vanished(stream)
     end
     if type(reply) == 'table' and reply.err then error(reply) end
     return false
   end
 
   local out = {}
-  -- XREADGROUP > (optionally with CLAIM); the group is created on NOGROUP.
+  -- XREADGROUP > (optionally with CLAIM)
   local function read_new(n, claim_idle)
     local args = { 'XREADGROUP', 'GROUP', group, consumer, 'COUNT', n }
     if claim_idle then
@@ -39,7 +46,7 @@ return run(function()
     args[#args + 1] = stream
     args[#args + 1] = '>'
     local reply = rcall(stream, unpack(args))
-    if ensure_group(reply) then reply = ccall(stream, unpack(args)) end
+    if no_group(reply) then return end
     if not reply then return end
     if not claim_idle and #out == 0 then
       out = reply[1][2]
@@ -61,7 +68,7 @@ return run(function()
     read_new(count, ARGV[6])
   elseif mode == 'claim' then
     local reply = rcall(stream, 'XAUTOCLAIM', stream, group, consumer, ARGV[6], '0-0', 'COUNT', count)
-    if ensure_group(reply) then reply = { '0-0', {}, {} } end
+    if no_group(reply) then return { 0, out } end
     for _, e in ipairs(reply[2]) do
       out[#out + 1] = { e[1], e[2], deliveries(stream, group, e[1]) }
     end
@@ -72,10 +79,7 @@ return run(function()
     -- "pending": this consumer's PEL in id order; entries deleted from the
     -- stream are skipped (claimPending reports them), so page until `count`
     local reply = rcall(stream, 'XGROUP', 'CREATECONSUMER', stream, group, consumer)
-    if ensure_group(reply) then
-      ccall(stream, 'XGROUP', 'CREATECONSUMER', stream, group, consumer)
-      return { 0, out }
-    end
+    if no_group(reply) then return { 0, out } end
     local start = '-'
     while #out < count do
       local page = ccall(stream, 'XPENDING', stream, group, start, '+', count, consumer)

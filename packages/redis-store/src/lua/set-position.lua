@@ -3,7 +3,9 @@
 -- pending (SETID keeps the PEL).
 -- KEYS[1] shard stream   KEYS[2] owner token
 -- ARGV[1] token  ARGV[2] group  ARGV[3] position ('0-0', '$' or an entry id)
--- -> {0} | {1, current} | {2, key, msg} | {9, message}
+-- The way back from a VANISHED group or stream (docs/protocol.md rule 26):
+-- fenced as every call, and it creates what is missing where it says.
+-- -> {0} | {1, current} | {12} | {2, key, msg} | {9, message}
 return run(function()
   local stream, owner, group, position = KEYS[1], KEYS[2], ARGV[2], ARGV[3]
   fence(owner, tonumber(ARGV[1]))

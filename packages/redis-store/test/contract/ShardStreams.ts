@@ -18,7 +18,32 @@ const fresh = () => {
   return { stream, base: { stream, shard: 3, group: "g" } }
 }
 
-export const shardStreamsContract = (subject: () => Streams) => {
+interface Address {
+  readonly stream: string
+  readonly shard: number
+  readonly group: string
+}
+
+/**
+ * The coordinator's grant of `address`: its owner token, written before
+ * any member of the group reads (docs/protocol.md rule 26), whose first
+ * write creates the group on the shard at 0.
+ */
+const grant = (s: Streams, address: Address, token = 0) =>
+  s.setOwnerToken({ stream: address.stream, shard: address.shard, group: address.group, token })
+
+/**
+ * What a deletion or an eviction does to what an implementation stores
+ * (docs/protocol.md rule 26): on Redis DEL and XGROUP DESTROY, in memory
+ * core's test hooks.
+ */
+export interface Vanish {
+  readonly deleteStream: (stream: string, shard: number) => Effect.Effect<void>
+  readonly destroyGroup: (stream: string, shard: number, group: string) => Effect.Effect<void>
+  readonly deleteOwnerToken: (stream: string, shard: number, group: string) => Effect.Effect<void>
+}
+
+export const shardStreamsContract = (subject: () => Streams, vanish: () => Vanish) => {
   it.live("append gives increasing ids; range and info see them in order", () =>
     Effect.gen(function* () {
       const s = subject()
@@ -43,11 +68,12 @@ export const shardStreamsContract = (subject: () => Streams) => {
   )
 
   it.live(
-    "read creates the group at 0, returns a batch in stream order and records it pending",
+    "after the grant (the group created at 0), read returns a batch in stream order and records it pending",
     () =>
       Effect.gen(function* () {
         const s = subject()
         const { stream, base } = fresh()
+        yield* grant(s, base)
         for (const k of ["a", "b", "c"]) yield* s.append(stream, 3, { k })
         const first = yield* s.read({ ...base, consumer: "c1", token: 0, count: 2 })
         assert.deepStrictEqual(
@@ -80,6 +106,7 @@ export const shardStreamsContract = (subject: () => Streams) => {
     Effect.gen(function* () {
       const s = subject()
       const { stream, base } = fresh()
+      yield* grant(s, base)
       const fields = JSON.parse('{"__proto__":"x","k":"v"}') as Record<string, string>
       yield* s.append(stream, 3, fields)
       const [m] = yield* s.read({ ...base, consumer: "c1", token: 0, count: 1 })
@@ -100,8 +127,7 @@ export const shardStreamsContract = (subject: () => Streams) => {
         for (const fields of [{ rk: "k1", n: "1" }, { n: "2" }, withProto, { rk: "k4", n: "4" }])
           yield* s.append(stream, 3, fields)
         const address = { ...base, consumer: "c1", token: 0, keyField: "rk" }
-        // the first read creates the group, the second reads with it in place
-        // (on Redis: the script, then the gated or optimistic fence)
+        yield* grant(s, base)
         const first = yield* s.read({ ...address, count: 2 })
         const second = yield* s.read({ ...address, count: 2 })
         const pending = yield* s.read({ ...address, count: 10, from: "pending" })
@@ -200,6 +226,7 @@ export const shardStreamsContract = (subject: () => Streams) => {
       yield* s.append(stream, 3, { k: "a" })
       yield* s.setOwnerToken({ ...base, group: "g", token: 7 })
       assert.strictEqual(yield* s.ownerToken({ ...base, group: "h" }), 0)
+      yield* s.setOwnerToken({ ...base, group: "h", token: 1 })
       const h = yield* s.read({ ...base, group: "h", consumer: "c", token: 1, count: 10 })
       assert.deepStrictEqual(
         h.map((m) => m.fields.k),
@@ -211,17 +238,18 @@ export const shardStreamsContract = (subject: () => Streams) => {
       assert.strictEqual(g._tag, "StaleOwner")
       // another shard of the same stream and group is not fenced either
       yield* s.append(stream, 4, { k: "x" })
+      yield* s.setOwnerToken({ ...base, shard: 4, token: 1 })
       assert.strictEqual(
         (yield* s.read({ ...base, shard: 4, consumer: "c", token: 1, count: 1 })).length,
         1,
       )
-      // g exists from its fence on (setOwnerToken creates the group at 0), h from its read
+      // each exists from its fence on (setOwnerToken creates the group at 0)
       const info = yield* s.info(stream, 3)
       assert.deepStrictEqual(
         info.groups.map((x) => [x.name, x.ownerToken, x.lastDeliveredId]).sort(),
         [
           ["g", 7, "0-0"],
-          ["h", 0, info.lastId],
+          ["h", 1, info.lastId],
         ],
       )
     }),
@@ -240,6 +268,7 @@ export const shardStreamsContract = (subject: () => Streams) => {
         const groups = () => Effect.map(s.info(stream, 3), (i) => i.groups.map((g) => g.name))
         assert.deepStrictEqual(yield* groups(), ["b"])
         const a = { ...base, group: "a", consumer: "ca", token: 0 }
+        yield* grant(s, a)
         const batch = yield* s.read({ ...a, count: 10 })
         yield* s.ack({ ...a, ids: batch.map((m) => m.id), mode: "xackdel" })
         assert.deepStrictEqual(yield* keys(), ["1", "2"])
@@ -273,6 +302,7 @@ export const shardStreamsContract = (subject: () => Streams) => {
     Effect.gen(function* () {
       const s = subject()
       const { stream, base } = fresh()
+      yield* grant(s, base)
       for (const k of ["a", "b", "c"]) yield* s.append(stream, 3, { k })
       const [a, b] = yield* s.read({ ...base, consumer: "c1", token: 0, count: 2 })
       const c = (yield* s.range(shardKey(stream, 3)))[2]!
@@ -303,7 +333,9 @@ export const shardStreamsContract = (subject: () => Streams) => {
         const b = { ...base, group: "b", consumer: "cb", token: 0 }
         const keys = () => Effect.map(s.range(shardKey(stream, 3)), (r) => r.map((e) => e.fields.k))
         const ids = (batch: ReadonlyArray<ShardStreams.StreamMessage>) => batch.map((m) => m.id)
-        // B exists (its first read of the shard created it) but has not read yet
+        // B exists (its grant created it) but has not read yet
+        yield* grant(s, a)
+        yield* grant(s, b)
         assert.deepStrictEqual(yield* s.read({ ...b, count: 10 }), [])
         for (const k of ["1", "2", "3"]) yield* s.append(stream, 3, { k })
         const a1 = yield* s.read({ ...a, count: 10 })
@@ -361,6 +393,7 @@ export const shardStreamsContract = (subject: () => Streams) => {
         const seek = s.setGroupPosition
         assert.isDefined(seek)
         if (seek === undefined) return
+        yield* grant(s, { ...base, group: "c" })
         yield* seek({ ...base, group: "c", token: 0, position: "start" })
         assert.strictEqual(yield* s.ack({ ...a, ids: ids(a3), mode: "xackdel" }), 2)
         assert.deepStrictEqual(yield* keys(), ["4", "5", "6", "7"])
@@ -393,8 +426,10 @@ export const shardStreamsContract = (subject: () => Streams) => {
         const { stream, base } = fresh()
         const a = { ...base, group: "a", consumer: "ca", token: 0 }
         const keys = () => Effect.map(s.range(shardKey(stream, 3)), (r) => r.map((e) => e.fields.k))
+        yield* grant(s, a)
         for (const k of ["1", "2", "3"]) yield* s.append(stream, 3, { k })
         // D only wants what comes after its creation: 1..3 are not its to keep
+        yield* grant(s, { ...base, group: "d" })
         yield* seek({ ...base, group: "d", token: 0, position: "end" })
         const a1 = yield* s.read({ ...a, count: 2 })
         yield* s.ack({ ...a, ids: a1.map((m) => m.id), mode: "xackdel" })
@@ -420,6 +455,7 @@ export const shardStreamsContract = (subject: () => Streams) => {
       Effect.gen(function* () {
         const s = subject()
         const { stream, base } = fresh()
+        yield* grant(s, base)
         for (const k of ["a", "b", "c", "d", "e"]) yield* s.append(stream, 3, { k })
         const address = { ...base, consumer: "c1", token: 0 }
         const first = yield* s.read({ ...address, count: 2 })
@@ -530,6 +566,7 @@ export const shardStreamsContract = (subject: () => Streams) => {
     Effect.gen(function* () {
       const s = subject()
       const { stream, base } = fresh()
+      yield* grant(s, base)
       yield* s.append(stream, 3, { k: "a" })
       const [a] = yield* s.read({ ...base, consumer: "c1", token: 0, count: 1 })
       for (const bad of ["nope", "1", "1-x", "-1-0"]) {
@@ -563,6 +600,7 @@ export const shardStreamsContract = (subject: () => Streams) => {
       Effect.gen(function* () {
         const s = subject()
         const { stream, base } = fresh()
+        yield* grant(s, base)
         yield* s.append(stream, 3, { k: "a" })
         const [m] = yield* s.read({ ...base, consumer: "c1", token: 0, count: 1 })
         yield* Effect.sleep(150)
@@ -590,7 +628,11 @@ export const shardStreamsContract = (subject: () => Streams) => {
           [],
         )
         assert.isFalse(yield* s.nack({ ...base, token: 0, id: "9-9" }))
-        assert.isFalse(yield* s.nack({ ...base, group: "unknown", token: 0, id: m!.id }))
+        // a group never granted has no token: refused whatever the token
+        assert.strictEqual(
+          (yield* Effect.flip(s.nack({ ...base, group: "unknown", token: 0, id: m!.id })))._tag,
+          "OwnerTokenMissing",
+        )
       }),
   )
 
@@ -647,6 +689,7 @@ export const shardStreamsContract = (subject: () => Streams) => {
       Effect.gen(function* () {
         const s = subject()
         const { stream, base } = fresh()
+        yield* grant(s, base)
         for (const k of ["a", "b", "c"]) yield* s.append(stream, 3, { k })
         const read = yield* s.read({ ...base, consumer: "old", token: 0, count: 10 })
         // a producer's trim (MINID) drops "a", still pending in the group: a
@@ -687,6 +730,7 @@ export const shardStreamsContract = (subject: () => Streams) => {
         const s = subject()
         const { stream, base } = fresh()
         for (const k of ["a", "b", "c", "d"]) yield* s.append(stream, 3, { k })
+        yield* grant(s, base, 1)
         yield* s.read({ ...base, consumer: "old", token: 1, count: 2 })
         yield* s.setOwnerToken({ ...base, token: 2 })
         // not idle long enough: left with the old consumer; only new entries
@@ -736,6 +780,7 @@ export const shardStreamsContract = (subject: () => Streams) => {
       Effect.gen(function* () {
         const s = subject()
         const { stream, base } = fresh()
+        yield* grant(s, base)
         yield* s.append(stream, 3, { k: "poison" })
         const [m] = yield* s.read({ ...base, consumer: "c1", token: 0, count: 1 })
         yield* s.nack({ ...base, token: 0, id: m!.id })
@@ -759,8 +804,12 @@ export const shardStreamsContract = (subject: () => Streams) => {
         assert.deepStrictEqual(yield* s.pending(base), [])
         // not pending any more: nothing happens
         assert.isUndefined(yield* s.deadLetter({ ...base, token: 0, id: m!.id, reason: "again" }))
-        assert.isUndefined(
-          yield* s.deadLetter({ ...base, group: "unknown", token: 0, id: m!.id, reason: "r" }),
+        // a group never granted has no token: refused whatever the token
+        assert.strictEqual(
+          (yield* Effect.flip(
+            s.deadLetter({ ...base, group: "unknown", token: 0, id: m!.id, reason: "r" }),
+          ))._tag,
+          "OwnerTokenMissing",
         )
         assert.strictEqual((yield* s.range(deadLetterKey(stream, 3))).length, 1)
       }),
@@ -770,6 +819,8 @@ export const shardStreamsContract = (subject: () => Streams) => {
     Effect.gen(function* () {
       const s = subject()
       const { stream, base } = fresh()
+      yield* grant(s, { ...base, shard: 0, group: "g1" })
+      yield* grant(s, { ...base, shard: 0, group: "g2" })
       yield* s.append(stream, 0, { k: "zero" })
       yield* s.append(stream, 1, { k: "one" })
       const g1 = yield* s.read({
@@ -816,6 +867,7 @@ export const shardStreamsContract = (subject: () => Streams) => {
         assert.isFalse(yield* s.waitForEntries({ ...base, timeoutMs: 30 }))
         yield* s.append(stream, 3, { k: "a" })
         assert.isTrue(yield* s.waitForEntries({ ...base, timeoutMs: 5_000 }))
+        yield* grant(s, base)
         yield* s.read({ ...base, consumer: "c", token: 0, count: 10 })
         // all delivered: idle until the next append
         assert.isFalse(yield* s.waitForEntries({ ...base, timeoutMs: 30 }))
@@ -835,6 +887,7 @@ export const shardStreamsContract = (subject: () => Streams) => {
     Effect.gen(function* () {
       const s = subject()
       const { stream, base } = fresh()
+      yield* grant(s, base)
       const a = yield* s.append(stream, 3, { k: "a" })
       yield* s.seal(stream, 3)
       yield* s.seal(stream, 3)
@@ -907,6 +960,7 @@ export const shardStreamsContract = (subject: () => Streams) => {
           pending: 0,
           drained: false,
         })
+        yield* grant(s, base)
         const [a, b] = yield* s.read({ ...base, consumer: "c", token: 0, count: 2 })
         assert.deepStrictEqual(yield* state(), {
           sealed: false,
@@ -939,6 +993,7 @@ export const shardStreamsContract = (subject: () => Streams) => {
         })
         // an entry deleted before the group existed (the only group's
         // XACKDEL) is not counted as undelivered, nor is one both groups acked
+        yield* grant(s, { ...base, group: "other" })
         const [o] = yield* s.read({ ...base, group: "other", consumer: "x", token: 0, count: 1 })
         yield* s.ack({ ...base, group: "other", token: 0, ids: [o!.id], mode: "xackdel" })
         assert.deepStrictEqual(yield* s.drainState({ ...base, group: "other" }), {
@@ -1021,7 +1076,8 @@ export const shardStreamsContract = (subject: () => Streams) => {
         assert.strictEqual((yield* s.drainState(base)).undelivered, 3)
         const bad = yield* Effect.flip(seek({ ...base, token: 2, position: "nonsense" }))
         assert.strictEqual(bad._tag, "InvalidEntryId")
-        // another group of the shard is created where it is put, and reads from there
+        // another group of the shard is granted, put somewhere, and reads from there
+        yield* grant(s, { ...base, group: "late" })
         yield* seek({ ...base, group: "late", token: 0, position: ids[1]! })
         const late = yield* s.read({ ...base, group: "late", consumer: "c", token: 0, count: 10 })
         assert.deepStrictEqual(
@@ -1087,6 +1143,199 @@ export const shardStreamsContract = (subject: () => Streams) => {
         // ... and the newest ones are still remembered
         yield* send(String(max - 1))
         assert.strictEqual((yield* s.info(stream, 5)).length, max + 2)
+      }),
+  )
+
+  // docs/protocol.md rule 26: nothing Shardline stores disappears in silence
+
+  /** Every fenced call of `address` under `token`, each flipped to its error (a success is a failure of the test). */
+  const everyFencedCall = (s: Streams, address: Address, token: number, id: string) => {
+    const at = { ...address, token }
+    const calls: ReadonlyArray<
+      readonly [string, Effect.Effect<unknown, { readonly _tag: string }>]
+    > = [
+      ["read", s.read({ ...at, consumer: "c", count: 10 })],
+      [
+        "read with an ack",
+        s.read({ ...at, consumer: "c", count: 10, ack: { ids: [id], mode: "ack" } }),
+      ],
+      ["read of own pending", s.read({ ...at, consumer: "c", count: 10, from: "pending" })],
+      ["takeover read", s.read({ ...at, consumer: "c2", count: 10, claimIdleMs: 0 })],
+      ["ack", s.ack({ ...at, ids: [id], mode: "ack" })],
+      ["xackdel", s.ack({ ...at, ids: [id], mode: "xackdel" })],
+      ["nack", s.nack({ ...at, id })],
+      ["claimPending", s.claimPending({ ...at, consumer: "c2", minIdleMs: 0, count: 10 })],
+      ["deadLetter", s.deadLetter({ ...at, id, reason: "r" })],
+    ]
+    return Effect.forEach(calls, ([name, call]) =>
+      Effect.map(
+        Effect.matchEffect(call, {
+          onFailure: (error) => Effect.succeed(error),
+          onSuccess: (value) => Effect.succeed({ _tag: `succeeded: ${JSON.stringify(value)}` }),
+        }),
+        (error) => [name, error] as const,
+      ),
+    )
+  }
+
+  it.live(
+    "a missing owner token refuses every token, for every fenced call and a seek; nothing changes; a coordinator's write brings it back",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { stream, base } = fresh()
+        yield* grant(s, base, 5)
+        for (const k of ["a", "b", "c"]) yield* s.append(stream, 3, { k })
+        const [a] = yield* s.read({ ...base, consumer: "c", token: 5, count: 1 })
+        // a group never granted: no token, refused (compared with 0 it let every token through)
+        for (const [name, error] of yield* everyFencedCall(
+          s,
+          { ...base, group: "never" },
+          5,
+          a!.id,
+        ))
+          assert.strictEqual(error._tag, "OwnerTokenMissing", name)
+        // the group's token deleted (or evicted): every token is refused, however high
+        yield* vanish().deleteOwnerToken(stream, 3, "g")
+        for (const token of [0, 4, 5, 6, 2 ** 40]) {
+          for (const [name, error] of yield* everyFencedCall(s, base, token, a!.id)) {
+            assert.strictEqual(error._tag, "OwnerTokenMissing", `${name} with token ${token}`)
+            if (error._tag === "OwnerTokenMissing") {
+              const e = error as unknown as Address & { readonly token: number }
+              assert.deepStrictEqual([e.stream, e.shard, e.group, e.token], [stream, 3, "g", token])
+            }
+          }
+          const seek = s.setGroupPosition
+          if (seek !== undefined)
+            assert.strictEqual(
+              (yield* Effect.flip(seek({ ...base, token, position: "end" })))._tag,
+              "OwnerTokenMissing",
+            )
+        }
+        // nothing changed: a pending with its consumer, b and c undelivered, no dead letter
+        assert.deepStrictEqual(
+          (yield* s.pending(base)).map((p) => [p.id, p.consumer, p.deliveryCount]),
+          [[a!.id, "c", 1]],
+        )
+        assert.strictEqual((yield* s.drainState(base)).undelivered, 2)
+        assert.strictEqual((yield* s.range(shardKey(stream, 3))).length, 3)
+        assert.deepStrictEqual(yield* s.range(deadLetterKey(stream, 3)), [])
+        // the coordinator writes a token again (a grant, a takeover's re-fence): the group as it was
+        yield* grant(s, base, 7)
+        assert.deepStrictEqual(
+          (yield* s.read({ ...base, consumer: "c", token: 7, count: 10 })).map((m) => m.fields.k),
+          ["b", "c"],
+        )
+        assert.strictEqual((yield* s.pending(base)).length, 3)
+      }),
+  )
+
+  it.live(
+    "a vanished group: every fenced call is DataLost (group), never empty, not pending or nothing acked; a re-grant does not re-create it, a seek does",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { stream, base } = fresh()
+        yield* grant(s, base, 3)
+        for (const k of ["a", "b"]) yield* s.append(stream, 3, { k })
+        const [a] = yield* s.read({ ...base, consumer: "c", token: 3, count: 1 })
+        yield* vanish().destroyGroup(stream, 3, "g")
+        for (const [name, error] of yield* everyFencedCall(s, base, 3, a!.id)) {
+          assert.strictEqual(error._tag, "DataLost", name)
+          if (error._tag === "DataLost") {
+            const e = error as unknown as Address & { readonly what: string }
+            assert.deepStrictEqual([e.stream, e.shard, e.group, e.what], [stream, 3, "g", "group"])
+          }
+        }
+        // a refusal changes nothing, and a re-grant (same or higher token) creates nothing in silence
+        yield* grant(s, base, 3)
+        yield* grant(s, base, 4)
+        assert.deepStrictEqual((yield* s.info(stream, 3)).groups, [])
+        assert.strictEqual(
+          (yield* Effect.flip(s.read({ ...base, consumer: "c", token: 4, count: 10 })))._tag,
+          "DataLost",
+        )
+        // a fenced seek creates it again where it says: what the stream holds is read again
+        const seek = s.setGroupPosition
+        assert.isDefined(seek)
+        if (seek === undefined) return
+        assert.strictEqual(
+          (yield* Effect.flip(seek({ ...base, token: 3, position: "start" })))._tag,
+          "StaleOwner",
+        )
+        yield* seek({ ...base, token: 4, position: "start" })
+        assert.deepStrictEqual(
+          (yield* s.read({ ...base, consumer: "c", token: 4, count: 10 })).map((m) => m.fields.k),
+          ["a", "b"],
+        )
+      }),
+  )
+
+  it.live(
+    "a vanished stream: DataLost (stream); appended again, DataLost (group); a shard sealed without a stream reads empty",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { stream, base } = fresh()
+        yield* grant(s, base, 3)
+        yield* s.append(stream, 3, { k: "a" })
+        const [a] = yield* s.read({ ...base, consumer: "c", token: 3, count: 1 })
+        yield* vanish().deleteStream(stream, 3)
+        for (const [name, error] of yield* everyFencedCall(s, base, 3, a!.id)) {
+          assert.strictEqual(error._tag, "DataLost", name)
+          if (error._tag === "DataLost")
+            assert.strictEqual((error as unknown as { readonly what: string }).what, "stream", name)
+        }
+        // nothing was created by the refusals
+        assert.deepStrictEqual(yield* s.info(stream, 3), { length: 0, lastId: "0-0", groups: [] })
+        // a producer's append creates a stream without the group
+        yield* s.append(stream, 3, { k: "b" })
+        const again = yield* Effect.flip(s.read({ ...base, consumer: "c", token: 3, count: 10 }))
+        assert.strictEqual(again._tag, "DataLost")
+        assert.strictEqual((again as unknown as { readonly what: string }).what, "group")
+        // a shard sealed by a reshard without a stream: nothing to read, nothing lost
+        yield* s.seal(stream, 6)
+        const sealed = { ...base, shard: 6 }
+        yield* grant(s, sealed, 1)
+        assert.deepStrictEqual(yield* s.read({ ...sealed, consumer: "c", token: 1, count: 10 }), [])
+        assert.deepStrictEqual(
+          yield* s.claimPending({ ...sealed, token: 1, consumer: "c", minIdleMs: 0, count: 10 }),
+          { next: "0-0", messages: [], deleted: [] },
+        )
+        assert.deepStrictEqual(yield* s.info(stream, 6), { length: 0, lastId: "0-0", groups: [] })
+      }),
+  )
+
+  it.live(
+    "setOwnerToken's createGroup: a first grant creates the group where missing; a later grant or a re-fence (false) never re-creates a vanished one, even where the token vanished too",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { stream, base } = fresh()
+        yield* s.append(stream, 3, { k: "a" })
+        const groups = () => Effect.map(s.info(stream, 3), (i) => i.groups.map((g) => g.name))
+        // a re-fence of a token that vanished with its group: the token only
+        yield* s.setOwnerToken({ ...base, token: 4, createGroup: false })
+        assert.deepStrictEqual(yield* groups(), [])
+        assert.strictEqual(yield* s.ownerToken(base), 4)
+        assert.strictEqual(
+          (yield* Effect.flip(s.read({ ...base, consumer: "c", token: 4, count: 10 })))._tag,
+          "DataLost",
+        )
+        // the group's first grant (a token already there or not): created at 0
+        yield* s.setOwnerToken({ ...base, token: 5, createGroup: true })
+        assert.deepStrictEqual(yield* groups(), ["g"])
+        assert.deepStrictEqual(
+          (yield* s.read({ ...base, consumer: "c", token: 5, count: 10 })).map((m) => m.fields.k),
+          ["a"],
+        )
+        // the stream and the token vanish; a re-fence does not bring an empty stream back
+        yield* vanish().deleteStream(stream, 3)
+        yield* vanish().deleteOwnerToken(stream, 3, "g")
+        yield* s.setOwnerToken({ ...base, token: 5, createGroup: false })
+        assert.deepStrictEqual(yield* s.info(stream, 3), { length: 0, lastId: "0-0", groups: [] })
+        const lost = yield* Effect.flip(s.read({ ...base, consumer: "c", token: 5, count: 10 }))
+        assert.strictEqual((lost as unknown as { readonly what: string }).what, "stream")
       }),
   )
 }

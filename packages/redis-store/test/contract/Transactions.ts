@@ -10,6 +10,7 @@ import { assert, it } from "@effect/vitest"
 import { ShardStreams, type Transaction } from "@shardline/core"
 import { Effect } from "effect"
 import { unique } from "../support/targets.js"
+import type { Vanish } from "./ShardStreams.js"
 
 const { shardKey } = ShardStreams
 
@@ -555,6 +556,54 @@ export const outboxContract = (subject: () => Streams) => {
         yield* outbox.remove(base, [e0!.id, e1!.id])
         // a relayer that re-routes a removed (delivered) entry learns it is gone
         assert.strictEqual(yield* outbox.reroute(base, e1!.id, 5, 7), "gone")
+      }),
+  )
+}
+
+/**
+ * docs/protocol.md rule 26: a commit under a missing owner token, or whose
+ * group (or stream) vanished, is refused and writes nothing: never
+ * "already committed", which would drop the handler's writes in silence.
+ */
+export const transactionsVanishContract = (subject: () => Streams, vanish: () => Vanish) => {
+  const attempt = (s: Streams, what: "token" | "group" | "stream") =>
+    Effect.gen(function* () {
+      const { out, base, ids, tx, keys } = yield* setUp(s, 1)
+      const counter = keys.key("counter")
+      if (what === "token") yield* vanish().deleteOwnerToken(base.stream, base.shard, base.group)
+      if (what === "group") yield* vanish().destroyGroup(base.stream, base.shard, base.group)
+      if (what === "stream") yield* vanish().deleteStream(base.stream, base.shard)
+      const error = yield* Effect.flip(
+        tx.commit({
+          ...base,
+          token: 5,
+          ids,
+          mode: "ack",
+          writes: [w("INCR", counter)],
+          sends: [{ stream: out, shard: 0, key: "k", fields: { v: "1" } }],
+        }),
+      )
+      assert.isUndefined(yield* tx.read(counter))
+      assert.deepStrictEqual(yield* sentEntries(s, base, out, 0), [])
+      return error
+    })
+
+  it.live("a commit under a missing owner token: OwnerTokenMissing, nothing written", () =>
+    Effect.gen(function* () {
+      const error = yield* attempt(subject(), "token")
+      assert.strictEqual(error._tag, "OwnerTokenMissing")
+    }),
+  )
+
+  it.live(
+    "a commit whose group or stream vanished: DataLost, never AlreadyCommitted; nothing written",
+    () =>
+      Effect.gen(function* () {
+        for (const what of ["group", "stream"] as const) {
+          const error = yield* attempt(subject(), what)
+          assert.strictEqual(error._tag, "DataLost", what)
+          assert.strictEqual((error as unknown as { readonly what: string }).what, what)
+        }
       }),
   )
 }

@@ -28,6 +28,14 @@ export interface Fence {
   readonly shard: number
   readonly token: number
   readonly memberId: string
+  /**
+   * The shard's first grant in the group (no token was issued for it
+   * before): the storage creates the group on the shard where it is
+   * missing. A later grant or a takeover's re-fence never re-creates a
+   * group or stream that vanished: members report it (docs/protocol.md
+   * rule 26).
+   */
+  readonly first?: true
 }
 
 /**
@@ -325,6 +333,7 @@ export class Draft {
    * skewed by more than the time in between. Its confirmation gets a deadline.
    */
   grant(shard: number, member: MemberEntry): number {
+    const first = this.tokenOf(shard) === 0
     const token = Math.max(this.tokenOf(shard) + 1, Math.floor(this.wall) * TOKENS_PER_MS)
     this.setOwner(shard, {
       memberId: member.memberId,
@@ -332,7 +341,11 @@ export class Draft {
       token,
       confirmed: false,
     })
-    this.fences.push({ shard, token, memberId: member.memberId })
+    this.fences.push(
+      first
+        ? { shard, token, memberId: member.memberId, first }
+        : { shard, token, memberId: member.memberId },
+    )
     this.deadline(shard, member.memberId)
     return token
   }

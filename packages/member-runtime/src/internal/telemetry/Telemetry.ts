@@ -75,6 +75,7 @@ export interface Instruments {
   readonly acked: Otel.Counter
   readonly deadLettered: Otel.Counter
   readonly staleOwner: Otel.Counter
+  readonly dataLost: Otel.Counter
   readonly batches: Otel.Counter
   readonly rebalances: Otel.Counter
   readonly fences: Otel.Counter
@@ -113,6 +114,11 @@ const makeInstruments = (meter: Otel.Meter): Instruments => ({
   staleOwner: meter.createCounter("shardline.stale_owner", {
     description: "Reads or acks refused by the storage's owner fence",
     unit: "{call}",
+  }),
+  dataLost: meter.createCounter("shardline.data_lost", {
+    description:
+      "Times a member found something Shardline stored for its group gone from a shard (shardline.what: token, stream, group; docs/protocol.md rule 26)",
+    unit: "{loss}",
   }),
   batches: meter.createCounter("shardline.batches", {
     description: "Batches read and handled",
@@ -357,6 +363,9 @@ export const turnTelemetry = (
           break
         case "StaleOwner":
           instruments.staleOwner.add(1, groupAttributes)
+          break
+        case "DataLost":
+          instruments.dataLost.add(1, { ...groupAttributes, "shardline.what": what.what })
           break
         case "Batch":
           instruments.batches.add(1, groupAttributes)
