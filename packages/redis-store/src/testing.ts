@@ -416,6 +416,35 @@ const startOne = async (
 }
 
 /** Starts one server on a free loopback port; `stop()` ends it and removes its directory. */
+/**
+ * A TCP server on a free loopback port that accepts every connection and
+ * never writes a byte (a hung process, a port forwarded to nothing): no
+ * Redis ever answers there. Used by the connect-deadline tests.
+ */
+export const startSilentServer = async (): Promise<{
+  readonly port: number
+  /** Connections it accepted and still holds open. */
+  readonly open: () => number
+  readonly close: () => Promise<void>
+}> => {
+  const sockets = new Set<net.Socket>()
+  const server = net.createServer((socket) => {
+    sockets.add(socket)
+    socket.on("error", () => {})
+    socket.on("close", () => sockets.delete(socket))
+  })
+  await new Promise<void>((resolve) => server.listen(0, HOST, resolve))
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    open: () => sockets.size,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy()
+        server.close(() => resolve())
+      }),
+  }
+}
+
 export const startRedis = (options: StartOptions = {}): Promise<RedisServer> =>
   startOne(resolveBinaries(options.kind ?? "redis7"), options, [])
 

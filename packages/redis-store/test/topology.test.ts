@@ -17,38 +17,17 @@
  *   fails at the deadline with their answer; the CLI's `--sentinels
  *   --sentinel-name`.
  */
-import net from "node:net"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { afterAll, beforeAll, inject } from "vitest"
 import * as RedisConnection from "../src/RedisConnection.js"
-import { type RedisSentinel, startRedisSentinel } from "../src/testing.js"
+import { type RedisSentinel, startRedisSentinel, startSilentServer } from "../src/testing.js"
 import { runCli } from "./support/cli.js"
 import { unique } from "./support/targets.js"
 
-/**
- * A TCP server that accepts every connection and never writes a byte (a
- * hung process, a port forwarded to nothing), closed with the scope.
- */
-const silentServer = Effect.acquireRelease(
-  Effect.promise(async () => {
-    const sockets = new Set<net.Socket>()
-    const server = net.createServer((socket) => {
-      sockets.add(socket)
-      socket.on("error", () => {})
-      socket.on("close", () => sockets.delete(socket))
-    })
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
-    return { server, sockets, port: (server.address() as net.AddressInfo).port }
-  }),
-  ({ server, sockets }) =>
-    Effect.promise(
-      () =>
-        new Promise<void>((resolve) => {
-          for (const socket of sockets) socket.destroy()
-          server.close(() => resolve())
-        }),
-    ),
+/** A server that never answers (`startSilentServer`), closed with the scope. */
+const silentServer = Effect.acquireRelease(Effect.promise(startSilentServer), (silent) =>
+  Effect.promise(silent.close),
 )
 
 describe("a server that accepts connections and never answers", () => {

@@ -6,8 +6,8 @@
  * (`connectTimeoutMs`), a cluster node given as a URL and `nodes` that are
  * one server (`TopologyMismatch`). Sentinel: test/redis/sentinel.test.ts.
  */
-import net from "node:net"
 import { Keys, RedisConnection } from "@shardline/redis-store"
+import { startSilentServer } from "@shardline/redis-store/testing"
 import { Effect, Exit, Layer, Metric, Result } from "effect"
 import { describe, expect, it } from "vitest"
 import { consumer } from "../../src/Consumer.js"
@@ -138,31 +138,6 @@ describe("redis option validation (nothing connects)", () => {
   })
 })
 
-/**
- * A TCP server that accepts every connection and never writes a byte (a
- * hung process, a port forwarded to nothing): no Redis ever answers there.
- */
-const silentServer = async () => {
-  const sockets = new Set<net.Socket>()
-  const server = net.createServer((socket) => {
-    sockets.add(socket)
-    socket.on("error", () => {})
-    socket.on("close", () => sockets.delete(socket))
-  })
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
-  const port = (server.address() as net.AddressInfo).port
-  return {
-    port,
-    /** How many connections it accepted so far (still open). */
-    open: () => sockets.size,
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const socket of sockets) socket.destroy()
-        server.close(() => resolve())
-      }),
-  }
-}
-
 /** The error `start` rejects with (a runtime that started is stopped, and the test fails). */
 const startFailure = (options: StartOptions): Promise<{ _tag: string; message: string }> =>
   start({ handleSignals: false, logLevel: "silent", ...options }).then(
@@ -177,7 +152,7 @@ describe("start's connect deadline (redis.connectTimeoutMs): a server that accep
   // without the deadline start stays pending (issue 32: over 90 s, no log
   // line), and these tests time out instead of seeing the rejection
   it("start with consumers rejects with BackendUnavailable naming host:port and what got no answer", async () => {
-    const silent = await silentServer()
+    const silent = await startSilentServer()
     try {
       const error = await startFailure({
         redis: { url: `redis://127.0.0.1:${silent.port}`, connectTimeoutMs: 500 },
@@ -193,7 +168,7 @@ describe("start's connect deadline (redis.connectTimeoutMs): a server that accep
   })
 
   it("a runtime that only produces rejects the same way", async () => {
-    const silent = await silentServer()
+    const silent = await startSilentServer()
     try {
       const error = await startFailure({
         redis: { url: `redis://127.0.0.1:${silent.port}`, connectTimeoutMs: 500 },
