@@ -125,3 +125,18 @@ export { TransactionRefused, type TransactionRefusedReason } from "@shardline/co
  * error, re-exported.
  */
 export { EvictionPolicyRefused } from "@shardline/redis-store"
+
+/**
+ * The health endpoint (`http` option, `runtime.serveHealth`) could not
+ * listen: the port is taken (EADDRINUSE), the host is not this machine's,
+ * or the process may not bind it (docs/runtime.md, "Health").
+ */
+export class HealthServerFailed extends Schema.TaggedError<HealthServerFailed>()(
+  "HealthServerFailed",
+  {
+    port: Schema.Number,
+    host: Schema.optional(Schema.String),
+    message: Schema.String,
+    cause: Schema.optional(Schema.Defect()),
+  },
+) {}

@@ -26,6 +26,7 @@ import {
   ShardStreams,
   Store,
   StreamLayouts,
+  Time,
   type TransportError,
 } from "@shardline/core"
 import {
@@ -53,6 +54,7 @@ import {
 import { DEFAULTS, decodeOptions, invalid, RuntimeOptionsSchema } from "./Config.js"
 import { type ConsumerDefinition, isConsumerDefinition } from "./Consumer.js"
 import {
+  type HealthServerFailed,
   type InvalidRuntimeConfig,
   NoCoordinator,
   RuntimeStopped,
@@ -61,6 +63,13 @@ import {
   UnknownGroup,
 } from "./Errors.js"
 import { type EventHub, type EventListener, type HeartbeatFailure, makeEventHub } from "./Events.js"
+import { type Health, healthOf, type RuntimeState } from "./Health.js"
+import {
+  type HealthServer,
+  type HttpOptions,
+  serveHealth,
+  validateHttpOptions,
+} from "./HealthServer.js"
 import { memberBase as defaultMemberBase, newInstance, nextIncarnation } from "./Identity.js"
 import type { BreakerView } from "./internal/CircuitBreaker.js"
 import { type Candidate, runCandidate } from "./internal/CoordinatorCandidate.js"
@@ -150,6 +159,11 @@ export interface StartOptions extends RuntimeOptions {
   readonly handleSignals?: boolean
   /** Where metrics go (default: a registry of this runtime's own). */
   readonly metricRegistry?: Metric.MetricRegistry
+  /**
+   * Serve `/livez`, `/readyz` and `/metrics` on this port (docs/runtime.md,
+   * "Health"); closed when the runtime stops. Off by default.
+   */
+  readonly http?: HttpOptions
 }
 
 /** One logical member, as the runtime sees it now. */
@@ -184,6 +198,11 @@ export interface MemberView {
 export interface EffectRuntime {
   readonly memberBase: string
   readonly members: () => ReadonlyArray<MemberView>
+  /**
+   * Live (heartbeat loops make progress) and ready (every member joined and a
+   * coordinator answers it), with each member's details (docs/runtime.md, "Health").
+   */
+  readonly health: Effect.Effect<Health>
   readonly on: (listener: EventListener) => () => void
   /**
    * Stop reading a shard (it keeps its owner and its fence); works for shards
@@ -473,6 +492,7 @@ export const make = (
 
     // stop ----------------------------------------------------------------------------
     let stopping: Effect.Effect<void> | undefined
+    let state: RuntimeState = "running"
     const stateOf = (member: LogicalMember, spec: ConsumerSpec) =>
       observer.member(spec.settings.stream, spec.settings.group, member.memberId)
     /**
@@ -559,7 +579,17 @@ export const make = (
       return Effect.timeoutOption(poll, Math.max(1, heartbeatIntervalMs))
     }
     const stop = Effect.suspend(() => {
-      if (stopping === undefined) stopping = Effect.cached(stopOnce).pipe(Effect.runSync)
+      if (stopping === undefined) {
+        state = "stopping"
+        stopping = Effect.cached(
+          Effect.ensuring(
+            stopOnce,
+            Effect.sync(() => {
+              state = "stopped"
+            }),
+          ),
+        ).pipe(Effect.runSync)
+      }
       return stopping
     })
     yield* Scope.addFinalizer(outer, stop)
@@ -593,8 +623,28 @@ export const make = (
     const ownerOf = (g: GroupRuntime, shard: number) =>
       g.members.find((m) => m.poller.current(shard)?.alive === true)
 
+    const health = Effect.sync(() =>
+      healthOf(
+        all.map(({ member, spec }) => ({
+          memberId: member.memberId,
+          stream: spec.settings.stream,
+          group: spec.settings.group,
+          phase: MemberMachine.phase(member.machine),
+          left: member.hasLeft(),
+          heartbeatEndedAt: member.heartbeatEndedAt(),
+          coordinatorUnavailableSince: member.coordinatorUnavailableSince(),
+          sessionTimeoutMs: spec.settings.sessionTimeoutMs,
+          heartbeatIntervalMs: spec.settings.heartbeatIntervalMs,
+          heartbeatTimeoutMs: spec.settings.heartbeatTimeoutMs,
+        })),
+        Time.monotonicMillisOf(clock),
+        state,
+      ),
+    )
+
     const runtime: EffectRuntime = {
       memberBase,
+      health,
       events,
       on: events.on,
       members: () =>
@@ -680,6 +730,27 @@ export const make = (
 export interface ShardlineRuntime {
   readonly memberBase: string
   readonly members: () => ReadonlyArray<MemberView>
+  /**
+   * Live (heartbeat loops make progress) and ready (every member joined and a
+   * coordinator answers it), with each member's details (docs/runtime.md, "Health").
+   *
+   * @example
+   * const { live, ready, details } = runtime.health()
+   * if (!ready) console.warn(details.flatMap((m) => m.reasons))
+   */
+  readonly health: () => Health
+  /**
+   * Serve `/livez`, `/readyz` and `/metrics` on `port` (docs/runtime.md,
+   * "Health"), closed when the runtime stops; as the `http` option does.
+   * Rejects with `InvalidRuntimeConfig` or `HealthServerFailed`.
+   *
+   * @example
+   * const server = await runtime.serveHealth({ port: 9464 })
+   * console.log(`${server.url}/readyz`)
+   */
+  readonly serveHealth: (options: HttpOptions) => Promise<HealthServer>
+  /** The endpoint the `http` option started, if any. */
+  readonly http: HealthServer | undefined
   /** Subscribe to events; returns the unsubscribe function. Listeners never block members. */
   readonly on: (listener: EventListener) => () => void
   /** Stop reading a shard; throws `UnknownGroup` for a group this runtime does not consume. */
@@ -740,13 +811,19 @@ const promiseProducer = (
 
 /**
  * Start a runtime (Promise API). Rejects with `InvalidRuntimeConfig` (naming
- * the field) before anything connects when a declaration is invalid.
+ * the field) before anything connects when a declaration is invalid, and
+ * with `HealthServerFailed` (the runtime stopped again) when its `http`
+ * endpoint cannot listen.
  */
 export const start = async (options: StartOptions = {}): Promise<ShardlineRuntime> => {
-  const { ports: given, redis, handleSignals = true, metricRegistry, ...rest } = options
+  const { ports: given, redis, handleSignals = true, metricRegistry, http, ...rest } = options
   // every check before anything connects
   const resolved = resolveOptions(rest)
   if (Result.isFailure(resolved)) throw resolved.failure
+  if (http !== undefined) {
+    const invalidHttp = validateHttpOptions(http)
+    if (invalidHttp !== undefined) throw invalidHttp
+  }
   if (redis !== undefined && given !== undefined)
     throw invalid("redis", "give either redis or ports, not both")
   let ports: Ports
@@ -783,6 +860,7 @@ export const start = async (options: StartOptions = {}): Promise<ShardlineRuntim
     resolveStopped = resolve
   })
   let stopPromise: Promise<void> | undefined
+  const servers: Array<HealthServer> = []
   const onSignal = (signal: NodeJS.Signals) => {
     void stop().then(
       () => process.exit(0),
@@ -803,6 +881,8 @@ export const start = async (options: StartOptions = {}): Promise<ShardlineRuntim
           await managed.runPromise(runtime.stop)
           await managed.runPromise(Scope.close(scope, Exit.void))
         } finally {
+          // probes see the drain (ready false, live true) until the runtime has stopped
+          await Promise.all(servers.map((s) => s.close()))
           await managed.dispose()
           resolveStopped()
         }
@@ -818,9 +898,31 @@ export const start = async (options: StartOptions = {}): Promise<ShardlineRuntim
     stopPromise === undefined
       ? managed.runPromise(effect)
       : Promise.reject(new RuntimeStopped({ message: "the runtime is stopped" }))
+  const health = (): Health => Effect.runSync(runtime.health)
+  const metrics = () => prometheusTextOf(registry)
+  const serve = async (httpOptions: HttpOptions): Promise<HealthServer> => {
+    if (stopPromise !== undefined) throw new RuntimeStopped({ message: "the runtime is stopped" })
+    const server = await serveHealth({ health, metrics }, httpOptions)
+    servers.push(server)
+    // stopped while it started listening: close it with the rest
+    if (stopPromise !== undefined) await server.close()
+    return server
+  }
+  let httpServer: HealthServer | undefined
+  if (http !== undefined) {
+    try {
+      httpServer = await serve(http)
+    } catch (error) {
+      await stop()
+      throw error as HealthServerFailed
+    }
+  }
   return {
     memberBase: runtime.memberBase,
     members: runtime.members,
+    health,
+    serveHealth: serve,
+    http: httpServer,
     on: runtime.on,
     pause: (stream, group, shard) => {
       runSyncOrThrow(runtime.pause(stream, group, shard))
@@ -838,7 +940,7 @@ export const start = async (options: StartOptions = {}): Promise<ShardlineRuntim
         run,
         telemetryOf.get(runtime),
       ),
-    metrics: () => prometheusTextOf(registry),
+    metrics,
     monitor: (stream, group) => run(runtime.monitor(stream, group)),
     stop,
     stopped,

@@ -52,6 +52,20 @@ export {
   type RuntimeEvent,
   type RuntimeEventType,
 } from "./Events.js"
+export {
+  type Health,
+  livenessBoundMs,
+  type MemberHealth,
+  type RuntimeState,
+} from "./Health.js"
+export {
+  HEALTH_PATHS,
+  type HealthServer,
+  type HealthSource,
+  type HttpOptions,
+  PROMETHEUS_CONTENT_TYPE,
+  serveHealth,
+} from "./HealthServer.js"
 export { logicalMemberIds, memberBase, nextIncarnation } from "./Identity.js"
 export type { BreakerState, BreakerView } from "./internal/CircuitBreaker.js"
 export type { MemberError } from "./internal/Observer.js"

@@ -100,6 +100,17 @@ export interface LogicalMember {
   readonly nudge: Effect.Effect<void>
   /** The last error the coordinator, the lease or a stuck handler surfaced. */
   readonly lastError: () => MemberError | undefined
+  /**
+   * When its last heartbeat ended, answered or not (monotonic ms; its start
+   * before the first): the progress of its heartbeat loop (docs/runtime.md, "Health").
+   */
+  readonly heartbeatEndedAt: () => number
+  /**
+   * Since when no coordinator has answered it (monotonic ms), once that is
+   * past twice the coordinator lease and reported (`coordinatorUnavailable`,
+   * docs/protocol.md rule 25); undefined while one answers.
+   */
+  readonly coordinatorUnavailableSince: () => number | undefined
 }
 
 /** Build and start a logical member in the scope in context (its own child scope). */
@@ -283,6 +294,9 @@ export const makeLogicalMember = (
     const unservedPeriods = Metrics.forGroup(Metrics.coordinatorUnavailablePeriods, key)
     /** Since when no coordinator answered (monotonic, wall), and whether it was said. */
     let unserved: { readonly t: number; readonly at: number; reported: boolean } | undefined
+    // the heartbeat loop's progress (health's liveness): a loop that sends no
+    // heartbeat, or waits forever for one, never moves this
+    let heartbeatEndedAt = now()
     const coordinatorAnswered = (t: number, answered: boolean, error: string) =>
       Effect.gen(function* () {
         if (answered) {
@@ -470,6 +484,7 @@ export const makeLogicalMember = (
         switch (input._tag) {
           case "Response": {
             const { result } = input
+            heartbeatEndedAt = t
             m.heartbeatDuration.updateUnsafe(input.latencyMs, context)
             if (Result.isFailure(result)) {
               yield* Metric.update(m.heartbeatFailures, 1)
@@ -614,6 +629,8 @@ export const makeLogicalMember = (
         }),
       nudge: Effect.asVoid(Queue.offer(inbox, { _tag: "Notice" })),
       lastError: () => lastError,
+      heartbeatEndedAt: () => heartbeatEndedAt,
+      coordinatorUnavailableSince: () => (unserved?.reported === true ? unserved.t : undefined),
     }
     return member
   })
