@@ -1,0 +1,31 @@
+/**
+ * The example's listener (docs/nestjs.md): `Billing` is an ordinary
+ * provider; its `@StreamListener` method runs with the `Receipts` service
+ * Nest injected.
+ */
+import { Injectable } from "@nestjs/common"
+import { type Message, type MessageContext, StreamListener } from "@shardline/nestjs"
+
+@Injectable()
+export class Receipts {
+  private readonly seen = new Set<string>()
+  record(message: Message, memberId: string) {
+    this.seen.add(message.id)
+    console.log(
+      JSON.stringify({ event: "billed", key: message.key, n: message.fields.n, memberId }),
+    )
+  }
+  get count() {
+    return this.seen.size
+  }
+}
+
+@Injectable()
+export class Billing {
+  constructor(private readonly receipts: Receipts) {}
+
+  @StreamListener({ stream: "orders", group: "billing", concurrency: 2 })
+  async onOrder(message: Message, { memberId }: MessageContext) {
+    this.receipts.record(message, memberId)
+  }
+}
