@@ -6,13 +6,7 @@
 import { Module } from "@nestjs/common"
 import { ShardlineModule } from "@shardline/nestjs"
 import { Billing, Receipts } from "./billing.js"
-
-/** The environment the example reads. */
-export const settingsFrom = (env: NodeJS.ProcessEnv) => ({
-  redisUrl: env.REDIS_URL ?? "redis://localhost:6379",
-  httpPort: Number(env.HTTP_PORT ?? 9464),
-  shutdownTimeoutMs: Number(env.SHUTDOWN_TIMEOUT_MS ?? 30_000),
-})
+import { type Settings, settingsFrom } from "./settings.js"
 
 const SETTINGS = "SETTINGS"
 
@@ -27,8 +21,9 @@ class SettingsModule {}
     ShardlineModule.forRootAsync({
       imports: [SettingsModule],
       inject: [SETTINGS],
-      useFactory: (settings: ReturnType<typeof settingsFrom>) => ({
+      useFactory: (settings: Settings) => ({
         redis: { url: settings.redisUrl },
+        coordinator: settings.coordinator,
         // the member id comes from POD_IP (or the pod's HOSTNAME) by default
         shutdownTimeoutMs: settings.shutdownTimeoutMs,
         http: { port: settings.httpPort },

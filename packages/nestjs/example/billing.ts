@@ -5,6 +5,7 @@
  */
 import { Injectable } from "@nestjs/common"
 import { type Message, type MessageContext, StreamListener } from "@shardline/nestjs"
+import { ORDERS } from "./settings.js"
 
 @Injectable()
 export class Receipts {
@@ -24,7 +25,7 @@ export class Receipts {
 export class Billing {
   constructor(private readonly receipts: Receipts) {}
 
-  @StreamListener({ stream: "orders", group: "billing", concurrency: 2 })
+  @StreamListener({ ...ORDERS })
   async onOrder(message: Message, { memberId }: MessageContext) {
     this.receipts.record(message, memberId)
   }
