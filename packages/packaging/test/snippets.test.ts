@@ -2,7 +2,9 @@
  * Every ```ts block of README.md, the docs/ pages and the package READMEs is
  * typechecked as a strict TypeScript module against the built packages, as a
  * user pasting it would compile it. A block that is deliberately partial is
- * fenced ```ts skip-check: <why> (kept rare; the reason is required).
+ * fenced ```ts skip-check: <why> (kept rare; the reason is required). A
+ * block fenced ```ts legacy-decorators is compiled as NestJS apps are
+ * (`experimentalDecorators`, `emitDecoratorMetadata`; docs/nestjs.md).
  * Placeholders for the app's own code (`charge`, `audit`, ...) are declared
  * in fixtures/snippets/app.d.ts.
  */
@@ -27,6 +29,8 @@ interface Snippet {
   readonly line: number
   readonly code: string
   readonly skip: string | undefined
+  /** Compiled with `experimentalDecorators` and `emitDecoratorMetadata`. */
+  readonly legacy: boolean
 }
 
 const markdownFiles = (): Array<string> => [
@@ -63,6 +67,7 @@ export const extract = (file: string, text: string): Array<Snippet> => {
       line: start + 1,
       code: body.join("\n"),
       skip: skip === null ? undefined : skip[1]!,
+      legacy: /^legacy-decorators\b/.test(info),
     })
   }
   return out
@@ -90,20 +95,27 @@ beforeAll(() => {
   )
   // each block is a module of its own (`export {}`), so blocks never collide
   for (const s of checked) writeFileSync(path.join(dir, fileOf(s)), `${s.code}\nexport {}\n`)
-  const program = ts.createProgram(
-    [path.join(dir, "app.d.ts"), ...checked.map((s) => path.join(dir, fileOf(s)))],
-    {
-      target: ts.ScriptTarget.ES2022,
-      module: ts.ModuleKind.NodeNext,
-      moduleResolution: ts.ModuleResolutionKind.NodeNext,
-      strict: true,
-      noUncheckedIndexedAccess: true,
-      skipLibCheck: true,
-      noEmit: true,
-      types: ["node"],
-    },
-  )
+  const programOf = (legacy: boolean) =>
+    ts.createProgram(
+      [
+        path.join(dir, "app.d.ts"),
+        ...checked.filter((s) => s.legacy === legacy).map((s) => path.join(dir, fileOf(s))),
+      ],
+      {
+        target: ts.ScriptTarget.ES2022,
+        module: ts.ModuleKind.NodeNext,
+        moduleResolution: ts.ModuleResolutionKind.NodeNext,
+        strict: true,
+        noUncheckedIndexedAccess: true,
+        skipLibCheck: true,
+        noEmit: true,
+        types: ["node"],
+        ...(legacy ? { experimentalDecorators: true, emitDecoratorMetadata: true } : {}),
+      },
+    )
+  const programs = { standard: programOf(false), legacy: programOf(true) }
   for (const s of checked) {
+    const program = s.legacy ? programs.legacy : programs.standard
     const source = program.getSourceFile(path.join(dir, fileOf(s)))!
     diagnostics.set(
       s.name,
