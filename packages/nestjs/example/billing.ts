@@ -11,7 +11,8 @@ import { ORDERS } from "./settings.js"
 export class Receipts {
   private readonly seen = new Set<string>()
   record(message: Message, memberId: string) {
-    this.seen.add(message.id)
+    // entry ids are per shard stream: the shard makes them unique
+    this.seen.add(`${message.shard}/${message.id}`)
     console.log(
       JSON.stringify({ event: "billed", key: message.key, n: message.fields.n, memberId }),
     )
