@@ -5,7 +5,9 @@
  * typechecked against the published declarations with TC39 decorators and
  * with `experimentalDecorators`, then run on the memory ports and on a real
  * Redis; CommonJS `require` (ESM-only packages, Node's require(esm)); the
- * `shardline` and `shardline-sim` bins through npx.
+ * `shardline` and `shardline-sim` bins through npx; a NestJS app
+ * (fixtures/app/src/nest.ts, `@shardline/nestjs` with the real `@nestjs/*`
+ * from npm) boots and consumes on Redis.
  */
 import { execFileSync, spawnSync } from "node:child_process"
 import {
@@ -24,7 +26,24 @@ import { type RedisServer, startRedis } from "@shardline/redis-store/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
 const ROOT = path.resolve(import.meta.dirname, "../../..")
-const PUBLISHED = ["core", "redis-store", "member-runtime", "simulator"] as const
+const PUBLISHED = ["core", "redis-store", "member-runtime", "simulator", "nestjs"] as const
+/** What a NestJS app installs beside @shardline/nestjs: the versions its tests use. */
+const NEST = [
+  "@nestjs/common",
+  "@nestjs/core",
+  "@nestjs/terminus",
+  "reflect-metadata",
+  "rxjs",
+] as const
+/** The exact versions @shardline/nestjs is tested with (its devDependencies). */
+const nestVersionOf = (pkg: string): string => {
+  const manifest = JSON.parse(
+    readFileSync(path.join(ROOT, "packages", "nestjs", "package.json"), "utf8"),
+  ) as { devDependencies: Record<string, string> }
+  const version = manifest.devDependencies[pkg]
+  if (version === undefined) throw new Error(`@shardline/nestjs has no devDependency ${pkg}`)
+  return version
+}
 const require = createRequire(import.meta.url)
 const versionOf = (pkg: string): string =>
   (JSON.parse(readFileSync(require.resolve(`${pkg}/package.json`), "utf8")) as { version: string })
@@ -109,6 +128,7 @@ beforeAll(() => {
       `effect@${versionOf("effect")}`,
       `typescript@${versionOf("typescript")}`,
       `@types/node@${versionOf("@types/node")}`,
+      ...NEST.map((pkg) => `${pkg}@${nestVersionOf(pkg)}`),
     ]),
   )
 }, 300_000)
@@ -129,12 +149,18 @@ describe("the packed packages", () => {
       for (const [name, range] of Object.entries(deps))
         if (name.startsWith("@shardline/")) expect(range).toBe(`^${manifest.version}`)
       expect(deps.effect).toBeUndefined()
-      // the runtime also takes OpenTelemetry's API, optionally (docs/observability.md)
-      expect(manifest.peerDependencies).toEqual(
-        pkg === "member-runtime"
-          ? { "@opentelemetry/api": ">=1.9.0 <2.0.0", effect: "^4.1.0" }
-          : { effect: "^4.1.0" },
-      )
+      if (pkg === "nestjs") {
+        // Nest and the runtime are the app's own: one copy of each (docs/nestjs.md)
+        const peers = manifest.peerDependencies as Record<string, string>
+        expect(peers["@shardline/member-runtime"]).toBe(`^${manifest.version}`)
+        expect(Object.keys(peers).sort()).toEqual([...NEST, "@shardline/member-runtime"].sort())
+        expect(manifest.peerDependenciesMeta).toEqual({ "@nestjs/terminus": { optional: true } })
+      } else
+        expect(manifest.peerDependencies).toEqual(
+          pkg === "member-runtime"
+            ? { "@opentelemetry/api": ">=1.9.0 <2.0.0", effect: "^4.1.0" }
+            : { effect: "^4.1.0" },
+        )
       if (pkg === "member-runtime")
         expect(manifest.peerDependenciesMeta).toEqual({ "@opentelemetry/api": { optional: true } })
       expect(manifest.type).toBe("module")
@@ -199,6 +225,13 @@ describe("installed with npm into a fresh project", () => {
     ])
     expect(inspect.status).toBe(2)
     expect(inspect.stderr).toMatch(/^shardline: group g on stream nope does not exist/)
+  })
+
+  it("a NestJS app typechecks (experimentalDecorators, emitDecoratorMetadata), boots and consumes on Redis, and closes", () => {
+    ok(run(process.execPath, ["node_modules/typescript/bin/tsc", "-p", "tsconfig.nest.json"]))
+    if (redis === undefined) throw new Error("the Redis of the test before is not running")
+    const out = ok(run(process.execPath, ["dist-nest/nest.js", redis.url]))
+    expect(JSON.parse(out)).toEqual({ billed: 40, members: 2, indicator: "up", state: "stopped" })
   })
 
   it("CommonJS require works on this Node (require(esm), Node 20.19+ / 22.12+)", () => {
