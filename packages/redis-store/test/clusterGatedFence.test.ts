@@ -21,8 +21,8 @@ import { Scripts } from "../src/scripts.js"
 import {
   clusterNodeArgs,
   type RedisCluster,
-  startRedis,
   startProxy,
+  startRedis,
   startRedisCluster,
 } from "../src/testing.js"
 import { unique } from "./support/targets.js"
