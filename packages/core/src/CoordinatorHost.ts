@@ -60,7 +60,8 @@ export interface CoordinatorHostOptions {
   /** Identity of this coordinator candidate (lease holder). */
   readonly holder: string
   /**
-   * Coordinator lease TTL, renewed every TTL/3. Default
+   * Coordinator lease TTL, renewed every TTL/3 (counted from each renewal's
+   * start, on a fiber of its own that no commit holds up). Default
    * `defaultCoordinatorLeaseMs(config)`: twice the heartbeat interval (at
    * most a quarter of the session), so a successor serves long before any
    * member's lease runs out (docs/protocol.md rule 20).
@@ -72,7 +73,7 @@ export interface CoordinatorHostOptions {
   readonly maxCommitAttempts?: number
   /**
    * With a `StreamLayouts` service, how often the leader reads its stream's
-   * layout record between lease renewals, so a reshard takes effect within
+   * layout record (on a fiber of its own), so a reshard takes effect within
    * this long (one read; a write only when something changed). Default
    * 1,000 ms, or the renewal period (TTL/3) when that is shorter.
    */
@@ -152,6 +153,19 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
   const lock = yield* Semaphore.make(1)
   const pubsub = yield* PubSub.unbounded<string>()
   let leader: Leader | null = null
+  /**
+   * The lease of this host's term, from its acquisition (before the
+   * takeover's loads) until it steps down: what the renewal loop renews, so
+   * a takeover slowed by latency keeps the lease it is taking over under.
+   */
+  let term: LeaseGrant | null = null
+  /** A renewal's grant: the term's and the leader's lease, if it is theirs and later. */
+  const extend = (grant: LeaseGrant) => {
+    if (term !== null && term.token === grant.token && grant.expiresAt > term.expiresAt)
+      term = grant
+    if (leader !== null && leader.lease.token === grant.token)
+      if (grant.expiresAt > leader.lease.expiresAt) leader.lease = grant
+  }
   let lastError: string | null = null
   /** When the other holder's lease runs out (monotonic ms), from the last LeaseHeld. */
   let heldUntil: number | undefined
@@ -174,6 +188,7 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
       lastError = reason
       const was = leader
       leader = null
+      term = null
       return Effect.andThen(disarm, was === null ? Effect.void : leases.release(was.lease))
     })
 
@@ -244,6 +259,7 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
         // a new group starts on the stream's oldest live generation
         const origin = Option.isSome(snapshot) ? undefined : yield* streamOrigin
         held = yield* leases.renew(held, ttl)
+        extend(held)
         const start: Takeover = Option.isNone(snapshot)
           ? {
               _tag: "Elected",
@@ -316,8 +332,30 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
           return r
         }, "a config change")
       if (Option.isNone(streamLayouts)) return
+      yield* adoptLayout(yield* Effect.result(readLayout(streamLayouts.value)), first)
+    })
+
+  /**
+   * The stream's layout record, with this group registered on it: I/O on
+   * the layout record only, none on the host's state, so the periodic
+   * follow-up reads it outside `lock` and holds the lock only to adopt it
+   * (docs/protocol.md rule 20: a round trip under the lock delays every
+   * answer).
+   */
+  const readLayout = (layouts: StreamLayouts["Service"]) =>
+    Reshard.registerGroup(key.stream, key.group).pipe(Effect.provideService(StreamLayouts, layouts))
+
+  /** Follow the layout read (`readLayout`): adopt, seal, report drained. Under `lock`. */
+  const adoptLayout = (
+    stored: Result.Result<
+      Effect.Success<ReturnType<typeof readLayout>>,
+      Effect.Error<ReturnType<typeof readLayout>>
+    >,
+    first: boolean,
+  ): Effect.Effect<void> =>
+    Effect.gen(function* () {
+      if (Option.isNone(streamLayouts) || leader === null) return
       const provide = Effect.provideService(StreamLayouts, streamLayouts.value)
-      const stored = yield* Effect.result(provide(Reshard.registerGroup(key.stream, key.group)))
       if (Result.isFailure(stored)) {
         lastError = `stream layout: ${stored.failure._tag}: ${stored.failure.message}`
         return
@@ -401,14 +439,18 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
       return null
     }
     heldUntil = undefined
+    term = acquired.success
     const loaded = yield* Effect.result(takeOver(acquired.success))
     if (Result.isFailure(loaded)) {
       const e = loaded.failure
+      term = null
       yield* leases.release(acquired.success)
       lastError = `${e._tag}: ${e.message}`
       return null
     }
     leader = loaded.success
+    // renewed meanwhile by the renewal loop: the later grant counts
+    if (term !== null) extend(term)
     lastError = null
     refusedConfig = null
     yield* rearm
@@ -512,33 +554,71 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
     })
 
   // Lease renewal (and standby election) loop ----------------------------------
-  const renewOnce = lock.withPermit(
-    Effect.gen(function* () {
-      const l = leader
-      if (l === null) {
-        yield* ensureLeader
-        return
-      }
-      const renewed = yield* Effect.result(leases.renew(l.lease, ttl))
-      if (Result.isFailure(renewed)) yield* stepDown("lease lost")
-      else {
-        l.lease = renewed.success
-        yield* reconcileLeader(false)
-      }
-    }),
-  )
+  /**
+   * One renewal of the term's lease, outside `lock` (docs/protocol.md rule
+   * 20, "Lease length against pauses and latency"): a commit, a takeover's
+   * loads or the layout follow-up hold the lock for several round trips,
+   * and a renewal that waited for them let the lease run out on this
+   * host's clock (it then stepped down and took the lease again under a new
+   * token, or lost it to a standby: a failover nobody asked for). Only a
+   * lost lease takes the lock, to step down. Without a term it tries to
+   * take one, if the lock is free.
+   */
+  const renewOnce = Effect.gen(function* () {
+    const held = term
+    if (held === null) {
+      // never queue behind the lock: whoever holds it may be taking the lease
+      // right now, and this loop must be free to renew it once it has
+      yield* lock.withPermitsIfAvailable(1)(ensureLeader)
+      return
+    }
+    const renewed = yield* Effect.result(leases.renew(held, ttl))
+    if (Result.isFailure(renewed)) {
+      // a takeover under way fails on its own (its renewal, its commit's CAS)
+      yield* lock.withPermit(
+        Effect.suspend(() =>
+          leader !== null && leader.lease.token === held.token
+            ? stepDown("lease lost")
+            : Effect.void,
+        ),
+      )
+      return
+    }
+    extend(renewed.success)
+  })
   const renewEvery = Math.max(1, Math.floor(ttl / 3))
-  yield* Effect.forkIn(Effect.forever(Effect.andThen(Effect.sleep(renewEvery), renewOnce)), scope)
-  // a reshard must not wait for the next renewal (sessionTimeoutMs / 3, 10 s
-  // by default): keys pause until the leader follows the new layout
-  // (docs/resharding.md, "Measured")
+  /**
+   * Renewals start `renewEvery` apart, counted from each one's start, not
+   * from its end: the lease (valid for `ttl` from a renewal's send) then
+   * holds while a renewal's round trip stays below ttl - renewEvery (two
+   * thirds of the lease), instead of ttl - renewEvery - the previous one's
+   * round trip.
+   */
+  const renewLoop = Effect.gen(function* () {
+    let startedAt = yield* monotonicMillis
+    for (;;) {
+      const elapsed = (yield* monotonicMillis) - startedAt
+      yield* Effect.sleep(Math.max(0, renewEvery - elapsed))
+      startedAt = yield* monotonicMillis
+      yield* renewOnce
+    }
+  })
+  yield* Effect.forkIn(renewLoop, scope)
+  // the stream's layout, followed on a fiber of its own (never in a renewal's
+  // way); a reshard must not wait long (sessionTimeoutMs / 3, 10 s by
+  // default, was the renewal's period): keys pause until the leader follows
+  // the new layout (docs/resharding.md, "Measured")
   const layoutPoll = Math.max(1, Math.floor(options.layoutPollMs ?? 1_000))
-  if (Option.isSome(streamLayouts) && layoutPoll < renewEvery) {
-    const followOnce = lock.withPermit(
-      Effect.suspend(() => (leader === null ? Effect.void : reconcileLeader(false))),
-    )
+  if (Option.isSome(streamLayouts)) {
+    const layouts = streamLayouts.value
+    // the read outside the lock, the adoption under it
+    const followOnce = Effect.gen(function* () {
+      if (leader === null) return
+      const stored = yield* Effect.result(readLayout(layouts))
+      yield* lock.withPermit(adoptLayout(stored, false))
+    })
     yield* Effect.forkIn(
-      Effect.forever(Effect.andThen(Effect.sleep(layoutPoll), followOnce)),
+      Effect.forever(Effect.andThen(Effect.sleep(Math.min(layoutPoll, renewEvery)), followOnce)),
       scope,
     )
   }

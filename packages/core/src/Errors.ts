@@ -303,8 +303,33 @@ export class NotReplicated extends Schema.TaggedError<NotReplicated>()("NotRepli
   message: Schema.String,
 }) {}
 
+/**
+ * The master refused a write because fewer replicas than its
+ * `min-replicas-to-write` are connected within `min-replicas-max-lag`
+ * (Redis' NOREPLICAS; docs/redis.md, "`min-replicas-to-write`"): nothing
+ * was written, so a retry cannot duplicate it. It succeeds once the
+ * replicas are back (or after a failover to a master that has them).
+ *
+ * @example
+ * // a send refused so: `SendFailed` with this as its cause
+ * if (error._tag === "SendFailed" && error.cause?._tag === "NotEnoughReplicas") retryLater()
+ */
+export class NotEnoughReplicas extends Schema.TaggedError<NotEnoughReplicas>()(
+  "NotEnoughReplicas",
+  {
+    operation: Schema.String,
+    key: Schema.String,
+    message: Schema.String,
+  },
+) {}
+
 /** What any data-plane operation may fail with besides its own errors. */
-export type DataPlaneError = BackendUnavailable | ForeignValue | InvalidArgument | NotReplicated
+export type DataPlaneError =
+  | BackendUnavailable
+  | ForeignValue
+  | InvalidArgument
+  | NotReplicated
+  | NotEnoughReplicas
 
 /**
  * An append to a shard of an earlier layout generation, sealed by a reshard

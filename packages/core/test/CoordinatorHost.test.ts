@@ -298,13 +298,20 @@ describe("CoordinatorHost", () => {
       Effect.gen(function* () {
         const store = makeStore()
         const lease = makeLease()
-        // c1's store commits can be held: a process paused inside a commit
+        // c1's store commits can be held: a process paused inside a commit;
+        // paused, it renews nothing either (its renewals run on a fiber of
+        // their own, never behind its lock: docs/protocol.md rule 20)
         const paused = pausableStore(store)
+        let frozen = false
+        const c1Lease: CoordinatorLease.CoordinatorLeaseShape = {
+          ...lease,
+          renew: (grant, ttl) => (frozen ? Effect.succeed(grant) : lease.renew(grant, ttl)),
+        }
         const h1 = yield* makeCoordinatorHost({
           config: cfg,
           holder: "c1",
           leaseTtlMs: 2_000,
-        }).pipe(Effect.provide(env(paused.store, lease)))
+        }).pipe(Effect.provide(env(paused.store, c1Lease)))
         const a = yield* h1.heartbeat(join("a"))
         assert.deepStrictEqual(
           a.assigned.map((g) => g.shard),
@@ -312,6 +319,7 @@ describe("CoordinatorHost", () => {
         )
         const rev = store.revision(key)
         yield* paused.pause
+        frozen = true
         // c1 checked its lease, then pauses inside the commit of b's join (holding its lock)
         const zombie = yield* Effect.forkChild(h1.heartbeat(join("b")))
         yield* TestClock.adjust(2_001) // c1's lease expires: it could not renew

@@ -50,6 +50,7 @@ import {
   messageOf,
   pairsOf,
   type Reply,
+  refineNoReplicas,
   refineWrongType,
   xreadMessages,
 } from "./internal/reply.js"
@@ -560,6 +561,7 @@ export const makeWith = (
             ),
           )
           .pipe(
+            refineNoReplicas("append", shardKey(stream, shard)),
             Effect.flatMap(
               (reply): Effect.Effect<string, ShardSealed | RedisStoreError> =>
                 reply[0] === Code.Sealed

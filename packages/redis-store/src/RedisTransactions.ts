@@ -30,7 +30,7 @@ import {
 } from "@shardline/core"
 import { Effect, Schema } from "effect"
 import { keySlot } from "./acl.js"
-import { Code, evalScript, fenceFailure, keyCommand } from "./internal/reply.js"
+import { Code, evalScript, fenceFailure, keyCommand, refineNoReplicas } from "./internal/reply.js"
 import * as StreamId from "./internal/streamId.js"
 import type { KeySpace } from "./keys.js"
 import type { RedisConnectionShape } from "./RedisConnection.js"
@@ -160,7 +160,10 @@ export const makeTransactions = (
         args.push(s.stream, String(s.shard), s.key, String(flat.length), ...flat)
       }
       return Effect.flatMap(
-        evalScript(connection, "commit", Scripts.commit, scriptKeys, args),
+        refineNoReplicas(
+          "commit",
+          stream,
+        )(evalScript(connection, "commit", Scripts.commit, scriptKeys, args)),
         (reply): Effect.Effect<Transaction.CommitOutcome, Transaction.CommitError> => {
           switch (reply[0]) {
             case Code.Ok:

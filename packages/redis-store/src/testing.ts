@@ -17,6 +17,9 @@
  * replicas (`--replicaof`) and sentinels (`redis-server <conf> --sentinel`
  * with a generated sentinel.conf) that monitor it, each such a server.
  *
+ * A TCP proxy in front of any of them (`startProxy`, src/testProxy.ts) adds
+ * latency in order, loses a reply or holds a link.
+ *
  * A missing binary is a `ServerMissing` error whose message is one line that
  * says how to install it. Tests must fail with it, never skip.
  */
@@ -25,6 +28,13 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "no
 import net from "node:net"
 import os from "node:os"
 import path from "node:path"
+
+export {
+  type ProxyDelay,
+  type ProxyOptions,
+  startProxy,
+  type TcpProxy,
+} from "./testProxy.js"
 
 export type ServerKind = "redis7" | "redis8" | "valkey8"
 

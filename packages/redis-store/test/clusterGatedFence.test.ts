@@ -21,10 +21,10 @@ import { Scripts } from "../src/scripts.js"
 import {
   clusterNodeArgs,
   type RedisCluster,
+  startProxy,
   startRedis,
   startRedisCluster,
 } from "../src/testing.js"
-import { startLossyProxy } from "./support/proxy.js"
 import { unique } from "./support/targets.js"
 
 const { gateKey, ownerTokenKey, shardKey } = defaultKeys
@@ -595,7 +595,7 @@ describe("the gated fence on a 3-node cluster", () => {
   })
 
   it("through a NAT map (a proxy per node): the wire connects to the mapped address; a lost reply fails the read, which is not sent again", async () => {
-    const proxies = await Promise.all(cluster.nodes.map((n) => startLossyProxy(n)))
+    const proxies = await Promise.all(cluster.nodes.map((n) => startProxy(n)))
     const natMap = Object.fromEntries(
       cluster.nodes.map((n, i) => [
         `${n.host}:${n.port}`,

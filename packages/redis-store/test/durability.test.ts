@@ -9,7 +9,6 @@
  * exists on the primary.
  */
 
-import net from "node:net"
 import {
   CoordinatorShell,
   makeGroupConfig,
@@ -20,7 +19,7 @@ import {
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { afterEach, beforeEach, describe, expect, it } from "vitest"
 import * as RedisPorts from "../src/RedisPorts.js"
-import { type RedisServer, startRedis } from "../src/testing.js"
+import { type RedisServer, startProxy, startRedis, type TcpProxy } from "../src/testing.js"
 import { unique } from "./support/targets.js"
 
 const waitFor = async (what: string, done: () => boolean, ms = 20_000) => {
@@ -37,42 +36,11 @@ const linkUp = (replica: RedisServer) =>
   )
 
 /**
- * The replication link through a proxy that can hold what the primary sends
- * (a lagging replica: a slow or cut network). Held bytes die with the
- * primary, as they do when a master is lost before it replicated.
+ * The replication link goes through a proxy (`startProxy`) that can hold
+ * what the primary sends (a lagging replica: a slow or cut network). Held
+ * bytes die with the primary, as they do when a master is lost before it
+ * replicated.
  */
-const replicationLink = (primary: RedisServer) =>
-  new Promise<{ port: number; hold: () => void; close: () => void }>((resolve) => {
-    let holding = false
-    const sockets = new Set<net.Socket>()
-    const server = net.createServer((replicaSide) => {
-      const primarySide = net.connect(primary.port, primary.host)
-      sockets.add(replicaSide).add(primarySide)
-      replicaSide.on("data", (d) => primarySide.write(d))
-      primarySide.on("data", (d) => {
-        if (!holding) replicaSide.write(d)
-      })
-      const end = () => {
-        replicaSide.destroy()
-        primarySide.destroy()
-      }
-      replicaSide.on("error", end).on("close", end)
-      primarySide.on("error", end).on("close", end)
-    })
-    server.listen(0, "127.0.0.1", () =>
-      resolve({
-        port: (server.address() as net.AddressInfo).port,
-        hold: () => {
-          holding = true
-        },
-        close: () => {
-          for (const s of sockets) s.destroy()
-          server.close()
-        },
-      }),
-    )
-  })
-
 /** Promote the replica once the primary is gone (what Sentinel or an operator does). */
 const promote = (replica: RedisServer) => replica.cli("REPLICAOF", "NO", "ONE")
 
@@ -90,17 +58,17 @@ describe("durability on a primary and its replica (Redis 7.0)", () => {
   let replica: RedisServer
   const runtimes: Array<ManagedRuntime.ManagedRuntime<unknown, unknown>> = []
 
-  let link: Awaited<ReturnType<typeof replicationLink>>
+  let link: TcpProxy
   beforeEach(async () => {
     primary = await startRedis()
-    link = await replicationLink(primary)
+    link = await startProxy(primary)
     replica = await startRedis({ args: ["--replicaof", "127.0.0.1", String(link.port)] })
     await linkUp(replica)
   }, 60_000)
 
   afterEach(async () => {
     for (const r of runtimes.splice(0)) await r.dispose().catch(() => {})
-    link.close()
+    await link.close()
     for (const s of [primary, replica]) {
       try {
         process.kill(s.pid, "SIGCONT")
@@ -153,7 +121,7 @@ describe("durability on a primary and its replica (Redis 7.0)", () => {
       lostIfPrimaryDies.push(r.success)
     }
     process.kill(primary.pid, "SIGKILL")
-    link.close()
+    await link.close()
     promote(replica)
     const survived = ids(replica, key)
     expect(confirmed.length).toBe(50)

@@ -9,7 +9,7 @@
  * cluster restarted under load (ioredis' Cluster re-sends a command whose
  * connection closed, `retryDelayOnFailover`).
  *
- * A proxy in front of each node (test/support/proxy.ts; ioredis' `natMap`
+ * A proxy in front of each node (`startProxy` of src/testing.ts; ioredis' `natMap`
  * sends the cluster's connections through them) lets one request through
  * and loses its reply.
  */
@@ -18,7 +18,7 @@ import { Effect, Exit } from "effect"
 import { describe, inject } from "vitest"
 import * as RedisConnection from "../src/RedisConnection.js"
 import * as RedisShardStreams from "../src/RedisShardStreams.js"
-import { type LossyProxy, startLossyProxy } from "./support/proxy.js"
+import { startProxy, type TcpProxy } from "../src/testing.js"
 import { unique } from "./support/targets.js"
 
 /**
@@ -28,7 +28,7 @@ import { unique } from "./support/targets.js"
  */
 const loseOneRead = (
   connection: RedisConnection.RedisConnectionShape,
-  proxyOf: (key: string) => Effect.Effect<LossyProxy>,
+  proxyOf: (key: string) => Effect.Effect<TcpProxy>,
   options: RedisShardStreams.ShardStreamsOptions = {},
 ) =>
   Effect.gen(function* () {
@@ -55,7 +55,7 @@ describe("a read whose reply is lost", () => {
       const cluster = inject("cluster7")
       if (!cluster.ok) return yield* Effect.die(new Error(cluster.error))
       const proxies = yield* Effect.acquireRelease(
-        Effect.promise(() => Promise.all(cluster.nodes.map((n) => startLossyProxy(n)))),
+        Effect.promise(() => Promise.all(cluster.nodes.map((n) => startProxy(n)))),
         (ps) => Effect.promise(() => Promise.all(ps.map((p) => p.close()))),
       )
       const natMap = Object.fromEntries(
@@ -97,7 +97,7 @@ describe("a read whose reply is lost", () => {
       const server = inject("redis7")
       if (!server.ok) return yield* Effect.die(new Error(server.error))
       const proxy = yield* Effect.acquireRelease(
-        Effect.promise(() => startLossyProxy({ host: server.host, port: server.port })),
+        Effect.promise(() => startProxy({ host: server.host, port: server.port })),
         (p) => Effect.promise(() => p.close()),
       )
       const connection = yield* RedisConnection.make({ host: "127.0.0.1", port: proxy.port })
@@ -115,7 +115,7 @@ describe("a read whose reply is lost", () => {
         const server = inject("redis7")
         if (!server.ok) return yield* Effect.die(new Error(server.error))
         const proxy = yield* Effect.acquireRelease(
-          Effect.promise(() => startLossyProxy({ host: server.host, port: server.port })),
+          Effect.promise(() => startProxy({ host: server.host, port: server.port })),
           (p) => Effect.promise(() => p.close()),
         )
         const connection = yield* RedisConnection.make({ host: "127.0.0.1", port: proxy.port })

@@ -173,7 +173,11 @@ export const makeCluster = Effect.fnUntraced(function* (options: ClusterOptions)
   )
 
   /** Start a coordinator candidate in its own scope; `storeShape` may wrap the shared store. */
-  const startHost = (holder: string, storeShape: Store.StoreShape = store) =>
+  const startHost = (
+    holder: string,
+    storeShape: Store.StoreShape = store,
+    leaseShape: CoordinatorLease.CoordinatorLeaseShape = lease,
+  ) =>
     Effect.gen(function* () {
       const hostScope = yield* Scope.fork(scope)
       const host = yield* makeCoordinatorHost({
@@ -186,7 +190,7 @@ export const makeCluster = Effect.fnUntraced(function* (options: ClusterOptions)
         Effect.provide(
           Layer.mergeAll(
             Layer.succeed(Store.Store, storeShape),
-            Layer.succeed(CoordinatorLease.CoordinatorLease, lease),
+            Layer.succeed(CoordinatorLease.CoordinatorLease, leaseShape),
             Layer.succeed(OwnerFence.OwnerFence, fence),
             Layer.succeed(StreamLayouts.StreamLayouts, layouts),
             Layer.succeed(ShardStreams.ShardStreams, streams),

@@ -6,7 +6,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Option } from "effect"
-import { MemberMachine, StaleOwner } from "../../src/index.js"
+import { type CoordinatorLease, MemberMachine, StaleOwner } from "../../src/index.js"
 import { pausableStore } from "../support/pausableStore.js"
 import {
   type Cluster,
@@ -239,9 +239,16 @@ describe("end-to-end (in-memory)", () => {
     () =>
       Effect.gen(function* () {
         const c = yield* makeCluster({ shardCount: 12, leaseTtlMs: 2_000 })
-        // c1's store: the shared memory store, with commits that can be held (a paused process)
+        // c1's store: the shared memory store, with commits that can be held (a paused
+        // process); paused, it renews nothing either (its renewals run on a fiber of
+        // their own, never behind its lock: docs/protocol.md rule 20)
         const paused = pausableStore(c.store)
-        const { host: h1 } = yield* c.startHost("c1", paused.store)
+        let frozen = false
+        const c1Lease: CoordinatorLease.CoordinatorLeaseShape = {
+          ...c.lease,
+          renew: (grant, ttl) => (frozen ? Effect.succeed(grant) : c.lease.renew(grant, ttl)),
+        }
+        const { host: h1 } = yield* c.startHost("c1", paused.store, c1Lease)
         yield* c.serve(h1)
         for (const id of ["a", "b", "c"]) yield* c.addMember(id)
         yield* c.runUntilSettled(h1)
@@ -256,6 +263,7 @@ describe("end-to-end (in-memory)", () => {
         // requests now reach c2
         const revision = c.store.revision(c.key)
         yield* paused.pause
+        frozen = true
         const zombie = yield* Effect.forkChild(
           h1.heartbeat({
             group,

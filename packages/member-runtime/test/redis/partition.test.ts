@@ -9,17 +9,29 @@
  *   before any other process is assigned its shards, handles nothing while
  *   cut, and rejoins once healed; nobody else loses, revokes or rejoins
  *   anything; nothing is lost and per-key order holds;
- * - 20% packet loss for 10 s: nobody else loses anything, nothing is lost.
+ * - 20% packet loss for 10 s: nobody else loses anything, nothing is lost;
+ * - +300 ms a round trip for 15 s (this kernel has no `tc netem`: the
+ *   member reaches Redis through the tests' in-order delay proxy,
+ *   `startProxy`, listening on the namespace's host address): no shard has
+ *   two owners, nobody else loses anything, nothing is lost, and the
+ *   delayed member keeps handling messages (its lease losses and
+ *   throughput are reported).
  * Needs root (ip netns) and iptables: without them the file says so on
  * stderr and skips (CI runs as root; scripts/ensure-servers.mjs installs
  * iptables).
  */
 
 import type { RedisServer } from "@shardline/redis-store/testing"
-import { startRedis } from "@shardline/redis-store/testing"
+import { startProxy, startRedis, type TcpProxy } from "@shardline/redis-store/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { COLLATERAL, eventsBetween, realNow } from "../support/availabilityChecks.js"
-import { begins, ownedNow } from "../support/groupChecks.js"
+import {
+  begins,
+  handledOutsideOwnership,
+  overlappingOwners,
+  ownedNow,
+  ownershipIntervals,
+} from "../support/groupChecks.js"
 import { makeNamespace, type Namespace, netnsProblem } from "../support/netns.js"
 import { buildMemberScript, type MemberProcess } from "../support/processes.js"
 import { sleep, World } from "../support/processWorld.js"
@@ -55,8 +67,12 @@ describe.skipIf(problem !== undefined)("a member in its own network namespace (r
     ns?.remove()
   })
 
-  /** Three pods on loopback, one (p) in the namespace; every shard owned, production on. */
-  const steady = async () => {
+  /**
+   * Three pods on loopback, one (p) in the namespace; every shard owned,
+   * production on. `via`: p reaches Redis through this proxy (on the
+   * namespace's host address) instead of directly.
+   */
+  const steady = async (via?: TcpProxy) => {
     const w = new World({ url: server.url }, { script, prefix: "netns" })
     world = w
     const timing = { sessionTimeoutMs: SESSION_MS, heartbeatIntervalMs: HEARTBEAT_MS }
@@ -67,7 +83,7 @@ describe.skipIf(problem !== undefined)("a member in its own network namespace (r
         ...timing,
         // a member only: the coordinator stays on the loopback pods
         coordinator: "standalone",
-        redis: { url: `redis://${ns.hostAddress}:${server.port}` },
+        redis: { url: `redis://${ns.hostAddress}:${via?.port ?? server.port}` },
       },
       ns.exec,
     )
@@ -147,6 +163,50 @@ describe.skipIf(problem !== undefined)("a member in its own network namespace (r
       )
       await w.close()
       world = undefined
+    },
+    SCENARIO_TIMEOUT_MS,
+  )
+
+  it(
+    "+300 ms a round trip for 15 s: no shard has two owners, nobody else loses anything, the delayed pod keeps working",
+    async () => {
+      const proxy = await startProxy(
+        { host: "127.0.0.1", port: server.port },
+        { host: ns.hostAddress },
+      )
+      try {
+        const { w, others, cut: slow } = await steady(proxy)
+        const from = realNow()
+        proxy.setDelay(150)
+        await sleep(15_000)
+        proxy.setDelay(0)
+        const to = realNow()
+        await sleep(1_000)
+        await w.drained()
+        w.commonChecks()
+        const intervals = ownershipIntervals(w.lines)
+        expect(overlappingOwners(intervals).join("\n"), "two owners at once").toBe("")
+        expect(
+          handledOutsideOwnership(w.lines, intervals).join("\n"),
+          "handled without owning",
+        ).toBe("")
+        expect(
+          eventsBetween(linesOf(others), COLLATERAL, from).join("\n"),
+          "collateral on other pods",
+        ).toBe("")
+        const handled = slow.lines.filter((l) => l.ev === "done" && l.t >= from && l.t <= to)
+        const ownedAtEnd = ownedNow(slow.lines).size
+        process.stdout.write(
+          `delay: +300 ms for 15 s: the delayed pod handled ${handled.length} messages meanwhile (each other pod ${Math.round(linesOf(others).filter((l) => l.ev === "done" && l.t >= from && l.t <= to).length / others.length)}), lost its lease ${slow.lines.filter((l) => l.ev === "leaseLost" && l.t >= from && l.t <= to).length} times, logged ${slow.lines.filter((l) => l.ev === "heartbeat" && l.t >= from && l.t <= to).length} slow or failed heartbeats (max ${Math.round(Math.max(0, ...slow.lines.filter((l) => l.ev === "heartbeat" && l.t >= from && l.t <= to).map((l) => Number(l.latencyMs ?? 0))))} ms), owns ${ownedAtEnd} shards at the end; others: ${linesOf(others).filter((l) => l.ev === "heartbeat" && l.t >= from).length} slow heartbeats; ${w.produced} messages\n`,
+        )
+        // it keeps working: it handled messages while delayed and still owns shards
+        expect(handled.length).toBeGreaterThan(0)
+        expect(ownedAtEnd).toBeGreaterThan(0)
+        await w.close()
+        world = undefined
+      } finally {
+        await proxy.close()
+      }
     },
     SCENARIO_TIMEOUT_MS,
   )

@@ -4,6 +4,7 @@ import {
   type BackendUnavailable,
   DataLost,
   ForeignValue,
+  NotEnoughReplicas,
   OwnerTokenMissing,
   ShardStreams,
   StaleOwner,
@@ -80,6 +81,36 @@ export const refineWrongType =
         error.message.startsWith("WRONGTYPE")
           ? Effect.fail(new ForeignValue({ key, message: error.message }))
           : Effect.fail(error),
+    )
+
+/**
+ * A write the master refused with NOREPLICAS (`min-replicas-to-write`: too
+ * few replicas connected; docs/redis.md, "`min-replicas-to-write`") is
+ * `NotEnoughReplicas`: nothing was written, unlike `NotReplicated` (written
+ * on the master, not confirmed by its replicas). A script's first write is
+ * the one refused, and every check comes before it, so the refused call
+ * changed nothing. Anything else stays as it was.
+ */
+export const refineNoReplicas =
+  (operation: string, key: string) =>
+  <A, E, R>(
+    effect: Effect.Effect<A, E | BackendUnavailable, R>,
+  ): Effect.Effect<A, E | BackendUnavailable | NotEnoughReplicas, R> =>
+    Effect.catchIf(
+      effect,
+      (e): e is BackendUnavailable =>
+        typeof e === "object" &&
+        e !== null &&
+        (e as { _tag?: unknown })._tag === "BackendUnavailable" &&
+        (e as BackendUnavailable).message.includes("NOREPLICAS"),
+      (e) =>
+        Effect.fail(
+          new NotEnoughReplicas({
+            operation,
+            key,
+            message: `${operation} on ${key} refused: the master has fewer replicas than its min-replicas-to-write (NOREPLICAS); nothing was written, retry once its replicas are back (docs/redis.md, "min-replicas-to-write"): ${e.message}`,
+          }),
+        ),
     )
 
 /** A command on the command connection, WRONGTYPE on `key` refined to ForeignValue. */
