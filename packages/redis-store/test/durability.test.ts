@@ -98,19 +98,22 @@ describe("durability on a primary and its replica (Redis 7.0)", () => {
   }
 
   it("kill -9 of the primary loses no send confirmed with replicas: 1; without durability, sends confirmed while the replica lagged are lost", async () => {
+    // a long wait while the replica keeps up (a loaded machine may take
+    // over 300 ms to replicate), a short one once its link is held
+    const patient = portsOn({ replicas: 1, timeoutMs: 10_000 })
     const durable = portsOn({ replicas: 1, timeoutMs: 300 })
     const plain = portsOn()
     const stream = unique("durable")
     const key = `shardline:{${stream}:0}`
     const confirmed: Array<string> = []
     const notConfirmed: Array<number> = []
-    const send = async (n: number) => {
-      const r = await durable.append(stream, n)
+    const send = async (n: number, ports = durable) => {
+      const r = await ports.append(stream, n)
       if (r._tag === "Success") confirmed.push(r.success)
       else if (r.failure._tag === "NotReplicated") notConfirmed.push(n)
       else throw r.failure
     }
-    for (let n = 0; n < 50; n++) await send(n)
+    for (let n = 0; n < 50; n++) await send(n, patient)
     // the replica lags (its link holds what the primary sends)
     link.hold()
     for (let n = 50; n < 55; n++) await send(n)
