@@ -739,7 +739,9 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
         const stale = staleOwner(o)
         if (stale !== undefined) return Effect.fail(stale)
         if (o.parts.length === 0)
-          return Effect.fail(new InvalidArgument({ message: "a group commit has at least one part" }))
+          return Effect.fail(
+            new InvalidArgument({ message: "a group commit has at least one part" }),
+          )
         for (const part of o.parts) {
           if (part.ids.length === 0)
             return Effect.fail(
@@ -1094,7 +1096,6 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
   })
   return service
 })
-
 
 /** Layer with a fresh in-memory data plane. */
 export const layerMemory: Layer.Layer<ShardStreams> = Layer.effect(ShardStreams, makeMemory)

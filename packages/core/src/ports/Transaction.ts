@@ -42,7 +42,7 @@ import {
   InvalidArgument,
   type InvalidEntryId,
   type OwnerTokenMissing,
-  ShardSealed,
+  type ShardSealed,
   type StaleOwner,
   TransactionRefused,
 } from "../Errors.js"

@@ -427,64 +427,64 @@ export const groupCommitContract = (subject: () => Streams) => {
     }),
   )
 
-  it.live(
-    "message 2 of 3 refused: message 1 committed and acknowledged, 2 and 3 neither",
-    () =>
-      Effect.gen(function* () {
-        const s = subject()
-        const { base, ids, tx, keys } = yield* setUp(s, 3)
-        const n = keys.key("n")
-        const text = keys.key("text")
-        const third = keys.key("third")
-        const done = yield* tx.commitGroup({
-          ...base,
-          token: 5,
-          mode: "ack",
-          parts: [
-            // message 1 leaves a string no counter takes ...
-            part(ids[0]!, w("INCR", n), w("SET", text, "x")),
-            // ... so message 2's INCR of it cannot apply (seen as message 1 leaves it)
-            part(ids[1]!, w("INCR", n), w("INCR", text)),
-            // message 3 could commit alone: it must not, after a failed message 2
-            part(ids[2]!, w("INCR", third)),
-          ],
-        })
-        assert.deepStrictEqual(done.committed, ["Committed"])
-        assert.strictEqual(done.stopped?._tag, "Refused")
-        const refusal = (done.stopped as { error: { reason: string; index: number } }).error
-        assert.deepStrictEqual([refusal.reason, refusal.index], ["NotANumber", 1])
-        assert.deepStrictEqual(yield* tx.read(n), { type: "string", value: "1" })
-        assert.deepStrictEqual(yield* tx.read(text), { type: "string", value: "x" })
-        assert.isUndefined(yield* tx.read(third))
-        assert.deepStrictEqual(yield* pendingIds(s, base), [ids[1]!, ids[2]!])
-      }),
-  )
-
-  it.live("a counter's range is checked across parts: the part that leaves it stops the group", () =>
+  it.live("message 2 of 3 refused: message 1 committed and acknowledged, 2 and 3 neither", () =>
     Effect.gen(function* () {
       const s = subject()
-      const { base, ids, tx, keys } = yield* setUp(s, 2)
+      const { base, ids, tx, keys } = yield* setUp(s, 3)
       const n = keys.key("n")
+      const text = keys.key("text")
+      const third = keys.key("third")
       const done = yield* tx.commitGroup({
         ...base,
         token: 5,
         mode: "ack",
         parts: [
-          part(ids[0]!, w("INCRBY", n, String(Number.MAX_SAFE_INTEGER - 1))),
-          part(ids[1]!, w("INCRBY", n, "2")),
+          // message 1 leaves a string no counter takes ...
+          part(ids[0]!, w("INCR", n), w("SET", text, "x")),
+          // ... so message 2's INCR of it cannot apply (seen as message 1 leaves it)
+          part(ids[1]!, w("INCR", n), w("INCR", text)),
+          // message 3 could commit alone: it must not, after a failed message 2
+          part(ids[2]!, w("INCR", third)),
         ],
       })
       assert.deepStrictEqual(done.committed, ["Committed"])
-      assert.strictEqual(
-        (done.stopped as { error: { reason: string } } | undefined)?.error.reason,
-        "OutOfRange",
-      )
-      assert.deepStrictEqual(yield* tx.read(n), {
-        type: "string",
-        value: String(Number.MAX_SAFE_INTEGER - 1),
-      })
-      assert.deepStrictEqual(yield* pendingIds(s, base), [ids[1]!])
+      assert.strictEqual(done.stopped?._tag, "Refused")
+      const refusal = (done.stopped as { error: { reason: string; index: number } }).error
+      assert.deepStrictEqual([refusal.reason, refusal.index], ["NotANumber", 1])
+      assert.deepStrictEqual(yield* tx.read(n), { type: "string", value: "1" })
+      assert.deepStrictEqual(yield* tx.read(text), { type: "string", value: "x" })
+      assert.isUndefined(yield* tx.read(third))
+      assert.deepStrictEqual(yield* pendingIds(s, base), [ids[1]!, ids[2]!])
     }),
+  )
+
+  it.live(
+    "a counter's range is checked across parts: the part that leaves it stops the group",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { base, ids, tx, keys } = yield* setUp(s, 2)
+        const n = keys.key("n")
+        const done = yield* tx.commitGroup({
+          ...base,
+          token: 5,
+          mode: "ack",
+          parts: [
+            part(ids[0]!, w("INCRBY", n, String(Number.MAX_SAFE_INTEGER - 1))),
+            part(ids[1]!, w("INCRBY", n, "2")),
+          ],
+        })
+        assert.deepStrictEqual(done.committed, ["Committed"])
+        assert.strictEqual(
+          (done.stopped as { error: { reason: string } } | undefined)?.error.reason,
+          "OutOfRange",
+        )
+        assert.deepStrictEqual(yield* tx.read(n), {
+          type: "string",
+          value: String(Number.MAX_SAFE_INTEGER - 1),
+        })
+        assert.deepStrictEqual(yield* pendingIds(s, base), [ids[1]!])
+      }),
   )
 
   it.live("a stale owner's group commit writes nothing and acknowledges nothing", () =>
@@ -522,7 +522,12 @@ export const groupCommitContract = (subject: () => Streams) => {
         const s = subject()
         const { base, ids, tx, keys } = yield* setUp(s, 3)
         const n = keys.key("n")
-        const first = { ...base, token: 5, mode: "ack" as const, parts: [part(ids[0]!, w("INCR", n))] }
+        const first = {
+          ...base,
+          token: 5,
+          mode: "ack" as const,
+          parts: [part(ids[0]!, w("INCR", n))],
+        }
         assert.deepStrictEqual(yield* tx.commitGroup(first), { committed: ["Committed"] })
         const again = yield* tx.commitGroup({
           ...first,
@@ -619,38 +624,40 @@ export const directSendsContract = (subject: () => Streams) => {
     }),
   )
 
-  it.live("a group stops at the part whose send targets a sealed shard; the parts before commit", () =>
-    Effect.gen(function* () {
-      const s = subject()
-      const { out, base, ids, tx, keys } = yield* setUp(s, 2)
-      yield* s.seal(out, 1)
-      const n = keys.key("n")
-      const done = yield* tx.commitGroup({
-        ...base,
-        token: 5,
-        mode: "ack",
-        parts: [
-          {
-            ids: [ids[0]!],
-            writes: [w("INCR", n)],
-            sends: [{ stream: out, shard: 0, key: "a", fields: { v: "1" } }],
-          },
-          {
-            ids: [ids[1]!],
-            writes: [w("INCR", n)],
-            sends: [{ stream: out, shard: 1, key: "b", fields: { v: "2" } }],
-          },
-        ],
-      })
-      assert.deepStrictEqual(done.committed, ["Committed"])
-      assert.strictEqual(done.stopped?._tag, "Sealed")
-      assert.deepStrictEqual(yield* tx.read(n), { type: "string", value: "1" })
-      assert.strictEqual((yield* s.range(shardKey(out, 0))).length, 1)
-      assert.deepStrictEqual(
-        (yield* s.pending(base)).map((p) => p.id),
-        [ids[1]!],
-      )
-    }),
+  it.live(
+    "a group stops at the part whose send targets a sealed shard; the parts before commit",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { out, base, ids, tx, keys } = yield* setUp(s, 2)
+        yield* s.seal(out, 1)
+        const n = keys.key("n")
+        const done = yield* tx.commitGroup({
+          ...base,
+          token: 5,
+          mode: "ack",
+          parts: [
+            {
+              ids: [ids[0]!],
+              writes: [w("INCR", n)],
+              sends: [{ stream: out, shard: 0, key: "a", fields: { v: "1" } }],
+            },
+            {
+              ids: [ids[1]!],
+              writes: [w("INCR", n)],
+              sends: [{ stream: out, shard: 1, key: "b", fields: { v: "2" } }],
+            },
+          ],
+        })
+        assert.deepStrictEqual(done.committed, ["Committed"])
+        assert.strictEqual(done.stopped?._tag, "Sealed")
+        assert.deepStrictEqual(yield* tx.read(n), { type: "string", value: "1" })
+        assert.strictEqual((yield* s.range(shardKey(out, 0))).length, 1)
+        assert.deepStrictEqual(
+          (yield* s.pending(base)).map((p) => p.id),
+          [ids[1]!],
+        )
+      }),
   )
 }
 
