@@ -16,6 +16,7 @@ export default defineConfig({
     "src/failover.ts",
     "src/failoverMember.ts",
     "src/transactionsRedis.ts",
+    "src/commitScript.ts",
   ],
   format: ["esm"],
   dts: true,

@@ -476,6 +476,36 @@ describe("group commit (docs/exactly-once.md, 'Group commit')", () => {
   )
 
   it.effect(
+    "message 2 of 3 refused at the group commit and dead-lettered at once: message 3, handled but not committed, is read again and committed once",
+    () =>
+      Effect.gen(function* () {
+        const h = yield* makeHarness({
+          transactions: true,
+          settings: { batchSize: 10, maxDeliveries: 1 },
+          eachMessage: (m, ctx) => {
+            const tx = ctx.transaction
+            if (m.fields.n === "0") tx.set(tx.key("text"), "x")
+            if (m.fields.n === "1") tx.incr(tx.key("text"))
+            if (m.fields.n === "2") tx.incr(tx.key("third"))
+          },
+        })
+        const ids = yield* h.produce(0, 3)
+        yield* h.start(0)
+        yield* h.runUntil("message 2 dead-lettered", () =>
+          h.log.some((e) => e.kind === "deadLetter"),
+        )
+        yield* settle(h)
+        assert.deepStrictEqual(yield* h.pending(0), [])
+        assert.deepStrictEqual(yield* stored(h, "third"), { type: "string", value: "1" })
+        // message 3 was handled twice: in the group that stopped at 2, then alone
+        assert.deepStrictEqual(
+          h.handled().map((e) => e.id),
+          [ids[0], ids[1], ids[2], ids[2]],
+        )
+      }),
+  )
+
+  it.effect(
     "a stale owner's group commit (the shard taken while its handlers ran) writes nothing and acknowledges nothing",
     () =>
       Effect.gen(function* () {

@@ -128,24 +128,31 @@ export const makeTransactions = (
       let low: string | undefined
       let high: string | undefined
       let total = 0
+      // ids as Redis writes them (no leading zeros): the script matches
+      // them against XPENDING's reply (usually already so: they came from a read)
+      const canonical: Array<ReadonlyArray<string>> = []
       for (const part of o.parts) {
         if (part.ids.length === 0)
           return Effect.fail(
             new InvalidArgument({ message: "a commit covers at least one message" }),
           )
-        for (const id of part.ids) {
-          if (!StreamId.isValid(id)) return Effect.fail(new InvalidEntryId({ id }))
+        const ids: Array<string> = []
+        for (const given of part.ids) {
+          if (!StreamId.isValid(given)) return Effect.fail(new InvalidEntryId({ id: given }))
+          const id = StreamId.canonical(given)
           if (low === undefined || StreamId.compare(id, low) < 0) low = id
           if (high === undefined || StreamId.compare(id, high) > 0) high = id
+          ids.push(id)
         }
-        total += part.ids.length
+        canonical.push(ids)
+        total += ids.length
       }
       // the parts that pass the checks made here; the first that does not
       // stops the group there (the script never sees it nor any after it)
       const parts: Array<Transaction.CommitOptions> = []
       let refused: TransactionRefused | InvalidArgument | undefined
-      for (const part of o.parts) {
-        const checked = partRefusal(o, part)
+      for (const [i, given] of o.parts.entries()) {
+        const checked = partRefusal(o, { ...given, ids: canonical[i]! })
         if (!("checked" in checked)) {
           refused = checked
           break

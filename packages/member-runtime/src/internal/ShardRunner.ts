@@ -985,22 +985,21 @@ const commitHandled = (
   Effect.suspend(() => {
     if (!r.alive || !env.mayAct())
       return Effect.succeed({ _tag: "Retry", error: undefined } as const)
-    return Effect.map(
-      commit(
-        env.transactions ?? { port: undefined, router: NO_ROUTER },
-        address,
-        env.settings.ack,
-        tx,
-        ids,
-      ),
-      (done) => {
-        if (done._tag === "Acked") {
-          ackedRecord(env, r, ids)
-          if (tx.sends.length > 0) r.outboxDirty = true
-        }
-        return done
-      },
+    const run = commit(
+      env.transactions ?? { port: undefined, router: NO_ROUTER },
+      address,
+      env.settings.ack,
+      tx,
+      ids,
     )
+    // off the handler slot, as the group commit
+    return Effect.map(env.offSlot === undefined ? run : env.offSlot(run), (done) => {
+      if (done._tag === "Acked") {
+        ackedRecord(env, r, ids)
+        if (tx.sends.length > 0) r.outboxDirty = true
+      }
+      return done
+    })
   })
 
 /**
@@ -1016,26 +1015,26 @@ const commitGroupHandled = (
   Effect.suspend(() => {
     if (!r.alive || !env.mayAct())
       return Effect.succeed({ committed: 0, stop: { _tag: "Retry", error: undefined } } as const)
-    return Effect.map(
-      commitGroup(
-        env.transactions ?? { port: undefined, router: NO_ROUTER },
-        address,
-        env.settings.ack,
-        parts,
-      ),
-      (done) => {
-        if (done.committed > 0) {
-          const ids: Array<string> = []
-          for (let i = 0; i < done.committed; i++) {
-            const part = parts[i]!
-            for (const id of part.ids) ids.push(id)
-            if ((part.handle?.sends.length ?? 0) > 0) r.outboxDirty = true
-          }
-          ackedRecord(env, r, ids)
-        }
-        return done
-      },
+    const run = commitGroup(
+      env.transactions ?? { port: undefined, router: NO_ROUTER },
+      address,
+      env.settings.ack,
+      parts,
     )
+    // the commit waits on the storage without a handler slot, as a read does:
+    // other shards' handlers run meanwhile (docs/exactly-once.md, "Cost")
+    return Effect.map(env.offSlot === undefined ? run : env.offSlot(run), (done) => {
+      if (done.committed > 0) {
+        const ids: Array<string> = []
+        for (let i = 0; i < done.committed; i++) {
+          const part = parts[i]!
+          for (const id of part.ids) ids.push(id)
+          if ((part.handle?.sends.length ?? 0) > 0) r.outboxDirty = true
+        }
+        ackedRecord(env, r, ids)
+      }
+      return done
+    })
   })
 
 const NO_ROUTER: TransactionEnv["router"] = {

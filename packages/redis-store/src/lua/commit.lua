@@ -80,32 +80,36 @@ local function main()
   local group, mode, native, sends_mode = ARGV[2], ARGV[3], ARGV[4] == '1', ARGV[5]
   fence(owner, tonumber(ARGV[1]))
 
+  -- the parts, read in one pass over ARGV (no function call per argument:
+  -- this runs for every message of a group)
   local i = 10
-  local function take()
-    local v = ARGV[i]
-    i = i + 1
-    return v
-  end
   local parts = {}
   for p = 1, tonumber(ARGV[9]) do
-    local ids = {}
-    for k = 1, tonumber(take()) do ids[k] = take() end
+    local n = tonumber(ARGV[i])
+    local ids = { unpack(ARGV, i + 1, i + n) }
+    i = i + n + 1
     local writes = {}
-    for k = 1, tonumber(take()) do
-      local cmd = take()
+    for k = 1, tonumber(ARGV[i]) do
+      local cmd, nkeys = ARGV[i + 1], tonumber(ARGV[i + 2])
+      i = i + 3
       local args = {}
-      for _ = 1, tonumber(take()) do args[#args + 1] = KEYS[tonumber(take())] end
-      for _ = 1, tonumber(take()) do args[#args + 1] = take() end
+      for j = 1, nkeys do args[j] = KEYS[tonumber(ARGV[i + j - 1])] end
+      i = i + nkeys
+      local nargs = tonumber(ARGV[i])
+      for j = 1, nargs do args[nkeys + j] = ARGV[i + j] end
+      i = i + nargs
       writes[k] = { cmd = cmd, args = args }
     end
+    i = i + 1
     local sends = {}
-    for k = 1, tonumber(take()) do
-      local s = { key = KEYS[tonumber(take())], sealed = KEYS[tonumber(take())], stream = take(), shard = take(), rkey = take() }
-      local fields = {}
-      for j = 1, tonumber(take()) do fields[j] = take() end
-      s.fields = fields
+    for k = 1, tonumber(ARGV[i]) do
+      local s = { key = KEYS[tonumber(ARGV[i + 1])], sealed = KEYS[tonumber(ARGV[i + 2])], stream = ARGV[i + 3], shard = ARGV[i + 4], rkey = ARGV[i + 5] }
+      local nf = tonumber(ARGV[i + 6])
+      s.fields = { unpack(ARGV, i + 7, i + 6 + nf) }
+      i = i + 6 + nf
       sends[k] = s
     end
+    i = i + 1
     parts[p] = { ids = ids, writes = writes, sends = sends }
   end
 
