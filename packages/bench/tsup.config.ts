@@ -17,6 +17,7 @@ export default defineConfig({
     "src/failoverMember.ts",
     "src/transactionsRedis.ts",
     "src/durabilityRedis.ts",
+    "src/commitScript.ts",
   ],
   format: ["esm"],
   dts: true,

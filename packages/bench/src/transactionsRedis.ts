@@ -1,50 +1,95 @@
 /**
  * Entry point: `pnpm --filter @shardline/bench run bench:transactions-redis`.
  * Writes results/transactions-redis.json and .md: what a handler's
- * transaction costs (docs/exactly-once.md, "Cost"). Paired rounds on one
- * redis-server (redis-store's test harness): in each round, a fresh stream of
- * `BENCH_TX_SHARDS` shards is filled with `BENCH_TX_MESSAGES` messages, then
- * one runtime (one member, embedded coordinator) drains it three times,
- * in alternating order: with a plain handler (its ack rides the next read) and
- * with a handler that makes a one-write transaction (`INCR` of a key in the
- * shard's slot, committed with the ack: one script call per message), and
- * with a batch handler whose one transaction per batch INCRs once per
- * message (one script call per batch). Per
- * run: messages/s from the first handled message until nothing is pending,
- * and Redis CPU (`used_cpu_user` + `used_cpu_sys` of INFO cpu) per message
- * over the same span. Reported: medians and the ratio tx / plain per round.
+ * transaction costs against the plain ack in the same run
+ * (docs/exactly-once.md, "Cost").
+ *
+ * Targets (`BENCH_TX_TARGETS`, default `redis7,redis8,cluster7,cluster8`):
+ * one redis-server or a 3-node Redis Cluster of Redis 7.0 or 8.x
+ * (~/.cache/shardline/redis-8, scripts/build-redis8.sh; a missing build is
+ * skipped with a line), started through redis-store's test harness. On
+ * each, `BENCH_TX_ROUNDS` (default 5) paired rounds: a fresh stream of
+ * `BENCH_TX_SHARDS` shards (default 4) filled with `BENCH_TX_MESSAGES`
+ * (default 20,000) is drained by one runtime (one member, embedded
+ * coordinator, batches of `BENCH_TX_BATCH`, default 32) with, in an order
+ * that alternates by round:
+ * - `plain`: `eachMessage` without a transaction (its ack rides the next read);
+ * - `tx`: `eachMessage` with a one-write transaction (INCR of a key in the
+ *   shard's slot): the batch's transactions commit in one group commit;
+ * - `txBatch`: `eachBatch` whose one transaction INCRs once per message.
+ * Per run: messages/s from the first handled message until nothing is
+ * pending, and Redis CPU (INFO cpu, user + sys, summed over a cluster's
+ * nodes) per message over the same span. Reported per target: each round's
+ * figures and ratios (tx / plain, txBatch / plain, in the same round), and
+ * their medians; with the load average (1 minute) at the start and end of
+ * each target's rounds (the machine is shared: ratios within a round count).
+ * `BENCH_TX_COMMANDSTATS=1` prints INFO commandstats per run (one node).
  */
 import { mkdirSync, writeFileSync } from "node:fs"
-import { cpus } from "node:os"
+import { cpus, loadavg } from "node:os"
 import { consumer, LayoutSource, start } from "@shardline/member-runtime"
 import { Keys } from "@shardline/redis-store"
-import { startRedis } from "@shardline/redis-store/testing"
-import { Redis } from "ioredis"
+import {
+  type ServerKind,
+  ServerMissing,
+  startRedis,
+  startRedisCluster,
+} from "@shardline/redis-store/testing"
+import { Cluster, Redis } from "ioredis"
 
-const ROUNDS = Number(process.env.BENCH_TX_ROUNDS ?? 3)
+const ROUNDS = Number(process.env.BENCH_TX_ROUNDS ?? 5)
 const MESSAGES = Number(process.env.BENCH_TX_MESSAGES ?? 20_000)
 const SHARDS = Number(process.env.BENCH_TX_SHARDS ?? 4)
 const BATCH = Number(process.env.BENCH_TX_BATCH ?? 32)
-/** Print each run's INFO commandstats (calls, µs per call; a script's own commands counted too). */
 const COMMANDSTATS = process.env.BENCH_TX_COMMANDSTATS === "1"
+const TARGETS = (process.env.BENCH_TX_TARGETS ?? "redis7,redis8,cluster7,cluster8")
+  .split(",")
+  .map((t) => t.trim())
 
 type Mode = "plain" | "tx" | "txBatch"
 
 interface Run {
-  readonly mode: Mode
   readonly msgsPerSec: number
   /** Redis CPU µs per message. */
   readonly cpuUsPerMsg: number
 }
 
-const cpuSeconds = async (client: Redis): Promise<number> => {
-  const info = await client.info("cpu")
-  const user = Number(/used_cpu_user:([\d.]+)/.exec(info)?.[1] ?? 0)
-  const sys = Number(/used_cpu_sys:([\d.]+)/.exec(info)?.[1] ?? 0)
-  return user + sys
+interface Round {
+  readonly plain: Run
+  readonly tx: Run
+  readonly txBatch: Run
+  /** tx / plain and txBatch / plain in this round: messages/s and Redis CPU per message. */
+  readonly ratios: {
+    readonly txThroughput: number
+    readonly txBatchThroughput: number
+    readonly txCpu: number
+    readonly txBatchCpu: number
+  }
 }
 
-const pendingTotal = async (client: Redis, stream: string): Promise<number> => {
+interface Target {
+  readonly name: string
+  readonly url?: string
+  readonly nodes: ReadonlyArray<{ readonly host: string; readonly port: number }>
+}
+
+const cpuSeconds = async (nodes: Target["nodes"]): Promise<number> => {
+  let total = 0
+  for (const n of nodes) {
+    const c = new Redis(n.port, n.host)
+    try {
+      const info = await c.info("cpu")
+      total +=
+        Number(/used_cpu_user:([\d.]+)/.exec(info)?.[1] ?? 0) +
+        Number(/used_cpu_sys:([\d.]+)/.exec(info)?.[1] ?? 0)
+    } finally {
+      c.disconnect()
+    }
+  }
+  return total
+}
+
+const pendingTotal = async (client: Redis | Cluster, stream: string): Promise<number> => {
   let total = 0
   for (let s = 0; s < SHARDS; s++) {
     const reply = (await client.xpending(Keys.defaultKeys.shardKey(stream, s), "g")) as [number]
@@ -64,6 +109,7 @@ const commandStats = (info: string): string =>
         : [{ name: m[1]!, calls: Number(m[2]), usec: Number(m[3]), per: m[4]! }]
     })
     .sort((a, b) => b.usec - a.usec)
+    .slice(0, 12)
     .map(
       (c) =>
         `  ${c.name.padEnd(22)} ${String(c.calls).padStart(8)} calls ${c.per.padStart(8)} µs/call ${(c.usec / MESSAGES).toFixed(2).padStart(7)} µs/msg`,
@@ -71,13 +117,18 @@ const commandStats = (info: string): string =>
     .join("\n")
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+const redisOption = (t: Target) => (t.url !== undefined ? { url: t.url } : { nodes: t.nodes })
 
 let streams = 0
 
-const runOnce = async (url: string, raw: Redis, mode: Mode): Promise<Run> => {
+const runOnce = async (target: Target, client: Redis | Cluster, mode: Mode): Promise<Run> => {
   const stream = `txbench-${mode}-${process.pid}-${++streams}`
   // fill the stream first (its own runtime), so the run measures consuming only
-  const filler = await start({ redis: { url }, handleSignals: false, logLevel: "silent" })
+  const filler = await start({
+    redis: redisOption(target),
+    handleSignals: false,
+    logLevel: "silent",
+  })
   const producer = filler.producer(stream, { layout: LayoutSource.fixed({ [stream]: SHARDS }) })
   for (let i = 0; i < MESSAGES; i += 1_000)
     await producer.sendBatch(
@@ -88,7 +139,7 @@ const runOnce = async (url: string, raw: Redis, mode: Mode): Promise<Run> => {
     )
   await producer.flush()
   await filler.stop()
-  if (COMMANDSTATS) await raw.config("RESETSTAT")
+  if (COMMANDSTATS && client instanceof Redis) await client.config("RESETSTAT")
 
   let handled = 0
   let first: { at: number; cpu: number } | undefined
@@ -96,12 +147,12 @@ const runOnce = async (url: string, raw: Redis, mode: Mode): Promise<Run> => {
   const onFirst = () => {
     if (markFirst !== undefined) return
     const at = performance.now()
-    markFirst = cpuSeconds(raw).then((cpu) => {
+    markFirst = cpuSeconds(target.nodes).then((cpu) => {
       first = { at, cpu }
     })
   }
   const runtime = await start({
-    redis: { url },
+    redis: redisOption(target),
     handleSignals: false,
     logLevel: "silent",
     consumers: [
@@ -136,16 +187,14 @@ const runOnce = async (url: string, raw: Redis, mode: Mode): Promise<Run> => {
     ],
   })
   try {
-    while (handled < MESSAGES || (await pendingTotal(raw, stream)) > 0) await sleep(5)
+    while (handled < MESSAGES || (await pendingTotal(client, stream)) > 0) await sleep(5)
     const end = performance.now()
-    const cpu = await cpuSeconds(raw)
-    if (COMMANDSTATS)
-      console.log(`${mode} commandstats:\n${commandStats(await raw.info("commandstats"))}`)
+    const cpu = await cpuSeconds(target.nodes)
+    if (COMMANDSTATS && client instanceof Redis)
+      console.log(`  ${mode} commandstats:\n${commandStats(await client.info("commandstats"))}`)
     await markFirst
-    const seconds = (end - first!.at) / 1_000
     return {
-      mode,
-      msgsPerSec: MESSAGES / seconds,
+      msgsPerSec: MESSAGES / ((end - first!.at) / 1_000),
       cpuUsPerMsg: ((cpu - first!.cpu) * 1e6) / MESSAGES,
     }
   } finally {
@@ -158,77 +207,155 @@ const median = (xs: ReadonlyArray<number>) => {
   const m = Math.floor(s.length / 2)
   return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2
 }
+const r2 = (n: number) => Math.round(n * 100) / 100
 
-const server = await startRedis({ kind: "redis7" })
-const raw = new Redis(server.port, server.host)
-const rounds: Array<{ plain: Run; tx: Run; txBatch: Run }> = []
-try {
-  for (let r = 0; r < ROUNDS; r++) {
-    const order: Array<Mode> = r % 2 === 0 ? ["plain", "tx", "txBatch"] : ["txBatch", "tx", "plain"]
-    const runs: Partial<Record<Mode, Run>> = {}
-    for (const mode of order) runs[mode] = await runOnce(server.url, raw, mode)
-    rounds.push({ plain: runs.plain!, tx: runs.tx!, txBatch: runs.txBatch! })
-    console.log(
-      `round ${r + 1}: plain ${runs.plain!.msgsPerSec.toFixed(0)} msg/s ${runs.plain!.cpuUsPerMsg.toFixed(1)} µs/msg; tx ${runs.tx!.msgsPerSec.toFixed(0)} msg/s ${runs.tx!.cpuUsPerMsg.toFixed(1)} µs/msg; batch tx ${runs.txBatch!.msgsPerSec.toFixed(0)} msg/s ${runs.txBatch!.cpuUsPerMsg.toFixed(1)} µs/msg`,
-    )
+const measure = async (target: Target) => {
+  const client =
+    target.url !== undefined
+      ? new Redis(target.url)
+      : new Cluster(target.nodes.map((n) => ({ host: n.host, port: n.port })))
+  const loadBefore = r2(loadavg()[0]!)
+  const rounds: Array<Round> = []
+  try {
+    for (let r = 0; r < ROUNDS; r++) {
+      const order: Array<Mode> =
+        r % 2 === 0 ? ["plain", "tx", "txBatch"] : ["txBatch", "tx", "plain"]
+      const runs: Partial<Record<Mode, Run>> = {}
+      for (const mode of order) runs[mode] = await runOnce(target, client, mode)
+      const { plain, tx, txBatch } = runs as Record<Mode, Run>
+      const round: Round = {
+        plain,
+        tx,
+        txBatch,
+        ratios: {
+          txThroughput: r2(tx.msgsPerSec / plain.msgsPerSec),
+          txBatchThroughput: r2(txBatch.msgsPerSec / plain.msgsPerSec),
+          txCpu: r2(tx.cpuUsPerMsg / plain.cpuUsPerMsg),
+          txBatchCpu: r2(txBatch.cpuUsPerMsg / plain.cpuUsPerMsg),
+        },
+      }
+      rounds.push(round)
+      console.log(
+        `  round ${r + 1}: plain ${plain.msgsPerSec.toFixed(0)} msg/s ${plain.cpuUsPerMsg.toFixed(1)} µs/msg; tx ${tx.msgsPerSec.toFixed(0)} (${round.ratios.txThroughput}x) ${tx.cpuUsPerMsg.toFixed(1)} µs/msg (${round.ratios.txCpu}x); txBatch ${txBatch.msgsPerSec.toFixed(0)} (${round.ratios.txBatchThroughput}x) ${txBatch.cpuUsPerMsg.toFixed(1)} µs/msg (${round.ratios.txBatchCpu}x)`,
+      )
+    }
+  } finally {
+    client.disconnect()
   }
-} finally {
-  raw.disconnect()
-  await server.stop()
+  const of = (f: (r: Round) => number) => r2(median(rounds.map(f)))
+  return {
+    target: target.name,
+    loadAverage: { before: loadBefore, after: r2(loadavg()[0]!) },
+    median: {
+      plainMsgsPerSec: of((r) => r.plain.msgsPerSec),
+      txMsgsPerSec: of((r) => r.tx.msgsPerSec),
+      txBatchMsgsPerSec: of((r) => r.txBatch.msgsPerSec),
+      plainCpuUsPerMsg: of((r) => r.plain.cpuUsPerMsg),
+      txCpuUsPerMsg: of((r) => r.tx.cpuUsPerMsg),
+      txBatchCpuUsPerMsg: of((r) => r.txBatch.cpuUsPerMsg),
+      /** Medians of the per-round ratios (each round's runs back to back). */
+      txThroughputRatio: of((r) => r.ratios.txThroughput),
+      txBatchThroughputRatio: of((r) => r.ratios.txBatchThroughput),
+      txCpuRatio: of((r) => r.ratios.txCpu),
+      txBatchCpuRatio: of((r) => r.ratios.txBatchCpu),
+    },
+    rounds,
+  }
 }
 
+type Result = Awaited<ReturnType<typeof measure>>
+const results: Array<Result> = []
+for (const name of TARGETS) {
+  const m = /^(redis7|redis8)$|^cluster(7|8)$/.exec(name)
+  if (m === null) throw new Error(`BENCH_TX_TARGETS: unknown target ${JSON.stringify(name)}`)
+  const kind: ServerKind =
+    m[1] !== undefined ? (m[1] as ServerKind) : m[2] === "7" ? "redis7" : "redis8"
+  try {
+    if (m[1] !== undefined) {
+      const server = await startRedis({ kind })
+      const label = `Redis ${server.version}, one node`
+      console.log(`on ${label}`)
+      try {
+        results.push(
+          await measure({
+            name: label,
+            url: server.url,
+            nodes: [{ host: server.host, port: server.port }],
+          }),
+        )
+      } finally {
+        await server.stop()
+      }
+    } else {
+      const cluster = await startRedisCluster({ kind })
+      const label = `Redis ${cluster.version}, cluster of ${cluster.nodes.length}`
+      console.log(`on ${label}`)
+      try {
+        results.push(await measure({ name: label, nodes: cluster.nodes }))
+      } finally {
+        await cluster.stop()
+      }
+    }
+  } catch (error) {
+    if (error instanceof ServerMissing && kind === "redis8") {
+      console.log(`skipping ${name}: ${error.message}`)
+      continue
+    }
+    throw error
+  }
+}
+
+const command = `${process.env.BENCH_TX_TARGETS ? `BENCH_TX_TARGETS=${process.env.BENCH_TX_TARGETS} ` : ""}${ROUNDS === 5 ? "" : `BENCH_TX_ROUNDS=${ROUNDS} `}${MESSAGES === 20_000 ? "" : `BENCH_TX_MESSAGES=${MESSAGES} `}pnpm --filter @shardline/bench run bench:transactions-redis`
 const summary = {
-  server: `redis7 ${server.version}`,
+  command,
+  date: new Date().toISOString(),
+  node: process.version,
   cpu: cpus()[0]?.model ?? "unknown",
   cores: cpus().length,
   messages: MESSAGES,
   shards: SHARDS,
   batchSize: BATCH,
-  rounds,
-  median: {
-    plainMsgsPerSec: median(rounds.map((r) => r.plain.msgsPerSec)),
-    txMsgsPerSec: median(rounds.map((r) => r.tx.msgsPerSec)),
-    plainCpuUsPerMsg: median(rounds.map((r) => r.plain.cpuUsPerMsg)),
-    txCpuUsPerMsg: median(rounds.map((r) => r.tx.cpuUsPerMsg)),
-    throughputRatio: median(rounds.map((r) => r.tx.msgsPerSec / r.plain.msgsPerSec)),
-    cpuRatio: median(rounds.map((r) => r.tx.cpuUsPerMsg / r.plain.cpuUsPerMsg)),
-    txBatchMsgsPerSec: median(rounds.map((r) => r.txBatch.msgsPerSec)),
-    txBatchCpuUsPerMsg: median(rounds.map((r) => r.txBatch.cpuUsPerMsg)),
-    batchThroughputRatio: median(rounds.map((r) => r.txBatch.msgsPerSec / r.plain.msgsPerSec)),
-    batchCpuRatio: median(rounds.map((r) => r.txBatch.cpuUsPerMsg / r.plain.cpuUsPerMsg)),
-  },
+  roundsPerTarget: ROUNDS,
+  targets: results,
 }
 
 const dir = new URL("../results/", import.meta.url)
 mkdirSync(dir, { recursive: true })
 writeFileSync(new URL("transactions-redis.json", dir), `${JSON.stringify(summary, null, 2)}\n`)
-const m = summary.median
+const f0 = (n: number) => n.toFixed(0)
+const f1 = (n: number) => n.toFixed(1)
 writeFileSync(
   new URL("transactions-redis.md", dir),
-  `# A one-write transaction against the plain ack (Redis)
+  `# Transactions against the plain ack (Redis)
 
-\`pnpm --filter @shardline/bench run bench:transactions-redis\` (src/transactionsRedis.ts;
-docs/exactly-once.md, "Cost"). ${summary.server}, ${summary.cores} cores (${summary.cpu}),
-shared with other work. ${ROUNDS} paired rounds, each draining ${MESSAGES} messages on
-${SHARDS} shards with batches of ${BATCH}, plain and transactional in alternating order.
+\`${command}\` (src/transactionsRedis.ts; docs/exactly-once.md, "Cost"),
+${summary.date}, Node ${summary.node}, ${summary.cores} cores (${summary.cpu}), shared with other
+work (load average per target below: compare within a round). ${ROUNDS} paired rounds per
+target, each draining ${MESSAGES} messages on ${SHARDS} shards with batches of ${BATCH}: \`plain\`
+(\`eachMessage\`, no transaction), \`tx\` (\`eachMessage\`, one INCR per message in a
+transaction: one group commit per batch) and \`txBatch\` (\`eachBatch\`, one transaction per
+batch, one INCR per message), in an order alternating by round. Targets: tx / plain >= 0.5,
+txBatch / plain >= 0.8, Redis CPU per message <= 2x plain.
 
-| round | plain msg/s | tx msg/s | tx / plain | batch tx msg/s | batch tx / plain | plain Redis CPU µs/msg | tx Redis CPU µs/msg | tx / plain | batch tx Redis CPU µs/msg | batch tx / plain |
-| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
-${rounds
-  .map(
-    (r, i) =>
-      `| ${i + 1} | ${r.plain.msgsPerSec.toFixed(0)} | ${r.tx.msgsPerSec.toFixed(0)} | ${(r.tx.msgsPerSec / r.plain.msgsPerSec).toFixed(2)} | ${r.txBatch.msgsPerSec.toFixed(0)} | ${(r.txBatch.msgsPerSec / r.plain.msgsPerSec).toFixed(2)} | ${r.plain.cpuUsPerMsg.toFixed(1)} | ${r.tx.cpuUsPerMsg.toFixed(1)} | ${(r.tx.cpuUsPerMsg / r.plain.cpuUsPerMsg).toFixed(2)} | ${r.txBatch.cpuUsPerMsg.toFixed(1)} | ${(r.txBatch.cpuUsPerMsg / r.plain.cpuUsPerMsg).toFixed(2)} |`,
+| target | load avg | plain msg/s | tx msg/s | tx / plain | txBatch msg/s | txBatch / plain | plain CPU µs/msg | tx CPU µs/msg | tx / plain | txBatch CPU µs/msg | txBatch / plain |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
+${results
+  .map((t) =>
+    [
+      ...t.rounds.map(
+        (r, i) =>
+          `| ${t.target}, round ${i + 1} | | ${f0(r.plain.msgsPerSec)} | ${f0(r.tx.msgsPerSec)} | ${r.ratios.txThroughput} | ${f0(r.txBatch.msgsPerSec)} | ${r.ratios.txBatchThroughput} | ${f1(r.plain.cpuUsPerMsg)} | ${f1(r.tx.cpuUsPerMsg)} | ${r.ratios.txCpu} | ${f1(r.txBatch.cpuUsPerMsg)} | ${r.ratios.txBatchCpu} |`,
+      ),
+      `| **${t.target}, median** | ${t.loadAverage.before} -> ${t.loadAverage.after} | ${f0(t.median.plainMsgsPerSec)} | ${f0(t.median.txMsgsPerSec)} | **${t.median.txThroughputRatio}** | ${f0(t.median.txBatchMsgsPerSec)} | **${t.median.txBatchThroughputRatio}** | ${f1(t.median.plainCpuUsPerMsg)} | ${f1(t.median.txCpuUsPerMsg)} | **${t.median.txCpuRatio}** | ${f1(t.median.txBatchCpuUsPerMsg)} | **${t.median.txBatchCpuRatio}** |`,
+    ].join("\n"),
   )
   .join("\n")}
-| median | ${m.plainMsgsPerSec.toFixed(0)} | ${m.txMsgsPerSec.toFixed(0)} | ${m.throughputRatio.toFixed(2)} | ${m.txBatchMsgsPerSec.toFixed(0)} | ${m.batchThroughputRatio.toFixed(2)} | ${m.plainCpuUsPerMsg.toFixed(1)} | ${m.txCpuUsPerMsg.toFixed(1)} | ${m.cpuRatio.toFixed(2)} | ${m.txBatchCpuUsPerMsg.toFixed(1)} | ${m.batchCpuRatio.toFixed(2)} |
 
-The plain handler's acks ride the shard's next read (one fenced call per
-batch); a per-message transaction (\`eachMessage\`) commits with its
-message's ack in one script call per message (the owner token, the message
-pending, the write checked, then the write and the ack), awaited before the
-shard's next message; a batch transaction (\`eachBatch\`, one INCR per
-message) commits once per batch. Plain runs are short (a fraction of a
-second), so their CPU figure is coarse (INFO cpu's resolution).
+Ratios are per round (the runs of a round back to back), then their median; the
+median rows' absolute figures are medians of their own column. Plain runs are short
+(a fraction of a second), so their CPU figure is coarse (INFO cpu's resolution).
 `,
 )
-console.log(JSON.stringify(summary.median))
+console.log(
+  JSON.stringify(results.map((t) => ({ target: t.target, load: t.loadAverage, ...t.median }))),
+)

@@ -8,7 +8,7 @@
  * test/redis/transactions.test.ts.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { ShardStreams } from "@shardline/core"
+import { BackendUnavailable, ShardStreams, type Transaction } from "@shardline/core"
 import { Effect } from "effect"
 import { TestClock } from "effect/testing"
 import { makeSendRouter } from "../src/internal/SendRouter.js"
@@ -16,7 +16,7 @@ import { commit, type TransactionEnv } from "../src/internal/TransactionCommit.j
 import { TransactionHandle } from "../src/internal/TransactionHandle.js"
 import * as LayoutSource from "../src/LayoutSource.js"
 import type { BatchContext, MessageContext } from "../src/Message.js"
-import { makeHarness } from "./support/pollerHarness.js"
+import { type Harness, makeHarness } from "./support/pollerHarness.js"
 
 const stream = "in"
 const group = "g"
@@ -325,4 +325,274 @@ describe("a handler's transaction after it returned: its own, closed", () => {
             )
           }),
       )
+})
+
+describe("group commit (docs/exactly-once.md, 'Group commit')", () => {
+  /** The memory port with its commits counted, and a hook on each group commit. */
+  const counting = (
+    around?: (
+      o: Transaction.GroupCommitOptions,
+      run: Effect.Effect<Transaction.GroupCommitOutcome, Transaction.CommitError>,
+      call: number,
+    ) => Effect.Effect<Transaction.GroupCommitOutcome, Transaction.CommitError>,
+  ) => {
+    const calls = { single: 0, groups: [] as Array<number> }
+    const wrap = (port: Transaction.TransactionsShape): Transaction.TransactionsShape => ({
+      ...port,
+      commit: (o) => {
+        calls.single++
+        return port.commit(o)
+      },
+      commitGroup: (o) => {
+        calls.groups.push(o.parts.length)
+        const run = port.commitGroup(o)
+        return around === undefined ? run : around(o, run, calls.groups.length)
+      },
+    })
+    return { calls, wrap }
+  }
+  const keyOf = (h: Harness, name: string) => h.streams.transactions!.keys("orders", 0).key(name)
+  const stored = (h: Harness, name: string) => h.streams.transactions!.read(keyOf(h, name))
+  const settle = (h: Harness) =>
+    Effect.gen(function* () {
+      for (let i = 0; i < 5_000 && (yield* h.pending(0)).length > 0; i++) yield* TestClock.adjust(1)
+    })
+
+  for (const slowPath of [false, true])
+    it.effect(
+      `eachMessage (${slowPath ? "slow" : "fast"} path): a batch's transactions commit in ONE group commit with their acks, after the batch`,
+      () =>
+        Effect.gen(function* () {
+          const { calls, wrap } = counting()
+          const seen: Array<unknown> = []
+          let h: Harness | undefined
+          h = yield* makeHarness({
+            transactions: true,
+            wrapTransactions: wrap,
+            slowPath,
+            settings: { batchSize: 10 },
+            eachMessage: (_m, ctx) =>
+              Effect.runPromise(
+                Effect.gen(function* () {
+                  // nothing of the batch is visible before its group commit
+                  seen.push(yield* stored(h!, "n"))
+                  ctx.transaction.incr(ctx.transaction.key("n"))
+                }),
+              ),
+          })
+          yield* h.produce(0, 3)
+          yield* h.start(0)
+          yield* h.runUntil("the batch handled", () => h!.handled().length === 3)
+          yield* settle(h)
+          assert.deepStrictEqual(calls, { single: 0, groups: [3] })
+          assert.deepStrictEqual(seen, [undefined, undefined, undefined])
+          assert.deepStrictEqual(yield* stored(h, "n"), { type: "string", value: "3" })
+          assert.deepStrictEqual(yield* h.pending(0), [])
+        }),
+    )
+
+  it.effect(
+    "message 2 of 3 fails in its handler: message 1 commits with its ack before 2's nack; 2's effects are dropped",
+    () =>
+      Effect.gen(function* () {
+        let h: Harness | undefined
+        const atRetry: Array<unknown> = []
+        h = yield* makeHarness({
+          transactions: true,
+          settings: { batchSize: 10, maxDeliveries: 3 },
+          eachMessage: (m, ctx) =>
+            Effect.runPromise(
+              Effect.gen(function* () {
+                const tx = ctx.transaction
+                tx.incr(tx.key(`m${m.fields.n}`))
+                if (m.fields.n !== "1") return
+                if (m.deliveryCount === 1) throw new Error("message 2 fails once")
+                // its retry: message 1 committed and acknowledged, 2 (its first
+                // attempt's write) and 3 not
+                atRetry.push(
+                  yield* stored(h!, "m0"),
+                  yield* stored(h!, "m1"),
+                  yield* stored(h!, "m2"),
+                  (yield* h!.pending(0)).length,
+                )
+              }),
+            ),
+        })
+        const ids = yield* h.produce(0, 3)
+        yield* h.start(0)
+        yield* h.runUntil("message 2 retried", () => atRetry.length > 0)
+        assert.deepStrictEqual(atRetry, [{ type: "string", value: "1" }, undefined, undefined, 2])
+        // message 1's ack came no later than message 2's nack
+        const nackAt = h.log.findIndex((e) => e.kind === "nack")
+        assert.strictEqual((h.log[nackAt] as { id: string }).id, ids[1])
+        yield* settle(h)
+        for (const name of ["m0", "m1", "m2"])
+          assert.deepStrictEqual(yield* stored(h, name), { type: "string", value: "1" }, name)
+      }),
+  )
+
+  it.effect(
+    "message 2 of 3 refused at the group commit: message 1 committed and acked, 2 and 3 neither until 2 is settled; then 3 once",
+    () =>
+      Effect.gen(function* () {
+        let h: Harness | undefined
+        const atRetry: Array<unknown> = []
+        h = yield* makeHarness({
+          transactions: true,
+          settings: { batchSize: 10, maxDeliveries: 2 },
+          eachMessage: (m, ctx) =>
+            Effect.runPromise(
+              Effect.gen(function* () {
+                const tx = ctx.transaction
+                // message 1 leaves a string no counter takes, which message 2 INCRs
+                if (m.fields.n === "0") tx.set(tx.key("text"), "x")
+                if (m.fields.n === "1") {
+                  if (m.deliveryCount === 2)
+                    atRetry.push(
+                      yield* stored(h!, "text"),
+                      yield* stored(h!, "third"),
+                      (yield* h!.pending(0)).length,
+                    )
+                  tx.incr(tx.key("text"))
+                }
+                if (m.fields.n === "2") tx.incr(tx.key("third"))
+              }),
+            ),
+        })
+        const ids = yield* h.produce(0, 3)
+        yield* h.start(0)
+        yield* h.runUntil("message 2 redelivered", () => atRetry.length > 0)
+        // message 3 was handled (its group commit stopped at message 2) but committed nothing
+        assert.deepStrictEqual(atRetry, [{ type: "string", value: "x" }, undefined, 2])
+        yield* settle(h)
+        // message 2 dead-lettered (refused twice), message 3 committed once
+        assert.deepStrictEqual(
+          h.log.flatMap((e) => (e.kind === "deadLetter" ? [e.id] : [])),
+          [ids[1]],
+        )
+        assert.deepStrictEqual(yield* stored(h, "third"), { type: "string", value: "1" })
+        assert.deepStrictEqual(yield* stored(h, "text"), { type: "string", value: "x" })
+      }),
+  )
+
+  it.effect(
+    "message 2 of 3 refused at the group commit and dead-lettered at once: message 3, handled but not committed, is read again and committed once",
+    () =>
+      Effect.gen(function* () {
+        const h = yield* makeHarness({
+          transactions: true,
+          settings: { batchSize: 10, maxDeliveries: 1 },
+          eachMessage: (m, ctx) => {
+            const tx = ctx.transaction
+            if (m.fields.n === "0") tx.set(tx.key("text"), "x")
+            if (m.fields.n === "1") tx.incr(tx.key("text"))
+            if (m.fields.n === "2") tx.incr(tx.key("third"))
+          },
+        })
+        const ids = yield* h.produce(0, 3)
+        yield* h.start(0)
+        yield* h.runUntil("message 2 dead-lettered", () =>
+          h.log.some((e) => e.kind === "deadLetter"),
+        )
+        yield* settle(h)
+        assert.deepStrictEqual(yield* h.pending(0), [])
+        assert.deepStrictEqual(yield* stored(h, "third"), { type: "string", value: "1" })
+        // message 3 was handled twice: in the group that stopped at 2, then alone
+        assert.deepStrictEqual(
+          h.handled().map((e) => e.id),
+          [ids[0], ids[1], ids[2], ids[2]],
+        )
+      }),
+  )
+
+  it.effect(
+    "a stale owner's group commit (the shard taken while its handlers ran) writes nothing and acknowledges nothing",
+    () =>
+      Effect.gen(function* () {
+        let h: Harness | undefined
+        h = yield* makeHarness({
+          transactions: true,
+          settings: { batchSize: 10 },
+          eachMessage: (m, ctx) =>
+            Effect.runPromise(
+              Effect.gen(function* () {
+                ctx.transaction.incr(ctx.transaction.key("n"))
+                // another member takes the shard before this batch commits
+                if (m.fields.n === "2") yield* h!.steal(0)
+              }),
+            ),
+        })
+        const ids = yield* h.produce(0, 3)
+        yield* h.start(0)
+        yield* h.runUntil("the commit refused", () => h!.stale.length > 0)
+        assert.strictEqual(yield* stored(h, "n"), undefined)
+        assert.deepStrictEqual(
+          (yield* h.pending(0)).map((p) => p.id),
+          ids,
+        )
+      }),
+  )
+
+  it.effect(
+    "the process dies between the handlers and the group commit (it never reaches the storage): nothing of the batch is visible, and every message is delivered again and committed once",
+    () =>
+      Effect.gen(function* () {
+        const atCrash: Array<unknown> = []
+        let h: Harness | undefined
+        const { calls, wrap } = counting((_o, run, call) =>
+          call === 1
+            ? Effect.gen(function* () {
+                atCrash.push(yield* stored(h!, "n"), (yield* h!.pending(0)).length)
+                return yield* new BackendUnavailable({ operation: "commit", message: "died" })
+              })
+            : run,
+        )
+        h = yield* makeHarness({
+          transactions: true,
+          wrapTransactions: wrap,
+          settings: { batchSize: 10 },
+          eachMessage: (_m, ctx) => {
+            ctx.transaction.incr(ctx.transaction.key("n"))
+          },
+        })
+        const ids = yield* h.produce(0, 3)
+        yield* h.start(0)
+        yield* h.runUntil("handled again", () => h!.handled().length === 6)
+        yield* settle(h)
+        assert.deepStrictEqual(atCrash, [undefined, 3])
+        assert.deepStrictEqual(
+          h.handled().map((e) => e.id),
+          [...ids, ...ids],
+        )
+        assert.deepStrictEqual(calls.groups, [3, 3])
+        assert.deepStrictEqual(yield* stored(h, "n"), { type: "string", value: "3" })
+      }),
+  )
+
+  it.effect(
+    "a group commit whose reply is lost applies once: the retry finds its messages acknowledged",
+    () =>
+      Effect.gen(function* () {
+        const { wrap } = counting((_o, run, call) =>
+          call === 1
+            ? Effect.andThen(run, new BackendUnavailable({ operation: "commit", message: "lost" }))
+            : run,
+        )
+        const h = yield* makeHarness({
+          transactions: true,
+          wrapTransactions: wrap,
+          settings: { batchSize: 10 },
+          eachMessage: (_m, ctx) => {
+            ctx.transaction.incr(ctx.transaction.key("n"))
+          },
+        })
+        yield* h.produce(0, 3)
+        yield* h.start(0)
+        yield* h.runUntil("handled", () => h.handled().length === 3)
+        yield* settle(h)
+        for (let i = 0; i < 200; i++) yield* TestClock.adjust(1)
+        assert.strictEqual(h.handled().length, 3)
+        assert.deepStrictEqual(yield* stored(h, "n"), { type: "string", value: "3" })
+      }),
+  )
 })

@@ -101,19 +101,66 @@ export const makeTransactions = (
     connection.keys
   const keys = connection.isCluster ? slotRules(connection.keys) : nodeRules(connection.keys)
 
-  const commit = (
-    o: Transaction.CommitOptions,
-  ): Effect.Effect<Transaction.CommitOutcome, Transaction.CommitError> =>
+  /** A part's refusal by the checks the storage makes before the script (core's, the key rules). */
+  const partRefusal = (
+    o: Transaction.GroupCommitOptions,
+    part: Transaction.CommitPart,
+  ): { checked: Transaction.CommitOptions } | TransactionRefused | InvalidArgument => {
+    const checked = Transaction.checkCommit({ ...o, ...part })
+    if (Transaction.isRefusal(checked)) return checked
+    const rules = keys(o.stream, o.shard)
+    for (const w of checked.writes)
+      for (const key of Transaction.keysOf(w)) {
+        const refusal = rules.check(key)
+        if (refusal !== undefined) return refusal
+      }
+    return { checked }
+  }
+
+  const commitGroup = (
+    o: Transaction.GroupCommitOptions,
+  ): Effect.Effect<Transaction.GroupCommitOutcome, Transaction.CommitError> =>
     Effect.suspend(() => {
       if (!Number.isSafeInteger(o.token) || o.token < 0)
         return Effect.fail(new InvalidArgument({ message: `bad owner token ${o.token}` }))
-      if (o.ids.length === 0)
-        return Effect.fail(new InvalidArgument({ message: "a commit covers at least one message" }))
-      for (const id of o.ids)
-        if (!StreamId.isValid(id)) return Effect.fail(new InvalidEntryId({ id }))
-      const checked = Transaction.checkCommit(o)
-      if (Transaction.isRefusal(checked)) return Effect.fail(checked)
-      const rules = keys(o.stream, o.shard)
+      if (o.parts.length === 0)
+        return Effect.fail(new InvalidArgument({ message: "a group commit has at least one part" }))
+      let low: string | undefined
+      let high: string | undefined
+      let total = 0
+      // ids as Redis writes them (no leading zeros): the script matches
+      // them against XPENDING's reply (usually already so: they came from a read)
+      const canonical: Array<ReadonlyArray<string>> = []
+      for (const part of o.parts) {
+        if (part.ids.length === 0)
+          return Effect.fail(
+            new InvalidArgument({ message: "a commit covers at least one message" }),
+          )
+        const ids: Array<string> = []
+        for (const given of part.ids) {
+          if (!StreamId.isValid(given)) return Effect.fail(new InvalidEntryId({ id: given }))
+          const id = StreamId.canonical(given)
+          if (low === undefined || StreamId.compare(id, low) < 0) low = id
+          if (high === undefined || StreamId.compare(id, high) > 0) high = id
+          ids.push(id)
+        }
+        canonical.push(ids)
+        total += ids.length
+      }
+      // the parts that pass the checks made here; the first that does not
+      // stops the group there (the script never sees it nor any after it)
+      const parts: Array<Transaction.CommitOptions> = []
+      let refused: TransactionRefused | InvalidArgument | undefined
+      for (const [i, given] of o.parts.entries()) {
+        const checked = partRefusal(o, { ...given, ids: canonical[i]! })
+        if (!("checked" in checked)) {
+          refused = checked
+          break
+        }
+        parts.push(checked.checked)
+      }
+      if (parts.length === 0)
+        return Effect.succeed({ committed: [], stopped: { _tag: "Refused", error: refused! } })
       const stream = shardKey(o.stream, o.shard)
       const scriptKeys = [
         stream,
@@ -136,78 +183,104 @@ export const makeTransactions = (
         o.mode,
         features.xackdel ? "1" : "0",
         sends,
-        String(o.ids.length),
-        ...o.ids,
-        String(checked.writes.length),
+        low!,
+        high!,
+        String(total),
+        String(parts.length),
       ]
-      for (const w of checked.writes) {
-        const writeKeys = Transaction.keysOf(w)
-        for (const key of writeKeys) {
-          const refusal = rules.check(key)
-          if (refusal !== undefined) return Effect.fail(refusal)
+      for (const part of parts) {
+        args.push(String(part.ids.length))
+        for (const id of part.ids) args.push(id)
+        args.push(String(part.writes.length))
+        for (const w of part.writes) {
+          const writeKeys = Transaction.keysOf(w)
+          args.push(w.command, String(writeKeys.length))
+          for (const key of writeKeys) args.push(keyIndex(key))
+          args.push(String(w.args.length - writeKeys.length))
+          for (let i = writeKeys.length; i < w.args.length; i++) args.push(w.args[i]!)
         }
-        args.push(w.command, String(writeKeys.length))
-        for (const key of writeKeys) args.push(keyIndex(key))
-        const rest = w.args.slice(writeKeys.length)
-        args.push(String(rest.length), ...rest)
-      }
-      args.push(String(checked.sends.length))
-      for (const s of checked.sends) {
-        if (sends === "direct")
-          args.push(keyIndex(shardKey(s.stream, s.shard)), keyIndex(sealedKey(s.stream, s.shard)))
-        else args.push("0", "0")
-        const flat = Object.entries(s.fields).flat()
-        args.push(s.stream, String(s.shard), s.key, String(flat.length), ...flat)
+        args.push(String(part.sends.length))
+        for (const s of part.sends) {
+          if (sends === "direct")
+            args.push(keyIndex(shardKey(s.stream, s.shard)), keyIndex(sealedKey(s.stream, s.shard)))
+          else args.push("0", "0")
+          const flat = Object.entries(s.fields).flat()
+          args.push(s.stream, String(s.shard), s.key, String(flat.length), ...flat)
+        }
       }
       return Effect.flatMap(
         refineNoReplicas(
           "commit",
           stream,
         )(evalScript(connection, "commit", Scripts.commit, scriptKeys, args)),
-        (reply): Effect.Effect<Transaction.CommitOutcome, Transaction.CommitError> => {
-          switch (reply[0]) {
-            case Code.Ok:
-              // with `durability`: confirmed once the replicas have it (a retry
-              // finds it AlreadyCommitted and waits for them again)
-              return Effect.as(
-                connection.confirmReplicated("commit", stream),
-                Number(reply[1]) === 1
-                  ? ({ _tag: "Committed" } as const)
-                  : ({ _tag: "AlreadyCommitted" } as const),
-              )
-            case Code.NotPending:
-              return Effect.succeed({ _tag: "NotPending", ids: reply.slice(1).map(String) })
-            case Code.Stale:
-            case Code.TokenMissing:
-            case Code.Vanished:
-              // refused by the fence, or the group / stream vanished (docs/protocol.md rule 26)
-              return Effect.fail(fenceFailure(o, reply)!)
-            case Code.Sealed: {
-              const send = checked.sends[Number(reply[1])]!
-              return Effect.fail(new ShardSealed({ stream: send.stream, shard: send.shard }))
-            }
-            case Code.Refused: {
-              const at = Number(reply[1])
-              const reason = decodeReason(reply[2])
-              return Effect.fail(
-                new TransactionRefused({
-                  reason: reason._tag === "Some" ? reason.value : "InvalidArguments",
-                  message: `${checked.writes[at]?.command ?? "?"} ${String(reply[3])}: ${String(reply[4])}`,
-                  command: checked.writes[at]?.command ?? "?",
-                  key: String(reply[3]),
-                  index: at,
-                }),
-              )
-            }
-            default:
-              return Effect.fail(
+        (reply): Effect.Effect<Transaction.GroupCommitOutcome, Transaction.CommitError> => {
+          if (reply[0] !== Code.Ok) {
+            // refused by the fence, or the group / stream vanished (docs/protocol.md rule 26)
+            const failure = fenceFailure(o, reply)
+            return Effect.fail(
+              failure ??
                 new InvalidArgument({
                   message: `commit: unexpected reply ${JSON.stringify(reply)}`,
                 }),
-              )
+            )
           }
+          const flags = Array.isArray(reply[1]) ? (reply[1] as Array<unknown>) : []
+          const committed = flags.map((f) =>
+            Number(f) === 1 ? ("Committed" as const) : ("AlreadyCommitted" as const),
+          )
+          const at = parts[committed.length]
+          const stopped = ((): Transaction.GroupStop | undefined => {
+            switch (Number(reply[2])) {
+              case 0:
+                // every part the script saw passed; a part refused here stops after them
+                return refused === undefined ? undefined : { _tag: "Refused", error: refused }
+              case Code.NotPending:
+                return { _tag: "NotPending", ids: reply.slice(3).map(String) }
+              case Code.Sealed: {
+                const send = at!.sends[Number(reply[3])]!
+                return {
+                  _tag: "Sealed",
+                  error: new ShardSealed({ stream: send.stream, shard: send.shard }),
+                }
+              }
+              default: {
+                const i = Number(reply[3])
+                const reason = decodeReason(reply[4])
+                const command = at?.writes[i]?.command ?? "?"
+                return {
+                  _tag: "Refused",
+                  error: new TransactionRefused({
+                    reason: reason._tag === "Some" ? reason.value : "InvalidArguments",
+                    message: `${command} ${String(reply[5])}: ${String(reply[6])}`,
+                    command,
+                    key: String(reply[5]),
+                    index: i,
+                  }),
+                }
+              }
+            }
+          })()
+          const outcome: Transaction.GroupCommitOutcome =
+            stopped === undefined ? { committed } : { committed, stopped }
+          // with `durability`: confirmed once the replicas have it (a retry
+          // finds it AlreadyCommitted and waits for them again)
+          return committed.length > 0
+            ? Effect.as(connection.confirmReplicated("commit", stream), outcome)
+            : Effect.succeed(outcome)
         },
       )
+    })
+
+  const commit = (
+    o: Transaction.CommitOptions,
+  ): Effect.Effect<Transaction.CommitOutcome, Transaction.CommitError> =>
+    Effect.suspend(() => {
+      // the single commit's own argument checks first, as before the group commit
+      if (!Number.isSafeInteger(o.token) || o.token < 0)
+        return Effect.fail(new InvalidArgument({ message: `bad owner token ${o.token}` }))
+      if (o.ids.length === 0)
+        return Effect.fail(new InvalidArgument({ message: "a commit covers at least one message" }))
+      return Transaction.commitAsGroup(commitGroup, o)
     })
 
   const read = (key: string): Effect.Effect<Transaction.KeyValue | undefined, DataPlaneError> =>
@@ -340,6 +413,7 @@ export const makeTransactions = (
     sends,
     keys,
     commit,
+    commitGroup,
     read,
     ...(sends === "outbox" ? { outbox } : {}),
   }

@@ -11,6 +11,7 @@ import { keySlot } from "../src/acl.js"
 import * as RedisShardStreams from "../src/RedisShardStreams.js"
 import {
   directSendsContract,
+  groupCommitContract,
   outboxContract,
   transactionsContract,
   transactionsVanishContract,
@@ -24,6 +25,7 @@ describeTarget(
   MemoryShardStreams.makeMemory,
   (subject) => {
     transactionsContract(subject)
+    groupCommitContract(subject)
     directSendsContract(subject)
     transactionsVanishContract(subject, () => memoryVanish(subject()))
   },
@@ -40,6 +42,7 @@ for (const target of redisTargets()) {
     (fixture) => {
       const subject = () => fixture().streams
       transactionsContract(subject)
+      groupCommitContract(subject)
       if (target.kind === "cluster7") outboxContract(subject)
       else directSendsContract(subject)
       transactionsVanishContract(subject, () => redisVanish(fixture().connection))
@@ -54,6 +57,7 @@ for (const target of redisTargets()) {
       ),
       (subject) => {
         transactionsContract(subject)
+        groupCommitContract(subject)
         outboxContract(subject)
       },
     )

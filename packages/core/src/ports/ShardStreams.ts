@@ -723,6 +723,71 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
     if (index >= 0) state.entries.splice(index, 1)
   }
 
+  /**
+   * The group commit (docs/exactly-once.md, "Group commit"), in one
+   * synchronous step: the fence, then each part in order, committed until
+   * the first that does not pass (the writes of each see what the parts
+   * before it left, and keys they emptied keep their type, as the Redis
+   * script's single pass sees them).
+   */
+  const commitGroup = (
+    o: Transaction.GroupCommitOptions,
+  ): Effect.Effect<Transaction.GroupCommitOutcome, Transaction.CommitError> =>
+    Effect.flatMap(
+      Clock.currentTimeMillis,
+      (now): Effect.Effect<Transaction.GroupCommitOutcome, Transaction.CommitError> => {
+        const stale = staleOwner(o)
+        if (stale !== undefined) return Effect.fail(stale)
+        if (o.parts.length === 0)
+          return Effect.fail(
+            new InvalidArgument({ message: "a group commit has at least one part" }),
+          )
+        for (const part of o.parts) {
+          if (part.ids.length === 0)
+            return Effect.fail(
+              new InvalidArgument({ message: "a commit covers at least one message" }),
+            )
+          const badId = invalidId(part.ids)
+          if (badId !== undefined) return Effect.fail(badId)
+        }
+        const key = shardKey(o.stream, o.shard)
+        const under = groupUnder(o)
+        if (under instanceof DataLost) return Effect.fail(under)
+        const pel = under.group.pel
+        const committed: Array<"Committed" | "AlreadyCommitted"> = []
+        const ghosts = new Map()
+        const stop = (stopped: Transaction.GroupStop) => Effect.succeed({ committed, stopped })
+        for (const part of o.parts) {
+          const checked = Transaction.checkCommit({ ...o, ...part })
+          if (Transaction.isRefusal(checked)) return stop({ _tag: "Refused", error: checked })
+          // only if every message is still pending: a part that already committed writes nothing
+          const notPending = part.ids.filter((id) => !pel.has(id))
+          if (notPending.length === part.ids.length) {
+            committed.push("AlreadyCommitted")
+            continue
+          }
+          if (notPending.length > 0) return stop({ _tag: "NotPending", ids: notPending })
+          for (const send of part.sends)
+            if (sealed.has(shardKey(send.stream, send.shard)))
+              return stop({
+                _tag: "Sealed",
+                error: new ShardSealed({ stream: send.stream, shard: send.shard }),
+              })
+          const refused = keyspace.apply(checked.writes, now, ghosts)
+          if (refused !== undefined) return stop({ _tag: "Refused", error: refused })
+          for (const send of part.sends) {
+            const fields: Record<string, string> = {}
+            for (const name of Object.keys(send.fields)) setField(fields, name, send.fields[name]!)
+            setField(fields, Transaction.SEND_KEY_FIELD, send.key)
+            append(shardKey(send.stream, send.shard), fields, now)
+          }
+          acknowledge(streamOf(key), o.group, { ids: part.ids, mode: o.mode })
+          committed.push("Committed")
+        }
+        return Effect.succeed({ committed })
+      },
+    )
+
   const service: ShardStreamsShape = {
     append: (stream, shard, fields, options = {}) =>
       Effect.flatMap(Clock.currentTimeMillis, (now) => {
@@ -1013,47 +1078,8 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
     transactions: {
       sends: "direct",
       keys: Transaction.anyKey,
-      commit: (o) =>
-        Effect.flatMap(
-          Clock.currentTimeMillis,
-          (now): Effect.Effect<Transaction.CommitOutcome, Transaction.CommitError> => {
-            // the owner token first: a stale owner writes nothing, acks nothing
-            const stale = staleOwner(o)
-            if (stale !== undefined) return Effect.fail(stale)
-            if (o.ids.length === 0)
-              return Effect.fail(
-                new InvalidArgument({ message: "a commit covers at least one message" }),
-              )
-            const badId = invalidId(o.ids)
-            if (badId !== undefined) return Effect.fail(badId)
-            const checked = Transaction.checkCommit(o)
-            if (Transaction.isRefusal(checked)) return Effect.fail(checked)
-            // only if every message is still pending: a commit that already ran writes nothing;
-            // a group or stream that vanished is DataLost, never "already committed"
-            const key = shardKey(o.stream, o.shard)
-            const under = groupUnder(o)
-            if (under instanceof DataLost) return Effect.fail(under)
-            const pel = under.group.pel
-            const notPending = o.ids.filter((id) => pel?.has(id) !== true)
-            if (notPending.length === o.ids.length) return Effect.succeed(AlreadyCommitted)
-            if (notPending.length > 0)
-              return Effect.succeed({ _tag: "NotPending", ids: notPending } as const)
-            for (const send of o.sends)
-              if (sealed.has(shardKey(send.stream, send.shard)))
-                return Effect.fail(new ShardSealed({ stream: send.stream, shard: send.shard }))
-            const refused = keyspace.apply(checked.writes, now)
-            if (refused !== undefined) return Effect.fail(refused)
-            for (const send of o.sends) {
-              const fields: Record<string, string> = {}
-              for (const name of Object.keys(send.fields))
-                setField(fields, name, send.fields[name]!)
-              setField(fields, Transaction.SEND_KEY_FIELD, send.key)
-              append(shardKey(send.stream, send.shard), fields, now)
-            }
-            acknowledge(streamOf(key), o.group, o)
-            return Effect.succeed(Committed)
-          },
-        ),
+      commit: (o) => Transaction.commitAsGroup(commitGroup, o),
+      commitGroup,
       read: (key) => Effect.map(Clock.currentTimeMillis, (now) => keyspace.read(key, now)),
     },
   }
@@ -1070,9 +1096,6 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
   })
   return service
 })
-
-const Committed: Transaction.CommitOutcome = { _tag: "Committed" }
-const AlreadyCommitted: Transaction.CommitOutcome = { _tag: "AlreadyCommitted" }
 
 /** Layer with a fresh in-memory data plane. */
 export const layerMemory: Layer.Layer<ShardStreams> = Layer.effect(ShardStreams, makeMemory)

@@ -35,7 +35,7 @@
  * const write = Transaction.validateWrite("HINCRBY", ["{orders:3}:data:totals", "eur", "12"])
  * // -> { command: "HINCRBY", args: [...] }, or a TransactionRefused
  */
-import type { Effect } from "effect"
+import { Effect } from "effect"
 import {
   type DataLost,
   type DataPlaneError,
@@ -346,6 +346,52 @@ export type CommitError =
   | TransactionRefused
   | DataPlaneError
 
+/**
+ * One message's share of a group commit (`TransactionsShape.commitGroup`):
+ * the ids it acknowledges (its message; or messages handled without a
+ * transaction), and its writes and sends.
+ */
+export interface CommitPart {
+  readonly ids: ReadonlyArray<string>
+  readonly writes: ReadonlyArray<Write>
+  readonly sends: ReadonlyArray<Send>
+}
+
+/**
+ * A group commit (docs/exactly-once.md, "Group commit"): the parts of one
+ * shard's batch, in stream order, committed in ONE fenced, atomic step.
+ */
+export interface GroupCommitOptions extends FencedAddress {
+  /** How the parts' ids are acknowledged (as `AckOptions.mode`). */
+  readonly mode: "ack" | "xackdel"
+  /** In stream order; at least one. */
+  readonly parts: ReadonlyArray<CommitPart>
+}
+
+/**
+ * Why part `committed.length` of a group commit did not commit; no part
+ * after it did either (a later message never commits when an earlier one
+ * failed):
+ * - `NotPending`: some of its ids are pending and these are not;
+ * - `Refused`: a write the stored values cannot take, or a part that does
+ *   not pass `checkCommit` / the port's key rules;
+ * - `Sealed`: a direct send's target shard is sealed (route it again).
+ */
+export type GroupStop =
+  | { readonly _tag: "NotPending"; readonly ids: ReadonlyArray<string> }
+  | { readonly _tag: "Refused"; readonly error: TransactionRefused | InvalidArgument }
+  | { readonly _tag: "Sealed"; readonly error: ShardSealed }
+
+/**
+ * The end of a group commit: its leading parts that committed, in order
+ * (`Committed` now, or `AlreadyCommitted`: none of the part's ids was
+ * pending any more), and, when not every part did, why the next did not.
+ */
+export interface GroupCommitOutcome {
+  readonly committed: ReadonlyArray<"Committed" | "AlreadyCommitted">
+  readonly stopped?: GroupStop
+}
+
 /** A key's value as `read` returns it (tests and tools). */
 export type KeyValue =
   | { readonly type: "string"; readonly value: string }
@@ -421,6 +467,24 @@ export interface TransactionsShape {
   readonly keys: (stream: string, shard: number) => KeyRules
   /** The fenced, atomic commit (see the module comment). */
   readonly commit: (options: CommitOptions) => Effect.Effect<CommitOutcome, CommitError>
+  /**
+   * The group commit (docs/exactly-once.md, "Group commit"): the owner
+   * token once (a stale owner's group writes nothing), then each part in
+   * order as `commit` would take it, the values each part's writes see
+   * being those the parts before it leave; the leading parts that pass
+   * commit together, with their acks, in one atomic step, and the first
+   * that does not stops the group (`GroupStop`).
+   *
+   * @example
+   * const done = yield* tx.commitGroup({ ...address, mode: "ack", parts: [
+   *   { ids: [id1], writes: [{ command: "INCR", args: [key] }], sends: [] },
+   *   { ids: [id2], writes: [{ command: "INCR", args: [key] }], sends: [] },
+   * ] })
+   * // done.committed.length === 2, or the part that stopped in done.stopped
+   */
+  readonly commitGroup: (
+    options: GroupCommitOptions,
+  ) => Effect.Effect<GroupCommitOutcome, CommitError>
   /** A key's value, or undefined when absent (tests and tools; not fenced). */
   readonly read: (key: string) => Effect.Effect<KeyValue | undefined, DataPlaneError>
   /** The outbox (with `sends: "outbox"`). */
@@ -485,3 +549,38 @@ export const checkCommit = (
   }
   return { ...o, writes }
 }
+
+/**
+ * `commit` as a group commit of one part (each implementation has one
+ * commit path): its outcome, or its stop's error.
+ *
+ * @example
+ * const commit = (o: CommitOptions) => Transaction.commitAsGroup(commitGroup, o)
+ */
+export const commitAsGroup = (
+  commitGroup: TransactionsShape["commitGroup"],
+  o: CommitOptions,
+): Effect.Effect<CommitOutcome, CommitError> =>
+  Effect.flatMap(
+    commitGroup({
+      stream: o.stream,
+      shard: o.shard,
+      group: o.group,
+      token: o.token,
+      mode: o.mode,
+      parts: [{ ids: o.ids, writes: o.writes, sends: o.sends }],
+    }),
+    (done): Effect.Effect<CommitOutcome, CommitError> => {
+      const first = done.committed[0]
+      if (first !== undefined)
+        return Effect.succeed(first === "Committed" ? COMMITTED : ALREADY_COMMITTED)
+      const stop = done.stopped
+      if (stop === undefined)
+        return Effect.fail(new InvalidArgument({ message: "a group commit reported no part" }))
+      if (stop._tag === "NotPending") return Effect.succeed({ _tag: "NotPending", ids: stop.ids })
+      return Effect.fail(stop.error)
+    },
+  )
+
+const COMMITTED: CommitOutcome = { _tag: "Committed" }
+const ALREADY_COMMITTED: CommitOutcome = { _tag: "AlreadyCommitted" }

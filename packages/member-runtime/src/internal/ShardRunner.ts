@@ -47,7 +47,15 @@ import {
 import { PerMessageContext } from "./MessageContexts.js"
 import type { RateLimiter } from "./RateLimiter.js"
 import type { InternalHandler, InternalHooks } from "./spec.js"
-import { type CommitResult, commit, relay, type TransactionEnv } from "./TransactionCommit.js"
+import {
+  type CommitResult,
+  commit,
+  commitGroup,
+  type GroupPart,
+  type GroupResult,
+  relay,
+  type TransactionEnv,
+} from "./TransactionCommit.js"
 import { TransactionHandle } from "./TransactionHandle.js"
 import type { HandleOutcome, Traced, TurnTelemetry } from "./telemetry/Telemetry.js"
 
@@ -977,22 +985,56 @@ const commitHandled = (
   Effect.suspend(() => {
     if (!r.alive || !env.mayAct())
       return Effect.succeed({ _tag: "Retry", error: undefined } as const)
-    return Effect.map(
-      commit(
-        env.transactions ?? { port: undefined, router: NO_ROUTER },
-        address,
-        env.settings.ack,
-        tx,
-        ids,
-      ),
-      (done) => {
-        if (done._tag === "Acked") {
-          ackedRecord(env, r, ids)
-          if (tx.sends.length > 0) r.outboxDirty = true
-        }
-        return done
-      },
+    const run = commit(
+      env.transactions ?? { port: undefined, router: NO_ROUTER },
+      address,
+      env.settings.ack,
+      tx,
+      ids,
     )
+    // off the handler slot, as the group commit
+    return Effect.map(env.offSlot === undefined ? run : env.offSlot(run), (done) => {
+      if (done._tag === "Acked") {
+        ackedRecord(env, r, ids)
+        if (tx.sends.length > 0) r.outboxDirty = true
+      }
+      return done
+    })
+  })
+
+/**
+ * Commit a batch's group (docs/exactly-once.md, "Group commit"); the ids of
+ * the parts that committed are recorded as an ack's are.
+ */
+const commitGroupHandled = (
+  env: TurnEnv,
+  r: Runner,
+  address: Address,
+  parts: ReadonlyArray<GroupPart>,
+): Effect.Effect<GroupResult> =>
+  Effect.suspend(() => {
+    if (!r.alive || !env.mayAct())
+      return Effect.succeed({ committed: 0, stop: { _tag: "Retry", error: undefined } } as const)
+    const run = commitGroup(
+      env.transactions ?? { port: undefined, router: NO_ROUTER },
+      address,
+      env.settings.ack,
+      parts,
+    )
+    // the commit waits on the storage without a handler slot, as a read does:
+    // other shards' handlers run meanwhile (docs/exactly-once.md, "Cost")
+    return Effect.map(env.offSlot === undefined ? run : env.offSlot(run), (done) => {
+      if (done.committed > 0) {
+        const ids: Array<string> = []
+        for (let i = 0; i < done.committed; i++) {
+          const part = parts[i]!
+          for (const id of part.ids) ids.push(id)
+          if ((part.handle?.sends.length ?? 0) > 0) r.outboxDirty = true
+        }
+        ackedRecord(env, r, ids)
+      }
+      return done
+    })
   })
 
 const NO_ROUTER: TransactionEnv["router"] = {
@@ -1058,22 +1100,87 @@ const handleEach = (
     /** Successes since the last failure (the breaker counts failures in a row). */
     let okRun = 0
     const t = env.telemetry
+    /**
+     * The batch's group commit (docs/exactly-once.md, "Group commit"): from
+     * the first message whose handler used its transaction, every handled
+     * message in stream order (those handled before it as one part of acks
+     * only), committed in one fenced step when the batch ends or a message
+     * fails, never later than a failed message's nack.
+     */
+    let group: Array<GroupPart & { readonly traced: Traced | undefined; readonly m?: Message }> = []
+    /** Commit `group`: undefined when every part committed, else the turn's outcome. */
+    const flushGroup = (): Effect.Effect<Outcome | undefined> =>
+      Effect.gen(function* () {
+        const parts = group
+        group = []
+        const done = yield* commitGroupHandled(env, r, address, parts)
+        for (let i = 0; i < done.committed; i++) {
+          const part = parts[i]!
+          acked += part.ids.length
+          if (part.traced !== undefined) t!.end(part.traced, r.shard, "acked")
+        }
+        const stop = done.stop
+        if (stop === undefined) return undefined
+        const at = parts[done.committed]!
+        let outcome: Outcome
+        if (stop._tag === "Refused" && at.m !== undefined) {
+          // its effects are dropped, its ack withheld: it fails as a handler would
+          // (retry, then dead-letter); the parts after it are read again
+          failed++
+          if (breaker !== undefined && okRun > 0) succeeded(env, breaker, r.shard)
+          okRun = 0
+          const ackedBefore = r.progress.acked
+          const next = yield* fail(env, r, address, at.m, stop.error)
+          if (at.traced !== undefined)
+            t!.end(at.traced, r.shard, outcomeOf(next, r.progress.acked > ackedBefore), stop.error)
+          r.retrying = true
+          outcome = next === "continue" ? More : next
+        } else {
+          // nothing more committed: the shard's pending entries are read again (or it moved)
+          outcome = settleCommit(
+            env,
+            r,
+            stop._tag === "Refused" ? { _tag: "Retry", error: stop.error } : stop,
+          )
+          if (at.traced !== undefined) t!.end(at.traced, r.shard, outcomeOf(outcome), stop)
+        }
+        for (let i = done.committed + 1; i < parts.length; i++) {
+          const traced = parts[i]!.traced
+          if (traced !== undefined) t!.end(traced, r.shard, "retried")
+        }
+        return outcome
+      })
+    /** Spans of a group given up uncommitted (its messages stay pending). */
+    const dropGroup = (how: HandleOutcome): void => {
+      for (const part of group) if (part.traced !== undefined) t!.end(part.traced, r.shard, how)
+      group = []
+    }
     for (const m of messages) {
       if (breaker !== undefined && breaker.state === "open") {
-        // opened meanwhile (by another shard of the member): the rest stays pending
+        // opened meanwhile (by another shard of the member): what was handled
+        // commits, the rest stays pending
         if (okRun > 0) succeeded(env, breaker, r.shard)
+        if (group.length > 0) {
+          const stopped = yield* flushGroup()
+          if (stopped !== undefined) return yield* finish(stopped)
+        }
         r.unacked = toAck
         r.retrying = true
         return yield* finish(wait(breaker.waitMs(env.now())))
       }
       if (!env.mayAct()) {
         // no message starts without a valid lease: the rest of the batch stays
-        // pending (read again once the lease is valid, or claimed by the next owner)
+        // pending (read again once the lease is valid, or claimed by the next
+        // owner), and so does an uncommitted group (it cannot commit now)
+        dropGroup("retried")
         r.unacked = toAck
         r.retrying = true
         return yield* finish(r.alive ? wait(50) : Abandoned)
       }
-      if (!r.alive) return yield* finish(Abandoned)
+      if (!r.alive) {
+        dropGroup("abandoned")
+        return yield* finish(Abandoned)
+      }
       // the message's own: a callback that keeps it never reaches the next message's
       const c = new PerMessageContext(
         env.settings.stream,
@@ -1109,39 +1216,42 @@ const handleEach = (
       const tx = c.end()
       if (call === "abandoned" || !r.alive) {
         if (traced !== undefined) t!.end(traced, r.shard, "abandoned")
+        dropGroup("abandoned")
         return yield* finish(Abandoned)
       }
       let error: unknown
       if (call.ok && (tx === undefined || !tx.used)) {
         handled++
         okRun++
-        toAck.push(m.id)
-        if (traced !== undefined) t!.end(traced, r.shard, "acked")
+        if (group.length === 0) {
+          toAck.push(m.id)
+          if (traced !== undefined) t!.end(traced, r.shard, "acked")
+        } else group.push({ ids: [m.id], handle: undefined, traced, m })
         continue
       }
       if (!call.ok) error = call.error
       else if (tx!.refusal !== undefined) error = tx!.refusal
       else {
-        // the transaction commits with this message's ack and those handled
-        // before it in the batch, in one fenced step (docs/exactly-once.md)
-        const ids = [...toAck, m.id]
-        const done = yield* commitHandled(env, r, address, tx!, ids)
-        if (done._tag === "Acked") {
+        // the transaction joins the batch's group commit (docs/exactly-once.md,
+        // "Group commit"), after the messages handled before it without one
+        if (group.length === 0 && toAck.length > 0) {
+          group.push({ ids: toAck, handle: undefined, traced: undefined })
           toAck = []
-          handled++
-          okRun++
-          acked += done.count
-          if (traced !== undefined) t!.end(traced, r.shard, "acked")
-          continue
         }
-        if (done._tag !== "Refused") {
-          // nothing committed: the shard's pending entries are read again (or it moved)
-          toAck = []
-          const outcome = settleCommit(env, r, done)
-          if (traced !== undefined) t!.end(traced, r.shard, outcomeOf(outcome), done)
-          return yield* finish(outcome)
+        group.push({ ids: [m.id], handle: tx, traced, m })
+        handled++
+        okRun++
+        continue
+      }
+      // a failed message: what succeeded before it commits first (its nack
+      // must not overtake them), and its own effects are dropped
+      if (group.length > 0) {
+        const stopped = yield* flushGroup()
+        if (stopped !== undefined) {
+          // an earlier message stopped the group: this one is read again after it
+          if (traced !== undefined) t!.end(traced, r.shard, "retried", error)
+          return yield* finish(stopped)
         }
-        error = done.error
       }
       failed++
       if (breaker !== undefined && okRun > 0) succeeded(env, breaker, r.shard)
@@ -1161,6 +1271,10 @@ const handleEach = (
       if (next !== "continue") return yield* finish(next)
     }
     if (breaker !== undefined && okRun > 0) succeeded(env, breaker, r.shard)
+    if (group.length > 0) {
+      const stopped = yield* flushGroup()
+      if (stopped !== undefined) return yield* finish(stopped)
+    }
     // acknowledged by the shard's next read (or flushAcks)
     r.unacked = toAck
     return yield* finish(More)

@@ -101,6 +101,108 @@ export const commit = (
     }
   })
 
+/** One message's share of a group commit: its ids, and its transaction (none: an ack only). */
+export interface GroupPart {
+  readonly ids: ReadonlyArray<string>
+  readonly handle: TransactionHandle | undefined
+}
+
+/**
+ * A group commit's end: how many leading parts committed (or had
+ * committed before), and, when not all did, why the next did not (no part
+ * after it committed).
+ */
+export interface GroupResult {
+  readonly committed: number
+  readonly stop?: Exclude<CommitResult, { readonly _tag: "Acked" }>
+}
+
+/**
+ * Commit the parts of one shard's batch, in stream order, in one fenced
+ * step (docs/exactly-once.md, "Group commit"): each part's writes, sends
+ * and ack together, stopping at the first part that cannot commit. Sends
+ * are routed now; a direct send whose target was sealed meanwhile stops
+ * the group at its part, which is routed again over the refreshed layout
+ * and committed with the parts after it (the parts before it committed).
+ */
+export const commitGroup = (
+  tx: TransactionEnv,
+  address: {
+    readonly stream: string
+    readonly shard: number
+    readonly group: string
+    readonly token: number
+  },
+  mode: "ack" | "xackdel",
+  parts: ReadonlyArray<GroupPart>,
+): Effect.Effect<GroupResult> =>
+  Effect.gen(function* () {
+    const port = tx.port
+    const first = parts.find((p) => p.handle !== undefined)?.handle
+    if (port === undefined)
+      return {
+        committed: 0,
+        stop: { _tag: "Refused", error: first?.refusal ?? new Error("no transactions") },
+      } as const
+    let done = 0
+    for (let attempt = 1; ; attempt++) {
+      const routed: Array<Tx.CommitPart> = []
+      // a send to a stream without a layout is its handler's mistake: its message fails
+      let unroutable: unknown
+      route: for (let i = done; i < parts.length; i++) {
+        const part = parts[i]!
+        const sends: Array<Tx.Send> = []
+        for (const s of part.handle?.sends ?? []) {
+          const shard = yield* Effect.result(tx.router.route(s.stream, s.key))
+          if (shard._tag === "Failure") {
+            unroutable = shard.failure
+            break route
+          }
+          sends.push({ stream: s.stream, shard: shard.success, key: s.key, fields: s.fields })
+        }
+        routed.push({ ids: part.ids, writes: part.handle?.writes ?? [], sends })
+      }
+      const stopAt = (stop: GroupResult["stop"]): GroupResult =>
+        stop === undefined ? { committed: done } : { committed: done, stop }
+      if (routed.length === 0) return stopAt({ _tag: "Refused", error: unroutable })
+      const result = yield* Effect.result(port.commitGroup({ ...address, mode, parts: routed }))
+      if (result._tag === "Failure") {
+        const error = result.failure
+        switch (error._tag) {
+          case "StaleOwner":
+            return stopAt({ _tag: "Stale" })
+          case "TransactionRefused":
+          case "InvalidArgument":
+            return stopAt({ _tag: "Refused", error })
+          default:
+            // the storage failing: the group may or may not have run, and the
+            // retry finds out (a committed message is not pending any more)
+            return stopAt({ _tag: "Retry", error })
+        }
+      }
+      const outcome = result.success
+      done += outcome.committed.length
+      const stopped = outcome.stopped
+      if (stopped === undefined)
+        return stopAt(unroutable === undefined ? undefined : { _tag: "Refused", error: unroutable })
+      switch (stopped._tag) {
+        case "NotPending":
+          return stopAt({
+            _tag: "Retry",
+            error: new Error(`not pending any more: ${stopped.ids.join(", ")}; nothing committed`),
+          })
+        case "Refused":
+          return stopAt({ _tag: "Refused", error: stopped.error })
+        case "Sealed": {
+          if (attempt >= SEALED_ATTEMPTS) return stopAt({ _tag: "Retry", error: stopped.error })
+          const refreshed = yield* Effect.result(tx.router.refresh(stopped.error.stream))
+          if (refreshed._tag === "Failure")
+            return stopAt({ _tag: "Retry", error: refreshed.failure })
+        }
+      }
+    }
+  })
+
 /** Entries relayed per outbox read. */
 const RELAY_BATCH = 64
 

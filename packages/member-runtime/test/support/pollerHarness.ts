@@ -4,7 +4,12 @@
  * harness fences each shard with token 1 and starts loops itself. Every
  * data-plane call and handler call goes to one ordered log.
  */
-import { BackendUnavailable, type DataPlaneError, type ShardStreams } from "@shardline/core"
+import {
+  BackendUnavailable,
+  type DataPlaneError,
+  type ShardStreams,
+  type Transaction,
+} from "@shardline/core"
 import { ShardStreams as MemoryShardStreams } from "@shardline/core/testing"
 import { Clock, Effect, Scope } from "effect"
 import { TestClock } from "effect/testing"
@@ -75,6 +80,8 @@ export interface HarnessOptions {
   readonly beforeRead?: (o: ShardStreams.ReadOptions) => Effect.Effect<void>
   /** Handlers' transactions on the memory port (default: none, every handle refuses `Unsupported`). */
   readonly transactions?: boolean
+  /** Wraps the memory port's transactions (a test counts, holds or fails commits with it). */
+  readonly wrapTransactions?: (port: Transaction.TransactionsShape) => Transaction.TransactionsShape
 }
 
 const isEffect = (u: unknown): u is Effect.Effect<void, unknown> => Effect.isEffect(u)
@@ -315,7 +322,10 @@ export const makeHarness = (options: HarnessOptions = {}) =>
       ...(options.transactions === true
         ? {
             transactions: {
-              port: memory.transactions,
+              port:
+                options.wrapTransactions === undefined
+                  ? memory.transactions
+                  : options.wrapTransactions(memory.transactions!),
               router: makeSendRouter(LayoutSource.fixed({ [stream]: 1 })),
             },
           }

@@ -14,8 +14,20 @@ export const isValid = (text: string): boolean => {
   )
 }
 
+/** A valid id (`isValid`) as Redis writes it: without leading zeros. */
+export const canonical = (text: string): string =>
+  /(^|-)0\d/.test(text) ? text.replace(/^0+(?=\d)/, "").replace(/-0+(?=\d)/, "-") : text
+
 /** Orders two valid ids (`isValid`): negative, zero or positive as `a` is below, at or above `b`. */
 export const compare = (a: string, b: string): number => {
+  // the common case (both parts at most 15 digits, no leading zeros): numbers are exact
+  if (SHORT.test(a) && SHORT.test(b)) {
+    const dashA = a.indexOf("-")
+    const dashB = b.indexOf("-")
+    const ms = Number(a.slice(0, dashA)) - Number(b.slice(0, dashB))
+    if (ms !== 0) return ms
+    return Number(a.slice(dashA + 1)) - Number(b.slice(dashB + 1))
+  }
   const dashA = a.indexOf("-")
   const dashB = b.indexOf("-")
   const ms = BigInt(a.slice(0, dashA)) - BigInt(b.slice(0, dashB))

@@ -1,5 +1,7 @@
--- commit: a transaction's writes and sends, and the acknowledgement of the
--- messages it covers, in ONE fenced, atomic step (docs/exactly-once.md).
+-- commit: a GROUP of transactions (the messages of one shard's batch, in
+-- stream order; a single commit is a group of one) and the acknowledgement
+-- of the messages each covers, in ONE fenced, atomic step
+-- (docs/exactly-once.md, "The commit" and "Group commit").
 -- The loader prepends the prelude and the allow-list (core's
 -- Transaction.COMMANDS): `TX`, command -> the type it works on, and `TXC`,
 -- command -> the counter it changes.
@@ -7,23 +9,31 @@
 -- KEYS[4..] every other key it touches (declared for the cluster and the ACL)
 -- ARGV[1] token  ARGV[2] group  ARGV[3] ack mode "ack" | "xackdel"
 -- ARGV[4] "1": XACKDEL ... ACKED exists (Redis >= 8.2)  ARGV[5] "direct" | "outbox"
--- then: n ids, ids...; n writes, per write: command, n keys, the index in
--- KEYS of each, n other args, args...; n sends, per send: the index in KEYS
--- of the target shard stream and of its seal marker (0 with the outbox),
--- target stream, shard, routing key, n field items, field, value, ...
+-- ARGV[6] the lowest id of every part, ARGV[7] the highest, ARGV[8] how many ids
+-- then: n parts; per part: n ids, ids...; n writes, per write: command, n
+-- keys, the index in KEYS of each, n other args, args...; n sends, per
+-- send: the index in KEYS of the target shard stream and of its seal marker
+-- (0 with the outbox), target stream, shard, routing key, n field items,
+-- field, value, ...
 -- (keys are named through KEYS, never ARGV: a client's key prefix applies)
 -- Order, and why nothing is ever half done:
--- 1. the owner token (a stale owner writes nothing, acks nothing);
--- 2. every message still pending in the group, else nothing (none pending:
---    a commit of them already ran, {0, 0}; some: {10, ids not pending});
--- 3. every write checked against the keys as the writes before it leave
---    them (types, counters), every direct send's target (not sealed, a
---    stream): a refusal ({11, ...} or {8, send}) before the first write;
--- 4. the writes, the sends (to the targets, or to the outbox), the ack.
--- Redis refuses a write for want of memory only at a script's first write,
--- before anything changed.
--- -> {0, 1} committed | {0, 0} already committed | {10, id, ...} not pending
---    | {8, send index} target sealed | {11, write index, reason, key, message}
+-- 1. the owner token, once (a stale owner writes nothing, acks nothing);
+-- 2. which ids are pending in the group: one XPENDING over [lowest, highest]
+--    (paged), not one per id;
+-- 3. each part in order: none of its ids pending, it committed before
+--    (skipped, "already"); some: it stops the group ({10, ids not
+--    pending}); else every write checked against the keys as the writes
+--    before it (this part's and the earlier parts') leave them, and every
+--    direct send's target (not sealed, a stream): a refusal ({11, ...} or
+--    {8, send}) stops the group at this part. A part after a stop is never
+--    looked at: a later message never commits when an earlier one failed;
+-- 4. the writes and sends of the parts before the stop, in order, then one
+--    ack of their ids. Nothing is written before every check of those
+--    parts passed. Redis refuses a write for want of memory only at a
+--    script's first write, before anything changed.
+-- -> {0, {1 committed | 0 already, ... per part before the stop}, stop}
+--    stop: 0 none | 10, id, ... not pending | 8, send index: target sealed
+--    | 11, write index, reason, key, message: refused
 --    | {1, current} | {12} token missing | {13, what} vanished | {2, key, msg}
 local MAX = 9007199254740991
 
@@ -70,50 +80,57 @@ local function main()
   local group, mode, native, sends_mode = ARGV[2], ARGV[3], ARGV[4] == '1', ARGV[5]
   fence(owner, tonumber(ARGV[1]))
 
-  local i = 6
-  local function take()
-    local v = ARGV[i]
+  -- the parts, read in one pass over ARGV (no function call per argument:
+  -- this runs for every message of a group)
+  local i = 10
+  local parts = {}
+  for p = 1, tonumber(ARGV[9]) do
+    local n = tonumber(ARGV[i])
+    local ids = { unpack(ARGV, i + 1, i + n) }
+    i = i + n + 1
+    local writes = {}
+    for k = 1, tonumber(ARGV[i]) do
+      local cmd, nkeys = ARGV[i + 1], tonumber(ARGV[i + 2])
+      i = i + 3
+      local args = {}
+      for j = 1, nkeys do args[j] = KEYS[tonumber(ARGV[i + j - 1])] end
+      i = i + nkeys
+      local nargs = tonumber(ARGV[i])
+      for j = 1, nargs do args[nkeys + j] = ARGV[i + j] end
+      i = i + nargs
+      writes[k] = { cmd = cmd, args = args }
+    end
     i = i + 1
-    return v
-  end
-  local ids = {}
-  for k = 1, tonumber(take()) do ids[k] = take() end
-  local writes = {}
-  for k = 1, tonumber(take()) do
-    local cmd = take()
-    local args = {}
-    for _ = 1, tonumber(take()) do args[#args + 1] = KEYS[tonumber(take())] end
-    for _ = 1, tonumber(take()) do args[#args + 1] = take() end
-    writes[k] = { cmd = cmd, args = args }
-  end
-  local sends = {}
-  for k = 1, tonumber(take()) do
-    local s = { key = KEYS[tonumber(take())], sealed = KEYS[tonumber(take())], stream = take(), shard = take(), rkey = take() }
-    local fields = {}
-    for j = 1, tonumber(take()) do fields[j] = take() end
-    s.fields = fields
-    sends[k] = s
+    local sends = {}
+    for k = 1, tonumber(ARGV[i]) do
+      local s = { key = KEYS[tonumber(ARGV[i + 1])], sealed = KEYS[tonumber(ARGV[i + 2])], stream = ARGV[i + 3], shard = ARGV[i + 4], rkey = ARGV[i + 5] }
+      local nf = tonumber(ARGV[i + 6])
+      s.fields = { unpack(ARGV, i + 7, i + 6 + nf) }
+      i = i + 6 + nf
+      sends[k] = s
+    end
+    i = i + 1
+    parts[p] = { ids = ids, writes = writes, sends = sends }
   end
 
-  -- 2. every message still pending in the group (a key of another type:
-  -- XPENDING's WRONGTYPE refuses the commit as a foreign value, {2, ...})
-  local missing = {}
-  for _, id in ipairs(ids) do
-    local p = rcall(stream, 'XPENDING', stream, group, id, id, 1)
+  -- 2. which ids are pending: one XPENDING over the parts' range, paged
+  -- (other entries pending in the range only make it page); a key of
+  -- another type: XPENDING's WRONGTYPE refuses the commit as a foreign
+  -- value, {2, ...}
+  local pending = {}
+  local from, to, total = ARGV[6], ARGV[7], tonumber(ARGV[8]) + 1
+  while true do
+    local page = rcall(stream, 'XPENDING', stream, group, from, to, total)
     -- the group (or the stream) vanished under the token: VANISHED, never
     -- "already committed" (which would drop the writes: docs/protocol.md rule 26)
-    if is_err(p, 'NOGROUP') or is_err(p, 'ERR no such key') then vanished(stream) end
-    if is_err(p, '') then error(p) end
-    if #p == 0 then missing[#missing + 1] = id end
-  end
-  if #missing == #ids then return { 0, 0 } end
-  if #missing > 0 then
-    local out = { 10 }
-    for _, id in ipairs(missing) do out[#out + 1] = id end
-    return out
+    if is_err(page, 'NOGROUP') or is_err(page, 'ERR no such key') then vanished(stream) end
+    if is_err(page, '') then error(page) end
+    for _, e in ipairs(page) do pending[e[1]] = true end
+    if #page < total then break end
+    from = '(' .. page[#page][1]
   end
 
-  -- 3. the writes, as each leaves the keys for the next (nothing written yet)
+  -- 3. each part, as the writes before it leave the keys (nothing written yet)
   local sim = {}
   -- a key as the writes before leave it; when a counter write first sees
   -- it, one GET (HGET of its field) reads its type and value together:
@@ -163,99 +180,142 @@ local function main()
     if v == false then return '0' end
     return v
   end
-  for k, w in ipairs(writes) do
-    local t, c = TX[w.cmd], TXC[w.cmd]
-    if t == nil then refuse(k - 1, 'CommandNotAllowed', w.args[1] or '', w.cmd .. ' is not a transaction command') end
-    local key = w.args[1]
-    if w.cmd == 'DEL' then
-      for _, dk in ipairs(w.args) do gone(dk) end
-    elseif t == 'overwrite' then
-      sim[key] = { t = 'string', fresh = true, f = {}, str = w.args[2] }
-    elseif t ~= 'any' then
-      local field = nil
-      if c == 'hashInt' or c == 'hashFloat' then field = w.args[2] end
-      local s = state(key, t, field)
-      if s.t ~= 'none' and s.t ~= t then
-        refuse(k - 1, 'WrongType', key, 'holds a ' .. s.t .. ', the command works on a ' .. t)
-      end
-      s.t = t
-      if c == 'int' then
-        local cur = int_of(str_value(key, s))
-        if cur == nil then refuse(k - 1, 'NotANumber', key, 'the value is not an integer') end
-        local by = 1
-        if w.cmd == 'DECR' then by = -1 end
-        if w.cmd == 'INCRBY' then by = tonumber(w.args[2]) end
-        if w.cmd == 'DECRBY' then by = -tonumber(w.args[2]) end
-        local nxt = cur + by
-        if nxt > MAX or nxt < -MAX then refuse(k - 1, 'OutOfRange', key, 'the result leaves +-' .. MAX) end
-        s.str = nxt
-      elseif c == 'float' then
-        local cur = float_of(str_value(key, s))
-        if cur == nil then refuse(k - 1, 'NotANumber', key, 'the value is not a number') end
-        local nxt = cur + tonumber(w.args[2])
-        if nxt ~= nxt or nxt == math.huge or nxt == -math.huge then
-          refuse(k - 1, 'OutOfRange', key, 'the result is not finite')
+  local function simulate(writes)
+    for k, w in ipairs(writes) do
+      local t, c = TX[w.cmd], TXC[w.cmd]
+      if t == nil then refuse(k - 1, 'CommandNotAllowed', w.args[1] or '', w.cmd .. ' is not a transaction command') end
+      local key = w.args[1]
+      if w.cmd == 'DEL' then
+        for _, dk in ipairs(w.args) do gone(dk) end
+      elseif t == 'overwrite' then
+        sim[key] = { t = 'string', fresh = true, f = {}, str = w.args[2] }
+      elseif t ~= 'any' then
+        local field = nil
+        if c == 'hashInt' or c == 'hashFloat' then field = w.args[2] end
+        local s = state(key, t, field)
+        if s.t ~= 'none' and s.t ~= t then
+          refuse(k - 1, 'WrongType', key, 'holds a ' .. s.t .. ', the command works on a ' .. t)
         end
-        s.str = nxt
-      elseif c == 'hashInt' or c == 'hashFloat' then
-        local field = w.args[2]
-        local raw = field_value(key, s, field)
-        if c == 'hashInt' then
-          local cur = int_of(raw)
-          if cur == nil then refuse(k - 1, 'NotANumber', key, 'field ' .. field .. ' is not an integer') end
-          local nxt = cur + tonumber(w.args[3])
+        s.t = t
+        if c == 'int' then
+          local cur = int_of(str_value(key, s))
+          if cur == nil then refuse(k - 1, 'NotANumber', key, 'the value is not an integer') end
+          local by = 1
+          if w.cmd == 'DECR' then by = -1 end
+          if w.cmd == 'INCRBY' then by = tonumber(w.args[2]) end
+          if w.cmd == 'DECRBY' then by = -tonumber(w.args[2]) end
+          local nxt = cur + by
           if nxt > MAX or nxt < -MAX then refuse(k - 1, 'OutOfRange', key, 'the result leaves +-' .. MAX) end
-          s.f[field] = nxt
-        else
-          local cur = float_of(raw)
-          if cur == nil then refuse(k - 1, 'NotANumber', key, 'field ' .. field .. ' is not a number') end
-          local nxt = cur + tonumber(w.args[3])
+          s.str = nxt
+        elseif c == 'float' then
+          local cur = float_of(str_value(key, s))
+          if cur == nil then refuse(k - 1, 'NotANumber', key, 'the value is not a number') end
+          local nxt = cur + tonumber(w.args[2])
           if nxt ~= nxt or nxt == math.huge or nxt == -math.huge then
             refuse(k - 1, 'OutOfRange', key, 'the result is not finite')
           end
-          s.f[field] = nxt
+          s.str = nxt
+        elseif c == 'hashInt' or c == 'hashFloat' then
+          local raw = field_value(key, s, field)
+          if c == 'hashInt' then
+            local cur = int_of(raw)
+            if cur == nil then refuse(k - 1, 'NotANumber', key, 'field ' .. field .. ' is not an integer') end
+            local nxt = cur + tonumber(w.args[3])
+            if nxt > MAX or nxt < -MAX then refuse(k - 1, 'OutOfRange', key, 'the result leaves +-' .. MAX) end
+            s.f[field] = nxt
+          else
+            local cur = float_of(raw)
+            if cur == nil then refuse(k - 1, 'NotANumber', key, 'field ' .. field .. ' is not a number') end
+            local nxt = cur + tonumber(w.args[3])
+            if nxt ~= nxt or nxt == math.huge or nxt == -math.huge then
+              refuse(k - 1, 'OutOfRange', key, 'the result is not finite')
+            end
+            s.f[field] = nxt
+          end
+        elseif w.cmd == 'HSET' then
+          for j = 2, #w.args, 2 do s.f[w.args[j]] = w.args[j + 1] end
+        elseif w.cmd == 'HDEL' then
+          for j = 2, #w.args do s.f[w.args[j]] = false end
         end
-      elseif w.cmd == 'HSET' then
-        for j = 2, #w.args, 2 do s.f[w.args[j]] = w.args[j + 1] end
-      elseif w.cmd == 'HDEL' then
-        for j = 2, #w.args do s.f[w.args[j]] = false end
       end
     end
   end
-  -- direct sends: the target takes appends (not sealed) and is a stream
-  if sends_mode == 'direct' then
-    for k, s in ipairs(sends) do
-      if ccall(s.sealed, 'EXISTS', s.sealed) == 1 then return { 8, k - 1 } end
-      expect_type(s.key, 'stream')
-    end
-  else
-    expect_type(outbox, 'stream')
-  end
 
-  -- 4. everything, now that nothing can refuse
-  for _, w in ipairs(writes) do ccall(w.args[1], w.cmd, unpack(w.args)) end
-  for _, s in ipairs(sends) do
-    if sends_mode == 'direct' then
-      local args = { 'XADD', s.key, '*' }
-      for _, f in ipairs(s.fields) do args[#args + 1] = f end
-      args[#args + 1] = 'shardline-key'
-      args[#args + 1] = s.rkey
-      ccall(s.key, unpack(args))
+  local done = {}
+  local stop = nil
+  local sealed_seen = {}
+  local any_commits = false
+  for p, part in ipairs(parts) do
+    local missing = {}
+    for _, id in ipairs(part.ids) do
+      if not pending[id] then missing[#missing + 1] = id end
+    end
+    if #missing == #part.ids then
+      -- committed before (its reply was lost, or it was sent twice): nothing to do
+      done[p] = 0
+    elseif #missing > 0 then
+      stop = { 10 }
+      for _, id in ipairs(missing) do stop[#stop + 1] = id end
+      break
     else
-      local args = { 'XADD', outbox, '*', 'shardline-target', s.stream, 'shardline-shard', s.shard, 'shardline-key', s.rkey }
-      for _, f in ipairs(s.fields) do args[#args + 1] = f end
-      ccall(outbox, unpack(args))
+      local ok, err = pcall(simulate, part.writes)
+      if not ok then
+        if type(err) == 'table' and err.refused then
+          stop = { 11, err.index, err.reason, err.key, err.message }
+          break
+        end
+        error(err)
+      end
+      -- direct sends: the target takes appends (not sealed) and is a stream
+      if sends_mode == 'direct' then
+        for k, s in ipairs(part.sends) do
+          if sealed_seen[s.sealed] == nil then
+            sealed_seen[s.sealed] = ccall(s.sealed, 'EXISTS', s.sealed) == 1
+            expect_type(s.key, 'stream')
+          end
+          if sealed_seen[s.sealed] then
+            stop = { 8, k - 1 }
+            break
+          end
+        end
+        if stop ~= nil then break end
+      end
+      done[p] = 1
+      any_commits = true
     end
   end
-  acknowledge(stream, group, mode, native, ids)
-  return { 0, 1 }
+  if any_commits and sends_mode ~= 'direct' then expect_type(outbox, 'stream') end
+
+  -- 4. everything of the parts before the stop, now that none can refuse
+  local acks = {}
+  for p, flag in ipairs(done) do
+    if flag == 1 then
+      local part = parts[p]
+      for _, w in ipairs(part.writes) do ccall(w.args[1], w.cmd, unpack(w.args)) end
+      for _, s in ipairs(part.sends) do
+        if sends_mode == 'direct' then
+          local args = { 'XADD', s.key, '*' }
+          for _, f in ipairs(s.fields) do args[#args + 1] = f end
+          args[#args + 1] = 'shardline-key'
+          args[#args + 1] = s.rkey
+          ccall(s.key, unpack(args))
+        else
+          local args = { 'XADD', outbox, '*', 'shardline-target', s.stream, 'shardline-shard', s.shard, 'shardline-key', s.rkey }
+          for _, f in ipairs(s.fields) do args[#args + 1] = f end
+          ccall(outbox, unpack(args))
+        end
+      end
+      for _, id in ipairs(part.ids) do acks[#acks + 1] = id end
+    end
+  end
+  acknowledge(stream, group, mode, native, acks)
+  local out = { 0, done }
+  if stop == nil then
+    out[3] = 0
+  else
+    for _, v in ipairs(stop) do out[#out + 1] = v end
+  end
+  return out
 end
 
-return run(function()
-  local ok, result = pcall(main)
-  if ok then return result end
-  if type(result) == 'table' and result.refused then
-    return { 11, result.index, result.reason, result.key, result.message }
-  end
-  error(result)
-end)
+return run(main)

@@ -385,6 +385,210 @@ export const transactionsContract = (subject: () => Streams) => {
   )
 }
 
+/**
+ * The group commit (docs/exactly-once.md, "Group commit"): the parts of one
+ * batch in one fenced step, in order, stopping at the first that cannot
+ * commit; a part's effects commit only with its own ack.
+ */
+export const groupCommitContract = (subject: () => Streams) => {
+  const part = (id: string, ...writes: Array<Transaction.Write>): Transaction.CommitPart => ({
+    ids: [id],
+    writes,
+    sends: [],
+  })
+  const pendingIds = (s: Streams, base: ShardStreams.GroupAddress) =>
+    Effect.map(s.pending(base), (ps) => ps.map((p) => p.id))
+
+  it.live("a group commits every part, its writes and its ack, in one step", () =>
+    Effect.gen(function* () {
+      const s = subject()
+      const { out, base, ids, tx, keys } = yield* setUp(s, 4)
+      const n = keys.key("n")
+      const done = yield* tx.commitGroup({
+        ...base,
+        token: 5,
+        mode: "ack",
+        parts: [
+          { ids: [ids[0]!], writes: [], sends: [] },
+          part(ids[1]!, w("INCR", n)),
+          {
+            ids: [ids[2]!],
+            writes: [w("INCRBY", n, "10")],
+            sends: [{ stream: out, shard: 0, key: "k", fields: { v: "2" } }],
+          },
+        ],
+      })
+      assert.deepStrictEqual(done, { committed: ["Committed", "Committed", "Committed"] })
+      assert.deepStrictEqual(yield* tx.read(n), { type: "string", value: "11" })
+      assert.deepStrictEqual(yield* sentEntries(s, base, out, 0), [
+        { v: "2", "shardline-key": "k" },
+      ])
+      assert.deepStrictEqual(yield* pendingIds(s, base), [ids[3]!])
+    }),
+  )
+
+  it.live("message 2 of 3 refused: message 1 committed and acknowledged, 2 and 3 neither", () =>
+    Effect.gen(function* () {
+      const s = subject()
+      const { base, ids, tx, keys } = yield* setUp(s, 3)
+      const n = keys.key("n")
+      const text = keys.key("text")
+      const third = keys.key("third")
+      const done = yield* tx.commitGroup({
+        ...base,
+        token: 5,
+        mode: "ack",
+        parts: [
+          // message 1 leaves a string no counter takes ...
+          part(ids[0]!, w("INCR", n), w("SET", text, "x")),
+          // ... so message 2's INCR of it cannot apply (seen as message 1 leaves it)
+          part(ids[1]!, w("INCR", n), w("INCR", text)),
+          // message 3 could commit alone: it must not, after a failed message 2
+          part(ids[2]!, w("INCR", third)),
+        ],
+      })
+      assert.deepStrictEqual(done.committed, ["Committed"])
+      assert.strictEqual(done.stopped?._tag, "Refused")
+      const refusal = (done.stopped as { error: { reason: string; index: number } }).error
+      assert.deepStrictEqual([refusal.reason, refusal.index], ["NotANumber", 1])
+      assert.deepStrictEqual(yield* tx.read(n), { type: "string", value: "1" })
+      assert.deepStrictEqual(yield* tx.read(text), { type: "string", value: "x" })
+      assert.isUndefined(yield* tx.read(third))
+      assert.deepStrictEqual(yield* pendingIds(s, base), [ids[1]!, ids[2]!])
+    }),
+  )
+
+  it.live(
+    "a counter's range is checked across parts: the part that leaves it stops the group",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { base, ids, tx, keys } = yield* setUp(s, 2)
+        const n = keys.key("n")
+        const done = yield* tx.commitGroup({
+          ...base,
+          token: 5,
+          mode: "ack",
+          parts: [
+            part(ids[0]!, w("INCRBY", n, String(Number.MAX_SAFE_INTEGER - 1))),
+            part(ids[1]!, w("INCRBY", n, "2")),
+          ],
+        })
+        assert.deepStrictEqual(done.committed, ["Committed"])
+        assert.strictEqual(
+          (done.stopped as { error: { reason: string } } | undefined)?.error.reason,
+          "OutOfRange",
+        )
+        assert.deepStrictEqual(yield* tx.read(n), {
+          type: "string",
+          value: String(Number.MAX_SAFE_INTEGER - 1),
+        })
+        assert.deepStrictEqual(yield* pendingIds(s, base), [ids[1]!])
+      }),
+  )
+
+  it.live("a stale owner's group commit writes nothing and acknowledges nothing", () =>
+    Effect.gen(function* () {
+      const s = subject()
+      const { out, base, ids, tx, keys } = yield* setUp(s, 2)
+      yield* s.setOwnerToken({ ...base, token: 6 })
+      const n = keys.key("n")
+      const failed = yield* Effect.flip(
+        tx.commitGroup({
+          ...base,
+          token: 5,
+          mode: "ack",
+          parts: [
+            part(ids[0]!, w("INCR", n)),
+            {
+              ids: [ids[1]!],
+              writes: [w("INCR", n)],
+              sends: [{ stream: out, shard: 0, key: "k", fields: { v: "1" } }],
+            },
+          ],
+        }),
+      )
+      assert.strictEqual(failed._tag, "StaleOwner")
+      assert.isUndefined(yield* tx.read(n))
+      assert.deepStrictEqual(yield* sentEntries(s, base, out, 0), [])
+      assert.deepStrictEqual(yield* pendingIds(s, base), ids)
+    }),
+  )
+
+  it.live(
+    "a group sent again: its committed parts are AlreadyCommitted and not repeated, the rest commits",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { base, ids, tx, keys } = yield* setUp(s, 3)
+        const n = keys.key("n")
+        const first = {
+          ...base,
+          token: 5,
+          mode: "ack" as const,
+          parts: [part(ids[0]!, w("INCR", n))],
+        }
+        assert.deepStrictEqual(yield* tx.commitGroup(first), { committed: ["Committed"] })
+        const again = yield* tx.commitGroup({
+          ...first,
+          parts: [...first.parts, part(ids[1]!, w("INCR", n))],
+        })
+        assert.deepStrictEqual(again, { committed: ["AlreadyCommitted", "Committed"] })
+        assert.deepStrictEqual(yield* tx.read(n), { type: "string", value: "2" })
+        assert.deepStrictEqual(yield* pendingIds(s, base), [ids[2]!])
+      }),
+  )
+
+  it.live("a part partly pending stops the group there: nothing of it or after it", () =>
+    Effect.gen(function* () {
+      const s = subject()
+      const { base, ids, tx, keys } = yield* setUp(s, 4)
+      yield* s.ack({ ...base, token: 5, ids: [ids[2]!], mode: "ack" })
+      const n = keys.key("n")
+      const done = yield* tx.commitGroup({
+        ...base,
+        token: 5,
+        mode: "ack",
+        parts: [
+          part(ids[0]!, w("INCR", n)),
+          { ids: [ids[1]!, ids[2]!], writes: [w("INCR", n)], sends: [] },
+          part(ids[3]!, w("INCR", n)),
+        ],
+      })
+      assert.deepStrictEqual(done, {
+        committed: ["Committed"],
+        stopped: { _tag: "NotPending", ids: [ids[2]!] },
+      })
+      assert.deepStrictEqual(yield* tx.read(n), { type: "string", value: "1" })
+      assert.deepStrictEqual(yield* pendingIds(s, base), [ids[1]!, ids[3]!])
+    }),
+  )
+
+  it.live("a part the storage's own checks refuse stops the group there (a reserved key)", () =>
+    Effect.gen(function* () {
+      const s = subject()
+      const { base, ids, tx, keys } = yield* setUp(s, 2)
+      const n = keys.key("n")
+      const done = yield* tx.commitGroup({
+        ...base,
+        token: 5,
+        mode: "ack",
+        parts: [
+          part(ids[0]!, w("INCR", n)),
+          part(ids[1]!, w("INCR", ShardStreams.ownerTokenKey(base.stream, 2, "g"))),
+        ],
+      })
+      assert.deepStrictEqual(done.committed, ["Committed"])
+      assert.strictEqual(
+        (done.stopped as { error: { reason: string } } | undefined)?.error.reason,
+        "ReservedKey",
+      )
+      assert.deepStrictEqual(yield* tx.read(n), { type: "string", value: "1" })
+      assert.deepStrictEqual(yield* pendingIds(s, base), [ids[1]!])
+    }),
+  )
+}
+
 /** Direct sends (memory, one Redis node): a sealed target refuses the commit. */
 export const directSendsContract = (subject: () => Streams) => {
   it.live("a send to a sealed shard refuses the whole commit (route again, commit again)", () =>
@@ -418,6 +622,42 @@ export const directSendsContract = (subject: () => Streams) => {
       assert.deepStrictEqual(yield* tx.commit(routed), { _tag: "Committed" })
       assert.strictEqual((yield* s.range(shardKey(out, 2))).length, 1)
     }),
+  )
+
+  it.live(
+    "a group stops at the part whose send targets a sealed shard; the parts before commit",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { out, base, ids, tx, keys } = yield* setUp(s, 2)
+        yield* s.seal(out, 1)
+        const n = keys.key("n")
+        const done = yield* tx.commitGroup({
+          ...base,
+          token: 5,
+          mode: "ack",
+          parts: [
+            {
+              ids: [ids[0]!],
+              writes: [w("INCR", n)],
+              sends: [{ stream: out, shard: 0, key: "a", fields: { v: "1" } }],
+            },
+            {
+              ids: [ids[1]!],
+              writes: [w("INCR", n)],
+              sends: [{ stream: out, shard: 1, key: "b", fields: { v: "2" } }],
+            },
+          ],
+        })
+        assert.deepStrictEqual(done.committed, ["Committed"])
+        assert.strictEqual(done.stopped?._tag, "Sealed")
+        assert.deepStrictEqual(yield* tx.read(n), { type: "string", value: "1" })
+        assert.strictEqual((yield* s.range(shardKey(out, 0))).length, 1)
+        assert.deepStrictEqual(
+          (yield* s.pending(base)).map((p) => p.id),
+          [ids[1]!],
+        )
+      }),
   )
 }
 

@@ -73,12 +73,16 @@ export class MemoryKeyspace {
    * Apply `writes` in order, all or none: the refusal of the first write that
    * cannot apply (nothing changed then), or undefined.
    */
-  apply(writes: ReadonlyArray<Write>, now: number): TransactionRefused | undefined {
-    const scratch = new Map<string, Slot | undefined>()
+  apply(
+    writes: ReadonlyArray<Write>,
+    now: number,
     // keys a removal emptied in this transaction keep their type for the
     // writes after it, as redis-store's commit script sees them (it cannot
-    // know a key emptied before it writes anything)
-    const ghosts = new Map<string, Value["type"]>()
+    // know a key emptied before it writes anything); a group commit passes
+    // one map for all its parts, as the script simulates them in one pass
+    ghosts: Map<string, Value["type"]> = new Map(),
+  ): TransactionRefused | undefined {
+    const scratch = new Map<string, Slot | undefined>()
     const get = (key: string): Slot | undefined => {
       if (!scratch.has(key)) {
         const s = this.live(key, now)
