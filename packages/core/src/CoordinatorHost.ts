@@ -168,7 +168,7 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
    * shard: a shard whose storage node is down or hung is left out (its
    * rewind is not checked at this takeover) rather than failing the
    * election. One node's failure must not keep the whole group from having a
-   * coordinator: its owner cannot read there either (docs/protocol.md rule 18).
+   * coordinator: its owner cannot read there either (docs/protocol.md rule 27).
    */
   const readReachable = (shards: ReadonlyArray<number>) =>
     Effect.map(
@@ -182,7 +182,7 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
    * A takeover's re-assertion of every owner's token (a fence write may have
    * been lost), one write per shard: a shard whose storage node fails keeps
    * the token it has (the grant's own write, made before its owner was told)
-   * and does not fail the election (docs/protocol.md rule 18).
+   * and does not fail the election (docs/protocol.md rule 27).
    */
   const reassert = (owners: ReadonlyArray<Coordinator.Fence>) =>
     Effect.forEach(owners, (owner) => Effect.ignore(writeFences([owner])), {

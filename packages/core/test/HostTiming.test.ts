@@ -246,7 +246,7 @@ describe("rule 23 through the host: a takeover after a metadata rewind", () => {
   )
 })
 
-describe("rule 18 through the host: a takeover while one shard's storage node is down", () => {
+describe("rule 27 through the host: a takeover while one shard's storage node is down", () => {
   it.effect(
     "issue 32 item 4: the owner tokens of a shard whose node fails are neither read nor re-fenced, and the election succeeds; the member keeps every shard",
     () =>

@@ -64,7 +64,7 @@ export interface RedisConnectionOptions {
   readonly connectTimeoutMs?: number
   /**
    * How long any one command may wait for its reply, default 5,000 ms
-   * (docs/redis.md, "Command deadline"; docs/protocol.md rule 18): a master
+   * (docs/redis.md, "Command deadline"; docs/protocol.md rule 27): a master
    * that hangs (SIGSTOP, a full disk, a network that drops packets without a
    * reset) fails the command with `BackendUnavailable` ("no reply ... within")
    * instead of leaving it pending for ever. ioredis alone has no deadline.
@@ -527,6 +527,35 @@ export const checkEviction = (
       })
     yield* Effect.logWarning(
       `WARNING: Redis at ${where.join(", ")} evicts keys (maxmemory-policy ${policy}) and allowEviction is on: under memory pressure it may delete Shardline's shard streams, consumer groups and owner tokens, and messages that were accepted are lost. A vanished token stops its shard's reads, a vanished stream or group is reported (dataLost events); nothing brings the data back. CONFIG SET maxmemory-policy noeviction keeps it (docs/redis.md, "Eviction")`,
+    )
+  })
+
+/**
+ * Warns when a cluster master runs with `cluster-require-full-coverage yes`
+ * (Redis' default; docs/redis.md, "Recommended settings"): once one master
+ * is marked failed, every node refuses every command (CLUSTERDOWN) until a
+ * replica took over, so one node's failure stalls every group on the
+ * cluster, not only the shards that node holds (docs/protocol.md rule 27).
+ * A setting nobody may read (CONFIG refused: ACL, a managed service) is
+ * not mentioned: the warning would be noise on every start.
+ */
+export const checkFullCoverage = (client: Cluster): Effect.Effect<void> =>
+  Effect.gen(function* () {
+    const masters = client.nodes("master")
+    const values = yield* Effect.promise(() =>
+      Promise.all(
+        masters.map((node) =>
+          node.config("GET", "cluster-require-full-coverage").then(
+            (reply) => (Array.isArray(reply) ? String(reply[1]) : undefined),
+            () => undefined,
+          ),
+        ),
+      ),
+    )
+    const full = masters.filter((_, i) => values[i] === "yes").map(nodeName)
+    if (full.length === 0) return
+    yield* Effect.logWarning(
+      `Redis Cluster master(s) ${full.join(", ")} run with cluster-require-full-coverage yes (Redis' default): when one master fails, every node refuses every command until its replica took over, so one node's failure stalls every group, not only the shards it holds. Set cluster-require-full-coverage no on every node (CONFIG SET and redis.conf; docs/redis.md, "Recommended settings")`,
     )
   })
 
@@ -1179,6 +1208,10 @@ export const make = (
       // a server that evicts keys: refused unless the options opt in (docs/redis.md, "Eviction")
       waiting = `INFO memory (maxmemory-policy) to ${at}`
       yield* checkEviction(client, target, options.allowEviction === true)
+      if (isCluster) {
+        waiting = `CONFIG GET cluster-require-full-coverage to ${at}`
+        yield* checkFullCoverage(client as Cluster)
+      }
       // another key schema recorded in the namespace: refused before any port runs
       waiting = `GET ${keys.schema} (the key schema's record) to ${at}`
       yield* KeySchema.checkRecorded(client, keys)

@@ -1,16 +1,19 @@
 /**
  * No Shardline command waits without a deadline (docs/redis.md, "Command
- * deadline"; docs/protocol.md rule 18; issue 32, item 4). ioredis has none
+ * deadline"; docs/protocol.md rule 27; issue 32, item 4). ioredis has none
  * unless told: a master that hangs (SIGSTOP here) left every call on it
  * pending for as long as it hung. Now every call settles, a plain command
  * after `commandTimeoutMs`, a blocking one (XREAD BLOCK, WAIT) after its own
  * wait plus that, with `BackendUnavailable` naming the deadline; on a
- * cluster the other masters' keys go on being served meanwhile. These
+ * cluster the other masters' keys go on being served meanwhile. A cluster
+ * whose masters run `cluster-require-full-coverage yes` (Redis' default,
+ * which stops the whole cluster while one master is down) is warned about
+ * at connect (docs/redis.md, "Recommended settings"). These
  * tests assert that calls settle and how, never how fast (the test's own
  * timeout is the bound).
  */
 import { ShardStreams, Store } from "@shardline/core"
-import { Effect, Exit, type Layer, ManagedRuntime } from "effect"
+import { Effect, Exit, type Layer, Logger, ManagedRuntime } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
 import * as RedisConnection from "../src/RedisConnection.js"
 import * as RedisPorts from "../src/RedisPorts.js"
@@ -167,5 +170,30 @@ describe("command deadline on a 3-node cluster (one master SIGSTOPped)", () => {
       } else expect(result, `shard ${s} on a live master`).toEqual({ ok: true })
     }
     hung.resume()
+  }, 90_000)
+
+  it("a cluster with cluster-require-full-coverage yes (the default) is warned about at connect; with no, it is not (docs/redis.md, Recommended settings)", async () => {
+    cluster = await startRedisCluster()
+    const nodes = cluster.nodes
+    const warningsOf = async () => {
+      const warnings: Array<string> = []
+      const capture = Logger.layer([
+        Logger.make((o) => {
+          if (o.logLevel !== "Warn") return
+          const parts = Array.isArray(o.message) ? o.message : [o.message]
+          warnings.push(parts.map(String).join(" "))
+        }),
+      ])
+      await Effect.runPromise(
+        Effect.scoped(RedisConnection.make({ cluster: { nodes } })).pipe(Effect.provide(capture)),
+      )
+      return warnings.filter((w) => w.includes("cluster-require-full-coverage"))
+    }
+    const warned = await warningsOf()
+    expect(warned).toHaveLength(1)
+    expect(warned[0]).toContain("cluster-require-full-coverage yes")
+    expect(warned[0]).toContain("Set cluster-require-full-coverage no")
+    for (const s of cluster.servers) s.cli("CONFIG", "SET", "cluster-require-full-coverage", "no")
+    expect(await warningsOf()).toEqual([])
   }, 90_000)
 })

@@ -343,7 +343,7 @@ export const makeLogicalMember = (
             ) {
               // In the background: the lag reads go to every owned shard's node, and a
               // hung node must not hold up the heartbeat (the member's lease) nor the
-              // other shards' lags (docs/protocol.md rule 18). This heartbeat carries
+              // other shards' lags (docs/protocol.md rule 27). This heartbeat carries
               // the lags of the last refresh.
               lastLagAt = now()
               lagRefreshing = true
