@@ -52,8 +52,8 @@ import {
 import { sleep, World } from "../support/processWorld.js"
 import { eventually, useRedisCluster } from "../support/redis.js"
 
-const SESSION_MS = 4_000
-const HEARTBEAT_MS = 300
+const SESSION_MS = 10_000
+const HEARTBEAT_MS = 500
 const SHARDS = 16
 const PODS = ["a", "b", "c", "d"]
 /** Two keys per shard (so every shard, the victim's included, has traffic). */
