@@ -115,7 +115,9 @@ describe("durability through a Sentinel failover (primary kill -9; a primary, 2 
       producer.producedByKey(),
       byShard,
     )
-    const firstAfter = producer.lines.find((l) => l.ev === "sent" && l.t >= promotedAt)
+    const firstAfter = producer.lines.find(
+      (l) => l.ev === "sent" && l.t >= performance.timeOrigin + promotedAt,
+    )
     const values = {
       "kill -> promoted (ms)": promotedAt - killedAt,
       "confirmed sends": confirmed.size,
