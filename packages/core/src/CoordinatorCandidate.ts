@@ -157,7 +157,8 @@ export const run = (
         case "stop":
           yield* stopServing
           wasLeader = false
-          yield* role("standby")
+          // why the host stopped leading (lease expired or lost, a commit or fence write failed)
+          yield* role("standby", Option.getOrUndefined(yield* host.lastError))
       }
     })
 

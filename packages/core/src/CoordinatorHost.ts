@@ -177,6 +177,33 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
   const writeFences = (fences: ReadonlyArray<Coordinator.Fence>) =>
     fences.length === 0 ? Effect.void : fence.write(key, fences)
 
+  /**
+   * The owner tokens of `shards` storage answers for now, one read per
+   * shard: a shard whose storage node is down or hung is left out (its
+   * rewind is not checked at this takeover) rather than failing the
+   * election. One node's failure must not keep the whole group from having a
+   * coordinator: its owner cannot read there either (docs/protocol.md rule 27).
+   */
+  const readReachable = (shards: ReadonlyArray<number>) =>
+    Effect.map(
+      Effect.forEach(shards, (shard) => Effect.result(fence.read(key, [shard])), {
+        concurrency: 64,
+      }),
+      (results) => results.flatMap((r) => (Result.isSuccess(r) ? r.success : [])),
+    )
+
+  /**
+   * A takeover's re-assertion of every owner's token (a fence write may have
+   * been lost), one write per shard: a shard whose storage node fails keeps
+   * the token it has (the grant's own write, made before its owner was told)
+   * and does not fail the election (docs/protocol.md rule 27).
+   */
+  const reassert = (owners: ReadonlyArray<Coordinator.Fence>) =>
+    Effect.forEach(owners, (owner) => Effect.ignore(writeFences([owner])), {
+      concurrency: 64,
+      discard: true,
+    })
+
   const disarm = Effect.suspend(() => {
     const armed = timer
     timer = undefined
@@ -286,7 +313,7 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
           shell.apply(step, committed.success)
         }
         const shards = shell.state.tokens.map((_, shard) => shard)
-        const stored = yield* fence.read(key, shards)
+        const stored = yield* readReachable(shards)
         const rewind = shell.rewound(stored, now)
         if (rewind !== undefined) {
           const committed = yield* Effect.result(store.commit(key, shell.revision, rewind.records))
@@ -300,7 +327,7 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
         const owners = shell.state.current.flatMap((o, shard) =>
           o === null ? [] : [{ shard, token: o.token, memberId: o.memberId }],
         )
-        yield* writeFences(owners)
+        yield* reassert(owners)
         return { lease: held, shell } satisfies Leader
       }
     })

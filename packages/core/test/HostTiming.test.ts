@@ -10,6 +10,7 @@ import { TestClock } from "effect/testing"
 import {
   CoordinatorLease,
   defaultCoordinatorLeaseMs,
+  FenceWriteFailed,
   makeCoordinatorHost,
   OwnerFence,
   ShardStreams,
@@ -366,6 +367,57 @@ describe("rule 23 through the host: a takeover after a metadata rewind", () => {
         assert.strictEqual(
           yield* streams.ownerToken({ stream: "orders", shard: 2, group: "g" }),
           g2!.token,
+        )
+      }).pipe(Effect.scoped),
+  )
+})
+
+describe("rule 27 through the host: a takeover while one shard's storage node is down", () => {
+  it.effect(
+    "issue 32 item 4: the owner tokens of a shard whose node fails are neither read nor re-fenced, and the election succeeds; the member keeps every shard",
+    () =>
+      Effect.gen(function* () {
+        const streams = yield* ShardStreams.makeMemory
+        const fence = yield* OwnerFence.make.pipe(
+          Effect.provideService(ShardStreams.ShardStreams, streams),
+        )
+        const store = Store.makeMemoryUnsafe()
+        const lease = yield* CoordinatorLease.makeMemory
+        const s1 = yield* Scope.make()
+        const h1 = yield* makeCoordinatorHost({ config: cfg, holder: "c1" }).pipe(
+          Effect.provide(ports(store, lease, fence)),
+          Scope.provide(s1),
+        )
+        const a = yield* h1.heartbeat(request({ memberId: "a" }))
+        const steady = yield* h1.heartbeat(steadyOf("a", a))
+        yield* Scope.close(s1, Exit.void)
+        // shard 1's node is down: every read or write of its token fails
+        const down = (k: { stream: string; group: string }) =>
+          Effect.fail(new FenceWriteFailed({ stream: k.stream, group: k.group, message: "down" }))
+        const written: Array<number> = []
+        const partial: OwnerFence.OwnerFenceShape = {
+          read: (k, shards) => (shards.includes(1) ? down(k) : fence.read(k, shards)),
+          write: (k, fences) =>
+            fences.some((f) => f.shard === 1)
+              ? down(k)
+              : Effect.tap(fence.write(k, fences), () =>
+                  Effect.sync(() => written.push(...fences.map((f) => f.shard))),
+                ),
+        }
+        const h2 = yield* makeCoordinatorHost({ config: cfg, holder: "c2" }).pipe(
+          Effect.provide(ports(store, lease, partial)),
+        )
+        assert.isTrue(yield* h2.elect)
+        assert.deepStrictEqual(
+          written.sort((x, y) => x - y),
+          [0, 2, 3],
+        )
+        const next = yield* h2.heartbeat(steadyOf("a", steady))
+        assert.strictEqual(next.errorCode, "NONE")
+        assert.strictEqual(next.memberEpoch, steady.memberEpoch)
+        assert.deepStrictEqual(
+          next.assigned.map((g) => g.shard),
+          [0, 1, 2, 3],
         )
       }).pipe(Effect.scoped),
   )

@@ -69,6 +69,18 @@ export interface RedisOptions {
    * `connectTimeout` (the TCP connect alone).
    */
   readonly connectTimeoutMs?: number
+  /**
+   * How long any one command may wait for its reply (default 5,000 ms;
+   * docs/redis.md, "Command deadline"): a hung or cut-off node fails the
+   * command with `BackendUnavailable` instead of leaving it pending. A
+   * blocking command (XREAD BLOCK, BLMPOP, WAIT) gets its own wait plus
+   * this.
+   *
+   * ```ts
+   * redis: { nodes: ["10.0.0.1:7000"], commandTimeoutMs: 2_000 }
+   * ```
+   */
+  readonly commandTimeoutMs?: number
   /** Further ioredis options (timeouts, retry strategy, ...), applied last to every connection. */
   readonly ioredis?: IoRedisOptions
   /** Cluster client options (with `nodes`). */
@@ -181,6 +193,9 @@ export const RedisOptionsSchema = Schema.Struct({
   connectTimeoutMs: Schema.optional(
     Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 3_600_000 })),
   ),
+  commandTimeoutMs: Schema.optional(
+    Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 3_600_000 })),
+  ),
   ioredis: Schema.optional(Opaque),
   cluster: Schema.optional(Opaque),
   ports: Schema.optional(
@@ -269,6 +284,7 @@ export const decodeRedisOptions = (
     ...(o.keyPrefix === undefined ? {} : { keyPrefix: o.keyPrefix }),
     ...(o.durability === undefined ? {} : { durability: o.durability }),
     ...(o.connectTimeoutMs === undefined ? {} : { connectTimeoutMs: o.connectTimeoutMs }),
+    ...(o.commandTimeoutMs === undefined ? {} : { commandTimeoutMs: o.commandTimeoutMs }),
     ...(o.allowEviction === undefined ? {} : { allowEviction: o.allowEviction }),
     ...(o.ports ?? {}),
   }

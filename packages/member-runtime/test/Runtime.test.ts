@@ -7,7 +7,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { type HeartbeatResponse, Layout, ShardStreams, StreamLayouts } from "@shardline/core"
-import { Clock, Effect } from "effect"
+import { Clock, Deferred, Effect } from "effect"
 import { TestClock } from "effect/testing"
 import { consumer } from "../src/Consumer.js"
 import type { RuntimeEvent } from "../src/Events.js"
@@ -502,6 +502,39 @@ describe("runtime: shutdown, progress, pause and seek", () => {
       const monitor = yield* r.runtime.monitor(stream, group)
       assert.isDefined(monitor)
     }),
+  )
+
+  it.effect(
+    "a lag read that never returns (its shard's node hung) holds up no heartbeat: the member keeps its lease and its shards (docs/protocol.md rule 27)",
+    () =>
+      Effect.gen(function* () {
+        let hung = false
+        // the node comes back at the end (the runtime's stop then completes)
+        const back = yield* Deferred.make<void>()
+        const w = yield* makeWorld({
+          streams: (memory) => ({
+            ...memory,
+            drainState: (o) =>
+              hung && o.shard === 0
+                ? Effect.andThen(Deferred.await(back), memory.drainState(o))
+                : memory.drainState(o),
+          }),
+        })
+        yield* w.startRuntime("pod-a", { consumers: [w.recordingConsumer({})] })
+        yield* w.produce(60)
+        yield* w.runUntil("handled", w.allHandled)
+        hung = true
+        yield* w.produce(20)
+        const before = w.requests.length
+        // three sessions: a member whose heartbeats stopped would have lost its lease twice over
+        for (let i = 0; i < 30; i++) yield* TestClock.adjust(timing.sessionTimeoutMs / 10)
+        assert.isAbove(w.requests.length, before + 10)
+        const lost = w.log.filter(
+          (e) => e.kind === "event" && (e.event.type === "leaseLost" || e.event.type === "lost"),
+        )
+        assert.deepStrictEqual(lost, [])
+        yield* Deferred.succeed(back, undefined)
+      }),
   )
 
   it.effect("pause keeps the shard (owner and fence) but reads nothing; resume and seek", () =>

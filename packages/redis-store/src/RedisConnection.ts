@@ -15,7 +15,7 @@ import type { ConnectionOptions as TlsOptions } from "node:tls"
 import { BackendUnavailable, InvalidArgument, NotReplicated } from "@shardline/core"
 import calculateSlot from "cluster-key-slot"
 import { Context, Duration, Effect, Exit, Layer, type Scope } from "effect"
-import { Cluster, type ClusterOptions, Redis, type RedisOptions } from "ioredis"
+import { Cluster, type ClusterOptions, Command, Redis, type RedisOptions } from "ioredis"
 import {
   EvictionPolicyRefused,
   InvalidDatabase,
@@ -62,6 +62,18 @@ export interface RedisConnectionOptions {
    * pending. Not ioredis' `connectTimeout`, which bounds the TCP connect only.
    */
   readonly connectTimeoutMs?: number
+  /**
+   * How long any one command may wait for its reply, default 5,000 ms
+   * (docs/redis.md, "Command deadline"; docs/protocol.md rule 27): a master
+   * that hangs (SIGSTOP, a full disk, a network that drops packets without a
+   * reset) fails the command with `BackendUnavailable` ("no reply ... within")
+   * instead of leaving it pending for ever. ioredis alone has no deadline.
+   * A command that waits by its own arguments (XREAD BLOCK, BLMPOP, WAIT)
+   * gets that wait plus this deadline; one told to wait for ever (BLOCK 0)
+   * keeps no deadline. Retries, redirections and a reconnect's queueing all
+   * count toward it.
+   */
+  readonly commandTimeoutMs?: number
   /**
    * The namespace of every key and channel (default `shardline:`): two
    * applications or tenants with different prefixes share one Redis, each
@@ -124,6 +136,81 @@ export interface SentinelOptions {
 
 /** The default of `connectTimeoutMs`. */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000
+
+/** The default of `commandTimeoutMs`. */
+export const DEFAULT_COMMAND_TIMEOUT_MS = 5_000
+
+/**
+ * A command got no reply within its deadline (`commandTimeoutMs`, plus its
+ * own wait for a blocking command). Its outcome is unknown: it may still
+ * run. The ports turn it into `BackendUnavailable`.
+ */
+export class CommandTimedOut extends Error {
+  override readonly name = "CommandTimedOut"
+  constructor(
+    readonly command: string,
+    readonly deadlineMs: number,
+  ) {
+    super(
+      `no reply from Redis to ${command.toUpperCase()} within ${deadlineMs} ms (commandTimeoutMs): the node may be hung, overloaded or cut off; the command may still run (docs/redis.md, "Command deadline")`,
+    )
+  }
+}
+
+/** How long a command may wait on the server by its own arguments (ms), 0 for ever, undefined when it does not wait. */
+const ownWaitMs = (command: Command): number | undefined => {
+  const name = command.name.toLowerCase()
+  if (name === "wait" || name === "waitaof") {
+    const last = command.args[command.args.length - 1]
+    const ms = Number(Buffer.isBuffer(last) ? last.toString() : last)
+    return Number.isFinite(ms) && ms > 0 ? ms : 0
+  }
+  if (!Command.checkFlag("BLOCKING_COMMANDS", name as "blpop")) return undefined
+  const wait = command.extractBlockingTimeout()
+  // null: XREAD / XREADGROUP without BLOCK, an ordinary read
+  return wait === null || wait === undefined ? undefined : wait
+}
+
+const deadlines = new WeakMap<Client, number>()
+const armed = new WeakSet<Command>()
+
+/**
+ * Gives every command sent through `client` a deadline of `deadlineMs`
+ * (plus a blocking command's own wait): when no reply came by then it fails
+ * with `CommandTimedOut`. Redirections and resends pass through here again
+ * with the same command: the first deadline stands. Connections duplicated
+ * from it get the same through `withDeadlines(c.duplicate(), ...)`.
+ */
+export const withDeadlines = <C extends Client>(client: C, deadlineMs: number): C => {
+  deadlines.set(client, deadlineMs)
+  const send = client.sendCommand.bind(client) as (...args: Array<unknown>) => unknown
+  ;(client as { sendCommand: unknown }).sendCommand = (
+    command: Command,
+    ...rest: Array<unknown>
+  ) => {
+    if (!armed.has(command)) {
+      armed.add(command)
+      const wait = ownWaitMs(command)
+      if (wait !== 0) {
+        const ms = deadlineMs + (wait ?? 0)
+        const timer = setTimeout(() => {
+          if (!command.isResolved) command.reject(new CommandTimedOut(command.name, ms))
+        }, ms)
+        timer.unref?.()
+        const clear = () => clearTimeout(timer)
+        command.promise.then(clear, clear)
+      }
+    }
+    return send(command, ...rest)
+  }
+  return client
+}
+
+/** A connection made from `client` (duplicate) with `client`'s deadline, if it has one. */
+const sameDeadline = <C extends Client>(client: Client, made: C): C => {
+  const ms = deadlines.get(client)
+  return ms === undefined ? made : withDeadlines(made, ms)
+}
 
 export interface ServerFeatures {
   readonly server: "redis" | "valkey" | "unknown"
@@ -219,14 +306,17 @@ export const isClosed = (c: Client): boolean => c.status === "end" || c.status =
  * auto-pipelining, as a single node's dedicated connection ("The gated fence
  * in a cluster" in docs/redis.md).
  */
-const nodeWire = (node: Redis): Redis => {
-  const c = node.duplicate({
-    enableAutoPipelining: false,
-    autoResendUnfulfilledCommands: false,
-    retryStrategy: () => null,
-    enableOfflineQueue: true,
-    readOnly: false,
-  })
+const nodeWire = (node: Redis, deadlineOf: Client): Redis => {
+  const c = sameDeadline(
+    deadlineOf,
+    node.duplicate({
+      enableAutoPipelining: false,
+      autoResendUnfulfilledCommands: false,
+      retryStrategy: () => null,
+      enableOfflineQueue: true,
+      readOnly: false,
+    }),
+  )
   // errors surface on the commands; without a listener ioredis logs them
   c.on("error", () => {})
   return c
@@ -282,18 +372,22 @@ export const makeClient = (options: RedisConnectionOptions): Client => {
     ...(options.db === undefined ? {} : { db: options.db }),
     ...options.redis,
   }
+  const deadlineMs = options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS
   if (options.cluster !== undefined)
-    return new Cluster(nodeList(options.cluster.nodes), {
-      ...options.cluster.options,
-      // A command whose connection closed before its reply came has an
-      // unknown outcome: fail it, never send it again behind the caller's
-      // back (ioredis' default re-sends it after 100 ms). A read that Redis
-      // ran twice strands the first run's entries pending with the consumer
-      // (docs/redis.md, "Connections"; test/lostReply.test.ts).
-      retryDelayOnFailover: 0,
-      redisOptions: common,
-      scripts: ioredisScripts,
-    })
+    return withDeadlines(
+      new Cluster(nodeList(options.cluster.nodes), {
+        ...options.cluster.options,
+        // A command whose connection closed before its reply came has an
+        // unknown outcome: fail it, never send it again behind the caller's
+        // back (ioredis' default re-sends it after 100 ms). A read that Redis
+        // ran twice strands the first run's entries pending with the consumer
+        // (docs/redis.md, "Connections"; test/lostReply.test.ts).
+        retryDelayOnFailover: 0,
+        redisOptions: common,
+        scripts: ioredisScripts,
+      }),
+      deadlineMs,
+    )
   // Likewise on one node: ioredis re-sends the unanswered commands after a
   // reconnect unless told not to, and then drops them unanswered; they fail
   // at the close instead (failUnansweredOnClose).
@@ -313,7 +407,7 @@ export const makeClient = (options: RedisConnectionOptions): Client => {
             ...withScripts,
           })
   failUnansweredOnClose(client)
-  return client
+  return withDeadlines(client, deadlineMs)
 }
 
 /** The error of a command whose connection closed before its reply came. */
@@ -436,6 +530,35 @@ export const checkEviction = (
     )
   })
 
+/**
+ * Warns when a cluster master runs with `cluster-require-full-coverage yes`
+ * (Redis' default; docs/redis.md, "Recommended settings"): once one master
+ * is marked failed, every node refuses every command (CLUSTERDOWN) until a
+ * replica took over, so one node's failure stalls every group on the
+ * cluster, not only the shards that node holds (docs/protocol.md rule 27).
+ * A setting nobody may read (CONFIG refused: ACL, a managed service) is
+ * not mentioned: the warning would be noise on every start.
+ */
+export const checkFullCoverage = (client: Cluster): Effect.Effect<void> =>
+  Effect.gen(function* () {
+    const masters = client.nodes("master")
+    const values = yield* Effect.promise(() =>
+      Promise.all(
+        masters.map((node) =>
+          node.config("GET", "cluster-require-full-coverage").then(
+            (reply) => (Array.isArray(reply) ? String(reply[1]) : undefined),
+            () => undefined,
+          ),
+        ),
+      ),
+    )
+    const full = masters.filter((_, i) => values[i] === "yes").map(nodeName)
+    if (full.length === 0) return
+    yield* Effect.logWarning(
+      `Redis Cluster master(s) ${full.join(", ")} run with cluster-require-full-coverage yes (Redis' default): when one master fails, every node refuses every command until its replica took over, so one node's failure stalls every group, not only the shards it holds. Set cluster-require-full-coverage no on every node (CONFIG SET and redis.conf; docs/redis.md, "Recommended settings")`,
+    )
+  })
+
 /** QUIT when connected (lets pending replies arrive), else or after 1 s: disconnect. */
 const quit = (client: Client): Promise<void> => {
   if (client.status !== "ready") {
@@ -500,14 +623,16 @@ export const fromClient = (
       // connection, so a queued command must fail rather than run on a new
       // connection without them. No auto-pipelining either: it would reorder
       // a burst (internal/burst.ts).
-      const c =
+      const c = sameDeadline(
+        client,
         client instanceof Cluster
           ? client.duplicate()
           : client.duplicate({
               enableAutoPipelining: false,
               autoResendUnfulfilledCommands: false,
               retryStrategy: () => null,
-            })
+            }),
+      )
       // errors surface on the commands; without a listener ioredis logs them
       c.on("error", () => {})
       return c
@@ -547,7 +672,7 @@ export const fromClient = (
         .nodes("master")
         .find((n) => `${n.options.host}:${n.options.port}` === node)
       if (owner === undefined) return undefined
-      return { client: nodeWire(owner), node }
+      return { client: nodeWire(owner, client), node }
     }
 
     /** `blocking` on the node of `key`'s slot; a redirection or a failed connection runs it through a cluster client. */
@@ -641,7 +766,7 @@ export const fromClient = (
     }
 
     const leaseNode = (node: Redis) => {
-      const c = nodeWire(node)
+      const c = nodeWire(node, client)
       if (closed) c.disconnect()
       else busy.add(c)
       return {
@@ -710,10 +835,12 @@ export const fromClient = (
       leaseNode,
       subscriber: () => {
         if (sub === undefined) {
-          sub =
+          sub = sameDeadline(
+            client,
             client instanceof Cluster
               ? client.duplicate([], { shardedSubscribers: true })
-              : client.duplicate()
+              : client.duplicate(),
+          )
           sub.on("error", () => {})
         }
         return sub
@@ -989,6 +1116,11 @@ export const make = (
   options: RedisConnectionOptions,
 ): Effect.Effect<RedisConnectionShape, ConnectError, Scope.Scope> =>
   Effect.gen(function* () {
+    const deadline = options.commandTimeoutMs
+    if (deadline !== undefined && (!Number.isSafeInteger(deadline) || deadline < 1))
+      return yield* new InvalidArgument({
+        message: `commandTimeoutMs must be a whole number of ms, at least 1, got ${deadline} (docs/redis.md, "Command deadline")`,
+      })
     // the namespace first: nothing connects with a prefix that cannot work
     const keys = yield* keySpaceOf(
       options.keyPrefix,
@@ -1076,6 +1208,10 @@ export const make = (
       // a server that evicts keys: refused unless the options opt in (docs/redis.md, "Eviction")
       waiting = `INFO memory (maxmemory-policy) to ${at}`
       yield* checkEviction(client, target, options.allowEviction === true)
+      if (isCluster) {
+        waiting = `CONFIG GET cluster-require-full-coverage to ${at}`
+        yield* checkFullCoverage(client as Cluster)
+      }
       // another key schema recorded in the namespace: refused before any port runs
       waiting = `GET ${keys.schema} (the key schema's record) to ${at}`
       yield* KeySchema.checkRecorded(client, keys)

@@ -368,10 +368,20 @@ export const makeTransactions = (
           ],
           [entry.id, ...sendFields(entry.fields, entry.key)],
         ),
-        (reply): Effect.Effect<"appended" | "duplicate", ShardSealed> =>
+        (reply): Effect.Effect<"appended" | "duplicate", ShardSealed | DataPlaneError> =>
           reply[0] === Code.Sealed
             ? Effect.fail(new ShardSealed({ stream: entry.stream, shard: entry.shard }))
-            : Effect.succeed(Number(reply[1]) === 1 ? "appended" : "duplicate"),
+            : // with `durability`: delivered once the target's replicas have it, as a send
+              // is; the relay removes the outbox entry only then, so a target master lost
+              // before it replicated the delivery cannot take the send with it (a
+              // NotReplicated delivery is delivered again; its relay mark dedupes)
+              Effect.as(
+                connection.confirmReplicated(
+                  "outbox (deliver)",
+                  shardKey(entry.stream, entry.shard),
+                ),
+                Number(reply[1]) === 1 ? ("appended" as const) : ("duplicate" as const),
+              ),
       ),
     reroute: (source, id, from, to) =>
       Effect.map(

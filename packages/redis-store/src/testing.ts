@@ -28,6 +28,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "no
 import net from "node:net"
 import os from "node:os"
 import path from "node:path"
+import calculateSlot from "cluster-key-slot"
 
 export {
   type ProxyDelay,
@@ -70,14 +71,41 @@ export interface RedisServer {
    * directory with the same arguments. Without persistence it comes back empty.
    */
   readonly restart: () => Promise<void>
+  /** kill -9 (a crash) and wait until it is gone; `restart` starts it again. */
+  readonly kill: () => Promise<void>
+  /** SIGSTOP: a hung process (the port accepts, nothing answers) until `resume`. */
+  readonly pause: () => void
+  /** SIGCONT after `pause`. */
+  readonly resume: () => void
+  /** Is the process running (not killed; a paused one is running)? */
+  readonly running: () => boolean
   readonly stop: () => Promise<void>
 }
 
 export interface RedisCluster {
   readonly kind: ServerKind
   readonly nodes: ReadonlyArray<{ readonly host: string; readonly port: number }>
+  /** Every node: the masters first (as created), then their replicas. */
   readonly servers: ReadonlyArray<RedisServer>
   readonly version: string
+  /**
+   * The server that serves `key`'s hash slot as a master now (CLUSTER SHARDS
+   * asked of a running node; the key as Redis hashes it, hash tag included).
+   */
+  readonly masterOf: (key: string) => RedisServer
+  /** The servers that are masters now (ROLE of each running node). */
+  readonly masters: () => ReadonlyArray<RedisServer>
+  /**
+   * Resolves once `failed`'s slots are served by another node (its replica
+   * took over) and every other running node says `cluster_state:ok`; throws
+   * after `timeoutMs` (default 30,000). Returns the new master.
+   */
+  readonly waitForFailover: (failed: RedisServer, timeoutMs?: number) => Promise<RedisServer>
+  /**
+   * Resolves once every running node says `cluster_state:ok`, every running
+   * replica's link to its master is up and no sync is in progress.
+   */
+  readonly waitForHealthy: (timeoutMs?: number) => Promise<void>
   readonly stop: () => Promise<void>
 }
 
@@ -395,12 +423,16 @@ const startOne = async (
         })
         return stopped
       }
+      const running = () => child.exitCode === null && child.signalCode === null
+      const kill = async () => {
+        if (!running()) return
+        const gone = new Promise((resolve) => child.once("exit", resolve))
+        child.kill("SIGCONT")
+        child.kill("SIGKILL")
+        await gone
+      }
       const restart = async () => {
-        if (child.exitCode === null && child.signalCode === null) {
-          const gone = new Promise((resolve) => child.once("exit", resolve))
-          child.kill("SIGKILL")
-          await gone
-        }
+        await kill()
         child = await spawnServer(binaries, dir, port, serverArgs, leading)
       }
       return {
@@ -415,7 +447,18 @@ const startOne = async (
         },
         cli,
         restart,
-        stop,
+        kill,
+        pause: () => {
+          if (running()) child.kill("SIGSTOP")
+        },
+        resume: () => {
+          if (running()) child.kill("SIGCONT")
+        },
+        running,
+        stop: async () => {
+          if (running()) child.kill("SIGCONT")
+          await stop()
+        },
       }
     } catch (error) {
       lastError = error
@@ -476,22 +519,53 @@ export const clusterNodeArgs = async (): Promise<Array<string>> => [
 ]
 
 /**
- * Starts a Redis Cluster of `nodes` masters (default 3, no replicas) and
- * waits until every node reports `cluster_state:ok`.
+ * Starts a Redis Cluster of `nodes` masters (default 3), each with
+ * `replicas` replicas (default 0; `redis-cli --cluster create
+ * --cluster-replicas`), and waits until every node reports
+ * `cluster_state:ok` and every replica is in sync with its master. `args`
+ * apply to every node (e.g. `["--cluster-require-full-coverage", "no"]`,
+ * docs/redis.md "Recommended settings").
+ *
+ * ```ts
+ * const cluster = await startRedisCluster({ replicas: 1 }) // 3 masters + 3 replicas
+ * const victim = cluster.masterOf("shardline:{orders:3}")
+ * await victim.kill()
+ * const promoted = await cluster.waitForFailover(victim)
+ * ```
  */
 export const startRedisCluster = async (
-  options: StartOptions & { readonly nodes?: number } = {},
+  options: StartOptions & { readonly nodes?: number; readonly replicas?: number } = {},
 ): Promise<RedisCluster> => {
   const binaries = resolveBinaries(options.kind ?? "redis7")
   const count = options.nodes ?? 3
+  const replicas = options.replicas ?? 0
   const servers: Array<RedisServer> = []
   const stop = async () => {
     await Promise.all(servers.map((s) => s.stop()))
   }
+  const running = () => servers.filter((s) => s.running())
+  const waitForHealthy = (timeoutMs = 30_000) =>
+    waitFor(
+      "cluster_state:ok on every node and every replica in sync",
+      async () => {
+        for (const s of running()) {
+          if (!(await rawCommand(s.port, "CLUSTER INFO")).includes("cluster_state:ok")) return false
+          const replication = await rawCommand(s.port, "INFO replication")
+          if (
+            replication.includes("role:slave") &&
+            (!replication.includes("master_link_status:up") ||
+              !replication.includes("master_sync_in_progress:0"))
+          )
+            return false
+        }
+        return true
+      },
+      timeoutMs,
+    )
   try {
-    for (let i = 0; i < count; i++) {
-      servers.push(await startOne(binaries, options, await clusterNodeArgs()))
-    }
+    const total = count * (1 + replicas)
+    const args = await Promise.all(Array.from({ length: total }, () => clusterNodeArgs()))
+    servers.push(...(await Promise.all(args.map((a) => startOne(binaries, options, a)))))
     execFileSync(
       binaries.cli,
       [
@@ -499,28 +573,104 @@ export const startRedisCluster = async (
         "create",
         ...servers.map((s) => `${s.host}:${s.port}`),
         "--cluster-replicas",
-        "0",
+        String(replicas),
         "--cluster-yes",
       ],
       { stdio: "ignore", timeout: 30_000 },
     )
-    await waitFor(
-      "cluster_state:ok on every node",
-      async () => {
-        const infos = await Promise.all(servers.map((s) => rawCommand(s.port, "CLUSTER INFO")))
-        return infos.every((info) => info.includes("cluster_state:ok"))
-      },
-      30_000,
-    )
+    await waitForHealthy(60_000)
+    // redis-cli picks which of the nodes become masters: masters first
+    const roles = await Promise.all(servers.map((s) => rawCommand(s.port, "ROLE")))
+    const masters = servers.filter((_, i) => replyStrings(roles[i]!)[0] === "master")
+    const others = servers.filter((s) => !masters.includes(s))
+    servers.splice(0, servers.length, ...masters, ...others)
   } catch (error) {
     await stop()
     throw error
+  }
+  const masterOf = (key: string): RedisServer => {
+    const slot = calculateSlot(key)
+    let lastError: unknown
+    for (const s of running()) {
+      try {
+        // CLUSTER NODES: `<id> <ip:port@bus> <flags> <master> ... <slot ranges>`
+        for (const line of s.cli("CLUSTER", "NODES").split("\n")) {
+          const words = line.trim().split(" ")
+          if (!words[2]?.split(",").includes("master") || words[2].includes("fail")) continue
+          const covers = words.slice(8).some((range) => {
+            const [from, to] = range.split("-").map(Number)
+            return slot >= from! && slot <= (to ?? from)!
+          })
+          if (!covers) continue
+          const port = Number(words[1]!.split("@")[0]!.split(":").pop())
+          const server = servers.find((x) => x.port === port)
+          if (server !== undefined) return server
+        }
+      } catch (error) {
+        lastError = error
+      }
+    }
+    throw new Error(
+      `no running node names a master for slot ${slot} (${key}): ${String(lastError)}`,
+    )
+  }
+  const masters = () =>
+    running().filter((s) => {
+      try {
+        return s.cli("ROLE").split("\n")[0]?.trim() === "master"
+      } catch {
+        return false
+      }
+    })
+  const waitForFailover = async (failed: RedisServer, timeoutMs = 30_000) => {
+    // a slot the failed master served: the first of its CLUSTER NODES ranges, as another node sees it
+    const witness = running().find((s) => s !== failed)!
+    const line = witness
+      .cli("CLUSTER", "NODES")
+      .split("\n")
+      .find((l) => l.includes(`:${failed.port}@`))
+    const range = line?.trim().split(" ")[8]
+    if (range === undefined) throw new Error(`port ${failed.port} serves no slot: not a master`)
+    const slot = Number(range.split("-")[0])
+    let promoted: RedisServer | undefined
+    await waitFor(
+      `a replica of port ${failed.port} to serve its slots`,
+      async () => {
+        for (const s of running().filter((x) => x !== failed)) {
+          const info = await rawCommand(s.port, "CLUSTER INFO")
+          if (!info.includes("cluster_state:ok")) return false
+        }
+        const owner = running()
+          .filter((x) => x !== failed)
+          .find((s) => {
+            const nodes = s.cli("CLUSTER", "NODES").split("\n")
+            const mine = nodes.find((l) => l.includes("myself"))
+            if (mine === undefined || !mine.split(" ")[2]!.includes("master")) return false
+            return mine
+              .trim()
+              .split(" ")
+              .slice(8)
+              .some((r) => {
+                const [from, to] = r.split("-").map(Number)
+                return slot >= from! && slot <= (to ?? from)!
+              })
+          })
+        promoted = owner
+        return owner !== undefined
+      },
+      timeoutMs,
+    )
+    return promoted!
   }
   return {
     kind: binaries.kind,
     nodes: servers.map((s) => ({ host: s.host, port: s.port })),
     servers,
     version: servers[0]!.version,
+    masterOf,
+    masters,
+    waitForFailover,
+    waitForHealthy,
     stop,
   }
 }

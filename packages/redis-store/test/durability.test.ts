@@ -6,7 +6,9 @@
  * durability, sends the primary confirmed while its replica lagged (its link
  * held by a proxy) die with it, which is what the option is for. With the replica stopped, a
  * durable send fails with `NotReplicated` and, as its message says, still
- * exists on the primary.
+ * exists on the primary. An outbox relay's delivery (a cluster's
+ * transactional sends) is confirmed the same way before the relay drops the
+ * outbox entry.
  */
 
 import {
@@ -18,7 +20,9 @@ import {
 } from "@shardline/core"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { afterEach, beforeEach, describe, expect, it } from "vitest"
+import * as RedisConnection from "../src/RedisConnection.js"
 import * as RedisPorts from "../src/RedisPorts.js"
+import { makeTransactions } from "../src/RedisTransactions.js"
 import { type RedisServer, startProxy, startRedis, type TcpProxy } from "../src/testing.js"
 import { unique } from "./support/targets.js"
 
@@ -184,6 +188,41 @@ describe("durability on a primary and its replica (Redis 7.0)", () => {
       expect(refused.failure.message).toMatch(/0 of 1 replica/)
     }
     process.kill(replica.pid, "SIGCONT")
+  }, 60_000)
+
+  it("an outbox relay's delivery is confirmed only once the target's replica has it; not confirmed, it fails NotReplicated and still exists (the relay keeps the outbox entry)", async () => {
+    const runtime = ManagedRuntime.make(
+      RedisConnection.layer({
+        url: primary.url,
+        durability: { replicas: 1, timeoutMs: 1_000 },
+      }) as Layer.Layer<RedisConnection.RedisConnection, never>,
+    )
+    runtimes.push(runtime as ManagedRuntime.ManagedRuntime<unknown, unknown>)
+    const stream = unique("relay")
+    const source = { stream: unique("relay-source"), shard: 0, group: "g" }
+    const deliver = (id: string, n: number) =>
+      runtime.runPromise(
+        Effect.gen(function* () {
+          const connection = yield* RedisConnection.RedisConnection
+          const outbox = makeTransactions(connection, { sends: "outbox" }).outbox!
+          return yield* Effect.result(
+            outbox.deliver(source, { id, stream, shard: 0, key: "k", fields: { n: String(n) } }),
+          )
+        }),
+      )
+    expect(await deliver("1-0", 1)).toMatchObject({ _tag: "Success", success: "appended" })
+    process.kill(replica.pid, "SIGSTOP")
+    const refused = await deliver("2-0", 2)
+    expect(refused._tag).toBe("Failure")
+    if (refused._tag === "Failure") {
+      expect(refused.failure).toBeInstanceOf(NotReplicated)
+      expect(refused.failure.message).toMatch(/outbox \(deliver\).*may still exist/)
+    }
+    expect(ids(primary, `shardline:{${stream}:0}`).size).toBe(2)
+    process.kill(replica.pid, "SIGCONT")
+    await linkUp(replica)
+    // delivered again by the relay's next turn: the relay mark dedupes, now confirmed
+    expect(await deliver("2-0", 2)).toMatchObject({ _tag: "Success", success: "duplicate" })
   }, 60_000)
 
   it("refuses a durability it cannot honour: replicas below 1, a timeout of 0", async () => {

@@ -3,9 +3,15 @@
  * binary is one line saying how to install it; servers start on free ports
  * in their own directory, persist only when asked, and leave nothing behind.
  */
-import { existsSync, readdirSync } from "node:fs"
+import { existsSync, readdirSync, readFileSync } from "node:fs"
 import { afterEach, describe, expect, it } from "vitest"
-import { resolveBinaries, ServerMissing, startForTests, startRedis } from "../src/testing.js"
+import {
+  resolveBinaries,
+  ServerMissing,
+  startForTests,
+  startRedis,
+  startRedisCluster,
+} from "../src/testing.js"
 
 const saved = { ...process.env }
 afterEach(() => {
@@ -65,4 +71,40 @@ describe("test servers", () => {
       await server.stop()
     }
   })
+})
+
+describe("a 3 + 3 cluster", () => {
+  it("starts 3 masters with one replica each, in sync; names a key's master; a killed master's replica takes over", async () => {
+    const cluster = await startRedisCluster({ replicas: 1 })
+    try {
+      expect(cluster.servers).toHaveLength(6)
+      expect(cluster.masters()).toEqual(cluster.servers.slice(0, 3))
+      for (const replica of cluster.servers.slice(3))
+        expect(replica.cli("INFO", "replication")).toContain("master_link_status:up")
+      const key = "shardline:{orders:3}"
+      const master = cluster.masterOf(key)
+      master.cli("SET", key, "v")
+      expect(master.cli("GET", key).trim()).toBe("v")
+      await master.kill()
+      expect(master.running()).toBe(false)
+      const promoted = await cluster.waitForFailover(master)
+      expect(promoted).not.toBe(master)
+      expect(cluster.masterOf(key)).toBe(promoted)
+      expect(promoted.cli("GET", key).trim()).toBe("v")
+      // back as a replica of the promoted master
+      await master.restart()
+      await cluster.waitForHealthy()
+      expect(master.cli("ROLE").split("\n")[0]).toBe("slave")
+      // SIGSTOP: running, silent; SIGCONT: answers again
+      const other = cluster.masters().find((m) => m !== promoted)!
+      other.pause()
+      expect(other.running()).toBe(true)
+      // state T: stopped by a signal
+      expect(readFileSync(`/proc/${other.pid}/stat`, "utf8").split(" ")[2]).toBe("T")
+      other.resume()
+      expect(other.cli("PING").trim()).toBe("PONG")
+    } finally {
+      await cluster.stop()
+    }
+  }, 120_000)
 })

@@ -170,6 +170,7 @@ export const makeLogicalMember = (
     let finished = false
     let rebalanceTimeoutMs = settings.rebalanceTimeoutMs
     let lastStopReason: MemberMachine.StopReason = "left"
+    let lagRefreshing = false
     let lastLagAt = Number.NEGATIVE_INFINITY
     let lastError: MemberError | undefined
 
@@ -348,16 +349,38 @@ export const makeLogicalMember = (
         yield* Metric.update(m.heartbeats, 1)
         yield* Effect.forkIn(
           Effect.gen(function* () {
-            let progress = poller.progress()
-            if (progress.length > 0 && now() - lastLagAt >= settings.heartbeatIntervalMs) {
+            const progress = poller.progress()
+            if (
+              progress.length > 0 &&
+              !lagRefreshing &&
+              now() - lastLagAt >= settings.heartbeatIntervalMs
+            ) {
+              // In the background: the lag reads go to every owned shard's node, and a
+              // hung node must not hold up the heartbeat (the member's lease) nor the
+              // other shards' lags (docs/protocol.md rule 27). This heartbeat carries
+              // the lags of the last refresh.
               lastLagAt = now()
-              yield* poller.refreshLag
-              progress = poller.progress()
-              yield* Metric.update(
-                lagGauge,
-                progress.reduce((sum, p) => sum + (p.lag ?? 0), 0),
+              lagRefreshing = true
+              yield* Effect.forkIn(
+                poller.refreshLag.pipe(
+                  Effect.andThen(
+                    Effect.suspend(() => {
+                      const refreshed = poller.progress()
+                      reportShardLag(refreshed)
+                      return Metric.update(
+                        lagGauge,
+                        refreshed.reduce((sum, p) => sum + (p.lag ?? 0), 0),
+                      )
+                    }),
+                  ),
+                  Effect.ensuring(
+                    Effect.sync(() => {
+                      lagRefreshing = false
+                    }),
+                  ),
+                ),
+                scope,
               )
-              reportShardLag(progress)
             }
             const full =
               progress.length > 0 && request.memberEpoch > 0 ? { ...request, progress } : request

@@ -563,7 +563,8 @@ export const makePoller = (options: PollerOptions): Effect.Effect<Poller> =>
                 },
               ),
             ),
-          { discard: true },
+          // each shard on its own: one hung node holds up only its shards' lags
+          { discard: true, concurrency: 8 },
         ),
       ),
 

@@ -203,3 +203,34 @@ export const ownedNow = (lines: ReadonlyArray<Line>): Set<number> => {
   }
   return owned
 }
+
+/**
+ * What the shard streams hold against what a producer process logged
+ * (test/redis/procs/producer.ts): the confirmed sends (`n`) missing from
+ * every stream, the entries stored more than once, and per key the stored
+ * order against the send order (`producedByKey`: each key's `n`s in the
+ * order they were first sent). `byShard`: each shard stream's entries in
+ * stream order.
+ */
+export const storedChecks = (
+  confirmed: ReadonlySet<number>,
+  producedByKey: ReadonlyMap<string, ReadonlyArray<number>>,
+  byShard: ReadonlyArray<ReadonlyArray<{ readonly n: number; readonly key: string }>>,
+): { missing: Array<number>; duplicates: number; outOfOrder: Array<string> } => {
+  const stored = new Set(byShard.flatMap((entries) => entries.map((e) => e.n)))
+  const missing = [...confirmed].filter((n) => !stored.has(n)).sort((a, b) => a - b)
+  const duplicates = byShard.reduce((sum, e) => sum + e.length, 0) - stored.size
+  const position = new Map<number, number>()
+  for (const list of producedByKey.values()) for (const [i, n] of list.entries()) position.set(n, i)
+  const outOfOrder: Array<string> = []
+  for (const entries of byShard) {
+    const last = new Map<string, number>()
+    for (const e of entries) {
+      const pos = position.get(e.n) ?? -1
+      if (pos < (last.get(e.key) ?? -1))
+        outOfOrder.push(`${e.key}: n=${e.n} stored after a later send`)
+      last.set(e.key, pos)
+    }
+  }
+  return { missing, duplicates, outOfOrder }
+}

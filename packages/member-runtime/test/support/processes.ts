@@ -8,6 +8,7 @@ import { type ChildProcess, spawn } from "node:child_process"
 import path from "node:path"
 import { build } from "tsup"
 import type { MemberProcessConfig } from "../redis/procs/member.js"
+import type { ProducerProcessConfig } from "../redis/procs/producer.js"
 import { eventually } from "./redis.js"
 
 const here = import.meta.dirname
@@ -19,10 +20,14 @@ export const MEMBER_SCRIPT = path.resolve(here, "../redis/procs/dist/member.js")
  * own copy (`name`: `procs/dist/<name>.js`, passed to `MemberProcess`), so
  * one file's build never rewrites the script the other is starting.
  */
-export const buildMemberScript = async (name = "member"): Promise<string> => {
+export const buildMemberScript = async (
+  name = "member",
+  /** The process's source in test/redis/procs/ (`member`, or `producer`: procs/producer.ts). */
+  source: "member" | "producer" = "member",
+): Promise<string> => {
   await build({
     config: false,
-    entry: { [name]: path.resolve(here, "../redis/procs/member.ts") },
+    entry: { [name]: path.resolve(here, `../redis/procs/${source}.ts`) },
     outDir: path.dirname(MEMBER_SCRIPT),
     format: ["esm"],
     dts: false,
@@ -44,7 +49,11 @@ export interface Line {
 
 let started = 0
 
-export class MemberProcess {
+/**
+ * A child process of the tests, by default a member (procs/member.ts);
+ * `ProducerProcess` below runs procs/producer.ts.
+ */
+export class MemberProcess<Config extends { readonly memberId: string } = MemberProcessConfig> {
   readonly lines: Array<Line> = []
   readonly proc: string
   readonly child: ChildProcess
@@ -53,7 +62,7 @@ export class MemberProcess {
   private partial = ""
 
   constructor(
-    readonly config: MemberProcessConfig,
+    readonly config: Config,
     script: string = MEMBER_SCRIPT,
     /** A command that runs the process, e.g. `["ip", "netns", "exec", "ns1"]` (it must exec it). */
     wrap: ReadonlyArray<string> = [],
@@ -123,5 +132,43 @@ export class MemberProcess {
     this.signal("SIGCONT")
     this.signal("SIGKILL")
     await this.exited
+  }
+}
+
+/**
+ * A producer process (procs/producer.ts, built with
+ * `buildMemberScript(name, "producer")`): its lines say which sends were
+ * confirmed (`sent`), in order per key.
+ */
+export class ProducerProcess extends MemberProcess<ProducerProcessConfig & { memberId: string }> {
+  constructor(config: ProducerProcessConfig, script: string, name = "producer") {
+    super({ ...config, memberId: name }, script)
+  }
+
+  /** The confirmed sends so far: `n` -> { key, shard, id }. */
+  confirmed(): Map<number, { key: string; shard: number; id: string }> {
+    const out = new Map<number, { key: string; shard: number; id: string }>()
+    for (const l of this.lines)
+      if (l.ev === "sent")
+        out.set(l.n as number, {
+          key: l.key as string,
+          shard: l.shard as number,
+          id: l.id as string,
+        })
+    return out
+  }
+
+  /** Every `n` each key's loop attempted, in order (the first attempt of each): what it produced. */
+  producedByKey(): Map<string, Array<number>> {
+    const out = new Map<string, Array<number>>()
+    const seen = new Set<number>()
+    for (const l of this.lines) {
+      if (l.ev !== "attempt" || seen.has(l.n as number)) continue
+      seen.add(l.n as number)
+      const list = out.get(l.key as string) ?? []
+      list.push(l.n as number)
+      out.set(l.key as string, list)
+    }
+    return out
   }
 }

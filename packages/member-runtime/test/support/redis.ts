@@ -39,10 +39,13 @@ export const useRedisServer = (
   }
 }
 
-/** A 3-node cluster started in `beforeAll` and stopped in `afterAll`. */
+/**
+ * A 3-node cluster started in `beforeAll` and stopped in `afterAll`
+ * (`replicas: 1`: 3 masters with a replica each).
+ */
 export const useRedisCluster = (
   kind: ServerKind = "redis7",
-  options: Omit<StartOptions, "kind"> = {},
+  options: Omit<StartOptions, "kind"> & { readonly replicas?: number } = {},
 ): (() => RedisCluster) => {
   let cluster: RedisCluster | undefined
   beforeAll(async () => {

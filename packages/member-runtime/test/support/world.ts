@@ -54,6 +54,8 @@ export interface WorldOptions {
   readonly transportTimeoutMs?: number
   /** Rewrite a response on its way to a member (fault injection). */
   readonly rewrite?: (request: HeartbeatRequest, response: HeartbeatResponse) => HeartbeatResponse
+  /** The data plane the runtimes see, from the memory one (fault injection: a call that hangs). */
+  readonly streams?: (memory: ShardStreams.ShardStreamsShape) => ShardStreams.ShardStreamsShape
 }
 
 export const makeWorld = (options: WorldOptions = {}) =>
@@ -78,7 +80,10 @@ export const makeWorld = (options: WorldOptions = {}) =>
     const store = yield* Store.makeMemory
     const lease = yield* CoordinatorLease.makeMemory
     const layouts = yield* StreamLayouts.makeMemory
-    const context = Context.make(ShardStreams.ShardStreams, streams).pipe(
+    const context = Context.make(
+      ShardStreams.ShardStreams,
+      options.streams?.(streams) ?? streams,
+    ).pipe(
       Context.add(TestingTransport.CoordinatorTransport, transport),
       Context.add(Store.Store, store),
       Context.add(CoordinatorLease.CoordinatorLease, lease),
