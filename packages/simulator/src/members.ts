@@ -141,6 +141,8 @@ export class Proc {
   forged = 0
   /** Told FENCED_INSTANCE_ID: a standby until its join is answered. */
   superseded = false
+  /** Its last requests' send times on its own clock, by seq (the answers checker's record). */
+  readonly sentAt = new Map<number, number>()
   /**
    * Bumped when every loop is dropped (StopAllShards): a drain report still
    * on its way from a dropped loop must not reach the machine.
@@ -501,7 +503,10 @@ export class Members {
     // One request in flight, always (finding F3 is gone: a lost lease no
     // longer fences, and a fence comes with the answer to the request in flight)
     if (p.inFlight !== 0) checks.runtime.secondRequest(w.now, p.label, p.inFlight)
-    const { seq, request } = MemberMachine.nextRequest(p.state, p.local(w.now))
+    const now = p.local(w.now)
+    const { seq, request } = MemberMachine.nextRequest(p.state, now)
+    p.sentAt.set(seq, now)
+    if (p.sentAt.size > 16) for (const old of p.sentAt.keys()) if (p.sentAt.delete(old)) break
     let sent = request
     let forgery: Forgery | undefined
     if (p.forgeLeft > 0 && request.memberEpoch > 0) {
@@ -540,15 +545,30 @@ export class Members {
     const wasStandby = p.superseded
     const epochBefore = p.state.memberEpoch
     const heldBefore = p.state.shards.size
+    const leaseFrom = p.state.lastSuccessAt
+    const arrivedAt = p.local(w.now)
+    this.ctx.checks.collateral?.answered(p.id, response, w.now)
     this.exec(
       p,
       MemberMachine.step(p.state, {
         _tag: "ResponseReceived",
         seq,
         response: res,
-        now: p.local(w.now),
+        now: arrivedAt,
       }),
     )
+    const sentAt = p.sentAt.get(seq)
+    if (response.errorCode === "NONE" && sentAt !== undefined)
+      this.ctx.checks.answers.answer(
+        w.now,
+        p.label,
+        seq,
+        sentAt,
+        arrivedAt,
+        response.sessionTimeoutMs - p.slot.settings.safetyMarginMs,
+        leaseFrom,
+        p.state.lastSuccessAt,
+      )
     const epochAfter = p.state.memberEpoch
     if (
       p.alive &&
