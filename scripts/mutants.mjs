@@ -365,6 +365,17 @@ export const mutants = [
     broken: "tx-commit-without-pending-check",
     why: "a transaction commits without checking that its messages are still pending (a lost commit answer's retry, a zombie with the fence off, apply twice)",
   },
+  // Issue 34: the model of rule 26 (the `evict` fault), `--broken` kinds.
+  {
+    name: "missing-token-is-zero",
+    broken: "missing-token-is-zero",
+    why: "the storage fence compares a missing (evicted) owner token with 0, so every token passes (rule 26)",
+  },
+  {
+    name: "vanished-read-as-empty",
+    broken: "vanished-read-as-empty",
+    why: "a read of a shard whose stream or group vanished is an empty read; the group is recreated at the stream's end in silence (rule 26)",
+  },
   {
     name: "host-commits-without-lease-check",
     simulated: false,

@@ -458,6 +458,8 @@ export class Simulation {
     counters["requests:forgedFenced"] = checks.requests.forgedFenced
     counters["requests:honestFreshJudged"] = checks.requests.freshJudged
     counters["requests:departedJoinJudged"] = checks.requests.departedJudged
+    counters["requests:olderEpoch"] = checks.requests.olderEpoch
+    counters["requests:olderEpochAfterJoin"] = checks.requests.olderEpochAfterJoin
     counters["answers:applied"] = checks.answers.applied
     counters["answers:lateDropped"] = checks.answers.lateDropped
     if (checks.keyOrder !== undefined) {

@@ -799,6 +799,15 @@ export class Members {
         w.q.push(w.now + 200, K.WORKER, p.pid, 0)
         return
       }
+      const gone = data.vanished(shard)
+      if (gone === "token") {
+        // rule 26: every token is refused; the shard waits for a coordinator
+        // to write one again, trying again every idle wait
+        w.count("evict:readRefused")
+        w.q.push(w.now + 200, K.WORKER, p.pid, 0)
+        return
+      }
+      if (gone !== undefined) data.recreate(shard)
       if (p.byzantine?.has(shard) !== true) checks.intent.act(w.now, shard, run.holder)
       const ids = data.read(shard, run.token)
       if (ids === undefined) {
@@ -847,7 +856,13 @@ export class Members {
         order?.handle(w.now, shard, id)
       }
       const tx = data.tx
+      const gone = data.vanished(shard)
       if (p.slot.partStore || this.ctx.store.down) w.count("store:ackUnreachable")
+      else if (gone !== undefined)
+        // rule 26: the ack is refused (a missing token: the entries stay
+        // pending, read again once it is back; a vanished group or stream:
+        // the next read says so and starts the group again)
+        w.count(`evict:ackRefused:${gone}`)
       else if (tx !== undefined) {
         if (this.commitTx(p, run, batch, byzantine)) return
       } else if (data.ack(shard, run.token, batch.ids)) {

@@ -102,6 +102,8 @@ export const mutationSeeds = (): Array<SimOptions> => {
   // member never heard of must not fence it: the collateral checker).
   for (let i = 0; i < 40; i++)
     out.push(small("churn", ++seed, { faults: "burst,loss,dup,delay,replay", ratePerShard: 5 }))
+  // Key eviction (rule 26): tokens, groups and streams that vanish.
+  for (let i = 0; i < 10; i++) out.push(small("churn", ++seed, { faults: "burst,evict" }))
   return out
 }
 

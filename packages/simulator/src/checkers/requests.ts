@@ -60,6 +60,9 @@ export class RequestChecker {
   forgedJudged = 0
   forgedFenced = 0
   freshJudged = 0
+  /** Requests of an older epoch of the registered process, and those with a seq above its join. */
+  olderEpoch = 0
+  olderEpochAfterJoin = 0
   /** Joins of a removed process judged by the departed rule (issue 34). */
   departedJudged = 0
   private readonly departed = new Map<string, Departed>()
@@ -154,6 +157,13 @@ export class RequestChecker {
     const olderProcess =
       request.incarnation < m.incarnation ||
       (request.incarnation === m.incarnation && instance < m.instance)
+    // `older-epoch-accepted` (scripts/mutants.mjs) is equivalent if a request
+    // of an older epoch of the registered process never comes after the join
+    // that started its current epoch: rule 18's seq check answers it first.
+    if (sameProcess && request.memberEpoch > 0 && request.memberEpoch < m.epoch) {
+      this.olderEpoch++
+      if (request.seq > m.joinSeq) this.olderEpochAfterJoin++
+    }
     const why = olderProcess
       ? `process ${request.incarnation}/${instance} older than ${m.incarnation}/${m.instance}`
       : !sameProcess
