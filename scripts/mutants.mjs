@@ -193,7 +193,7 @@ export const mutants = [
     name: "no-fence-write",
     why: "a grant writes no owner token to storage",
     file: D,
-    find: "    this.fences.push({ shard, token, memberId: member.memberId })\n",
+    find: "    this.fences.push(\n      first\n        ? { shard, token, memberId: member.memberId, first }\n        : { shard, token, memberId: member.memberId },\n    )\n",
     replace: "",
   },
   {
