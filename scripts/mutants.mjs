@@ -193,7 +193,7 @@ export const mutants = [
     name: "no-fence-write",
     why: "a grant writes no owner token to storage",
     file: D,
-    find: "    this.fences.push({ shard, token, memberId: member.memberId })\n",
+    find: "    this.fences.push(\n      first\n        ? { shard, token, memberId: member.memberId, first }\n        : { shard, token, memberId: member.memberId },\n    )\n",
     replace: "",
   },
   {
@@ -334,6 +334,25 @@ export const mutants = [
     find: "  if (view.generations.every((g) => allDrained(draft, g))) completeMigration(draft)\n",
     replace: "  if (view.generations.some((g) => allDrained(draft, g))) completeMigration(draft)\n",
   },
+  // Issue 34: the simulator's blind spots (a lost granting answer, then a
+  // revoke; a stale join of a removed process; an answer applied past the
+  // member's lease: the last two are `late-answer-accepted` and
+  // `lease-from-arrival` above).
+  {
+    name: "unheld-revoke-not-reported",
+    why: "a member told that a grant it never heard of (its answer lost) is being revoked does not report it REVOKED (rule 17): it is fenced at the revoke timeout",
+    file: M,
+    find: "  for (const grant of response.revoking ?? []) {\n",
+    replace: "  for (const grant of (response.revoking ?? []).slice(0, 0)) {\n",
+  },
+  {
+    name: "departed-join-accepted",
+    why: "a join of a removed process, no newer than what the coordinator handled from it before the removal (a duplicate delivered late), starts a lifecycle (rule 18)",
+    file: C,
+    find: "    if (departed !== undefined && sameProcess(req, departed) && req.seq <= departed.seq)\n",
+    replace:
+      "    if (false && departed !== undefined && sameProcess(req, departed) && req.seq <= departed.seq)\n",
+  },
   // Mutants of the simulator's model of transactional handlers (issue 24),
   // `--broken` kinds: core is not mutated, core's unit tests do not apply.
   {
@@ -345,6 +364,17 @@ export const mutants = [
     name: "tx-commit-without-pending-check",
     broken: "tx-commit-without-pending-check",
     why: "a transaction commits without checking that its messages are still pending (a lost commit answer's retry, a zombie with the fence off, apply twice)",
+  },
+  // Issue 34: the model of rule 26 (the `evict` fault), `--broken` kinds.
+  {
+    name: "missing-token-is-zero",
+    broken: "missing-token-is-zero",
+    why: "the storage fence compares a missing (evicted) owner token with 0, so every token passes (rule 26)",
+  },
+  {
+    name: "vanished-read-as-empty",
+    broken: "vanished-read-as-empty",
+    why: "a read of a shard whose stream or group vanished is an empty read; the group is recreated at the stream's end in silence (rule 26)",
   },
   {
     name: "host-commits-without-lease-check",

@@ -22,6 +22,7 @@
  * @module
  */
 import {
+  AnswerChecker,
   CollateralChecker,
   ConvergenceChecker,
   DeadlineChecker,
@@ -162,8 +163,9 @@ export class Simulation {
               ctx.members.drainFacts(memberId, epoch, shard),
             )
         },
-        ended: (memberId, epoch, kind, time) => {
-          checks.collateral?.ended(memberId, kind, time)
+        ended: (memberId, epoch, kind, time, lifecycle, revoking) => {
+          checks.collateral?.ended(memberId, kind, time, revoking)
+          checks.requests.removed(lifecycle, ctx.coord.committer)
           if (kind !== "MemberLeft")
             w.mark(
               "fence",
@@ -184,6 +186,7 @@ export class Simulation {
       deadlines: new DeadlineChecker(report),
       requests: new RequestChecker(report),
       runtime: new RuntimeChecker(report),
+      answers: new AnswerChecker(report),
       messages: new MessageChecker(w.S),
       starvation: new StarvationChecker(report),
       revisions: new RevisionChecker(report),
@@ -203,6 +206,8 @@ export class Simulation {
               (memberId, since) => ctx.members.lostSince(memberId, since),
               timing.revokeTimeoutMs + timing.requestTimeoutMs,
               timing.sessionTimeoutMs,
+              timing.revokeTimeoutMs,
+              timing.requestTimeoutMs,
             )
           : undefined,
       convergence: new ConvergenceChecker(report),
@@ -452,12 +457,19 @@ export class Simulation {
     counters["requests:forgedJudged"] = checks.requests.forgedJudged
     counters["requests:forgedFenced"] = checks.requests.forgedFenced
     counters["requests:honestFreshJudged"] = checks.requests.freshJudged
+    counters["requests:departedJoinJudged"] = checks.requests.departedJudged
+    counters["requests:olderEpoch"] = checks.requests.olderEpoch
+    counters["requests:olderEpochAfterJoin"] = checks.requests.olderEpochAfterJoin
+    counters["answers:applied"] = checks.answers.applied
+    counters["answers:lateDropped"] = checks.answers.lateDropped
     if (checks.keyOrder !== undefined) {
       counters["keyOrder:delivered"] = checks.keyOrder.delivered
       counters["keyOrder:crossGenerationChecks"] = checks.keyOrder.crossGeneration
     }
     if (checks.collateral !== undefined)
       counters["collateral:excusedLossStreaks"] = checks.collateral.excused
+    if (checks.collateral !== undefined)
+      counters["collateral:unheardGrantJudged"] = checks.collateral.unheardJudged
     counters["tokens:grantsChecked"] = checks.tokens.grants
     counters["liveness:worstStallMs"] = Math.round(checks.liveness.worstStallMs)
     counters["liveness:excusedStalls"] = checks.liveness.excusedStalls

@@ -160,6 +160,12 @@ export class CoordinatorHost {
   /** When the current leader started serving (election commit or resume). */
   private servingFrom = 0
   /**
+   * The shell whose commit the store is applying (`<candidate>:<load>`): a
+   * shell's volatile memory (departed processes, rule 18) lives from its load
+   * to its next one, so the request checker ties what it remembers to it.
+   */
+  committer = ""
+  /**
    * The group's serving presence (on Redis the `hb:serving` key): the serve
    * that claimed it last, on its candidate. Only that serve takes requests.
    */
@@ -371,7 +377,16 @@ export class CoordinatorHost {
         const step = shell.heartbeat(req.request, instantOf(c, w.now))
         const leader = this.serving() === c
         if (leader)
-          checks.requests.judge(w.now, req.request, req.forgery, checks.view, step, fresh, honest)
+          checks.requests.judge(
+            w.now,
+            req.request,
+            req.forgery,
+            checks.view,
+            step,
+            fresh,
+            honest,
+            shellKey(c),
+          )
         const ok = this.commit(c, step)
         if (ok === "retry") continue
         if (!ok) break
@@ -494,6 +509,7 @@ export class CoordinatorHost {
     }
     if (step.records.length > 0) {
       const expected = shell.revision
+      this.committer = shellKey(c)
       if (store.commit(shell, step) === undefined) {
         w.count("coordinator:staleCommit")
         w.mark(
@@ -720,6 +736,7 @@ export class CoordinatorHost {
         this.ctx.layouts.enabled ? this.ctx.layouts.origin() : undefined,
       )
       c.shell = created.shell
+      this.committer = shellKey(c)
       if (store.commit(created.shell, created.step, 0) === undefined)
         throw new Error("store has a revision but no group")
     } else {
@@ -733,6 +750,7 @@ export class CoordinatorHost {
       c.shell = takeover.shell
       // BROKEN ON PURPOSE with `skip-election` (test-only): serve without the
       // election commit, so a paused ex-leader's next commit can pass the CAS.
+      this.committer = shellKey(c)
       if (options.broken !== "skip-election" && takeover.step.records.length > 0)
         store.commit(takeover.shell, takeover.step)
       data.writeFences(takeover.fences)
@@ -853,3 +871,6 @@ const groupConfig = (shards: number) =>
     rebalanceTimeoutMs: timing.revokeTimeoutMs,
     heartbeatIntervalMs: timing.heartbeatIntervalMs,
   })
+
+/** A candidate's shell, from one load to the next (see `CoordinatorHost.committer`). */
+const shellKey = (c: CoordNode): string => `${c.idx}:${c.inc}`

@@ -5,6 +5,7 @@
  * @module
  */
 import type {
+  AnswerChecker,
   CollateralChecker,
   ConvergenceChecker,
   DeadlineChecker,
@@ -50,6 +51,8 @@ export interface Checks {
   readonly deadlines: DeadlineChecker
   readonly requests: RequestChecker
   readonly runtime: RuntimeChecker
+  /** Answers the member machine applied: within their lease, lease from the send time. */
+  readonly answers: AnswerChecker
   readonly messages: MessageChecker
   readonly starvation: StarvationChecker
   readonly revisions: RevisionChecker

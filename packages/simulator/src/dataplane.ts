@@ -49,6 +49,16 @@ export class DataPlane {
   zombieAcks = 0
   /** Transactional handlers (`--tx`): batches commit through `tx.commit` instead of `ack`. */
   tx: Transactions | undefined = undefined
+  /**
+   * The `evict` fault (docs/protocol.md rule 26): per shard, whether its
+   * owner token is missing (until a coordinator writes one again), and what
+   * of its data vanished, not noticed yet: 2 the group's consumer group, 3
+   * the shard stream (with the group). `streamStart`: the first id the
+   * shard's stream still holds.
+   */
+  readonly tokenGone: Uint8Array
+  readonly gone: Uint8Array
+  readonly streamStart: Int32Array
 
   constructor(
     private readonly ctx: Ctx,
@@ -71,6 +81,73 @@ export class DataPlane {
     this.servedAt = new Float64Array(S)
     this.ownedSince = new Float64Array(S)
     this.ackedPerShard = new Float64Array(S)
+    this.tokenGone = new Uint8Array(S)
+    this.gone = new Uint8Array(S)
+    this.streamStart = new Int32Array(S)
+  }
+
+  /**
+   * What of `shard` a fenced call finds vanished (rule 26): "token" (every
+   * token is refused: the shard waits until a coordinator writes one),
+   * "group" or "stream" (`DataLost`: never an empty read), or undefined.
+   * With the storage fence off the token is not looked at.
+   */
+  vanished(shard: number): "token" | "group" | "stream" | undefined {
+    if (
+      this.tokenGone[shard] === 1 &&
+      this.storageFence &&
+      // BROKEN ON PURPOSE with `missing-token-is-zero`: a missing token read as 0
+      this.ctx.options.broken !== "missing-token-is-zero"
+    )
+      return "token"
+    const g = this.gone[shard]!
+    return g === 0 ? undefined : g === 2 ? "group" : "stream"
+  }
+
+  /**
+   * The `evict` fault: the owner token, the consumer group or the stream of
+   * `shard` vanishes (deleted, or evicted by a server with an evicting
+   * `maxmemory-policy`). A vanished stream takes every entry it held.
+   */
+  evict(shard: number, what: "token" | "group" | "stream"): void {
+    const w = this.ctx.w
+    w.count(`evict:${what}`)
+    w.mark("fault", `shard ${shard}: its ${what === "token" ? "owner token" : what} vanished`)
+    if (what === "token") {
+      this.tokenGone[shard] = 1
+      return
+    }
+    if (what === "stream") {
+      const produced = this.messages.producedOn(shard)
+      this.messages.vanish(shard, this.streamStart[shard]!, produced)
+      this.streamStart[shard] = produced
+      this.gone[shard] = 3
+    } else this.gone[shard] = Math.max(this.gone[shard]!, 2)
+  }
+
+  /**
+   * A member's fenced call found the group or the stream of `shard` gone
+   * (`DataLost`): it says so (the messages the stream took are reported
+   * lost, not lost in silence) and creates the group again at the stream's
+   * start, a fenced seek: what the stream still holds is delivered again.
+   */
+  recreate(shard: number): void {
+    const w = this.ctx.w
+    const what = this.gone[shard] === 3 ? "stream" : "group"
+    w.count(`dataLost:${what}`)
+    if (this.ctx.options.broken !== "vanished-read-as-empty") this.messages.reportLost(shard)
+    this.gone[shard] = 0
+    const start =
+      // BROKEN ON PURPOSE with `vanished-read-as-empty`: the group is created
+      // in silence at the stream's end, as if the read had found nothing
+      this.ctx.options.broken === "vanished-read-as-empty"
+        ? this.messages.producedOn(shard)
+        : this.streamStart[shard]!
+    const pel = this.pel[shard]!
+    pel.clear()
+    this.cursor[shard] = start
+    this.backlogN[shard] = this.messages.producedOn(shard) - start
+    if (this.backlogN[shard] === 0) this.backlogSince[shard] = Number.POSITIVE_INFINITY
   }
 
   /** Messages of `shard` undelivered or pending. */
@@ -83,6 +160,12 @@ export class DataPlane {
     for (const f of fences) {
       this.ctx.checks.tokens.fenceWrite(f.shard, f.token, this.ctx.w.now)
       if (f.token > this.fence[f.shard]!) this.fence[f.shard] = f.token
+      // a missing token comes back with the next write (a grant, a takeover's re-fence)
+      if (this.tokenGone[f.shard] === 1) {
+        this.tokenGone[f.shard] = 0
+        this.fence[f.shard] = f.token
+        this.ctx.w.count("evict:tokenWrittenAgain")
+      }
     }
     if (fences.length > 0) this.ctx.w.mark("fence", `${fences.length} shard token(s) written`)
   }
@@ -130,12 +213,21 @@ export class DataPlane {
    * Undefined when storage refuses the token.
    */
   read(shard: number, token: number): Array<number> | undefined {
+    if (this.tokenGone[shard] === 1 && this.storageFence) {
+      // only `missing-token-is-zero` gets here: the fence compares with 0
+      this.ctx.checks.tokens.missingAccepted(shard, token, "read", this.ctx.w.now)
+      return this.readBatch(shard)
+    }
     if (token > this.fence[shard]!)
       this.ctx.checks.tokens.unwritten(shard, token, this.fence[shard]!, this.ctx.w.now)
     if (this.storageFence && token < this.fence[shard]!) {
       this.fencedReads++
       return undefined
     }
+    return this.readBatch(shard)
+  }
+
+  private readBatch(shard: number): Array<number> {
     const ids: Array<number> = []
     const B = timing.batchSize
     const fanout = this.ctx.fanout.enabled ? this.ctx.fanout : undefined
@@ -166,7 +258,9 @@ export class DataPlane {
 
   /** Fenced ack of a handled batch; false when storage refuses the token. */
   ack(shard: number, token: number, ids: ReadonlyArray<number>): boolean {
-    if (this.storageFence && token < this.fence[shard]!) {
+    if (this.tokenGone[shard] === 1 && this.storageFence)
+      this.ctx.checks.tokens.missingAccepted(shard, token, "ack", this.ctx.w.now)
+    else if (this.storageFence && token < this.fence[shard]!) {
       this.fencedAcks++
       return false
     }

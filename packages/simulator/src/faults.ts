@@ -323,6 +323,46 @@ export const FAULTS: Partial<Record<FaultKind, FaultDef>> = {
     },
   },
   /**
+   * Key eviction (docs/protocol.md rule 26): a shard's owner token, its
+   * group's consumer group or the shard stream itself vanishes, as a Redis
+   * with an evicting `maxmemory-policy` (or an operator's DEL) does. Modelled
+   * as redis-store and the runtime handle it: a missing token refuses every
+   * token (the shard waits until a coordinator writes one again: its next
+   * grant, a takeover's re-fence); a vanished group or stream is `DataLost`
+   * at the next fenced call, said once, and the group is created again at
+   * the stream's start (what a vanished stream held is reported lost, the
+   * rest is delivered again). Not with fan-out groups, transactional
+   * handlers or a reshard (their streams are not modelled under it).
+   */
+  evict: {
+    scope: "group",
+    rate: 1.5,
+    inject: (ctx, r) => {
+      const what = (["token", "group", "stream"] as const)[r.int(3)]!
+      const shard = r.int(ctx.options.shards)
+      if (ctx.fanout.enabled || ctx.data.tx !== undefined || ctx.layouts.enabled) return none
+      ctx.data.evict(shard, what)
+      if (what !== "token") return none
+      // Nothing in the protocol writes the token again unless the shard moves
+      // or a coordinator takes over (finding F5, docs/simulator.md): the
+      // episode ends with the remedy docs/runtime.md names, a coordinator
+      // restart (the leader crashes; a standby takes over and re-fences).
+      return [
+        {
+          afterMs: duration(r),
+          heal: () => {
+            if (ctx.data.tokenGone[shard] !== 1) return
+            const c = ctx.coord.nodes[ctx.lease.holder]
+            if (c === undefined || !c.alive) return
+            ctx.w.count("evict:coordinatorRestarted")
+            ctx.coord.crash(c)
+            ctx.coord.restart(c.idx)
+          },
+        },
+      ]
+    },
+  },
+  /**
    * A serve replaced behind its candidate's back (docs/protocol.md rule 25;
    * the production stall: a lease holder that renewed its lease and served
    * nobody). Half the time a **late claim**: another candidate's serve,

@@ -141,6 +141,8 @@ export class Proc {
   forged = 0
   /** Told FENCED_INSTANCE_ID: a standby until its join is answered. */
   superseded = false
+  /** Its last requests' send times on its own clock, by seq (the answers checker's record). */
+  readonly sentAt = new Map<number, number>()
   /**
    * Bumped when every loop is dropped (StopAllShards): a drain report still
    * on its way from a dropped loop must not reach the machine.
@@ -501,7 +503,10 @@ export class Members {
     // One request in flight, always (finding F3 is gone: a lost lease no
     // longer fences, and a fence comes with the answer to the request in flight)
     if (p.inFlight !== 0) checks.runtime.secondRequest(w.now, p.label, p.inFlight)
-    const { seq, request } = MemberMachine.nextRequest(p.state, p.local(w.now))
+    const now = p.local(w.now)
+    const { seq, request } = MemberMachine.nextRequest(p.state, now)
+    p.sentAt.set(seq, now)
+    if (p.sentAt.size > 16) for (const old of p.sentAt.keys()) if (p.sentAt.delete(old)) break
     let sent = request
     let forgery: Forgery | undefined
     if (p.forgeLeft > 0 && request.memberEpoch > 0) {
@@ -540,15 +545,30 @@ export class Members {
     const wasStandby = p.superseded
     const epochBefore = p.state.memberEpoch
     const heldBefore = p.state.shards.size
+    const leaseFrom = p.state.lastSuccessAt
+    const arrivedAt = p.local(w.now)
+    this.ctx.checks.collateral?.answered(p.id, response, w.now)
     this.exec(
       p,
       MemberMachine.step(p.state, {
         _tag: "ResponseReceived",
         seq,
         response: res,
-        now: p.local(w.now),
+        now: arrivedAt,
       }),
     )
+    const sentAt = p.sentAt.get(seq)
+    if (response.errorCode === "NONE" && sentAt !== undefined)
+      this.ctx.checks.answers.answer(
+        w.now,
+        p.label,
+        seq,
+        sentAt,
+        arrivedAt,
+        response.sessionTimeoutMs - p.slot.settings.safetyMarginMs,
+        leaseFrom,
+        p.state.lastSuccessAt,
+      )
     const epochAfter = p.state.memberEpoch
     if (
       p.alive &&
@@ -779,6 +799,15 @@ export class Members {
         w.q.push(w.now + 200, K.WORKER, p.pid, 0)
         return
       }
+      const gone = data.vanished(shard)
+      if (gone === "token") {
+        // rule 26: every token is refused; the shard waits for a coordinator
+        // to write one again, trying again every idle wait
+        w.count("evict:readRefused")
+        w.q.push(w.now + 200, K.WORKER, p.pid, 0)
+        return
+      }
+      if (gone !== undefined) data.recreate(shard)
       if (p.byzantine?.has(shard) !== true) checks.intent.act(w.now, shard, run.holder)
       const ids = data.read(shard, run.token)
       if (ids === undefined) {
@@ -827,7 +856,13 @@ export class Members {
         order?.handle(w.now, shard, id)
       }
       const tx = data.tx
+      const gone = data.vanished(shard)
       if (p.slot.partStore || this.ctx.store.down) w.count("store:ackUnreachable")
+      else if (gone !== undefined)
+        // rule 26: the ack is refused (a missing token: the entries stay
+        // pending, read again once it is back; a vanished group or stream:
+        // the next read says so and starts the group again)
+        w.count(`evict:ackRefused:${gone}`)
       else if (tx !== undefined) {
         if (this.commitTx(p, run, batch, byzantine)) return
       } else if (data.ack(shard, run.token, batch.ids)) {

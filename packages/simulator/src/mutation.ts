@@ -98,6 +98,12 @@ export const mutationSeeds = (): Array<SimOptions> => {
     )
     out.push(small("reshard-up", ++seed, { shards: 4, tx: true }))
   }
+  // Issue 34: lost granting answers among bursts (a revoke of a grant the
+  // member never heard of must not fence it: the collateral checker).
+  for (let i = 0; i < 40; i++)
+    out.push(small("churn", ++seed, { faults: "burst,loss,dup,delay,replay", ratePerShard: 5 }))
+  // Key eviction (rule 26): tokens, groups and streams that vanish.
+  for (let i = 0; i < 10; i++) out.push(small("churn", ++seed, { faults: "burst,evict" }))
   return out
 }
 

@@ -89,6 +89,7 @@ export const FAULT_KINDS = [
   "clock-step",
   "redis-outage",
   "stale-claim",
+  "evict",
 ] as const
 export type FaultKind = (typeof FAULT_KINDS)[number]
 
@@ -131,6 +132,11 @@ export const DISRUPTIVE_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>(
  *   `tx` on): a transactional handler's effects applied when it runs, not at
  *   its commit; a commit that does not check its messages are still pending
  *   (`transactions.ts`).
+ * - `missing-token-is-zero`, `vanished-read-as-empty` (the `evict` fault;
+ *   docs/protocol.md rule 26): the storage fence compares a missing owner
+ *   token with 0, so every token passes; a read of a shard whose stream or
+ *   group vanished is an empty read, the group recreated in silence at the
+ *   stream's end (`dataplane.ts`).
  * - `serve-without-check`: a coordinator candidate decides as before
  *   docs/protocol.md rule 25: it keeps any serve while its host holds the
  *   lease, whatever term the serve started under and whether it still
@@ -143,6 +149,8 @@ export type Broken =
   | "tx-effects-at-handle"
   | "tx-commit-without-pending-check"
   | "serve-without-check"
+  | "missing-token-is-zero"
+  | "vanished-read-as-empty"
 export const BROKEN: ReadonlyArray<Broken> = [
   "assign-before-revoke",
   "skip-election",
@@ -150,6 +158,8 @@ export const BROKEN: ReadonlyArray<Broken> = [
   "tx-effects-at-handle",
   "tx-commit-without-pending-check",
   "serve-without-check",
+  "missing-token-is-zero",
+  "vanished-read-as-empty",
 ]
 
 /** Transactional handlers on: asked for, or implied by a `tx-` breakage. */

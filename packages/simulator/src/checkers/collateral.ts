@@ -16,9 +16,11 @@
  *
  * @module
  */
+import type { HeartbeatResponse } from "@shardline/core"
 import type { FaultKind, FaultMix } from "../options.js"
 import { FAULT_KINDS } from "../options.js"
 import { fmt, type Report } from "./types.js"
+import type { EndedRevocation } from "./view.js"
 
 /** Faults that touch no member process: under them no member may lose a shard. */
 export const COLLATERAL_FREE_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>([
@@ -56,10 +58,24 @@ export const isCollateralFree = (mix: FaultMix): boolean => {
  * report in a row cannot finish in time. Every other fence, expiry or
  * removal is collateral. A member told it is fenced or unknown must owe it
  * to such an excused loss.
+ *
+ * A fence is justified only by what the member could have known (issue 34).
+ * For each grant whose revocation timed out, the checker looks at the
+ * answers that reached the member's processes: if one granted it that very
+ * grant, the member knew it and the loss rule above applies; if none did
+ * (the granting answer was lost) but one named the grant's revocation (rule
+ * 17: the member then reports it REVOKED at once) a request timeout or more
+ * before the fence, the losses that excuse the fence must come after that
+ * answer: with none of its messages lost since, the member had the news and
+ * a working link, and the fence is collateral.
  */
 export class CollateralChecker {
   excused = 0
+  /** Revoke-timeout fences of a grant the member never heard of, judged by the rule above. */
+  unheardJudged = 0
   private readonly owed = new Map<string, number>()
+  /** Per member: `a<shard>:<token>` granted, `r<shard>:<token>` named as revoked -> first arrival. */
+  private readonly known = new Map<string, Map<string, number>>()
 
   constructor(
     private readonly report: Report,
@@ -68,10 +84,40 @@ export class CollateralChecker {
     private readonly lostSince: (memberId: string, since: number) => number,
     private readonly fenceWindowMs: number,
     private readonly expiryWindowMs: number,
+    private readonly revokeTimeoutMs = fenceWindowMs,
+    private readonly requestTimeoutMs = 0,
   ) {}
 
-  /** The committed view ended a lifecycle of `memberId` (`kind`: its audit kind). */
-  ended(memberId: string, kind: string, time: number): void {
+  /** A NONE answer reached a process of `memberId` at `time` (before the machine saw it). */
+  answered(memberId: string, response: HeartbeatResponse, time: number): void {
+    if (response.errorCode !== "NONE") return
+    let known = this.known.get(memberId)
+    if (known === undefined) {
+      known = new Map()
+      this.known.set(memberId, known)
+    }
+    for (const g of response.assigned) {
+      const k = `a${g.shard}:${g.token}`
+      if (!known.has(k)) known.set(k, time)
+    }
+    for (const g of response.revoking ?? []) {
+      const k = `r${g.shard}:${g.token}`
+      if (!known.has(k)) known.set(k, time)
+    }
+  }
+
+  /**
+   * The committed view ended a lifecycle of `memberId` (`kind`: its audit
+   * kind; `revoking`: the grants still being revoked from it).
+   */
+  ended(
+    memberId: string,
+    kind: string,
+    time: number,
+    revoking: ReadonlyArray<EndedRevocation> = [],
+  ): void {
+    const known = this.known.get(memberId)
+    this.known.delete(memberId)
     // A leave, a rejoin of a process whose join answer was lost (it held
     // nothing: rule 7), and a replacement (only a restart of the member's own
     // process starts a newer one in these runs: its old process had left)
@@ -79,7 +125,9 @@ export class CollateralChecker {
     if (kind === "MemberLeft" || kind === "MemberRejoined" || kind === "MemberReplaced") return
     const window = kind === "MemberExpired" ? this.expiryWindowMs : this.fenceWindowMs
     const lost = this.lostSince(memberId, time - window)
-    if ((kind === "MemberFenced" || kind === "MemberExpired") && lost >= 2) {
+    const unheard =
+      kind === "MemberFenced" ? this.unheardFence(memberId, time, revoking, known) : ""
+    if ((kind === "MemberFenced" || kind === "MemberExpired") && lost >= 2 && unheard === "") {
       this.excused++
       this.owed.set(memberId, (this.owed.get(memberId) ?? 0) + 1)
       return
@@ -87,8 +135,28 @@ export class CollateralChecker {
     this.report({
       checker: "collateral",
       time,
-      message: `${memberId}: ${kind} at ${fmt(time)} with ${lost} of its messages lost in the ${fmt(window)} before, under faults that touch no member (${this.faults})`,
+      message: `${memberId}: ${kind} at ${fmt(time)} with ${lost} of its messages lost in the ${fmt(window)} before${unheard}, under faults that touch no member (${this.faults})`,
     })
+  }
+
+  /** Why the revoke timeout of a grant the member never heard of is not excused ("" if it is). */
+  private unheardFence(
+    memberId: string,
+    time: number,
+    revoking: ReadonlyArray<EndedRevocation>,
+    known: Map<string, number> | undefined,
+  ): string {
+    for (const r of revoking) {
+      // still within its revoke timeout: not what the fence is for
+      if (r.since > time - this.revokeTimeoutMs) continue
+      if (known?.has(`a${r.shard}:${r.token}`)) continue
+      const told = known?.get(`r${r.shard}:${r.token}`)
+      if (told === undefined || told > time - this.requestTimeoutMs) continue
+      this.unheardJudged++
+      if (this.lostSince(memberId, told) > 0) continue
+      return `; the answer granting shard ${r.shard} (token ${r.token}) never reached it, one naming its revocation did at ${fmt(told)} and none of its messages was lost since (rule 17: it owed a REVOKED)`
+    }
+    return ""
   }
 
   /** A process of `memberId` stopped every shard because it was told `reason`. */

@@ -1,3 +1,4 @@
+export * from "./answers.js"
 export * from "./collateral.js"
 export * from "./convergence.js"
 export * from "./deadlines.js"

@@ -28,6 +28,9 @@ export class MessageChecker {
   /** After `finish`: messages never acknowledged, and the shards they are on. */
   lostMessages = 0
   lostShards = 0
+  /** Messages a vanished stream took that a member reported lost (rule 26). */
+  reportedLost = 0
+  private readonly vanished = new Map<number, Array<number>>()
 
   constructor(shards: number) {
     this.produced = new Int32Array(shards)
@@ -65,6 +68,37 @@ export class MessageChecker {
   /** How often message `id` of `shard` was acknowledged (saturates at 255). */
   ackedCount(shard: number, id: number): number {
     return this.counts[shard]![2 * id + 1] ?? 0
+  }
+
+  /**
+   * Messages `from`..`to` (exclusive) of `shard` vanished with its stream
+   * (the `evict` fault); those not acknowledged yet are lost, and must be
+   * reported lost (`reportLost`) by the member that finds the stream gone:
+   * nothing is lost in silence (docs/protocol.md rule 26).
+   */
+  vanish(shard: number, from: number, to: number): void {
+    let list = this.vanished.get(shard)
+    if (list === undefined) {
+      list = []
+      this.vanished.set(shard, list)
+    }
+    for (let id = from; id < to; id++) if (this.ackedCount(shard, id) === 0) list.push(id)
+  }
+
+  /** A member found `shard`'s stream gone and said so: what it took is lost, not lost in silence. */
+  reportLost(shard: number): void {
+    const list = this.vanished.get(shard)
+    if (list === undefined) return
+    for (const id of list) {
+      const c = this.counts[shard]!
+      if (c[2 * id + 1] === 0) {
+        // settled: counted with the acknowledged, so the quiet tail ends
+        c[2 * id + 1] = 1
+        this.ackedTotal++
+        this.reportedLost++
+      }
+    }
+    this.vanished.delete(shard)
   }
 
   producedOn(shard: number): number {

@@ -21,13 +21,28 @@
  *   process (not a network duplicate, replay or straggler), from a process
  *   that never lied, describes what the member really holds, which is what
  *   the coordinator granted it (rules 2, 3, 7);
- * - an honest request is never INVALID_REQUEST.
+ * - an honest request is never INVALID_REQUEST;
+ * - a join of a removed process no newer than the join that started its
+ *   removed lifecycle (a duplicate or replay delivered after the removal)
+ *   starts no lifecycle (rule 18: the leader remembers the processes it
+ *   removed, from its load on; issue 34).
  *
  * @module
  */
 import type { CoordinatorRecord, HeartbeatRequest, HeartbeatResponse } from "@shardline/core"
 import { fmt, type Report } from "./types.js"
-import type { CommittedView } from "./view.js"
+import type { CommittedView, Lifecycle } from "./view.js"
+
+/** Most removed processes a leader remembers (core's `MAX_DEPARTED`). */
+const DEPARTED_KEPT = 4_096
+
+/** A process whose lifecycle a leader removed, and which leader's shell did. */
+interface Departed {
+  readonly incarnation: number
+  readonly instance: string
+  readonly joinSeq: number
+  readonly shell: string
+}
 
 /** What the fault injector forged into a request. */
 export interface Forgery {
@@ -45,8 +60,55 @@ export class RequestChecker {
   forgedJudged = 0
   forgedFenced = 0
   freshJudged = 0
+  /** Requests of an older epoch of the registered process, and those with a seq above its join. */
+  olderEpoch = 0
+  olderEpochAfterJoin = 0
+  /** Joins of a removed process judged by the departed rule (issue 34). */
+  departedJudged = 0
+  private readonly departed = new Map<string, Departed>()
 
   constructor(private readonly report: Report) {}
+
+  /** A join of a process this leader removed, no newer than its removed lifecycle's join. */
+  private judgeDeparted(
+    time: number,
+    request: HeartbeatRequest,
+    records: ReadonlyArray<CoordinatorRecord>,
+    shell: string,
+  ): void {
+    if (request.memberEpoch !== 0) return
+    const d = this.departed.get(request.memberId)
+    if (
+      d === undefined ||
+      d.shell !== shell ||
+      d.incarnation !== request.incarnation ||
+      d.instance !== (request.instance ?? "") ||
+      request.seq > d.joinSeq
+    )
+      return
+    this.departedJudged++
+    if (startsLifecycle(records, request.memberId))
+      this.report({
+        checker: "requests",
+        time,
+        message: `a join of ${request.memberId} (seq ${request.seq}) from the process whose lifecycle (joined at seq ${d.joinSeq}) this leader removed, delivered again after the removal, started a lifecycle at ${fmt(time)}`,
+      })
+  }
+
+  /** The committed view removed lifecycle `m`, committed by shell `shell`. */
+  removed(m: Lifecycle, shell: string): void {
+    this.departed.delete(m.memberId)
+    this.departed.set(m.memberId, {
+      incarnation: m.incarnation,
+      instance: m.instance,
+      joinSeq: m.joinSeq,
+      shell,
+    })
+    if (this.departed.size > DEPARTED_KEPT) {
+      const oldest = this.departed.keys().next().value
+      if (oldest !== undefined) this.departed.delete(oldest)
+    }
+  }
 
   /**
    * `fresh`: the first delivery of the request and no later request of its
@@ -64,6 +126,8 @@ export class RequestChecker {
     },
     fresh: boolean,
     honest: boolean,
+    /** The handling leader's shell (see `removed`). */
+    shell = "",
   ): void {
     const response = step.response
     const id = request.memberId
@@ -84,12 +148,22 @@ export class RequestChecker {
         time,
         message: `the leader rejected an honest request of ${request.memberId} (seq ${request.seq}) as invalid: ${response?.errorMessage ?? ""}`,
       })
-    if (m === undefined) return
+    if (m === undefined) {
+      this.judgeDeparted(time, request, step.records, shell)
+      return
+    }
     const instance = request.instance ?? ""
     const sameProcess = request.incarnation === m.incarnation && instance === m.instance
     const olderProcess =
       request.incarnation < m.incarnation ||
       (request.incarnation === m.incarnation && instance < m.instance)
+    // `older-epoch-accepted` (scripts/mutants.mjs) is equivalent if a request
+    // of an older epoch of the registered process never comes after the join
+    // that started its current epoch: rule 18's seq check answers it first.
+    if (sameProcess && request.memberEpoch > 0 && request.memberEpoch < m.epoch) {
+      this.olderEpoch++
+      if (request.seq > m.joinSeq) this.olderEpochAfterJoin++
+    }
     const why = olderProcess
       ? `process ${request.incarnation}/${instance} older than ${m.incarnation}/${m.instance}`
       : !sameProcess
@@ -161,6 +235,10 @@ export class RequestChecker {
     })
   }
 }
+
+/** Lifecycles `records` start for `memberId`. */
+const startsLifecycle = (records: ReadonlyArray<CoordinatorRecord>, memberId: string): boolean =>
+  records.some((r) => r._tag === "MemberUpserted" && r.member.memberId === memberId)
 
 /**
  * A record that only releases shards held for the process that sent

@@ -24,6 +24,8 @@ export class TokenChecker {
   private readonly stored: Float64Array
   grants = 0
   unwrittenReads = 0
+  /** Reads or acks storage let through without an owner token (rule 26). */
+  missingPassed = 0
 
   constructor(
     shards: number,
@@ -80,6 +82,22 @@ export class TokenChecker {
       time,
       shard,
       message: `shard ${shard} read with owner token ${token} at ${fmt(time)} while storage holds ${stored}: the grant's fence was never written`,
+    })
+  }
+
+  /**
+   * Storage let a read or ack with `token` through on `shard` while the
+   * shard's owner token is missing (evicted or deleted): rule 26 says a
+   * missing token refuses every token, so a zombie cannot slip through.
+   */
+  missingAccepted(shard: number, token: number, what: string, time: number): void {
+    this.missingPassed++
+    if (this.missingPassed > 3) return
+    this.report({
+      checker: "tokens",
+      time,
+      shard,
+      message: `shard ${shard}: storage accepted a ${what} with owner token ${token} at ${fmt(time)} while the shard's owner token is missing (rule 26: a missing token refuses every token)`,
     })
   }
 

@@ -24,6 +24,7 @@ export type CheckerName =
   | "fan-out"
   | "transactions"
   | "liveness"
+  | "answers"
 
 export interface Violation {
   readonly checker: CheckerName

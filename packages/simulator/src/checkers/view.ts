@@ -80,8 +80,28 @@ export interface ViewListener {
     why: "revoked" | "left" | "removed",
     time: number,
   ): void
-  /** A lifecycle ended in this commit. */
-  ended(memberId: string, epoch: number, kind: EndKind, time: number): void
+  /**
+   * A lifecycle ended in this commit: `lifecycle` as it was, `revoking` the
+   * grants still being revoked from it just before (what a revoke-timeout
+   * fence blames it for).
+   */
+  ended(
+    memberId: string,
+    epoch: number,
+    kind: EndKind,
+    time: number,
+    lifecycle: Lifecycle,
+    revoking: ReadonlyArray<EndedRevocation>,
+  ): void
+}
+
+/** A grant that was still being revoked from a lifecycle when it ended. */
+export interface EndedRevocation {
+  readonly shard: number
+  /** The owner token of the grant being revoked. */
+  readonly token: number
+  /** Commit time of the revocation's start. */
+  readonly since: number
 }
 
 const END_KINDS: ReadonlySet<string> = new Set([
@@ -162,10 +182,29 @@ export class CommittedView {
     if (m !== undefined && m.epoch === epoch) m.lastTouch = time
   }
 
+  /** The grants being revoked from lifecycle `m` (O(shards): at lifecycle ends only). */
+  private revokingOf(m: Lifecycle): Array<EndedRevocation> {
+    const out: Array<EndedRevocation> = []
+    for (let s = 0; s < this.revocation.length; s++) {
+      const r = this.revocation[s]
+      const o = this.owner[s]
+      if (r == null || o == null || r.memberId !== m.memberId || r.epoch !== m.epoch) continue
+      out.push({ shard: s, token: o.token, since: r.time })
+    }
+    return out
+  }
+
   /** Applies one committed batch (revision `rev`, at true time `time`). */
   ingest(records: ReadonlyArray<CoordinatorRecord>, rev: number, time: number): void {
     this.rev = rev
     const endedHere = new Map<string, Lifecycle>()
+    const revokingHere = new Map<string, ReadonlyArray<EndedRevocation>>()
+    // (a lifecycle's records come before its batch's revocation and owner
+    // changes, so its open revocations are still in place here)
+    const end = (prev: Lifecycle) => {
+      endedHere.set(prev.memberId, prev)
+      revokingHere.set(prev.memberId, this.revokingOf(prev))
+    }
     const kinds = new Map<string, EndKind>()
     const releases: Array<{ shard: number; prev: Owner }> = []
     for (const r of records) {
@@ -173,7 +212,7 @@ export class CommittedView {
         case "MemberUpserted": {
           const m = r.member
           const prev = this.members.get(m.memberId)
-          if (prev !== undefined && prev.epoch !== m.memberEpoch) endedHere.set(prev.memberId, prev)
+          if (prev !== undefined && prev.epoch !== m.memberEpoch) end(prev)
           if (prev !== undefined && prev.epoch === m.memberEpoch) prev.state = m.state
           else
             this.members.set(m.memberId, {
@@ -191,7 +230,7 @@ export class CommittedView {
         case "MemberRemoved": {
           const prev = this.members.get(r.memberId)
           if (prev !== undefined) {
-            endedHere.set(prev.memberId, prev)
+            end(prev)
             this.members.delete(r.memberId)
           }
           break
@@ -278,7 +317,7 @@ export class CommittedView {
       const kind = kinds.get(memberId) ?? "Removed"
       this.ends.set(key(memberId, m.epoch), { kind, rev, time })
       this.endCounts[kind]++
-      this.listener.ended(memberId, m.epoch, kind, time)
+      this.listener.ended(memberId, m.epoch, kind, time, m, revokingHere.get(memberId) ?? [])
     }
     for (const { shard, prev } of releases) {
       // Released without its lifecycle ending: the member gave it up (REVOKED
