@@ -121,6 +121,14 @@ export interface SetOwnerTokenOptions extends FencedAddress {
    * at the first write of the (shard, group) token.
    */
   readonly createGroup?: boolean
+  /**
+   * Where a group created here starts (a new group's `startAt`,
+   * docs/runtime.md "Where a new group starts"): `start` (default, every
+   * entry the shard holds), `end` (only entries appended after it), or an
+   * entry id (entries after it). A group that already exists on the shard
+   * keeps its position.
+   */
+  readonly createAt?: GroupPosition
 }
 
 export interface ReadOptions extends FencedAddress {
@@ -760,7 +768,15 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
         // vanished: left for the fenced reads to report (`DataLost`), never
         // re-created in silence (docs/protocol.md rule 26)
         const key = shardKey(o.stream, o.shard)
-        if (first && (streams.has(key) || !sealed.has(key))) groupOf(streamOf(key), o.group)
+        if (first && (streams.has(key) || !sealed.has(key))) {
+          const state = streamOf(key)
+          const existed = state.groups.has(o.group)
+          const group = groupOf(state, o.group)
+          // a new group starts where it was asked to (an existing one keeps its position)
+          if (!existed && o.createAt !== undefined && o.createAt !== "start")
+            group.lastDelivered =
+              o.createAt === "end" ? state.last : (StreamId.parse(o.createAt) ?? StreamId.ZERO)
+        }
         return Effect.void
       }),
 
