@@ -17,12 +17,7 @@ export const KEY_FIELD = "shardline-key"
  * receives it (every other group's members acknowledge it unseen), the
  * original entry's shard and id, and how many times it was replayed.
  */
-export const REPLAY_FIELDS = {
-  group: "shardline-replay-group",
-  originalShard: "shardline-replay-shard",
-  originalId: "shardline-replay-id",
-  count: "shardline-replay-count",
-} as const
+export const REPLAY_FIELDS = ShardStreams.ReplayFields
 
 /** A replayed dead letter's marker (`Message.replay`). */
 export interface ReplayInfo {

@@ -311,6 +311,19 @@ export const DeadLetterFields = {
   deliveryCount: "shardline-dlq-deliveries",
 } as const
 
+/**
+ * Fields a dead letter replayed to one group carries (docs/redis.md, "Dead
+ * letters and groups"): the group it is for (every other group's members
+ * acknowledge it without handling it), the shard and id of the message as
+ * first produced, and how many times it was replayed.
+ */
+export const ReplayFields = {
+  group: "shardline-replay-group",
+  originalShard: "shardline-replay-shard",
+  originalId: "shardline-replay-id",
+  count: "shardline-replay-count",
+} as const
+
 /** The Redis key of a shard stream: its own hash tag, so shards spread over a cluster. */
 export const shardKey = (stream: string, shard: number): string => `{${stream}:${shard}}`
 
