@@ -488,22 +488,22 @@ const dlq = (args: Args, sub: string) => {
                   "nothing was changed",
                 ].join("\n")
               : [
-                `replayed ${r.replayed.length} dead letter(s) of group ${group} into stream ${stream}${
-                  r.replayed.length === 0
-                    ? ""
-                    : `: ${r.replayed
-                        .map(
-                          (x) => `${x.from.shard}/${x.from.id} -> shard ${x.to.shard} ${x.to.id}`,
-                        )
-                        .join(", ")}`
-                }`,
-                ...r.skipped.map((x) => `skipped ${x.shard}/${x.id}: ${x.why}`),
-                ...(r.otherGroups.length > 0 && r.replayed.length > 0
-                  ? [
-                      `for group ${group} only: the stream's other groups (${r.otherGroups.join(", ")}) acknowledge them unseen`,
-                    ]
-                  : []),
-              ].join("\n"),
+                  `replayed ${r.replayed.length} dead letter(s) of group ${group} into stream ${stream}${
+                    r.replayed.length === 0
+                      ? ""
+                      : `: ${r.replayed
+                          .map(
+                            (x) => `${x.from.shard}/${x.from.id} -> shard ${x.to.shard} ${x.to.id}`,
+                          )
+                          .join(", ")}`
+                  }`,
+                  ...r.skipped.map((x) => `skipped ${x.shard}/${x.id}: ${x.why}`),
+                  ...(r.otherGroups.length > 0 && r.replayed.length > 0
+                    ? [
+                        `for group ${group} only: the stream's other groups (${r.otherGroups.join(", ")}) acknowledge them unseen`,
+                      ]
+                    : []),
+                ].join("\n"),
         ),
       )
     }

@@ -209,9 +209,7 @@ for (const target of redisTargets())
               const before = yield* lengthOf(target)
               // a dry run says what would be replayed, where, and changes nothing
               const dlqLength = (shard: number) =>
-                connection.command("xlen", (c) =>
-                  c.xlen(ShardStreams.deadLetterKey(stream, shard)),
-                )
+                connection.command("xlen", (c) => c.xlen(ShardStreams.deadLetterKey(stream, shard)))
               const lettersBefore = yield* dlqLength(first!.shard)
               const dry = yield* cli([
                 "dlq",
@@ -234,10 +232,7 @@ for (const target of redisTargets())
                 }>
               }
               assert.deepStrictEqual(plan.replayed, [])
-              assert.deepStrictEqual(
-                plan.planned.map((p) => p.key).sort(),
-                ["k1", "k4", "k7"],
-              )
+              assert.deepStrictEqual(plan.planned.map((p) => p.key).sort(), ["k1", "k4", "k7"])
               for (const p of plan.planned) {
                 assert.strictEqual(p.toShard, Layout.shardOf(generation, p.key))
                 assert.strictEqual(p.count, 1)
