@@ -68,7 +68,7 @@ const USAGE = `usage:
   shardline reshard --redis <url> --stream S (--shards M | --rollback)
   shardline coordinator --redis <url> --stream S --group G [--shards N]
       [--session-timeout ms] [--heartbeat-interval ms] [--rebalance-timeout ms]
-      [--lease-ttl ms] [--holder id]
+      [--start-at earliest|latest|<entry id>] [--lease-ttl ms] [--holder id]
   shardline dlq list --redis <url> --stream S --group G [--shard N] [--count N] [--json]
   shardline dlq count --redis <url> --stream S --group G [--shard N] [--json]
   shardline dlq show --redis <url> --stream S --shard N --id ID [--json]
@@ -783,6 +783,8 @@ const coordinator = (args: Args) => {
     sessionTimeoutMs,
     rebalanceTimeoutMs: optionalInt(args, "rebalance-timeout") ?? sessionTimeoutMs,
     heartbeatIntervalMs: optionalInt(args, "heartbeat-interval") ?? 3_000,
+    // where the group starts when it is created (docs/runtime.md, "Where a new group starts")
+    ...(args.flags.has("start-at") ? { startAt: args.flags.get("start-at") } : {}),
   }
   const holder = String(args.flags.get("holder") ?? `${os.hostname()}-${process.pid}`)
   const leaseTtlMs = optionalInt(args, "lease-ttl")
