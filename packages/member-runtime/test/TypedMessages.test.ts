@@ -13,7 +13,12 @@ import { Effect } from "effect"
 import * as v from "valibot"
 import { describe, expect, it } from "vitest"
 import { z } from "zod"
-import { CONTENT_TYPE_FIELD, type Codec, PAYLOAD_FIELD } from "../src/Codec.js"
+import {
+  CONTENT_TYPE_FIELD,
+  type Codec,
+  PAYLOAD_FIELD,
+  type StandardSchemaV1,
+} from "../src/Codec.js"
 import { type ConsumerDefinition, consumer, effectConsumer } from "../src/Consumer.js"
 import { InvalidRuntimeConfig, NonRetryableError } from "../src/Errors.js"
 import type { RuntimeEvent } from "../src/Events.js"
@@ -221,7 +226,7 @@ describe("typed messages", () => {
   })
 
   it("a schema whose validate throws, or validates asynchronously", async () => {
-    const throwing = {
+    const throwing: StandardSchemaV1<unknown, Order> = {
       "~standard": {
         version: 1 as const,
         vendor: "test",
@@ -231,7 +236,7 @@ describe("typed messages", () => {
         },
       },
     }
-    const asyncSchema = {
+    const asyncSchema: StandardSchemaV1<unknown, Order> = {
       "~standard": {
         version: 1 as const,
         vendor: "test",
