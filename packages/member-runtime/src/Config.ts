@@ -5,10 +5,12 @@
  * `OrderHandlers.handle.ack`, `shutdownTimeoutMs`, ...). Unknown option names
  * are refused too, so a typo never silently falls back to a default.
  */
-import { MemberWeight } from "@shardline/core"
+import { MemberWeight, StartAt as StartAtSchema } from "@shardline/core"
 import { Result, Schema, SchemaIssue } from "effect"
+import { isCodecOption, isStandardSchema } from "./Codec.js"
 import { InvalidRuntimeConfig } from "./Errors.js"
 import type { BreakerSettings } from "./internal/CircuitBreaker.js"
+import { type Decoder, makeDecoder } from "./internal/Decode.js"
 import type { RateLimitSettings } from "./internal/RateLimiter.js"
 
 // ---------------------------------------------------------------------------
@@ -24,10 +26,25 @@ export interface RetryBackoff {
   readonly maxMs?: number
 }
 
+/**
+ * Where a group that does not exist yet starts reading each shard
+ * (docs/runtime.md, "Where a new group starts"): `earliest` (the default:
+ * every entry the shard holds), `latest` (only entries appended after the
+ * group's first grant of the shard) or an entry id (`<ms>-<seq>` or `<ms>`:
+ * entries after it). A group that exists keeps its position.
+ */
+export type StartAt = "earliest" | "latest" | (string & {})
+
 /** Options shared by `@StreamListener`, `consumer` and `effectConsumer`. */
 export interface CommonOptions {
   readonly stream: string
   readonly group: string
+  /**
+   * Where the group starts when it does not exist yet (default `earliest`:
+   * a queue's consumers deployed after its producers miss nothing); a group
+   * that exists is unaffected (docs/runtime.md, "Where a new group starts").
+   */
+  readonly startAt?: StartAt
   /** On success (default `ack`). Failures are retried, then dead-lettered. */
   readonly ack?: AckPolicy
   /** Entries read per batch of a shard (default 32). */
@@ -134,6 +151,8 @@ export interface GroupSettings {
   readonly sessionTimeoutMs: number
   readonly rebalanceTimeoutMs: number
   readonly heartbeatIntervalMs: number
+  /** Where a new group starts (undefined: earliest). */
+  readonly startAt: StartAt | undefined
 }
 
 export interface ConsumerSettings extends GroupSettings {
@@ -154,6 +173,8 @@ export interface ConsumerSettings extends GroupSettings {
   readonly rateLimit: RateLimitSettings | undefined
   /** A handler transaction's limits (docs/exactly-once.md). */
   readonly transaction: { readonly maxOperations: number; readonly maxBytes: number }
+  /** The codec and schema's decoding; undefined for raw messages without a schema. */
+  readonly decode: Decoder | undefined
 }
 
 export const DEFAULTS = {
@@ -192,6 +213,17 @@ const Fn = Schema.declare(
 const commonFields = {
   stream: Name,
   group: Name,
+  startAt: Schema.optional(StartAtSchema),
+  codec: Schema.optional(
+    Schema.declare(isCodecOption, {
+      expected: '"raw", "json" or a codec { contentType, encode, decode }',
+    }),
+  ),
+  schema: Schema.optional(
+    Schema.declare(isStandardSchema, {
+      expected: "a Standard Schema (zod, valibot, effect Schema.toStandardSchemaV1, ...)",
+    }),
+  ),
   ack: Schema.optional(Schema.Literals(["ack", "xackdel"])),
   batchSize: Schema.optional(PositiveInt.check(Schema.isLessThanOrEqualTo(10_000))),
   maxDeliveries: Schema.optional(PositiveInt.check(Schema.isLessThanOrEqualTo(1_000_000))),
@@ -429,6 +461,8 @@ export const resolveSettings = (
       maxOperations: o.transaction?.maxOperations ?? DEFAULTS.transactionMaxOperations,
       maxBytes: o.transaction?.maxBytes ?? DEFAULTS.transactionMaxBytes,
     },
+    startAt: o.startAt,
+    decode: makeDecoder(o.codec, o.schema),
   })
 }
 
@@ -442,6 +476,7 @@ export const groupSettingsDiffer = (
     "sessionTimeoutMs",
     "rebalanceTimeoutMs",
     "heartbeatIntervalMs",
+    "startAt",
   ] as const)
     if (a[field] !== b[field]) return field
   return undefined

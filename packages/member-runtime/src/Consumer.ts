@@ -24,8 +24,32 @@
  * })
  */
 import type { Effect } from "effect"
+import type { Codec, Fields, StandardSchemaV1 } from "./Codec.js"
 import type { CommonOptions, LostHookInfo, ShardHookInfo } from "./Config.js"
 import type { EachBatch, EachBatchEffect, EachMessage, EachMessageEffect } from "./Message.js"
+
+/**
+ * How a consumer decodes its messages (docs/runtime.md, "Typed messages"):
+ * the handlers get `Message<T>`. `codec`: `raw` (default: the value is the
+ * fields), `json`, or a `Codec<T>`; `schema`: any Standard Schema (zod,
+ * valibot, effect `Schema.toStandardSchemaV1`), whose output type is `T`. A
+ * message that cannot be decoded, or that the schema refuses, is
+ * dead-lettered with the reason and never retried.
+ */
+export interface CodecOptions<T> {
+  readonly codec?: "raw" | "json" | Codec<T>
+  readonly schema?: StandardSchemaV1<unknown, T>
+}
+
+/** A typed consumer's codec: `json` or a codec object (a raw consumer's `T` is its fields, or its schema's output). */
+export interface TypedCodec<T> {
+  readonly codec: "json" | Codec<T>
+}
+
+/** A raw consumer (the default): `codec` absent or `raw`. */
+export interface RawCodec {
+  readonly codec?: "raw"
+}
 
 /** What `consumer` and `effectConsumer` share besides the handler. */
 interface MemberOptions<Hook> extends CommonOptions {
@@ -51,13 +75,15 @@ export type OneHandler<Message, Batch> =
   | { readonly eachMessage: Message; readonly eachBatch?: never }
   | { readonly eachBatch: Batch; readonly eachMessage?: never }
 
-/** `consumer` options: one explicit member with Promise (or synchronous) handlers. */
-export type ConsumerOptions = MemberOptions<void | Promise<void>> &
-  OneHandler<EachMessage, EachBatch>
+/** `consumer` options: one explicit member with Promise (or synchronous) handlers of `Message<T>`. */
+export type ConsumerOptions<T = Fields> = MemberOptions<void | Promise<void>> &
+  CodecOptions<T> &
+  OneHandler<EachMessage<T>, EachBatch<T>>
 
 /** `effectConsumer` options: the same with Effect handlers and hooks. */
-export type EffectConsumerOptions = MemberOptions<Effect.Effect<void, unknown>> &
-  OneHandler<EachMessageEffect, EachBatchEffect>
+export type EffectConsumerOptions<T = Fields> = MemberOptions<Effect.Effect<void, unknown>> &
+  CodecOptions<T> &
+  OneHandler<EachMessageEffect<T>, EachBatchEffect<T>>
 
 /**
  * A consumer declaration, validated when the runtime starts. Made by
@@ -80,20 +106,30 @@ export interface ConsumerDefinition {
 export const isConsumerDefinition = (u: unknown): u is ConsumerDefinition =>
   typeof u === "object" && u !== null && (u as { _tag?: unknown })._tag === "ConsumerDefinition"
 
-/** One explicit member with Promise (or synchronous) handlers. */
-export const consumer = (options: ConsumerOptions): ConsumerDefinition => ({
-  _tag: "ConsumerDefinition",
-  kind: "member",
-  label: "",
-  style: "promise",
-  options,
-})
+/**
+ * One explicit member with Promise (or synchronous) handlers. With `codec:
+ * "json"` (or a codec object) its messages are `Message<T>`: `T` from the
+ * schema, the handler's annotation or the type argument, else `unknown`.
+ */
+export function consumer<T>(options: ConsumerOptions<T> & TypedCodec<T>): ConsumerDefinition
+/** A raw consumer: `Message` (fields), or the schema's output type with a `schema`. */
+export function consumer<T = Fields>(options: ConsumerOptions<T> & RawCodec): ConsumerDefinition
+/** Options whose codec is known only at run time. */
+export function consumer<T = Fields>(options: ConsumerOptions<T>): ConsumerDefinition
+// biome-ignore lint/suspicious/noExplicitAny: the implementation of the typed overloads
+export function consumer(options: ConsumerOptions<any>): ConsumerDefinition {
+  return { _tag: "ConsumerDefinition", kind: "member", label: "", style: "promise", options }
+}
 
-/** One explicit member with Effect handlers and hooks. */
-export const effectConsumer = (options: EffectConsumerOptions): ConsumerDefinition => ({
-  _tag: "ConsumerDefinition",
-  kind: "member",
-  label: "",
-  style: "effect",
-  options,
-})
+/** One explicit member with Effect handlers and hooks (typed as `consumer`). */
+export function effectConsumer<T>(
+  options: EffectConsumerOptions<T> & TypedCodec<T>,
+): ConsumerDefinition
+export function effectConsumer<T = Fields>(
+  options: EffectConsumerOptions<T> & RawCodec,
+): ConsumerDefinition
+export function effectConsumer<T = Fields>(options: EffectConsumerOptions<T>): ConsumerDefinition
+// biome-ignore lint/suspicious/noExplicitAny: the implementation of the typed overloads
+export function effectConsumer(options: EffectConsumerOptions<any>): ConsumerDefinition {
+  return { _tag: "ConsumerDefinition", kind: "member", label: "", style: "effect", options }
+}

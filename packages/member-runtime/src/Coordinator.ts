@@ -18,6 +18,7 @@ import {
   type GroupConfig,
   type InvalidGroupConfig,
   OwnerFence,
+  type StartAt,
   Store,
 } from "@shardline/core"
 import { Clock, Effect, Exit, type Layer, ManagedRuntime, Scope } from "effect"
@@ -38,6 +39,8 @@ export interface CoordinatedGroup {
   readonly sessionTimeoutMs?: number
   readonly rebalanceTimeoutMs?: number
   readonly heartbeatIntervalMs?: number
+  /** Where the group starts on each shard when it is created (docs/runtime.md, "Where a new group starts"; default earliest). */
+  readonly startAt?: StartAt
 }
 
 export interface CoordinatorOptions {
@@ -66,6 +69,7 @@ export const groupConfigOf = (
     sessionTimeoutMs: g.sessionTimeoutMs ?? DEFAULTS.sessionTimeoutMs,
     rebalanceTimeoutMs: g.rebalanceTimeoutMs ?? DEFAULTS.rebalanceTimeoutMs,
     heartbeatIntervalMs: g.heartbeatIntervalMs ?? DEFAULTS.heartbeatIntervalMs,
+    ...(g.startAt !== undefined ? { startAt: g.startAt } : {}),
   })
 
 /** Run a coordinator candidate for each group until the scope closes (Effect API). */

@@ -18,6 +18,39 @@ export class InvalidRuntimeConfig extends Schema.TaggedError<InvalidRuntimeConfi
   },
 ) {}
 
+/**
+ * Thrown (or failed with, in the Effect form) by a handler: the message is
+ * not worth retrying (BullMQ's `UnrecoverableError`). It goes straight to
+ * the dead letters with this error's message as the reason, whatever its
+ * delivery count and `maxDeliveries`, and an open circuit breaker does not
+ * hold it (docs/runtime.md, "Errors not worth retrying"). A batch handler's
+ * is the first message it did not resolve.
+ *
+ * @example
+ * eachMessage: async (message) => {
+ *   if (message.fields.amount === undefined)
+ *     throw new NonRetryableError({ message: "no amount: this order never bills" })
+ *   await bill(message)
+ * }
+ * // the Effect form
+ * eachMessage: (message) => Effect.fail(new NonRetryableError({ message: "no amount" }))
+ */
+export class NonRetryableError extends Schema.TaggedError<NonRetryableError>()(
+  "NonRetryableError",
+  {
+    message: Schema.String,
+    cause: Schema.optional(Schema.Defect()),
+  },
+) {}
+
+/** A handler's error is a `NonRetryableError` (of this copy of the package or another). */
+export const isNonRetryable = (error: unknown): error is NonRetryableError =>
+  error instanceof NonRetryableError ||
+  (typeof error === "object" &&
+    error !== null &&
+    (error as { _tag?: unknown })._tag === "NonRetryableError" &&
+    typeof (error as { message?: unknown }).message === "string")
+
 /** `pause`, `resume` or `seek` named a shard no logical member of this process owns now. */
 export class ShardNotOwned extends Schema.TaggedError<ShardNotOwned>()("ShardNotOwned", {
   stream: Schema.String,

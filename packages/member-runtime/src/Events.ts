@@ -92,6 +92,8 @@ export type RuntimeEvent =
       readonly deadLetterId: string
       readonly deliveryCount: number
       readonly reason: string
+      /** Why it went: see `DeadLetterCause`. */
+      readonly cause: DeadLetterCause
     })
   /**
    * No answer granted the member a lease in time: it stopped reading every
@@ -223,6 +225,15 @@ export type RuntimeEvent =
     })
   /** A coordinator answers this member again, after `unavailableMs` without one. */
   | (MemberBase & { readonly type: "coordinatorAvailable"; readonly unavailableMs: number })
+
+/**
+ * Why a message was dead-lettered: its handler failed `maxDeliveries`
+ * times, it threw a `NonRetryableError`, or it never reached a handler
+ * because it could not be decoded (`undecodable`) or its schema refused it
+ * (`invalid`; docs/runtime.md, "Typed messages"). The last three are not
+ * retried.
+ */
+export type DeadLetterCause = "maxDeliveries" | "nonRetryable" | "undecodable" | "invalid"
 
 export type RuntimeEventType = RuntimeEvent["type"]
 

@@ -197,7 +197,10 @@ export const makeEventLog = (log: LevelLogger) => {
       case "deadLettered":
         return {
           level: "warn",
-          message: `message ${event.messageId} of shard ${event.shard} dead-lettered after ${event.deliveryCount} deliveries (dead-letter id ${event.deadLetterId}): ${event.reason}`,
+          message:
+            event.cause === "maxDeliveries"
+              ? `message ${event.messageId} of shard ${event.shard} dead-lettered after ${event.deliveryCount} deliveries (dead-letter id ${event.deadLetterId}): ${event.reason}`
+              : `message ${event.messageId} of shard ${event.shard} dead-lettered without a retry (${event.cause}; dead-letter id ${event.deadLetterId}): ${event.reason}`,
         }
       case "handlerError":
         return {

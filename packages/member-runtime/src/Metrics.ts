@@ -32,6 +32,11 @@ export const deadLettered = Metric.counter("shardline_dead_lettered_total", {
   description: "Messages moved to a shard's dead-letter stream after maxDeliveries",
   incremental: true,
 })
+export const messagesRejected = Metric.counter("shardline_messages_rejected_total", {
+  description:
+    "Messages dead-lettered without a handler call, by reason: undecodable (the codec could not decode it) or invalid (the schema refused it)",
+  incremental: true,
+})
 export const batches = Metric.counter("shardline_batches_total", {
   description: "Batches read and handled",
   incremental: true,

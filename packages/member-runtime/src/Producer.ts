@@ -42,6 +42,7 @@ import {
   type Scope,
   Tracer,
 } from "effect"
+import { type CodecOption, codecOf, encodeFields, type Fields } from "./Codec.js"
 import { type LayoutUnavailable, RuntimeStopped, SendFailed, type UnknownStream } from "./Errors.js"
 import { traceStateOf } from "./internal/telemetry/otel.js"
 import {
@@ -51,11 +52,20 @@ import {
 } from "./internal/telemetry/propagation.js"
 import { ATTR, SYSTEM } from "./internal/telemetry/Telemetry.js"
 import type { LayoutSource } from "./LayoutSource.js"
+import { describeError } from "./Logging.js"
 import { KEY_FIELD } from "./Message.js"
 
 export interface ProducerOptions {
   /** The layout to route by (the runtime's `producer()` defaults it from its consumers' shard counts). */
   readonly layout: LayoutSource
+  /**
+   * How values are written (docs/runtime.md, "Typed messages"): `raw`
+   * (default: `send(key, fields)` with a string map), `json`, or a `Codec`
+   * (`send(key, value)`: the value encoded into the `shardline-payload`
+   * field, its content type beside it).
+   */
+  // biome-ignore lint/suspicious/noExplicitAny: the codec's value type is the producer's `T`
+  readonly codec?: CodecOption<any>
   /** Sends appended per flush at most (default 256). */
   readonly maxBatch?: number
   /** Wait this long for more sends before flushing a partial batch (default 0). */
@@ -82,24 +92,27 @@ export interface Sent {
   readonly generation: number
 }
 
-export interface OutgoingMessage {
-  readonly key: string
-  readonly fields?: Readonly<Record<string, string>>
-  readonly options?: SendOptions
-}
+/** One message of `sendBatch`: its fields (raw producer) or its value (typed producer). */
+export type OutgoingMessage<T = Fields> = [T] extends [Fields]
+  ? { readonly key: string; readonly fields?: T; readonly options?: SendOptions }
+  : { readonly key: string; readonly value: T; readonly options?: SendOptions }
+
+/**
+ * What `send` takes after the key: a raw producer's fields (optional), or
+ * a typed producer's value.
+ */
+export type SendArgs<T> = [T] extends [Fields]
+  ? [fields?: T, options?: SendOptions]
+  : [value: T, options?: SendOptions]
 
 export type SendError = SendFailed | UnknownStream | LayoutUnavailable | RuntimeStopped
 
-/** The producer with Effect results. */
-export interface EffectProducer {
+/** The producer with Effect results; `T` is what it sends (`Fields` for a raw producer). */
+export interface EffectProducer<T = Fields> {
   readonly stream: string
-  readonly send: (
-    key: string,
-    fields?: Readonly<Record<string, string>>,
-    options?: SendOptions,
-  ) => Effect.Effect<Sent, SendError>
+  readonly send: (key: string, ...args: SendArgs<T>) => Effect.Effect<Sent, SendError>
   readonly sendBatch: (
-    messages: ReadonlyArray<OutgoingMessage>,
+    messages: ReadonlyArray<OutgoingMessage<T>>,
   ) => Effect.Effect<ReadonlyArray<Sent>, SendError>
   /** Wait until everything sent so far is appended (or failed). */
   readonly flush: Effect.Effect<void>
@@ -107,15 +120,15 @@ export interface EffectProducer {
   readonly close: Effect.Effect<void>
 }
 
-/** The producer with Promise results. */
-export interface Producer {
+/**
+ * The producer with Promise results; `T` is what it sends (`Fields` for a
+ * raw producer; `runtime.producer<Order>("orders", { codec: "json" })` sends
+ * `Order` values).
+ */
+export interface Producer<T = Fields> {
   readonly stream: string
-  readonly send: (
-    key: string,
-    fields?: Readonly<Record<string, string>>,
-    options?: SendOptions,
-  ) => Promise<Sent>
-  readonly sendBatch: (messages: ReadonlyArray<OutgoingMessage>) => Promise<ReadonlyArray<Sent>>
+  readonly send: (key: string, ...args: SendArgs<T>) => Promise<Sent>
+  readonly sendBatch: (messages: ReadonlyArray<OutgoingMessage<T>>) => Promise<ReadonlyArray<Sent>>
   readonly flush: () => Promise<void>
   readonly close: () => Promise<void>
 }
@@ -141,12 +154,12 @@ const failed = (stream: string, key: string, attempts: number, message: string, 
  * the scope. Its send spans come from `tracer` (default: the Effect tracer in
  * context; none when that is Effect's default tracer).
  */
-export const makeProducer = (
+export const makeProducer = <T = Fields>(
   streams: ShardStreams.ShardStreamsShape,
   stream: string,
-  options: ProducerOptions,
+  options: ProducerOptions & { readonly codec?: CodecOption<T> },
   tracer?: Tracer.Tracer,
-): Effect.Effect<EffectProducer, never, Scope.Scope> =>
+): Effect.Effect<EffectProducer<T>, never, Scope.Scope> =>
   Effect.gen(function* () {
     const inContext = yield* Effect.tracer
     const sendTracer =
@@ -261,9 +274,34 @@ export const makeProducer = (
     )
     yield* Effect.forkScoped(flusher)
 
+    const codec = codecOf(options.codec as CodecOption<unknown> | undefined)
+    /** A send's fields: the raw producer's string map, or the typed producer's value encoded. */
+    const fieldsOf = (key: string, given: unknown): Fields | SendFailed => {
+      if (codec === undefined) {
+        if (given !== undefined && (typeof given !== "object" || given === null))
+          return failed(
+            stream,
+            String(key),
+            0,
+            `the fields must be a string map, not ${given === null ? "null" : typeof given} (a value of another type needs a codec: docs/runtime.md, "Typed messages")`,
+          )
+        return (given ?? {}) as Fields
+      }
+      try {
+        return encodeFields(codec, given)
+      } catch (error) {
+        return failed(
+          stream,
+          String(key),
+          0,
+          `could not encode the value (${codec.contentType}): ${describeError(error)}`,
+          error,
+        )
+      }
+    }
     const enqueue = (
       key: string,
-      fields: Readonly<Record<string, string>>,
+      fields: Fields,
       sendOptions: SendOptions | undefined,
     ): Effect.Effect<Deferred.Deferred<Sent, SendError>, SendError> =>
       Effect.suspend((): Effect.Effect<Deferred.Deferred<Sent, SendError>, SendError> => {
@@ -351,9 +389,11 @@ export const makeProducer = (
     /** Queue one send; the Effect it returns waits for its append. */
     const prepare = (
       key: string,
-      fields: Readonly<Record<string, string>>,
+      given: unknown,
       sendOptions: SendOptions | undefined,
     ): Effect.Effect<Effect.Effect<Sent, SendError>, SendError> => {
+      const fields = fieldsOf(key, given)
+      if (fields instanceof SendFailed) return Effect.fail(fields)
       const plain = Effect.map(enqueue(key, fields, sendOptions), Deferred.await)
       if (sendTracer === undefined) return plain
       const t = sendTracer
@@ -362,15 +402,26 @@ export const makeProducer = (
       )
     }
 
-    const producer: EffectProducer = {
+    const producer: EffectProducer<unknown> = {
       stream,
-      send: (key, fields = {}, sendOptions) =>
-        sendTracer === undefined
-          ? Effect.flatMap(enqueue(key, fields, sendOptions), Deferred.await)
-          : Effect.flatten(prepare(key, fields, sendOptions)),
+      send: (key, ...[given, sendOptions]) => {
+        if (sendTracer !== undefined) return Effect.flatten(prepare(key, given, sendOptions))
+        const fields = fieldsOf(key, given)
+        return fields instanceof SendFailed
+          ? Effect.fail(fields)
+          : Effect.flatMap(enqueue(key, fields, sendOptions), Deferred.await)
+      },
       sendBatch: (messages) =>
         Effect.flatMap(
-          Effect.forEach(messages, (m) => prepare(m.key, m.fields ?? {}, m.options)),
+          Effect.forEach(messages, (m) => {
+            const one = m as {
+              key: string
+              fields?: Fields
+              value?: unknown
+              options?: SendOptions
+            }
+            return prepare(one.key, codec === undefined ? one.fields : one.value, one.options)
+          }),
           (pending) => Effect.forEach(pending, (wait) => wait),
         ),
       flush: Effect.suspend(() => {
@@ -384,5 +435,5 @@ export const makeProducer = (
         return producer.flush
       }),
     }
-    return producer
+    return producer as unknown as EffectProducer<T>
   })

@@ -51,6 +51,7 @@ import {
   Scope,
   type Tracer,
 } from "effect"
+import type { Codec } from "./Codec.js"
 import { DEFAULTS, decodeOptions, invalid, RuntimeOptionsSchema } from "./Config.js"
 import { type ConsumerDefinition, isConsumerDefinition } from "./Consumer.js"
 import {
@@ -229,10 +230,21 @@ export interface EffectRuntime {
     shard: number,
     position: string,
   ) => Effect.Effect<void, ShardNotOwned | SeekFailed | UnknownGroup>
-  readonly producer: (
-    stream: string,
-    options?: Partial<ProducerOptions>,
-  ) => Effect.Effect<EffectProducer, never, Scope.Scope>
+  /**
+   * A producer on `stream`. Raw (default): `send(key, fields)`; with `codec:
+   * "json"` or a codec object, a producer of `T` values (docs/runtime.md,
+   * "Typed messages").
+   */
+  readonly producer: {
+    (
+      stream: string,
+      options?: Partial<ProducerOptions> & { readonly codec?: "raw" },
+    ): Effect.Effect<EffectProducer, never, Scope.Scope>
+    <T>(
+      stream: string,
+      options: Partial<ProducerOptions> & { readonly codec: "json" | Codec<T> },
+    ): Effect.Effect<EffectProducer<T>, never, Scope.Scope>
+  }
   /**
    * Close the group's circuit breakers in this process by hand (every
    * member's; a shard-scoped one only for `shard` when given): their shards
@@ -410,6 +422,7 @@ export const make = (
           sessionTimeoutMs: spec.settings.sessionTimeoutMs,
           rebalanceTimeoutMs: spec.settings.rebalanceTimeoutMs,
           heartbeatIntervalMs: spec.settings.heartbeatIntervalMs,
+          ...(spec.settings.startAt !== undefined ? { startAt: spec.settings.startAt } : {}),
         }
         const candidate = yield* runCandidate({ config, holder, transport, events }).pipe(
           Effect.provideService(OwnerFence.OwnerFence, fence),
@@ -699,14 +712,13 @@ export const make = (
             ? Effect.fail(new ShardNotOwned({ stream, group, shard }))
             : owner.poller.seek(shard, position)
         }),
-      producer: (stream, producerOptions = {}) => {
-        return makeProducer(
+      producer: ((stream: string, producerOptions: Partial<ProducerOptions> = {}) =>
+        makeProducer(
           streams,
           stream,
           { ...producerOptions, layout: producerOptions.layout ?? defaultLayoutSource() },
           telemetry?.tracer,
-        )
-      },
+        )) as EffectRuntime["producer"],
       resetCircuit: (stream, group, shard) =>
         Effect.map(knownGroup(stream, group), (g) =>
           g.members.reduce((closed, m) => m.poller.resetCircuit(shard) || closed, false),
@@ -759,8 +771,23 @@ export interface ShardlineRuntime {
   readonly seek: (stream: string, group: string, shard: number, position: string) => Promise<void>
   /** Close the group's circuit breakers by hand (a shard's only, with `shard`); true when one was open. */
   readonly resetCircuit: (stream: string, group: string, shard?: number) => boolean
-  /** A producer on `stream`, routed by the runtime's shard counts unless `layout` is given. */
-  readonly producer: (stream: string, options?: Partial<ProducerOptions>) => Producer
+  /**
+   * A producer on `stream`, routed by the runtime's shard counts unless
+   * `layout` is given. Raw (default): `send(key, fields)` with a string map.
+   * Typed (`codec: "json"` or a codec object; docs/runtime.md, "Typed
+   * messages"): `send(key, value)` with a `T`.
+   *
+   * @example
+   * const orders = runtime.producer<{ amount: number }>("orders", { codec: "json" })
+   * await orders.send("customer-42", { amount: 12.5 })
+   */
+  readonly producer: {
+    (stream: string, options?: Partial<ProducerOptions> & { readonly codec?: "raw" }): Producer
+    <T>(
+      stream: string,
+      options: Partial<ProducerOptions> & { readonly codec: "json" | Codec<T> },
+    ): Producer<T>
+  }
   /** Prometheus text exposition of this runtime's metrics. */
   readonly metrics: () => Promise<string>
   readonly monitor: (stream: string, group: string) => Promise<GroupMonitor | undefined>
@@ -780,10 +807,10 @@ const runSyncOrThrow = <A, E>(effect: Effect.Effect<A, E>): A => {
 /** Wrap an Effect producer whose construction is under way. */
 const promiseProducer = (
   stream: string,
-  ready: Promise<EffectProducer>,
+  ready: Promise<EffectProducer<unknown>>,
   run: <A, E>(effect: Effect.Effect<A, E>) => Promise<A>,
   telemetry: Telemetry | undefined,
-): Producer => {
+): Producer<unknown> => {
   // the caller's active OpenTelemetry span, read at the call (the send runs
   // later, on the runtime's fibers), becomes the Effect parent of the send span
   const callerSpan = (): Tracer.ExternalSpan | undefined =>
@@ -796,11 +823,11 @@ const promiseProducer = (
   ): Effect.Effect<A, E> => (parent === undefined ? effect : Effect.withParentSpan(effect, parent))
   return {
     stream,
-    send: (key: string, fields?: Readonly<Record<string, string>>, options?: SendOptions) => {
+    send: (key: string, value: unknown, options?: SendOptions) => {
       const parent = callerSpan()
-      return ready.then((p) => run(under(parent, p.send(key, fields, options))))
+      return ready.then((p) => run(under(parent, p.send(key, value, options))))
     },
-    sendBatch: (messages: ReadonlyArray<OutgoingMessage>) => {
+    sendBatch: (messages: ReadonlyArray<OutgoingMessage<unknown>>) => {
       const parent = callerSpan()
       return ready.then((p) => run(under(parent, p.sendBatch(messages))))
     },
@@ -933,13 +960,23 @@ export const start = async (options: StartOptions = {}): Promise<ShardlineRuntim
     seek: (stream, group, shard, position) => run(runtime.seek(stream, group, shard, position)),
     resetCircuit: (stream, group, shard) =>
       runSyncOrThrow(runtime.resetCircuit(stream, group, shard)),
-    producer: (stream, producerOptions) =>
+    producer: ((stream: string, producerOptions?: Partial<ProducerOptions>) =>
       promiseProducer(
         stream,
-        run(Scope.provide(runtime.producer(stream, producerOptions), scope)),
+        run(
+          Scope.provide(
+            runtime.producer(
+              stream,
+              producerOptions as Partial<ProducerOptions> & {
+                readonly codec: "json"
+              },
+            ),
+            scope,
+          ),
+        ),
         run,
         telemetryOf.get(runtime),
-      ),
+      )) as ShardlineRuntime["producer"],
     metrics,
     monitor: (stream, group) => run(runtime.monitor(stream, group)),
     stop,

@@ -29,11 +29,16 @@
  * }
  * const runtime = await start({ listeners: [new Billing()] })
  */
+import type { Fields } from "./Codec.js"
 import type { CommonOptions, LostHookInfo, ShardHookInfo } from "./Config.js"
-import type { ConsumerDefinition } from "./Consumer.js"
+import type { CodecOptions, ConsumerDefinition, RawCodec, TypedCodec } from "./Consumer.js"
 import type { EachBatch, EachMessage } from "./Message.js"
 
-export interface StreamListenerOptions extends CommonOptions {
+/**
+ * `@StreamListener` options; `T` is the decoded message type (`codec` and
+ * `schema`: docs/runtime.md, "Typed messages").
+ */
+export interface StreamListenerOptions<T = Fields> extends CommonOptions, CodecOptions<T> {
   /** Logical members this listener creates in the process (default 1). */
   readonly concurrency?: number
   /** Local workers of each logical member (default 1). */
@@ -128,18 +133,30 @@ const decorate =
  * `(message: Message, context: MessageContext)`, or with `batch: true`
  * `(batch: Batch, context: BatchContext)`.
  */
-export function StreamListener(
-  options: StreamListenerOptions & { readonly batch: true },
-): ListenerDecorator<EachBatch>
-export function StreamListener(
-  options: StreamListenerOptions & { readonly batch?: false | undefined },
-): ListenerDecorator<EachMessage>
+export function StreamListener<T = Fields>(
+  options: StreamListenerOptions<T> & RawCodec & { readonly batch: true },
+): ListenerDecorator<EachBatch<T>>
+export function StreamListener<T = Fields>(
+  options: StreamListenerOptions<T> & RawCodec & { readonly batch?: false | undefined },
+): ListenerDecorator<EachMessage<T>>
+/**
+ * A typed listener (`codec: "json"` or a codec object): its method takes
+ * `Message<T>` (or `Batch<T>`), `T` from the schema or the type argument
+ * (`@StreamListener<Order>({ ..., codec: "json" })`), else `unknown`.
+ */
+export function StreamListener<T>(
+  options: StreamListenerOptions<T> & TypedCodec<T> & { readonly batch: true },
+): ListenerDecorator<EachBatch<T>>
+export function StreamListener<T>(
+  options: StreamListenerOptions<T> & TypedCodec<T> & { readonly batch?: false | undefined },
+): ListenerDecorator<EachMessage<T>>
 /** `batch` known only at run time: the method must accept either. */
 export function StreamListener(
   options: StreamListenerOptions,
 ): ListenerDecorator<EachMessage | EachBatch>
-export function StreamListener(options: StreamListenerOptions): ListenerDecorator<never> {
-  return decorate(options) as ListenerDecorator<never>
+// biome-ignore lint/suspicious/noExplicitAny: the implementation of the typed overloads
+export function StreamListener(options: StreamListenerOptions<any>): ListenerDecorator<never> {
+  return decorate(options as StreamListenerOptions) as ListenerDecorator<never>
 }
 
 /** Legacy registrations of the instance's class chain, most derived first, one per key. */

@@ -14,6 +14,15 @@
  * const runtime = await start({ listeners: [new Billing()] })
  * await runtime.producer("orders").send("customer-42", { amount: "12.50" })
  */
+export {
+  CONTENT_TYPE_FIELD,
+  type Codec,
+  type CodecOption,
+  type Fields,
+  jsonCodec,
+  PAYLOAD_FIELD,
+  type StandardSchemaV1,
+} from "./Codec.js"
 export type {
   AckPolicy,
   CircuitBreakerOptions,
@@ -22,16 +31,20 @@ export type {
   RateLimitOptions,
   RetryBackoff,
   ShardHookInfo,
+  StartAt,
   TransactionLimits,
 } from "./Config.js"
 export { DEFAULTS } from "./Config.js"
 export {
+  type CodecOptions,
   type ConsumerDefinition,
   type ConsumerOptions,
   consumer,
   type EffectConsumerOptions,
   effectConsumer,
   type OneHandler,
+  type RawCodec,
+  type TypedCodec,
 } from "./Consumer.js"
 export {
   type CoordinatedGroup,
@@ -44,6 +57,7 @@ export {
 } from "./Coordinator.js"
 export * from "./Errors.js"
 export {
+  type DeadLetterCause,
   type EventHub,
   type EventHubStats,
   type EventListener,
@@ -81,6 +95,8 @@ export {
   KEY_FIELD,
   type Message,
   type MessageContext,
+  REPLAY_FIELDS,
+  type ReplayInfo,
 } from "./Message.js"
 export * as Metrics from "./Metrics.js"
 export {
@@ -97,6 +113,7 @@ export {
   type OutgoingMessage,
   type Producer,
   type ProducerOptions,
+  type SendArgs,
   type SendError,
   type SendOptions,
   type Sent,

@@ -55,8 +55,15 @@ export class Shardline implements OnApplicationBootstrap, OnModuleDestroy {
     return this.#runtime
   }
 
-  /** A producer on `stream` (one per stream, kept), from application bootstrap on. */
-  producer(stream: string, options?: Partial<ProducerOptions>): Producer {
+  /**
+   * A raw (string map) producer on `stream` (one per stream, kept), from
+   * application bootstrap on. For typed messages use
+   * `shardline.runtime.producer<T>(stream, { codec: "json" })`.
+   */
+  producer(
+    stream: string,
+    options?: Partial<ProducerOptions> & { readonly codec?: "raw" },
+  ): Producer {
     if (options !== undefined) return this.runtime.producer(stream, options)
     let producer = this.#producers.get(stream)
     if (producer === undefined) {

@@ -4,7 +4,8 @@
  * temp dir outside the workspace, a strict TypeScript app (fixtures/app)
  * typechecked against the published declarations with TC39 decorators and
  * with `experimentalDecorators`, then run on the memory ports and on a real
- * Redis; CommonJS `require` (ESM-only packages, Node's require(esm)); the
+ * Redis; typed messages validated by zod, installed from npm as a user
+ * would; CommonJS `require` (ESM-only packages, Node's require(esm)); the
  * `shardline` and `shardline-sim` bins through npx; a NestJS app
  * (fixtures/app/src/nest.ts, `@shardline/nestjs` with the real `@nestjs/*`
  * from npm) boots and consumes on Redis.
@@ -126,6 +127,8 @@ beforeAll(() => {
       "--loglevel=error",
       ...PUBLISHED.map((pkg) => tarballs[pkg]),
       `effect@${versionOf("effect")}`,
+      // a Standard Schema library from npm, as a user's app brings its own
+      `zod@${versionOf("zod")}`,
       `typescript@${versionOf("typescript")}`,
       `@types/node@${versionOf("@types/node")}`,
       ...NEST.map((pkg) => `${pkg}@${nestVersionOf(pkg)}`),
@@ -200,6 +203,18 @@ describe("installed with npm into a fresh project", () => {
   it("runs on the memory ports: the decorated listener, the batch consumer and the Effect API see every message", () => {
     const out = ok(run(process.execPath, ["dist/app.js", "memory"]))
     expect(JSON.parse(out)).toEqual({ mode: "memory", billed: 120, audited: 120, effect: 120 })
+  })
+
+  it("typed messages with a zod schema (installed from npm): typed values, a refused and a non-retryable message dead-lettered at once", () => {
+    const out = ok(run(process.execPath, ["dist/typed.js"]))
+    expect(JSON.parse(out)).toEqual({
+      mode: "typed",
+      handled: [["customer-42", 12.5]],
+      deadLettered: [
+        expect.stringMatching(/^invalid: invalid: at amount: /),
+        "nonRetryable: non-retryable: negative amount",
+      ],
+    })
   })
 
   it("runs with experimentalDecorators", () => {

@@ -270,16 +270,58 @@ export interface Replayed {
   readonly to: { readonly shard: number; readonly id: string }
 }
 
+/** A dead letter a dry run would replay (`replayDeadLetters({ dryRun: true })`). */
+export interface PlannedReplay {
+  readonly from: { readonly shard: number; readonly id: string }
+  /** The shard it would be appended to (a run cut earlier recorded it, else its key's route now). */
+  readonly toShard: number
+  readonly key: string | undefined
+  /** The replay count it would carry (1 the first time it is replayed). */
+  readonly count: number
+}
+
 export interface ReplayResult {
   readonly replayed: ReadonlyArray<Replayed>
+  /** With `dryRun`: what would be replayed (nothing was). */
+  readonly planned: ReadonlyArray<PlannedReplay>
   /** Dead letters not replayed, with why (a keyless entry whose shard is no longer written to). */
   readonly skipped: ReadonlyArray<{
     readonly shard: number
     readonly id: string
     readonly why: string
   }>
-  /** Other groups that consume the stream: they receive the replayed messages too. */
+  /**
+   * Other groups that consume the stream: they do not receive the replayed
+   * messages (their members acknowledge them unseen: docs/redis.md, "Dead
+   * letters and groups").
+   */
   readonly otherGroups: ReadonlyArray<string>
+}
+
+export interface ReplayOptions extends DeadLetterFilter {
+  /** Say what would be replayed, change nothing. */
+  readonly dryRun?: boolean
+}
+
+const { ReplayFields } = ShardStreams
+
+/**
+ * The fields a dead letter is replayed with: its own (the key included),
+ * marked for `group` alone, with the original shard and id (kept from an
+ * earlier replay) and its replay count.
+ */
+const replayFields = (letter: DeadLetter, group: string) => {
+  const previous = Number(letter.fields[ReplayFields.count] ?? 0)
+  const count = (Number.isSafeInteger(previous) && previous > 0 ? previous : 0) + 1
+  const fields: Record<string, string> = {
+    ...letter.fields,
+    ...(letter.key === undefined ? {} : { [KEY_FIELD]: letter.key }),
+    [ReplayFields.group]: group,
+    [ReplayFields.originalShard]: letter.fields[ReplayFields.originalShard] ?? String(letter.shard),
+    [ReplayFields.originalId]: letter.fields[ReplayFields.originalId] ?? letter.originalId,
+    [ReplayFields.count]: String(count),
+  }
+  return { fields, count }
 }
 
 /** One of the dead-letter scripts (src/lua/dlq-replay-*.lua); a foreign value is reported as unavailable. */
@@ -311,13 +353,17 @@ const replayShard = (reply: ReadonlyArray<unknown>) => Number(reply[1])
  * removal and run again, at any later time, or two at once): its target
  * shard is recorded beside the letter before its append, and the target
  * keeps a mark of the letter, checked and set in the append's script
- * (docs/redis.md, "Dead letters and groups"). Every group of the stream
- * receives them (`otherGroups` names the others); a replayed message comes
- * after whatever was appended since, so it is not back in its key's order
- * relative to newer messages.
+ * (docs/redis.md, "Dead letters and groups"). Only `filter.group` receives
+ * them: each carries the replay marker (`ShardStreams.ReplayFields`: the
+ * group, the original shard and id, the replay count), and the members of
+ * every other group on the stream acknowledge it without handling it
+ * (`otherGroups` names them). A replayed message comes after whatever was
+ * appended since, so it is not back in its key's order relative to newer
+ * messages. `dryRun`: the letters and where they would go (`planned`),
+ * nothing changed.
  */
 export const replayDeadLetters = (
-  filter: DeadLetterFilter,
+  filter: ReplayOptions,
 ): Effect.Effect<ReplayResult, AdminError, Services> =>
   Effect.gen(function* () {
     const keys = yield* keySpace
@@ -335,10 +381,14 @@ export const replayDeadLetters = (
     })
     let generation = yield* current
     const replayed: Array<Replayed> = []
+    const planned: Array<PlannedReplay> = []
     const skipped: Array<{ shard: number; id: string; why: string }> = []
+    const groups = yield* listGroups(filter.stream).pipe(
+      Effect.catchTag("AdminRefused", () => Effect.succeed([] as ReadonlyArray<GroupSummary>)),
+    )
+    const otherGroups = groups.map((g) => g.group).filter((g) => g !== filter.group)
     for (const letter of letters) {
-      const fields =
-        letter.key === undefined ? letter.fields : { ...letter.fields, [KEY_FIELD]: letter.key }
+      const { fields, count } = replayFields(letter, filter.group)
       const dlq = keys.deadLetterKey(filter.stream, letter.shard)
       const routes = keys.replayRoutesKey(filter.stream, letter.shard)
       const mark = `${filter.group}/${letter.shard}/${letter.id}`
@@ -349,6 +399,25 @@ export const replayDeadLetters = (
               letter.shard < generation.firstShard + generation.shardCount
             ? letter.shard
             : undefined
+      if (filter.dryRun === true) {
+        // read only: the route a cut run recorded, else the key's route now
+        const recorded = yield* command("replay (route)", (c) => c.hget(routes, letter.id))
+        const toShard = recorded !== null ? Number(recorded) : routeNow()
+        if (toShard === undefined)
+          skipped.push({
+            shard: letter.shard,
+            id: letter.id,
+            why: `it has no routing key and shard ${letter.shard} is no longer written to (generation ${generation.generation})`,
+          })
+        else
+          planned.push({
+            from: { shard: letter.shard, id: letter.id },
+            toShard,
+            key: letter.key,
+            count,
+          })
+        continue
+      }
       // the route a run of this replay recorded first, else the key's route now
       let shard = replayShard(
         yield* script(
@@ -402,14 +471,7 @@ export const replayDeadLetters = (
       yield* command("replay (mark)", (c) => c.hdel(marks, mark))
       replayed.push({ from: { shard: letter.shard, id: letter.id }, to: appended })
     }
-    const groups = yield* listGroups(filter.stream).pipe(
-      Effect.catchTag("AdminRefused", () => Effect.succeed([] as ReadonlyArray<GroupSummary>)),
-    )
-    return {
-      replayed,
-      skipped,
-      otherGroups: groups.map((g) => g.group).filter((g) => g !== filter.group),
-    }
+    return { replayed, planned, skipped, otherGroups }
   })
 
 /** Remove the group's dead letters (XDEL, entry by entry: other groups' stay); how many. */

@@ -583,7 +583,16 @@ export const makeWith = (
           "setOwnerToken",
           Scripts.setOwnerToken,
           [ownerKey(o), shardKey(o.stream, o.shard), sealedKey(o.stream, o.shard)],
-          [String(o.token), o.group, o.createGroup === undefined ? "" : o.createGroup ? "1" : "0"],
+          [
+            String(o.token),
+            o.group,
+            o.createGroup === undefined ? "" : o.createGroup ? "1" : "0",
+            o.createAt === undefined || o.createAt === "start"
+              ? "0"
+              : o.createAt === "end"
+                ? "$"
+                : o.createAt,
+          ],
         )
         if (reply[0] === Code.Regression)
           return yield* new OwnerTokenRegression({

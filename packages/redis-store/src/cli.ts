@@ -68,11 +68,11 @@ const USAGE = `usage:
   shardline reshard --redis <url> --stream S (--shards M | --rollback)
   shardline coordinator --redis <url> --stream S --group G [--shards N]
       [--session-timeout ms] [--heartbeat-interval ms] [--rebalance-timeout ms]
-      [--lease-ttl ms] [--holder id]
+      [--start-at earliest|latest|<entry id>] [--lease-ttl ms] [--holder id]
   shardline dlq list --redis <url> --stream S --group G [--shard N] [--count N] [--json]
   shardline dlq count --redis <url> --stream S --group G [--shard N] [--json]
   shardline dlq show --redis <url> --stream S --shard N --id ID [--json]
-  shardline dlq replay --redis <url> --stream S --group G [--shard N [--id ID]] [--count N] [--json]
+  shardline dlq replay --redis <url> --stream S --group G [--shard N [--id ID]] [--count N] [--dry-run] [--json]
   shardline dlq purge --redis <url> --stream S --group G (--all | --shard N [--id ID]) [--count N]
   shardline groups list --redis <url> --stream S [--json]
   shardline groups delete --redis <url> --stream S --group G [--dry-run] [--force]
@@ -466,30 +466,47 @@ const dlq = (args: Args, sub: string) => {
               }`,
         ),
       )
-    case "replay":
+    case "replay": {
+      const dryRun = args.flags.has("dry-run")
       return run(
-        Effect.map(Admin.replayDeadLetters(filter), (r) =>
+        Effect.map(Admin.replayDeadLetters({ ...filter, dryRun }), (r) =>
           json
             ? JSON.stringify(r, null, 2)
-            : [
-                `replayed ${r.replayed.length} dead letter(s) of group ${group} into stream ${stream}${
-                  r.replayed.length === 0
-                    ? ""
-                    : `: ${r.replayed
-                        .map(
-                          (x) => `${x.from.shard}/${x.from.id} -> shard ${x.to.shard} ${x.to.id}`,
-                        )
-                        .join(", ")}`
-                }`,
-                ...r.skipped.map((x) => `skipped ${x.shard}/${x.id}: ${x.why}`),
-                ...(r.otherGroups.length > 0 && r.replayed.length > 0
-                  ? [
-                      `note: the stream's other groups (${r.otherGroups.join(", ")}) receive the replayed messages too`,
-                    ]
-                  : []),
-              ].join("\n"),
+            : dryRun
+              ? [
+                  `dry run: would replay ${r.planned.length} dead letter(s) of group ${group} into stream ${stream}, for group ${group} only${
+                    r.planned.length === 0
+                      ? ""
+                      : `: ${r.planned
+                          .map(
+                            (x) =>
+                              `${x.from.shard}/${x.from.id} -> shard ${x.toShard} (key ${x.key === undefined ? "none" : JSON.stringify(x.key)}, replay ${x.count})`,
+                          )
+                          .join(", ")}`
+                  }`,
+                  ...r.skipped.map((x) => `would skip ${x.shard}/${x.id}: ${x.why}`),
+                  "nothing was changed",
+                ].join("\n")
+              : [
+                  `replayed ${r.replayed.length} dead letter(s) of group ${group} into stream ${stream}${
+                    r.replayed.length === 0
+                      ? ""
+                      : `: ${r.replayed
+                          .map(
+                            (x) => `${x.from.shard}/${x.from.id} -> shard ${x.to.shard} ${x.to.id}`,
+                          )
+                          .join(", ")}`
+                  }`,
+                  ...r.skipped.map((x) => `skipped ${x.shard}/${x.id}: ${x.why}`),
+                  ...(r.otherGroups.length > 0 && r.replayed.length > 0
+                    ? [
+                        `for group ${group} only: the stream's other groups (${r.otherGroups.join(", ")}) acknowledge them unseen`,
+                      ]
+                    : []),
+                ].join("\n"),
         ),
       )
+    }
     case "purge":
       if (!args.flags.has("all") && shard === undefined && typeof id !== "string")
         throw new UsageError("dlq purge needs --all or --shard N (with --id ID for one entry)")
@@ -766,6 +783,8 @@ const coordinator = (args: Args) => {
     sessionTimeoutMs,
     rebalanceTimeoutMs: optionalInt(args, "rebalance-timeout") ?? sessionTimeoutMs,
     heartbeatIntervalMs: optionalInt(args, "heartbeat-interval") ?? 3_000,
+    // where the group starts when it is created (docs/runtime.md, "Where a new group starts")
+    ...(args.flags.has("start-at") ? { startAt: args.flags.get("start-at") } : {}),
   }
   const holder = String(args.flags.get("holder") ?? `${os.hostname()}-${process.pid}`)
   const leaseTtlMs = optionalInt(args, "lease-ttl")

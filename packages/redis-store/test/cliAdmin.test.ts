@@ -207,6 +207,50 @@ for (const target of redisTargets())
                 connection.command("xlen", (c) => c.xlen(shardKey(stream, shard)))
               const target = first!.shard // k<n> routes where it was: the layout did not change
               const before = yield* lengthOf(target)
+              // a dry run says what would be replayed, where, and changes nothing
+              const dlqLength = (shard: number) =>
+                connection.command("xlen", (c) => c.xlen(ShardStreams.deadLetterKey(stream, shard)))
+              const lettersBefore = yield* dlqLength(first!.shard)
+              const dry = yield* cli([
+                "dlq",
+                "replay",
+                "--stream",
+                stream,
+                "--group",
+                "billing",
+                "--dry-run",
+                "--json",
+              ])
+              assert.strictEqual(dry.code, 0, dry.stderr)
+              const plan = JSON.parse(dry.stdout) as {
+                replayed: Array<unknown>
+                planned: Array<{
+                  from: { shard: number; id: string }
+                  toShard: number
+                  key: string
+                  count: number
+                }>
+              }
+              assert.deepStrictEqual(plan.replayed, [])
+              assert.deepStrictEqual(plan.planned.map((p) => p.key).sort(), ["k1", "k4", "k7"])
+              for (const p of plan.planned) {
+                assert.strictEqual(p.toShard, Layout.shardOf(generation, p.key))
+                assert.strictEqual(p.count, 1)
+              }
+              const dryText = yield* cli([
+                "dlq",
+                "replay",
+                "--stream",
+                stream,
+                "--group",
+                "billing",
+                "--dry-run",
+              ])
+              assert.strictEqual(dryText.code, 0, dryText.stderr)
+              assert.match(dryText.stdout, /^dry run: would replay 3 dead letter\(s\)/)
+              assert.include(dryText.stdout, "nothing was changed")
+              assert.strictEqual(yield* lengthOf(target), before)
+              assert.strictEqual(yield* dlqLength(first!.shard), lettersBefore)
               const admin = connection.client as Redis
               yield* Effect.promise(() =>
                 admin.call(
@@ -280,7 +324,15 @@ for (const target of redisTargets())
                 Object.fromEntries(
                   entry.map((_, k) => [entry[k - (k % 2)], entry[k - (k % 2) + 1]]),
                 ),
-                { [KEY_FIELD]: first!.key, n: first!.fields.n },
+                {
+                  [KEY_FIELD]: first!.key,
+                  n: first!.fields.n,
+                  // for billing alone, with where it came from and its replay count
+                  [ShardStreams.ReplayFields.group]: "billing",
+                  [ShardStreams.ReplayFields.originalShard]: String(first!.shard),
+                  [ShardStreams.ReplayFields.originalId]: first!.originalId,
+                  [ShardStreams.ReplayFields.count]: "1",
+                },
               )
               // the replayed message is read again by the group (it is after its position)
               const again = yield* cli([

@@ -9,6 +9,17 @@ import { MAX_SHARD_COUNT, MemberWeight } from "../protocol/Heartbeat.js"
 const PositiveInt = Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))
 const Id = Schema.NonEmptyString.check(Schema.isMaxLength(256))
 
+/** A new group's start on each shard: `earliest`, `latest`, or an entry id (`<ms>-<seq>` or `<ms>`). */
+export const StartAt = Schema.Union([
+  Schema.Literals(["earliest", "latest"]),
+  Schema.String.check(
+    Schema.isPattern(/^\d{1,20}(-\d{1,20})?$/, {
+      message: 'must be "earliest", "latest" or an entry id (<ms>-<seq> or <ms>)',
+    }),
+  ),
+])
+export type StartAt = typeof StartAt.Type
+
 export const GroupConfig = Schema.Struct({
   groupId: Id,
   stream: Id,
@@ -21,6 +32,15 @@ export const GroupConfig = Schema.Struct({
   heartbeatIntervalMs: PositiveInt,
   /** Configured assignment weight per memberId; overrides the weight a member reports. */
   memberWeights: Schema.optional(Schema.Record(Schema.String, MemberWeight)),
+  /**
+   * Where the group starts on a shard it is created on (docs/runtime.md,
+   * "Where a new group starts"): `earliest` (absent: the default, every
+   * entry the shard holds), `latest` (entries appended after its first
+   * grant of the shard) or an entry id (`<ms>-<seq>` or `<ms>`: entries
+   * after it). Only a shard's first grant creates the group there, so a
+   * group that exists keeps its position whatever this says.
+   */
+  startAt: Schema.optional(StartAt),
 }).check(
   Schema.makeFilter((c) =>
     c.heartbeatIntervalMs < c.sessionTimeoutMs

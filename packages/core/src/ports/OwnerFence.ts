@@ -82,6 +82,17 @@ export const make: Effect.Effect<OwnerFenceShape, never, ShardStreams> = ShardSt
             // later grant or a re-fence never re-creates what vanished
             // (docs/protocol.md rule 26)
             createGroup: f.first === true,
+            // a new group starts where its config says (docs/runtime.md, "Where a new group starts")
+            ...(f.first === true && f.startAt !== undefined
+              ? {
+                  createAt:
+                    f.startAt === "latest"
+                      ? "end"
+                      : f.startAt.includes("-")
+                        ? f.startAt
+                        : `${f.startAt}-0`,
+                }
+              : {}),
           }),
         { discard: true },
       ).pipe(

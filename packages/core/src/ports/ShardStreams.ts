@@ -121,6 +121,14 @@ export interface SetOwnerTokenOptions extends FencedAddress {
    * at the first write of the (shard, group) token.
    */
   readonly createGroup?: boolean
+  /**
+   * Where a group created here starts (a new group's `startAt`,
+   * docs/runtime.md "Where a new group starts"): `start` (default, every
+   * entry the shard holds), `end` (only entries appended after it), or an
+   * entry id (entries after it). A group that already exists on the shard
+   * keeps its position.
+   */
+  readonly createAt?: GroupPosition
 }
 
 export interface ReadOptions extends FencedAddress {
@@ -301,6 +309,19 @@ export const DeadLetterFields = {
   reason: "shardline-dlq-reason",
   group: "shardline-dlq-group",
   deliveryCount: "shardline-dlq-deliveries",
+} as const
+
+/**
+ * Fields a dead letter replayed to one group carries (docs/redis.md, "Dead
+ * letters and groups"): the group it is for (every other group's members
+ * acknowledge it without handling it), the shard and id of the message as
+ * first produced, and how many times it was replayed.
+ */
+export const ReplayFields = {
+  group: "shardline-replay-group",
+  originalShard: "shardline-replay-shard",
+  originalId: "shardline-replay-id",
+  count: "shardline-replay-count",
 } as const
 
 /** The Redis key of a shard stream: its own hash tag, so shards spread over a cluster. */
@@ -825,7 +846,15 @@ export const makeMemory: Effect.Effect<ShardStreamsShape> = Effect.sync(() => {
         // vanished: left for the fenced reads to report (`DataLost`), never
         // re-created in silence (docs/protocol.md rule 26)
         const key = shardKey(o.stream, o.shard)
-        if (first && (streams.has(key) || !sealed.has(key))) groupOf(streamOf(key), o.group)
+        if (first && (streams.has(key) || !sealed.has(key))) {
+          const state = streamOf(key)
+          const existed = state.groups.has(o.group)
+          const group = groupOf(state, o.group)
+          // a new group starts where it was asked to (an existing one keeps its position)
+          if (!existed && o.createAt !== undefined && o.createAt !== "start")
+            group.lastDelivered =
+              o.createAt === "end" ? state.last : (StreamId.parse(o.createAt) ?? StreamId.ZERO)
+        }
         return Effect.void
       }),
 

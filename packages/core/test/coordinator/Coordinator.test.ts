@@ -67,6 +67,26 @@ describe("join", () => {
     )
   })
 
+  it("a group's startAt rides on each shard's first grant only (docs/runtime.md, \"Where a new group starts\")", () => {
+    const h = new Harness(config({ startAt: "latest" }))
+    const first = h.hb({ memberId: "a" })
+    expect(first.fences).toEqual(
+      [0, 1, 2, 3].map((shard) => ({
+        shard,
+        token: 1,
+        memberId: "a",
+        first: true,
+        startAt: "latest",
+      })),
+    )
+    // a later grant of a shard (to a new member) never carries it: the group exists there
+    const b = h.hb({ memberId: "b" })
+    expect(b.fences).toEqual([])
+    // earliest (the default) adds nothing: the storage creates the group at the start
+    const early = new Harness(config({ startAt: "earliest" })).hb({ memberId: "a" })
+    expect(early.fences.every((f) => !("startAt" in f))).toBe(true)
+  })
+
   it("a full heartbeat is required to join: epoch 0 without memberInfo is INVALID_REQUEST", () => {
     const h = new Harness()
     const before = h.snapshot()

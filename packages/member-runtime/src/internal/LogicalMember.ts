@@ -194,6 +194,15 @@ export const makeLogicalMember = (
       fences: Metrics.forGroup(Metrics.fences, key),
       handlersStuck: Metrics.forGroup(Metrics.handlersStuck, key),
       leaseLost: Metrics.forGroup(Metrics.leaseLost, key),
+      // dead-lettered undecoded (docs/runtime.md, "Typed messages"), one series per reason
+      rejected: {
+        undecodable: Metric.withAttributes(Metrics.forGroup(Metrics.messagesRejected, key), {
+          reason: "undecodable",
+        }),
+        invalid: Metric.withAttributes(Metrics.forGroup(Metrics.messagesRejected, key), {
+          reason: "invalid",
+        }),
+      },
       // what vanished (docs/protocol.md rule 26), one series per kind
       dataLost: {
         token: Metric.withAttributes(Metrics.forGroup(Metrics.dataLost, key), { what: "token" }),
@@ -217,6 +226,9 @@ export const makeLogicalMember = (
           break
         case "DeadLettered":
           m.deadLettered.updateUnsafe(1, context)
+          break
+        case "Rejected":
+          m.rejected[what.cause].updateUnsafe(1, context)
           break
         case "StaleOwner":
           m.staleOwner.updateUnsafe(1, context)

@@ -32,8 +32,8 @@ type DataPlaneFailure = ShardStreams.FencedError
 
 import { Deferred, Effect, type Fiber } from "effect"
 import type { ConsumerSettings } from "../Config.js"
-import { SeekFailed } from "../Errors.js"
-import type { RuntimeEvent } from "../Events.js"
+import { isNonRetryable, type NonRetryableError, SeekFailed } from "../Errors.js"
+import type { DeadLetterCause, RuntimeEvent } from "../Events.js"
 import { describeError } from "../Logging.js"
 import { type Batch, type BatchContext, KEY_FIELD, type Message, toMessage } from "../Message.js"
 import type { CircuitBreaker } from "./CircuitBreaker.js"
@@ -322,6 +322,8 @@ export type TurnRecord =
   | { readonly _tag: "Acked"; readonly count: number }
   | { readonly _tag: "HandlerError" }
   | { readonly _tag: "DeadLettered" }
+  /** Dead-lettered without a handler call: it could not be decoded, or its schema refused it. */
+  | { readonly _tag: "Rejected"; readonly cause: "undecodable" | "invalid" }
   | { readonly _tag: "Batch"; readonly durationMs: number }
   | { readonly _tag: "StaleOwner" }
   | { readonly _tag: "DataLost"; readonly what: "token" | "stream" | "group" }
@@ -758,7 +760,13 @@ const turnOf = (
       return wait(50)
     }
 
-    const messages = entries.map((e) => toMessage(address, e))
+    const delivered = entries.map((e) => toMessage(address, e))
+    // replays for other groups acknowledged unseen, undecodable or invalid
+    // messages dead-lettered: what is left goes to the handler
+    const screened = yield* screen(env, r, address, delivered)
+    if (!Array.isArray(screened)) return screened as Outcome
+    const messages = screened as ReadonlyArray<Message>
+    if (messages.length === 0) return More
     const started = env.now()
     r.progress.inFlight = messages.length
     env.emit({
@@ -892,7 +900,10 @@ const fail = (
       error,
     })
     if (!r.alive || !env.mayAct()) return Abandoned
-    const breaker = env.breakerFor?.(r.shard)
+    // not worth retrying (docs/runtime.md, "Errors not worth retrying"): to
+    // the dead letters at once; a breaker holds back retries, not this
+    const nonRetryable = isNonRetryable(error)
+    const breaker = nonRetryable ? undefined : env.breakerFor?.(r.shard)
     if (breaker !== undefined) {
       const verdict = breaker.failure(env.now())
       if (verdict !== "closed") {
@@ -905,43 +916,121 @@ const fail = (
         return wait(breaker.waitMs(env.now()))
       }
     }
-    if (m.deliveryCount >= env.settings.maxDeliveries) {
-      const reason = `failed ${m.deliveryCount} deliveries; last error: ${describe(error)}`.slice(
-        0,
-        1_000,
+    if (nonRetryable || m.deliveryCount >= env.settings.maxDeliveries)
+      return yield* deadLetterNow(
+        env,
+        r,
+        address,
+        m,
+        nonRetryable ? "nonRetryable" : "maxDeliveries",
+        nonRetryable
+          ? `non-retryable: ${(error as NonRetryableError).message}`
+          : `failed ${m.deliveryCount} deliveries; last error: ${describe(error)}`,
       )
-      const moved = yield* Effect.result(env.streams.deadLetter({ ...address, id: m.id, reason }))
-      if (moved._tag === "Failure") {
-        const refused = fenceOutcome(env, r, moved.failure)
-        if (refused !== undefined) return refused
-        r.retrying = true
-        return wait(env.settings.retryInitialMs)
-      }
-      if (moved.success !== undefined) {
-        env.record({ _tag: "DeadLettered" })
-        r.progress.acked++
-        r.progress.lastId = m.id
-        env.emit({
-          stream: address.stream,
-          group: address.group,
-          memberId: env.memberId,
-          at: env.wallNow(),
-          type: "deadLettered",
-          shard: r.shard,
-          messageId: m.id,
-          deadLetterId: moved.success,
-          deliveryCount: m.deliveryCount,
-          reason,
-        })
-      }
-      return "continue"
-    }
     const nacked = yield* Effect.result(env.streams.nack({ ...address, id: m.id }))
     const refused = nacked._tag === "Failure" ? fenceOutcome(env, r, nacked.failure) : undefined
     if (refused !== undefined) return refused
     r.retrying = true
     return wait(backoffMs(env.settings, m.deliveryCount))
   })
+
+/**
+ * Move `m` to the shard's dead letters now, atomically with its ack, with
+ * `reason` (at most 1,000 characters) and why (`cause`): "continue" once it
+ * moved (or was no longer pending), else the turn's outcome.
+ */
+const deadLetterNow = (
+  env: TurnEnv,
+  r: Runner,
+  address: Address,
+  m: Message,
+  cause: DeadLetterCause,
+  reason: string,
+): Effect.Effect<Outcome | "continue"> =>
+  Effect.gen(function* () {
+    const text = reason.slice(0, 1_000)
+    const moved = yield* Effect.result(
+      env.streams.deadLetter({ ...address, id: m.id, reason: text }),
+    )
+    if (moved._tag === "Failure") {
+      const refused = fenceOutcome(env, r, moved.failure)
+      if (refused !== undefined) return refused
+      r.retrying = true
+      return wait(env.settings.retryInitialMs)
+    }
+    if (moved.success !== undefined) {
+      env.record({ _tag: "DeadLettered" })
+      if (cause === "undecodable" || cause === "invalid") env.record({ _tag: "Rejected", cause })
+      r.progress.acked++
+      r.progress.lastId = m.id
+      env.emit({
+        stream: address.stream,
+        group: address.group,
+        memberId: env.memberId,
+        at: env.wallNow(),
+        type: "deadLettered",
+        shard: r.shard,
+        messageId: m.id,
+        deadLetterId: moved.success,
+        deliveryCount: m.deliveryCount,
+        reason: text,
+        cause,
+      })
+    }
+    return "continue"
+  })
+
+/**
+ * What of a batch goes to the handler (docs/runtime.md, "Typed messages"
+ * and "Dead letters"): a dead letter replayed to another group is
+ * acknowledged unseen; with a codec or schema each message is decoded, and
+ * one that cannot be, or is invalid, is dead-lettered at once with the
+ * reason (no handler call, no retry: it would fail the same way; not a
+ * handler failure, so no breaker counts it). The messages left, decoded, in
+ * stream order; or the turn's outcome when the storage refused a step.
+ */
+const screen = (
+  env: TurnEnv,
+  r: Runner,
+  address: Address,
+  messages: ReadonlyArray<Message>,
+): Effect.Effect<ReadonlyArray<Message> | Outcome> => {
+  const decode = env.settings.decode
+  let foreign = false
+  for (const m of messages)
+    if (m.replay !== undefined && m.replay.group !== env.settings.group) {
+      foreign = true
+      break
+    }
+  if (decode === undefined && !foreign) return Effect.succeed(messages)
+  return Effect.gen(function* () {
+    const mine = foreign
+      ? messages.filter((m) => m.replay === undefined || m.replay.group === env.settings.group)
+      : messages
+    if (foreign) {
+      const others = messages.filter((m) => !mine.includes(m)).map((m) => m.id)
+      const acked = yield* ackIds(env, r, address, others)
+      if (typeof acked !== "number") return acked
+    }
+    if (decode === undefined) return mine
+    const out: Array<Message> = []
+    for (const m of mine) {
+      const attempt = decode(m.fields)
+      const decoded = isPromiseLike(attempt) ? yield* Effect.promise(() => attempt) : attempt
+      if (decoded.ok) {
+        out.push({ ...m, value: decoded.value as Message["value"] })
+        continue
+      }
+      if (!r.alive || !env.mayAct()) {
+        r.retrying = true
+        return r.alive ? wait(50) : Abandoned
+      }
+      const next = yield* deadLetterNow(env, r, address, m, decoded.cause, decoded.reason)
+      if (next !== "continue") return next
+    }
+    return out
+  })
+}
 
 /** A promise or an Effect a plain handler returned: awaited through `bounded`, as the slow path would. */
 const awaitDirect = (

@@ -8,13 +8,19 @@
 import {
   type Batch,
   type BatchContext,
+  type Codec,
   consumer,
   type EachBatch,
   type EachMessage,
   effectConsumer,
+  type Fields,
   type ListenerDecorator,
   type Message,
   type MessageContext,
+  type Producer,
+  type ReplayInfo,
+  type ShardlineRuntime,
+  type StandardSchemaV1,
   StreamListener,
   type StreamListenerOptions,
 } from "@shardline/member-runtime"
@@ -111,3 +117,90 @@ effectConsumer({ ...orders, eachMessage: (m) => Effect.log(m.id) })
 effectConsumer({ ...orders })
 // @ts-expect-error both handlers
 effectConsumer({ ...orders, eachMessage: () => Effect.void, eachBatch: () => Effect.void })
+
+// typed messages (docs/runtime.md, "Typed messages"): handlers typed by the codec and schema
+declare const orderSchema: StandardSchemaV1<unknown, { readonly amount: number }>
+type Order = { readonly amount: number }
+consumer({
+  ...orders,
+  codec: "json",
+  schema: orderSchema,
+  eachMessage: (m) => {
+    expectTypeOf(m.value).toEqualTypeOf<Order>()
+    expectTypeOf(m.replay).toEqualTypeOf<ReplayInfo | undefined>()
+  },
+})
+// json without a schema: unknown unless annotated or given
+consumer({ ...orders, codec: "json", eachMessage: (m) => void expectTypeOf(m.value).toBeUnknown() })
+consumer<Order>({ ...orders, codec: "json", eachMessage: (m) => void m.value.amount.toFixed() })
+consumer({ ...orders, codec: "json", eachMessage: (m: Message<Order>) => void m.value.amount })
+// raw (default): the fields
+consumer({ ...orders, eachMessage: (m) => void expectTypeOf(m.value).toEqualTypeOf<Fields>() })
+consumer({
+  ...orders,
+  codec: "json",
+  schema: orderSchema,
+  // @ts-expect-error the schema's output is Order: amount is a number
+  eachMessage: (m) => void m.value.amount.toUpperCase(),
+})
+consumer({
+  ...orders,
+  codec: "json",
+  schema: orderSchema,
+  eachBatch: (b, { resolve }) => {
+    expectTypeOf(b.messages[0]!.value).toEqualTypeOf<Order>()
+    resolve(b.messages[0]!)
+  },
+})
+effectConsumer({
+  ...orders,
+  codec: "json",
+  schema: orderSchema,
+  eachMessage: (m) => Effect.log(m.value.amount),
+})
+// a codec object types its messages
+declare const pairCodec: Codec<readonly [string, number]>
+consumer({
+  ...orders,
+  codec: pairCodec,
+  eachMessage: (m) => void expectTypeOf(m.value).toEqualTypeOf<readonly [string, number]>(),
+})
+
+export class TypedListeners {
+  @StreamListener({ ...orders, codec: "json", schema: orderSchema })
+  async typed(message: Message<Order>) {
+    console.log(message.value.amount)
+  }
+
+  @StreamListener({ ...orders, codec: "json", schema: orderSchema, batch: true })
+  async typedBatch(batch: Batch<Order>) {
+    console.log(batch.messages.length)
+  }
+
+  @StreamListener<Order>({ ...orders, codec: "json" })
+  async given(message: Message<Order>) {
+    console.log(message.value.amount)
+  }
+
+  // @ts-expect-error the schema decodes Order, not a string map
+  @StreamListener({ ...orders, codec: "json", schema: orderSchema })
+  async wrongType(message: Message) {
+    console.log(message.value)
+  }
+}
+
+// typed producers
+declare const runtime: ShardlineRuntime
+const typedProducer = runtime.producer<Order>("orders", { codec: "json" })
+expectTypeOf(typedProducer).toEqualTypeOf<Producer<Order>>()
+void typedProducer.send("k", { amount: 12.5 })
+// @ts-expect-error a typed producer sends its T
+void typedProducer.send("k", { amount: "12.50" })
+// @ts-expect-error the value is required
+void typedProducer.send("k")
+const rawProducer = runtime.producer("orders")
+expectTypeOf(rawProducer).toEqualTypeOf<Producer>()
+void rawProducer.send("k")
+void rawProducer.send("k", { amount: "12.50" })
+// @ts-expect-error a raw producer sends a string map
+void rawProducer.send("k", { amount: 12.5 })

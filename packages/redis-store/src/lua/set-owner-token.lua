@@ -17,6 +17,9 @@
 -- ARGV[3] create the group where missing: "1" (the group's first grant of the
 --         shard), "0" (a later grant, a re-fence: never), "" (only at the first
 --         write of the token)
+-- ARGV[4] where a group created here starts: '0' (or absent: the start), '$'
+--         (the end: a new group's startAt "latest") or an entry id; an existing
+--         group keeps its position (docs/runtime.md, "Where a new group starts")
 -- -> {0} set (or equal: no-op) | {3, current} lower than stored | {2, key, msg}
 return run(function()
   local key, stream, sealed, token = KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1])
@@ -27,7 +30,7 @@ return run(function()
   if not create then return { 0 } end
   local t = type_of(stream)
   if t == 'stream' or (t == 'none' and ccall(sealed, 'EXISTS', sealed) == 0) then
-    local created = redis.pcall('XGROUP', 'CREATE', stream, ARGV[2], '0', 'MKSTREAM')
+    local created = redis.pcall('XGROUP', 'CREATE', stream, ARGV[2], (ARGV[4] or '') == '' and '0' or ARGV[4], 'MKSTREAM')
     if is_err(created, '') and not is_err(created, 'BUSYGROUP') then error(created) end
   end
   return { 0 }

@@ -1338,4 +1338,48 @@ export const shardStreamsContract = (subject: () => Streams, vanish: () => Vanis
         assert.strictEqual((lost as unknown as { readonly what: string }).what, "stream")
       }),
   )
+
+  it.live(
+    "setOwnerToken's createAt (a new group's startAt): the group is created at the end or after an id; a group that exists keeps its position",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { stream, base } = fresh()
+        const before = yield* s.append(stream, 3, { k: "a" })
+        yield* s.append(stream, 3, { k: "b" })
+        const readK = (group: string, token: number) =>
+          Effect.map(s.read({ ...base, group, consumer: "c", token, count: 10 }), (ms) =>
+            ms.map((m) => m.fields.k),
+          )
+        // at the end: only what is appended after it
+        yield* s.setOwnerToken({
+          ...base,
+          group: "late",
+          token: 1,
+          createGroup: true,
+          createAt: "end",
+        })
+        // after an id: what follows it
+        yield* s.setOwnerToken({
+          ...base,
+          group: "mid",
+          token: 1,
+          createGroup: true,
+          createAt: before,
+        })
+        // an existing group (created at its start by an earlier first grant): kept where it is
+        yield* s.setOwnerToken({ ...base, group: "kept", token: 1, createGroup: true })
+        yield* s.setOwnerToken({
+          ...base,
+          group: "kept",
+          token: 2,
+          createGroup: true,
+          createAt: "end",
+        })
+        yield* s.append(stream, 3, { k: "c" })
+        assert.deepStrictEqual(yield* readK("late", 1), ["c"])
+        assert.deepStrictEqual(yield* readK("mid", 1), ["b", "c"])
+        assert.deepStrictEqual(yield* readK("kept", 2), ["a", "b", "c"])
+      }),
+  )
 }

@@ -36,6 +36,12 @@ export interface Fence {
    * rule 26).
    */
   readonly first?: true
+  /**
+   * With `first`: where the group starts on the shard if it is created
+   * there (the group's `startAt`; absent: the start). An existing group
+   * keeps its position.
+   */
+  readonly startAt?: string
 }
 
 /**
@@ -343,7 +349,9 @@ export class Draft {
     })
     this.fences.push(
       first
-        ? { shard, token, memberId: member.memberId, first }
+        ? this.state.config.startAt !== undefined && this.state.config.startAt !== "earliest"
+          ? { shard, token, memberId: member.memberId, first, startAt: this.state.config.startAt }
+          : { shard, token, memberId: member.memberId, first }
         : { shard, token, memberId: member.memberId },
     )
     this.deadline(shard, member.memberId)

@@ -361,6 +361,8 @@ export const turnTelemetry = (
         case "DeadLettered":
           instruments.deadLettered.add(1, groupAttributes)
           break
+        case "Rejected":
+          break
         case "StaleOwner":
           instruments.staleOwner.add(1, groupAttributes)
           break
