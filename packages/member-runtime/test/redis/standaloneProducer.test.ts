@@ -78,7 +78,7 @@ const reshardWhileProducing = async (
         return { key: `k${n % 13}`, fields: { n: String(n) } }
       })
       const results = await producer.sendBatch(messages)
-      results.forEach((r, i) => sent.push({ ...r, n: batch * 20 + i, afterReshard }))
+      for (const [i, r] of results.entries()) sent.push({ ...r, n: batch * 20 + i, afterReshard })
     }
     await eventually("the group handled every message", () => handled.length >= total, 60_000)
     // anything handled twice would show up now
