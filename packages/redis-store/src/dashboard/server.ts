@@ -21,6 +21,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { BackendUnavailable, GroupKey } from "@shardline/core"
 import { Context, Data, Effect, Exit, Layer, Option, type Scope } from "effect"
 import { type InspectReport, inspectReport, listGroups } from "../inspect.js"
+import { untilStopped } from "../internal/untilStopped.js"
 import * as RedisConnection from "../RedisConnection.js"
 import * as RedisPorts from "../RedisPorts.js"
 import { type AuditEntry, auditEntries, buildStrip, compareIds, type Strip } from "./ownership.js"
@@ -335,7 +336,11 @@ const describeTarget = (c: RedisConnection.RedisConnectionOptions): string => {
   return `${c.host ?? "127.0.0.1"}:${c.port ?? 6379}`
 }
 
-/** Run the dashboard until SIGINT / SIGTERM (the CLI's `dashboard` command). */
+/**
+ * Run the dashboard until SIGINT / SIGTERM, or until its parent is gone
+ * (`npx shardline dashboard`: src/internal/untilStopped.ts); the CLI's
+ * `dashboard` command.
+ */
 export const run = (
   options: DashboardOptions,
   announce: (line: string) => void,
@@ -344,10 +349,7 @@ export const run = (
     Effect.gen(function* () {
       const dashboard = yield* serve(options)
       announce(`shardline dashboard on ${dashboard.url}`)
-      yield* Effect.callback<void>((resume) => {
-        const stop = () => resume(Effect.void)
-        process.once("SIGTERM", stop)
-        process.once("SIGINT", stop)
-      })
+      // SIGTERM, SIGINT, or npx's shell gone without passing a SIGTERM on
+      yield* untilStopped()
     }),
   )
