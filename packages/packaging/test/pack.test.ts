@@ -26,6 +26,14 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 const ROOT = path.resolve(import.meta.dirname, "../../..")
 const PUBLISHED = ["core", "redis-store", "member-runtime", "simulator"] as const
 const require = createRequire(import.meta.url)
+/**
+ * The oldest TypeScript a strict app typechecks with against the published
+ * declarations, without `skipLibCheck` (5.6 fails in effect's declarations:
+ * its generic `Uint8Array` is 5.7's), and the oldest with it: what the
+ * READMEs claim (issue 33).
+ */
+const OLDEST_TYPESCRIPT = "5.7.3"
+const OLDEST_TYPESCRIPT_SKIPLIBCHECK = "5.0.4"
 const versionOf = (pkg: string): string =>
   (JSON.parse(readFileSync(require.resolve(`${pkg}/package.json`), "utf8")) as { version: string })
     .version
@@ -108,6 +116,9 @@ beforeAll(() => {
       ...PUBLISHED.map((pkg) => tarballs[pkg]),
       `effect@${versionOf("effect")}`,
       `typescript@${versionOf("typescript")}`,
+      // the oldest TypeScript the READMEs claim, without and with skipLibCheck
+      `typescript-5.7@npm:typescript@${OLDEST_TYPESCRIPT}`,
+      `typescript-5.0@npm:typescript@${OLDEST_TYPESCRIPT_SKIPLIBCHECK}`,
       `@types/node@${versionOf("@types/node")}`,
     ]),
   )
@@ -167,6 +178,18 @@ describe("installed with npm into a fresh project", () => {
     ok(run(process.execPath, ["node_modules/typescript/bin/tsc", "-p", "tsconfig.json"]))
   })
 
+  it(`the oldest claimed TypeScript (${OLDEST_TYPESCRIPT}) typechecks it without skipLibCheck`, () => {
+    const tsc = "node_modules/typescript-5.7/bin/tsc"
+    expect(ok(run(process.execPath, [tsc, "--version"]))).toContain(OLDEST_TYPESCRIPT)
+    ok(run(process.execPath, [tsc, "-p", "tsconfig.json", "--noEmit"]))
+  })
+
+  it(`TypeScript ${OLDEST_TYPESCRIPT_SKIPLIBCHECK} typechecks it with skipLibCheck`, () => {
+    const tsc = "node_modules/typescript-5.0/bin/tsc"
+    expect(ok(run(process.execPath, [tsc, "--version"]))).toContain(OLDEST_TYPESCRIPT_SKIPLIBCHECK)
+    ok(run(process.execPath, [tsc, "-p", "tsconfig.json", "--noEmit", "--skipLibCheck"]))
+  })
+
   it("the same with experimentalDecorators", () => {
     ok(run(process.execPath, ["node_modules/typescript/bin/tsc", "-p", "tsconfig.legacy.json"]))
   })
@@ -199,6 +222,17 @@ describe("installed with npm into a fresh project", () => {
     ])
     expect(inspect.status).toBe(2)
     expect(inspect.stderr).toMatch(/^shardline: group g on stream nope does not exist/)
+  })
+
+  it("a producer-only process: createProducer creates the layout, another routes by it, a wrong count is refused, a consumer started later handles everything", async () => {
+    redis ??= await startRedis({ kind: "redis7" })
+    const out = ok(run(process.execPath, ["dist/producer.js", redis.url]))
+    expect(JSON.parse(out)).toEqual({
+      sent: 60,
+      shards: true,
+      refused: "ShardCountMismatch 4",
+      consumed: 60,
+    })
   })
 
   it("CommonJS require works on this Node (require(esm), Node 20.19+ / 22.12+)", () => {
