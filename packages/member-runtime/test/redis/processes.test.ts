@@ -300,8 +300,8 @@ const scenarios = (redis: () => RedisOptions) => {
     "kill -9 and a restart under a new member id (issue 33 item 9): the new process is told which shards wait for the killed one, until when, and why (its log names memberBase); they come by then",
     async () => {
       const w = make()
-      // a session long enough that the restarted process surely joins inside it
-      const session = { sessionTimeoutMs: 15_000, rebalanceTimeoutMs: 30_000 }
+      // the default session (30 s): the restarted process joins inside it even on a loaded machine
+      const session = { sessionTimeoutMs: 30_000, rebalanceTimeoutMs: 60_000 }
       const sessionTimeoutMs = session.sessionTimeoutMs
       const a = w.spawn("a", session)
       const b = w.spawn("b", session)
