@@ -89,6 +89,22 @@ export class UnknownStream extends Schema.TaggedError<UnknownStream>()("UnknownS
 }) {}
 
 /**
+ * A producer of its own (`createProducer`, `makeStreamProducer`) was given a
+ * `shardCount` that is not the stream's: `stored` is the shard count of the
+ * stream's stored layout (its newest generation). Routing by another count
+ * would send keys to shards their consumers do not read for them.
+ */
+export class ShardCountMismatch extends Schema.TaggedError<ShardCountMismatch>()(
+  "ShardCountMismatch",
+  {
+    stream: Schema.String,
+    given: Schema.Number,
+    stored: Schema.Number,
+    message: Schema.String,
+  },
+) {}
+
+/**
  * A send could not be appended: the shard stayed sealed after the layout was
  * refreshed `attempts` times, or the data plane failed (`cause`).
  */
@@ -146,8 +162,27 @@ export class UnknownGroup extends Schema.TaggedError<UnknownGroup>()("UnknownGro
  * rule, or the reason a commit was refused; nothing of the transaction is
  * committed.
  */
-export { TransactionRefused, type TransactionRefusedReason } from "@shardline/core"
-
+/**
+ * What connecting to Redis fails with (`start({ redis })`, `createProducer`,
+ * `redisPorts`), re-exported so an app matches them without importing
+ * redis-store or core: `BackendUnavailable` (the server cannot be reached or
+ * never answers; the message names the address and the cause),
+ * `PermissionDenied` (the ACL user lacks a command, key or channel;
+ * docs/redis.md, "ACL") and `InvalidDatabase` (a database the server does
+ * not have).
+ *
+ * @example
+ * try {
+ *   await start({ redis: { url: "redis://127.0.0.1:6379/99" } })
+ * } catch (error) {
+ *   if (error instanceof InvalidDatabase) console.error(error.db, error.message)
+ * }
+ */
+export {
+  BackendUnavailable,
+  TransactionRefused,
+  type TransactionRefusedReason,
+} from "@shardline/core"
 /**
  * `start({ redis })` (any Redis-backed runtime, producer-only included) was
  * refused: the server, or a master of the cluster, evicts keys
@@ -157,7 +192,7 @@ export { TransactionRefused, type TransactionRefusedReason } from "@shardline/co
  * `redis: { allowEviction: true }` (docs/redis.md, "Eviction"). redis-store's
  * error, re-exported.
  */
-export { EvictionPolicyRefused } from "@shardline/redis-store"
+export { EvictionPolicyRefused, InvalidDatabase, PermissionDenied } from "@shardline/redis-store"
 
 /**
  * The health endpoint (`http` option, `runtime.serveHealth`) could not

@@ -15,6 +15,7 @@ import type {
   MemberMachine,
   MemberSuperseded,
   OwnerTokenMissing,
+  PendingHolder,
   ShardLayout,
   TransportError,
 } from "@shardline/core"
@@ -120,6 +121,31 @@ export type RuntimeEvent =
   /** A newer process joined with this member id; this one is a standby now. */
   | (MemberBase & { readonly type: "superseded"; readonly error: MemberSuperseded })
   | (MemberBase & { readonly type: "requestRejected"; readonly error: HeartbeatRejected })
+  /**
+   * Shards targeted to this member wait for another member that holds them
+   * (docs/protocol.md rule 29): `revoking`, it was asked to give them up
+   * and has not confirmed it; `fenced` / `replaced` / `rewind`, they are
+   * held for a process that may still read them. A process restarted with a
+   * new member id waits so for its old self, whose session has not ended
+   * (`memberBase` keeps the id across restarts: docs/runtime.md,
+   * "Identity"). Said when the member joins or what it waits for changes,
+   * not on every heartbeat; logged as a warning once `holderSilent`.
+   */
+  | (MemberBase & {
+      readonly type: "shardsWaiting"
+      readonly shards: ReadonlyArray<number>
+      /** The member id holding them (for `replaced`: this member's own id, an earlier process). */
+      readonly holder: string
+      readonly reason: PendingHolder["reason"]
+      /**
+       * Wall-clock time (ms) when the holder's session ends if it sends
+       * nothing more: the shards come then at the latest (earlier if it
+       * confirms or rejoins).
+       */
+      readonly until: number
+      /** The holder has not heartbeated for more than two heartbeat intervals: likely a process that is gone. */
+      readonly holderSilent: boolean
+    })
   /** The shard is sealed by a reshard and drained for the group: reported, no more reads. */
   | (MemberBase & { readonly type: "exhausted"; readonly shard: number })
   /**

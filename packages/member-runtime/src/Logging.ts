@@ -179,6 +179,29 @@ export const makeEventLog = (log: LevelLogger) => {
           level: "warn",
           message: `superseded: ${describeError(event.error)}; this process waits as a standby (two processes with one member id: check POD_IP / HOSTNAME / memberBase)`,
         }
+      case "shardsWaiting": {
+        const whose =
+          event.reason === "replaced"
+            ? `an earlier process of this member id (${event.holder}), which this one replaced`
+            : `member ${event.holder}`
+        const why =
+          event.reason === "revoking"
+            ? "was asked to give them up and has not confirmed it"
+            : event.reason === "fenced"
+              ? "was fenced and may still be reading them"
+              : "may still be reading them"
+        const until = new Date(event.until).toISOString()
+        return {
+          level: event.holderSilent ? "warn" : "info",
+          message: `shards ${shards(event.shards)} are held for ${whose}, which ${why}: its session has not ended${event.holderSilent ? " although it has not heartbeated for more than two heartbeat intervals (a process that crashed or was restarted?)" : ""}. They come to this member when it confirms, or when its session ends, by ${until} at the latest. ${event.reason === "replaced" ? "A restarted process waits so for the process it replaced, at most the group's sessionTimeoutMs" : 'A process restarted with a new member id waits so for its old self: give memberBase a stable value (docs/runtime.md, "Identity") so a restart keeps its member id and gets its own shards back (sticky restarts)'}`,
+          fields: {
+            shards: [...event.shards],
+            holder: event.holder,
+            reason: event.reason,
+            until,
+          },
+        }
+      }
       case "requestRejected":
         return { level: "warn", message: `heartbeat rejected: ${describeError(event.error)}` }
       case "staleOwner":

@@ -804,8 +804,8 @@ const runSyncOrThrow = <A, E>(effect: Effect.Effect<A, E>): A => {
   throw Cause.squash(exit.cause)
 }
 
-/** Wrap an Effect producer whose construction is under way. */
-const promiseProducer = (
+/** Wrap an Effect producer whose construction is under way (a runtime's, or a producer of its own: src/StandaloneProducer.ts). */
+export const promiseProducer = (
   stream: string,
   ready: Promise<EffectProducer<unknown>>,
   run: <A, E>(effect: Effect.Effect<A, E>) => Promise<A>,

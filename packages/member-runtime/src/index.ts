@@ -135,6 +135,14 @@ export {
   start,
 } from "./Runtime.js"
 export {
+  type CreateProducerOptions,
+  createProducer,
+  makeStreamProducer,
+  producerPorts,
+  type StreamProducerError,
+  type StreamProducerOptions,
+} from "./StandaloneProducer.js"
+export {
   type ListenerDecorator,
   listenersOf,
   StreamListener,

@@ -411,6 +411,72 @@ describe("runtime: fences, lease and identity", () => {
   )
 
   it.effect(
+    "issue 33 item 9: a restart with a new member id is told which shards wait for its old self, why and until when, and the log points to memberBase",
+    () =>
+      Effect.gen(function* () {
+        const w = yield* makeWorld()
+        const logged: Array<{ level: string; message: string }> = []
+        const logger = {
+          debug: () => {},
+          info: (_: unknown, message: string) => logged.push({ level: "info", message }),
+          warn: (_: unknown, message: string) => logged.push({ level: "warn", message }),
+          error: () => {},
+        }
+        const c = yield* w.startRuntime("pod-c", { consumers: [w.recordingConsumer({})] })
+        yield* w.runUntil("c joined", () => w.eventsOf("joined").length === 1)
+        const a = yield* w.startRuntime("pod-a", {
+          coordinator: "standalone",
+          logLevel: "silent",
+          consumers: [w.recordingConsumer({})],
+        })
+        yield* w.runUntil("a owns its half", () => a.runtime.members()[0]!.owned.length === 6)
+        // pod-a crashes: the coordinator hears from it no more
+        w.cut("pod-a")
+        const crashedAt = yield* Clock.currentTimeMillis
+        // restarted under a new id (outside Kubernetes: <host>-<pid>)
+        const b = yield* w.startRuntime("pod-b", {
+          coordinator: "standalone",
+          logger,
+          logLevel: "info",
+          consumers: [w.recordingConsumer({})],
+        })
+        const waits = () => w.eventsOf("shardsWaiting").filter((e) => e.memberId === "pod-b")
+        yield* w.runUntil("b told its holder is silent", () => waits().some((e) => e.holderSilent))
+        // every wait that lasts is for pod-a (pod-c gives its shards up at once)
+        const silent = waits().filter((e) => e.holderSilent)
+        assert.isTrue(silent.every((e) => e.holder === "pod-a" && e.reason === "revoking"))
+        const aShards = new Set(
+          w
+            .eventsOf("assigned")
+            .filter((e) => e.memberId === "pod-a")
+            .map((e) => e.shard),
+        )
+        assert.isTrue(silent[0]!.shards.length > 0)
+        assert.isTrue(silent[0]!.shards.every((s) => aShards.has(s)))
+        // until: pod-a's session end, its last answered heartbeat (at most an
+        // interval before the crash) plus the session timeout
+        const until = silent[0]!.until
+        assert.isAtMost(until, crashedAt + timing.sessionTimeoutMs)
+        assert.isAtLeast(
+          until,
+          crashedAt + timing.sessionTimeoutMs - 2 * timing.heartbeatIntervalMs,
+        )
+        // said once per change, not on every heartbeat
+        assert.isAtMost(waits().length, 4)
+        const warning = logged.find((l) => l.level === "warn" && l.message.includes("pod-a"))
+        assert.isDefined(warning)
+        assert.include(warning!.message, new Date(until).toISOString())
+        assert.include(warning!.message, "memberBase")
+        // and they come once pod-a's session ended
+        yield* w.runUntil("b reads a waited shard", () =>
+          b.runtime.members()[0]!.owned.some((s) => silent[0]!.shards.includes(s)),
+        )
+        assert.isAtLeast(yield* Clock.currentTimeMillis, until)
+        for (const r of [a, b, c]) yield* w.stopRuntime(r)
+      }),
+  )
+
+  it.effect(
     "a second process with the same member id supersedes the first (an event, no crash)",
     () =>
       Effect.gen(function* () {

@@ -46,6 +46,14 @@ const nestVersionOf = (pkg: string): string => {
   return version
 }
 const require = createRequire(import.meta.url)
+/**
+ * The oldest TypeScript a strict app typechecks with against the published
+ * declarations, without `skipLibCheck` (5.6 fails in effect's declarations:
+ * its generic `Uint8Array` is 5.7's), and the oldest with it: what the
+ * READMEs claim (issue 33).
+ */
+const OLDEST_TYPESCRIPT = "5.7.3"
+const OLDEST_TYPESCRIPT_SKIPLIBCHECK = "5.0.4"
 const versionOf = (pkg: string): string =>
   (JSON.parse(readFileSync(require.resolve(`${pkg}/package.json`), "utf8")) as { version: string })
     .version
@@ -130,6 +138,9 @@ beforeAll(() => {
       // a Standard Schema library from npm, as a user's app brings its own
       `zod@${versionOf("zod")}`,
       `typescript@${versionOf("typescript")}`,
+      // the oldest TypeScript the READMEs claim, without and with skipLibCheck
+      `typescript-5.7@npm:typescript@${OLDEST_TYPESCRIPT}`,
+      `typescript-5.0@npm:typescript@${OLDEST_TYPESCRIPT_SKIPLIBCHECK}`,
       `@types/node@${versionOf("@types/node")}`,
       ...NEST.map((pkg) => `${pkg}@${nestVersionOf(pkg)}`),
     ]),
@@ -196,6 +207,18 @@ describe("installed with npm into a fresh project", () => {
     ok(run(process.execPath, ["node_modules/typescript/bin/tsc", "-p", "tsconfig.json"]))
   })
 
+  it(`the oldest claimed TypeScript (${OLDEST_TYPESCRIPT}) typechecks it without skipLibCheck`, () => {
+    const tsc = "node_modules/typescript-5.7/bin/tsc"
+    expect(ok(run(process.execPath, [tsc, "--version"]))).toContain(OLDEST_TYPESCRIPT)
+    ok(run(process.execPath, [tsc, "-p", "tsconfig.json", "--noEmit"]))
+  })
+
+  it(`TypeScript ${OLDEST_TYPESCRIPT_SKIPLIBCHECK} typechecks it with skipLibCheck`, () => {
+    const tsc = "node_modules/typescript-5.0/bin/tsc"
+    expect(ok(run(process.execPath, [tsc, "--version"]))).toContain(OLDEST_TYPESCRIPT_SKIPLIBCHECK)
+    ok(run(process.execPath, [tsc, "-p", "tsconfig.json", "--noEmit", "--skipLibCheck"]))
+  })
+
   it("the same with experimentalDecorators", () => {
     ok(run(process.execPath, ["node_modules/typescript/bin/tsc", "-p", "tsconfig.legacy.json"]))
   })
@@ -247,6 +270,17 @@ describe("installed with npm into a fresh project", () => {
     if (redis === undefined) throw new Error("the Redis of the test before is not running")
     const out = ok(run(process.execPath, ["dist-nest/nest.js", redis.url]))
     expect(JSON.parse(out)).toEqual({ billed: 40, members: 2, indicator: "up", state: "stopped" })
+  })
+
+  it("a producer-only process: createProducer creates the layout, another routes by it, a wrong count is refused, a consumer started later handles everything", async () => {
+    redis ??= await startRedis({ kind: "redis7" })
+    const out = ok(run(process.execPath, ["dist/producer.js", redis.url]))
+    expect(JSON.parse(out)).toEqual({
+      sent: 60,
+      shards: true,
+      refused: "ShardCountMismatch 4",
+      consumed: 60,
+    })
   })
 
   it("CommonJS require works on this Node (require(esm), Node 20.19+ / 22.12+)", () => {

@@ -49,6 +49,7 @@ import * as Admin from "./Admin.js"
 import { checkPermissions } from "./acl.js"
 import type { AdminRefused } from "./Errors.js"
 import { collect, type InspectReport } from "./inspect.js"
+import { untilStopped } from "./internal/untilStopped.js"
 import * as KeySchema from "./KeySchema.js"
 import * as MigrateKeys from "./MigrateKeys.js"
 import * as RedisConnection from "./RedisConnection.js"
@@ -840,11 +841,8 @@ const coordinator = (args: Args) => {
       }).pipe(Effect.provide(ports))
       host = candidate.host
       if (!candidate.isServing()) yield* emit({ event: "standby", holder, ...(yield* reasonOf) })
-      yield* Effect.callback<void>((resume) => {
-        const stop = () => resume(Effect.void)
-        process.once("SIGTERM", stop)
-        process.once("SIGINT", stop)
-      })
+      // SIGTERM, SIGINT, or npx's shell gone without passing a SIGTERM on
+      yield* untilStopped()
       yield* emit({ event: "stopping", holder })
       return undefined
     }),

@@ -53,6 +53,16 @@ export interface InspectReport {
   readonly assignmentEpoch: number
   readonly coordinator: { readonly holder: string; readonly leaseToken: number } | undefined
   readonly lease: { readonly holder: string; readonly token: number; readonly ttlMs: number } | null
+  /** A coordinator's serve presence is alive (`...:hb:serving`): one answers heartbeats now. */
+  readonly serving: boolean
+  /**
+   * How long ago a member last sent a heartbeat (`...:hb:last`), or null when
+   * none did within that key's TTL (none for a long while, or never).
+   */
+  readonly lastHeartbeatAgoMs: number | null
+  /** The group's heartbeat interval and session timeout (its stored config). */
+  readonly heartbeatIntervalMs: number
+  readonly sessionTimeoutMs: number
   readonly members: ReadonlyArray<{
     readonly memberId: string
     readonly memberEpoch: number
@@ -154,6 +164,17 @@ export const collect = (
     const lease = yield* connection
       .command("inspect (lease)", (c) => Promise.all([c.hmget(lk, "holder", "token"), c.pttl(lk)]))
       .pipe(Effect.mapError(fail))
+    // the serve presence and the last member heartbeat (its value is its TTL:
+    // the time since is that TTL less what is left of it)
+    const sk = connection.keys.servingKey(key)
+    const hk = connection.keys.lastHeartbeatKey(key)
+    const [servingTtl, lastValue, lastTtl] = yield* connection
+      .command("inspect (heartbeats)", (c) => Promise.all([c.pttl(sk), c.get(hk), c.pttl(hk)]))
+      .pipe(Effect.mapError(fail))
+    const lastHeartbeatAgoMs =
+      lastValue === null || lastTtl < 0 || !Number.isFinite(Number(lastValue))
+        ? null
+        : Math.max(0, Number(lastValue) - lastTtl)
     const audit = yield* Effect.mapError(auditEvents(connection, key, auditCount), fail)
     const owned = new Map<string, Array<number>>()
     const target = new Map<string, Array<number>>()
@@ -182,6 +203,10 @@ export const collect = (
         lease[0][0] === null
           ? null
           : { holder: String(lease[0][0]), token: Number(lease[0][1]), ttlMs: Number(lease[1]) },
+      serving: servingTtl > 0 || servingTtl === -1,
+      lastHeartbeatAgoMs,
+      heartbeatIntervalMs: snapshot.config.heartbeatIntervalMs,
+      sessionTimeoutMs: snapshot.config.sessionTimeoutMs,
       members: snapshot.members.map((m) => ({
         memberId: m.memberId,
         memberEpoch: m.memberEpoch,

@@ -14,7 +14,15 @@ import { Cluster, type Redis } from "ioredis"
 import { describe, expect, it as test } from "vitest"
 import { readOnlyCommands, readOnlyRules } from "../src/acl.js"
 import { type AuditEntry, buildStrip } from "../src/dashboard/ownership.js"
-import { authorized, readOnlyConnection, readState } from "../src/dashboard/server.js"
+import {
+  authorized,
+  type GroupView,
+  groupStatus,
+  memberColor,
+  orderGroups,
+  readOnlyConnection,
+  readState,
+} from "../src/dashboard/server.js"
 import { inspectReport, listGroups } from "../src/inspect.js"
 import { defaultKeys } from "../src/keys.js"
 import * as RedisConnection from "../src/RedisConnection.js"
@@ -102,6 +110,51 @@ describe("the ownership strip", () => {
       200,
     )
     expect(strip.shards[0]!.segments).toEqual([{ from: 110, to: 200, owner: "b" }])
+  })
+})
+
+describe("a group's status and its members' colours (issue 33 item 10)", () => {
+  const live = {
+    lease: { holder: "pod-a#1", token: 3, ttlMs: 4_000 },
+    serving: true,
+    lastHeartbeatAgoMs: 200,
+    heartbeatIntervalMs: 3_000,
+    members: [],
+  }
+  test("live only with a lease, a serving coordinator and a recent heartbeat", () => {
+    expect(groupStatus(live)).toEqual({ state: "live" })
+    expect(groupStatus({ ...live, lease: null }).state).toBe("lease-expired")
+    expect(groupStatus({ ...live, serving: false }).state).toBe("no-coordinator")
+    expect(groupStatus({ ...live, lastHeartbeatAgoMs: null }).state).toBe("no-heartbeat")
+    expect(groupStatus({ ...live, lastHeartbeatAgoMs: 9_001 }).state).toBe("no-heartbeat")
+    expect(groupStatus({ ...live, lastHeartbeatAgoMs: 9_000 }).state).toBe("live")
+    const stale = groupStatus({ ...live, lastHeartbeatAgoMs: 42_000 })
+    expect(stale.state === "live" ? "" : stale.reason).toContain("42 s ago")
+  })
+
+  test("live groups first, then by stream and group", () => {
+    const view = (stream: string, group: string, state: GroupView["status"]["state"]) =>
+      ({
+        report: { stream, group },
+        status: state === "live" ? { state } : { state, reason: "" },
+      }) as unknown as GroupView
+    const ordered = orderGroups([
+      view("a", "dead", "lease-expired"),
+      view("b", "y", "live"),
+      view("a", "stale", "no-heartbeat"),
+      view("b", "x", "live"),
+      view("c", "z", "no-coordinator"),
+    ]).map((g) => `${g.report.stream}/${g.report.group}`)
+    expect(ordered).toEqual(["b/x", "b/y", "a/dead", "a/stale", "c/z"])
+  })
+
+  test("a member's colour is a hash of its id: the same every time, whatever else is seen", () => {
+    const ids = Array.from({ length: 40 }, (_, i) => `pod-${i}-m0`)
+    const first = ids.map(memberColor)
+    expect([...ids].reverse().map(memberColor).reverse()).toEqual(first)
+    expect(first.every((c) => /^hsl\(\d+ \d+% \d+%\)$/.test(c))).toBe(true)
+    // ids that differ by one character get different colours
+    expect(new Set(first).size).toBeGreaterThan(35)
   })
 })
 
@@ -206,6 +259,10 @@ for (const target of redisTargets()) {
           const state = yield* readState(ports, { group: key }, new Map(), "test", () => 2_000)
           assert.deepStrictEqual(state.errors, [])
           assert.strictEqual(state.groups[0]!.report.shards.length, config.shardCount)
+          // stored, but no coordinator ever held its lease: not shown as live
+          assert.strictEqual(state.groups[0]!.status.state, "lease-expired")
+          assert.strictEqual(state.groups[0]!.report.serving, false)
+          assert.strictEqual(state.groups[0]!.report.lastHeartbeatAgoMs, null)
           // what the server refused this user (the log is the server's: other tests' users too)
           const log = yield* Effect.promise(() =>
             Promise.all(

@@ -14,6 +14,7 @@ import { sortByShard } from "../internal/sortShards.js"
 import type {
   HeartbeatRequest,
   HeartbeatResponse,
+  PendingHolder,
   ShardGrant,
   ShardLayout,
 } from "../protocol/Heartbeat.js"
@@ -818,6 +819,60 @@ const revokingGrants = (
   return sortByShard(out)
 }
 
+/** When `memberId`'s session ends if it sends nothing more (its session deadline). */
+const sessionEndOf = (draft: Draft, memberId: string): number =>
+  draft.state.deadlines.get(timerId({ _tag: "Session", memberId })) ??
+  draft.now + draft.state.config.sessionTimeoutMs
+
+/**
+ * Who the pending shards wait for, per holder and reason (docs/protocol.md
+ * rule 29): a revocation not yet confirmed (the holder's session end bounds
+ * it when the holder is gone), or a hold (its release deadline). Shards
+ * pending only on a reshard's drain are left out. Runs only when something
+ * is pending, so a steady heartbeat pays nothing for it.
+ */
+const waitingOnOf = (
+  draft: Draft,
+  memberId: string,
+  pending: ReadonlyArray<number>,
+): Array<PendingHolder> => {
+  const byHolder = new Map<string, { -readonly [K in keyof PendingHolder]: PendingHolder[K] }>()
+  for (const s of pending) {
+    const revocation = draft.revocationOf(s)
+    const held = revocation === null ? draft.heldOf(s) : null
+    const cur = revocation === null && held === null ? draft.currentOf(s) : null
+    let holder: string
+    let reason: PendingHolder["reason"]
+    let until: number
+    if (revocation !== null) {
+      holder = revocation.memberId
+      reason = "revoking"
+      until = sessionEndOf(draft, holder)
+    } else if (held !== null) {
+      holder = held.memberId
+      reason = held.reason
+      until =
+        draft.heldDeadlines.find((d) => d.shard === s)?.at ??
+        draft.state.heldDeadlines.get(s) ??
+        draft.now + draft.state.config.sessionTimeoutMs
+    } else if (cur !== null && cur.memberId !== memberId) {
+      holder = cur.memberId
+      reason = "revoking"
+      until = sessionEndOf(draft, holder)
+    } else continue
+    const k = `${reason}\u0000${holder}`
+    const entry = byHolder.get(k)
+    const inMs = Math.max(0, Math.ceil(until - draft.now))
+    if (entry === undefined)
+      byHolder.set(k, { memberId: holder, reason, shards: [s], sessionEndsInMs: inMs })
+    else {
+      ;(entry.shards as Array<number>).push(s)
+      entry.sessionEndsInMs = Math.max(entry.sessionEndsInMs, inMs)
+    }
+  }
+  return [...byHolder.values()]
+}
+
 const respond = (
   draft: Draft,
   req: HeartbeatRequest,
@@ -830,7 +885,7 @@ const respond = (
     req.memberId,
     r.revoking ?? draft.revokingFrom(req.memberId),
   )
-  return okResponse(
+  const response = okResponse(
     state.config,
     req.memberId,
     memberEpoch,
@@ -843,6 +898,9 @@ const respond = (
       ? state.layout
       : undefined,
   )
+  if (r.pending.length === 0) return response
+  const waitingOn = waitingOnOf(draft, req.memberId, r.pending)
+  return waitingOn.length === 0 ? response : { ...response, waitingOn }
 }
 
 const sessionTimer = (draft: Draft, memberId: string): void => {

@@ -184,6 +184,23 @@ export const ShardGrant = Schema.Struct({
 })
 export type ShardGrant = typeof ShardGrant.Type
 
+/**
+ * Why some of a member's `pending` shards wait (docs/protocol.md rule 29):
+ * another member holds them. `revoking`: a live member was asked to give
+ * them up and has not confirmed it; `fenced` / `replaced` / `rewind`: they
+ * are held for a process that may still read them (rule 19).
+ * `sessionEndsInMs`: how long until the holder's session ends if it sends
+ * nothing more (a crashed process): the shards come then at the latest. For
+ * display only: a member never acts on it.
+ */
+export const PendingHolder = Schema.Struct({
+  memberId: Schema.String,
+  reason: Schema.Literals(["revoking", "fenced", "replaced", "rewind"]),
+  shards: Schema.Array(ShardId),
+  sessionEndsInMs: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
+})
+export type PendingHolder = typeof PendingHolder.Type
+
 export const HeartbeatResponse = Schema.Struct({
   errorCode: ErrorCode,
   errorMessage: Schema.optional(Schema.String),
@@ -211,5 +228,10 @@ export const HeartbeatResponse = Schema.Struct({
   sessionTimeoutMs: PositiveInt,
   /** The group's revoke timeout: a revocation not reported REVOKED within it fences the member. */
   rebalanceTimeoutMs: PositiveInt,
+  /**
+   * Who the `pending` shards wait for, per holder (absent: none waits on a
+   * member, e.g. only on a reshard's drain); docs/protocol.md rule 29.
+   */
+  waitingOn: Schema.optional(Schema.Array(PendingHolder)),
 })
 export type HeartbeatResponse = typeof HeartbeatResponse.Type

@@ -354,6 +354,32 @@ export const makeLogicalMember = (
       lagShards = now
     }
 
+    // shards waiting for another member (docs/protocol.md rule 29) --------------
+    /** What was said per holder and reason, so each is said once per change. */
+    let waitingSaid = new Map<string, string>()
+    const sayWaiting = (response: HeartbeatResponse) => {
+      const said = new Map<string, string>()
+      for (const w of response.waitingOn ?? []) {
+        // its session deadline is its last answered heartbeat plus the session
+        const silentMs = response.sessionTimeoutMs - w.sessionEndsInMs
+        const holderSilent = silentMs > 2 * response.heartbeatIntervalMs
+        const k = `${w.reason}\u0000${w.memberId}`
+        const what = `${w.shards.join(",")}\u0000${holderSilent}`
+        said.set(k, what)
+        if (waitingSaid.get(k) === what) continue
+        emit({
+          ...base(),
+          type: "shardsWaiting",
+          shards: w.shards,
+          holder: w.memberId,
+          reason: w.reason,
+          until: wallNow() + w.sessionEndsInMs,
+          holderSilent,
+        })
+      }
+      waitingSaid = said
+    }
+
     // heartbeats ---------------------------------------------------------------
     const send = (t: number) =>
       Effect.gen(function* () {
@@ -562,6 +588,8 @@ export const makeLogicalMember = (
             const joined =
               (lifecycle === "joining" || lifecycle === "fenced") && machine.lifecycle === "active"
             if (joined) emit({ ...base(), type: "joined", memberEpoch: machine.memberEpoch })
+            // an answer the machine applied (its pending is this answer's)
+            if (machine.pending === response.pending) sayWaiting(response)
             if (lifecycle === "suspended" && machine.lifecycle === "active")
               emit({ ...base(), type: "leaseRegained", memberEpoch: machine.memberEpoch })
             yield* exec(commands, t)

@@ -3,6 +3,7 @@
  * server (docs/runtime.md, "On Redis"): each is a typed error or event whose
  * message names the cause and what to do.
  */
+import { BackendUnavailable, InvalidDatabase, PermissionDenied } from "@shardline/member-runtime"
 import { freePort } from "@shardline/redis-store/testing"
 import { describe, expect, it } from "vitest"
 import { consumer } from "../../src/Consumer.js"
@@ -54,6 +55,35 @@ describe("connection errors name their cause, at once", () => {
     })
     expect(error._tag).toBe("InvalidDatabase")
     expect(error.message).toContain("cannot use database 99")
+  })
+})
+
+describe("the connection errors are the package's own exports (issue 33)", () => {
+  it("BackendUnavailable, InvalidDatabase and PermissionDenied, imported from @shardline/member-runtime, are what start rejects with", async () => {
+    const port = await freePort()
+    const refused = await rejection({ redis: { url: `redis://127.0.0.1:${port}` } })
+    expect(refused).toBeInstanceOf(BackendUnavailable)
+    const noDatabase = await rejection({ redis: { url: `${server().url}/99` } })
+    expect(noDatabase).toBeInstanceOf(InvalidDatabase)
+    expect((noDatabase as InvalidDatabase).db).toBe(99)
+    // a user without a command its group needs: refused by the probe at start
+    server().cli(
+      "ACL",
+      "SETUSER",
+      "no-claim",
+      "reset",
+      "on",
+      ">pw",
+      "~*",
+      "&*",
+      "+@all",
+      "-xautoclaim",
+    )
+    const denied = await rejection({
+      redis: { url: server().url, username: "no-claim", password: "pw" },
+      consumers: [consumer({ stream: "s", group: "g", eachMessage: noop })],
+    })
+    expect(denied).toBeInstanceOf(PermissionDenied)
   })
 })
 

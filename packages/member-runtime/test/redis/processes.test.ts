@@ -297,6 +297,50 @@ const scenarios = (redis: () => RedisOptions) => {
   )
 
   it(
+    "kill -9 and a restart under a new member id (issue 33 item 9): the new process is told which shards wait for the killed one, until when, and why (its log names memberBase); they come by then",
+    async () => {
+      const w = make()
+      // the default session (30 s): the restarted process joins inside it even on a loaded machine
+      const session = { sessionTimeoutMs: 30_000, rebalanceTimeoutMs: 60_000 }
+      const sessionTimeoutMs = session.sessionTimeoutMs
+      const a = w.spawn("a", session)
+      const b = w.spawn("b", session)
+      await w.settled([a, b], "2 members own every shard")
+      const bShards = ownedNow(b.lines)
+      b.signal("SIGKILL")
+      const killedAt = Date.now()
+      await b.exited
+      // restarted under a new id (outside Kubernetes the default id is <host>-<pid>)
+      const restarted = w.spawn("b-restarted", session)
+      const told = await restarted.waitFor(
+        "told its shards wait for b, silent",
+        (l) => l.ev === "shardsWaiting" && l.holder === "b" && l.holderSilent === true,
+      )
+      expect(told.reason).toBe("revoking")
+      const waited = told.shards as Array<number>
+      expect(waited.length).toBeGreaterThan(0)
+      for (const shard of waited) expect(bShards.has(shard), `shard ${shard} was b's`).toBe(true)
+      // b's session ends a session after its last answered heartbeat (from a
+      // successor's load when b was the coordinator): generous bounds
+      const until = told.until as number
+      expect(until).toBeGreaterThan(killedAt)
+      expect(until).toBeLessThanOrEqual(killedAt + 2 * sessionTimeoutMs + 2_000)
+      // the warning in its log: the holder, the time, memberBase
+      await eventually("the warning logged", () => restarted.stderr.includes("memberBase"), 10_000)
+      expect(restarted.stderr).toContain("held for member b")
+      expect(restarted.stderr).toContain(new Date(until).toISOString())
+      // they come once b's session ended, by `until` (generous: the next heartbeat and the grant)
+      const got = await restarted.waitFor(
+        "a waited shard assigned",
+        (l) => l.ev === "assigned" && waited.includes(l.shard as number),
+      )
+      expect(got.at as number).toBeLessThanOrEqual(until + 3_000)
+      await w.settled([a, restarted], "a and the restarted process own every shard")
+    },
+    SCENARIO_TIMEOUT_MS,
+  )
+
+  it(
     "graceful stop: its shards drain and move, no re-delivery",
     async () => {
       const w = make()

@@ -367,6 +367,30 @@ export const dashboardTest = (browser: DashboardBrowser): void => {
       Object.keys((await shown(page)).members).includes("pod-b"),
     )
 
+    // issue 33 item 10: the live group says so, and each member keeps its
+    // colour (a hash of its id) across refreshes and a reload
+    const status = () =>
+      page.evaluate(
+        () => document.querySelector('.cards [data-field="status"]')?.textContent ?? "(none)",
+      )
+    expect(await status()).toBe("live")
+    const swatches = () =>
+      page.evaluate(() =>
+        Object.fromEntries(
+          [...document.querySelectorAll("#members tbody tr")].map((row) => [
+            (row as HTMLElement).dataset.member!,
+            (row.querySelector(".swatch") as HTMLElement).style.background,
+          ]),
+        ),
+      )
+    const before = await swatches()
+    expect(before["pod-a"]).not.toBe(before["pod-b"])
+    await new Promise((resolve) => setTimeout(resolve, 1_500)) // a refresh or two
+    expect(await swatches()).toEqual(before)
+    await page.goto(url)
+    await page.waitForSelector(`section#group[data-group="${group}"] #members tbody tr`)
+    expect(await swatches()).toEqual(before)
+
     mkdirSync(OUTPUT, { recursive: true })
     await page.screenshot(path.join(OUTPUT, browser.screenshot))
     expect(page.errors).toEqual([])

@@ -14,6 +14,7 @@ import {
   ShardStreams,
   Store,
   StreamLayouts,
+  TransportError,
 } from "@shardline/core"
 import { CoordinatorTransport as TestingTransport } from "@shardline/core/testing"
 import { Context, Effect, Exit, Fiber, Layer, Scope } from "effect"
@@ -65,16 +66,25 @@ export const makeWorld = (options: WorldOptions = {}) =>
       timeoutMs: options.transportTimeoutMs ?? 1_000,
     })
     const requests: Array<HeartbeatRequest> = []
+    /** Member id prefixes whose heartbeats fail: a process that crashed, as the coordinator sees it. */
+    const cut = new Set<string>()
     const transport: CoordinatorTransport.CoordinatorTransportShape = {
       ...memoryTransport,
       heartbeat: (request) =>
-        Effect.map(
-          Effect.andThen(
-            Effect.sync(() => requests.push(request)),
-            memoryTransport.heartbeat(request),
-          ),
-          (response) => options.rewrite?.(request, response) ?? response,
-        ),
+        [...cut].some((prefix) => request.memberId.startsWith(prefix))
+          ? Effect.fail(
+              new TransportError({
+                reason: "Unavailable",
+                message: `${request.memberId} is cut off`,
+              }),
+            )
+          : Effect.map(
+              Effect.andThen(
+                Effect.sync(() => requests.push(request)),
+                memoryTransport.heartbeat(request),
+              ),
+              (response) => options.rewrite?.(request, response) ?? response,
+            ),
     }
     const streams = yield* ShardStreams.makeMemory
     const store = yield* Store.makeMemory
@@ -206,6 +216,10 @@ export const makeWorld = (options: WorldOptions = {}) =>
       streams,
       transport,
       faults,
+      /** Every heartbeat of members whose id starts with `prefix` fails from now on (a crash). */
+      cut: (prefix: string) => {
+        cut.add(prefix)
+      },
       store,
       lease,
       layouts,

@@ -21,6 +21,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { BackendUnavailable, GroupKey } from "@shardline/core"
 import { Context, Data, Effect, Exit, Layer, Option, type Scope } from "effect"
 import { type InspectReport, inspectReport, listGroups } from "../inspect.js"
+import { untilStopped } from "../internal/untilStopped.js"
 import * as RedisConnection from "../RedisConnection.js"
 import * as RedisPorts from "../RedisPorts.js"
 import { type AuditEntry, auditEntries, buildStrip, compareIds, type Strip } from "./ownership.js"
@@ -45,13 +46,76 @@ export interface DashboardOptions {
   readonly windowMs?: number
 }
 
+/**
+ * Whether a group is alive, as the page shows it: `live` only when a
+ * coordinator holds the lease and serves, and a member heartbeated within
+ * three heartbeat intervals; otherwise why not, most basic first.
+ */
+export type GroupStatus =
+  | { readonly state: "live" }
+  | { readonly state: "lease-expired" | "no-coordinator" | "no-heartbeat"; readonly reason: string }
+
 /** A group as the page shows it: inspect's report, the strip, each shard's handling rate. */
 export interface GroupView {
   readonly report: InspectReport
   readonly strip: Strip
   /** Entries acknowledged per second on each shard since the previous refresh (null: unknown yet). */
   readonly rates: Readonly<Record<number, number | null>>
+  readonly status: GroupStatus
+  /** Each member's colour: a hash of its id, so the same on every refresh and page. */
+  readonly colors: Readonly<Record<string, string>>
 }
+
+/** `live`, or why the group is not (docs/observability.md, "The dashboard"). */
+export const groupStatus = (
+  report: Pick<
+    InspectReport,
+    "lease" | "serving" | "lastHeartbeatAgoMs" | "heartbeatIntervalMs" | "members"
+  >,
+): GroupStatus => {
+  if (report.lease === null || report.lease.ttlMs === -2)
+    return {
+      state: "lease-expired",
+      reason: "no coordinator holds the group's lease (it expired, or none ever did)",
+    }
+  if (!report.serving)
+    return {
+      state: "no-coordinator",
+      reason: `${report.lease.holder} holds the lease but no coordinator serves the group's heartbeats`,
+    }
+  const staleAfterMs = 3 * report.heartbeatIntervalMs
+  if (report.lastHeartbeatAgoMs === null || report.lastHeartbeatAgoMs > staleAfterMs)
+    return {
+      state: "no-heartbeat",
+      reason:
+        report.lastHeartbeatAgoMs === null
+          ? "no member has heartbeated for a long while"
+          : `the last member heartbeat was ${Math.round(report.lastHeartbeatAgoMs / 1000)} s ago (more than 3 heartbeat intervals)`,
+    }
+  return { state: "live" }
+}
+
+/**
+ * A member's colour from a hash of its id (FNV-1a, 32 bits): the same on
+ * every refresh and in every page, whatever order members are seen in.
+ */
+export const memberColor = (memberId: string): string => {
+  let h = 0x811c9dc5
+  for (let i = 0; i < memberId.length; i++) {
+    h ^= memberId.charCodeAt(i)
+    h = Math.imul(h, 0x01000193) >>> 0
+  }
+  return `hsl(${h % 360} ${55 + ((h >>> 9) % 25)}% ${52 + ((h >>> 17) % 16)}%)`
+}
+
+/** Live groups first, then by stream and group. */
+export const orderGroups = (groups: ReadonlyArray<GroupView>): Array<GroupView> =>
+  [...groups].sort(
+    (a, b) =>
+      Number(b.status.state === "live") - Number(a.status.state === "live") ||
+      (a.report.stream < b.report.stream ? -1 : a.report.stream > b.report.stream ? 1 : 0) ||
+      (a.report.group < b.report.group ? -1 : a.report.group > b.report.group ? 1 : 0),
+  )
 
 export interface DashboardState {
   /** When this state was read (ms). */
@@ -202,9 +266,17 @@ export const readState = (
             : Math.max(0, (n - before) / seconds)
       }
       m.previous = { at, acked }
-      groups.push({ report, strip, rates })
+      const members = new Set([
+        ...report.members.map((x) => x.memberId),
+        ...strip.shards.flatMap((x) =>
+          x.segments.flatMap((seg) => (seg.owner === null ? [] : [seg.owner])),
+        ),
+        ...report.assignment.flatMap((a) => (a.owner === null ? [] : [a.owner])),
+      ])
+      const colors = Object.fromEntries([...members].map((id) => [id, memberColor(id)]))
+      groups.push({ report, strip, rates, status: groupStatus(report), colors })
     }
-    return { at: now(), target, groups, errors }
+    return { at: now(), target, groups: orderGroups(groups), errors }
   })
 
 /** Serve the dashboard until the scope closes. */
@@ -335,7 +407,11 @@ const describeTarget = (c: RedisConnection.RedisConnectionOptions): string => {
   return `${c.host ?? "127.0.0.1"}:${c.port ?? 6379}`
 }
 
-/** Run the dashboard until SIGINT / SIGTERM (the CLI's `dashboard` command). */
+/**
+ * Run the dashboard until SIGINT / SIGTERM, or until its parent is gone
+ * (`npx shardline dashboard`: src/internal/untilStopped.ts); the CLI's
+ * `dashboard` command.
+ */
 export const run = (
   options: DashboardOptions,
   announce: (line: string) => void,
@@ -344,10 +420,7 @@ export const run = (
     Effect.gen(function* () {
       const dashboard = yield* serve(options)
       announce(`shardline dashboard on ${dashboard.url}`)
-      yield* Effect.callback<void>((resume) => {
-        const stop = () => resume(Effect.void)
-        process.once("SIGTERM", stop)
-        process.once("SIGINT", stop)
-      })
+      // SIGTERM, SIGINT, or npx's shell gone without passing a SIGTERM on
+      yield* untilStopped()
     }),
   )

@@ -164,6 +164,7 @@ const logged = new Set([
   "handlerStuck",
   "superseded",
   "dataPlaneError",
+  "shardsWaiting",
 ])
 
 const runtime = await start({
