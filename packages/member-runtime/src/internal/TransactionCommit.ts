@@ -35,6 +35,14 @@ export type CommitResult =
 /** Attempts of one commit whose direct send found its target shard sealed (a reshard): re-routed each time. */
 const SEALED_ATTEMPTS = 3
 
+/** Whose commit: the shard of a group, under its owner token (the fence). */
+export interface CommitAddress {
+  readonly stream: string
+  readonly shard: number
+  readonly group: string
+  readonly token: number
+}
+
 /**
  * Commit `handle`'s writes and sends with the acknowledgement of `ids`
  * (every one must still be pending, or nothing is written). Sends are
@@ -43,12 +51,7 @@ const SEALED_ATTEMPTS = 3
  */
 export const commit = (
   tx: TransactionEnv,
-  address: {
-    readonly stream: string
-    readonly shard: number
-    readonly group: string
-    readonly token: number
-  },
+  address: CommitAddress,
   mode: "ack" | "xackdel",
   handle: TransactionHandle,
   ids: ReadonlyArray<string>,
@@ -127,12 +130,7 @@ export interface GroupResult {
  */
 export const commitGroup = (
   tx: TransactionEnv,
-  address: {
-    readonly stream: string
-    readonly shard: number
-    readonly group: string
-    readonly token: number
-  },
+  address: CommitAddress,
   mode: "ack" | "xackdel",
   parts: ReadonlyArray<GroupPart>,
 ): Effect.Effect<GroupResult> =>

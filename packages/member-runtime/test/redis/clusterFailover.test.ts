@@ -52,6 +52,7 @@ import {
 } from "../support/processes.js"
 import { sleep, World } from "../support/processWorld.js"
 import { eventually, useRedisCluster } from "../support/redis.js"
+import { shardEntries } from "../support/shardEntries.js"
 
 const SESSION_MS = 10_000
 const HEARTBEAT_MS = 500
@@ -130,26 +131,12 @@ afterAll(() => {
 
 // -- helpers ------------------------------------------------------------------------
 
-/** Every entry of every shard stream: `n` -> its shards (one, unless it was appended twice), and each shard's `n`s in stream order. */
+/** Every entry of every shard stream, each shard's in stream order. */
 const readShards = async (redis: { nodes: ReadonlyArray<string> }, stream: string) => {
   const client = new Cluster(redis.nodes.map((n) => n))
   client.on("error", () => {})
   try {
-    const byShard: Array<Array<{ n: number; key: string }>> = []
-    for (let s = 0; s < SHARDS; s++) {
-      const entries = (await client.xrange(
-        Keys.defaultKeys.shardKey(stream, s),
-        "-",
-        "+",
-      )) as Array<[string, Array<string>]>
-      byShard.push(
-        entries.map(([, fields]) => ({
-          n: Number(fields[fields.indexOf("n") + 1]),
-          key: fields[fields.indexOf("shardline-key") + 1] ?? "",
-        })),
-      )
-    }
-    return byShard
+    return await shardEntries(client, stream, SHARDS)
   } finally {
     client.disconnect()
   }

@@ -12,7 +12,6 @@
  */
 import { mkdirSync, writeFileSync } from "node:fs"
 import path from "node:path"
-import { Keys } from "@shardline/redis-store"
 import type { RedisServer } from "@shardline/redis-store/testing"
 import { Redis } from "ioredis"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
@@ -20,6 +19,7 @@ import { storedChecks } from "../support/groupChecks.js"
 import { buildMemberScript, ProducerProcess } from "../support/processes.js"
 import { sleep } from "../support/processWorld.js"
 import { useRedisSentinel } from "../support/redis.js"
+import { shardEntries } from "../support/shardEntries.js"
 
 const SHARDS = 8
 const KEYS = Array.from({ length: 24 }, (_, i) => `k${i}`)
@@ -46,21 +46,7 @@ const entriesOn = async (server: RedisServer, stream: string) => {
   const client = new Redis(server.port, server.host)
   client.on("error", () => {})
   try {
-    const out: Array<Array<{ n: number; key: string }>> = []
-    for (let s = 0; s < SHARDS; s++) {
-      const entries = (await client.xrange(
-        Keys.defaultKeys.shardKey(stream, s),
-        "-",
-        "+",
-      )) as Array<[string, Array<string>]>
-      out.push(
-        entries.map(([, f]) => ({
-          n: Number(f[f.indexOf("n") + 1]),
-          key: f[f.indexOf("shardline-key") + 1] ?? "",
-        })),
-      )
-    }
-    return out
+    return await shardEntries(client, stream, SHARDS)
   } finally {
     client.disconnect()
   }
