@@ -111,6 +111,13 @@ export interface RedisConnectionOptions {
    * and a warning logged (`Effect.logWarning`).
    */
   readonly allowEviction?: boolean
+  /**
+   * Ask each cluster master for `cluster-require-full-coverage` at connect
+   * and warn when it is `yes` (default true). A connection that only reads
+   * (the dashboard, under a read-only ACL user that may not run CONFIG)
+   * turns it off, so the server's ACL log records no refusal.
+   */
+  readonly checkClusterSettings?: boolean
 }
 
 export interface Durability {
@@ -1208,7 +1215,7 @@ export const make = (
       // a server that evicts keys: refused unless the options opt in (docs/redis.md, "Eviction")
       waiting = `INFO memory (maxmemory-policy) to ${at}`
       yield* checkEviction(client, target, options.allowEviction === true)
-      if (isCluster) {
+      if (isCluster && options.checkClusterSettings !== false) {
         waiting = `CONFIG GET cluster-require-full-coverage to ${at}`
         yield* checkFullCoverage(client as Cluster)
       }

@@ -6,7 +6,7 @@
  * by test/support/driver.ts; every test checks the event log for two owners.
  */
 import { assert, it } from "@effect/vitest"
-import { Store } from "@shardline/core"
+import { CoordinatorLease, Store } from "@shardline/core"
 import { Context, Deferred, Effect, Fiber, Option } from "effect"
 import * as RedisConnection from "../src/RedisConnection.js"
 import { startRedis } from "../src/testing.js"
@@ -196,7 +196,22 @@ for (const target of redisTargets())
                   return yield* store.commit(k, expected, records)
                 }),
             }
-            const portsA: Ports = Context.add(ports(), Store.Store, gated)
+            // paused inside the commit, a's process renews nothing either (its
+            // renewals run on a fiber of their own, not behind the commit:
+            // docs/protocol.md rule 20), as a real pause (SIGSTOP, GC) would
+            const lease = Context.get(ports(), CoordinatorLease.CoordinatorLease)
+            const pausedLease: CoordinatorLease.CoordinatorLeaseShape = {
+              ...lease,
+              renew: (grant, ttlMs) =>
+                Effect.flatMap(Deferred.isDone(gate.entered), (entered) =>
+                  entered && !results.length ? Effect.succeed(grant) : lease.renew(grant, ttlMs),
+                ),
+            }
+            const portsA: Ports = Context.add(
+              Context.add(ports(), Store.Store, gated),
+              CoordinatorLease.CoordinatorLease,
+              pausedLease,
+            )
             const hostA = yield* group.startHostWith("coord-a", portsA, { leaseTtlMs: 800 })
             yield* group.addMember("m1")
             yield* runUntil([group], "settled under a", group.settled)

@@ -155,6 +155,8 @@ export const readOnlyConnection = (
 ): RedisConnection.RedisConnectionOptions => ({
   ...c,
   redis: { ...c.redis, disableClientInfo: true },
+  // CONFIG is refused to a read-only ACL user (docs/redis.md, "ACL: a least-privilege user")
+  checkClusterSettings: false,
 })
 
 /** Is `host` (an interface to bind) loopback only? */
