@@ -79,6 +79,8 @@ export interface RedisServer {
   readonly resume: () => void
   /** Is the process running (not killed; a paused one is running)? */
   readonly running: () => boolean
+  /** Is it paused (`pause` without `resume` since)? */
+  readonly paused: () => boolean
   readonly stop: () => Promise<void>
 }
 
@@ -405,10 +407,14 @@ const startOne = async (
       const info = await rawCommand(port, "INFO server")
       const version =
         infoField(info, "valkey_version") ?? infoField(info, "redis_version") ?? "unknown"
+      // a deadline, so that asking a paused (SIGSTOPped) server fails rather
+      // than blocking the test process's event loop for good
       const cli = (...args: ReadonlyArray<string>) =>
         execFileSync(binaries.cli, ["-h", HOST, "-p", String(port), ...args], {
           encoding: "utf8",
+          timeout: 10_000,
         })
+      let paused = false
       let stopped: Promise<void> | undefined
       const stop = () => {
         stopped ??= new Promise<void>((resolve) => {
@@ -450,11 +456,14 @@ const startOne = async (
         kill,
         pause: () => {
           if (running()) child.kill("SIGSTOP")
+          paused = true
         },
         resume: () => {
           if (running()) child.kill("SIGCONT")
+          paused = false
         },
         running,
+        paused: () => paused && running(),
         stop: async () => {
           if (running()) child.kill("SIGCONT")
           await stop()
@@ -591,7 +600,8 @@ export const startRedisCluster = async (
   const masterOf = (key: string): RedisServer => {
     const slot = calculateSlot(key)
     let lastError: unknown
-    for (const s of running()) {
+    // a paused node answers nothing: ask the others
+    for (const s of running().filter((x) => !x.paused())) {
       try {
         // CLUSTER NODES: `<id> <ip:port@bus> <flags> <master> ... <slot ranges>`
         for (const line of s.cli("CLUSTER", "NODES").split("\n")) {
@@ -616,6 +626,7 @@ export const startRedisCluster = async (
   }
   const masters = () =>
     running().filter((s) => {
+      if (s.paused()) return false
       try {
         return s.cli("ROLE").split("\n")[0]?.trim() === "master"
       } catch {
