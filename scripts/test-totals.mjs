@@ -8,6 +8,8 @@ const root = new URL("..", import.meta.url).pathname
 let passed = 0
 let failed = 0
 let skipped = 0
+/** Every failed test by file and title, with its message's first lines: CI shows only the log's tail. */
+const failures = []
 for (const dir of readdirSync(join(root, "packages"))) {
   const pkgJson = join(root, "packages", dir, "package.json")
   if (!existsSync(pkgJson)) continue
@@ -25,6 +27,14 @@ for (const dir of readdirSync(join(root, "packages"))) {
     (file) =>
       file.status === "failed" && !(file.assertionResults ?? []).some((t) => t.status === "failed"),
   ).length
+  for (const file of r.testResults ?? []) {
+    const name = file.name.replace(`${root}`, "")
+    const failedTests = (file.assertionResults ?? []).filter((t) => t.status === "failed")
+    for (const t of failedTests)
+      failures.push(`${name} > ${t.fullName}\n    ${firstLines(t.failureMessages?.[0])}`)
+    if (file.status === "failed" && failedTests.length === 0)
+      failures.push(`${name} (the file failed)\n    ${firstLines(file.message)}`)
+  }
   const f = (r.numFailedTests ?? 0) + brokenFiles
   const s = (r.numPendingTests ?? 0) + (r.numTodoTests ?? 0)
   console.log(`${dir}: ${p} passed, ${f} failed, ${s} skipped`)
@@ -32,5 +42,15 @@ for (const dir of readdirSync(join(root, "packages"))) {
   failed += f
   skipped += s
 }
+if (failures.length > 0) {
+  console.log(`\nfailed (${failures.length}):`)
+  for (const f of failures) console.log(`- ${f}`)
+  console.log("")
+}
 console.log(`${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ""}`)
 process.exitCode = failed > 0 ? 1 : 0
+
+function firstLines(text) {
+  if (!text) return "(no message)"
+  return text.split("\n").slice(0, 6).join("\n    ").slice(0, 1200)
+}
