@@ -449,8 +449,15 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
       return Option.isSome(ran)
     })
 
+  /** Set first by the host's close: nothing takes the lease again (rule 20). */
+  let closed = false
+
   /** Become (or stay) the coordinator; must run under `lock`. */
   const ensureLeader: Effect.Effect<Leader | null> = Effect.gen(function* () {
+    if (closed) {
+      lastError = "host closed"
+      return null
+    }
     const now = yield* monotonicMillis
     if (leader !== null) {
       // rule 20: a leader answers only within its lease, by its own monotonic clock
@@ -630,11 +637,12 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
       yield* renewOnce
     }
   })
-  yield* Effect.forkIn(renewLoop, scope)
+  const renewFiber = yield* Effect.forkIn(renewLoop, scope)
   // the stream's layout, followed on a fiber of its own (never in a renewal's
   // way); a reshard must not wait long (sessionTimeoutMs / 3, 10 s by
   // default, was the renewal's period): keys pause until the leader follows
   // the new layout (docs/resharding.md, "Measured")
+  const loops: Array<Fiber.Fiber<unknown, unknown>> = [renewFiber]
   const layoutPoll = Math.max(1, Math.floor(options.layoutPollMs ?? 1_000))
   if (Option.isSome(streamLayouts)) {
     const layouts = streamLayouts.value
@@ -644,14 +652,28 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
       const stored = yield* Effect.result(readLayout(layouts))
       yield* lock.withPermit(adoptLayout(stored, false))
     })
-    yield* Effect.forkIn(
-      Effect.forever(Effect.andThen(Effect.sleep(Math.min(layoutPoll, renewEvery)), followOnce)),
-      scope,
+    loops.push(
+      yield* Effect.forkIn(
+        Effect.forever(Effect.andThen(Effect.sleep(Math.min(layoutPoll, renewEvery)), followOnce)),
+        scope,
+      ),
     )
   }
+  // Close: no acquisition from here on, the loops stopped, THEN the lease
+  // released. The release is a round trip; a renewal due meanwhile found no
+  // term and took the lease again, for a host that serves nobody until it
+  // ran out (docs/protocol.md rule 20). A loop stopped inside an acquisition
+  // leaves a term without a leader: that lease is released too.
   yield* Scope.addFinalizer(
     scope,
-    Effect.suspend(() => (leader === null ? Effect.void : stepDown("host closed"))),
+    Effect.gen(function* () {
+      closed = true
+      yield* Fiber.interruptAll(loops)
+      if (leader !== null) return yield* stepDown("host closed")
+      const held = term
+      term = null
+      if (held !== null) yield* leases.release(held)
+    }),
   )
 
   const host: CoordinatorHost = {

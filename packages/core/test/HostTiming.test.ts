@@ -188,6 +188,42 @@ describe("rule 20: the coordinator lease", () => {
   )
 })
 
+describe("rule 20: a closed host holds no lease", () => {
+  // The host's close released its lease while the renewal loop still ran: a
+  // renewal due during the release's round trip found no term and took the
+  // lease again, for a host that would serve nobody until the lease ran out
+  // (seen on Redis at load 19: a successor was refused "lease held by coord").
+  it.effect("a renewal due while the close releases the lease does not take it again", () =>
+    Effect.gen(function* () {
+      const store = Store.makeMemoryUnsafe()
+      const real = yield* CoordinatorLease.makeMemory
+      // the release's reply takes 1 s: the renewal due at 2 s comes in between
+      const slowRelease: CoordinatorLease.CoordinatorLeaseShape = {
+        ...real,
+        release: (grant) => Effect.andThen(real.release(grant), Effect.sleep(1_000)),
+      }
+      const scope = yield* Scope.make()
+      const h1 = yield* makeCoordinatorHost({ config: cfg, holder: "c1" }).pipe(
+        Effect.provide(ports(store, slowRelease)),
+        Scope.provide(scope),
+      )
+      assert.isTrue(yield* h1.elect)
+      yield* TestClock.adjust(1_500)
+      const closing = yield* Effect.forkChild(Scope.close(scope, Exit.void))
+      yield* TestClock.adjust(1_000) // past the renewal at 2 s and the release's reply
+      yield* Fiber.join(closing)
+      assert.isFalse(yield* h1.isCoordinator)
+      const h2 = yield* makeCoordinatorHost({ config: cfg, holder: "c2" }).pipe(
+        Effect.provide(ports(store, real)),
+      )
+      assert.isTrue(yield* h2.elect, "the closed host's lease is free")
+      // and the closed host answers nobody, nor takes the lease from a heartbeat
+      const r = yield* h1.heartbeat(request({ memberId: "a" }))
+      assert.strictEqual(r.errorCode, "NOT_COORDINATOR")
+    }).pipe(Effect.scoped),
+  )
+})
+
 /**
  * Every call to the lease, the store and the stream layouts takes `rttMs`
  * (half each way), as from a pod with added network latency; a renewal's

@@ -655,12 +655,18 @@ describe("the gated fence on a 3-node cluster", () => {
     const wakes = async (at: number, after?: string) => {
       const last = after ?? (await run(streams.append(stream, 0, { i: "before" })))
       const waiting = run(streams.waitForEntries({ ...base, afterId: last, timeoutMs: 10_000 }))
-      await sleep(150)
-      // blocked on the node `at` (a normal client, its last command XREAD)
-      const list = (await admins[at]!.call("CLIENT", "LIST")) as string
-      const blocked = list
-        .split("\n")
-        .filter((line) => / flags=b /.test(line) && / cmd=xread /.test(line))
+      // blocked on the node `at` (a normal client, its last command XREAD);
+      // asked until it shows, for up to 5 s (a redirection takes a while on a
+      // loaded machine: a fixed 150 ms found none at load 19)
+      const blockedOn = async () => {
+        const list = (await admins[at]!.call("CLIENT", "LIST")) as string
+        return list.split("\n").filter((line) => / flags=b /.test(line) && / cmd=xread /.test(line))
+      }
+      let blocked = await blockedOn()
+      for (let i = 0; blocked.length === 0 && i < 100; i++) {
+        await sleep(50)
+        blocked = await blockedOn()
+      }
       await run(streams.append(stream, 0, { i: "after" }))
       assert.isTrue(await waiting, "woken by the append")
       return blocked.length
