@@ -5,6 +5,7 @@ import { startCoordinator } from "../src/Coordinator.js"
 import type { RuntimeEvent } from "../src/Events.js"
 import { memoryPorts } from "../src/Ports.js"
 import { start } from "../src/Runtime.js"
+import { until } from "./support/until.js"
 
 const group = {
   stream: "orders",
@@ -13,11 +14,6 @@ const group = {
   sessionTimeoutMs: 3_000,
   rebalanceTimeoutMs: 4_000,
   heartbeatIntervalMs: 200,
-}
-
-const until = async (done: () => boolean) => {
-  for (let i = 0; i < 1_000 && !done(); i++) await new Promise((r) => setTimeout(r, 10))
-  if (!done()) throw new Error("not reached")
 }
 
 describe("standalone coordinator", () => {
@@ -36,7 +32,7 @@ describe("standalone coordinator", () => {
     await runtime
       .producer("orders")
       .sendBatch(Array.from({ length: 50 }, (_, i) => ({ key: `k${i}` })))
-    await until(() => handled === 50)
+    await until("50 handled", () => handled === 50)
     // a runtime with coordinator "standalone" never elects itself
     expect(await runtime.monitor("orders", "g")).toBeUndefined()
     await runtime.stop()
@@ -57,7 +53,7 @@ describe("standalone coordinator", () => {
       consumers: [consumer({ ...group, eachMessage: () => {} })],
     })
     // the coordinator lease is 400 ms here (twice the heartbeat): said past 800 ms
-    await until(() => seen.length === 1)
+    await until("one seen", () => seen.length === 1)
     const unavailable = seen[0]!
     expect(unavailable).toMatchObject({ type: "coordinatorUnavailable", memberId: "pod-a" })
     if (unavailable.type !== "coordinatorUnavailable") throw new Error("unreachable")
@@ -70,7 +66,7 @@ describe("standalone coordinator", () => {
     await new Promise((r) => setTimeout(r, 600))
     expect(seen).toHaveLength(1)
     const coordinator = await startCoordinator({ ports, holder: "coord-1", groups: [group] })
-    await until(() => seen.length === 2)
+    await until("two seen", () => seen.length === 2)
     expect(seen[1]).toMatchObject({ type: "coordinatorAvailable", memberId: "pod-a" })
     expect((await runtime.metrics()).match(gauge)?.[1]).toBe("0")
     await runtime.stop()

@@ -11,6 +11,7 @@ import type { Health } from "../src/Health.js"
 import { HEALTH_PATHS, PROMETHEUS_CONTENT_TYPE } from "../src/HealthServer.js"
 import { memoryPorts } from "../src/Ports.js"
 import { type ShardlineRuntime, type StartOptions, start } from "../src/Runtime.js"
+import { until } from "./support/until.js"
 
 const fast = { sessionTimeoutMs: 3_000, heartbeatIntervalMs: 100, rebalanceTimeoutMs: 3_000 }
 
@@ -32,14 +33,6 @@ const orders = consumer({
   ...fast,
   eachMessage: () => {},
 })
-
-const until = async (what: string, done: () => Promise<boolean>) => {
-  for (let i = 0; i < 500; i++) {
-    if (await done()) return
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-  throw new Error(`not reached: ${what}`)
-}
 
 describe("the health endpoint", () => {
   it("serves /livez, /readyz and /metrics; 404 and 405 otherwise; closes on stop", async () => {

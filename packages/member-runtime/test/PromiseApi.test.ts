@@ -11,20 +11,13 @@ import type { Batch, BatchContext, Message, MessageContext } from "../src/Messag
 import { memoryPorts } from "../src/Ports.js"
 import { start } from "../src/Runtime.js"
 import { listenersOf, StreamListener } from "../src/StreamListener.js"
+import { until } from "./support/until.js"
 
 const fast = {
   shardCount: 8,
   sessionTimeoutMs: 3_000,
   rebalanceTimeoutMs: 4_000,
   heartbeatIntervalMs: 200,
-}
-
-const until = async (what: string, done: () => boolean, tries = 1_000) => {
-  for (let i = 0; i < tries; i++) {
-    if (done()) return
-    await new Promise((resolve) => setTimeout(resolve, 10))
-  }
-  throw new Error(`not reached: ${what}`)
 }
 
 describe("Promise API", () => {

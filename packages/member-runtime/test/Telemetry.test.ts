@@ -31,20 +31,13 @@ import type { Message } from "../src/Message.js"
 import { memoryPorts } from "../src/Ports.js"
 import { make, type ShardlineRuntime, start } from "../src/Runtime.js"
 import { TRACEPARENT_FIELD } from "../src/Telemetry.js"
+import { until } from "./support/until.js"
 
 const fast = {
   shardCount: 4,
   sessionTimeoutMs: 3_000,
   rebalanceTimeoutMs: 4_000,
   heartbeatIntervalMs: 100,
-}
-
-const until = async (what: string, done: () => boolean | Promise<boolean>, tries = 1_000) => {
-  for (let i = 0; i < tries; i++) {
-    if (await done()) return
-    await new Promise((resolve) => setTimeout(resolve, 10))
-  }
-  throw new Error(`not reached: ${what}`)
 }
 
 class Reader extends MetricReader {

@@ -25,6 +25,7 @@ import type { RuntimeEvent } from "../src/Events.js"
 import { KEY_FIELD, type Message } from "../src/Message.js"
 import { memoryPorts } from "../src/Ports.js"
 import { type ShardlineRuntime, start } from "../src/Runtime.js"
+import { until } from "./support/until.js"
 
 const fast = {
   shardCount: 2,
@@ -33,14 +34,6 @@ const fast = {
   heartbeatIntervalMs: 200,
   retryBackoff: { initialMs: 10, maxMs: 20 },
 } as const
-
-const until = async (what: string, done: () => boolean, tries = 1_000) => {
-  for (let i = 0; i < tries; i++) {
-    if (done()) return
-    await new Promise((resolve) => setTimeout(resolve, 10))
-  }
-  throw new Error(`not reached: ${what}`)
-}
 
 interface Order {
   readonly amount: number

@@ -10,6 +10,7 @@ import { memoryPorts } from "../src/Ports.js"
 import { start } from "../src/Runtime.js"
 import { listenersOf, StreamListener } from "../src/StreamListener.js"
 import type * as Fixture from "./fixtures/decoratedListeners.js"
+import { until } from "./support/until.js"
 
 const fixtureUrl = new URL("./fixtures/decoratedListeners.ts", import.meta.url).pathname
 
@@ -17,14 +18,6 @@ const flavours = {
   standard: () => import("./fixtures/decoratedListeners.js") as Promise<typeof Fixture>,
   legacy: () =>
     import(/* @vite-ignore */ `${fixtureUrl}?legacy-decorators`) as Promise<typeof Fixture>,
-}
-
-const until = async (what: string, done: () => boolean, extra = () => "", tries = 1_000) => {
-  for (let i = 0; i < tries; i++) {
-    if (done()) return
-    await new Promise((resolve) => setTimeout(resolve, 10))
-  }
-  throw new Error(`not reached: ${what} (${extra()})`)
 }
 
 const run = async (instance: Fixture.Orders, total: number) => {
@@ -41,8 +34,10 @@ const run = async (instance: Fixture.Orders, total: number) => {
     await until(
       "every message billed and audited",
       () => instance.billed.size === total && instance.audited.size === total,
-      () =>
-        `billed ${instance.billed.size}, audited ${instance.audited.size}, ${JSON.stringify(runtime.members().map((m) => [m.group, m.memberId, m.owned]))}`,
+      {
+        explain: () =>
+          `billed ${instance.billed.size}, audited ${instance.audited.size}, ${JSON.stringify(runtime.members().map((m) => [m.group, m.memberId, m.owned]))}`,
+      },
     )
     return runtime.members().map((m) => `${m.group}/${m.memberId}`)
   } finally {
