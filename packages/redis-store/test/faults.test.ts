@@ -388,7 +388,7 @@ for (const persistence of [true, false])
                     group.balanced()
                   )
                 }),
-              { maxMs: 30_000 },
+              { maxMs: 60_000 },
             )
             const now = Option.getOrThrow(yield* Context.get(ports, Store.Store).load(key))
             if (persistence) {

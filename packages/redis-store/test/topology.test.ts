@@ -220,42 +220,49 @@ describe("Redis Sentinel: a primary, a replica and 3 sentinels", () => {
     }),
   )
 
-  it.live("the CLI: --sentinels host:port,... --sentinel-name", () =>
-    Effect.gen(function* () {
-      const sentinels = d()
-        .sentinels.map((s) => `${s.host}:${s.port}`)
-        .join(",")
-      const stream = unique("cli-sentinel")
-      // it reached the primary: the answer is about the data, not the connection
-      const missing = yield* runCli([
-        "inspect",
-        "--sentinels",
-        sentinels,
-        "--sentinel-name",
-        d().name,
-        "--stream",
-        stream,
-        "--group",
-        "g",
-      ])
-      assert.strictEqual(missing.code, 2)
-      assert.match(missing.stderr, /^shardline: group g on stream cli-sentinel-\w+ does not exist/)
-      for (const [args, message] of [
-        [["--sentinels", sentinels], "--sentinel-name is required"],
-        [["--sentinels", "10.0.0.1", "--sentinel-name", "m"], "--sentinels takes host:port"],
-        [
-          ["--redis", "redis://h:1", "--sentinels", sentinels, "--sentinel-name", "m"],
-          "give one of --redis, --cluster and --sentinels",
-        ],
-        [
-          ["--redis", "redis://h:1", "--sentinel-name", "m"],
-          "--sentinel-name goes with --sentinels",
-        ],
-      ] as const) {
-        const usage = yield* runCli(["groups", "list", ...args, "--stream", stream])
-        assert.strictEqual(usage.code, 64, usage.stderr)
-        assert.include(usage.stderr, message)
-      }
-    }),
+  it.live(
+    "the CLI: --sentinels host:port,... --sentinel-name",
+    () =>
+      Effect.gen(function* () {
+        const sentinels = d()
+          .sentinels.map((s) => `${s.host}:${s.port}`)
+          .join(",")
+        const stream = unique("cli-sentinel")
+        // it reached the primary: the answer is about the data, not the connection
+        const missing = yield* runCli([
+          "inspect",
+          "--sentinels",
+          sentinels,
+          "--sentinel-name",
+          d().name,
+          "--stream",
+          stream,
+          "--group",
+          "g",
+        ])
+        assert.strictEqual(missing.code, 2)
+        assert.match(
+          missing.stderr,
+          /^shardline: group g on stream cli-sentinel-\w+ does not exist/,
+        )
+        for (const [args, message] of [
+          [["--sentinels", sentinels], "--sentinel-name is required"],
+          [["--sentinels", "10.0.0.1", "--sentinel-name", "m"], "--sentinels takes host:port"],
+          [
+            ["--redis", "redis://h:1", "--sentinels", sentinels, "--sentinel-name", "m"],
+            "give one of --redis, --cluster and --sentinels",
+          ],
+          [
+            ["--redis", "redis://h:1", "--sentinel-name", "m"],
+            "--sentinel-name goes with --sentinels",
+          ],
+        ] as const) {
+          const usage = yield* runCli(["groups", "list", ...args, "--stream", stream])
+          assert.strictEqual(usage.code, 64, usage.stderr)
+          assert.include(usage.stderr, message)
+        }
+      }),
+    // five CLI processes: the 60 s default ran out at load 22
+    180_000,
   )
 })
