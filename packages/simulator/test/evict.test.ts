@@ -2,7 +2,8 @@
  * Key eviction (the `evict` fault, docs/protocol.md rule 26; docs/simulator.md,
  * Faults): an owner token, a consumer group or a shard stream vanishes. The
  * fence holds with a missing token (every token refused until a coordinator
- * writes one again) and nothing is lost in silence (a vanished stream is
+ * writes one again: its owner reports it and the leader writes the same
+ * token, rule 30) and nothing is lost in silence (a vanished stream is
  * reported lost, a vanished group is created again at the stream's start).
  * Each pinned seed passes with the model as redis-store and the runtime
  * behave and fails with the model's mutant (`--broken`).
@@ -40,8 +41,8 @@ describe("evict", () => {
       "evict:group",
       "evict:stream",
       "evict:readRefused",
+      "evict:tokenReported",
       "evict:tokenWrittenAgain",
-      "evict:coordinatorRestarted",
       "dataLost:group",
       "dataLost:stream",
     ])
@@ -49,6 +50,12 @@ describe("evict", () => {
   })
 
   const pinned: ReadonlyArray<readonly [string, number, Broken, string]> = [
+    [
+      "churn 7: a steady shard's token vanishes; its owner reports it and the leader writes it again (fails with --broken missing-token-unreported)",
+      7,
+      "missing-token-unreported",
+      "starvation",
+    ],
     [
       "churn 5: a token vanishes; the fence holds (fails with --broken missing-token-is-zero)",
       5,
