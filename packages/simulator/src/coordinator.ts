@@ -393,10 +393,12 @@ export class CoordinatorHost {
         const response = step.response
         if (leader && response.errorCode === "NONE" && response.memberEpoch > 0)
           checks.view.touch(req.request.memberId, response.memberEpoch, w.now)
-        if (response.errorCode === "NONE") {
-          this.answered(proc, req.seq, response)
-          checks.liveness.answered(w.now)
-        }
+        if (response.errorCode === "NONE") this.answered(proc, req.seq, response)
+        // The liveness checker's input: a loaded leader answered. Its error
+        // answers are service too: an expired member's requests get
+        // UNKNOWN_MEMBER_ID until it hears one and rejoins (rule 6), and a
+        // lost answer makes it ask again (seed 7107, docs/simulator.md).
+        checks.liveness.answered(w.now)
         this.ctx.net.toMember(slot, req.pid, req.seq, response)
         this.armTimer(c)
         return

@@ -150,6 +150,13 @@ export class DataPlane {
     if (this.backlogN[shard] === 0) this.backlogSince[shard] = Number.POSITIVE_INFINITY
   }
 
+  /** Messages undelivered or pending over every shard. */
+  totalBacklog(): number {
+    let n = 0
+    for (let s = 0; s < this.backlogN.length; s++) n += this.backlogN[s]!
+    return n
+  }
+
   /** Messages of `shard` undelivered or pending. */
   backlog(shard: number): number {
     return this.backlogN[shard]!

@@ -327,7 +327,8 @@ export const FAULTS: Partial<Record<FaultKind, FaultDef>> = {
    * group's consumer group or the shard stream itself vanishes, as a Redis
    * with an evicting `maxmemory-policy` (or an operator's DEL) does. Modelled
    * as redis-store and the runtime handle it: a missing token refuses every
-   * token (the shard waits until a coordinator writes one again: its next
+   * token (the shard waits until a coordinator writes one again: its owner
+   * reports it and the leader writes the same token, rule 30, or its next
    * grant, a takeover's re-fence); a vanished group or stream is `DataLost`
    * at the next fenced call, said once, and the group is created again at
    * the stream's start (what a vanished stream held is reported lost, the
@@ -341,25 +342,10 @@ export const FAULTS: Partial<Record<FaultKind, FaultDef>> = {
       const what = (["token", "group", "stream"] as const)[r.int(3)]!
       const shard = r.int(ctx.options.shards)
       if (ctx.fanout.enabled || ctx.data.tx !== undefined || ctx.layouts.enabled) return none
+      // A missing token ends by the protocol alone: the owner reports it and
+      // the leader writes the same token again (docs/protocol.md rule 30).
       ctx.data.evict(shard, what)
-      if (what !== "token") return none
-      // Nothing in the protocol writes the token again unless the shard moves
-      // or a coordinator takes over (finding F5, docs/simulator.md): the
-      // episode ends with the remedy docs/runtime.md names, a coordinator
-      // restart (the leader crashes; a standby takes over and re-fences).
-      return [
-        {
-          afterMs: duration(r),
-          heal: () => {
-            if (ctx.data.tokenGone[shard] !== 1) return
-            const c = ctx.coord.nodes[ctx.lease.holder]
-            if (c === undefined || !c.alive) return
-            ctx.w.count("evict:coordinatorRestarted")
-            ctx.coord.crash(c)
-            ctx.coord.restart(c.idx)
-          },
-        },
-      ]
+      return none
     },
   },
   /**

@@ -59,6 +59,8 @@ export interface Run {
   readonly holder: Holder
   /** The loop found its sealed shard drained and told the machine (ShardExhausted). */
   exhausted: boolean
+  /** Storage refused the loop for a missing owner token and it told the machine (ShardTokenMissing). */
+  tokenMissing: boolean
 }
 
 export class Slot {
@@ -708,6 +710,7 @@ export class Members {
       batch: null,
       holder,
       exhausted: false,
+      tokenMissing: false,
     }
     p.runs.set(shard, run)
     p.rotation.push(shard)
@@ -802,8 +805,10 @@ export class Members {
       const gone = data.vanished(shard)
       if (gone === "token") {
         // rule 26: every token is refused; the shard waits for a coordinator
-        // to write one again, trying again every idle wait
+        // to write one again, trying again every idle wait, and its member
+        // asks for it (rule 30)
         w.count("evict:readRefused")
+        this.tokenMissing(p, run, shard)
         w.q.push(w.now + 200, K.WORKER, p.pid, 0)
         return
       }
@@ -814,6 +819,11 @@ export class Members {
         run.fenced = true
         continue
       }
+      if (run.tokenMissing) {
+        // the token is back: nothing more to report (rule 30)
+        run.tokenMissing = false
+        this.exec(p, MemberMachine.step(p.state, { _tag: "ShardTokenBack", shard }))
+      }
       const order = checks.keyOrder
       if (order !== undefined) for (const id of ids) order.deliver(w.now, shard, id)
       const batch: Batch = { pid: p.pid, shard, ids, start: w.now, stretched: false }
@@ -823,6 +833,22 @@ export class Members {
       return
     }
     p.idle++
+  }
+
+  /**
+   * A fenced call of `run` was refused for a missing owner token: the loop
+   * tells its machine once, which asks the coordinator to write the token
+   * again (docs/protocol.md rule 30). BROKEN ON PURPOSE with
+   * `missing-token-unreported`: it waits in silence, as before the rule.
+   */
+  private tokenMissing(p: Proc, run: Run, shard: number): void {
+    if (run.tokenMissing || this.ctx.options.broken === "missing-token-unreported") return
+    run.tokenMissing = true
+    this.ctx.w.count("evict:tokenReported")
+    this.exec(
+      p,
+      MemberMachine.step(p.state, { _tag: "ShardTokenMissing", shard, token: run.token }),
+    )
   }
 
   batchDone(batch: Batch): void {
@@ -858,12 +884,13 @@ export class Members {
       const tx = data.tx
       const gone = data.vanished(shard)
       if (p.slot.partStore || this.ctx.store.down) w.count("store:ackUnreachable")
-      else if (gone !== undefined)
+      else if (gone !== undefined) {
         // rule 26: the ack is refused (a missing token: the entries stay
-        // pending, read again once it is back; a vanished group or stream:
-        // the next read says so and starts the group again)
+        // pending, read again once it is back, rule 30; a vanished group or
+        // stream: the next read says so and starts the group again)
         w.count(`evict:ackRefused:${gone}`)
-      else if (tx !== undefined) {
+        if (gone === "token") this.tokenMissing(p, run, shard)
+      } else if (tx !== undefined) {
         if (this.commitTx(p, run, batch, byzantine)) return
       } else if (data.ack(shard, run.token, batch.ids)) {
         if (this.effective(p, run, byzantine))

@@ -137,6 +137,10 @@ export const DISRUPTIVE_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>(
  *   token with 0, so every token passes; a read of a shard whose stream or
  *   group vanished is an empty read, the group recreated in silence at the
  *   stream's end (`dataplane.ts`).
+ * - `missing-token-unreported` (the `evict` fault): a loop refused for a
+ *   missing owner token waits without telling its member, as the runtime
+ *   did before docs/protocol.md rule 30: nothing writes the token again
+ *   until the shard moves or a coordinator takes over (`members.ts`).
  * - `serve-without-check`: a coordinator candidate decides as before
  *   docs/protocol.md rule 25: it keeps any serve while its host holds the
  *   lease, whatever term the serve started under and whether it still
@@ -151,6 +155,7 @@ export type Broken =
   | "serve-without-check"
   | "missing-token-is-zero"
   | "vanished-read-as-empty"
+  | "missing-token-unreported"
 export const BROKEN: ReadonlyArray<Broken> = [
   "assign-before-revoke",
   "skip-election",
@@ -160,6 +165,7 @@ export const BROKEN: ReadonlyArray<Broken> = [
   "serve-without-check",
   "missing-token-is-zero",
   "vanished-read-as-empty",
+  "missing-token-unreported",
 ]
 
 /** Transactional handlers on: asked for, or implied by a `tx-` breakage. */

@@ -787,6 +787,15 @@ export const validateRequest = (
       return `drained shard ${d.shard} is listed twice`
     drainedSet?.add(d.shard)
   }
+  const missing = req.missingTokens ?? NONE_DRAINED
+  for (let i = 0; i < missing.length; i++) {
+    const m = missing[i]!
+    if (listedBefore(missing, m.shard, i))
+      return `shard ${m.shard} is listed twice in missingTokens`
+    // also keeps the list's length within the owned list's
+    if (ownedSet !== undefined ? !ownedSet.has(m.shard) : !owned.includes(m.shard))
+      return `missing token of shard ${m.shard} reported, which is not owned`
+  }
   if (req.memberEpoch === 0) {
     if (req.memberInfo === undefined) return "memberEpoch 0 (join) requires memberInfo"
     if (req.ownedShards.length > 0 || req.revokingShards.length > 0)
@@ -1120,6 +1129,29 @@ const validateOwnership = (
   return { revoked, confirm, drained }
 }
 
+/**
+ * docs/protocol.md rule 30: the owner found its shard's owner token missing
+ * (deleted, evicted; every fenced call refuses it, rule 26). A steady group
+ * writes no token by itself, so the shard would wait for its next move or a
+ * takeover. The token is written again, the SAME one and only for the
+ * shard's current owner under that grant: a fence (written before the
+ * answer), no record, no new grant. A report about another grant, or of a
+ * shard now someone else's, is stale and changes nothing. The write only
+ * raises or restores (storage's token never falls), so a stale leader's
+ * re-write cannot undo a newer grant.
+ */
+const refence = (
+  draft: Draft,
+  memberId: string,
+  missing: NonNullable<HeartbeatRequest["missingTokens"]>,
+): void => {
+  for (const m of missing) {
+    const cur = draft.currentOf(m.shard)
+    if (cur !== null && cur.memberId === memberId && cur.token === m.token)
+      draft.fences.push({ shard: m.shard, token: m.token, memberId })
+  }
+}
+
 const firstLiveShard = (view: LayoutView): number =>
   view.generations[0]?.firstShard ?? view.layout.firstShard
 
@@ -1310,6 +1342,7 @@ export const heartbeat = (
     })
   }
   if (checked.drained.length > 0) acceptDrained(draft, current, checked.drained)
+  if (req.missingTokens !== undefined) refence(draft, req.memberId, req.missingTokens)
   return answer(draft, req, member.memberEpoch)
 }
 

@@ -143,6 +143,12 @@ export interface ShardEntry {
    * `drainedShards` until the coordinator takes the shard away.
    */
   exhausted?: boolean
+  /**
+   * Storage refused the loop's calls because the shard's owner token is
+   * missing (deleted, evicted): the token the loop holds, reported in
+   * `missingTokens` until the loop reads again (docs/protocol.md rule 30).
+   */
+  tokenMissing?: number
 }
 
 export interface MemberState {
@@ -220,6 +226,15 @@ export type MemberEvent =
    * everything delivered and acknowledged (`ShardStreams.drainState`).
    */
   | { readonly _tag: "ShardExhausted"; readonly shard: number }
+  /**
+   * A read loop's fenced call was refused because the shard's owner token is
+   * missing (`OwnerTokenMissing`: deleted or evicted), with the token the
+   * loop holds: the member asks the coordinator to write it again
+   * (docs/protocol.md rule 30).
+   */
+  | { readonly _tag: "ShardTokenMissing"; readonly shard: number; readonly token: number }
+  /** The loop's fenced calls pass again (its token is back): nothing more to report. */
+  | { readonly _tag: "ShardTokenBack"; readonly shard: number }
   /** Time passes: due heartbeats, self-fencing, the leave timeout. */
   | { readonly _tag: "Tick"; readonly now: number }
   | { readonly _tag: "LeaveRequested"; readonly now: number }
@@ -492,6 +507,7 @@ export const buildRequest = (state: MemberState, seq = state.nextSeq): Heartbeat
   const owned: Array<number> = []
   const revoking: Array<RevokingShard> = []
   let drained: Array<{ shard: number; token: number }> | undefined
+  let missing: Array<{ shard: number; token: number }> | undefined
   if (state.shards.size > 0) {
     for (const [shard, entry] of state.shards) {
       const status = entry.status
@@ -500,6 +516,10 @@ export const buildRequest = (state: MemberState, seq = state.nextSeq): Heartbeat
         if (entry.exhausted === true) {
           if (drained === undefined) drained = []
           drained.push({ shard, token: entry.token })
+        }
+        if (entry.tokenMissing === entry.token) {
+          if (missing === undefined) missing = []
+          missing.push({ shard, token: entry.token })
         }
       } else if (status === "revoking")
         revoking.push({ shard, state: "REVOKING", token: entry.token })
@@ -522,6 +542,7 @@ export const buildRequest = (state: MemberState, seq = state.nextSeq): Heartbeat
     return request
   }
   if (drained !== undefined) request.drainedShards = sortByShard(drained)
+  if (missing !== undefined) request.missingTokens = sortByShard(missing)
   if (leaving) request.leaving = true
   return request
 }
@@ -647,6 +668,26 @@ export const step = (state: MemberState, event: MemberEvent): Array<MemberComman
         // tell the coordinator now: shards of the next generation wait for it
         requestSend(state, out)
       }
+      break
+    }
+    case "ShardTokenMissing": {
+      const entry = state.shards.get(event.shard)
+      // only about the grant the loop reads under (an older loop's report is stale)
+      if (
+        entry !== undefined &&
+        isOwned(entry.status) &&
+        entry.token === event.token &&
+        entry.tokenMissing !== event.token
+      ) {
+        entry.tokenMissing = event.token
+        // tell the coordinator now: the shard is stopped until it writes the token
+        requestSend(state, out)
+      }
+      break
+    }
+    case "ShardTokenBack": {
+      const entry = state.shards.get(event.shard)
+      if (entry !== undefined) entry.tokenMissing = undefined
       break
     }
     case "Tick":

@@ -163,6 +163,18 @@ export const HeartbeatRequest = Schema.Struct({
     ),
   ),
   /**
+   * Owned shards whose owner token storage reported missing (deleted or
+   * evicted: every fenced call is refused, docs/protocol.md rule 26), with
+   * the token the member reads under. The coordinator writes that same
+   * token again for the shard's current owner, before it answers
+   * (docs/protocol.md rule 30); a report about another grant changes nothing.
+   */
+  missingTokens: Schema.optional(
+    Schema.Array(
+      Schema.Struct({ shard: ShardId, token: Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)) }),
+    ),
+  ),
+  /**
    * The member is leaving gracefully and still draining: its shards move to
    * others as soon as each is reported REVOKED; epoch -1 follows once drained.
    */

@@ -58,6 +58,13 @@ type Input =
   /** A loop StopAllShards stopped has ended (none of its user code runs). */
   | { readonly _tag: "Stopped"; readonly shard: number }
   | { readonly _tag: "Exhausted"; readonly shard: number }
+  /** A loop's owner token is missing (or back): docs/protocol.md rule 30. */
+  | {
+      readonly _tag: "TokenMissing"
+      readonly shard: number
+      readonly token: number
+      readonly missing: boolean
+    }
   | { readonly _tag: "Wake" }
 
 export interface MemberEnv {
@@ -278,6 +285,9 @@ export const makeLogicalMember = (
       onExhausted: (shard) => {
         emit({ ...base(), type: "exhausted", shard })
         Queue.offerUnsafe(inbox, { _tag: "Exhausted", shard })
+      },
+      onTokenMissing: (shard, token, missing) => {
+        Queue.offerUnsafe(inbox, { _tag: "TokenMissing", shard, token, missing })
       },
       groupShardCount: () => machine.layout?.shardCount ?? settings.shardCount,
       currentFirstShard: () => machine.layout?.firstShard,
@@ -628,6 +638,16 @@ export const makeLogicalMember = (
           case "Exhausted":
             return yield* exec(
               MemberMachine.step(machine, { _tag: "ShardExhausted", shard: input.shard }),
+              t,
+            )
+          case "TokenMissing":
+            return yield* exec(
+              MemberMachine.step(
+                machine,
+                input.missing
+                  ? { _tag: "ShardTokenMissing", shard: input.shard, token: input.token }
+                  : { _tag: "ShardTokenBack", shard: input.shard },
+              ),
               t,
             )
           case "Wake":

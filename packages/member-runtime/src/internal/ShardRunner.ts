@@ -292,6 +292,12 @@ export interface TurnEnv {
   readonly emit: (event: RuntimeEvent) => void
   /** Count it in the member's metrics (synchronous: it runs on the per-batch path). */
   readonly record: (what: TurnRecord) => void
+  /**
+   * Storage refused the runner's token because the shard's owner token is
+   * missing (`missing` true), or its calls pass again (false): the member
+   * asks the coordinator to write the token again (docs/protocol.md rule 30).
+   */
+  readonly onTokenMissing?: (shard: number, token: number, missing: boolean) => void
   /** The circuit breaker of the shard's scope, when one is configured (opt-in). */
   readonly breakerFor?: (shard: number) => CircuitBreaker | undefined
   /** The member's rate limit, when one is configured (opt-in). */
@@ -413,8 +419,9 @@ const fenceOutcome = (env: TurnEnv, r: Runner, error: unknown): Outcome | undefi
  * Something Shardline stored for the group on the shard vanished (deleted,
  * evicted): said once (event and metric), never read as empty. Without its
  * owner token the shard waits (every token is refused) and tries again
- * every idle wait, until a coordinator writes one again (a grant, a
- * failover). A vanished group or stream: the next turn creates the group
+ * every heartbeat interval (at most an idle wait), until a coordinator
+ * writes one again: its member reports it and the leader writes the same
+ * token (docs/protocol.md rule 30), or a grant, a failover. A vanished group or stream: the next turn creates the group
  * again at the stream's start (a fenced seek), so what the stream still
  * holds is delivered again; its pending entries went with it.
  */
@@ -422,6 +429,8 @@ const dataLost = (env: TurnEnv, r: Runner, error: OwnerTokenMissing | DataLost):
   const what = error._tag === "OwnerTokenMissing" ? "token" : error.what
   if (r.lost !== what) {
     r.lost = what
+    // rule 30: the coordinator writes the same token again once told
+    if (what === "token") env.onTokenMissing?.(r.shard, r.token, true)
     env.record({ _tag: "DataLost", what })
     env.emit({
       stream: env.settings.stream,
@@ -436,9 +445,11 @@ const dataLost = (env: TurnEnv, r: Runner, error: OwnerTokenMissing | DataLost):
   }
   if (!r.alive) return Abandoned
   if (what === "token") {
-    // the group's entries are as they were: read again, own pending first, once it is back
+    // the group's entries are as they were: read again, own pending first,
+    // once it is back. The member's next heartbeat (sent now) gets it written
+    // again (rule 30), so look again a heartbeat interval on, not an idle wait.
     r.retrying = true
-    return wait(env.settings.idleWaitMs)
+    return wait(Math.min(env.settings.idleWaitMs, env.settings.heartbeatIntervalMs))
   }
   // the group's pending entries and position are gone: nothing to claim or
   // acknowledge; the group is created again, then read from the start
@@ -698,6 +709,7 @@ const turnOf = (
       return wait(settings.retryInitialMs)
     }
     // the shard reads: a later loss is said again
+    if (r.lost === "token") env.onTokenMissing?.(r.shard, r.token, false)
     r.lost = undefined
     const ackedFirst = ackFirst.length
     if (ackedFirst > 0) ackedRecord(env, r, ackFirst)
