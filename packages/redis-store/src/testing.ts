@@ -648,27 +648,27 @@ export const startRedisCluster = async (
       }
     })
   const failover = async (master: RedisServer, timeoutMs = 30_000) => {
-    const id = master.cli("CLUSTER", "MYID").trim()
-    // CLUSTER NODES' own line: `<id> <ip:port@bus> myself,slave <master id> ...`
-    const replica = running().find(
-      (s) =>
-        s !== master &&
-        !s.paused() &&
-        s
-          .cli("CLUSTER", "NODES")
-          .split("\n")
-          .find((l) => l.includes("myself"))
-          ?.split(" ")[3] === id,
-    )
+    // over raw sockets, not a redis-cli process per call: on a loaded machine
+    // each process costs a fraction of a second, which the caller would
+    // count as the failover's
+    const ask = async (s: RedisServer, command: string) =>
+      replyStrings(await rawCommand(s.port, command, 10_000))[0] ?? ""
+    const id = (await ask(master, "CLUSTER MYID")).trim()
+    let replica: RedisServer | undefined
+    for (const s of running().filter((x) => x !== master && !x.paused())) {
+      // CLUSTER NODES' own line: `<id> <ip:port@bus> myself,slave <master id> ...`
+      const mine = (await ask(s, "CLUSTER NODES")).split("\n").find((l) => l.includes("myself"))
+      if (mine?.split(" ")[3] === id) replica = s
+    }
     if (replica === undefined) throw new Error(`port ${master.port} has no running replica`)
-    const reply = replica.cli("CLUSTER", "FAILOVER").trim()
+    const reply = (await ask(replica, "CLUSTER FAILOVER")).trim()
     if (reply !== "OK") throw new Error(`CLUSTER FAILOVER on port ${replica.port}: ${reply}`)
-    // the replica takes the slots as it turns master (one step in Redis): ROLE
-    // over a raw socket says when, without a redis-cli process per poll
+    const promoted = replica
+    // the replica takes the slots as it turns master (one step in Redis)
     await waitFor(
-      `port ${replica.port} to take over from port ${master.port} (CLUSTER FAILOVER)`,
+      `port ${promoted.port} to take over from port ${master.port} (CLUSTER FAILOVER)`,
       async () => {
-        if (replyStrings(await rawCommand(replica.port, "ROLE"))[0] !== "master") return false
+        if (replyStrings(await rawCommand(promoted.port, "ROLE"))[0] !== "master") return false
         for (const s of running().filter((x) => x !== master)) {
           const info = await rawCommand(s.port, "CLUSTER INFO")
           if (!info.includes("cluster_state:ok")) return false
@@ -677,7 +677,7 @@ export const startRedisCluster = async (
       },
       timeoutMs,
     )
-    return replica
+    return promoted
   }
   const waitForFailover = async (failed: RedisServer, timeoutMs = 30_000) => {
     // a slot the failed master served: the first of its CLUSTER NODES ranges, as another node sees it
