@@ -43,7 +43,7 @@ import {
   TransportError,
 } from "@shardline/core"
 import { Deferred, Effect, Exit, Layer, Queue, Schema, Scope, Semaphore, Stream } from "effect"
-import { Code, evalScript, type Reply, scriptFailure } from "./internal/reply.js"
+import { Code, evalScript, noReplicasOf, type Reply, scriptFailure } from "./internal/reply.js"
 import * as RedisConnection from "./RedisConnection.js"
 import { runScript, Scripts } from "./scripts.js"
 
@@ -94,6 +94,26 @@ const MAX_PUSH_BATCH = 1_000
 
 const unavailable = (message: string, cause?: unknown) =>
   new TransportError({ reason: "Unavailable", message, cause })
+
+/**
+ * A member's heartbeat command that failed, as its TransportError: one the
+ * master refused for want of replicas (`min-replicas-to-write`, docs/redis.md)
+ * has `NotEnoughReplicas` as its cause (nothing was queued); either way
+ * "Unavailable", which the member retries as it does an outage, keeping its
+ * shards until its session runs out.
+ */
+const heartbeatFailure = (operation: string, key: string, cause: unknown): TransportError => {
+  const noReplicas = noReplicasOf(operation, key, cause)
+  return noReplicas !== undefined
+    ? unavailable(noReplicas.message, noReplicas)
+    : unavailable(
+        cause instanceof Error ||
+          (typeof cause === "object" && cause !== null && "message" in cause)
+          ? String((cause as { message: unknown }).message)
+          : String(cause),
+        cause,
+      )
+}
 
 interface Envelope {
   readonly id: string
@@ -386,14 +406,12 @@ export const makeWith = (
         .then(
           (raw) => {
             const failure = scriptFailure("heartbeat (push)", raw)
-            if (failure !== undefined) refuse(unavailable(failure.message, failure))
+            if (failure !== undefined)
+              refuse(heartbeatFailure("heartbeat (push)", requests, failure))
             else if ((raw as Reply)[0] === Code.Unavailable)
               refuse(unavailable(`no coordinator serves ${key.stream}/${key.group}`))
           },
-          (cause) =>
-            refuse(
-              unavailable(RedisConnection.unavailable("heartbeat (push)", cause).message, cause),
-            ),
+          (cause) => refuse(heartbeatFailure("heartbeat (push)", requests, cause)),
         )
     }
 
@@ -419,7 +437,7 @@ export const makeWith = (
         }
       } catch (cause) {
         healthy = false
-        const error = unavailable(cause instanceof Error ? cause.message : String(cause), cause)
+        const error = heartbeatFailure("heartbeat (inbox pop)", list, cause)
         for (const id of [...waiting.keys()]) end(id, Exit.fail(error))
       } finally {
         lease.release(healthy)

@@ -44,6 +44,7 @@ import { makeIdleWaits } from "./internal/idleWaits.js"
 import {
   Code,
   evalScript,
+  execFailure,
   fenceFailure,
   fieldsOf,
   keyCommand,
@@ -352,7 +353,7 @@ export const makeWith = (
       ["GET", owner],
     ])
     const [execError, exec] = res[2]!
-    if (execError !== null) throw execError
+    if (execError !== null) throw execFailure(res, execError)
     const [getError, raw] = res[4]!
     const verdict = await judgeReader(r, owner, o.token, getError, raw)
     if (exec === null) return verdict ?? undefined // changed since the WATCH: nothing acked
@@ -405,7 +406,7 @@ export const makeWith = (
       const n = res.length
       const [execError, exec] = res[n - 3]!
       const [getError, raw] = res[n - 1]!
-      if (execError !== null) throw execError
+      if (execError !== null) throw execFailure(res, execError)
       if (exec === null) {
         // the token key changed since the WATCH: nothing was read; judge the new one
         const verdict = await judge(getError, raw)
@@ -457,7 +458,7 @@ export const makeWith = (
           ["EXEC"],
         ])
         const [execError, exec] = done[2]!
-        if (execError !== null) throw execError
+        if (execError !== null) throw execFailure(done, execError)
         if (exec === null) continue // a new owner was fenced in meanwhile: check again
         const read = (exec as Array<unknown>)[0]
         const [readError, reply] = read instanceof Error ? [read, null] : [null, read]
@@ -480,7 +481,10 @@ export const makeWith = (
     args: ReadonlyArray<string>,
   ) =>
     Effect.flatMap(
-      evalScript(connection, operation, script, keys, [String(address.token), ...args]),
+      refineNoReplicas(
+        operation,
+        shardKey(address.stream, address.shard),
+      )(evalScript(connection, operation, script, keys, [String(address.token), ...args])),
       (reply): Effect.Effect<Reply, StaleOwner | OwnerTokenMissing | DataLost> => {
         const refused = fenceFailure(address, reply)
         return refused === undefined ? Effect.succeed(reply) : Effect.fail(refused)
@@ -593,7 +597,7 @@ export const makeWith = (
                 ? "$"
                 : o.createAt,
           ],
-        )
+        ).pipe(refineNoReplicas("setOwnerToken", shardKey(o.stream, o.shard)))
         if (reply[0] === Code.Regression)
           return yield* new OwnerTokenRegression({
             stream: o.stream,
@@ -670,7 +674,11 @@ export const makeWith = (
           ],
         ).pipe(ack === undefined ? emptyIfSealed(o, [] as Reply) : (e) => e)
         return messagesOf(reply[1], o.keyField)
-      }),
+      }).pipe(
+        // XREADGROUP writes (the group's pending list), so a master short of
+        // replicas refuses the read and its ack alike: nothing was read or acked
+        refineNoReplicas("read", shardKey(o.stream, o.shard)),
+      ),
 
     ack: (o) =>
       Effect.gen(function* () {
@@ -719,7 +727,7 @@ export const makeWith = (
           [o.group, o.mode, features.xackdel ? "1" : "0", ...o.ids],
         )
         return Number(reply[1])
-      }),
+      }).pipe(refineNoReplicas("ack", shardKey(o.stream, o.shard))),
 
     nack: (o) =>
       Effect.gen(function* () {

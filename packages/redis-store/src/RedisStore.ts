@@ -27,7 +27,7 @@ import {
   StoreUnavailable,
 } from "@shardline/core"
 import { Effect, Layer, Option } from "effect"
-import { Code, evalScript } from "./internal/reply.js"
+import { Code, evalScript, noReplicasOf } from "./internal/reply.js"
 import * as RedisConnection from "./RedisConnection.js"
 import { Scripts } from "./scripts.js"
 
@@ -44,22 +44,31 @@ const storeKeys = (connection: RedisConnection.RedisConnectionShape, key: GroupK
   connection.keys.storeBatchesKey(key),
 ]
 
-/** Redis failures as the Store port's errors: our data foreign -> corrupt, else unavailable. */
+/**
+ * Redis failures as the Store port's errors: our data foreign -> corrupt,
+ * else unavailable. A write the master refused for want of replicas
+ * (NOREPLICAS, `min-replicas-to-write`; docs/redis.md) is unavailable with
+ * `NotEnoughReplicas` as its cause: nothing was written, and the coordinator
+ * host steps down as for any other backend failure.
+ */
 const storeError =
-  (key: GroupKey) =>
-  (error: BackendUnavailable | ForeignValue): CorruptSnapshot | StoreUnavailable =>
-    error._tag === "ForeignValue"
-      ? new CorruptSnapshot({
-          stream: key.stream,
-          group: key.group,
-          message: `${error.key}: ${error.message}`,
-        })
-      : new StoreUnavailable({
-          stream: key.stream,
-          group: key.group,
-          message: `${error.operation}: ${error.message}`,
-          cause: error,
-        })
+  (key: GroupKey, revisionKey?: string) =>
+  (error: BackendUnavailable | ForeignValue): CorruptSnapshot | StoreUnavailable => {
+    if (error._tag === "ForeignValue")
+      return new CorruptSnapshot({
+        stream: key.stream,
+        group: key.group,
+        message: `${error.key}: ${error.message}`,
+      })
+    const noReplicas =
+      revisionKey === undefined ? undefined : noReplicasOf(error.operation, revisionKey, error)
+    return new StoreUnavailable({
+      stream: key.stream,
+      group: key.group,
+      message: `${error.operation}: ${noReplicas?.message ?? error.message}`,
+      cause: noReplicas ?? error,
+    })
+  }
 
 /** The byte-level backend (`Store.Encoded`) over a connection. */
 export const makeEncodedWith = (
@@ -88,7 +97,7 @@ export const makeEncodedWith = (
         [...storeKeys(connection, key), connection.keys.auditKey(key)],
         [String(expectedRevision), batch.records, auditMaxLen, ...batch.audit],
       ).pipe(
-        Effect.mapError(storeError(key)),
+        Effect.mapError(storeError(key, connection.keys.storeRevisionKey(key))),
         Effect.flatMap(
           (
             reply,
@@ -136,7 +145,7 @@ export const makeEncodedWith = (
         storeKeys(connection, key),
         [String(revision), snapshot],
       ).pipe(
-        Effect.mapError(storeError(key)),
+        Effect.mapError(storeError(key, connection.keys.storeRevisionKey(key))),
         Effect.map((reply) => Number(reply[1]) === 1),
       ),
   }

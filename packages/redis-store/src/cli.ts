@@ -24,6 +24,8 @@
  * Sentinel (`--username` / `--password` for the primary's ACL user,
  * `--sentinel-username` / `--sentinel-password` for the sentinels' own);
  * `--connect-timeout ms` bounds connecting (default 10,000);
+ * `--command-timeout-ms n` is every command's deadline (`commandTimeoutMs`,
+ * default 5,000; docs/redis.md "Command deadline");
  * `--prefix P` names the namespace of the keys (default `shardline:`,
  * docs/redis.md "Keys"). A command that writes refuses a server whose
  * `maxmemory-policy` is not `noeviction` unless `--allow-eviction` (one
@@ -88,6 +90,7 @@ const USAGE = `usage:
    --redis, in the URL), --sentinel-username U --sentinel-password P: the
    sentinels' own;
    --connect-timeout ms: how long connecting may take, default 10000;
+   --command-timeout-ms n: how long any command may wait for its reply, default 5000;
    --prefix P: the namespace of Shardline's keys, default shardline:;
    --allow-eviction: write to a server whose maxmemory-policy is not noeviction)`
 
@@ -174,6 +177,8 @@ const connectionOptions = (
     : { connectTimeout: 10_000, disableClientInfo: true }
   const prefix = args.flags.get("prefix")
   const connectTimeoutMs = optionalInt(args, "connect-timeout")
+  // every command's deadline (docs/redis.md, "Command deadline")
+  const commandTimeoutMs = optionalInt(args, "command-timeout-ms")
   // a server that evicts keys: a command that writes is refused unless
   // --allow-eviction; one that only reads warns (docs/redis.md, "Eviction")
   const allowEviction =
@@ -181,6 +186,7 @@ const connectionOptions = (
   const common = {
     ...(typeof prefix === "string" ? { keyPrefix: prefix } : {}),
     ...(connectTimeoutMs === undefined ? {} : { connectTimeoutMs }),
+    ...(commandTimeoutMs === undefined ? {} : { commandTimeoutMs }),
     allowEviction,
   }
   const given = ["redis", "cluster", "sentinels"].filter((f) => args.flags.has(f))

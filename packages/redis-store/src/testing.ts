@@ -104,6 +104,20 @@ export interface RedisCluster {
    */
   readonly waitForFailover: (failed: RedisServer, timeoutMs?: number) => Promise<RedisServer>
   /**
+   * A manual, graceful failover of `master` (docs/redis.md, "Stall per
+   * fault"): runs `CLUSTER FAILOVER` on one of its replicas, which waits for
+   * the master's writes to be replicated and takes its slots over, and
+   * resolves with that replica once it says it is a master and every node
+   * but the old master says `cluster_state:ok`. The old
+   * master keeps running, now a replica. Throws if `master` has no running
+   * replica or after `timeoutMs` (default 30,000).
+   *
+   * ```ts
+   * const promoted = await cluster.failover(cluster.masterOf("shardline:{orders:3}"))
+   * ```
+   */
+  readonly failover: (master: RedisServer, timeoutMs?: number) => Promise<RedisServer>
+  /**
    * Resolves once every running node says `cluster_state:ok`, every running
    * replica's link to its master is up and no sync is in progress.
    */
@@ -633,6 +647,38 @@ export const startRedisCluster = async (
         return false
       }
     })
+  const failover = async (master: RedisServer, timeoutMs = 30_000) => {
+    // over raw sockets, not a redis-cli process per call: on a loaded machine
+    // each process costs a fraction of a second, which the caller would
+    // count as the failover's
+    const ask = async (s: RedisServer, command: string) =>
+      replyStrings(await rawCommand(s.port, command, 10_000))[0] ?? ""
+    const id = (await ask(master, "CLUSTER MYID")).trim()
+    let replica: RedisServer | undefined
+    for (const s of running().filter((x) => x !== master && !x.paused())) {
+      // CLUSTER NODES' own line: `<id> <ip:port@bus> myself,slave <master id> ...`
+      const mine = (await ask(s, "CLUSTER NODES")).split("\n").find((l) => l.includes("myself"))
+      if (mine?.split(" ")[3] === id) replica = s
+    }
+    if (replica === undefined) throw new Error(`port ${master.port} has no running replica`)
+    const reply = (await ask(replica, "CLUSTER FAILOVER")).trim()
+    if (reply !== "OK") throw new Error(`CLUSTER FAILOVER on port ${replica.port}: ${reply}`)
+    const promoted = replica
+    // the replica takes the slots as it turns master (one step in Redis)
+    await waitFor(
+      `port ${promoted.port} to take over from port ${master.port} (CLUSTER FAILOVER)`,
+      async () => {
+        if (replyStrings(await rawCommand(promoted.port, "ROLE"))[0] !== "master") return false
+        for (const s of running().filter((x) => x !== master)) {
+          const info = await rawCommand(s.port, "CLUSTER INFO")
+          if (!info.includes("cluster_state:ok")) return false
+        }
+        return true
+      },
+      timeoutMs,
+    )
+    return promoted
+  }
   const waitForFailover = async (failed: RedisServer, timeoutMs = 30_000) => {
     // a slot the failed master served: the first of its CLUSTER NODES ranges, as another node sees it
     const witness = running().find((s) => s !== failed)!
@@ -681,6 +727,7 @@ export const startRedisCluster = async (
     masterOf,
     masters,
     waitForFailover,
+    failover,
     waitForHealthy,
     stop,
   }

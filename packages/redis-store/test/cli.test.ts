@@ -2,13 +2,15 @@
  * The `shardline` CLI, built (test/support/buildCli.ts) and run as a child
  * process against a real Redis 7.0: inspect (table and JSON), reshard and
  * rollback with their refusals, a standalone coordinator serving members
- * until SIGTERM, one-line errors with exit code 2, `--prefix`, and an
- * earlier version's keys refused then moved by `migrate-keys`.
+ * until SIGTERM, one-line errors with exit code 2, `--prefix`,
+ * `--command-timeout-ms` (bad values exit 64 on every command that
+ * connects; a value is the commands' deadline), and an earlier version's
+ * keys refused then moved by `migrate-keys`.
  */
 import { assert, it } from "@effect/vitest"
 import { Context, Effect } from "effect"
 import * as RedisConnection from "../src/RedisConnection.js"
-import { freePort } from "../src/testing.js"
+import { freePort, startRedis } from "../src/testing.js"
 import { exited, runCli, spawnCoordinator } from "./support/cli.js"
 import { makeGroup, makeLog, makeProducer, redisPorts, runUntil } from "./support/driver.js"
 import { describeTarget, redisTargets, unique } from "./support/targets.js"
@@ -62,6 +64,77 @@ for (const target of redisTargets())
             assert.strictEqual(reshardDown.code, 2)
             assert.strictEqual(reshardDown.stderr.trim().split("\n").length, 1)
           }),
+      )
+
+      it.live(
+        "--command-timeout-ms: a bad value exits 64 naming the flag on every command that connects; a value is every command's deadline",
+        () =>
+          Effect.gen(function* () {
+            const commands: ReadonlyArray<ReadonlyArray<string>> = [
+              ["inspect", "--stream", "s"],
+              ["reshard", "--stream", "s", "--shards", "4"],
+              ["coordinator", "--stream", "s", "--group", "g", "--shards", "2"],
+              ["dlq", "list", "--stream", "s", "--group", "g"],
+              ["dlq", "count", "--stream", "s", "--group", "g"],
+              ["dlq", "show", "--stream", "s", "--shard", "0", "--id", "1-0"],
+              ["dlq", "replay", "--stream", "s", "--group", "g"],
+              ["dlq", "purge", "--stream", "s", "--group", "g", "--all"],
+              ["groups", "list", "--stream", "s"],
+              ["groups", "delete", "--stream", "s", "--group", "g"],
+              ["dashboard"],
+              ["migrate-keys", "--stream", "s"],
+            ]
+            const bad = ["0", "-5", "1.5", "abc", "5s", ""]
+            const runs = yield* Effect.forEach(
+              commands,
+              (command, i) =>
+                Effect.map(
+                  runCli([
+                    ...command,
+                    "--redis",
+                    url,
+                    "--command-timeout-ms",
+                    bad[i % bad.length]!,
+                  ]),
+                  (run) => ({ command, value: bad[i % bad.length]!, run }),
+                ),
+              { concurrency: 4 },
+            )
+            for (const { command, value, run } of runs) {
+              assert.strictEqual(run.code, 64, `${command.join(" ")}: ${run.stderr}`)
+              assert.include(
+                run.stderr,
+                `shardline: --command-timeout-ms must be a positive integer, got ${value}`,
+              )
+            }
+            const help = yield* runCli(["--help"])
+            assert.include(help.stdout, "--command-timeout-ms n")
+            // a server that accepts connections and answers nothing (SIGSTOP):
+            // the first command fails at the given deadline, not the default's
+            const server = yield* Effect.acquireRelease(
+              Effect.promise(() => startRedis()),
+              (s) =>
+                Effect.promise(() => {
+                  s.resume()
+                  return s.stop()
+                }),
+            )
+            server.pause()
+            const hung = yield* runCli([
+              "inspect",
+              "--redis",
+              server.url,
+              "--stream",
+              "s",
+              "--group",
+              "g",
+              "--command-timeout-ms",
+              "200",
+            ])
+            assert.strictEqual(hung.code, 2)
+            assert.match(hung.stderr, /within 200 ms \(commandTimeoutMs\)/)
+            assert.strictEqual(hung.stderr.trim().split("\n").length, 1)
+          }).pipe(Effect.scoped),
       )
 
       it.live(

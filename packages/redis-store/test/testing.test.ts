@@ -103,6 +103,16 @@ describe("a 3 + 3 cluster", () => {
       expect(readFileSync(`/proc/${other.pid}/stat`, "utf8").split(" ")[2]).toBe("T")
       other.resume()
       expect(other.cli("PING").trim()).toBe("PONG")
+      // CLUSTER FAILOVER on its replica: the replica takes its slots, it stays up as a replica
+      const otherKey = ["a", "b", "c", "d", "e", "f"]
+        .map((k) => `shardline:{${k}}`)
+        .find((k) => cluster.masterOf(k) === other)!
+      const taken = await cluster.failover(other)
+      expect(taken).not.toBe(other)
+      await cluster.waitForHealthy()
+      expect(cluster.masterOf(otherKey)).toBe(taken)
+      expect(other.running()).toBe(true)
+      expect(other.cli("ROLE").split("\n")[0]).toBe("slave")
     } finally {
       await cluster.stop()
     }

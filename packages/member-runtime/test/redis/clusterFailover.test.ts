@@ -21,6 +21,9 @@
  *   holds.
  * - SIGSTOP of the victim past `cluster-node-timeout`, then SIGCONT (it
  *   comes back as a replica): the same.
+ * - `CLUSTER FAILOVER` on the victim's replica (manual, graceful; the
+ *   victim stays up as a replica): the same, and no shard has two owners
+ *   at once nor is handled by a pod that does not own it.
  * - Without durability, kill -9 of a master under a producer alone: the
  *   confirmed sends that died with it are counted, not asserted.
  *
@@ -43,7 +46,13 @@ import {
   longestShardGap,
   realNow,
 } from "../support/availabilityChecks.js"
-import { perKeyOrderViolations, storedChecks } from "../support/groupChecks.js"
+import {
+  handledOutsideOwnership,
+  overlappingOwners,
+  ownershipIntervals,
+  perKeyOrderViolations,
+  storedChecks,
+} from "../support/groupChecks.js"
 import {
   buildMemberScript,
   type Line,
@@ -389,6 +398,48 @@ describe("master failures on a 3 + 3 Redis Cluster (recommended settings, AOF)",
           return { faultAt, promotedAt }
         },
       ),
+    SCENARIO_TIMEOUT_MS,
+  )
+
+  it(
+    "CLUSTER FAILOVER (manual, graceful) of such a master: only its shards stall, 0 collateral, no two owners, 0 confirmed sends lost (durability replicas 1)",
+    async () => {
+      let window = { faultAt: 0, promotedAt: 0 }
+      let victimShards: Array<number> = []
+      await scenario(
+        "CLUSTER FAILOVER of a master (no control-plane keys), durability replicas 1",
+        async (v) => {
+          victimShards = Array.from({ length: SHARDS }, (_, s) => s).filter(
+            (s) => cluster().masterOf(Keys.defaultKeys.shardKey(world!.stream, s)) === v,
+          )
+          const faultAt = realNow()
+          // on the victim's replica: it waits for the victim's writes, then takes its slots
+          await cluster().failover(v, 60_000)
+          window = { faultAt, promotedAt: realNow() }
+          return window
+        },
+      )
+      // the graceful stall may begin after the first handling past the command
+      // (the old master pauses its clients once its replica asks): the
+      // longest gap on the victim's shards from the command on, reported
+      const victim = new Set(victimShards)
+      const gap = longestShardGap(
+        world!.lines.filter((l) => victim.has(l.shard as number)),
+        SHARDS,
+        window.faultAt,
+        window.promotedAt + 5_000,
+      )
+      report("CLUSTER FAILOVER: the victim's shards from the command on", {
+        "longest gap on a victim's shard, from the command to 5 s after the promotion":
+          gapText(gap),
+      })
+      const intervals = ownershipIntervals(world!.lines)
+      expect(overlappingOwners(intervals).join("\n"), "two owners at once").toBe("")
+      expect(
+        handledOutsideOwnership(world!.lines, intervals).join("\n"),
+        "handled without owning",
+      ).toBe("")
+    },
     SCENARIO_TIMEOUT_MS,
   )
 

@@ -85,11 +85,36 @@ export const refineWrongType =
 
 /**
  * A write the master refused with NOREPLICAS (`min-replicas-to-write`: too
- * few replicas connected; docs/redis.md, "`min-replicas-to-write`") is
- * `NotEnoughReplicas`: nothing was written, unlike `NotReplicated` (written
- * on the master, not confirmed by its replicas). A script's first write is
- * the one refused, and every check comes before it, so the refused call
- * changed nothing. Anything else stays as it was.
+ * few replicas connected; docs/redis.md, "`min-replicas-to-write`") as
+ * `NotEnoughReplicas`; undefined for any other failure. `error` is a
+ * `BackendUnavailable` or a raw ioredis error (a MULTI's refused command, a
+ * script's `redis.call`).
+ */
+export const noReplicasOf = (
+  operation: string,
+  key: string,
+  error: unknown,
+): NotEnoughReplicas | undefined => {
+  const message =
+    typeof error === "object" && error !== null && "message" in error
+      ? String((error as { message: unknown }).message)
+      : ""
+  return message.includes("NOREPLICAS")
+    ? new NotEnoughReplicas({
+        operation,
+        key,
+        message: `${operation} on ${key} refused: the master has fewer replicas than its min-replicas-to-write (NOREPLICAS); nothing was written, retry once its replicas are back (docs/redis.md, "min-replicas-to-write"): ${message}`,
+      })
+    : undefined
+}
+
+/**
+ * A write the master refused with NOREPLICAS is `NotEnoughReplicas`:
+ * nothing was written, unlike `NotReplicated` (written on the master, not
+ * confirmed by its replicas). A script's first write is the one refused,
+ * and every check comes before it, so the refused call changed nothing; a
+ * MULTI with a refused command is discarded whole (EXECABORT). Anything
+ * else stays as it was.
  */
 export const refineNoReplicas =
   (operation: string, key: string) =>
@@ -102,16 +127,24 @@ export const refineNoReplicas =
         typeof e === "object" &&
         e !== null &&
         (e as { _tag?: unknown })._tag === "BackendUnavailable" &&
-        (e as BackendUnavailable).message.includes("NOREPLICAS"),
-      (e) =>
-        Effect.fail(
-          new NotEnoughReplicas({
-            operation,
-            key,
-            message: `${operation} on ${key} refused: the master has fewer replicas than its min-replicas-to-write (NOREPLICAS); nothing was written, retry once its replicas are back (docs/redis.md, "min-replicas-to-write"): ${e.message}`,
-          }),
-        ),
+        noReplicasOf(operation, key, e) !== undefined,
+      (e) => Effect.fail(noReplicasOf(operation, key, e)!),
     )
+
+/**
+ * The error a refused MULTI stands for: EXEC's EXECABORT says only that a
+ * queued command was refused, so the first refused command's own error
+ * (NOREPLICAS, OOM, NOPERM, ...) is the one to report; any other EXEC error
+ * as it is. `res` holds the `[error, reply]` pairs of a pipeline.
+ */
+export const execFailure = (
+  res: ReadonlyArray<readonly [Error | null, unknown]>,
+  execError: Error,
+): Error => {
+  if (!execError.message.startsWith("EXECABORT")) return execError
+  const queued = res.find(([e]) => e !== null && e !== execError)?.[0]
+  return queued ?? execError
+}
 
 /** A command on the command connection, WRONGTYPE on `key` refined to ForeignValue. */
 export const keyCommand = <A>(
