@@ -1,6 +1,8 @@
 /**
  * The reference docs stay whole (docs/README.md, "Reference"): every error
- * class the packages declare is listed in docs/reference/errors.md, and
+ * class the packages declare is listed in docs/reference/errors.md, every
+ * metric and event type of the runtime in
+ * docs/reference/metrics-and-events.md, and
  * every symbol `@shardline/member-runtime` exports has a doc comment, which
  * the TypeDoc API reference (`pnpm docs:api`) and editors show. A namespace
  * export (`export * as Metrics`) counts as documented by its module's
@@ -21,6 +23,25 @@ describe("docs/reference/errors.md", () => {
     const classes = [...source.matchAll(/^export class (\w+) extends/gm)].map((m) => m[1]!)
     expect(classes.length).toBeGreaterThan(0)
     expect(classes.filter((name) => !page.includes(`| \`${name}\` |`))).toEqual([])
+  })
+})
+
+describe("docs/reference/metrics-and-events.md", () => {
+  const page = read("docs/reference/metrics-and-events.md")
+  it("lists every metric of the runtime", () => {
+    const source = read("packages/member-runtime/src/Metrics.ts")
+    const names = [...source.matchAll(/Metric\.(?:counter|gauge|histogram)\(\s*"(\w+)"/g)].map(
+      (m) => m[1]!,
+    )
+    expect(names.length).toBeGreaterThan(10)
+    expect(names.filter((name) => !page.includes(`| \`${name}\` |`))).toEqual([])
+  })
+  it("lists every event type", () => {
+    const source = read("packages/member-runtime/src/Events.ts")
+    const unions = [...source.matchAll(/readonly type: ((?:"\w+"(?: \| )?)+)/g)].map((m) => m[1]!)
+    const types = unions.flatMap((u) => [...u.matchAll(/"(\w+)"/g)].map((m) => m[1]!))
+    expect(types.length).toBeGreaterThan(20)
+    expect(types.filter((type) => !page.includes(`\`${type}\``))).toEqual([])
   })
 })
 
