@@ -2,12 +2,14 @@
  * The reference docs stay whole (docs/README.md, "Reference"): every error
  * class the packages declare is listed in docs/reference/errors.md, every
  * metric and event type of the runtime in
- * docs/reference/metrics-and-events.md, and
+ * docs/reference/metrics-and-events.md, the CLI reference shows what
+ * `shardline --help` prints, and
  * every symbol `@shardline/member-runtime` exports has a doc comment, which
  * the TypeDoc API reference (`pnpm docs:api`) and editors show. A namespace
  * export (`export * as Metrics`) counts as documented by its module's
  * opening comment.
  */
+import { execFileSync } from "node:child_process"
 import { readFileSync } from "node:fs"
 import path from "node:path"
 import ts from "typescript"
@@ -43,6 +45,18 @@ describe("docs/reference/metrics-and-events.md", () => {
     expect(types.length).toBeGreaterThan(20)
     expect(types.filter((type) => !page.includes(`\`${type}\``))).toEqual([])
   })
+})
+
+describe("docs/reference/cli.md", () => {
+  it("shows what `shardline --help` prints", () => {
+    const page = read("docs/reference/cli.md")
+    const open = page.indexOf("```text\n")
+    const shown = page.slice(open + "```text\n".length, page.indexOf("\n```", open))
+    // the bin a user runs (`npx shardline`), over the built packages
+    const bin = path.join(ROOT, "packages/member-runtime/bin/shardline.js")
+    const help = execFileSync(process.execPath, [bin, "--help"], { encoding: "utf8" })
+    expect(shown.trim()).toBe(help.trim())
+  }, 60_000)
 })
 
 describe("@shardline/member-runtime's exports", () => {
