@@ -19,6 +19,7 @@ import type { RateLimitSettings } from "./internal/RateLimiter.js"
 /** What happens to a message whose handler succeeded: XACK, or XACK + delete the entry. */
 export type AckPolicy = "ack" | "xackdel"
 
+/** The delay before a failed message is delivered again: doubling from `initialMs` up to `maxMs`. */
 export interface RetryBackoff {
   /** Delay before the first retry of a failed message (default 100 ms). */
   readonly initialMs?: number
@@ -103,6 +104,7 @@ export interface TransactionLimits {
   readonly maxBytes?: number
 }
 
+/** The opt-in circuit breaker of a consumer (`circuitBreaker`; docs/runtime.md, "Circuit breaker and rate limit"). */
 export interface CircuitBreakerOptions {
   /** Handler failures in a row that open it (>= 1). Above `maxDeliveries`, a lone poison message is still dead-lettered. */
   readonly failures: number
@@ -114,6 +116,7 @@ export interface CircuitBreakerOptions {
   readonly maxResetMs?: number
 }
 
+/** The opt-in rate limit of a consumer (`rateLimit`; docs/runtime.md, "Circuit breaker and rate limit"). */
 export interface RateLimitOptions {
   /** At most this many messages ... */
   readonly messages: number
@@ -135,6 +138,7 @@ export interface ShardHookInfo {
   readonly shard: number
 }
 
+/** What `onLost` is told: the member's shards taken away at once (fence, lease lost, superseded), and why. */
 export interface LostHookInfo {
   readonly stream: string
   readonly group: string
@@ -177,6 +181,7 @@ export interface ConsumerSettings extends GroupSettings {
   readonly decode: Decoder | undefined
 }
 
+/** The consumer options' defaults (docs/runtime.md, "Configuration"). */
 export const DEFAULTS = {
   ack: "ack",
   batchSize: 32,

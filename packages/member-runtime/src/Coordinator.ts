@@ -31,6 +31,7 @@ import { observeEvents, resolveTelemetry } from "./internal/telemetry/Telemetry.
 import { memoryPorts, type PortServices, type Ports } from "./Ports.js"
 import type { TelemetryOptions } from "./Telemetry.js"
 
+/** A group a standalone coordinator serves, with the group's settings (they must match its members'). */
 export interface CoordinatedGroup {
   readonly stream: string
   readonly group: string
@@ -43,6 +44,7 @@ export interface CoordinatedGroup {
   readonly startAt?: StartAt
 }
 
+/** Options of a standalone coordinator (`startCoordinator`, `makeCoordinator`; docs/runtime.md, "Coordinator placement"). */
 export interface CoordinatorOptions {
   readonly groups: ReadonlyArray<CoordinatedGroup>
   /** The lease holder's name (default: the process's base id + a new incarnation). */
@@ -52,6 +54,7 @@ export interface CoordinatorOptions {
   readonly telemetry?: TelemetryOptions | false
 }
 
+/** A running standalone coordinator: the lease holder's name and the groups it serves now. */
 export interface EffectCoordinator {
   readonly holder: string
   /** Groups whose lease this process holds now. */
@@ -113,6 +116,7 @@ export const makeCoordinator = (
     }
   })
 
+/** A running standalone coordinator (Promise API): `stop()` gives its leases up and closes. */
 export interface StandaloneCoordinator extends EffectCoordinator {
   readonly stop: () => Promise<void>
 }

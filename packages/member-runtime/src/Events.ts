@@ -35,6 +35,7 @@ interface MemberBase extends Base {
   readonly memberId: string
 }
 
+/** What a runtime tells its listeners (`runtime.on`, `onEvent`), one type per case (docs/runtime.md, "Events"). */
 export type RuntimeEvent =
   /** The member (re)joined: the coordinator answered its epoch-0 heartbeat. */
   | (MemberBase & { readonly type: "joined"; readonly memberEpoch: number })
@@ -261,10 +262,13 @@ export type RuntimeEvent =
  */
 export type DeadLetterCause = "maxDeliveries" | "nonRetryable" | "undecodable" | "invalid"
 
+/** The `type` of a `RuntimeEvent`: `"joined"`, `"assigned"`, `"deadLettered"`, ... */
 export type RuntimeEventType = RuntimeEvent["type"]
 
+/** A listener of runtime events; called one event at a time, away from the members' fibers. */
 export type EventListener = (event: RuntimeEvent) => void | Promise<void>
 
+/** What an event hub dropped or saw fail, summed over its listeners. */
 export interface EventHubStats {
   /** Events dropped because a listener's buffer was full. */
   readonly dropped: number
@@ -272,6 +276,7 @@ export interface EventHubStats {
   readonly listenerErrors: number
 }
 
+/** One stream of runtime events in emission order, shared by runtimes given the same hub (`eventHub`). */
 export interface EventHub {
   readonly emit: (event: RuntimeEvent) => void
   /** Subscribe; returns the unsubscribe function. */

@@ -22,6 +22,7 @@ export const unknownStream = (stream: string): UnknownStream =>
     message: `stream ${JSON.stringify(stream)} has no shard layout yet: no consumer group has created it (a group's coordinator stores the layout when the group first starts) and this producer was given none. Start a consumer of the stream first, or give the producer the layout its consumers will use: runtime.producer(${JSON.stringify(stream)}, { layout: LayoutSource.fixed({ ${JSON.stringify(stream)}: <the group's shardCount> }) })`,
   })
 
+/** Where a producer learns a stream's layout (shard count and generation) to route keys by. */
 export interface LayoutSource {
   /** The layout producers route `stream`'s keys by now. */
   readonly current: (stream: string) => Effect.Effect<Layout.Generation, LayoutError>

@@ -23,6 +23,7 @@
 import { Cause, Logger as EffectLogger, type Layer } from "effect"
 import type { RuntimeEvent } from "./Events.js"
 
+/** The structured fields of a log line (stream, group, memberId, shard, error, ...). */
 export type LogFields = Readonly<Record<string, unknown>>
 
 /** A logger: pino, bunyan, `console`, or your own. Each method gets (fields, message). */
@@ -33,6 +34,7 @@ export interface Logger {
   readonly error: (fields: LogFields, message: string) => void
 }
 
+/** The least level written to the `logger` (`warn` by default); `silent` writes nothing. */
 export type LogLevel = "debug" | "info" | "warn" | "error" | "silent"
 
 export const LOG_LEVELS: ReadonlyArray<LogLevel> = ["debug", "info", "warn", "error", "silent"]

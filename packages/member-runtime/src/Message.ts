@@ -52,6 +52,7 @@ export interface Message<T = Fields> {
   readonly replay: ReplayInfo | undefined
 }
 
+/** What a handler is given beside its message: where it came from, its member, an abort signal and its transaction. */
 export interface MessageContext {
   readonly stream: string
   readonly group: string
@@ -73,6 +74,7 @@ export interface MessageContext {
   readonly transaction: Transaction
 }
 
+/** The messages of one read of one shard, given to an `eachBatch` handler. */
 export interface Batch<T = Fields> {
   readonly stream: string
   readonly group: string
@@ -81,6 +83,7 @@ export interface Batch<T = Fields> {
   readonly messages: ReadonlyArray<Message<T>>
 }
 
+/** What an `eachBatch` handler is given beside its batch: a message's context, and `resolve` to acknowledge part of the batch. */
 export interface BatchContext<T = Fields> extends MessageContext {
   /**
    * Mark `message` and every message before it in the batch as handled (like

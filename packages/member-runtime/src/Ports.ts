@@ -22,12 +22,14 @@ import {
 } from "@shardline/core"
 import { Context, Effect, Layer } from "effect"
 
+/** The port services a runtime runs on (data plane, transport, store, lease). */
 export type PortServices =
   | ShardStreams.ShardStreams
   | CoordinatorTransport.CoordinatorTransport
   | Store.Store
   | CoordinatorLease.CoordinatorLease
 
+/** Ports to give `start` or `make`: `memoryPorts()`, `sharedMemoryPorts()` or `redisPorts(options)`. */
 export interface Ports {
   /** Provides the four services; built once per runtime that uses it. */
   readonly layer: Layer.Layer<PortServices, unknown>
@@ -47,6 +49,7 @@ export interface MemoryPorts extends Ports {
   readonly lease: CoordinatorLease.CoordinatorLeaseShape
 }
 
+/** Options of `memoryPorts()`. */
 export interface MemoryPortsOptions {
   /** A heartbeat without an answer fails after this long (default 5,000 ms). */
   readonly transportTimeoutMs?: number

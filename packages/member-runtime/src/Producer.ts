@@ -55,6 +55,7 @@ import type { LayoutSource } from "./LayoutSource.js"
 import { describeError } from "./Logging.js"
 import { KEY_FIELD } from "./Message.js"
 
+/** How a producer routes and writes (`runtime.producer(stream, options)`, `makeProducer`). */
 export interface ProducerOptions {
   /** The layout to route by (the runtime's `producer()` defaults it from its consumers' shard counts). */
   readonly layout: LayoutSource
@@ -78,6 +79,7 @@ export interface ProducerOptions {
   readonly maxAttempts?: number
 }
 
+/** Options of one send. */
 export interface SendOptions {
   /** With `idempotent`: the message id of this send (default: a per-producer sequence number). */
   readonly idempotencyKey?: string
@@ -85,6 +87,7 @@ export interface SendOptions {
   readonly trim?: ShardStreams.TrimOptions
 }
 
+/** Where a send landed: its shard, its entry id and the layout generation it was routed by. */
 export interface Sent {
   readonly shard: number
   readonly id: string
@@ -105,6 +108,7 @@ export type SendArgs<T> = [T] extends [Fields]
   ? [fields?: T, options?: SendOptions]
   : [value: T, options?: SendOptions]
 
+/** Why a send failed. */
 export type SendError = SendFailed | UnknownStream | LayoutUnavailable | RuntimeStopped
 
 /** The producer with Effect results; `T` is what it sends (`Fields` for a raw producer). */

@@ -31,6 +31,7 @@ import { decodeOptions } from "./Config.js"
 import type { InvalidRuntimeConfig } from "./Errors.js"
 import type { Ports } from "./Ports.js"
 
+/** A Redis node's address (`nodes`, `sentinels`), as an alternative to `"host:port"`. */
 export interface RedisNode {
   readonly host: string
   readonly port: number
@@ -165,6 +166,7 @@ const NodeStruct = Schema.Struct({
 
 const Opaque = Schema.Record(Schema.String, Schema.Unknown)
 
+/** The Effect Schema that validates `RedisOptions` before anything connects (a bad field is an `InvalidRuntimeConfig` naming it). */
 export const RedisOptionsSchema = Schema.Struct({
   url: Schema.optional(RedisUrl),
   nodes: Schema.optional(

@@ -103,6 +103,7 @@ import { decodeRedisOptions, type RedisOptions } from "./Redis.js"
 import { listenersOf } from "./StreamListener.js"
 import type { TelemetryOptions } from "./Telemetry.js"
 
+/** A runtime's options, for `make` (Effect API) and `start` (docs/runtime.md, "Configuration"). */
 export interface RuntimeOptions {
   /** Explicit members (`consumer`, `effectConsumer`). */
   readonly consumers?: ReadonlyArray<ConsumerDefinition>
@@ -147,6 +148,7 @@ export interface RuntimeOptions {
   readonly telemetry?: TelemetryOptions | false
 }
 
+/** `start`'s options: a runtime's, and where it runs (`ports`, or `redis`). */
 export interface StartOptions extends RuntimeOptions {
   /** Default: fresh `memoryPorts()` (in-memory, this runtime only); not with `redis`. */
   readonly ports?: Ports

@@ -37,6 +37,7 @@
 
 type Arg = string | number
 
+/** A handler's transaction, `context.transaction`: writes and sends that commit with the message's ack, exactly once (docs/exactly-once.md). */
 export interface Transaction {
   /**
    * A key in the shard's hash slot for this transaction's writes:

@@ -83,6 +83,7 @@ export {
 export { logicalMemberIds, memberBase, nextIncarnation } from "./Identity.js"
 export type { BreakerState, BreakerView } from "./internal/CircuitBreaker.js"
 export type { MemberError } from "./internal/Observer.js"
+/** Where a producer learns a stream's shard layout: `fixed`, `mutable`, `fromStreamLayouts` (docs/runtime.md, "Producer"). */
 export * as LayoutSource from "./LayoutSource.js"
 export type { LogFields, Logger, LogLevel } from "./Logging.js"
 export {
@@ -98,6 +99,7 @@ export {
   REPLAY_FIELDS,
   type ReplayInfo,
 } from "./Message.js"
+/** The runtime's metrics as effect `Metric`s, and their Prometheus text (docs/runtime.md, "Metrics"). */
 export * as Metrics from "./Metrics.js"
 export {
   fromServices,

@@ -1,5 +1,6 @@
 /**
- * Every ```ts block of README.md, the docs/ pages and the package READMEs is
+ * Every ```ts block of README.md, the docs/ pages (every folder under docs/
+ * but the generated docs/api) and the package READMEs is
  * typechecked as a strict TypeScript module against the built packages, as a
  * user pasting it would compile it. A block that is deliberately partial is
  * fenced ```ts skip-check: <why> (kept rare; the reason is required). A
@@ -26,9 +27,12 @@ const ROOT = path.resolve(import.meta.dirname, "../../..")
 
 const markdownFiles = (): Array<string> => [
   "README.md",
-  ...readdirSync(path.join(ROOT, "docs"))
-    .filter((f) => f.endsWith(".md"))
-    .map((f) => `docs/${f}`),
+  // docs/ and its sections (tutorials/, how-to/, reference/, ...); docs/api
+  // is TypeDoc's generated HTML (git-ignored)
+  ...readdirSync(path.join(ROOT, "docs"), { recursive: true, encoding: "utf8" })
+    .filter((f) => f.endsWith(".md") && !f.startsWith(`api${path.sep}`))
+    .map((f) => `docs/${f.split(path.sep).join("/")}`)
+    .sort(),
   ...readdirSync(path.join(ROOT, "packages"))
     .map((p) => `packages/${p}/README.md`)
     .filter((f) => {

@@ -21,6 +21,7 @@ export interface BreakerSettings {
   readonly maxResetMs: number
 }
 
+/** A circuit breaker's state: `closed` (reading), `open` (not reading until its reset), `halfOpen` (one trial message). */
 export type BreakerState = "closed" | "open" | "halfOpen"
 
 /** What a turn may do before it reads. */
@@ -33,6 +34,7 @@ export type Admission =
 /** A failure's effect: still closed (the failure is handled as usual), or it opened / is open. */
 export type Verdict = "closed" | "opened" | "open"
 
+/** A circuit breaker as `runtime.breakers()` shows it. */
 export interface BreakerView {
   readonly scope: "member" | "shard"
   /** The shard of a shard-scoped breaker. */
