@@ -21,7 +21,14 @@
  * await producer.close()
  */
 import { Layout, MAX_SHARD_COUNT, ShardStreams, StreamLayouts } from "@shardline/core"
-import { RedisConnection, RedisShardStreams, RedisStreamLayouts } from "@shardline/redis-store"
+import {
+  Acl,
+  type BackendUnavailable,
+  type PermissionDenied,
+  RedisConnection,
+  RedisShardStreams,
+  RedisStreamLayouts,
+} from "@shardline/redis-store"
 import {
   Effect,
   Exit,
@@ -86,6 +93,8 @@ export interface CreateProducerOptions extends StreamProducerOptions {
 /** Why a producer of its own did not start. */
 export type StreamProducerError =
   | InvalidRuntimeConfig
+  | PermissionDenied
+  | BackendUnavailable
   | UnknownStream
   | ShardCountMismatch
   | LayoutUnavailable
@@ -168,8 +177,11 @@ const resolveLayout = (
 /**
  * A producer of its own (Effect API) over the `ShardStreams` and
  * `StreamLayouts` in context; its flusher lives in the scope. Fails with
- * `InvalidRuntimeConfig` (naming the field), `UnknownStream` (no stored
- * layout, no `shardCount`), `ShardCountMismatch` or `LayoutUnavailable`.
+ * `InvalidRuntimeConfig` (naming the field), on Redis (a `RedisConnection`
+ * in context, as `producerPorts` gives) `PermissionDenied` when the ACL
+ * user lacks a command or key a producer needs (redis-store
+ * `Acl.checkProducerPermissions`), `UnknownStream` (no stored layout, no
+ * `shardCount`), `ShardCountMismatch` or `LayoutUnavailable`.
  *
  * @example
  * const program = Effect.scoped(
@@ -192,6 +204,12 @@ export const makeStreamProducer = (
     const decoded = decodeOptions(ProducerOptionsSchema, options, "")
     if (Result.isFailure(decoded)) return yield* decoded.failure
     const { stream, shardCount, ...producerOptions } = options
+    // on Redis: the ACL user may send to the stream (and keep its layout),
+    // probed before the layout is read or created and before any send
+    // (docs/redis.md, "ACL"), so a missing command is named at creation
+    // rather than met later as a NOPERM behind LayoutUnavailable or SendFailed
+    const redis = yield* Effect.serviceOption(RedisConnection.RedisConnection)
+    if (Option.isSome(redis)) yield* Acl.checkProducerPermissions(redis.value, [stream])
     yield* resolveLayout(stream, shardCount)
     const streams = yield* ShardStreams.ShardStreams
     const layouts = yield* StreamLayouts.StreamLayouts
@@ -233,7 +251,8 @@ export const producerPorts = (
 /**
  * A producer of its own (Promise API): on Redis with `redis`, or on `ports`.
  * Rejects, having closed whatever it opened, with `InvalidRuntimeConfig`
- * before anything connects, then with a connection error, `UnknownStream`
+ * before anything connects, then with a connection error, `PermissionDenied`
+ * (the Redis user lacks what a producer needs, named), `UnknownStream`
  * (the stream has no layout and no `shardCount` was given),
  * `ShardCountMismatch` or `LayoutUnavailable`. `close()` flushes what was
  * sent and closes its connection; sends after it reject `RuntimeStopped`.
