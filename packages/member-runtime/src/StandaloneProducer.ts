@@ -44,7 +44,6 @@ import { decodeOptions, invalid } from "./Config.js"
 import {
   type InvalidRuntimeConfig,
   LayoutUnavailable,
-  RuntimeStopped,
   ShardCountMismatch,
   UnknownStream,
 } from "./Errors.js"
@@ -58,7 +57,7 @@ import {
   type ProducerOptions,
 } from "./Producer.js"
 import { decodeRedisOptions, type RedisOptions } from "./Redis.js"
-import { promiseProducer } from "./Runtime.js"
+import { makeProducerGate, promiseProducer } from "./Runtime.js"
 import type { TelemetryOptions } from "./Telemetry.js"
 
 /** What a producer of its own needs: the stream, and the send options of any producer. */
@@ -315,33 +314,35 @@ export const createProducer = async (options: CreateProducerOptions): Promise<Pr
     await close()
     throw error
   }
-  // a send is refused from the call of close() on (checked at the call: the
-  // Promise API runs each send a microtask later), and what was sent before
-  // is flushed first
+  // a call is refused from the call of close() on (checked at the call: the
+  // Promise API runs each send a microtask later), and what was called
+  // before is appended first
+  const gate = makeProducerGate("the producer is closed")
   let closing: Promise<void> | undefined
-  const stopped = () => new RuntimeStopped({ message: "the producer is closed" })
   // a raw producer: promiseProducer is written for any codec's value
   const sends = promiseProducer(
     options.stream,
     Promise.resolve(producer as EffectProducer<unknown>),
     (effect) => managed.runPromise(effect),
     telemetry,
+    gate,
   ) as unknown as Producer
   return {
     stream: options.stream,
-    send: (key, fields, sendOptions) =>
-      closing === undefined ? sends.send(key, fields, sendOptions) : Promise.reject(stopped()),
-    sendBatch: (messages) =>
-      closing === undefined ? sends.sendBatch(messages) : Promise.reject(stopped()),
+    send: sends.send,
+    sendBatch: sends.sendBatch,
     flush: () => (closing === undefined ? sends.flush() : closing),
     close: () => {
-      if (closing === undefined)
-        closing = new Promise<void>((resolve) => setImmediate(resolve))
+      if (closing === undefined) {
+        gate.close()
+        closing = gate
+          .drained()
           .then(() => managed.runPromise(producer.close))
           .then(close, async (error: unknown) => {
             await close()
             throw error
           })
+      }
       return closing
     },
   }
