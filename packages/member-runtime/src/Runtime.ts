@@ -238,11 +238,11 @@ export interface EffectRuntime {
   readonly producer: {
     (
       stream: string,
-      options?: Partial<ProducerOptions> & { readonly codec?: "raw" },
+      options?: Omit<Partial<ProducerOptions>, "codec"> & { readonly codec?: "raw" },
     ): Effect.Effect<EffectProducer, never, Scope.Scope>
     <T>(
       stream: string,
-      options: Partial<ProducerOptions> & { readonly codec: "json" | Codec<T> },
+      options: Omit<Partial<ProducerOptions>, "codec"> & { readonly codec: "json" | Codec<T> },
     ): Effect.Effect<EffectProducer<T>, never, Scope.Scope>
   }
   /**
@@ -782,10 +782,13 @@ export interface ShardlineRuntime {
    * await orders.send("customer-42", { amount: 12.5 })
    */
   readonly producer: {
-    (stream: string, options?: Partial<ProducerOptions> & { readonly codec?: "raw" }): Producer
+    (
+      stream: string,
+      options?: Omit<Partial<ProducerOptions>, "codec"> & { readonly codec?: "raw" },
+    ): Producer
     <T>(
       stream: string,
-      options: Partial<ProducerOptions> & { readonly codec: "json" | Codec<T> },
+      options: Omit<Partial<ProducerOptions>, "codec"> & { readonly codec: "json" | Codec<T> },
     ): Producer<T>
   }
   /** Prometheus text exposition of this runtime's metrics. */

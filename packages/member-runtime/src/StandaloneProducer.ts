@@ -11,7 +11,9 @@
  * never route by a layout its consumers do not use.
  *
  * The sends are the runtime producer's (src/Producer.ts: batching, trimming,
- * idempotent sends, tracing); on Redis it opens one command connection (one
+ * idempotent sends, tracing, and the `codec` option: `createProducer<Order>({
+ * ..., codec: "json" })` sends `Order` values, encoded by src/Codec.ts as a
+ * runtime's typed producer does); on Redis it opens one command connection (one
  * per master of a cluster), none of the subscriber or blocking connections
  * a consumer needs.
  *
@@ -40,7 +42,8 @@ import {
   Scope,
   type Tracer,
 } from "effect"
-import { decodeOptions, invalid } from "./Config.js"
+import type { Codec } from "./Codec.js"
+import { CodecOptionSchema, decodeOptions, invalid } from "./Config.js"
 import {
   type InvalidRuntimeConfig,
   LayoutUnavailable,
@@ -89,6 +92,12 @@ export interface CreateProducerOptions extends StreamProducerOptions {
   readonly telemetry?: TelemetryOptions | false
 }
 
+/** What `makeStreamProducer` runs in: its scope, and the ports it sends and reads layouts on. */
+export type StreamProducerServices =
+  | Scope.Scope
+  | ShardStreams.ShardStreams
+  | StreamLayouts.StreamLayouts
+
 /** Why a producer of its own did not start. */
 export type StreamProducerError =
   | InvalidRuntimeConfig
@@ -106,6 +115,7 @@ const ProducerOptionsSchema = Schema.Struct({
     Schema.isMaxLength(256),
   ),
   shardCount: Schema.optional(PositiveInt.check(Schema.isLessThanOrEqualTo(MAX_SHARD_COUNT))),
+  codec: Schema.optional(CodecOptionSchema),
   maxBatch: Schema.optional(PositiveInt),
   lingerMs: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
   maxAttempts: Schema.optional(PositiveInt),
@@ -190,15 +200,24 @@ const resolveLayout = (
  *   }),
  * )
  * // with memoryPorts().layer, or producerPorts({ url }) on Redis
+ *
+ * // typed (docs/runtime.md, "Typed messages"): a producer of Order values
+ * const orders = yield* makeStreamProducer<Order>({ stream: "orders", codec: "json" })
+ * yield* orders.send("customer-42", { amount: 12.5, currency: "EUR" })
  */
-export const makeStreamProducer = (
+export const makeStreamProducer: {
+  (
+    options: Omit<StreamProducerOptions, "codec"> & { readonly codec?: "raw" },
+    tracer?: Tracer.Tracer,
+  ): Effect.Effect<EffectProducer, StreamProducerError, StreamProducerServices>
+  <T>(
+    options: Omit<StreamProducerOptions, "codec"> & { readonly codec: "json" | Codec<T> },
+    tracer?: Tracer.Tracer,
+  ): Effect.Effect<EffectProducer<T>, StreamProducerError, StreamProducerServices>
+} = (
   options: StreamProducerOptions,
   tracer?: Tracer.Tracer,
-): Effect.Effect<
-  EffectProducer,
-  StreamProducerError,
-  Scope.Scope | ShardStreams.ShardStreams | StreamLayouts.StreamLayouts
-> =>
+): Effect.Effect<EffectProducer<unknown>, StreamProducerError, StreamProducerServices> =>
   Effect.gen(function* () {
     const decoded = decodeOptions(ProducerOptionsSchema, options, "")
     if (Result.isFailure(decoded)) return yield* decoded.failure
@@ -214,7 +233,8 @@ export const makeStreamProducer = (
     const layouts = yield* StreamLayouts.StreamLayouts
     // the stored record on every refresh: a reshard seals the old shards, the
     // producer's next append there is refused and re-routed by the new record
-    return yield* makeProducer(
+    // the runtime producer's sends, its codec encoding included (src/Codec.ts)
+    return yield* makeProducer<unknown>(
       streams,
       stream,
       { ...producerOptions, layout: LayoutSource.fromStreamLayouts(layouts) },
@@ -266,8 +286,16 @@ export const producerPorts = (
  *   shardCount: 16,
  *   idempotent: true,
  * })
+ * // typed (docs/runtime.md, "Typed messages"): send(key, value) takes an Order
+ * const orders = await createProducer<Order>({ redis, stream: "orders", codec: "json" })
+ * await orders.send("customer-42", { amount: 12.5, currency: "EUR" })
  */
-export const createProducer = async (options: CreateProducerOptions): Promise<Producer> => {
+export const createProducer: {
+  (options: Omit<CreateProducerOptions, "codec"> & { readonly codec?: "raw" }): Promise<Producer>
+  <T>(
+    options: Omit<CreateProducerOptions, "codec"> & { readonly codec: "json" | Codec<T> },
+  ): Promise<Producer<T>>
+} = async (options: CreateProducerOptions): Promise<Producer<unknown>> => {
   const decoded = decodeOptions(CreateOptionsSchema, options, "")
   if (Result.isFailure(decoded)) throw decoded.failure
   const {
@@ -304,11 +332,17 @@ export const createProducer = async (options: CreateProducerOptions): Promise<Pr
     await managed.dispose()
   }
   let telemetry: Effect.Success<ReturnType<typeof resolveTelemetry>>
-  let producer: EffectProducer
+  let producer: EffectProducer<unknown>
   try {
     telemetry = await managed.runPromise(resolveTelemetry(telemetryOptions))
     producer = await managed.runPromise(
-      Scope.provide(makeStreamProducer(producerOptions, telemetry?.tracer), scope),
+      Scope.provide(
+        makeStreamProducer(
+          producerOptions as StreamProducerOptions & { readonly codec: Codec<unknown> },
+          telemetry?.tracer,
+        ),
+        scope,
+      ),
     )
   } catch (error) {
     await close()
@@ -319,14 +353,13 @@ export const createProducer = async (options: CreateProducerOptions): Promise<Pr
   // before is appended first
   const gate = makeProducerGate("the producer is closed")
   let closing: Promise<void> | undefined
-  // a raw producer: promiseProducer is written for any codec's value
   const sends = promiseProducer(
     options.stream,
-    Promise.resolve(producer as EffectProducer<unknown>),
+    Promise.resolve(producer),
     (effect) => managed.runPromise(effect),
     telemetry,
     gate,
-  ) as unknown as Producer
+  )
   return {
     stream: options.stream,
     send: sends.send,

@@ -141,6 +141,7 @@ export {
   producerPorts,
   type StreamProducerError,
   type StreamProducerOptions,
+  type StreamProducerServices,
 } from "./StandaloneProducer.js"
 export {
   type ListenerDecorator,
