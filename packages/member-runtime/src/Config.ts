@@ -215,15 +215,16 @@ const Fn = Schema.declare(
   { expected: "a function" },
 )
 
+/** A consumer's or producer's `codec` option (docs/runtime.md, "Typed messages"). */
+export const CodecOptionSchema = Schema.declare(isCodecOption, {
+  expected: '"raw", "json" or a codec { contentType, encode, decode }',
+})
+
 const commonFields = {
   stream: Name,
   group: Name,
   startAt: Schema.optional(StartAtSchema),
-  codec: Schema.optional(
-    Schema.declare(isCodecOption, {
-      expected: '"raw", "json" or a codec { contentType, encode, decode }',
-    }),
-  ),
+  codec: Schema.optional(CodecOptionSchema),
   schema: Schema.optional(
     Schema.declare(isStandardSchema, {
       expected: "a Standard Schema (zod, valibot, effect Schema.toStandardSchemaV1, ...)",

@@ -439,5 +439,9 @@ export const makeProducer = <T = Fields>(
         return producer.flush
       }),
     }
+    // the scope's close (a runtime's stop, createProducer's close) appends
+    // what is queued before the flusher, forked above, is interrupted:
+    // finalizers run last-added first, and a send accepted is never dropped
+    yield* Effect.addFinalizer(() => producer.close)
     return producer as unknown as EffectProducer<T>
   })

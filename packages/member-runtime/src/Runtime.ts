@@ -240,11 +240,11 @@ export interface EffectRuntime {
   readonly producer: {
     (
       stream: string,
-      options?: Partial<ProducerOptions> & { readonly codec?: "raw" },
+      options?: Omit<Partial<ProducerOptions>, "codec"> & { readonly codec?: "raw" },
     ): Effect.Effect<EffectProducer, never, Scope.Scope>
     <T>(
       stream: string,
-      options: Partial<ProducerOptions> & { readonly codec: "json" | Codec<T> },
+      options: Omit<Partial<ProducerOptions>, "codec"> & { readonly codec: "json" | Codec<T> },
     ): Effect.Effect<EffectProducer<T>, never, Scope.Scope>
   }
   /**
@@ -784,10 +784,13 @@ export interface ShardlineRuntime {
    * await orders.send("customer-42", { amount: 12.5 })
    */
   readonly producer: {
-    (stream: string, options?: Partial<ProducerOptions> & { readonly codec?: "raw" }): Producer
+    (
+      stream: string,
+      options?: Omit<Partial<ProducerOptions>, "codec"> & { readonly codec?: "raw" },
+    ): Producer
     <T>(
       stream: string,
-      options: Partial<ProducerOptions> & { readonly codec: "json" | Codec<T> },
+      options: Omit<Partial<ProducerOptions>, "codec"> & { readonly codec: "json" | Codec<T> },
     ): Producer<T>
   }
   /** Prometheus text exposition of this runtime's metrics. */
@@ -806,12 +809,65 @@ const runSyncOrThrow = <A, E>(effect: Effect.Effect<A, E>): A => {
   throw Cause.squash(exit.cause)
 }
 
-/** Wrap an Effect producer whose construction is under way (a runtime's, or a producer of its own: src/StandaloneProducer.ts). */
+/**
+ * Where a Promise producer's calls stop (docs/runtime.md, "Producer"): its
+ * owner's `stop()` or `close()` closes the gate, and a call is admitted or
+ * refused at the moment it is made, not when it runs (a microtask or more
+ * later, once the producer is ready): a send called before `stop()` is
+ * appended, and the owner waits for it (`drained`) before it closes the
+ * ports; one called after is refused with `RuntimeStopped`, nothing written.
+ */
+export interface ProducerGate {
+  /** Refuse every later call with `RuntimeStopped` (`message`). */
+  readonly close: () => void
+  readonly isClosed: () => boolean
+  /** Admit a call made now (or refuse it); an admitted call is tracked until it settles. */
+  readonly admit: <A>(call: () => Promise<A>) => Promise<A>
+  /** Resolves once every admitted call has settled. */
+  readonly drained: () => Promise<void>
+}
+
+export const makeProducerGate = (message: string): ProducerGate => {
+  let closed = false
+  const inflight = new Set<Promise<void>>()
+  const drained = async (): Promise<void> => {
+    // a call admitted while waiting (before close) is waited for too
+    while (inflight.size > 0) await Promise.all(inflight)
+  }
+  return {
+    close: () => {
+      closed = true
+    },
+    isClosed: () => closed,
+    admit: (call) => {
+      if (closed) return Promise.reject(new RuntimeStopped({ message }))
+      const result = call()
+      const settled: Promise<void> = result.then(
+        () => {
+          inflight.delete(settled)
+        },
+        () => {
+          inflight.delete(settled)
+        },
+      )
+      inflight.add(settled)
+      return result
+    },
+    drained,
+  }
+}
+
+/**
+ * Wrap an Effect producer whose construction is under way (a runtime's, or
+ * a producer of its own: src/StandaloneProducer.ts); `gate` admits or
+ * refuses each call when it is made.
+ */
 export const promiseProducer = (
   stream: string,
   ready: Promise<EffectProducer<unknown>>,
   run: <A, E>(effect: Effect.Effect<A, E>) => Promise<A>,
   telemetry: Telemetry | undefined,
+  gate: ProducerGate,
 ): Producer<unknown> => {
   // the caller's active OpenTelemetry span, read at the call (the send runs
   // later, on the runtime's fibers), becomes the Effect parent of the send span
@@ -819,22 +875,26 @@ export const promiseProducer = (
     telemetry?.api === undefined || telemetry.tracer === undefined
       ? undefined
       : activeSpan(telemetry.api)
+  // a producer made after stop() has no Effect producer; its calls say so
+  ready.catch(() => undefined)
   const under = <A, E>(
     parent: Tracer.ExternalSpan | undefined,
     effect: Effect.Effect<A, E>,
   ): Effect.Effect<A, E> => (parent === undefined ? effect : Effect.withParentSpan(effect, parent))
   return {
     stream,
-    send: (key: string, value: unknown, options?: SendOptions) => {
-      const parent = callerSpan()
-      return ready.then((p) => run(under(parent, p.send(key, value, options))))
-    },
-    sendBatch: (messages: ReadonlyArray<OutgoingMessage<unknown>>) => {
-      const parent = callerSpan()
-      return ready.then((p) => run(under(parent, p.sendBatch(messages))))
-    },
-    flush: () => ready.then((p) => run(p.flush)),
-    close: () => ready.then((p) => run(p.close)),
+    send: (key: string, value: unknown, options?: SendOptions) =>
+      gate.admit(() => {
+        const parent = callerSpan()
+        return ready.then((p) => run(under(parent, p.send(key, value, options))))
+      }),
+    sendBatch: (messages: ReadonlyArray<OutgoingMessage<unknown>>) =>
+      gate.admit(() => {
+        const parent = callerSpan()
+        return ready.then((p) => run(under(parent, p.sendBatch(messages))))
+      }),
+    flush: () => gate.admit(() => ready.then((p) => run(p.flush))),
+    close: () => gate.admit(() => ready.then((p) => run(p.close))),
   }
 }
 
@@ -899,15 +959,26 @@ export const start = async (options: StartOptions = {}): Promise<ShardlineRuntim
       },
     )
   }
+  // the producers' calls: refused from the call of stop() on, and those made
+  // before it are appended before the ports close
+  const producerGate = makeProducerGate("the runtime is stopped")
   const stop = (): Promise<void> => {
     if (stopPromise === undefined) {
       if (handleSignals) {
         process.off("SIGTERM", onSignal)
         process.off("SIGINT", onSignal)
       }
+      producerGate.close()
       stopPromise = (async () => {
         try {
-          await managed.runPromise(runtime.stop)
+          // members leave while the producers' last sends are appended (each
+          // append has its command deadline: docs/protocol.md rule 18); the
+          // scope's close then flushes what is still queued (src/Producer.ts)
+          const [left] = await Promise.allSettled([
+            managed.runPromise(runtime.stop),
+            producerGate.drained(),
+          ])
+          if (left.status === "rejected") throw left.reason
           await managed.runPromise(Scope.close(scope, Exit.void))
         } finally {
           // probes see the drain (ready false, live true) until the runtime has stopped
@@ -976,8 +1047,9 @@ export const start = async (options: StartOptions = {}): Promise<ShardlineRuntim
             scope,
           ),
         ),
-        run,
+        (effect) => managed.runPromise(effect),
         telemetryOf.get(runtime),
+        producerGate,
       )) as ShardlineRuntime["producer"],
     metrics,
     monitor: (stream, group) => run(runtime.monitor(stream, group)),

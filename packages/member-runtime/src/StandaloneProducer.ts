@@ -11,7 +11,9 @@
  * never route by a layout its consumers do not use.
  *
  * The sends are the runtime producer's (src/Producer.ts: batching, trimming,
- * idempotent sends, tracing); on Redis it opens one command connection (one
+ * idempotent sends, tracing, and the `codec` option: `createProducer<Order>({
+ * ..., codec: "json" })` sends `Order` values, encoded by src/Codec.ts as a
+ * runtime's typed producer does); on Redis it opens one command connection (one
  * per master of a cluster), none of the subscriber or blocking connections
  * a consumer needs.
  *
@@ -21,7 +23,14 @@
  * await producer.close()
  */
 import { Layout, MAX_SHARD_COUNT, ShardStreams, StreamLayouts } from "@shardline/core"
-import { RedisConnection, RedisShardStreams, RedisStreamLayouts } from "@shardline/redis-store"
+import {
+  Acl,
+  type BackendUnavailable,
+  type PermissionDenied,
+  RedisConnection,
+  RedisShardStreams,
+  RedisStreamLayouts,
+} from "@shardline/redis-store"
 import {
   Effect,
   Exit,
@@ -33,11 +42,11 @@ import {
   Scope,
   type Tracer,
 } from "effect"
-import { decodeOptions, invalid } from "./Config.js"
+import type { Codec } from "./Codec.js"
+import { CodecOptionSchema, decodeOptions, invalid } from "./Config.js"
 import {
   type InvalidRuntimeConfig,
   LayoutUnavailable,
-  RuntimeStopped,
   ShardCountMismatch,
   UnknownStream,
 } from "./Errors.js"
@@ -51,7 +60,7 @@ import {
   type ProducerOptions,
 } from "./Producer.js"
 import { decodeRedisOptions, type RedisOptions } from "./Redis.js"
-import { promiseProducer } from "./Runtime.js"
+import { makeProducerGate, promiseProducer } from "./Runtime.js"
 import type { TelemetryOptions } from "./Telemetry.js"
 
 /** What a producer of its own needs: the stream, and the send options of any producer. */
@@ -83,9 +92,17 @@ export interface CreateProducerOptions extends StreamProducerOptions {
   readonly telemetry?: TelemetryOptions | false
 }
 
+/** What `makeStreamProducer` runs in: its scope, and the ports it sends and reads layouts on. */
+export type StreamProducerServices =
+  | Scope.Scope
+  | ShardStreams.ShardStreams
+  | StreamLayouts.StreamLayouts
+
 /** Why a producer of its own did not start. */
 export type StreamProducerError =
   | InvalidRuntimeConfig
+  | PermissionDenied
+  | BackendUnavailable
   | UnknownStream
   | ShardCountMismatch
   | LayoutUnavailable
@@ -98,6 +115,7 @@ const ProducerOptionsSchema = Schema.Struct({
     Schema.isMaxLength(256),
   ),
   shardCount: Schema.optional(PositiveInt.check(Schema.isLessThanOrEqualTo(MAX_SHARD_COUNT))),
+  codec: Schema.optional(CodecOptionSchema),
   maxBatch: Schema.optional(PositiveInt),
   lingerMs: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
   maxAttempts: Schema.optional(PositiveInt),
@@ -168,8 +186,11 @@ const resolveLayout = (
 /**
  * A producer of its own (Effect API) over the `ShardStreams` and
  * `StreamLayouts` in context; its flusher lives in the scope. Fails with
- * `InvalidRuntimeConfig` (naming the field), `UnknownStream` (no stored
- * layout, no `shardCount`), `ShardCountMismatch` or `LayoutUnavailable`.
+ * `InvalidRuntimeConfig` (naming the field), on Redis (a `RedisConnection`
+ * in context, as `producerPorts` gives) `PermissionDenied` when the ACL
+ * user lacks a command or key a producer needs (redis-store
+ * `Acl.checkProducerPermissions`), `UnknownStream` (no stored layout, no
+ * `shardCount`), `ShardCountMismatch` or `LayoutUnavailable`.
  *
  * @example
  * const program = Effect.scoped(
@@ -179,25 +200,41 @@ const resolveLayout = (
  *   }),
  * )
  * // with memoryPorts().layer, or producerPorts({ url }) on Redis
+ *
+ * // typed (docs/runtime.md, "Typed messages"): a producer of Order values
+ * const orders = yield* makeStreamProducer<Order>({ stream: "orders", codec: "json" })
+ * yield* orders.send("customer-42", { amount: 12.5, currency: "EUR" })
  */
-export const makeStreamProducer = (
+export const makeStreamProducer: {
+  (
+    options: Omit<StreamProducerOptions, "codec"> & { readonly codec?: "raw" },
+    tracer?: Tracer.Tracer,
+  ): Effect.Effect<EffectProducer, StreamProducerError, StreamProducerServices>
+  <T>(
+    options: Omit<StreamProducerOptions, "codec"> & { readonly codec: "json" | Codec<T> },
+    tracer?: Tracer.Tracer,
+  ): Effect.Effect<EffectProducer<T>, StreamProducerError, StreamProducerServices>
+} = (
   options: StreamProducerOptions,
   tracer?: Tracer.Tracer,
-): Effect.Effect<
-  EffectProducer,
-  StreamProducerError,
-  Scope.Scope | ShardStreams.ShardStreams | StreamLayouts.StreamLayouts
-> =>
+): Effect.Effect<EffectProducer<unknown>, StreamProducerError, StreamProducerServices> =>
   Effect.gen(function* () {
     const decoded = decodeOptions(ProducerOptionsSchema, options, "")
     if (Result.isFailure(decoded)) return yield* decoded.failure
     const { stream, shardCount, ...producerOptions } = options
+    // on Redis: the ACL user may send to the stream (and keep its layout),
+    // probed before the layout is read or created and before any send
+    // (docs/redis.md, "ACL"), so a missing command is named at creation
+    // rather than met later as a NOPERM behind LayoutUnavailable or SendFailed
+    const redis = yield* Effect.serviceOption(RedisConnection.RedisConnection)
+    if (Option.isSome(redis)) yield* Acl.checkProducerPermissions(redis.value, [stream])
     yield* resolveLayout(stream, shardCount)
     const streams = yield* ShardStreams.ShardStreams
     const layouts = yield* StreamLayouts.StreamLayouts
     // the stored record on every refresh: a reshard seals the old shards, the
     // producer's next append there is refused and re-routed by the new record
-    return yield* makeProducer(
+    // the runtime producer's sends, its codec encoding included (src/Codec.ts)
+    return yield* makeProducer<unknown>(
       streams,
       stream,
       { ...producerOptions, layout: LayoutSource.fromStreamLayouts(layouts) },
@@ -233,7 +270,8 @@ export const producerPorts = (
 /**
  * A producer of its own (Promise API): on Redis with `redis`, or on `ports`.
  * Rejects, having closed whatever it opened, with `InvalidRuntimeConfig`
- * before anything connects, then with a connection error, `UnknownStream`
+ * before anything connects, then with a connection error, `PermissionDenied`
+ * (the Redis user lacks what a producer needs, named), `UnknownStream`
  * (the stream has no layout and no `shardCount` was given),
  * `ShardCountMismatch` or `LayoutUnavailable`. `close()` flushes what was
  * sent and closes its connection; sends after it reject `RuntimeStopped`.
@@ -248,8 +286,16 @@ export const producerPorts = (
  *   shardCount: 16,
  *   idempotent: true,
  * })
+ * // typed (docs/runtime.md, "Typed messages"): send(key, value) takes an Order
+ * const orders = await createProducer<Order>({ redis, stream: "orders", codec: "json" })
+ * await orders.send("customer-42", { amount: 12.5, currency: "EUR" })
  */
-export const createProducer = async (options: CreateProducerOptions): Promise<Producer> => {
+export const createProducer: {
+  (options: Omit<CreateProducerOptions, "codec"> & { readonly codec?: "raw" }): Promise<Producer>
+  <T>(
+    options: Omit<CreateProducerOptions, "codec"> & { readonly codec: "json" | Codec<T> },
+  ): Promise<Producer<T>>
+} = async (options: CreateProducerOptions): Promise<Producer<unknown>> => {
   const decoded = decodeOptions(CreateOptionsSchema, options, "")
   if (Result.isFailure(decoded)) throw decoded.failure
   const {
@@ -286,43 +332,50 @@ export const createProducer = async (options: CreateProducerOptions): Promise<Pr
     await managed.dispose()
   }
   let telemetry: Effect.Success<ReturnType<typeof resolveTelemetry>>
-  let producer: EffectProducer
+  let producer: EffectProducer<unknown>
   try {
     telemetry = await managed.runPromise(resolveTelemetry(telemetryOptions))
     producer = await managed.runPromise(
-      Scope.provide(makeStreamProducer(producerOptions, telemetry?.tracer), scope),
+      Scope.provide(
+        makeStreamProducer(
+          producerOptions as StreamProducerOptions & { readonly codec: Codec<unknown> },
+          telemetry?.tracer,
+        ),
+        scope,
+      ),
     )
   } catch (error) {
     await close()
     throw error
   }
-  // a send is refused from the call of close() on (checked at the call: the
-  // Promise API runs each send a microtask later), and what was sent before
-  // is flushed first
+  // a call is refused from the call of close() on (checked at the call: the
+  // Promise API runs each send a microtask later), and what was called
+  // before is appended first
+  const gate = makeProducerGate("the producer is closed")
   let closing: Promise<void> | undefined
-  const stopped = () => new RuntimeStopped({ message: "the producer is closed" })
-  // a raw producer: promiseProducer is written for any codec's value
   const sends = promiseProducer(
     options.stream,
-    Promise.resolve(producer as EffectProducer<unknown>),
+    Promise.resolve(producer),
     (effect) => managed.runPromise(effect),
     telemetry,
-  ) as unknown as Producer
+    gate,
+  )
   return {
     stream: options.stream,
-    send: (key, fields, sendOptions) =>
-      closing === undefined ? sends.send(key, fields, sendOptions) : Promise.reject(stopped()),
-    sendBatch: (messages) =>
-      closing === undefined ? sends.sendBatch(messages) : Promise.reject(stopped()),
+    send: sends.send,
+    sendBatch: sends.sendBatch,
     flush: () => (closing === undefined ? sends.flush() : closing),
     close: () => {
-      if (closing === undefined)
-        closing = new Promise<void>((resolve) => setImmediate(resolve))
+      if (closing === undefined) {
+        gate.close()
+        closing = gate
+          .drained()
           .then(() => managed.runPromise(producer.close))
           .then(close, async (error: unknown) => {
             await close()
             throw error
           })
+      }
       return closing
     },
   }

@@ -143,6 +143,7 @@ export {
   producerPorts,
   type StreamProducerError,
   type StreamProducerOptions,
+  type StreamProducerServices,
 } from "./StandaloneProducer.js"
 export {
   type ListenerDecorator,

@@ -240,6 +240,31 @@ describe("producer", () => {
   )
 })
 
+describe("the producer's scope", () => {
+  it.live("closing it appends what was queued first: a send accepted is never dropped", () =>
+    Effect.gen(function* () {
+      const streams = yield* ShardStreams.makeMemory
+      const pending = yield* Effect.scoped(
+        Effect.gen(function* () {
+          // the linger keeps the send queued when the scope closes
+          const producer = yield* makeProducer(streams, stream, {
+            layout: LayoutSource.fixed({ orders: 4 }),
+            lingerMs: 20,
+          })
+          const send = yield* Effect.forkDetach(producer.send("k", { n: "1" }))
+          yield* Effect.yieldNow
+          return send
+        }),
+      )
+      const sent = yield* Fiber.join(pending)
+      assert.deepStrictEqual(
+        (yield* entries(streams, sent.shard)).map((e) => e.fields.n),
+        ["1"],
+      )
+    }),
+  )
+})
+
 describe("the key field", () => {
   it("is the one redis-store's dead-letter tools read and replay (Admin.KEY_FIELD)", () => {
     assert.strictEqual(Admin.KEY_FIELD, KEY_FIELD)

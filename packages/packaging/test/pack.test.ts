@@ -272,7 +272,7 @@ describe("installed with npm into a fresh project", () => {
     expect(JSON.parse(out)).toEqual({ billed: 40, members: 2, indicator: "up", state: "stopped" })
   })
 
-  it("a producer-only process: createProducer creates the layout, another routes by it, a wrong count is refused, a consumer started later handles everything", async () => {
+  it("a producer-only process: typed json createProducer creates the layout, another routes by it, a wrong count is refused, a json consumer started later handles everything", async () => {
     redis ??= await startRedis({ kind: "redis7" })
     const out = ok(run(process.execPath, ["dist/producer.js", redis.url]))
     expect(JSON.parse(out)).toEqual({

@@ -25,6 +25,13 @@ export interface AclOptions {
   readonly cluster?: boolean
   /** The namespace (`keyPrefix` of the connection; default `shardline:`). */
   readonly prefix?: string
+  /**
+   * Whose rules: a member runtime's (default: everything the ports send) or
+   * a producer of its own's (`createProducer`: its connection, the append
+   * script and the stream layouts, on the shard, seal, idempotency window
+   * and layout keys; no channel).
+   */
+  readonly role?: "member" | "producer"
 }
 
 /**
@@ -141,7 +148,31 @@ interface CommandUse {
   readonly outside?: "watch" | "subscriber"
   /** MULTI and EXEC: the probe's own transaction checks them. */
   readonly transaction?: true
+  /**
+   * A producer of its own sends it too (on the `producerKeys` among `keys`):
+   * `role: "producer"` keeps only these.
+   */
+  readonly producer?: true
 }
+
+/**
+ * The keys a producer of its own touches: the shard stream, its seal marker
+ * and idempotency window (the append script), the stream's layout (load,
+ * and create with an explicit shard count).
+ */
+const producerKeys: ReadonlyArray<KeyName> = ["shard", "sealed", "idempotency", "layout"]
+
+/** The uses of `options.role`, each with the keys that role sends it with. */
+const usesOf = (options: AclOptions): ReadonlyArray<CommandUse> =>
+  options.role !== "producer"
+    ? commandUses
+    : commandUses.flatMap((u) =>
+        u.producer !== true
+          ? []
+          : u.keys === undefined
+            ? [u]
+            : [{ ...u, keys: u.keys.filter((k) => producerKeys.includes(k)) }],
+      )
 
 const SHA = "0000000000000000000000000000000000000000"
 /** Every key a script is called with (EVALSHA / EVAL declare them). */
@@ -169,26 +200,36 @@ const scriptKeys: ReadonlyArray<KeyName> = [
 /** The one list of commands (and where they are used): the rules and the probe both come from it. */
 export const commandUses: ReadonlyArray<CommandUse> = [
   // connection: ioredis's ready check, the feature probe, scripts
-  { acl: "info", argv: () => ["INFO", "server"] },
-  { acl: "ping", argv: () => ["PING"] },
-  { acl: "select", argv: () => ["SELECT", "0"] },
-  { acl: "client|setname", argv: () => ["CLIENT", "SETNAME", "shardline-acl-probe"] },
+  { acl: "info", producer: true, argv: () => ["INFO", "server"] },
+  { acl: "ping", producer: true, argv: () => ["PING"] },
+  { acl: "select", producer: true, argv: () => ["SELECT", "0"] },
+  {
+    acl: "client|setname",
+    producer: true,
+    argv: () => ["CLIENT", "SETNAME", "shardline-acl-probe"],
+  },
   // idle waits sharing blocking connections (internal/idleWaits.ts): a batch's connection
   // id, and the unblock that sends it again with more shards
   { acl: "client|id", argv: () => ["CLIENT", "ID"] },
   { acl: "client|unblock", argv: () => ["CLIENT", "UNBLOCK", "0"] },
-  { acl: "command|docs", argv: () => ["COMMAND", "DOCS", "XADD"] },
-  { acl: "evalsha", keys: scriptKeys, argv: (key) => ["EVALSHA", SHA, "1", key] },
-  { acl: "eval", keys: scriptKeys, argv: (key) => ["EVAL", "return 0", "1", key] },
+  { acl: "command|docs", producer: true, argv: () => ["COMMAND", "DOCS", "XADD"] },
+  { acl: "evalsha", producer: true, keys: scriptKeys, argv: (key) => ["EVALSHA", SHA, "1", key] },
+  { acl: "eval", producer: true, keys: scriptKeys, argv: (key) => ["EVAL", "return 0", "1", key] },
   // the gated fence of ShardStreams.read (MULTI, the gate script's RENAMENX, XREADGROUP,
   // RENAMENX back, EXEC) and the optimistic one (WATCH, GET, MULTI, XREADGROUP, EXEC)
   { acl: "watch", keys: ["shard", "owner"], argv: (key) => ["WATCH", key], outside: "watch" },
   { acl: "unwatch", argv: () => ["UNWATCH"], outside: "watch" },
-  { acl: "multi", argv: () => ["MULTI"], transaction: true },
-  { acl: "exec", argv: () => ["EXEC"], transaction: true },
+  // (a producer sends neither: the probe's own transaction needs them)
+  { acl: "multi", producer: true, argv: () => ["MULTI"], transaction: true },
+  { acl: "exec", producer: true, argv: () => ["EXEC"], transaction: true },
   { acl: "renamenx", keys: ["gate"], argv: (key, k) => ["RENAMENX", key, k.shard] },
   // ShardStreams (direct, and inside read/ack/nack/claim/dead-letter scripts), Store's audit
-  { acl: "xadd", keys: ["shard", "dlq", "audit"], argv: (key) => ["XADD", key, "*", "f", "v"] },
+  {
+    acl: "xadd",
+    producer: true,
+    keys: ["shard", "dlq", "audit"],
+    argv: (key) => ["XADD", key, "*", "f", "v"],
+  },
   { acl: "xrange", keys: ["shard", "dlq"], argv: (key) => ["XRANGE", key, "-", "+", "COUNT", "1"] },
   {
     acl: "xrevrange",
@@ -273,8 +314,10 @@ export const commandUses: ReadonlyArray<CommandUse> = [
   },
   {
     acl: "type",
+    producer: true,
     keys: [
       "shard",
+      "idempotency",
       "owner",
       "dlq",
       "storeRevision",
@@ -287,6 +330,7 @@ export const commandUses: ReadonlyArray<CommandUse> = [
   },
   {
     acl: "exists",
+    producer: true,
     keys: ["shard", "sealed", "idempotency", "requests", "serving", "lease"],
     argv: (key) => ["EXISTS", key],
   },
@@ -296,22 +340,33 @@ export const commandUses: ReadonlyArray<CommandUse> = [
     argv: (key) => ["DEL", key],
   },
   // idempotent appends: the producer's window (a hash, in the append script)
-  { acl: "hgetall", keys: ["idempotency"], argv: (key) => ["HGETALL", key] },
-  { acl: "hdel", keys: ["idempotency"], argv: (key) => ["HDEL", key, "f"] },
-  { acl: "hincrby", keys: ["idempotency"], argv: (key) => ["HINCRBY", key, "seq", "1"] },
+  { acl: "hgetall", producer: true, keys: ["idempotency"], argv: (key) => ["HGETALL", key] },
+  { acl: "hdel", producer: true, keys: ["idempotency"], argv: (key) => ["HDEL", key, "f"] },
+  {
+    acl: "hincrby",
+    producer: true,
+    keys: ["idempotency"],
+    argv: (key) => ["HINCRBY", key, "seq", "1"],
+  },
   // CoordinatorLease, StreamLayouts (a hash), the idempotency window
-  { acl: "hmget", keys: ["lease", "layout"], argv: (key) => ["HMGET", key, "f"] },
-  { acl: "hset", keys: ["lease", "layout", "idempotency"], argv: (key) => ["HSET", key, "f", "v"] },
+  { acl: "hmget", producer: true, keys: ["lease", "layout"], argv: (key) => ["HMGET", key, "f"] },
+  {
+    acl: "hset",
+    producer: true,
+    keys: ["lease", "layout", "idempotency"],
+    argv: (key) => ["HSET", key, "f", "v"],
+  },
   { acl: "pttl", keys: ["lease"], argv: (key) => ["PTTL", key] },
   { acl: "incr", keys: ["leaseCounter"], argv: (key) => ["INCR", key] },
   {
     acl: "pexpire",
+    producer: true,
     keys: ["lease", "idempotency", "inbox", "reply"],
     argv: (key) => ["PEXPIRE", key, "1000"],
   },
   // Store (revision, snapshot, batches, audit stream) and StreamLayouts
   { acl: "lrange", keys: ["storeBatches"], argv: (key) => ["LRANGE", key, "0", "-1"] },
-  { acl: "hget", keys: ["layout"], argv: (key) => ["HGET", key, "revision"] },
+  { acl: "hget", producer: true, keys: ["layout"], argv: (key) => ["HGET", key, "revision"] },
   // CoordinatorTransport
   { acl: "lpush", keys: ["requests"], argv: (key) => ["LPUSH", key, "x"] },
   { acl: "ltrim", keys: ["requests"], argv: (key) => ["LTRIM", key, "0", "9999"] },
@@ -351,26 +406,41 @@ export const commandUses: ReadonlyArray<CommandUse> = [
     argv: (channel) => ["SUNSUBSCRIBE", channel],
     outside: "subscriber",
   },
-  { acl: "cluster|slots", when: (o) => o.cluster === true, argv: () => ["CLUSTER", "SLOTS"] },
-  { acl: "cluster|info", when: (o) => o.cluster === true, argv: () => ["CLUSTER", "INFO"] },
+  {
+    acl: "cluster|slots",
+    producer: true,
+    when: (o) => o.cluster === true,
+    argv: () => ["CLUSTER", "SLOTS"],
+  },
+  {
+    acl: "cluster|info",
+    producer: true,
+    when: (o) => o.cluster === true,
+    argv: () => ["CLUSTER", "INFO"],
+  },
 ]
 
 export const aclCommands = (options: AclOptions): ReadonlyArray<string> =>
-  commandUses.filter((u) => u.when?.(options) ?? true).map((u) => u.acl)
+  usesOf(options)
+    .filter((u) => u.when?.(options) ?? true)
+    .map((u) => u.acl)
 
 /**
- * The arguments after `ACL SETUSER <name> on ><password>`.
+ * The arguments after `ACL SETUSER <name> on ><password>`; with `role:
+ * "producer"`, a producer of its own's (no channel, no consumer command).
  *
  * @example
  * Acl.aclRules({ xackdel: true, prefix: "tenant-a:" })
  * // ["resetkeys", "resetchannels", "-@all", "~tenant-a:*", "&tenant-a:*", "+info", ...]
+ * Acl.aclRules({ xackdel: true, role: "producer" })
+ * // ["resetkeys", "resetchannels", "-@all", "~shardline:*", "+info", ..., "+xadd", ...]
  */
 export const aclRules = (options: AclOptions): ReadonlyArray<string> => [
   "resetkeys",
   "resetchannels",
   "-@all",
   ...aclKeyPatterns(options.prefix).map((p) => `~${p}`),
-  ...aclChannelPatterns(options.prefix).map((p) => `&${p}`),
+  ...(options.role === "producer" ? [] : aclChannelPatterns(options.prefix).map((p) => `&${p}`)),
   ...aclCommands(options).map((c) => `+${c}`),
 ]
 
@@ -425,7 +495,7 @@ export const probeLines = (
 ): ReadonlyArray<ProbeLine> => {
   const k = probeKeys(keys, target.stream, target.group, target.memberIds?.[0])
   const lines: Array<ProbeLine> = []
-  for (const use of commandUses) {
+  for (const use of usesOf(options)) {
     if (!(use.when?.(options) ?? true) || use.transaction) continue
     if (use.channel)
       for (const channel of CHANNELS)
@@ -598,11 +668,45 @@ export const checkPermissions = (
   connection: RedisConnectionShape,
   targets: ReadonlyArray<ProbeTarget>,
 ): Effect.Effect<void, PermissionDenied | BackendUnavailable> =>
+  probe(connection, targets, "member", targets.map((t) => `${t.group} of ${t.stream}`).join(", "))
+
+/**
+ * `checkPermissions` for a producer of its own (`createProducer`): the
+ * connection's user may run what sending to `streams` needs (`aclRules({
+ * role: "producer" })`: the append script, the stream layouts, the
+ * connection's own commands, and MULTI / EXEC, which the probe's
+ * transaction needs), and nothing a consumer needs is asked of it.
+ *
+ * @example
+ * yield* Acl.checkProducerPermissions(connection, ["orders"])
+ * // PermissionDenied: the Redis user "app" may not do what Shardline needs to send to orders:
+ * // command XADD (+xadd). Grant it: ACL SETUSER app +xadd (...)
+ */
+export const checkProducerPermissions = (
+  connection: RedisConnectionShape,
+  streams: ReadonlyArray<string>,
+): Effect.Effect<void, PermissionDenied | BackendUnavailable> =>
+  probe(
+    connection,
+    // the group names no key a producer touches (producerKeys)
+    streams.map((stream) => ({ stream, group: "producer" })),
+    "producer",
+    `to send to ${streams.join(", ")}`,
+  )
+
+const probe = (
+  connection: RedisConnectionShape,
+  targets: ReadonlyArray<ProbeTarget>,
+  role: "member" | "producer",
+  /** What the permissions are for, in the message: "billing of orders", "to send to orders". */
+  forWhat: string,
+): Effect.Effect<void, PermissionDenied | BackendUnavailable> =>
   Effect.gen(function* () {
     const options: AclOptions = {
       xackdel: connection.features.xackdel,
       cluster: connection.isCluster,
       prefix: connection.keys.prefix,
+      role,
     }
     // lines of every target, once each
     const seen = new Set<string>()
@@ -703,11 +807,10 @@ export const checkPermissions = (
         .map((l) => commandName(l.use.acl))
       return `${m.kind} ${m.target} (used by ${[...new Set(by)].join(", ")}; ${m.rule})`
     })
-    const groupsText = targets.map((t) => `${t.group} of ${t.stream}`).join(", ")
     return yield* new PermissionDenied({
       user,
       missing,
-      message: `the Redis user ${JSON.stringify(user)} may not do what Shardline needs for ${groupsText}: ${named.join("; ")}. Grant it: ACL SETUSER ${user} ${missing.map((m) => m.rule).join(" ")} (docs/redis.md, "ACL", lists every rule: Acl.aclRules)`,
+      message: `the Redis user ${JSON.stringify(user)} may not do what Shardline needs ${role === "member" ? "for " : ""}${forWhat}: ${named.join("; ")}. Grant it: ACL SETUSER ${user} ${missing.map((m) => m.rule).join(" ")} (docs/redis.md, "ACL", lists every rule: Acl.aclRules)`,
     })
   })
 

@@ -4,6 +4,7 @@
  * use were missing from the rules, an operation here would fail NOPERM; and
  * the user can do nothing to a key or channel outside its namespace.
  */
+import { readFileSync } from "node:fs"
 import { assert, describe, it } from "@effect/vitest"
 import { Coordinator, Layout, ShardStreams } from "@shardline/core"
 import { Effect, Fiber, Option, Stream } from "effect"
@@ -14,6 +15,7 @@ import {
   aclKeyPatterns,
   aclRules,
   checkPermissions,
+  checkProducerPermissions,
   globMatches,
   keySlot,
   probeKeys,
@@ -196,13 +198,13 @@ for (const target of redisTargets()) {
         }).pipe(Effect.scoped),
     )
 
-    /** A user with the rules minus `drop`, on every master. */
-    const userWithout = (drop: string) =>
+    /** A user with the rules (of `role`) minus `drop`, on every master. */
+    const userWithout = (drop: string | undefined, role: "member" | "producer" = "member") =>
       Effect.gen(function* () {
         const { admin } = subject()
         const user = unique("acl-less")
-        const rules = aclRules({ xackdel: admin.features.xackdel, cluster: admin.isCluster })
-        assert.include(rules, drop)
+        const rules = aclRules({ xackdel: admin.features.xackdel, cluster: admin.isCluster, role })
+        if (drop !== undefined) assert.include(rules, drop)
         const nodes: ReadonlyArray<Redis> =
           admin.client instanceof Cluster ? admin.client.nodes("master") : [admin.client]
         yield* Effect.promise(() =>
@@ -254,6 +256,64 @@ for (const target of redisTargets()) {
             assert.include(error.message, `ACL SETUSER ${error.user} ${drop}`)
             assert.include(error.message, `billing of ${stream}`)
             if (kind === "key") assert.match(error.message, /key \S+ \(used by [A-Z]/)
+          }),
+        ),
+      )
+
+    it.live(
+      "a producer's user (role producer) sends and keeps layouts, passes the producer probe, not a member's",
+      () =>
+        Effect.scoped(
+          Effect.gen(function* () {
+            const connection = yield* userWithout(undefined, "producer")
+            const stream = unique("producer")
+            yield* checkProducerPermissions(connection, [stream])
+            // what createProducer does: the layout created and read, idempotent trimmed appends
+            const layouts = RedisStreamLayouts.makeWith(connection)
+            yield* layouts.save(stream, 0, Layout.StreamLayout.create(stream, 2))
+            assert.strictEqual(Option.getOrThrow(yield* layouts.load(stream)).revision, 1)
+            const streams = RedisShardStreams.makeWith(connection)
+            const idem = { producerId: "p", messageId: "1" }
+            const once = yield* streams.append(
+              stream,
+              1,
+              { k: "x" },
+              { idempotency: idem, trim: { maxLen: 10 } },
+            )
+            assert.strictEqual(
+              yield* streams.append(stream, 1, { k: "x" }, { idempotency: idem }),
+              once,
+            )
+            yield* streams.append(stream, 0, { k: "y" })
+            // a consumer's commands are not granted: the member probe says so
+            const error = yield* Effect.flip(
+              checkPermissions(connection, [{ stream, group: "billing", memberIds: ["m0"] }]),
+            )
+            assert.strictEqual(error._tag, "PermissionDenied")
+            if (error._tag === "PermissionDenied")
+              assert.includeMembers(
+                error.missing.map((m) => m.rule),
+                ["+xreadgroup", "+xautoclaim", "+publish"],
+              )
+          }),
+        ),
+    )
+
+    for (const drop of ["+xadd", "+evalsha", "+hset", "~shardline:*"] as const)
+      it.live(`a producer's user without ${drop}: the producer probe names exactly it`, () =>
+        Effect.scoped(
+          Effect.gen(function* () {
+            const connection = yield* userWithout(drop, "producer")
+            const stream = unique("producer")
+            const error = yield* Effect.flip(checkProducerPermissions(connection, [stream]))
+            assert.strictEqual(error._tag, "PermissionDenied")
+            if (error._tag !== "PermissionDenied") return
+            assert.deepStrictEqual(
+              error.missing.map((m) => m.rule),
+              [drop],
+            )
+            assert.include(error.message, `needs to send to ${stream}: `)
+            assert.include(error.message, `ACL SETUSER ${error.user} ${drop}`)
           }),
         ),
       )
@@ -431,6 +491,42 @@ describe("the probe follows the rules (src/acl.ts): one list, the key builders o
     for (const key of ["{user:42}", "user:42", "tenant-b:{orders:0}", "tenant-a{x}"])
       assert.isFalse(globMatches(aclKeyPatterns("tenant-a:")[0]!, key), key)
     assert.isTrue(globMatches(aclKeyPatterns("tenant-a:")[0]!, "tenant-a:{orders:0}"))
+  })
+  it("a producer's rules: a subset of the members', no channel, no consumer command, every one probed", () => {
+    const producer = aclRules({ xackdel: true, cluster: true, role: "producer" })
+    const member = aclRules({ xackdel: true, cluster: true })
+    for (const r of producer) assert.include(member, r)
+    assert.deepStrictEqual(
+      producer.filter((r) => r.startsWith("~") || r.startsWith("&")),
+      ["~shardline:*"],
+    )
+    for (const r of ["+xadd", "+evalsha", "+eval", "+hset", "+hmget", "+multi", "+exec"])
+      assert.include(producer, r)
+    for (const r of ["+xreadgroup", "+xack", "+xautoclaim", "+publish", "+subscribe", "+watch"])
+      assert.notInclude(producer, r)
+    const lines = probeLines(
+      keySpace("shardline:"),
+      { stream: "orders", group: "producer" },
+      { xackdel: true, cluster: true, role: "producer" },
+    )
+    const commands = new Set(lines.map((l) => l.use.acl))
+    for (const c of aclCommands({ xackdel: true, cluster: true, role: "producer" }))
+      if (c !== "multi" && c !== "exec") assert.isTrue(commands.has(c), c)
+    // only the producer's keys: the shard, its seal and window, the layout
+    const k = probeKeys(keySpace("shardline:"), "orders", "producer")
+    assert.sameMembers(
+      [...new Set(lines.flatMap((l) => (l.target === undefined ? [] : [l.target.name])))],
+      [k.shard, k.sealed, k.idempotency, k.layout],
+    )
+  })
+  it('docs/redis.md\'s producer user is aclRules({ role: "producer" })', () => {
+    const docs = readFileSync(new URL("../../../docs/redis.md", import.meta.url), "utf8")
+    const block = /ACL SETUSER orders-producer on >secret ([^`]*)```/.exec(docs)?.[1]
+    assert.isDefined(block)
+    assert.deepStrictEqual(
+      block!.trim().split(/\s+/),
+      aclRules({ xackdel: true, role: "producer" }),
+    )
   })
   it("Redis glob: *, ?, [..] and escapes", () => {
     assert.isTrue(globMatches("{*:*}:dlq", "{orders:3}:dlq"))

@@ -13,6 +13,7 @@ import { consumer } from "../../src/Consumer.js"
 import type { RuntimeEvent } from "../../src/Events.js"
 import type { LogFields, Logger } from "../../src/Logging.js"
 import { start } from "../../src/Runtime.js"
+import { createProducer } from "../../src/StandaloneProducer.js"
 import { eventually, useRedisServer } from "../support/redis.js"
 
 const server = useRedisServer("redis7")
@@ -22,8 +23,13 @@ const fast = { sessionTimeoutMs: 3_000, rebalanceTimeoutMs: 6_000, heartbeatInte
  * A user with the least-privilege rules of the namespace `prefix` minus
  * `drop` (the server is Redis 7: no XACKDEL).
  */
-const user = (name: string, drop: ReadonlyArray<string> = [], prefix?: string) => {
-  const rules = Acl.aclRules({ xackdel: false, ...(prefix === undefined ? {} : { prefix }) })
+const user = (
+  name: string,
+  drop: ReadonlyArray<string> = [],
+  prefix?: string,
+  role: "member" | "producer" = "member",
+) => {
+  const rules = Acl.aclRules({ xackdel: false, role, ...(prefix === undefined ? {} : { prefix }) })
   server().cli(
     "ACL",
     "SETUSER",
@@ -68,6 +74,50 @@ describe("start() with a Redis user that lacks permissions", () => {
         .trim(),
     ).toBe("0")
     expect(server().cli("EXISTS", Keys.defaultKeys.shardKey(stream, 0)).trim()).toBe("0")
+  })
+})
+
+describe("createProducer with a Redis user that lacks what a producer needs", () => {
+  for (const drop of [["+xadd"], ["+evalsha"], ["+xadd", "+hset"]])
+    it(`without ${drop.join(" ")}: PermissionDenied naming it at creation, nothing written`, async () => {
+      const stream = `acl-producer-${drop.join("").replace(/\W/g, "")}`
+      const error = await createProducer({
+        redis: user(`producer-lacks${drop.join("")}`, drop, undefined, "producer"),
+        stream,
+        shardCount: 2,
+        logLevel: "silent",
+      }).then(
+        async (producer) => {
+          await producer.close()
+          return undefined
+        },
+        (e: { _tag: string; message: string; missing: ReadonlyArray<{ rule: string }> }) => e,
+      )
+      expect(error?._tag).toBe("PermissionDenied")
+      expect(error?.missing.map((m) => m.rule).sort()).toEqual([...drop].sort())
+      for (const rule of drop)
+        expect(error?.message).toContain(`command ${rule.slice(1).toUpperCase()} (${rule})`)
+      expect(error?.message).toContain(`needs to send to ${stream}`)
+      // refused before the layout was created or anything appended
+      expect(server().cli("EXISTS", Keys.defaultKeys.layoutKey(stream)).trim()).toBe("0")
+      expect(server().cli("EXISTS", Keys.defaultKeys.shardKey(stream, 0)).trim()).toBe("0")
+    })
+
+  it("a user with a producer's rules only (no consumer command) creates the layout and sends", async () => {
+    const stream = "acl-producer-ok"
+    const producer = await createProducer({
+      redis: user("producer-only", [], undefined, "producer"),
+      stream,
+      shardCount: 2,
+      idempotent: true,
+      logLevel: "silent",
+    })
+    try {
+      const sent = await producer.send("k", { n: "1" })
+      expect(server().cli("XLEN", Keys.defaultKeys.shardKey(stream, sent.shard)).trim()).toBe("1")
+    } finally {
+      await producer.close()
+    }
   })
 })
 

@@ -7,10 +7,11 @@
 import { BackendUnavailable, Layout, type ShardStreams } from "@shardline/core"
 import { Keys, RedisConnection, RedisShardStreams } from "@shardline/redis-store"
 import { Effect } from "effect"
-import { expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import * as LayoutSource from "../../src/LayoutSource.js"
 import { makeProducer } from "../../src/Producer.js"
 import { start } from "../../src/Runtime.js"
+import { sendsAfterStopAreRefused, sendsBeforeStopAreAppended } from "../support/producerStop.js"
 import { useRedisServer } from "../support/redis.js"
 
 const server = useRedisServer("redis7")
@@ -107,4 +108,21 @@ it("an idempotent send whose reply was lost before a reshard sealed its shard is
   expect(Array.from({ length: 6 }, (_, shard) => xlenOf(shard))).toEqual(
     Array.from({ length: 6 }, (_, shard) => (shard === sent.shard ? 1 : 0)),
   )
+})
+
+describe('a runtime\'s producer and stop() on Redis (docs/runtime.md, "Producer")', () => {
+  const count = async (stream: string, shardCount: number) => {
+    let n = 0
+    for (let shard = 0; shard < shardCount; shard++)
+      n += Number(server().cli("XLEN", Keys.defaultKeys.shardKey(stream, shard)).trim())
+    return n
+  }
+  it("sends called before stop() are appended, stop waits for them", async () => {
+    const runtime = await start({ redis: { url: server().url }, handleSignals: false })
+    await sendsBeforeStopAreAppended(runtime, "stop-after-send", count)
+  })
+  it("sends called after stop() are RuntimeStopped, nothing written", async () => {
+    const runtime = await start({ redis: { url: server().url }, handleSignals: false })
+    await sendsAfterStopAreRefused(runtime, "send-after-stop", count)
+  })
 })

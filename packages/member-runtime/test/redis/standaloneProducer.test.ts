@@ -183,6 +183,47 @@ describe("a producer of its own on Redis 7.0", () => {
     }
   })
 
+  it("codec json: its value is consumed by a json consumer unchanged", async () => {
+    interface Order {
+      readonly amount: number
+      readonly tags: ReadonlyArray<string>
+    }
+    const redis = { url: server().url }
+    const stream = fresh()
+    const producer = await createProducer<Order>({ redis, stream, shardCount: 3, codec: "json" })
+    const orders: ReadonlyArray<Order> = [
+      { amount: 12.5, tags: ["eu"] },
+      { amount: 0.1, tags: [] },
+    ]
+    await producer.sendBatch(orders.map((value, n) => ({ key: `customer-${n}`, value })))
+    const seen = new Map<string, Order>()
+    const runtime = await start({
+      redis,
+      handleSignals: false,
+      logLevel: "silent",
+      consumers: [
+        consumer<Order>({
+          stream,
+          group: "billing",
+          shardCount: 3,
+          codec: "json",
+          heartbeatIntervalMs: 200,
+          eachMessage: async (m) => {
+            seen.set(m.key ?? "", m.value)
+          },
+        }),
+      ],
+    })
+    try {
+      await eventually("both handled", () => seen.size >= 2, 20_000)
+      expect(seen.get("customer-0")).toEqual(orders[0])
+      expect(seen.get("customer-1")).toEqual(orders[1])
+    } finally {
+      await producer.close()
+      await runtime.stop()
+    }
+  })
+
   it("follows a reshard 4 -> 6 made while it sends: each message in its generation's shard, consumed once, per-key order kept", async () => {
     const url = server().url
     const result = await reshardWhileProducing({ url }, { url }, fresh(), 4, 6, 600)

@@ -10,19 +10,25 @@ import {
   type BatchContext,
   type Codec,
   consumer,
+  createProducer,
   type EachBatch,
   type EachMessage,
+  type EffectProducer,
   effectConsumer,
   type Fields,
   type ListenerDecorator,
   type Message,
   type MessageContext,
+  makeStreamProducer,
+  memoryPorts,
   type Producer,
   type ReplayInfo,
   type ShardlineRuntime,
   type StandardSchemaV1,
   StreamListener,
   type StreamListenerOptions,
+  type StreamProducerError,
+  type StreamProducerServices,
 } from "@shardline/member-runtime"
 import { Effect } from "effect"
 import { expectTypeOf } from "vitest"
@@ -204,3 +210,41 @@ void rawProducer.send("k")
 void rawProducer.send("k", { amount: "12.50" })
 // @ts-expect-error a raw producer sends a string map
 void rawProducer.send("k", { amount: 12.5 })
+
+// a producer of its own: the same codec option, the same typed send
+export async function standaloneProducers() {
+  const ports = memoryPorts()
+  const typed = await createProducer<Order>({ ports, stream: "orders", codec: "json" })
+  expectTypeOf(typed).toEqualTypeOf<Producer<Order>>()
+  void typed.send("k", { amount: 12.5 })
+  // @ts-expect-error a typed producer of its own sends its T
+  void typed.send("k", { amount: "12.50" })
+  void typed.sendBatch([{ key: "k", value: { amount: 1 } }])
+  // @ts-expect-error a typed batch carries values of T
+  void typed.sendBatch([{ key: "k", value: { amount: "1" } }])
+  // a codec object gives T
+  const pairs = await createProducer({ ports, stream: "orders", codec: pairCodec })
+  expectTypeOf(pairs).toEqualTypeOf<Producer<readonly [string, number]>>()
+  void pairs.send("k", ["a", 1])
+  // @ts-expect-error the codec's T, not another tuple
+  void pairs.send("k", ["a", "b"])
+  const raw = await createProducer({ ports, stream: "orders" })
+  expectTypeOf(raw).toEqualTypeOf<Producer>()
+  // an inline codec object takes its parameter types from T, here and in runtime.producer
+  const numbers = await createProducer<number>({
+    ports,
+    stream: "numbers",
+    codec: { contentType: "text/plain", encode: (n) => n.toFixed(2), decode: Number },
+  })
+  expectTypeOf(numbers).toEqualTypeOf<Producer<number>>()
+  const runtimeNumbers = runtime.producer<number>("numbers", {
+    codec: { contentType: "text/plain", encode: (n) => n.toFixed(2), decode: Number },
+  })
+  expectTypeOf(runtimeNumbers).toEqualTypeOf<Producer<number>>()
+  // @ts-expect-error a raw producer of its own sends a string map
+  void raw.send("k", { amount: 12.5 })
+  const effectTyped = makeStreamProducer<Order>({ stream: "orders", codec: "json" })
+  expectTypeOf(effectTyped).toEqualTypeOf<
+    Effect.Effect<EffectProducer<Order>, StreamProducerError, StreamProducerServices>
+  >()
+}
