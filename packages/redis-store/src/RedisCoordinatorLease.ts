@@ -12,7 +12,10 @@
  * Core's lease port fails with `StoreUnavailable` for anything that is not
  * about the lease itself: Redis unreachable (`cause`: the BackendUnavailable),
  * a foreign value under the lease's keys (`cause`: the ForeignValue; nothing
- * is overwritten), a TTL Redis cannot hold (`cause`: InvalidArgument).
+ * is overwritten), a TTL Redis cannot hold (`cause`: InvalidArgument), an
+ * acquisition or renewal the master refused for want of replicas
+ * (`cause`: NotEnoughReplicas, NOREPLICAS; docs/redis.md,
+ * "`min-replicas-to-write`").
  */
 import {
   CoordinatorLease,
@@ -24,21 +27,25 @@ import {
   Time,
 } from "@shardline/core"
 import { Effect, Layer } from "effect"
-import { Code, evalScript, keyCommand } from "./internal/reply.js"
+import { Code, evalScript, keyCommand, noReplicasOf } from "./internal/reply.js"
 import * as RedisConnection from "./RedisConnection.js"
 import { Scripts } from "./scripts.js"
 
 type LeaseGrant = CoordinatorLease.LeaseGrant
 
 const unavailable =
-  (key: GroupKey) =>
-  (cause: { readonly _tag: string; readonly message: string }): StoreUnavailable =>
-    new StoreUnavailable({
+  (key: GroupKey, written?: { readonly operation: string; readonly key: string }) =>
+  (cause: { readonly _tag: string; readonly message: string }): StoreUnavailable => {
+    const noReplicas =
+      written === undefined ? undefined : noReplicasOf(written.operation, written.key, cause)
+    const reported = noReplicas ?? cause
+    return new StoreUnavailable({
       stream: key.stream,
       group: key.group,
-      message: `${cause._tag}: ${cause.message}`,
-      cause,
+      message: `${reported._tag}: ${reported.message}`,
+      cause: reported,
     })
+  }
 
 const checkTtl = (key: GroupKey, ttlMs: number) =>
   Number.isSafeInteger(ttlMs) && ttlMs >= 1
@@ -74,7 +81,9 @@ export const makeWith = (
           Scripts.leaseAcquire,
           [leaseKey(key), leaseCounterKey(key)],
           [holder, String(ttlMs)],
-        ).pipe(Effect.mapError(unavailable(key)))
+        ).pipe(
+          Effect.mapError(unavailable(key, { operation: "lease acquire", key: leaseKey(key) })),
+        )
         if (reply[0] === Code.Held)
           return yield* new LeaseHeld({
             stream: key.stream,
@@ -95,7 +104,11 @@ export const makeWith = (
           Scripts.leaseRenew,
           [leaseKey(grant.key)],
           [grant.holder, String(grant.token), "renew", String(ttlMs)],
-        ).pipe(Effect.mapError(unavailable(grant.key)))
+        ).pipe(
+          Effect.mapError(
+            unavailable(grant.key, { operation: "lease renew", key: leaseKey(grant.key) }),
+          ),
+        )
         if (reply[0] === Code.Lost) return yield* lost(grant)
         return { ...grant, expiresAt: sentAt + ttlMs }
       }),

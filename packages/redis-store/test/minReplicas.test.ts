@@ -19,6 +19,7 @@
 
 import {
   Coordinator,
+  CoordinatorLease,
   CoordinatorTransport,
   type GroupKey,
   type HeartbeatRequest,
@@ -286,6 +287,20 @@ describe("min-replicas-to-write 1 on a primary and its replica (Redis 7.0)", () 
       expect((commit as StoreUnavailable).cause).toBeInstanceOf(NotEnoughReplicas)
       expect((commit as StoreUnavailable).cause).toMatchObject({ key: revisionKey })
       expect(primary.cli("GET", revisionKey).trim()).toBe("1")
+
+      // the coordinator lease: its acquisition StoreUnavailable caused by NotEnoughReplicas
+      const leaseRefused = await refusedWith(
+        0,
+        Effect.flatMap(CoordinatorLease.CoordinatorLease, (leases) =>
+          leases.acquire(group, "c1", 5_000),
+        ),
+      )
+      expect(leaseRefused).toBeInstanceOf(StoreUnavailable)
+      expect((leaseRefused as StoreUnavailable).cause).toBeInstanceOf(NotEnoughReplicas)
+      expect((leaseRefused as StoreUnavailable).cause).toMatchObject({
+        operation: "lease acquire",
+        key: defaultKeys.leaseKey(group),
+      })
 
       // the replica is back: every one goes through
       process.kill(replica.pid, "SIGCONT")
