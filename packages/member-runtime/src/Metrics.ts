@@ -29,7 +29,8 @@ export const handlerErrors = Metric.counter("shardline_handler_errors_total", {
   incremental: true,
 })
 export const deadLettered = Metric.counter("shardline_dead_lettered_total", {
-  description: "Messages moved to a shard's dead-letter stream after maxDeliveries",
+  description:
+    "Messages moved to a shard's dead-letter stream: after maxDeliveries, or at once when non-retryable, undecodable or invalid",
   incremental: true,
 })
 export const messagesRejected = Metric.counter("shardline_messages_rejected_total", {

@@ -108,7 +108,8 @@ const makeInstruments = (meter: Otel.Meter): Instruments => ({
     unit: "{message}",
   }),
   deadLettered: meter.createCounter("shardline.messages.dead_lettered", {
-    description: "Messages moved to the dead-letter stream after maxDeliveries",
+    description:
+      "Messages moved to the dead-letter stream: after maxDeliveries, or at once when non-retryable, undecodable or invalid",
     unit: "{message}",
   }),
   staleOwner: meter.createCounter("shardline.stale_owner", {
