@@ -532,9 +532,15 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
           }
           l.shell.apply(step, committed.success)
         }
-        const fenced = yield* Effect.result(writeFences(step.fences))
+        // a grant's fence must be written before its member is told (rule 1
+        // step 6): a failure is NotServing. A restored token (rule 30) grants
+        // nothing: best effort, its owner reports it again if the write failed
+        const grants = step.fences.filter((f) => f.restore !== true)
+        const fenced = yield* Effect.result(writeFences(grants))
         if (Result.isFailure(fenced))
           return yield* Effect.fail(new NotServing(`fence write failed: ${fenced.failure.message}`))
+        if (grants.length < step.fences.length)
+          yield* Effect.ignore(writeFences(step.fences.filter((f) => f.restore === true)))
         yield* publish(step.notices)
         return Option.some(step.response)
       }

@@ -188,6 +188,49 @@ describe("rule 20: the coordinator lease", () => {
   )
 })
 
+describe("rule 30: a token written again is best effort", () => {
+  it.effect(
+    "a failed restore of a missing token is no step-down: the owner is answered, the host serves on",
+    () =>
+      Effect.gen(function* () {
+        const store = Store.makeMemoryUnsafe()
+        const restores: Array<number> = []
+        // storage refuses restores (its node down, say) and takes every grant's fence
+        const fence: OwnerFence.OwnerFenceShape = {
+          ...OwnerFence.noop,
+          write: (k, fences) =>
+            fences.some((f) => f.restore === true)
+              ? Effect.suspend(() => {
+                  restores.push(...fences.map((f) => f.shard))
+                  return Effect.fail(
+                    new FenceWriteFailed({
+                      stream: k.stream,
+                      group: k.group,
+                      message: "node down",
+                    }),
+                  )
+                })
+              : Effect.void,
+        }
+        const host = yield* makeCoordinatorHost({ config: cfg, holder: "c1" }).pipe(
+          Effect.provide(ports(store, yield* CoordinatorLease.makeMemory, fence)),
+        )
+        const a = new SimMember("a")
+        for (let i = 0; i < 3; i++) a.onResponse(yield* host.heartbeat(request(a.request())))
+        assert.strictEqual(a.owned.size, cfg.shardCount)
+        const token = a.owned.get(1)!
+        const r = yield* host.heartbeat({
+          ...request(a.request()),
+          missingTokens: [{ shard: 1, token }],
+        })
+        assert.deepStrictEqual(restores, [1], "the restore was tried")
+        assert.strictEqual(r.errorCode, "NONE")
+        assert.isTrue(yield* host.isCoordinator)
+        assert.strictEqual(r.assigned.find((g) => g.shard === 1)?.token, token)
+      }).pipe(Effect.scoped),
+  )
+})
+
 describe("rule 20: a closed host holds no lease", () => {
   // The host's close released its lease while the renewal loop still ran: a
   // renewal due during the release's round trip found no term and took the

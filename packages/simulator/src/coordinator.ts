@@ -497,7 +497,10 @@ export class CoordinatorHost {
   private commit(c: CoordNode, step: Step<unknown>): boolean | "retry" {
     const shell = c.shell!
     const { w, store, lease, data, members } = this.ctx
-    if (store.down && (step.records.length > 0 || step.fences.length > 0)) {
+    // a restored token (rule 30) is written best effort, as CoordinatorHost
+    // does: with Redis down it is not written, and the answer goes out
+    const grants = step.fences.filter((f) => f.restore !== true)
+    if (store.down && (step.records.length > 0 || grants.length > 0)) {
       // Redis is down: the commit fails and, as CoordinatorHost does on a
       // failed commit, the candidate steps down (the shell's contract: drop
       // it, load again). A kept shell would never run a deadline whose step
@@ -526,7 +529,8 @@ export class CoordinatorHost {
         return false
       }
     } else shell.apply(step)
-    data.writeFences(step.fences)
+    if (store.down && grants.length < step.fences.length) w.count("redis:restoresFailed")
+    data.writeFences(store.down ? grants : step.fences)
     for (const id of step.notices) members.notice(id)
     return true
   }

@@ -1148,7 +1148,7 @@ const refence = (
   for (const m of missing) {
     const cur = draft.currentOf(m.shard)
     if (cur !== null && cur.memberId === memberId && cur.token === m.token)
-      draft.fences.push({ shard: m.shard, token: m.token, memberId })
+      draft.fences.push({ shard: m.shard, token: m.token, memberId, restore: true })
   }
 }
 

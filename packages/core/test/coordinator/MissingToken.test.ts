@@ -31,7 +31,7 @@ describe("rule 30: a missing owner token is written again for its owner", () => 
     const r = h.hb({ ...a.request(), missingTokens: [{ shard: 1, token }] })
     expect(r.response.errorCode).toBe("NONE")
     expect(r.records).toEqual([])
-    expect(r.fences).toEqual([{ shard: 1, token, memberId: "a" }])
+    expect(r.fences).toEqual([{ shard: 1, token, memberId: "a", restore: true }])
     expect(h.storageTokens.get(1)).toBe(token)
     // nothing moved: same grants, same epochs, the same owner
     expect(shards(r.response)).toEqual([0, 1, 2, 3])
@@ -56,7 +56,7 @@ describe("rule 30: a missing owner token is written again for its owner", () => 
     const token = a.owned.get(2)!
     h.storageTokens.delete(2)
     const r = h.hb({ ...a.request(), missingTokens: [{ shard: 2, token }] })
-    expect(r.fences).toEqual([{ shard: 2, token, memberId: "a" }])
+    expect(r.fences).toEqual([{ shard: 2, token, memberId: "a", restore: true }])
     // never a grant to b while a holds it
     expect(h.owner(2)).toBe("a")
   })

@@ -42,6 +42,13 @@ export interface Fence {
    * keeps its position.
    */
   readonly startAt?: string
+  /**
+   * A token written again for the owner that reported it missing
+   * (docs/protocol.md rule 30): nothing new is granted, so the host writes
+   * it best effort; a failed write is reported again by the owner, and
+   * costs no step-down.
+   */
+  readonly restore?: true
 }
 
 /**
