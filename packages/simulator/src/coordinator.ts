@@ -54,7 +54,7 @@ import {
 import type { Ctx } from "./ctx.js"
 import type { Members } from "./members.js"
 import type { Req } from "./network.js"
-import { timing } from "./options.js"
+import { FAULT_KINDS, timing } from "./options.js"
 import { type Clock, K, local, toTrue } from "./world.js"
 
 /** One serve (`CoordinatorTransport.serve`) of a candidate. */
@@ -102,6 +102,19 @@ export interface CoordNode {
   renewGen: number
   /** CPU starvation (`stale-claim`): its check runs no earlier than this. */
   checkStarvedUntil: number
+  /**
+   * The `hung-store` fault: its host's next store command never answers
+   * ("any"), or its next one made for a due deadline ("deadline").
+   */
+  hangArmed: "any" | "deadline" | undefined
+  /**
+   * A store command of its host hangs (`hung-store`): the host's lock is held
+   * until the command's deadline; requests wait in `held`, deadlines wait.
+   */
+  hung: boolean
+  /** Which hang (a crash ends one; its deadline must not end the next). */
+  hangId: number
+  held: Array<Req>
 }
 
 export const GROUP = "sim"
@@ -171,6 +184,7 @@ export class CoordinatorHost {
    */
   private presence: { readonly node: number; readonly serve: number } | null = null
   private serveIds = 0
+  private hangs = 0
   /** The `stale-claim` fault's brief successor: called when a serve of another candidate claims. */
   private onClaim: { readonly except: number; readonly then: (c: CoordNode) => void } | undefined
   private readonly broken: boolean
@@ -200,6 +214,10 @@ export class CoordinatorHost {
         checkGen: 0,
         renewGen: 0,
         checkStarvedUntil: 0,
+        hangArmed: undefined,
+        hung: false,
+        hangId: 0,
+        held: [],
       })
   }
 
@@ -226,6 +244,8 @@ export class CoordinatorHost {
   serving(): CoordNode | undefined {
     const c = this.nodes[this.ctx.lease.holder]
     if (c === undefined || !c.alive || c.paused || c.shell === null) return undefined
+    // its lock is held by a command that does not answer (`hung-store`)
+    if (c.hung) return undefined
     // Redis is down: nobody can be answered, nothing committed.
     if (this.ctx.store.down) return undefined
     return c.shell.revision === this.ctx.store.revision ? c : undefined
@@ -356,6 +376,13 @@ export class CoordinatorHost {
     const c = this.nodes[node]!
     if (!c.alive) return
     const { w, checks, members } = this.ctx
+    if (c.hung) {
+      // the host serves heartbeats under its lock, which a hung store
+      // command holds (`hung-store`): the request waits for the deadline
+      w.count("hungStore:requestsHeld")
+      c.held.push(req)
+      return
+    }
     const proc = members.procs[req.pid]!
     const slot = proc.slot.idx
     const fresh = req.seq > (this.lastSeq[req.pid] ?? 0)
@@ -389,6 +416,8 @@ export class CoordinatorHost {
           )
         const ok = this.commit(c, step)
         if (ok === "retry") continue
+        // the request is lost with the hung command: the member's transport times out
+        if (ok === "hung") return
         if (!ok) break
         const response = step.response
         if (leader && response.errorCode === "NONE" && response.memberEpoch > 0)
@@ -446,6 +475,8 @@ export class CoordinatorHost {
     const c = this.nodes[node]!
     const w = this.ctx.w
     if (c.inc !== inc || c.shell === null || !c.alive || w.now < c.timerAt) return
+    // deadlines run under the host's lock too; the hang ends in a step-down
+    if (c.hung) return
     c.timerAt = Number.POSITIVE_INFINITY
     const now = instantOf(c, w.now)
     for (;;) {
@@ -453,7 +484,8 @@ export class CoordinatorHost {
       if (shell === null) return
       const step = shell.dueTimer(now)
       if (step === undefined) break
-      if (this.commit(c, step) === false) return
+      const ok = this.commit(c, step, true)
+      if (ok === false || ok === "hung") return
     }
     this.armTimer(c)
   }
@@ -494,7 +526,7 @@ export class CoordinatorHost {
    * that still holds the lease reloads and retries (as CoordinatorHost
    * does); one that lost it steps down.
    */
-  private commit(c: CoordNode, step: Step<unknown>): boolean | "retry" {
+  private commit(c: CoordNode, step: Step<unknown>, deadline = false): boolean | "retry" | "hung" {
     const shell = c.shell!
     const { w, store, lease, data, members } = this.ctx
     // a restored token (rule 30) is written best effort, as CoordinatorHost
@@ -511,6 +543,15 @@ export class CoordinatorHost {
       // out by itself), so its candidate stops serving at its next check
       this.stepDown(c)
       return false
+    }
+    if (
+      (c.hangArmed === "any" || (c.hangArmed === "deadline" && deadline)) &&
+      (step.records.length > 0 || grants.length > 0)
+    ) {
+      c.hangArmed = undefined
+      if (deadline) this.ctx.w.count("hungStore:hungAtDeadline")
+      this.hang(c, step, grants)
+      return "hung"
     }
     if (step.records.length > 0) {
       const expected = shell.revision
@@ -721,6 +762,76 @@ export class CoordinatorHost {
     this.onClaim = undefined
   }
 
+  // ---------------------------------------------------------------- the hung-store fault
+
+  /**
+   * The next store command of candidate `c`'s host (a commit or a fence
+   * write; with `deadline`, the next one a due deadline makes) never answers.
+   */
+  armHang(c: CoordNode, deadline: boolean): void {
+    c.hangArmed = deadline ? "deadline" : "any"
+  }
+
+  /**
+   * A store command of the host never answers (a hung master, a connection
+   * that drops packets without a reset). The host waits under its lock, so
+   * no heartbeat is answered and no deadline runs, while its renewal loop
+   * and its candidate's check go on (docs/protocol.md rule 20: renewals run
+   * outside the lock). The command may have run or not: half the time the
+   * commit (CAS) and the fences land, the answer never comes. At the
+   * command's deadline (`commandTimeoutMs`, docs/redis.md "Command
+   * deadline", docs/protocol.md rule 27) it fails `BackendUnavailable`, and
+   * the host steps down as on any failed commit; the requests that waited
+   * are served then (by whoever takes the lease).
+   */
+  private hang(c: CoordNode, step: Step<unknown>, grants: Step<unknown>["fences"]): void {
+    const { w, store, data } = this.ctx
+    c.hung = true
+    w.count("hungStore:hung")
+    if (w.rng.faultEvents.chance(0.5)) {
+      // the command ran; only its answer is lost
+      w.count("hungStore:ranUnanswered")
+      if (step.records.length > 0) {
+        this.committer = shellKey(c)
+        store.commit(c.shell!, step)
+      }
+      data.writeFences(grants)
+    }
+    w.mark("fault", `coordinator #${c.idx}: a store command hangs`)
+    // BROKEN ON PURPOSE with `no-command-deadline` (test-only): no deadline,
+    // as before docs/protocol.md rule 27: the host waits for good
+    if (this.ctx.options.broken === "no-command-deadline") return
+    const hangs = ++this.hangs
+    c.hangId = hangs
+    this.ctx.faults.open(FAULT_KINDS.indexOf("hung-store"), {
+      afterMs: timing.commandTimeoutMs,
+      heal: () => this.commandDeadline(c, hangs),
+    })
+  }
+
+  /**
+   * The hung command's deadline passed: `BackendUnavailable`, the host steps
+   * down (even if its renewal loop lost the lease meanwhile and it stepped
+   * down already: then this is a no-op but for the waiting requests).
+   */
+  private commandDeadline(c: CoordNode, hangId: number): void {
+    const w = this.ctx.w
+    if (!c.hung || c.hangId !== hangId || !c.alive) return
+    c.hung = false
+    w.count("hungStore:deadlinePassed")
+    w.mark("fault", `coordinator #${c.idx}: store command deadline passed: steps down`)
+    // BROKEN ON PURPOSE with `hung-commit-keeps-shell` (test-only): the host
+    // keeps leading on its shell after the failed command, so a deadline
+    // whose step `dueTimer` handed out is lost (the seed 7305 class)
+    if (this.ctx.options.broken !== "hung-commit-keeps-shell") this.stepDown(c)
+    const held = c.held
+    c.held = []
+    for (const req of held) {
+      if (!this.deferred(c.idx, K.REQ_POPPED, req.pid, req))
+        w.q.push(w.now, K.REQ_POPPED, c.idx, req.pid, req)
+    }
+  }
+
   // ---------------------------------------------------------------- leadership
 
   /**
@@ -808,6 +919,10 @@ export class CoordinatorHost {
     // a crashed process is not paused any more; what it deferred is gone
     c.paused = false
     c.deferred = []
+    // a hung command and the requests behind it die with the process
+    c.hung = false
+    c.held = []
+    c.hangArmed = undefined
     w.mark("fault", `coordinator #${c.idx} crash`)
     this.availabilityChanged()
   }
@@ -851,6 +966,7 @@ export class CoordinatorHost {
   heal(): void {
     this.onClaim = undefined
     for (const c of this.nodes) {
+      c.hangArmed = undefined
       if (!c.alive) this.restart(c.idx)
       if (c.paused) this.resume(c.idx)
       c.checkStarvedUntil = Math.min(c.checkStarvedUntil, this.ctx.w.now)

@@ -419,6 +419,31 @@ export const FAULTS: Partial<Record<FaultKind, FaultDef>> = {
     },
   },
   /**
+   * A store command that never answers (a hung master, a connection that
+   * drops packets without a reset): the lease holder's next commit or
+   * fence write hangs until its deadline (`commandTimeoutMs`, docs/redis.md
+   * "Command deadline"; docs/protocol.md rule 27), its outcome unknown (it
+   * ran half the time), then fails and the host steps down. Meanwhile its
+   * lock is held: no heartbeat is answered, no deadline runs, while its
+   * renewal loop keeps the lease (rule 20). Half the time it is the next
+   * command a due deadline makes. Opt-in (`OPT_IN_FAULTS`).
+   */
+  "hung-store": {
+    scope: "coordinator",
+    rate: 1,
+    inject: (ctx, r) => {
+      const c = ctx.coord.nodes[ctx.lease.holder]
+      if (c === undefined || !c.alive || c.shell === null || c.hung || c.hangArmed !== undefined)
+        return none
+      // half the time the command a due deadline makes (an expiry, a revoke
+      // timeout): a host that kept its shell would have lost that deadline
+      const deadline = r.chance(0.5)
+      ctx.coord.armHang(c, deadline)
+      ctx.w.count(deadline ? "hungStore:armedDeadline" : "hungStore:armed")
+      return none
+    },
+  },
+  /**
    * The member's next heartbeats carry a forged ownership report: a claim
    * of a shard it does not hold, a REVOKING of a shard not its own, a REVOKED
    * of a shard it still reads (fence on only), or, whenever one of its

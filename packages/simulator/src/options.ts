@@ -90,8 +90,22 @@ export const FAULT_KINDS = [
   "redis-outage",
   "stale-claim",
   "evict",
+  "hung-store",
 ] as const
 export type FaultKind = (typeof FAULT_KINDS)[number]
+
+/**
+ * Kinds only a comma list turns on: `swarm` leaves them off (their on/off
+ * and intensity are still drawn, so every other kind's mix is unchanged),
+ * and so do the pinned seeds' lists (`SWARM_FAULT_KINDS`). A sweep with
+ * one on lists every kind (`--faults` with `SWARM_FAULT_KINDS` and it).
+ */
+export const OPT_IN_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>(["hung-store"])
+
+/** Every kind the `swarm` mix may turn on (all but the opt-in ones). */
+export const SWARM_FAULT_KINDS: ReadonlyArray<FaultKind> = FAULT_KINDS.filter(
+  (k) => !OPT_IN_FAULTS.has(k),
+)
 
 /**
  * Kinds that act on every message or at setup (no episodes): network
@@ -145,6 +159,13 @@ export const DISRUPTIVE_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>(
  *   docs/protocol.md rule 25: it keeps any serve while its host holds the
  *   lease, whatever term the serve started under and whether it still
  *   answers (`coordinator.ts`).
+ * - `no-command-deadline` (the `hung-store` fault): a store command that
+ *   never answers is waited for without a deadline, as before
+ *   docs/protocol.md rule 27: the leader holds its lock for good while its
+ *   renewal loop keeps its lease (`coordinator.ts`).
+ * - `hung-commit-keeps-shell` (the `hung-store` fault): at the hung
+ *   command's deadline the host keeps leading on its shell instead of
+ *   stepping down, so a deadline `dueTimer` handed out is never run.
  */
 export type Broken =
   | "assign-before-revoke"
@@ -156,6 +177,8 @@ export type Broken =
   | "missing-token-is-zero"
   | "vanished-read-as-empty"
   | "missing-token-unreported"
+  | "no-command-deadline"
+  | "hung-commit-keeps-shell"
 export const BROKEN: ReadonlyArray<Broken> = [
   "assign-before-revoke",
   "skip-election",
@@ -166,6 +189,8 @@ export const BROKEN: ReadonlyArray<Broken> = [
   "missing-token-is-zero",
   "vanished-read-as-empty",
   "missing-token-unreported",
+  "no-command-deadline",
+  "hung-commit-keeps-shell",
 ]
 
 /** Transactional handlers on: asked for, or implied by a `tx-` breakage. */
@@ -256,6 +281,12 @@ export const timing = {
   /** Member self-fence margin (default member config; covers the clock bound). */
   safetyMarginMs: 1_500,
   coordinatorLeaseMs: 3_000,
+  /**
+   * Every store command's deadline (`commandTimeoutMs`, its default;
+   * docs/redis.md, "Command deadline"): past it the command fails
+   * `BackendUnavailable`, its outcome unknown.
+   */
+  commandTimeoutMs: 5_000,
   /** Clock bound: offsets within ±maxSkewMs, rates within ±maxDriftPpm. */
   maxSkewMs: 100,
   maxDriftPpm: 500,
@@ -393,7 +424,7 @@ export const drawFaults = (options: SimOptions): FaultMix => {
     // Always draw both numbers so the mix of one kind never depends on another.
     const on = rng.chance(0.5)
     const level = rng.range(0.2, 1)
-    const enabled = spec === "swarm" ? on : listed.has(k)
+    const enabled = OPT_IN_FAULTS.has(k) ? listed.has(k) : spec === "swarm" ? on : listed.has(k)
     intensity[k] = enabled ? level : 0
   }
   return { intensity }

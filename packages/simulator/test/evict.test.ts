@@ -12,10 +12,10 @@ import { describe, expect, it } from "vitest"
 import {
   type Broken,
   defaultOptions,
-  FAULT_KINDS,
   replayCommand,
   runSeed,
   type SimOptions,
+  SWARM_FAULT_KINDS,
 } from "../src/index.js"
 import { range, runSet } from "./helpers.js"
 
@@ -84,7 +84,7 @@ describe("evict", () => {
 })
 
 /** Every fault kind on, as the swarm sweep of issue 34 ran them. */
-const everyFault = FAULT_KINDS.join(",")
+const everyFault = SWARM_FAULT_KINDS.join(",")
 
 const sweep = (seed: number, workers: number, rate: number, broken?: Broken): SimOptions => ({
   ...defaultOptions,

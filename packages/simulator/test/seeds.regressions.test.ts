@@ -8,13 +8,13 @@
 import { describe, expect, it } from "vitest"
 import {
   defaultOptions,
-  FAULT_KINDS,
   replayCommand,
   runSeed,
   type SimOptions,
+  SWARM_FAULT_KINDS,
 } from "../src/index.js"
 
-const every = FAULT_KINDS.join(",")
+const every = SWARM_FAULT_KINDS.join(",")
 
 const pinned: ReadonlyArray<readonly [string, SimOptions]> = [
   // Issue 34. A session deadline came due during a Redis outage shorter than
