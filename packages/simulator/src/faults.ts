@@ -444,6 +444,27 @@ export const FAULTS: Partial<Record<FaultKind, FaultDef>> = {
     },
   },
   /**
+   * Handlers that ignore their abort signal (docs/protocol.md rule 19's
+   * limit; docs/runtime.md "A handler past its drain"): for the episode, a
+   * member's handler in flight when its shard is revoked runs 1.2-3 revoke
+   * timeouts (past the drain deadline: rule 4 fences the member), and one
+   * in flight when its loops are stopped at once (a fence, a lost lease)
+   * runs 0.5-3 revoke timeouts more. The loop is reported drained only when
+   * the handler returns; its late ack (worst case: the handler acks on its
+   * own) goes to storage with its old token. Opt-in (`OPT_IN_FAULTS`).
+   */
+  "handler-ignores-abort": {
+    scope: "member",
+    rate: 1,
+    inject: (ctx, r) => {
+      const slot = anySlot(ctx, r)
+      slot.ignoresAbort = true
+      ctx.w.count("ignoresAbort:episodes")
+      ctx.w.mark("fault", `handlers of ${slot.id} ignore their abort signal`)
+      return [{ afterMs: duration(r), heal: () => (slot.ignoresAbort = false) }]
+    },
+  },
+  /**
    * The member's next heartbeats carry a forged ownership report: a claim
    * of a shard it does not hold, a REVOKING of a shard not its own, a REVOKED
    * of a shard it still reads (fence on only), or, whenever one of its

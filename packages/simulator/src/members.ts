@@ -48,6 +48,12 @@ export interface Batch {
   stretched: boolean
   /** Transactions: the commit was sent with this token and is in flight (it lands at this batch's next BATCH_DONE). */
   commitToken?: number
+  /**
+   * `handler-ignores-abort`: its loop was stopped (StopAllShards) while its
+   * handler, which ignores the abort signal, runs on until `until`; the
+   * machine hears `ShardDrained` only then (docs/protocol.md rule 19).
+   */
+  zombie?: { readonly until: number; readonly holder: Holder }
 }
 
 export interface Run {
@@ -70,6 +76,8 @@ export class Slot {
   lastIncarnation = 0
   partStore = false
   slowDrain = false
+  /** `handler-ignores-abort`: its handlers run on past their abort signal. */
+  ignoresAbort = false
 
   constructor(
     readonly idx: number,
@@ -232,6 +240,8 @@ export class Members {
   readonly procs: Array<Proc> = []
   readonly table = new ProcTable()
   private readonly byId = new Map<string, Slot>()
+  /** Per process: shards whose stopped loop's handler ignores its abort and runs on. */
+  private readonly zombies = new Map<number, Set<number>>()
   /** A timer re-armed for the instant it just fired at would spin: the next tick is later. */
   private firing = false
   readonly weights: Float64Array
@@ -424,18 +434,26 @@ export class Members {
         case "StopShard":
           this.stopShard(p, c.shard)
           break
-        case "StopAllShards":
+        case "StopAllShards": {
+          const running = p.slot.ignoresAbort ? this.ignoringAbort(p) : undefined
           this.dropAll(p)
           w.count(`member:stopAll:${c.reason}`)
           this.ctx.checks.collateral?.memberStopped(p.id, c.reason, w.now)
           // the dropped loops end at once here (their batches are abandoned):
-          // each is reported, as the machine requires before a REVOKED or a rejoin
+          // each is reported, as the machine requires before a REVOKED or a rejoin;
+          // a loop whose handler ignores its abort ends when the handler returns
+          if (running !== undefined) this.keepRunning(p, running)
           if (c.reason !== "left" && c.reason !== "leave-timeout")
             for (const [shard, entry] of [...p.state.shards])
-              if (entry.status === "stopping")
+              if (
+                entry.status === "stopping" &&
+                (!this.handlerRunsOn(p, shard) ||
+                  this.ctx.options.broken === "drained-before-handler-returns")
+              )
                 for (const more of MemberMachine.step(p.state, { _tag: "ShardDrained", shard }))
                   cmds.push(more)
           break
+        }
         case "SendHeartbeat":
           this.send(p)
           break
@@ -746,6 +764,83 @@ export class Members {
     w.q.push(w.now + late, K.DRAINED, p.pid, shard, p.loops)
   }
 
+  /**
+   * The `handler-ignores-abort` fault: the loops of `p` with a handler in
+   * flight, about to be stopped at once (StopAllShards), by shard.
+   */
+  private ignoringAbort(p: Proc): Map<number, { run: Run; batch: Batch }> {
+    const out = new Map<number, { run: Run; batch: Batch }>()
+    for (const [shard, run] of p.runs)
+      if (run.batch !== null && run.batch.commitToken === undefined)
+        out.set(shard, { run, batch: run.batch })
+    return out
+  }
+
+  /**
+   * Handlers that ignore their abort signal (`handler-ignores-abort`) run on
+   * after their loops were stopped, 0.5-3 revoke timeouts more: the process
+   * still holds those shards (the intent checker sees it while its lease is
+   * valid: nobody else may read them, docs/protocol.md rule 19), and their
+   * loops are reported drained only when the handlers return (`batchDone`).
+   */
+  private keepRunning(p: Proc, running: Map<number, { run: Run; batch: Batch }>): void {
+    const { w, checks } = this.ctx
+    for (const [shard, { run, batch }] of running) {
+      const holder: Holder = {
+        ...run.holder,
+        active: () => p.alive && batch.zombie !== undefined && p.leaseValid(w.now),
+      }
+      const until = w.now + w.rng.faultEvents.range(0.5, 3) * timing.revokeTimeoutMs
+      batch.zombie = { until, holder }
+      let set = this.zombies.get(p.pid)
+      if (set === undefined) this.zombies.set(p.pid, (set = new Set()))
+      set.add(shard)
+      checks.intent.hold(shard, holder)
+      w.count("ignoresAbort:handlerRunsOn")
+    }
+  }
+
+  /** Whether a handler of `p` that ignored its abort still runs for `shard`. */
+  private handlerRunsOn(p: Proc, shard: number): boolean {
+    return this.zombies.get(p.pid)?.has(shard) === true
+  }
+
+  /** The handler of a stopped loop that ignored its abort returns: its late ack, then its drain report. */
+  private zombieDone(p: Proc, batch: Batch): void {
+    const { w, checks, data } = this.ctx
+    const z = batch.zombie!
+    if (w.now < z.until) {
+      w.q.push(z.until, K.BATCH_DONE, p.pid, 0, batch)
+      return
+    }
+    batch.zombie = undefined
+    this.zombies.get(p.pid)?.delete(batch.shard)
+    checks.intent.release(batch.shard, p.pid)
+    if (!p.alive) return
+    // The worst case: the handler acknowledges on its own (a late ack with
+    // its old token, whether or not its lease is still valid); storage
+    // decides (rule 19's limit: once its grant ended only the fence stops it).
+    if (!p.slot.partStore && !this.ctx.store.down) {
+      if (p.leaseValid(w.now)) checks.intent.act(w.now, batch.shard, z.holder)
+      if (data.ack(batch.shard, z.holder.token, batch.ids)) {
+        w.count("ignoresAbort:lateAckAccepted")
+        // with the fence off, a fenced or replaced lifecycle's ack is a
+        // zombie ack by design, as in `effective` (the intent checker judges it)
+        const end = data.storageFence ? undefined : checks.view.ended(p.id, z.holder.epoch)
+        if (end !== undefined && (end.kind === "MemberFenced" || end.kind === "MemberReplaced"))
+          data.zombieAcks++
+        else checks.ownership.batch(batch.shard, p.pid, batch.start, w.now)
+      } else w.count("ignoresAbort:lateAckRefused")
+    } else w.count("ignoresAbort:lateAckUnreachable")
+    const entry = p.state.shards.get(batch.shard)
+    if (
+      entry?.status === "stopping" &&
+      this.ctx.options.broken !== "drained-before-handler-returns"
+    )
+      this.exec(p, MemberMachine.step(p.state, { _tag: "ShardDrained", shard: batch.shard }))
+    this.pickAndRead(p)
+  }
+
   /** Stops a loop at once (crash, StopAllShards): the in-flight batch is abandoned. */
   private dropRun(p: Proc, shard: number, run: Run): void {
     const { data, sampler, checks } = this.ctx
@@ -853,6 +948,10 @@ export class Members {
 
   batchDone(batch: Batch): void {
     const p = this.procs[batch.pid]!
+    if (batch.zombie !== undefined) {
+      this.zombieDone(p, batch)
+      return
+    }
     if (batch.commitToken !== undefined) {
       this.commitLands(p, batch)
       return
@@ -870,6 +969,16 @@ export class Members {
       batch.stretched = true
       w.count("slowDrain:stretched")
       w.q.push(w.now + timing.revokeTimeoutMs * 1.5, K.BATCH_DONE, p.pid, 0, batch)
+      return
+    }
+    if (run.draining && p.slot.ignoresAbort && !batch.stretched) {
+      // A handler that ignores its abort signal at its drain deadline runs
+      // on past the revoke timeout (rule 4 fences its member; rule 19 holds
+      // the shard until it stopped or its lease provably ended).
+      batch.stretched = true
+      w.count("ignoresAbort:drainStretched")
+      const more = w.rng.faultEvents.range(1.2, 3) * timing.revokeTimeoutMs
+      w.q.push(w.now + more, K.BATCH_DONE, p.pid, 0, batch)
       return
     }
     run.batch = null

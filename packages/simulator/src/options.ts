@@ -91,6 +91,7 @@ export const FAULT_KINDS = [
   "stale-claim",
   "evict",
   "hung-store",
+  "handler-ignores-abort",
 ] as const
 export type FaultKind = (typeof FAULT_KINDS)[number]
 
@@ -100,7 +101,10 @@ export type FaultKind = (typeof FAULT_KINDS)[number]
  * and so do the pinned seeds' lists (`SWARM_FAULT_KINDS`). A sweep with
  * one on lists every kind (`--faults` with `SWARM_FAULT_KINDS` and it).
  */
-export const OPT_IN_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>(["hung-store"])
+export const OPT_IN_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>([
+  "hung-store",
+  "handler-ignores-abort",
+])
 
 /** Every kind the `swarm` mix may turn on (all but the opt-in ones). */
 export const SWARM_FAULT_KINDS: ReadonlyArray<FaultKind> = FAULT_KINDS.filter(
@@ -166,6 +170,10 @@ export const DISRUPTIVE_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>(
  * - `hung-commit-keeps-shell` (the `hung-store` fault): at the hung
  *   command's deadline the host keeps leading on its shell instead of
  *   stepping down, so a deadline `dueTimer` handed out is never run.
+ * - `drained-before-handler-returns` (the `handler-ignores-abort` fault):
+ *   a stopped loop is reported drained at once though its handler, which
+ *   ignores its abort signal, still runs (`members.ts`), so the member
+ *   rejoins, "proving" it stopped (docs/protocol.md rule 19).
  */
 export type Broken =
   | "assign-before-revoke"
@@ -179,6 +187,7 @@ export type Broken =
   | "missing-token-unreported"
   | "no-command-deadline"
   | "hung-commit-keeps-shell"
+  | "drained-before-handler-returns"
 export const BROKEN: ReadonlyArray<Broken> = [
   "assign-before-revoke",
   "skip-election",
@@ -191,6 +200,7 @@ export const BROKEN: ReadonlyArray<Broken> = [
   "missing-token-unreported",
   "no-command-deadline",
   "hung-commit-keeps-shell",
+  "drained-before-handler-returns",
 ]
 
 /** Transactional handlers on: asked for, or implied by a `tx-` breakage. */
