@@ -793,7 +793,10 @@ export class Members {
       const until = w.now + w.rng.faultEvents.range(0.5, 3) * timing.revokeTimeoutMs
       batch.zombie = { until, holder }
       let set = this.zombies.get(p.pid)
-      if (set === undefined) this.zombies.set(p.pid, (set = new Set()))
+      if (set === undefined) {
+        set = new Set()
+        this.zombies.set(p.pid, set)
+      }
       set.add(shard)
       checks.intent.hold(shard, holder)
       w.count("ignoresAbort:handlerRunsOn")
