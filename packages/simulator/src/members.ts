@@ -785,10 +785,17 @@ export class Members {
    */
   private keepRunning(p: Proc, running: Map<number, { run: Run; batch: Batch }>): void {
     const { w, checks } = this.ctx
+    // The lease the grants were held under, as it stood when the loops
+    // stopped: a later answer (a rejoin after an expiry, rule 19's limit)
+    // is a new lifecycle's lease and covers none of these grants.
+    const lease = { ...p.state }
     for (const [shard, { run, batch }] of running) {
       const holder: Holder = {
         ...run.holder,
-        active: () => p.alive && batch.zombie !== undefined && p.leaseValid(w.now),
+        active: () =>
+          p.alive &&
+          batch.zombie !== undefined &&
+          MemberMachine.leaseValid(lease, local(p.clock, w.now)),
       }
       const until = w.now + w.rng.faultEvents.range(0.5, 3) * timing.revokeTimeoutMs
       batch.zombie = { until, holder }
@@ -816,15 +823,17 @@ export class Members {
       w.q.push(z.until, K.BATCH_DONE, p.pid, 0, batch)
       return
     }
-    batch.zombie = undefined
     this.zombies.get(p.pid)?.delete(batch.shard)
-    checks.intent.release(batch.shard, p.pid)
-    if (!p.alive) return
+    if (!p.alive) {
+      batch.zombie = undefined
+      checks.intent.release(batch.shard, p.pid)
+      return
+    }
     // The worst case: the handler acknowledges on its own (a late ack with
     // its old token, whether or not its lease is still valid); storage
     // decides (rule 19's limit: once its grant ended only the fence stops it).
     if (!p.slot.partStore && !this.ctx.store.down) {
-      if (p.leaseValid(w.now)) checks.intent.act(w.now, batch.shard, z.holder)
+      if (z.holder.active()) checks.intent.act(w.now, batch.shard, z.holder)
       if (data.ack(batch.shard, z.holder.token, batch.ids)) {
         w.count("ignoresAbort:lateAckAccepted")
         // with the fence off, a fenced or replaced lifecycle's ack is a
@@ -835,6 +844,8 @@ export class Members {
         else checks.ownership.batch(batch.shard, p.pid, batch.start, w.now)
       } else w.count("ignoresAbort:lateAckRefused")
     } else w.count("ignoresAbort:lateAckUnreachable")
+    batch.zombie = undefined
+    checks.intent.release(batch.shard, p.pid)
     const entry = p.state.shards.get(batch.shard)
     if (
       entry?.status === "stopping" &&
