@@ -200,6 +200,12 @@ export interface MemberState {
   leaveSeq: number
   /** When a leave that could not finish ends anyway (0: not leaving). */
   leaveDeadline: number
+  /**
+   * A leave asked while fenced with stopped loops still running: it begins
+   * once they end (until then the member sends nothing; docs/protocol.md
+   * rule 19).
+   */
+  leaveWhenStopped: boolean
   /** The last INVALID_REQUEST surfaced, for inspection. */
   lastRejection: HeartbeatRejected | undefined
 }
@@ -365,6 +371,7 @@ export const make = (config: MemberConfig, now: number): MemberState => {
     acceptFromSeq: 0,
     leaveSeq: 0,
     leaveDeadline: 0,
+    leaveWhenStopped: false,
     lastRejection: undefined,
   }
 }
@@ -457,7 +464,8 @@ export const nextDeadline = (state: MemberState): number | undefined => {
     at = state.nextHeartbeatAt
   const expires = leaseExpiresAt(state)
   if (holdsLease(state) && expires !== undefined) at = Math.min(at, expires)
-  if (state.lifecycle === "leaving") at = Math.min(at, state.leaveDeadline)
+  if (state.lifecycle === "leaving" || state.leaveWhenStopped)
+    at = Math.min(at, state.leaveDeadline)
   return at
 }
 
@@ -694,7 +702,7 @@ export const step = (state: MemberState, event: MemberEvent): Array<MemberComman
       loseLeaseIfDue(state, event.now, out)
       if (
         !hasLeft(state) &&
-        state.lifecycle === "leaving" &&
+        (state.lifecycle === "leaving" || state.leaveWhenStopped) &&
         state.leaveDeadline > 0 &&
         event.now >= state.leaveDeadline
       )
@@ -792,7 +800,11 @@ const onResponse = (
           }),
         })
         // We are registered now (answered NONE): leave, so our grants are freed at once.
-        return beginLeave(state, now, out)
+        return beginLeave(
+          state,
+          now + (state.config.leaveTimeoutMs ?? state.sessionTimeoutMs ?? DEFAULT_LEAVE_TIMEOUT_MS),
+          out,
+        )
       }
       // The lease this answer grants runs from the request's send time. If it
       // has already run out (a late answer, e.g. after a pause), or the send
@@ -997,7 +1009,11 @@ const onStopped = (
     return
   }
   state.shards.delete(shard)
-  if (state.lifecycle === "fenced" && !stopping(state)) requestSend(state, out)
+  if (state.lifecycle === "fenced" && !stopping(state)) {
+    // the last stopped loop ended: a leave asked meanwhile begins now
+    if (state.leaveWhenStopped) return beginLeave(state, state.leaveDeadline, out)
+    requestSend(state, out)
+  }
   if (state.lifecycle === "leaving" && !draining(state)) requestSend(state, out)
 }
 
@@ -1100,14 +1116,26 @@ const onLeave = (state: MemberState, now: number, out: Array<MemberCommand>) => 
     // Never sent a join: nothing to give back.
     return finishLeave(state, "left", out)
   }
-  beginLeave(state, now, out)
+  const deadline =
+    now + (state.config.leaveTimeoutMs ?? state.sessionTimeoutMs ?? DEFAULT_LEAVE_TIMEOUT_MS)
+  if (waitingForStops(state)) {
+    // Fenced, with stopped loops still running (a handler past its abort):
+    // any request now would carry epoch 0, a join, which tells the
+    // coordinator this process stopped, and it releases the shards it holds
+    // for us (rule 19) while a handler still runs on one. The leave waits
+    // for the loops, as the join does (issue 34, swarm seed 7060).
+    state.leaveWhenStopped = true
+    state.leaveDeadline = deadline
+    return
+  }
+  beginLeave(state, deadline, out)
 }
 
 /** Stop reading everything and tell the coordinator; epoch -1 follows once drained. */
-const beginLeave = (state: MemberState, now: number, out: Array<MemberCommand>) => {
+const beginLeave = (state: MemberState, deadline: number, out: Array<MemberCommand>) => {
   state.lifecycle = "leaving"
-  state.leaveDeadline =
-    now + (state.config.leaveTimeoutMs ?? state.sessionTimeoutMs ?? DEFAULT_LEAVE_TIMEOUT_MS)
+  state.leaveWhenStopped = false
+  state.leaveDeadline = deadline
   for (const [shard, entry] of state.shards) {
     if (isOwned(entry.status)) {
       entry.status = "revoking"
@@ -1122,5 +1150,6 @@ const finishLeave = (state: MemberState, reason: StopReason, out: Array<MemberCo
   dropOwnership(state, reason, out)
   state.lifecycle = "left"
   state.leaveDeadline = 0
+  state.leaveWhenStopped = false
   out.push({ _tag: "Left" })
 }

@@ -218,6 +218,44 @@ describe("MemberMachine", () => {
     },
   )
 
+  // A leave used to send at once: an epoch-0 request, which the coordinator
+  // takes as a join, the proof that this process stopped (rule 19), so it
+  // granted a shard again while a handler past its abort still ran on it
+  // (simulator, swarm seed 7060 with handler-ignores-abort).
+  it("a leave asked while fenced with stopped loops still running sends nothing until they end, then leaves", () => {
+    const state = stableMember()
+    const fenced = roundTrip(
+      state,
+      response({ errorCode: "UNKNOWN_MEMBER_ID", memberEpoch: 0, assignmentEpoch: 0 }),
+      10,
+    )
+    expect(tags(fenced.commands)).toEqual(["StopAllShards"])
+    expect(MemberMachine.step(state, { _tag: "LeaveRequested", now: 20 })).toEqual([])
+    expect(MemberMachine.phase(state)).toBe("fenced")
+    // the leave timeout still bounds it (session 10 s from the answer)
+    expect(MemberMachine.nextDeadline(state)).toBe(20 + 10_000)
+    expect(MemberMachine.step(state, { _tag: "ShardDrained", shard: 0 })).toEqual([])
+    expect(MemberMachine.step(state, { _tag: "ShardDrained", shard: 1 })).toEqual([])
+    // the last loop ended: the leave begins, and only now is a request sent
+    expect(MemberMachine.step(state, { _tag: "ShardDrained", shard: 2 })).toEqual([
+      { _tag: "SendHeartbeat" },
+    ])
+    expect(MemberMachine.phase(state)).toBe("leaving")
+  })
+
+  it("a leave asked while fenced, whose stopped loop never ends, ends at the leave timeout without a request", () => {
+    const state = stableMember()
+    roundTrip(
+      state,
+      response({ errorCode: "UNKNOWN_MEMBER_ID", memberEpoch: 0, assignmentEpoch: 0 }),
+      10,
+    )
+    MemberMachine.step(state, { _tag: "LeaveRequested", now: 20 })
+    expect(MemberMachine.step(state, { _tag: "Tick", now: 10_019 })).toEqual([])
+    expect(tags(MemberMachine.step(state, { _tag: "Tick", now: 10_020 }))).toContain("Left")
+    expect(MemberMachine.phase(state)).toBe("left")
+  })
+
   it.each(["NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS"] as const)(
     "%s: keep state and retry with backoff",
     (errorCode) => {
