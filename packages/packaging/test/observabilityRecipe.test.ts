@@ -1,7 +1,9 @@
 /**
  * docs/observability.md, "See your spans locally", runs as written (issue
  * 33: the recipe it replaced read an `InMemorySpanExporter` after
- * `sdk.shutdown()`, which had emptied it). The block is transpiled and run
+ * `sdk.shutdown()`, which had emptied it; and one run in 12 printed
+ * nothing until it flushed the processor first: a span is exported only once
+ * the SDK's resource detection ends). The block is transpiled and run
  * with Node against the built packages, as a user's script would be; the
  * docs' snippet test (test/snippets.test.ts) only typechecks it.
  */
