@@ -17,20 +17,10 @@ import {
   type SimOptions,
   SWARM_FAULT_KINDS,
 } from "../src/index.js"
-import { range, runSet } from "./helpers.js"
+import { churnOptions, range, runSet } from "./helpers.js"
 
-const churn = (seed: number, broken?: Broken): SimOptions => ({
-  ...defaultOptions,
-  scenario: "churn",
-  seed,
-  members: 6,
-  shards: 16,
-  workers: 2,
-  durationMs: 60_000,
-  ratePerShard: 5,
-  faults: "burst,evict",
-  broken,
-})
+const churn = (seed: number, broken?: Broken): SimOptions =>
+  churnOptions(seed, { faults: "burst,evict", broken })
 
 describe("evict", () => {
   it("reaches every path over 16 seeds, none failing", () => {

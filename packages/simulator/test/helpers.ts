@@ -24,6 +24,22 @@ export const smallOptions = (
   ...extra,
 })
 
+/**
+ * The churn shape the fault suites pin their seeds on (6 members, 16
+ * shards, 60 s, 5 messages/s a shard, 2 workers), with their faults.
+ */
+export const churnOptions = (seed: number, extra: Partial<SimOptions> = {}): SimOptions => ({
+  ...defaultOptions,
+  scenario: "churn",
+  seed,
+  members: 6,
+  shards: 16,
+  workers: 2,
+  durationMs: 60_000,
+  ratePerShard: 5,
+  ...extra,
+})
+
 /** A swarm seed with its shape drawn from the seed (as `--swarm` runs do). */
 export const drawnOptions = (seed: number, extra: Partial<SimOptions> = {}): SimOptions =>
   swarmOptions({ ...defaultOptions, scenario: "swarm", ...extra }, seed)

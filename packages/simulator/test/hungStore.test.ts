@@ -10,27 +10,11 @@
  * the deadline whose commit hung, and the deadline checker says so.
  */
 import { describe, expect, it } from "vitest"
-import {
-  type Broken,
-  defaultOptions,
-  replayCommand,
-  runSeed,
-  type SimOptions,
-} from "../src/index.js"
-import { range, runSet } from "./helpers.js"
+import { type Broken, replayCommand, runSeed, type SimOptions } from "../src/index.js"
+import { churnOptions, range, runSet } from "./helpers.js"
 
-const churn = (seed: number, broken?: Broken): SimOptions => ({
-  ...defaultOptions,
-  scenario: "churn",
-  seed,
-  members: 6,
-  shards: 16,
-  workers: 2,
-  durationMs: 60_000,
-  ratePerShard: 5,
-  faults: "burst,crash,hung-store",
-  broken,
-})
+const churn = (seed: number, broken?: Broken): SimOptions =>
+  churnOptions(seed, { faults: "burst,crash,hung-store", broken })
 
 const failover = (seed: number): SimOptions => ({
   ...churn(seed),

@@ -19,20 +19,15 @@ import {
   type SimOptions,
   SWARM_FAULT_KINDS,
 } from "../src/index.js"
-import { range, runSet } from "./helpers.js"
+import { churnOptions, range, runSet } from "./helpers.js"
 
-const churn = (seed: number, broken?: Broken): SimOptions => ({
-  ...defaultOptions,
-  scenario: "churn",
-  seed,
-  members: 6,
-  shards: 16,
-  workers: 4,
-  durationMs: 60_000,
-  ratePerShard: 8,
-  faults: "burst,pause,partition,crash,handler-ignores-abort",
-  broken,
-})
+const churn = (seed: number, broken?: Broken): SimOptions =>
+  churnOptions(seed, {
+    workers: 4,
+    ratePerShard: 8,
+    faults: "burst,pause,partition,crash,handler-ignores-abort",
+    broken,
+  })
 
 describe("handler-ignores-abort", () => {
   it("reaches every path over 16 seeds, none failing, with the fence on and off", () => {
