@@ -416,7 +416,10 @@ const startOne = async (
   for (let attempt = 0; attempt < 3; attempt++) {
     const port = await freePort()
     try {
-      const serverArgs = [...persistence, ...extraArgs, ...(options.args ?? [])]
+      // a cluster node's bus port can be taken too (seen in a fresh-clone
+      // run): a retry asks for a new one as well
+      const nodeArgs = attempt === 0 ? extraArgs : await withFreshClusterPort(extraArgs)
+      const serverArgs = [...persistence, ...nodeArgs, ...(options.args ?? [])]
       let child = await spawnServer(binaries, dir, port, serverArgs, leading)
       const info = await rawCommand(port, "INFO server")
       const version =
@@ -530,6 +533,17 @@ export const startRedis = (options: StartOptions = {}): Promise<RedisServer> =>
  * port of its own (the default, port + 10000, may be taken), a 2 s node
  * timeout.
  */
+/** `args` with a newly probed free port after `--cluster-port`, if it has one. */
+const withFreshClusterPort = async (
+  args: ReadonlyArray<string>,
+): Promise<ReadonlyArray<string>> => {
+  const at = args.indexOf("--cluster-port")
+  if (at < 0 || at + 1 >= args.length) return args
+  const fresh = [...args]
+  fresh[at + 1] = String(await freePort())
+  return fresh
+}
+
 export const clusterNodeArgs = async (): Promise<Array<string>> => [
   "--cluster-enabled",
   "yes",
