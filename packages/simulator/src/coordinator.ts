@@ -127,8 +127,12 @@ const instantOf = (c: CoordNode, t: number): { readonly mono: number; readonly w
 
 /** The lease's TTL by a candidate's own clock: never later than the lease store's (drift bound). */
 const ownLeaseMs = timing.coordinatorLeaseMs * (1 - (2 * timing.maxDriftPpm) / 1e6)
-/** A candidate's check period and its host's renewal period (`CoordinatorCandidate`'s default). */
-export const checkEveryMs = timing.coordinatorLeaseMs / 3
+/**
+ * A candidate's check period and its host's renewal period: a third of the
+ * lease, whole milliseconds, as `CoordinatorCandidate`'s default and
+ * `CoordinatorHost`'s renewal loop take it.
+ */
+export const checkEveryMs = Math.max(10, Math.floor(timing.coordinatorLeaseMs / 3))
 /** A standby wakes this long after the holder's lease should have run out (as the runtime does). */
 const STANDBY_SLACK_MS = 5
 

@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { MAX_MEMBER_WEIGHT, MIN_MEMBER_WEIGHT } from "@shardline/core"
+import { defaultCoordinatorLeaseMs, MAX_MEMBER_WEIGHT, MIN_MEMBER_WEIGHT } from "@shardline/core"
 import { Prng } from "./engine/Prng.js"
 
 export const SCENARIOS = [
@@ -281,16 +281,25 @@ export const reshardShape = (
   ...extra,
 })
 
+const heartbeatIntervalMs = 1_000
+const sessionTimeoutMs = 10_000
+
 /** Protocol timing of the group (ms); member-side settings may be drawn at the edges. */
 export const timing = {
-  heartbeatIntervalMs: 1_000,
-  sessionTimeoutMs: 10_000,
+  heartbeatIntervalMs,
+  sessionTimeoutMs,
   revokeTimeoutMs: 5_000,
   /** The runtime's transport timeout: a request without an answer by then has failed. */
   requestTimeoutMs: 1_500,
   /** Member self-fence margin (default member config; covers the clock bound). */
   safetyMarginMs: 1_500,
-  coordinatorLeaseMs: 3_000,
+  /**
+   * The coordinator lease TTL: the product's default, core's
+   * `defaultCoordinatorLeaseMs` of the group's timing (docs/protocol.md rule
+   * 20: twice the heartbeat interval, at most a quarter of the session, at
+   * least 1 s), 2 s here; renewed and checked every third of it.
+   */
+  coordinatorLeaseMs: defaultCoordinatorLeaseMs({ heartbeatIntervalMs, sessionTimeoutMs }),
   /**
    * Every store command's deadline (`commandTimeoutMs`, its default;
    * docs/redis.md, "Command deadline"): past it the command fails
@@ -310,7 +319,8 @@ export const timing = {
  * while Redis is up and a candidate is alive and not paused, counted from
  * the last NONE answer or the last excuse (Redis back, a candidate available
  * again, the lease holder crashed or paused by a fault). A session timeout
- * plus a lease TTL plus a check period (10 + 3 + 1 = 14 s). With T the
+ * plus a lease TTL plus a check period (10 + 2 + 0.67 = 12.7 s with the
+ * 2 s lease core's `defaultCoordinatorLeaseMs` gives). With T the
  * lease TTL and P = T/3 the check and renewal period, what the correct
  * protocol needs at worst, chained: a takeover after the holder was lost,
  * T + 2P (its lease runs out at most T after its last renewal, a standby
@@ -319,7 +329,7 @@ export const timing = {
  * the holder's next check, which the `stale-claim` fault starves by at most
  * T; a second loss in that term, a resignation, served by a standby at the
  * handover or, with none available, by the same candidate after its T of
- * abstention and a check, T + P. That is 3T + 3P = 12 s < 14 s; a live
+ * abstention and a check, T + P. That is 3T + 3P = 8 s < 12.7 s; a live
  * member's request sent after it finds a serve.
  */
 export const stallBoundMs =
