@@ -29,6 +29,7 @@ import {
   DrainChecker,
   ExactnessChecker,
   FanOutChecker,
+  HandoverChecker,
   IntentChecker,
   isCollateralFree,
   KeyOrderChecker,
@@ -60,6 +61,7 @@ import {
   exactConvergenceHeartbeats,
   FAULT_KINDS,
   type FaultMix,
+  handoverBoundMs,
   isExact,
   isReshard,
   livenessBoundMs,
@@ -230,6 +232,8 @@ export class Simulation {
               : (k) => `shard ${Math.floor(k / TX_KEYS_PER_SHARD)} key ${k % TX_KEYS_PER_SHARD}`,
           )
         : undefined,
+      handover:
+        mix.intensity["coord-stop"] > 0 ? new HandoverChecker(report, handoverBoundMs) : undefined,
     }
     ctx.checks = checks
     const clocksOn = mix.intensity.clock > 0
@@ -432,6 +436,7 @@ export class Simulation {
           : `none acknowledged in the last ${TAIL_STEP_MS / 1000} s of the tail`,
     )
     checks.transactions?.finish(w.now, (v) => w.violation(v))
+    checks.handover?.finish(w.now)
     const c = w.counters
     const ends = checks.view.endCounts
     checks.exactness?.finish(w.now, {
@@ -490,6 +495,11 @@ export class Simulation {
       counters["fanout:deletionsChecked"] = checks.fanout.deletionsChecked
       for (const [g, mode] of this.ctx.fanout.modes().entries())
         counters[`fanout:group${g}:${mode}`] = 1
+    }
+    if (checks.handover !== undefined) {
+      counters["handover:stopsJudged"] = checks.handover.stops
+      counters["handover:worstServedMs"] = Math.round(checks.handover.worstServedMs)
+      counters["handover:worstAnsweredMs"] = Math.round(checks.handover.worstAnsweredMs)
     }
     if (checks.exactness !== undefined) {
       counters["exact:episodes"] = checks.exactness.episodes

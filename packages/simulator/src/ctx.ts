@@ -12,6 +12,7 @@ import type {
   DrainChecker,
   ExactnessChecker,
   FanOutChecker,
+  HandoverChecker,
   IntentChecker,
   KeyOrderChecker,
   LeaseChecker,
@@ -70,6 +71,8 @@ export interface Checks {
   readonly keyOrder: KeyOrderChecker | undefined
   /** Transactional handlers only (`--tx`): every effect exactly once. */
   readonly transactions: TransactionChecker | undefined
+  /** The `coord-stop` fault only: a graceful stop hands over at once (rule 20). */
+  readonly handover: HandoverChecker | undefined
 }
 
 export interface Ctx {

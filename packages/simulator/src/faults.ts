@@ -534,6 +534,24 @@ export const FAULTS: Partial<Record<FaultKind, FaultDef>> = {
       ]
     },
   },
+  /**
+   * A graceful stop of the lease holder's process (a rolling deploy, a
+   * scale-down: SIGTERM; docs/protocol.md rule 20): it hands over at once
+   * (`CoordinatorHost.gracefulStop` in coordinator.ts); a new process starts
+   * 1-10 s later as a standby.
+   */
+  "coord-stop": {
+    scope: "coordinator",
+    rate: 1,
+    inject: (ctx, r) => {
+      const c = ctx.coord.nodes[ctx.lease.holder]
+      if (c === undefined || !c.alive || c.paused || c.hung || c.token === 0 || ctx.store.down)
+        return none
+      ctx.coord.gracefulStop(c)
+      ctx.w.count("coordStop:stops")
+      return [{ afterMs: r.range(1_000, 10_000), heal: () => ctx.coord.restart(c.idx) }]
+    },
+  },
 }
 
 const restart = (ctx: Ctx, slot: Slot) => {

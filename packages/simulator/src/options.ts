@@ -92,6 +92,7 @@ export const FAULT_KINDS = [
   "evict",
   "hung-store",
   "handler-ignores-abort",
+  "coord-stop",
 ] as const
 export type FaultKind = (typeof FAULT_KINDS)[number]
 
@@ -104,6 +105,7 @@ export type FaultKind = (typeof FAULT_KINDS)[number]
 export const OPT_IN_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>([
   "hung-store",
   "handler-ignores-abort",
+  "coord-stop",
 ])
 
 /** Every kind the `swarm` mix may turn on (all but the opt-in ones). */
@@ -125,6 +127,14 @@ export const CONTINUOUS_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>([
 ])
 
 /**
+ * Kinds appended since `burst` and `weights` under which a correct protocol
+ * still moves nothing, so a run with only these on is held to exactness:
+ * `coord-stop`, a graceful coordinator stop (docs/protocol.md rule 20: a
+ * failover moves nothing).
+ */
+const NON_DISRUPTIVE_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>(["coord-stop"])
+
+/**
  * Kinds under which a correct protocol still fences, expires or duplicates by
  * design (the storage fence is what stops the zombie). A run with none of
  * these on must be exact: zero duplicates, fenced reads, fences, expiries and
@@ -132,7 +142,7 @@ export const CONTINUOUS_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>([
  * scenario's tight bound.
  */
 export const DISRUPTIVE_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>(
-  FAULT_KINDS.filter((k) => k !== "burst" && k !== "weights"),
+  FAULT_KINDS.filter((k) => k !== "burst" && k !== "weights" && !NON_DISRUPTIVE_FAULTS.has(k)),
 )
 
 /**
@@ -174,6 +184,10 @@ export const DISRUPTIVE_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>(
  *   a stopped loop is reported drained at once though its handler, which
  *   ignores its abort signal, still runs (`members.ts`), so the member
  *   rejoins, "proving" it stopped (docs/protocol.md rule 19).
+ * - `stop-without-handover` (the `coord-stop` fault): a coordinator that
+ *   stops gracefully exits without its handover (docs/protocol.md rule 20):
+ *   no release of its lease, no handover mark, no wake-up of the standbys,
+ *   so a successor serves only once the lease ran out (`coordinator.ts`).
  */
 export type Broken =
   | "assign-before-revoke"
@@ -188,6 +202,7 @@ export type Broken =
   | "no-command-deadline"
   | "hung-commit-keeps-shell"
   | "drained-before-handler-returns"
+  | "stop-without-handover"
 export const BROKEN: ReadonlyArray<Broken> = [
   "assign-before-revoke",
   "skip-election",
@@ -201,6 +216,7 @@ export const BROKEN: ReadonlyArray<Broken> = [
   "no-command-deadline",
   "hung-commit-keeps-shell",
   "drained-before-handler-returns",
+  "stop-without-handover",
 ]
 
 /** Transactional handlers on: asked for, or implied by a `tx-` breakage. */
@@ -301,6 +317,12 @@ export const timing = {
    */
   coordinatorLeaseMs: defaultCoordinatorLeaseMs({ heartbeatIntervalMs, sessionTimeoutMs }),
   /**
+   * How long a graceful stop's handover mark holds members' requests for
+   * the successor (the Redis transport's `handoverMs` default;
+   * docs/protocol.md rule 20).
+   */
+  handoverMs: 2_000,
+  /**
    * Every store command's deadline (`commandTimeoutMs`, its default;
    * docs/redis.md, "Command deadline"): past it the command fails
    * `BackendUnavailable`, its outcome unknown.
@@ -334,6 +356,16 @@ export const timing = {
  */
 export const stallBoundMs =
   timing.sessionTimeoutMs + timing.coordinatorLeaseMs + timing.coordinatorLeaseMs / 3
+
+/**
+ * The handover checker's bound (`checkers/handover.ts`): after a graceful
+ * coordinator stop with a standby available, a successor serves within this
+ * (docs/protocol.md rule 20: woken by the handover, it "serves within
+ * milliseconds"). The lease expiry path, a stop without the handover, takes
+ * from two thirds of a lease TTL (its last renewal) to a TTL plus a check:
+ * at least 1.3 s with the 2 s lease.
+ */
+export const handoverBoundMs = 100
 
 /** After faults stop, the group must be balanced within this (session + revoke + lease + 10 hb). */
 export const livenessBoundMs =

@@ -25,6 +25,7 @@ export type CheckerName =
   | "transactions"
   | "liveness"
   | "answers"
+  | "handover"
 
 export interface Violation {
   readonly checker: CheckerName
