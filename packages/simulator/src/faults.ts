@@ -552,6 +552,22 @@ export const FAULTS: Partial<Record<FaultKind, FaultDef>> = {
       return [{ afterMs: r.range(1_000, 10_000), heal: () => ctx.coord.restart(c.idx) }]
     },
   },
+  /**
+   * The cluster outbox relay (docs/exactly-once.md, "Redis Cluster and the
+   * outbox"): relays fail for 0.5-4 s at a time (a target node down, a send
+   * refused); the first failure reshards the target stream meanwhile, so
+   * waiting entries are re-routed; in reshard scenarios a failure comes at
+   * every seal (`outbox.ts`). Only with `--tx`.
+   */
+  "outbox-relay": {
+    scope: "group",
+    rate: 1,
+    inject: (ctx, r) => {
+      if (ctx.outbox === undefined) return none
+      ctx.outbox.failFor(r.range(500, 4_000))
+      return none
+    },
+  },
 }
 
 const restart = (ctx: Ctx, slot: Slot) => {

@@ -93,6 +93,7 @@ export const FAULT_KINDS = [
   "hung-store",
   "handler-ignores-abort",
   "coord-stop",
+  "outbox-relay",
 ] as const
 export type FaultKind = (typeof FAULT_KINDS)[number]
 
@@ -106,6 +107,7 @@ export const OPT_IN_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>([
   "hung-store",
   "handler-ignores-abort",
   "coord-stop",
+  "outbox-relay",
 ])
 
 /** Every kind the `swarm` mix may turn on (all but the opt-in ones). */
@@ -188,6 +190,12 @@ export const DISRUPTIVE_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>(
  *   stops gracefully exits without its handover (docs/protocol.md rule 20):
  *   no release of its lease, no handover mark, no wake-up of the standbys,
  *   so a successor serves only once the lease ran out (`coordinator.ts`).
+ * - `outbox-gone-as-shard` (`outbox-relay` with `tx`): a relayer reads the
+ *   re-route's -1 ("the entry is already gone") as a shard number, the
+ *   product bug of issue 32 item 9 (`outbox.ts`).
+ * - `drain-with-outbox` (`outbox-relay` with `tx`, reshard scenarios): a
+ *   sealed shard is called drained whatever its outbox still holds
+ *   (docs/exactly-once.md, "Resharding and the outbox").
  */
 export type Broken =
   | "assign-before-revoke"
@@ -203,6 +211,8 @@ export type Broken =
   | "hung-commit-keeps-shell"
   | "drained-before-handler-returns"
   | "stop-without-handover"
+  | "outbox-gone-as-shard"
+  | "drain-with-outbox"
 export const BROKEN: ReadonlyArray<Broken> = [
   "assign-before-revoke",
   "skip-election",
@@ -217,6 +227,8 @@ export const BROKEN: ReadonlyArray<Broken> = [
   "hung-commit-keeps-shell",
   "drained-before-handler-returns",
   "stop-without-handover",
+  "outbox-gone-as-shard",
+  "drain-with-outbox",
 ]
 
 /** Transactional handlers on: asked for, or implied by a `tx-` breakage. */

@@ -26,6 +26,7 @@ export type CheckerName =
   | "liveness"
   | "answers"
   | "handover"
+  | "outbox"
 
 export interface Violation {
   readonly checker: CheckerName
