@@ -385,13 +385,16 @@ export class CoordinatorHost {
     }
     const mark = this.handover
     if (mark !== undefined) {
-      // the successor's serve takes the requests queued under the handover mark
+      // the successor's serve takes the requests queued under the handover
+      // mark; past the mark's end they had failed at their members already
       this.handover = undefined
-      for (const req of mark.queued) {
-        w.count("handover:requestTaken")
-        if (!this.deferred(c.idx, K.REQ_POPPED, req.pid, req))
-          w.q.push(w.now, K.REQ_POPPED, c.idx, req.pid, req)
-      }
+      if (w.now >= mark.until && mark.queued.length > 0) w.count("handover:queueExpired")
+      else
+        for (const req of mark.queued) {
+          w.count("handover:requestTaken")
+          if (!this.deferred(c.idx, K.REQ_POPPED, req.pid, req))
+            w.q.push(w.now, K.REQ_POPPED, c.idx, req.pid, req)
+        }
     }
     const armed = this.onClaim
     if (armed !== undefined && armed.except !== c.idx) {
