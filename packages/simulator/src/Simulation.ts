@@ -29,6 +29,7 @@ import {
   DrainChecker,
   ExactnessChecker,
   FanOutChecker,
+  HandoverChecker,
   IntentChecker,
   isCollateralFree,
   KeyOrderChecker,
@@ -36,6 +37,7 @@ import {
   LeaseConfigChecker,
   LivenessChecker,
   MessageChecker,
+  OutboxChecker,
   OwnershipChecker,
   RequestChecker,
   RevisionChecker,
@@ -60,6 +62,7 @@ import {
   exactConvergenceHeartbeats,
   FAULT_KINDS,
   type FaultMix,
+  handoverBoundMs,
   isExact,
   isReshard,
   livenessBoundMs,
@@ -71,6 +74,7 @@ import {
   txOn,
   workloadOptions,
 } from "./options.js"
+import { Outbox, type OutboxEntry } from "./outbox.js"
 import { Sampler, type Segment } from "./sampler.js"
 import { action, scheduleScenario } from "./scenario.js"
 import { Store } from "./store.js"
@@ -230,6 +234,10 @@ export class Simulation {
               : (k) => `shard ${Math.floor(k / TX_KEYS_PER_SHARD)} key ${k % TX_KEYS_PER_SHARD}`,
           )
         : undefined,
+      handover:
+        mix.intensity["coord-stop"] > 0 ? new HandoverChecker(report, handoverBoundMs) : undefined,
+      // replaced below once the outbox is built
+      outbox: undefined,
     }
     ctx.checks = checks
     const clocksOn = mix.intensity.clock > 0
@@ -244,6 +252,12 @@ export class Simulation {
     )
     ctx.data = new DataPlane(ctx, options.fence === "on")
     if (checks.transactions !== undefined) ctx.data.tx = new Transactions(ctx, checks.transactions)
+    if (checks.transactions !== undefined && mix.intensity["outbox-relay"] > 0) {
+      let outbox: Outbox | undefined
+      checks.outbox = new OutboxChecker(report, (key, from) => outbox!.routedTargets(key, from))
+      outbox = new Outbox(ctx, checks.outbox)
+      ctx.outbox = outbox
+    }
     ctx.fanout = new FanOut(ctx)
     checks.fanout = new FanOutChecker(report, ctx.fanout.groups, w.S, ctx.fanout.modes())
     ctx.layouts = new StreamLayouts(ctx, reshard, keyCount)
@@ -344,6 +358,10 @@ export class Simulation {
       case K.ACTION:
         action(this.ctx, a, b)
         return false
+      case K.OUTBOX_RELAY:
+        if (a < 0) this.ctx.outbox!.resumed(b, p as ReadonlyArray<OutboxEntry>)
+        else if (!members.deferred(a, kind, b, p)) this.ctx.outbox!.relay(a, b, p as number)
+        return false
       case K.EXHAUSTED:
         if (!members.deferred(a, kind, b, p)) members.exhausted(a, b, p as number)
         return false
@@ -382,6 +400,7 @@ export class Simulation {
     this.ctx.fanout.heal()
     net.heal()
     coord.heal()
+    this.ctx.outbox?.heal()
     sampler.startLiveness()
     // Someone must consume what was produced: if every member was taken out, the first comes back.
     if (!members.slots.some((s) => s.wanted)) members.slots[0]!.wanted = true
@@ -432,6 +451,8 @@ export class Simulation {
           : `none acknowledged in the last ${TAIL_STEP_MS / 1000} s of the tail`,
     )
     checks.transactions?.finish(w.now, (v) => w.violation(v))
+    checks.handover?.finish(w.now)
+    checks.outbox?.finish(w.now)
     const c = w.counters
     const ends = checks.view.endCounts
     checks.exactness?.finish(w.now, {
@@ -490,6 +511,15 @@ export class Simulation {
       counters["fanout:deletionsChecked"] = checks.fanout.deletionsChecked
       for (const [g, mode] of this.ctx.fanout.modes().entries())
         counters[`fanout:group${g}:${mode}`] = 1
+    }
+    if (checks.outbox !== undefined) {
+      counters["outbox:entriesCommitted"] = checks.outbox.committedN
+      counters["outbox:appends"] = checks.outbox.deliveredN
+    }
+    if (checks.handover !== undefined) {
+      counters["handover:stopsJudged"] = checks.handover.stops
+      counters["handover:worstServedMs"] = Math.round(checks.handover.worstServedMs)
+      counters["handover:worstAnsweredMs"] = Math.round(checks.handover.worstAnsweredMs)
     }
     if (checks.exactness !== undefined) {
       counters["exact:episodes"] = checks.exactness.episodes

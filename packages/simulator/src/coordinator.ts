@@ -42,6 +42,14 @@
  * worst case (a check that passed just before a pause), so the election
  * commit and the CAS must stop a stale leader alone.
  *
+ * A graceful stop of the lease holder's process (the `coord-stop` fault,
+ * docs/protocol.md rule 20) hands over at once: its serve stops taking
+ * requests (it answered what it took: requests are handled as they arrive
+ * here), a short handover mark makes members' requests queue for the
+ * successor instead of failing, its host releases the lease, and the
+ * handover wakes every standby's check, so a successor serves in the same
+ * instant instead of when the lease runs out.
+ *
  * @module
  */
 import {
@@ -127,8 +135,12 @@ const instantOf = (c: CoordNode, t: number): { readonly mono: number; readonly w
 
 /** The lease's TTL by a candidate's own clock: never later than the lease store's (drift bound). */
 const ownLeaseMs = timing.coordinatorLeaseMs * (1 - (2 * timing.maxDriftPpm) / 1e6)
-/** A candidate's check period and its host's renewal period (`CoordinatorCandidate`'s default). */
-export const checkEveryMs = timing.coordinatorLeaseMs / 3
+/**
+ * A candidate's check period and its host's renewal period: a third of the
+ * lease, whole milliseconds, as `CoordinatorCandidate`'s default and
+ * `CoordinatorHost`'s renewal loop take it.
+ */
+export const checkEveryMs = Math.max(10, Math.floor(timing.coordinatorLeaseMs / 3))
 /** A standby wakes this long after the holder's lease should have run out (as the runtime does). */
 const STANDBY_SLACK_MS = 5
 
@@ -185,6 +197,12 @@ export class CoordinatorHost {
   private presence: { readonly node: number; readonly serve: number } | null = null
   private serveIds = 0
   private hangs = 0
+  /**
+   * A graceful stop's handover mark (docs/protocol.md rule 20): until
+   * `until`, with no serve claiming the presence, members' requests queue
+   * here for the next serve to claim it instead of failing.
+   */
+  private handover: { readonly until: number; readonly queued: Array<Req> } | undefined
   /** The `stale-claim` fault's brief successor: called when a serve of another candidate claims. */
   private onClaim: { readonly except: number; readonly then: (c: CoordNode) => void } | undefined
   private readonly broken: boolean
@@ -292,6 +310,13 @@ export class CoordinatorHost {
   private route(req: Req): void {
     const w = this.ctx.w
     const pr = this.presence
+    const mark = this.handover
+    if (pr === null && mark !== undefined && w.now < mark.until) {
+      // a graceful stop's handover mark: the request waits for the successor
+      w.count("handover:requestQueued")
+      mark.queued.push(req)
+      return
+    }
     if (pr === null) {
       // "no coordinator serves": the member's request fails
       w.count("transport:noServe")
@@ -328,6 +353,9 @@ export class CoordinatorHost {
     const serve = { id: ++this.serveIds, leaseToken, restarts }
     c.serve = serve
     this.claim(c, serve)
+    // the handover checker's input: the group is served again under a lease
+    if (c.token !== 0 && this.ctx.lease.held(c.idx))
+      this.ctx.checks.handover?.served(this.ctx.w.now)
   }
 
   /** `serve` of candidate `c` claims the group's presence, replacing whichever serve had it. */
@@ -354,6 +382,19 @@ export class CoordinatorHost {
           } else keep.push(d)
         p.deferred = keep
       }
+    }
+    const mark = this.handover
+    if (mark !== undefined) {
+      // the successor's serve takes the requests queued under the handover
+      // mark; past the mark's end they had failed at their members already
+      this.handover = undefined
+      if (w.now >= mark.until && mark.queued.length > 0) w.count("handover:queueExpired")
+      else
+        for (const req of mark.queued) {
+          w.count("handover:requestTaken")
+          if (!this.deferred(c.idx, K.REQ_POPPED, req.pid, req))
+            w.q.push(w.now, K.REQ_POPPED, c.idx, req.pid, req)
+        }
     }
     const armed = this.onClaim
     if (armed !== undefined && armed.except !== c.idx) {
@@ -428,6 +469,7 @@ export class CoordinatorHost {
         // UNKNOWN_MEMBER_ID until it hears one and rejoins (rule 6), and a
         // lost answer makes it ask again (seed 7107, docs/simulator.md).
         checks.liveness.answered(w.now)
+        checks.handover?.answered(w.now)
         this.ctx.net.toMember(slot, req.pid, req.seq, response)
         this.armTimer(c)
         return
@@ -907,6 +949,56 @@ export class CoordinatorHost {
     const w = this.ctx.w
     // a fault took the lease holder away: a takeover is owed, the liveness clock restarts
     if (this.ctx.lease.held(c.idx)) this.ctx.checks.liveness.holderLost(w.now)
+    this.exit(c)
+    w.mark("fault", `coordinator #${c.idx} crash`)
+    this.availabilityChanged()
+  }
+
+  /**
+   * A graceful stop of candidate `c`'s process, the lease holder (a rolling
+   * deploy, a scale-down: SIGTERM; docs/protocol.md rule 20): its serve
+   * stops taking requests, a handover mark queues members' requests for the
+   * successor, its host releases the lease, the process exits, and the
+   * handover wakes every standby's check at once, so a successor serves now,
+   * not when the lease runs out. Nothing moves: the successor loads members
+   * with their epochs, shards and tokens.
+   */
+  gracefulStop(c: CoordNode): void {
+    const { w, store } = this.ctx
+    // the handover checker judges a stop only when a standby can take over now
+    const standby =
+      !store.down &&
+      this.nodes.some(
+        (o) =>
+          o !== c &&
+          o.alive &&
+          !o.paused &&
+          !o.hung &&
+          o.checkStarvedUntil <= w.now &&
+          local(o.clock, w.now) >= o.resignedUntil,
+      )
+    this.ctx.checks.handover?.stopped(w.now, standby)
+    // BROKEN ON PURPOSE with `stop-without-handover` (test-only): the process
+    // exits as if killed: no release, no mark, no wake-up; a standby takes
+    // over only once the lease ran out
+    if (this.ctx.options.broken === "stop-without-handover") {
+      this.crash(c)
+      return
+    }
+    w.count("coordStop:handover")
+    w.mark("rebalance", `coordinator #${c.idx} stops gracefully: hands over`)
+    if (this.active(c)) this.handover = { until: w.now + timing.handoverMs, queued: [] }
+    this.stopServe(c)
+    // `stepDown` releases the lease the host leads under
+    this.stepDown(c)
+    this.exit(c)
+    this.availabilityChanged()
+    // the handover (`transport.handover(key)`): every standby checks now
+    for (const o of this.nodes) if (o !== c && o.alive) this.wake(o)
+  }
+
+  /** The process of candidate `c` is gone: its shell, lease term, serve, loops and waits with it. */
+  private exit(c: CoordNode): void {
     c.alive = false
     c.shell = null
     c.token = 0
@@ -923,8 +1015,6 @@ export class CoordinatorHost {
     c.hung = false
     c.held = []
     c.hangArmed = undefined
-    w.mark("fault", `coordinator #${c.idx} crash`)
-    this.availabilityChanged()
   }
 
   pause(c: CoordNode): void {

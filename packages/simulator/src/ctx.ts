@@ -12,12 +12,14 @@ import type {
   DrainChecker,
   ExactnessChecker,
   FanOutChecker,
+  HandoverChecker,
   IntentChecker,
   KeyOrderChecker,
   LeaseChecker,
   LeaseConfigChecker,
   LivenessChecker,
   MessageChecker,
+  OutboxChecker,
   OwnershipChecker,
   RequestChecker,
   RevisionChecker,
@@ -36,6 +38,7 @@ import type { Lease } from "./lease.js"
 import type { Members } from "./members.js"
 import type { Network } from "./network.js"
 import type { FaultMix, SimOptions } from "./options.js"
+import type { Outbox } from "./outbox.js"
 import type { Sampler } from "./sampler.js"
 import type { Store } from "./store.js"
 import type { Workload } from "./workload.js"
@@ -70,6 +73,10 @@ export interface Checks {
   readonly keyOrder: KeyOrderChecker | undefined
   /** Transactional handlers only (`--tx`): every effect exactly once. */
   readonly transactions: TransactionChecker | undefined
+  /** The `coord-stop` fault only: a graceful stop hands over at once (rule 20). */
+  readonly handover: HandoverChecker | undefined
+  /** The `outbox-relay` fault with `--tx` only: sends exactly once by relay. */
+  outbox: OutboxChecker | undefined
 }
 
 export interface Ctx {
@@ -88,4 +95,6 @@ export interface Ctx {
   readonly layouts: StreamLayouts
   readonly faults: Faults
   readonly sampler: Sampler
+  /** The cluster outbox relay (`outbox-relay` with `--tx`), if on. */
+  readonly outbox: Outbox | undefined
 }

@@ -201,7 +201,8 @@ export class DataPlane {
   drained(shard: number): boolean {
     if (!this.sealed[shard]) return false
     if (this.ctx.options.broken === "cutover-before-drain") return true
-    return this.backlog(shard) === 0
+    // not while its outbox holds an entry (docs/exactly-once.md, "Resharding and the outbox")
+    return this.backlog(shard) === 0 && (this.ctx.outbox?.drainable(shard) ?? true)
   }
 
   /** The stream's current generation changed: `current(s)` says which shards a balanced group reads. */

@@ -534,6 +534,40 @@ export const FAULTS: Partial<Record<FaultKind, FaultDef>> = {
       ]
     },
   },
+  /**
+   * A graceful stop of the lease holder's process (a rolling deploy, a
+   * scale-down: SIGTERM; docs/protocol.md rule 20): it hands over at once
+   * (`CoordinatorHost.gracefulStop` in coordinator.ts); a new process starts
+   * 1-10 s later as a standby.
+   */
+  "coord-stop": {
+    scope: "coordinator",
+    rate: 1,
+    inject: (ctx, r) => {
+      const c = ctx.coord.nodes[ctx.lease.holder]
+      if (c === undefined || !c.alive || c.paused || c.hung || c.token === 0 || ctx.store.down)
+        return none
+      ctx.coord.gracefulStop(c)
+      ctx.w.count("coordStop:stops")
+      return [{ afterMs: r.range(1_000, 10_000), heal: () => ctx.coord.restart(c.idx) }]
+    },
+  },
+  /**
+   * The cluster outbox relay (docs/exactly-once.md, "Redis Cluster and the
+   * outbox"): relays fail for 0.5-4 s at a time (a target node down, a send
+   * refused); the first failure reshards the target stream meanwhile, so
+   * waiting entries are re-routed; in reshard scenarios a failure comes at
+   * every seal (`outbox.ts`). Only with `--tx`.
+   */
+  "outbox-relay": {
+    scope: "group",
+    rate: 1,
+    inject: (ctx, r) => {
+      if (ctx.outbox === undefined) return none
+      ctx.outbox.failFor(r.range(500, 4_000))
+      return none
+    },
+  },
 }
 
 const restart = (ctx: Ctx, slot: Slot) => {

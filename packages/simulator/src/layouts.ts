@@ -133,6 +133,8 @@ export class StreamLayouts {
     // Seal every earlier generation in the same event (Reshard.sealEarlier).
     for (const e of this.record.generations.slice(0, -1))
       for (let s = e.firstShard; s < e.firstShard + e.shardCount; s++) data.seal(s)
+    // the `outbox-relay` fault aims a relay failure at the seal
+    this.ctx.outbox?.sealedNow()
     data.setCurrent((s) => Layout.contains(g, s))
     this.producerLayout[0] = g
     if (kind === 0 && this.ctx.options.scenario === "reshard-rollback") this.rollbackPending = true

@@ -652,8 +652,11 @@ export class Members {
     // Only a loop with nothing to read asks (BROKEN ON PURPOSE with
     // `cutover-before-drain`: it asks with a batch in flight too).
     if (run.batch !== null && this.ctx.options.broken !== "cutover-before-drain") return
-    if (!p.leaseValid(w.now) || p.slot.partStore || this.ctx.store.down || !data.drained(shard))
-      return
+    if (!p.leaseValid(w.now) || p.slot.partStore || this.ctx.store.down) return
+    // its outbox is relayed first (the relay asks again once it is empty)
+    const outbox = this.ctx.outbox
+    if (outbox !== undefined && outbox.pending(shard) > 0) outbox.kick(p.pid, shard, p.loops)
+    if (!data.drained(shard)) return
     // Finding F4 (docs/simulator.md), fixed in core: the stream seals a shard
     // before the group's leader adopts the new generation; the leader ignores
     // a drained report of a shard of its current layout until it adopts it,
@@ -731,6 +734,7 @@ export class Members {
       tokenMissing: false,
     }
     p.runs.set(shard, run)
+    this.ctx.outbox?.kick(p.pid, shard, p.loops)
     p.rotation.push(shard)
     data.addReader(shard, p.pid)
     checks.intent.hold(shard, holder)
@@ -1050,6 +1054,7 @@ export class Members {
       return false
     }
     if (outcome === "committed") {
+      this.ctx.outbox?.kick(p.pid, shard, p.loops)
       if (this.effective(p, run, byzantine))
         checks.ownership.batch(shard, p.pid, batch.start, w.now)
       if (data.tx!.answerLost()) {
@@ -1083,6 +1088,7 @@ export class Members {
     w.count(`tx:stalledCommit:${outcome}`)
     batch.commitToken = undefined
     if (!p.alive) return
+    if (outcome === "committed") this.ctx.outbox?.kick(p.pid, shard, p.loops)
     const run = p.runs.get(shard)
     if (run === undefined || run.batch !== batch) {
       // The loop is gone: the worker that waited on this commit reads on.

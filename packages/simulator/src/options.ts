@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { MAX_MEMBER_WEIGHT, MIN_MEMBER_WEIGHT } from "@shardline/core"
+import { defaultCoordinatorLeaseMs, MAX_MEMBER_WEIGHT, MIN_MEMBER_WEIGHT } from "@shardline/core"
 import { Prng } from "./engine/Prng.js"
 
 export const SCENARIOS = [
@@ -92,6 +92,8 @@ export const FAULT_KINDS = [
   "evict",
   "hung-store",
   "handler-ignores-abort",
+  "coord-stop",
+  "outbox-relay",
 ] as const
 export type FaultKind = (typeof FAULT_KINDS)[number]
 
@@ -104,6 +106,8 @@ export type FaultKind = (typeof FAULT_KINDS)[number]
 export const OPT_IN_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>([
   "hung-store",
   "handler-ignores-abort",
+  "coord-stop",
+  "outbox-relay",
 ])
 
 /** Every kind the `swarm` mix may turn on (all but the opt-in ones). */
@@ -125,6 +129,14 @@ export const CONTINUOUS_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>([
 ])
 
 /**
+ * Kinds appended since `burst` and `weights` under which a correct protocol
+ * still moves nothing, so a run with only these on is held to exactness:
+ * `coord-stop`, a graceful coordinator stop (docs/protocol.md rule 20: a
+ * failover moves nothing).
+ */
+const NON_DISRUPTIVE_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>(["coord-stop"])
+
+/**
  * Kinds under which a correct protocol still fences, expires or duplicates by
  * design (the storage fence is what stops the zombie). A run with none of
  * these on must be exact: zero duplicates, fenced reads, fences, expiries and
@@ -132,7 +144,7 @@ export const CONTINUOUS_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>([
  * scenario's tight bound.
  */
 export const DISRUPTIVE_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>(
-  FAULT_KINDS.filter((k) => k !== "burst" && k !== "weights"),
+  FAULT_KINDS.filter((k) => k !== "burst" && k !== "weights" && !NON_DISRUPTIVE_FAULTS.has(k)),
 )
 
 /**
@@ -174,6 +186,16 @@ export const DISRUPTIVE_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>(
  *   a stopped loop is reported drained at once though its handler, which
  *   ignores its abort signal, still runs (`members.ts`), so the member
  *   rejoins, "proving" it stopped (docs/protocol.md rule 19).
+ * - `stop-without-handover` (the `coord-stop` fault): a coordinator that
+ *   stops gracefully exits without its handover (docs/protocol.md rule 20):
+ *   no release of its lease, no handover mark, no wake-up of the standbys,
+ *   so a successor serves only once the lease ran out (`coordinator.ts`).
+ * - `outbox-gone-as-shard` (`outbox-relay` with `tx`): a relayer reads the
+ *   re-route's -1 ("the entry is already gone") as a shard number, the
+ *   product bug of issue 32 item 9 (`outbox.ts`).
+ * - `drain-with-outbox` (`outbox-relay` with `tx`, reshard scenarios): a
+ *   sealed shard is called drained whatever its outbox still holds
+ *   (docs/exactly-once.md, "Resharding and the outbox").
  */
 export type Broken =
   | "assign-before-revoke"
@@ -188,6 +210,9 @@ export type Broken =
   | "no-command-deadline"
   | "hung-commit-keeps-shell"
   | "drained-before-handler-returns"
+  | "stop-without-handover"
+  | "outbox-gone-as-shard"
+  | "drain-with-outbox"
 export const BROKEN: ReadonlyArray<Broken> = [
   "assign-before-revoke",
   "skip-election",
@@ -201,6 +226,9 @@ export const BROKEN: ReadonlyArray<Broken> = [
   "no-command-deadline",
   "hung-commit-keeps-shell",
   "drained-before-handler-returns",
+  "stop-without-handover",
+  "outbox-gone-as-shard",
+  "drain-with-outbox",
 ]
 
 /** Transactional handlers on: asked for, or implied by a `tx-` breakage. */
@@ -281,16 +309,31 @@ export const reshardShape = (
   ...extra,
 })
 
+const heartbeatIntervalMs = 1_000
+const sessionTimeoutMs = 10_000
+
 /** Protocol timing of the group (ms); member-side settings may be drawn at the edges. */
 export const timing = {
-  heartbeatIntervalMs: 1_000,
-  sessionTimeoutMs: 10_000,
+  heartbeatIntervalMs,
+  sessionTimeoutMs,
   revokeTimeoutMs: 5_000,
   /** The runtime's transport timeout: a request without an answer by then has failed. */
   requestTimeoutMs: 1_500,
   /** Member self-fence margin (default member config; covers the clock bound). */
   safetyMarginMs: 1_500,
-  coordinatorLeaseMs: 3_000,
+  /**
+   * The coordinator lease TTL: the product's default, core's
+   * `defaultCoordinatorLeaseMs` of the group's timing (docs/protocol.md rule
+   * 20: twice the heartbeat interval, at most a quarter of the session, at
+   * least 1 s), 2 s here; renewed and checked every third of it.
+   */
+  coordinatorLeaseMs: defaultCoordinatorLeaseMs({ heartbeatIntervalMs, sessionTimeoutMs }),
+  /**
+   * How long a graceful stop's handover mark holds members' requests for
+   * the successor (the Redis transport's `handoverMs` default;
+   * docs/protocol.md rule 20).
+   */
+  handoverMs: 2_000,
   /**
    * Every store command's deadline (`commandTimeoutMs`, its default;
    * docs/redis.md, "Command deadline"): past it the command fails
@@ -310,7 +353,8 @@ export const timing = {
  * while Redis is up and a candidate is alive and not paused, counted from
  * the last NONE answer or the last excuse (Redis back, a candidate available
  * again, the lease holder crashed or paused by a fault). A session timeout
- * plus a lease TTL plus a check period (10 + 3 + 1 = 14 s). With T the
+ * plus a lease TTL plus a check period (10 + 2 + 0.67 = 12.7 s with the
+ * 2 s lease core's `defaultCoordinatorLeaseMs` gives). With T the
  * lease TTL and P = T/3 the check and renewal period, what the correct
  * protocol needs at worst, chained: a takeover after the holder was lost,
  * T + 2P (its lease runs out at most T after its last renewal, a standby
@@ -319,11 +363,21 @@ export const timing = {
  * the holder's next check, which the `stale-claim` fault starves by at most
  * T; a second loss in that term, a resignation, served by a standby at the
  * handover or, with none available, by the same candidate after its T of
- * abstention and a check, T + P. That is 3T + 3P = 12 s < 14 s; a live
+ * abstention and a check, T + P. That is 3T + 3P = 8 s < 12.7 s; a live
  * member's request sent after it finds a serve.
  */
 export const stallBoundMs =
   timing.sessionTimeoutMs + timing.coordinatorLeaseMs + timing.coordinatorLeaseMs / 3
+
+/**
+ * The handover checker's bound (`checkers/handover.ts`): after a graceful
+ * coordinator stop with a standby available, a successor serves within this
+ * (docs/protocol.md rule 20: woken by the handover, it "serves within
+ * milliseconds"). The lease expiry path, a stop without the handover, takes
+ * from two thirds of a lease TTL (its last renewal) to a TTL plus a check:
+ * at least 1.3 s with the 2 s lease.
+ */
+export const handoverBoundMs = 100
 
 /** After faults stop, the group must be balanced within this (session + revoke + lease + 10 hb). */
 export const livenessBoundMs =

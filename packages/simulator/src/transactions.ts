@@ -92,6 +92,8 @@ export class Transactions {
       }
     }
     if (!this.atHandle) for (const id of ids) this.checker.apply(shard, id)
+    // the sends go to the shard's outbox in the same step (Redis Cluster)
+    this.ctx.outbox?.committed(shard, ids, (id) => this.checker.keyAt(shard, id))
     data.ack(shard, token, ids)
     w.count("tx:committed")
     return "committed"

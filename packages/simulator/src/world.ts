@@ -48,6 +48,11 @@ export const K = {
   REQ_POPPED: 25,
   /** Candidate `a`'s late serve claims the group's presence (the `stale-claim` fault). */
   STALE_CLAIM: 26,
+  /**
+   * Process `a` relays shard `b`'s outbox (payload: its loops generation);
+   * `a` = -1: a paused relayer delivers what it read (payload: the entries).
+   */
+  OUTBOX_RELAY: 40,
 } as const
 export const EVENT_NAMES: Record<number, string> = Object.fromEntries(
   Object.entries(K).map(([k, v]) => [v, k]),

@@ -35,6 +35,7 @@ export const COLLATERAL_FREE_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>
   "clock",
   "burst",
   "weights",
+  "coord-stop",
 ])
 
 /** True when a run's faults are all collateral-free and at least one disturbs the protocol. */

@@ -45,6 +45,11 @@ export class TransactionChecker {
     this.lastOut = new Int32Array(keys).fill(-1)
   }
 
+  /** The key of message `id` of `shard` (as produced). */
+  keyAt(shard: number, id: number): number {
+    return this.keyOf[shard]![id]!
+  }
+
   /** Message `id` of `shard` carries `key` (0 <= key < keys). */
   produced(shard: number, id: number, key: number): void {
     if (id >= this.keyOf[shard]!.length) {

@@ -25,6 +25,8 @@ export type CheckerName =
   | "transactions"
   | "liveness"
   | "answers"
+  | "handover"
+  | "outbox"
 
 export interface Violation {
   readonly checker: CheckerName
