@@ -534,8 +534,9 @@ export const FAULTS: Partial<Record<FaultKind, FaultDef>> = {
             }
             const lost = ctx.store.failover()
             if (lost === 0) return
+            // (a stopped process's request may still be on its way)
             for (const p of ctx.members.procs)
-              if (p.alive) ctx.checks.requests.rewoundUnder(p.id, p.state.memberEpoch)
+              ctx.checks.requests.rewoundUnder(p.id, p.state.memberEpoch)
             ctx.w.count("rewind:failovers")
             ctx.w.count("rewind:commitsLost", lost)
             ctx.w.mark("fault", `store failed over to a replica: ${lost} commit(s) lost`)
