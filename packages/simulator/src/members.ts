@@ -1054,7 +1054,8 @@ export class Members {
       if (p.slot.partStore || this.ctx.store.down) {
         w.count("store:ackUnreachable")
         run.skip = undefined
-      } else if ((p.slot.refused & REFUSE_ACK) !== 0 && tx === undefined) this.ackRefused(run, batch)
+      } else if ((p.slot.refused & REFUSE_ACK) !== 0 && tx === undefined)
+        this.ackRefused(run, batch)
       else if (
         tx !== undefined &&
         ((p.slot.refused & REFUSE_COMMIT) !== 0 || this.ctx.store.refusing)
