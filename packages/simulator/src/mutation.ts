@@ -118,10 +118,8 @@ export const mutationSeeds = (): Array<SimOptions> => {
       }),
     )
   }
-  for (let i = 0; i < 10; i++) {
-    out.push(small("churn", ++seed, { faults: "burst,refused" }))
-    out.push(small("churn", ++seed, { faults: "burst,store-rewind" }))
-  }
+  for (let i = 0; i < 24; i++) out.push(small("churn", ++seed, { faults: "burst,refused" }))
+  for (let i = 0; i < 10; i++) out.push(small("churn", ++seed, { faults: "burst,store-rewind" }))
   return out
 }
 

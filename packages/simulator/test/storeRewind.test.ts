@@ -116,4 +116,3 @@ describe("store-rewind: an open finding (docs/simulator.md, Findings)", () => {
     expect(run.violations.map((v) => v.checker)).toContain("tokens")
   }, 120_000)
 })
-
