@@ -500,7 +500,8 @@ export class CoordinatorHost {
   /** Redis is back: every loaded candidate looks at its deadlines again. */
   redisBack(): void {
     this.ctx.store.down = false
-    this.ctx.checks.liveness.redis(this.ctx.w.now, true)
+    // (a full server, the `refused` fault, is still no service)
+    if (!this.ctx.store.refusing) this.ctx.checks.liveness.redis(this.ctx.w.now, true)
     // The deadline checker measures a leader's deadlines from when it serves again.
     this.servingFrom = this.ctx.w.now
     for (const c of this.nodes) {
@@ -523,6 +524,7 @@ export class CoordinatorHost {
   /** The server has room again: as after an outage, deadlines are measured from now. */
   refuseEnd(): void {
     this.ctx.store.refusing = false
+    if (this.ctx.store.down) return
     this.ctx.checks.liveness.redis(this.ctx.w.now, true)
     this.servingFrom = this.ctx.w.now
     for (const c of this.nodes) {
