@@ -376,6 +376,27 @@ export const mutants = [
     broken: "vanished-read-as-empty",
     why: "a read of a shard whose stream or group vanished is an empty read; the group is recreated at the stream's end in silence (rule 26)",
   },
+  // Issue 34: the models of the opt-in fault kinds, `--broken` kinds.
+  {
+    name: "no-command-deadline",
+    broken: "no-command-deadline",
+    why: "a store command that never answers is waited for without a deadline: the leader holds its lock for good while its renewal loop keeps its lease (rule 27)",
+  },
+  {
+    name: "hung-commit-keeps-shell",
+    broken: "hung-commit-keeps-shell",
+    why: "at a hung command's deadline the host keeps leading on its shell instead of stepping down, so the deadline whose commit hung never runs",
+  },
+  {
+    name: "refused-ack-counted-as-acked",
+    broken: "refused-ack-counted-as-acked",
+    why: "a loop whose ack was refused (NOPERM) takes it as done and reads only new entries: what it handled stays pending, unread",
+  },
+  {
+    name: "no-rewind-check",
+    broken: "no-rewind-check",
+    why: "a new leader does not compare storage's owner tokens with the loaded state's after a Store rewind and re-fences the lower tokens (rule 23)",
+  },
   {
     name: "host-commits-without-lease-check",
     simulated: false,

@@ -264,8 +264,9 @@ export class CoordinatorHost {
     if (c === undefined || !c.alive || c.paused || c.shell === null) return undefined
     // its lock is held by a command that does not answer (`hung-store`)
     if (c.hung) return undefined
-    // Redis is down: nobody can be answered, nothing committed.
-    if (this.ctx.store.down) return undefined
+    // Redis is down: nobody can be answered, nothing committed; or full
+    // (`refused`): no heartbeat reaches it, no commit passes
+    if (this.ctx.store.down || this.ctx.store.refusing) return undefined
     return c.shell.revision === this.ctx.store.revision ? c : undefined
   }
 
@@ -541,8 +542,32 @@ export class CoordinatorHost {
   /** Redis is back: every loaded candidate looks at its deadlines again. */
   redisBack(): void {
     this.ctx.store.down = false
-    this.ctx.checks.liveness.redis(this.ctx.w.now, true)
+    // (a full server, the `refused` fault, is still no service)
+    if (!this.ctx.store.refusing) this.ctx.checks.liveness.redis(this.ctx.w.now, true)
     // The deadline checker measures a leader's deadlines from when it serves again.
+    this.servingFrom = this.ctx.w.now
+    for (const c of this.nodes) {
+      if (!c.alive || c.shell === null) continue
+      c.timerAt = Number.POSITIVE_INFINITY
+      this.armTimer(c)
+    }
+  }
+
+  /**
+   * The server is full (the `refused` fault's OOM): every write is refused
+   * at once. To the liveness checker it is as if Redis were down: no
+   * heartbeat reaches the transport, no commit passes.
+   */
+  refuseStart(): void {
+    this.ctx.store.refusing = true
+    this.ctx.checks.liveness.redis(this.ctx.w.now, false)
+  }
+
+  /** The server has room again: as after an outage, deadlines are measured from now. */
+  refuseEnd(): void {
+    this.ctx.store.refusing = false
+    if (this.ctx.store.down) return
+    this.ctx.checks.liveness.redis(this.ctx.w.now, true)
     this.servingFrom = this.ctx.w.now
     for (const c of this.nodes) {
       if (!c.alive || c.shell === null) continue
@@ -583,6 +608,15 @@ export class CoordinatorHost {
       w.mark("fault", `coordinator #${c.idx} commit failed (Redis down): steps down`)
       // its host leads no more (the release cannot reach Redis: the lease runs
       // out by itself), so its candidate stops serving at its next check
+      this.stepDown(c)
+      return false
+    }
+    if (store.refusing && (step.records.length > 0 || grants.length > 0)) {
+      // The server is full (the `refused` fault): the commit (or the fence
+      // write) is refused with OOM, nothing written; a backend failure the
+      // host treats like any other: it steps down (docs/simulator.md, Faults)
+      w.count("refused:storeCommit")
+      w.mark("fault", `coordinator #${c.idx} commit refused (OOM): steps down`)
       this.stepDown(c)
       return false
     }
@@ -906,17 +940,59 @@ export class CoordinatorHost {
         this.stepDown(c)
         return
       }
+      if (store.refusing && takeover.step.records.length > 0) {
+        // the election commit refused (OOM, the `refused` fault): no leader
+        w.count("refused:electionCommit")
+        this.stepDown(c)
+        return
+      }
       c.shell = takeover.shell
       // BROKEN ON PURPOSE with `skip-election` (test-only): serve without the
       // election commit, so a paused ex-leader's next commit can pass the CAS.
       this.committer = shellKey(c)
       if (options.broken !== "skip-election" && takeover.step.records.length > 0)
         store.commit(takeover.shell, takeover.step)
-      data.writeFences(takeover.fences)
+      data.writeFences(this.afterRewindCheck(c, takeover.shell, takeover.fences, now))
     }
     this.servingFrom = w.now
     this.armTimer(c)
     this.followStream(c)
+  }
+
+  /**
+   * docs/protocol.md rule 23, as `CoordinatorHost.takeOver` does it after
+   * the election: read the owner token storage holds for every shard (a
+   * missing one reads as none), and when storage is ahead of the loaded
+   * state (the `store-rewind` fault: the Store failed over to a replica
+   * that missed commits whose fences storage kept) commit the shell's
+   * `rewound` step (those shards held one session with storage's token,
+   * their recorded owners fenced) before re-fencing the owners left.
+   * Returns the fences to write. BROKEN ON PURPOSE with `no-rewind-check`:
+   * no check, every loaded owner re-fenced with the rewound state's token.
+   */
+  private afterRewindCheck(
+    c: CoordNode,
+    shell: CoordinatorShell,
+    fences: Step<unknown>["fences"],
+    now: { readonly mono: number; readonly wall: number },
+  ): Step<unknown>["fences"] {
+    const { w, store, data, options } = this.ctx
+    if (options.broken === "no-rewind-check" || c.shell !== shell) return fences
+    const stored: Array<{ shard: number; token: number }> = []
+    const tokens = shell.state.tokens
+    for (let s = 0; s < tokens.length; s++)
+      if (data.tokenGone[s] === 0 && data.fence[s]! > (tokens[s] ?? 0))
+        stored.push({ shard: s, token: data.fence[s]! })
+    if (stored.length === 0) return fences
+    const step = shell.rewound(stored, now)
+    if (step === undefined) return fences
+    w.count("rewind:detected")
+    w.count("rewind:shardsHeld", stored.length)
+    w.mark("fault", `coordinator #${c.idx}: storage ahead on ${stored.length} shard(s): rewind`)
+    this.committer = shellKey(c)
+    if (store.commit(shell, step) === undefined) return fences
+    const current = shell.state.current
+    return fences.filter((f) => current[f.shard]?.token === f.token)
   }
 
   /**

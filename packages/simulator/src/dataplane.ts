@@ -218,13 +218,14 @@ export class DataPlane {
 
   /**
    * Fenced read of up to a batch: pending entries first, then new ones.
-   * Undefined when storage refuses the token.
+   * Undefined when storage refuses the token. `skip`: pending entries the
+   * loop does not read again (only `refused-ack-counted-as-acked` has any).
    */
-  read(shard: number, token: number): Array<number> | undefined {
+  read(shard: number, token: number, skip?: ReadonlySet<number>): Array<number> | undefined {
     if (this.tokenGone[shard] === 1 && this.storageFence) {
       // only `missing-token-is-zero` gets here: the fence compares with 0
       this.ctx.checks.tokens.missingAccepted(shard, token, "read", this.ctx.w.now)
-      return this.readBatch(shard)
+      return this.readBatch(shard, skip)
     }
     if (token > this.fence[shard]!)
       this.ctx.checks.tokens.unwritten(shard, token, this.fence[shard]!, this.ctx.w.now)
@@ -232,10 +233,10 @@ export class DataPlane {
       this.fencedReads++
       return undefined
     }
-    return this.readBatch(shard)
+    return this.readBatch(shard, skip)
   }
 
-  private readBatch(shard: number): Array<number> {
+  private readBatch(shard: number, skip?: ReadonlySet<number>): Array<number> {
     const ids: Array<number> = []
     const B = timing.batchSize
     const fanout = this.ctx.fanout.enabled ? this.ctx.fanout : undefined
@@ -247,6 +248,7 @@ export class DataPlane {
         this.backlogN[shard]!--
         continue
       }
+      if (skip?.has(id) === true) continue
       ids.push(id)
     }
     const produced = this.messages.producedOn(shard)

@@ -16,7 +16,14 @@ import type { HeartbeatRequest } from "@shardline/core"
 import type { Forgery } from "./checkers/requests.js"
 import type { Ctx } from "./ctx.js"
 import type { Prng } from "./engine/Prng.js"
-import type { Proc, Slot } from "./members.js"
+import {
+  type Proc,
+  REFUSE_ACK,
+  REFUSE_COMMIT,
+  REFUSE_HEARTBEAT,
+  REFUSE_READ,
+  type Slot,
+} from "./members.js"
 import type { LinkMode } from "./network.js"
 import { CONTINUOUS_FAULTS, FAULT_KINDS, type FaultKind, timing } from "./options.js"
 import { K } from "./world.js"
@@ -465,6 +472,80 @@ export const FAULTS: Partial<Record<FaultKind, FaultDef>> = {
     },
   },
   /**
+   * Refused commands. A third of the episodes, a full server
+   * (`maxmemory` with `noeviction`: `OOM command not allowed when used
+   * memory > 'maxmemory'`) for 0.5-8 s: every heartbeat (LPUSH), Store
+   * commit and fence write, and transactional commit is refused, reads and
+   * acks go on (docs/redis.md, "Eviction"); the leader's refused commit is
+   * a backend failure and it steps down. The rest, one member's Redis user
+   * after an ACL change (`NOPERM`) for 0.5-20 s: a drawn mix of its reads,
+   * acks, heartbeats and transactional commits is refused. A refused
+   * command wrote nothing: a refused read reads nothing and is tried again,
+   * a refused ack leaves the batch pending (read and handled again), a
+   * refused heartbeat is a failed one (retried), a refused commit commits
+   * nothing. Opt-in (`OPT_IN_FAULTS`).
+   */
+  refused: {
+    scope: "member",
+    rate: 1,
+    inject: (ctx, r) => {
+      if (r.chance(1 / 3)) {
+        if (ctx.store.refusing || ctx.store.down) return none
+        ctx.coord.refuseStart()
+        ctx.w.count("refused:oom")
+        ctx.w.mark("fault", "redis full: writes refused (OOM)")
+        return [{ afterMs: r.range(500, 8_000), heal: () => ctx.coord.refuseEnd() }]
+      }
+      const slot = anySlot(ctx, r)
+      const bits = [REFUSE_READ, REFUSE_ACK, REFUSE_HEARTBEAT, REFUSE_COMMIT]
+      let mask = 0
+      for (const b of bits) if (r.chance(0.5)) mask |= b
+      if (mask === 0) mask = bits[r.int(bits.length)]!
+      slot.refused |= mask
+      ctx.w.count("refused:noperm")
+      ctx.w.mark("fault", `${slot.id}'s Redis user refused (NOPERM): mask ${mask}`)
+      return [{ afterMs: duration(r), heal: () => (slot.refused = 0) }]
+    },
+  },
+  /**
+   * A metadata rewind (docs/protocol.md rule 23): the Store's replica stops
+   * replicating, and 1-15 s later the Store fails over to it (an async
+   * failover, the Store on another master than the shards), losing every
+   * commit since while the owner tokens written meanwhile stay. The leader's
+   * next commit fails its compare-and-set and it loads again, or a new
+   * leader loads: either way the load sees older metadata than the fence
+   * keys. No failover at the liveness phase (the replica catches up). Not
+   * with a reshard (its layout records are not modelled under it). Opt-in
+   * (`OPT_IN_FAULTS`).
+   */
+  "store-rewind": {
+    scope: "group",
+    rate: 1,
+    inject: (ctx, r) => {
+      if (ctx.layouts.enabled || !ctx.store.lagBehind()) return none
+      ctx.w.count("rewind:replicaLags")
+      return [
+        {
+          afterMs: r.range(1_000, 15_000),
+          heal: () => {
+            if (ctx.faults.ending) {
+              ctx.store.catchUp()
+              return
+            }
+            const lost = ctx.store.failover()
+            if (lost === 0) return
+            // (a stopped process's request may still be on its way)
+            for (const p of ctx.members.procs)
+              ctx.checks.requests.rewoundUnder(p.id, p.state.memberEpoch)
+            ctx.w.count("rewind:failovers")
+            ctx.w.count("rewind:commitsLost", lost)
+            ctx.w.mark("fault", `store failed over to a replica: ${lost} commit(s) lost`)
+          },
+        },
+      ]
+    },
+  },
+  /**
    * The member's next heartbeats carry a forged ownership report: a claim
    * of a shard it does not hold, a REVOKING of a shard not its own, a REVOKED
    * of a shard it still reads (fence on only), or, whenever one of its
@@ -627,6 +708,11 @@ export class Faults {
     this.episodes.delete(id)
     ep.heal()
     this.ctx.sampler.changed()
+  }
+
+  /** The safety phase is over: an episode healed now heals for good (no new harm). */
+  get ending(): boolean {
+    return this.ctx.w.now >= this.endSafety
   }
 
   /** Liveness phase: heal every open episode now. */

@@ -67,7 +67,24 @@ export interface Run {
   exhausted: boolean
   /** Storage refused the loop for a missing owner token and it told the machine (ShardTokenMissing). */
   tokenMissing: boolean
+  /**
+   * BROKEN ON PURPOSE with `refused-ack-counted-as-acked`: pending entries
+   * this loop took for acknowledged after a refused ack; it reads only new
+   * entries, so it does not read them again while it runs.
+   */
+  skip?: Set<number>
 }
+
+/**
+ * What a member's Redis user is refused (the `refused` fault: NOPERM after
+ * an ACL change), a bit each: its reads (XREADGROUP), its acks (XACK), its
+ * heartbeats (LPUSH to the coordinator's request list), its transactional
+ * commits.
+ */
+export const REFUSE_READ = 1
+export const REFUSE_ACK = 2
+export const REFUSE_HEARTBEAT = 4
+export const REFUSE_COMMIT = 8
 
 export class Slot {
   wanted = false
@@ -78,6 +95,8 @@ export class Slot {
   slowDrain = false
   /** `handler-ignores-abort`: its handlers run on past their abort signal. */
   ignoresAbort = false
+  /** `refused`: the commands its Redis user is refused (`REFUSE_*` bits; 0: none). */
+  refused = 0
 
   constructor(
     readonly idx: number,
@@ -539,6 +558,14 @@ export class Members {
       }
     }
     p.inFlight = seq
+    if ((p.slot.refused & REFUSE_HEARTBEAT) !== 0 || this.ctx.store.refusing) {
+      // the `refused` fault: LPUSH answered NOPERM (or OOM, the server
+      // full): the request fails at once, nothing reached the coordinator,
+      // and the machine retries it as any failed heartbeat
+      w.count("refused:heartbeat")
+      w.q.push(w.now + 1, K.REQ_TIMEOUT, p.pid, seq)
+      return
+    }
     w.q.push(w.now + timing.requestTimeoutMs, K.REQ_TIMEOUT, p.pid, seq)
     net.toCoordinator(p.slot.idx, { pid: p.pid, seq, sentAt: w.now, request: sent, forgery })
   }
@@ -652,7 +679,13 @@ export class Members {
     // Only a loop with nothing to read asks (BROKEN ON PURPOSE with
     // `cutover-before-drain`: it asks with a batch in flight too).
     if (run.batch !== null && this.ctx.options.broken !== "cutover-before-drain") return
-    if (!p.leaseValid(w.now) || p.slot.partStore || this.ctx.store.down) return
+    if (
+      !p.leaseValid(w.now) ||
+      p.slot.partStore ||
+      this.ctx.store.down ||
+      (p.slot.refused & REFUSE_READ) !== 0
+    )
+      return
     // its outbox is relayed first (the relay asks again once it is empty)
     const outbox = this.ctx.outbox
     if (outbox !== undefined && outbox.pending(shard) > 0) outbox.kick(p.pid, shard, p.loops)
@@ -836,7 +869,8 @@ export class Members {
     // The worst case: the handler acknowledges on its own (a late ack with
     // its old token, whether or not its lease is still valid); storage
     // decides (rule 19's limit: once its grant ended only the fence stops it).
-    if (!p.slot.partStore && !this.ctx.store.down) {
+    if ((p.slot.refused & REFUSE_ACK) !== 0) w.count("refused:lateAck")
+    else if (!p.slot.partStore && !this.ctx.store.down) {
       if (z.holder.active()) checks.intent.act(w.now, batch.shard, z.holder)
       if (data.ack(batch.shard, z.holder.token, batch.ids)) {
         w.count("ignoresAbort:lateAckAccepted")
@@ -915,6 +949,14 @@ export class Members {
         w.q.push(w.now + 200, K.WORKER, p.pid, 0)
         return
       }
+      if ((p.slot.refused & REFUSE_READ) !== 0) {
+        // NOPERM (the `refused` fault): nothing read, nothing made pending;
+        // the loop tries again after a backoff
+        w.count("refused:read")
+        run.skip = undefined
+        w.q.push(w.now + 200, K.WORKER, p.pid, 0)
+        return
+      }
       const gone = data.vanished(shard)
       if (gone === "token") {
         // rule 26: every token is refused; the shard waits for a coordinator
@@ -927,11 +969,14 @@ export class Members {
       }
       if (gone !== undefined) data.recreate(shard)
       if (p.byzantine?.has(shard) !== true) checks.intent.act(w.now, shard, run.holder)
-      const ids = data.read(shard, run.token)
+      const ids = data.read(shard, run.token, run.skip)
       if (ids === undefined) {
         run.fenced = true
         continue
       }
+      // only a loop that skips pending entries it took for acknowledged
+      // (`refused-ack-counted-as-acked`) reads nothing here
+      if (ids.length === 0 && run.skip !== undefined) continue
       if (run.tokenMissing) {
         // the token is back: nothing more to report (rule 30)
         run.tokenMissing = false
@@ -1010,8 +1055,19 @@ export class Members {
       }
       const tx = data.tx
       const gone = data.vanished(shard)
-      if (p.slot.partStore || this.ctx.store.down) w.count("store:ackUnreachable")
-      else if (gone !== undefined) {
+      if (p.slot.partStore || this.ctx.store.down) {
+        w.count("store:ackUnreachable")
+        run.skip = undefined
+      } else if ((p.slot.refused & REFUSE_ACK) !== 0 && tx === undefined)
+        this.ackRefused(run, batch)
+      else if (
+        tx !== undefined &&
+        ((p.slot.refused & REFUSE_COMMIT) !== 0 || this.ctx.store.refusing)
+      ) {
+        // NOPERM, or OOM (a full server refuses the commit's writes): nothing
+        // committed, the batch stays pending and is handled again
+        w.count("refused:txCommit")
+      } else if (gone !== undefined) {
         // rule 26: the ack is refused (a missing token: the entries stay
         // pending, read again once it is back, rule 30; a vanished group or
         // stream: the next read says so and starts the group again)
@@ -1027,6 +1083,23 @@ export class Members {
     } else w.count("member:batchAbandonedLeaseExpired")
     if (run.draining) this.finishDrain(p, shard, true)
     this.pickAndRead(p)
+  }
+
+  /**
+   * The `refused` fault: storage refused the batch's ack (NOPERM): nothing
+   * was acknowledged, so the entries stay pending and the loop reads them
+   * again (the runtime's retry read, after a failed ack: docs/simulator.md,
+   * Faults). BROKEN ON PURPOSE with `refused-ack-counted-as-acked`: the
+   * loop takes the ack as done and reads only new entries.
+   */
+  private ackRefused(run: Run, batch: Batch): void {
+    this.ctx.w.count("refused:ack")
+    if (this.ctx.options.broken !== "refused-ack-counted-as-acked") {
+      run.skip = undefined
+      return
+    }
+    run.skip ??= new Set()
+    for (const id of batch.ids) run.skip.add(id)
   }
 
   /**
@@ -1084,7 +1157,9 @@ export class Members {
     // Redis down when it lands: the commit fails, nothing is written.
     const outcome = this.ctx.store.down
       ? "unreachable"
-      : data.tx!.commit(shard, batch.commitToken!, batch.ids)
+      : (p.slot.refused & REFUSE_COMMIT) !== 0 || this.ctx.store.refusing
+        ? "refused"
+        : data.tx!.commit(shard, batch.commitToken!, batch.ids)
     w.count(`tx:stalledCommit:${outcome}`)
     batch.commitToken = undefined
     if (!p.alive) return

@@ -5,7 +5,8 @@
  * scenarios first (bursts of rebalances among them), then liars and echoes
  * among bursts, then fault mixes (swarm with drawn shapes, partition storms,
  * coordinator failovers), with the storage fence on and off, then the
- * reshard scenarios. A mutant is caught at its first run with a violation (or a
+ * reshard scenarios, then the fault kinds added since (each block appended,
+ * so the runs before it keep their seeds). A mutant is caught at its first run with a violation (or a
  * crash of the simulator, which a mutant can cause by throwing).
  *
  * @module
@@ -104,6 +105,21 @@ export const mutationSeeds = (): Array<SimOptions> => {
     out.push(small("churn", ++seed, { faults: "burst,loss,dup,delay,replay", ratePerShard: 5 }))
   // Key eviction (rule 26): tokens, groups and streams that vanish.
   for (let i = 0; i < 10; i++) out.push(small("churn", ++seed, { faults: "burst,evict" }))
+  // Opt-in kinds (issue 34): a store command that never answers, handlers
+  // that ignore their abort signal, refused commands (OOM, NOPERM), a Store
+  // rewound behind its fences (rule 23).
+  for (let i = 0; i < 16; i++) {
+    out.push(small("churn", ++seed, { faults: "burst,crash,hung-store" }))
+    out.push(
+      small("churn", ++seed, {
+        faults: "burst,pause,partition,crash,handler-ignores-abort",
+        workers: 4,
+        ratePerShard: 8,
+      }),
+    )
+  }
+  for (let i = 0; i < 24; i++) out.push(small("churn", ++seed, { faults: "burst,refused" }))
+  for (let i = 0; i < 10; i++) out.push(small("churn", ++seed, { faults: "burst,store-rewind" }))
   return out
 }
 

@@ -92,6 +92,8 @@ export const FAULT_KINDS = [
   "evict",
   "hung-store",
   "handler-ignores-abort",
+  "refused",
+  "store-rewind",
   "coord-stop",
   "outbox-relay",
 ] as const
@@ -106,6 +108,8 @@ export type FaultKind = (typeof FAULT_KINDS)[number]
 export const OPT_IN_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>([
   "hung-store",
   "handler-ignores-abort",
+  "refused",
+  "store-rewind",
   "coord-stop",
   "outbox-relay",
 ])
@@ -186,6 +190,15 @@ export const DISRUPTIVE_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>(
  *   a stopped loop is reported drained at once though its handler, which
  *   ignores its abort signal, still runs (`members.ts`), so the member
  *   rejoins, "proving" it stopped (docs/protocol.md rule 19).
+ * - `refused-ack-counted-as-acked` (the `refused` fault): a loop whose ack
+ *   was refused (NOPERM) takes it as done and reads only new entries, so
+ *   what it handled stays pending, never read again while the loop runs;
+ *   the runtime reads its pending entries again after a failed ack
+ *   (`members.ts`).
+ * - `no-rewind-check` (the `store-rewind` fault): a new leader does not
+ *   compare the owner tokens storage holds with the loaded state's
+ *   (docs/protocol.md rule 23) and re-fences the rewound state's lower
+ *   tokens (`coordinator.ts`).
  * - `stop-without-handover` (the `coord-stop` fault): a coordinator that
  *   stops gracefully exits without its handover (docs/protocol.md rule 20):
  *   no release of its lease, no handover mark, no wake-up of the standbys,
@@ -210,6 +223,8 @@ export type Broken =
   | "no-command-deadline"
   | "hung-commit-keeps-shell"
   | "drained-before-handler-returns"
+  | "refused-ack-counted-as-acked"
+  | "no-rewind-check"
   | "stop-without-handover"
   | "outbox-gone-as-shard"
   | "drain-with-outbox"
@@ -226,6 +241,8 @@ export const BROKEN: ReadonlyArray<Broken> = [
   "no-command-deadline",
   "hung-commit-keeps-shell",
   "drained-before-handler-returns",
+  "refused-ack-counted-as-acked",
+  "no-rewind-check",
   "stop-without-handover",
   "outbox-gone-as-shard",
   "drain-with-outbox",

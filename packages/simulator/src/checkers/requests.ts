@@ -66,8 +66,22 @@ export class RequestChecker {
   /** Joins of a removed process judged by the departed rule (issue 34). */
   departedJudged = 0
   private readonly departed = new Map<string, Departed>()
+  /**
+   * Lifecycles (`memberId#epoch`) alive when the store failed over to a
+   * replica that missed commits (`store-rewind`): what they were answered
+   * may be state the group lost, so rule 23 fences them when they report it
+   * (a shard the rewound state does not give them, an assignment epoch it
+   * never reached). Their fences are counted, not judged.
+   */
+  private readonly rewound = new Set<string>()
+  rewindFenced = 0
 
   constructor(private readonly report: Report) {}
+
+  /** The store failed over (`store-rewind`) while lifecycle `memberId`/`epoch` ran. */
+  rewoundUnder(memberId: string, epoch: number): void {
+    if (epoch > 0) this.rewound.add(`${memberId}#${epoch}`)
+  }
 
   /** A join of a process this leader removed, no newer than its removed lifecycle's join. */
   private judgeDeparted(
@@ -142,6 +156,14 @@ export class RequestChecker {
           r.member.memberEpoch !== m.epoch,
       )
     const code = response?.errorCode
+    if (
+      this.rewound.size > 0 &&
+      this.rewound.has(`${id}#${request.memberEpoch}`) &&
+      (code !== "NONE" || step.records.length > 0)
+    ) {
+      this.rewindFenced++
+      return
+    }
     if (code === "INVALID_REQUEST" && forgery === undefined)
       this.report({
         checker: "requests",

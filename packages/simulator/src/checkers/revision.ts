@@ -25,6 +25,11 @@ export class RevisionChecker {
     this.accepted++
   }
 
+  /** The store failed over to a replica at `revision` (`store-rewind`): later commits are lost. */
+  rewound(revision: number): void {
+    this.current = revision
+  }
+
   reject(): void {
     this.rejected++
   }

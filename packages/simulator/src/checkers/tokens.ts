@@ -69,6 +69,25 @@ export class TokenChecker {
   }
 
   /**
+   * The state as it is now; calling the result puts back what the store's
+   * records said (a `store-rewind` failover lost the commits since), but
+   * never below a token storage holds: a grant must still go above every
+   * token storage ever held for its shard (docs/protocol.md rule 23).
+   */
+  save(): () => void {
+    const highest = Float64Array.from(this.highest)
+    const ownerOf = [...this.ownerOf]
+    const tokenOf = Float64Array.from(this.tokenOf)
+    return () => {
+      for (let s = 0; s < highest.length; s++) {
+        this.highest[s] = Math.max(highest[s]!, this.stored[s]!)
+        this.ownerOf[s] = ownerOf[s]!
+        this.tokenOf[s] = tokenOf[s]!
+      }
+    }
+  }
+
+  /**
    * A member reads `shard` with `token` above what storage holds: its
    * grant's fence was never written, though a leader writes a step's fences
    * before it answers (docs/protocol.md, Host usage), so storage cannot

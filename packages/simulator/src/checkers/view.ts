@@ -163,6 +163,38 @@ export class CommittedView {
     this.grantRevs = Array.from({ length: shards }, () => [])
   }
 
+  /**
+   * The view as it is now; calling the result puts it back (a `store-rewind`
+   * failover: the store went back to a replica's older state, and the view
+   * is what the store holds). Lifecycle ends are kept: they happened.
+   */
+  save(): () => void {
+    const rev = this.rev
+    const members = [...this.members.values()].map((m) => ({ ...m }))
+    const owner = [...this.owner]
+    const revocation = [...this.revocation]
+    const held = [...this.held]
+    const heldReleasedRev = [...this.heldReleasedRev]
+    const grantTokens = this.grantTokens.map((t) => [...t])
+    const grantRevs = this.grantRevs.map((t) => [...t])
+    const { electedRev, generation, migrating, shardSpace, electedAt, leaseToken } = this
+    return () => {
+      this.rev = rev
+      this.members.clear()
+      for (const m of members) this.members.set(m.memberId, { ...m })
+      const put = <T>(to: Array<T>, from: ReadonlyArray<T>) => {
+        for (let i = 0; i < from.length; i++) to[i] = from[i]!
+      }
+      put(this.owner, owner)
+      put(this.revocation, revocation)
+      put(this.held, held)
+      put(this.heldReleasedRev, heldReleasedRev)
+      put(this.grantTokens, grantTokens)
+      put(this.grantRevs, grantRevs)
+      Object.assign(this, { electedRev, generation, migrating, shardSpace, electedAt, leaseToken })
+    }
+  }
+
   /** The revision in which `token` was granted for `shard`, if still known. */
   grantRev(shard: number, token: number): number | undefined {
     const tokens = this.grantTokens[shard]!
