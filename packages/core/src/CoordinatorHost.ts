@@ -135,6 +135,37 @@ interface Leader {
 
 const decodeRequest = Schema.decodeUnknownResult(HeartbeatRequest)
 
+/** A grant whose owner-token fence is not written yet (docs/protocol.md rule 31). */
+interface Unfenced {
+  readonly token: number
+  readonly memberId: string
+  readonly fence: Coordinator.Fence
+  /** A write of it is under way. */
+  inFlight: boolean
+  /** An answer left it out: its owner is noticed once it is written. */
+  withheld: boolean
+}
+
+/** A step's answer, with the fences to write once `lock` is released. */
+interface Served<A> {
+  readonly value: A
+  readonly grants: ReadonlyArray<Coordinator.Fence>
+  readonly restores: ReadonlyArray<Coordinator.Fence>
+}
+
+/** `response` with `shards` moved from `assigned` to `pending`: the member must not read them yet. */
+const withoutGrants = (
+  response: HeartbeatResponse,
+  shards: ReadonlyArray<number>,
+): HeartbeatResponse => {
+  const held = new Set(shards)
+  return {
+    ...response,
+    assigned: response.assigned.filter((g) => !held.has(g.shard)),
+    pending: [...new Set([...response.pending, ...shards])].sort((a, b) => a - b),
+  }
+}
+
 class NotServing {
   constructor(readonly reason: string) {}
 }
@@ -178,6 +209,85 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
     fences.length === 0 ? Effect.void : fence.write(key, fences)
 
   /**
+   * Grants whose owner-token fence is not written yet, by shard: an answer
+   * never lists such a grant in `assigned` (it is `pending` there) until its
+   * write succeeded (docs/protocol.md rule 1 step 6, rule 31). The writes run
+   * outside `lock`, one per shard, each with its storage's own deadline, so
+   * a shard whose node is down or hung holds up no other member's answer.
+   */
+  const unfenced = new Map<number, Unfenced>()
+
+  /**
+   * Write grants' fences, one write per shard, concurrently; outside `lock`.
+   * A written grant leaves `unfenced` (its owner is noticed if an answer
+   * withheld it meanwhile); the shards whose write failed are returned and
+   * stay withheld until a later answer retries them.
+   */
+  const settle = (grants: ReadonlyArray<Coordinator.Fence>) =>
+    Effect.gen(function* () {
+      const noticed = new Set<string>()
+      const failed = yield* Effect.forEach(
+        grants,
+        (grant) =>
+          Effect.map(
+            Effect.suspend(() => {
+              const entry = unfenced.get(grant.shard)
+              const mine = entry !== undefined && entry.token === grant.token ? entry : undefined
+              if (mine !== undefined) mine.inFlight = true
+              return Effect.map(Effect.result(writeFences([grant])), (written) => ({
+                mine,
+                written,
+              }))
+            }),
+            ({ mine, written }) => {
+              if (mine !== undefined) mine.inFlight = false
+              if (Result.isFailure(written)) return [grant.shard]
+              if (mine !== undefined && unfenced.get(grant.shard) === mine) {
+                unfenced.delete(grant.shard)
+                if (mine.withheld) noticed.add(mine.memberId)
+              }
+              return []
+            },
+          ),
+        { concurrency: "unbounded" },
+      )
+      if (noticed.size > 0) yield* publish([...noticed])
+      return new Set(failed.flat())
+    })
+
+  /**
+   * An answer without the grants whose fence is not written: they move to
+   * `pending` (the member must not read yet, docs/protocol.md rule 31) and
+   * are marked withheld, so their owner is noticed once written; one whose
+   * write is not under way is retried now, in the background. `own`: the
+   * shards whose first write the caller is about to make. Under `lock`.
+   */
+  const withhold = (
+    response: HeartbeatResponse,
+    own: ReadonlySet<number>,
+  ): Effect.Effect<HeartbeatResponse> =>
+    Effect.suspend(() => {
+      if (unfenced.size === 0 || response.assigned.length === 0) return Effect.succeed(response)
+      const held: Array<number> = []
+      const retries: Array<Coordinator.Fence> = []
+      for (const g of response.assigned) {
+        const entry = unfenced.get(g.shard)
+        if (own.has(g.shard) || entry === undefined || entry.token !== g.token) continue
+        held.push(g.shard)
+        entry.withheld = true
+        if (!entry.inFlight) {
+          entry.inFlight = true
+          retries.push(entry.fence)
+        }
+      }
+      if (held.length === 0) return Effect.succeed(response)
+      return Effect.as(
+        retries.length === 0 ? Effect.void : Effect.forkIn(settle(retries), scope),
+        withoutGrants(response, held),
+      )
+    })
+
+  /**
    * The owner tokens of `shards` storage answers for now, one read per
    * shard: a shard whose storage node is down or hung is left out (its
    * rewind is not checked at this takeover) rather than failing the
@@ -196,13 +306,18 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
    * A takeover's re-assertion of every owner's token (a fence write may have
    * been lost), one write per shard: a shard whose storage node fails keeps
    * the token it has (the grant's own write, made before its owner was told)
-   * and does not fail the election (docs/protocol.md rule 27).
+   * and does not fail the election (docs/protocol.md rule 27). Returns the
+   * fences whose write failed.
    */
   const reassert = (owners: ReadonlyArray<Coordinator.Fence>) =>
-    Effect.forEach(owners, (owner) => Effect.ignore(writeFences([owner])), {
-      concurrency: 64,
-      discard: true,
-    })
+    Effect.map(
+      Effect.forEach(
+        owners,
+        (owner) => Effect.map(Effect.result(writeFences([owner])), (r) => ({ owner, r })),
+        { concurrency: 64 },
+      ),
+      (results) => results.flatMap(({ owner, r }) => (Result.isFailure(r) ? [owner] : [])),
+    )
 
   const disarm = Effect.suspend(() => {
     const armed = timer
@@ -216,6 +331,8 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
       const was = leader
       leader = null
       term = null
+      // a later term re-fences every owner at its takeover
+      unfenced.clear()
       return Effect.andThen(disarm, was === null ? Effect.void : leases.release(was.lease))
     })
 
@@ -229,6 +346,20 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
         ),
       { discard: true },
     )
+
+  /**
+   * A step that answers nobody (a deadline, a config change): its fences
+   * are written in the background, never under `lock`.
+   */
+  const inBackground = (served: Served<unknown>): Effect.Effect<void> =>
+    served.grants.length === 0 && served.restores.length === 0
+      ? Effect.void
+      : Effect.asVoid(
+          Effect.forkIn(
+            Effect.andThen(settle(served.grants), Effect.ignore(writeFences(served.restores))),
+            scope,
+          ),
+        )
 
   // Deadlines -----------------------------------------------------------------
   /** Point the sleeping fiber at the leader's earliest deadline; runs under `lock`. */
@@ -259,6 +390,7 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
         Effect.catch((e: NotServing) => Effect.as(stepDown(e.reason), Option.none())),
       )
       if (Option.isNone(ran)) break
+      yield* inBackground(ran.value)
     }
     yield* rearm
   })
@@ -327,7 +459,23 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
         const owners = shell.state.current.flatMap((o, shard) =>
           o === null ? [] : [{ shard, token: o.token, memberId: o.memberId }],
         )
-        yield* reassert(owners)
+        const failed = yield* reassert(owners)
+        // a grant its owner never confirmed may never have been told, nor
+        // fenced (its leader failed before writing it): it is withheld
+        // until written, as a new grant is (rule 31); a confirmed grant's
+        // owner was told, so its fence was written then
+        const storedToken = new Map(stored.map((t) => [t.shard, t.token]))
+        for (const f of failed) {
+          const o = shell.state.current[f.shard]
+          if (o == null || o.confirmed || (storedToken.get(f.shard) ?? 0) >= f.token) continue
+          unfenced.set(f.shard, {
+            token: f.token,
+            memberId: f.memberId,
+            fence: f,
+            inFlight: false,
+            withheld: false,
+          })
+        }
         return { lease: held, shell } satisfies Leader
       }
     })
@@ -446,6 +594,7 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
         Effect.catch((e: NotServing) => Effect.as(stepDown(e.reason), Option.none())),
       )
       if (refusal !== undefined) lastError = `${what} refused: ${refusal}`
+      if (Option.isSome(ran)) yield* inBackground(ran.value)
       return Option.isSome(ran)
     })
 
@@ -494,15 +643,17 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
 
   /**
    * Carry out one shell step on the leader: lease check, commit (CAS), apply,
-   * fences, notices; returns its response (none: nothing was due). The caller
-   * re-aims the timer (`rearm`) once it is done stepping. On
-   * StaleRevision renew the lease, reload and re-run (`maxCommitAttempts`);
-   * a lost lease, CAS or fence write is `NotServing`. Must run under `lock`.
+   * notices; returns its response with the fences to write once the lock is
+   * released (none: nothing was due). Its grants are `unfenced` until
+   * written. The caller re-aims the timer (`rearm`) once it is done
+   * stepping. On StaleRevision renew the lease, reload and re-run
+   * (`maxCommitAttempts`); a lost lease or CAS is `NotServing`. Must run
+   * under `lock`.
    */
   const execute = <A>(
     compute: (shell: CoordinatorShell) => Step<A> | undefined,
     what: string,
-  ): Effect.Effect<Option.Option<A>, NotServing> =>
+  ): Effect.Effect<Option.Option<Served<A>>, NotServing> =>
     Effect.gen(function* () {
       for (let attempt = 1; ; attempt++) {
         const l = leader
@@ -532,17 +683,24 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
           }
           l.shell.apply(step, committed.success)
         }
-        // a grant's fence must be written before its member is told (rule 1
-        // step 6): a failure is NotServing. A restored token (rule 30) grants
-        // nothing: best effort, its owner reports it again if the write failed
+        // a grant's fence is written before its member is told (rule 1 step
+        // 6), outside the lock (rule 31): until then every answer withholds
+        // it. A restored token (rule 30) grants nothing: best effort
         const grants = step.fences.filter((f) => f.restore !== true)
-        const fenced = yield* Effect.result(writeFences(grants))
-        if (Result.isFailure(fenced))
-          return yield* Effect.fail(new NotServing(`fence write failed: ${fenced.failure.message}`))
-        if (grants.length < step.fences.length)
-          yield* Effect.ignore(writeFences(step.fences.filter((f) => f.restore === true)))
+        for (const f of grants)
+          unfenced.set(f.shard, {
+            token: f.token,
+            memberId: f.memberId,
+            fence: f,
+            inFlight: false,
+            withheld: false,
+          })
         yield* publish(step.notices)
-        return Option.some(step.response)
+        return Option.some({
+          value: step.response,
+          grants,
+          restores: step.fences.filter((f) => f.restore === true),
+        })
       }
     })
 
@@ -577,20 +735,52 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
         })
       }
       const req = decoded.success
-      return lock.withPermit(
-        Effect.gen(function* () {
-          const l = yield* ensureLeader
-          if (l === null) return notCoordinator(req.memberId, lastError ?? "not the coordinator")
-          const now = yield* instant
-          return yield* execute((shell) => shell.heartbeat(req, now), "a commit").pipe(
-            Effect.tap(() => rearm),
-            Effect.map(Option.getOrElse(() => notCoordinator(req.memberId, "no answer"))),
-            Effect.catch((e: NotServing) =>
-              Effect.as(stepDown(e.reason), notCoordinator(req.memberId, e.reason)),
-            ),
-          )
-        }),
-      )
+      const answer = (response: HeartbeatResponse): Served<HeartbeatResponse> => ({
+        value: response,
+        grants: [],
+        restores: [],
+      })
+      return Effect.gen(function* () {
+        // under the lock: the step, its commit and the answer's withholding
+        const served = yield* lock.withPermit(
+          Effect.gen(function* () {
+            const l = yield* ensureLeader
+            if (l === null)
+              return answer(notCoordinator(req.memberId, lastError ?? "not the coordinator"))
+            const now = yield* instant
+            return yield* execute((shell) => shell.heartbeat(req, now), "a commit").pipe(
+              Effect.tap(() => rearm),
+              Effect.flatMap(
+                Option.match({
+                  onNone: () => Effect.succeed(answer(notCoordinator(req.memberId, "no answer"))),
+                  onSome: (s) =>
+                    Effect.map(
+                      withhold(s.value, new Set(s.grants.map((g) => g.shard))),
+                      (value): Served<HeartbeatResponse> => ({ ...s, value }),
+                    ),
+                }),
+              ),
+              Effect.catch((e: NotServing) =>
+                Effect.as(stepDown(e.reason), answer(notCoordinator(req.memberId, e.reason))),
+              ),
+            )
+          }),
+        )
+        if (served.grants.length === 0 && served.restores.length === 0) return served.value
+        // outside the lock (rule 31): this answer waits for its own fences
+        // only; a grant whose write failed is withheld (pending), retried
+        // by a later answer, and its owner noticed once it is written
+        const [failed] = yield* Effect.all(
+          [settle(served.grants), Effect.ignore(writeFences(served.restores))],
+          { concurrency: "unbounded" },
+        )
+        if (failed.size === 0) return served.value
+        for (const shard of failed) {
+          const entry = unfenced.get(shard)
+          if (entry !== undefined) entry.withheld = true
+        }
+        return withoutGrants(served.value, [...failed])
+      })
     })
 
   // Lease renewal (and standby election) loop ----------------------------------

@@ -67,7 +67,8 @@ describe("CoordinatorHost", () => {
       const r = yield* host.heartbeat(join("a"))
       log.push("response")
       assert.strictEqual(r.errorCode, "NONE")
-      assert.deepStrictEqual(log, ["fence 4 at revision 2", "response"])
+      // one write per shard (rule 31: each with its own deadline), all before the answer
+      assert.deepStrictEqual(log, [...Array(4).fill("fence 1 at revision 2"), "response"])
       assert.strictEqual(store.revision(key), 2) // GroupCreated, then the join
     }),
   )
@@ -453,14 +454,15 @@ describe("CoordinatorHost", () => {
   )
 
   it.effect(
-    "a failed fence write: NOT_COORDINATOR, the host steps down, the member learns nothing",
+    "rule 31: a failed grant fence write withholds the grant (pending), the host serves on; the write is retried and its owner noticed",
     () =>
       Effect.gen(function* () {
         const store = makeStore()
         let failing = false
+        const written: Array<string> = []
         const fence: OwnerFence.OwnerFenceShape = {
           read: () => Effect.succeed([]),
-          write: (k) =>
+          write: (k, fences) =>
             failing
               ? Effect.fail(
                   new FenceWriteFailed({
@@ -469,27 +471,59 @@ describe("CoordinatorHost", () => {
                     message: "storage down",
                   }),
                 )
-              : Effect.void,
+              : Effect.sync(() => written.push(...fences.map((f) => `${f.shard}:${f.token}`))),
         }
-        const host = yield* makeCoordinatorHost({ config: cfg, holder: "c1" }).pipe(
-          Effect.provide(ports(store, makeLease(), fence)),
-        )
+        const notices: Array<string> = []
+        const host = yield* makeCoordinatorHost({
+          config: cfg,
+          holder: "c1",
+          onNotice: (id) => Effect.sync(() => notices.push(id)),
+        }).pipe(Effect.provide(ports(store, makeLease(), fence)))
         yield* host.heartbeat(join("a"))
         failing = true
+        written.length = 0
         const r = yield* host.heartbeat(join("b")) // b's join moves shards: a revoke, no grant yet
         assert.strictEqual(r.errorCode, "NONE")
         const leave = yield* host.heartbeat(request({ memberId: "a", memberEpoch: -1 }))
         assert.strictEqual(leave.errorCode, "NONE") // a leave grants nothing, so fences nothing
-        const grant = yield* host.heartbeat(
-          request({
-            memberId: "b",
-            memberEpoch: r.memberEpoch,
-            assignmentEpoch: r.assignmentEpoch,
-          }),
+        const beat = () =>
+          host.heartbeat(
+            request({
+              memberId: "b",
+              memberEpoch: r.memberEpoch,
+              assignmentEpoch: r.assignmentEpoch,
+            }),
+          )
+        const grant = yield* beat()
+        // every grant's write failed: none reaches b, all are pending; the host still serves
+        assert.strictEqual(grant.errorCode, "NONE")
+        assert.deepStrictEqual(grant.assigned, [])
+        assert.deepStrictEqual(grant.pending, [0, 1, 2, 3])
+        assert.isTrue(yield* host.isCoordinator)
+        const granted = Option.getOrThrow(yield* host.state).current
+        assert.isTrue(granted.every((o) => o?.memberId === "b" && !o.confirmed))
+        // while storage still fails, b's answers keep withholding them
+        const again = yield* beat()
+        assert.deepStrictEqual(again.assigned, [])
+        assert.deepStrictEqual(again.pending, [0, 1, 2, 3])
+        // storage is back: b's next answer still withholds them and retries the writes
+        failing = false
+        notices.length = 0
+        const retried = yield* beat()
+        assert.deepStrictEqual(retried.assigned, [])
+        for (let i = 0; i < 100 && notices.length === 0; i++) yield* Effect.yieldNow
+        assert.deepStrictEqual(notices, ["b"], "the owner is noticed once its grants are written")
+        assert.deepStrictEqual(
+          written.sort(),
+          granted.map((o, shard) => `${shard}:${o!.token}`).sort(),
         )
-        assert.strictEqual(grant.errorCode, "NOT_COORDINATOR")
-        assert.include(grant.errorMessage ?? "", "fence write failed: storage down")
-        assert.isFalse(yield* host.isCoordinator)
+        // only now are they b's to read, with the tokens written
+        const told = yield* beat()
+        assert.deepStrictEqual(
+          told.assigned.map((g) => `${g.shard}:${g.token}`).sort(),
+          written.sort(),
+        )
+        assert.deepStrictEqual(told.pending, [])
       }),
   )
 

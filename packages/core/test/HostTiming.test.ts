@@ -5,7 +5,7 @@
  * (rule 23), through the real host with effect's TestClock.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Clock, Effect, Exit, Fiber, Layer, Option, Scope } from "effect"
+import { Clock, Deferred, Effect, Exit, Fiber, Layer, Option, Scope } from "effect"
 import { TestClock } from "effect/testing"
 import {
   CoordinatorLease,
@@ -496,6 +496,134 @@ describe("rule 27 through the host: a takeover while one shard's storage node is
         assert.strictEqual(next.memberEpoch, steady.memberEpoch)
         assert.deepStrictEqual(
           next.assigned.map((g) => g.shard),
+          [0, 1, 2, 3],
+        )
+      }).pipe(Effect.scoped),
+  )
+})
+
+describe("rule 31: a grant's fence write runs outside the coordinator's lock (issue 32, item 4)", () => {
+  it.effect(
+    "while one shard's fence write hangs (its storage node down), other members' heartbeats and joins are answered; the grant reaches its member only once written",
+    () =>
+      Effect.gen(function* () {
+        const store = Store.makeMemoryUnsafe()
+        let hung = -1
+        const started = yield* Deferred.make<void>()
+        const release = yield* Deferred.make<void>()
+        const written: Array<number> = []
+        const fence: OwnerFence.OwnerFenceShape = {
+          ...OwnerFence.noop,
+          write: (_k, fences) =>
+            Effect.andThen(
+              fences.some((f) => f.shard === hung)
+                ? Effect.andThen(Deferred.succeed(started, undefined), Deferred.await(release))
+                : Effect.void,
+              Effect.sync(() => written.push(...fences.map((f) => f.shard))),
+            ),
+        }
+        const host = yield* makeCoordinatorHost({ config: cfg, holder: "c1" }).pipe(
+          Effect.provide(ports(store, yield* CoordinatorLease.makeMemory, fence)),
+        )
+        const a = new SimMember("a")
+        const b = new SimMember("b")
+        const beat = (m: SimMember) =>
+          Effect.map(host.heartbeat(request(m.request())), (r) => {
+            m.onResponse(r)
+            return r
+          })
+        for (let i = 0; i < 3; i++) yield* beat(a)
+        assert.strictEqual(a.owned.size, cfg.shardCount)
+        yield* beat(b) // b joins: two of a's shards are to move to b
+        yield* beat(a) // a's answer drops them: a drains them
+        const moving = [...a.revoking.keys()]
+        assert.strictEqual(moving.length, 2)
+        hung = moving[0]!
+        written.length = 0
+        yield* beat(a) // a reports them REVOKED: they are free for b
+        const toB = b.request()
+        const grant = yield* Effect.forkChild(host.heartbeat(request(toB)))
+        yield* Deferred.await(started) // b's grant: the write of `hung` hangs
+        // a's steady heartbeat and c's join are answered meanwhile
+        const other = yield* Effect.forkChild(beat(a))
+        const join = yield* Effect.forkChild(host.heartbeat(request({ memberId: "c" })))
+        yield* TestClock.adjust(1_000)
+        const answered = other.pollUnsafe()
+        assert.isDefined(answered, "a's heartbeat waited behind b's fence write")
+        assert.strictEqual(Exit.isSuccess(answered!) && answered.value.errorCode, "NONE")
+        const joined = join.pollUnsafe()
+        assert.isDefined(joined, "c's join waited behind b's fence write")
+        assert.strictEqual(Exit.isSuccess(joined!) && joined.value.errorCode, "NONE")
+        // b's own answer waits for its fence; a resend of b's meanwhile gets `hung` as pending
+        assert.isUndefined(grant.pollUnsafe())
+        const resend = yield* host.heartbeat(request({ ...toB, seq: toB.seq! + 1 }))
+        assert.strictEqual(resend.errorCode, "NONE")
+        assert.notInclude(
+          resend.assigned.map((g) => g.shard),
+          hung,
+        )
+        assert.include(resend.pending, hung)
+        assert.notInclude(written, hung)
+        // the write ends: b's answer grants `hung`, written before it
+        yield* Deferred.succeed(release, undefined)
+        const granted = yield* Fiber.join(grant)
+        assert.include(written, hung)
+        assert.include(
+          granted.assigned.map((g) => g.shard),
+          hung,
+        )
+        assert.isTrue(yield* host.isCoordinator)
+      }).pipe(Effect.scoped),
+  )
+})
+
+describe("rule 31 at a takeover: a grant never confirmed whose re-fence fails is withheld", () => {
+  it.effect(
+    "a successor that cannot write an unconfirmed grant's token answers it as pending, and grants it once written",
+    () =>
+      Effect.gen(function* () {
+        const store = Store.makeMemoryUnsafe()
+        const lease = yield* CoordinatorLease.makeMemory
+        const down = (k: { stream: string; group: string }) =>
+          Effect.fail(new FenceWriteFailed({ stream: k.stream, group: k.group, message: "down" }))
+        // c1 grants a every shard and fails to write any of them: a is told none
+        const s1 = yield* Scope.make()
+        const h1 = yield* makeCoordinatorHost({ config: cfg, holder: "c1" }).pipe(
+          Effect.provide(
+            ports(store, lease, { read: () => Effect.succeed([]), write: (k) => down(k) }),
+          ),
+          Scope.provide(s1),
+        )
+        const joined = yield* h1.heartbeat(request({ memberId: "a" }))
+        assert.deepStrictEqual(joined.assigned, [])
+        yield* Scope.close(s1, Exit.void)
+        // c2 takes over; shard 1's node is still down
+        let shard1Down = true
+        const h2 = yield* makeCoordinatorHost({ config: cfg, holder: "c2" }).pipe(
+          Effect.provide(
+            ports(store, lease, {
+              read: (k, shards) =>
+                shards.includes(1) && shard1Down ? down(k) : Effect.succeed([]),
+              write: (k, fences) =>
+                fences.some((f) => f.shard === 1) && shard1Down ? down(k) : Effect.void,
+            }),
+          ),
+        )
+        assert.isTrue(yield* h2.elect)
+        const next = yield* h2.heartbeat(steadyOf("a", joined))
+        assert.strictEqual(next.errorCode, "NONE")
+        assert.deepStrictEqual(
+          next.assigned.map((g) => g.shard),
+          [0, 2, 3],
+        )
+        assert.deepStrictEqual(next.pending, [1])
+        // the node is back: a's next answer retries the write; the one after grants it
+        shard1Down = false
+        yield* h2.heartbeat(steadyOf("a", next))
+        for (let i = 0; i < 10; i++) yield* Effect.yieldNow
+        const last = yield* h2.heartbeat(steadyOf("a", next))
+        assert.deepStrictEqual(
+          last.assigned.map((g) => g.shard),
           [0, 1, 2, 3],
         )
       }).pipe(Effect.scoped),

@@ -3,7 +3,10 @@
  * to storage. The coordinator writes a grant's fence after the commit and
  * before the member is told (docs/protocol.md, rule 1 step 6), and re-asserts
  * every accepted owner's token when it takes over. A failed write is a
- * `FenceWriteFailed`; the host then answers NOT_COORDINATOR and steps down.
+ * `FenceWriteFailed`; the host then withholds the grant from its member
+ * (listed as pending) and retries it (docs/protocol.md rule 31). The host
+ * writes one shard per call, outside its lock, so each write has its own
+ * deadline and a slow shard holds up no other.
  *
  * `make` / `layer` write through the `ShardStreams` in context
  * (`setOwnerToken`, one call per fence), so they serve the memory data plane

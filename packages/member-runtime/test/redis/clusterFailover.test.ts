@@ -21,6 +21,12 @@
  *   holds.
  * - SIGSTOP of the victim past `cluster-node-timeout`, then SIGCONT (it
  *   comes back as a replica): the same.
+ * - a pod killed, and the victim SIGSTOPped just before the pod's expiry
+ *   frees its shards (some on the victim): the grant of a victim's shard
+ *   writes its owner token to the hung master, outside the coordinator's
+ *   lock (docs/protocol.md rule 31), so the other pods lose nothing and
+ *   their shards and heartbeats are not held up (the slowest answers of
+ *   the grantees and of the rest are reported apart).
  * - `CLUSTER FAILOVER` on the victim's replica (manual, graceful; the
  *   victim stays up as a replica): the same, and no shard has two owners
  *   at once nor is handled by a pod that does not own it.
@@ -28,7 +34,8 @@
  *   confirmed sends that died with it are counted, not asserted.
  *
  * What each fault cost is printed as a table and kept in
- * test-output/cluster-failover.{json,md} (docs/redis.md's stall table).
+ * test-output/cluster-failover.{json,md} (docs/redis.md's stall table);
+ * each scenario's pod lines in test-output/cluster-failover-<name>.lines.json.
  * `SHARDLINE_FULL_COVERAGE=yes` runs the cluster with Redis' default
  * (`cluster-require-full-coverage yes`) to show what that setting costs.
  */
@@ -137,6 +144,19 @@ afterAll(() => {
       .join("\n"),
   )
 })
+
+/**
+ * A scenario's pod lines (but each handling's end) with its marks, kept in
+ * test-output/cluster-failover-<name>.lines.json: where a stall's time went.
+ */
+const keepLines = (name: string, lines: ReadonlyArray<Line>, marks: Record<string, number>) => {
+  const dir = path.resolve(import.meta.dirname, "../../test-output")
+  mkdirSync(dir, { recursive: true })
+  writeFileSync(
+    path.join(dir, `cluster-failover-${name}.lines.json`),
+    `${JSON.stringify({ marks, lines: lines.filter((l) => l.ev !== "done") })}\n`,
+  )
+}
 
 // -- helpers ------------------------------------------------------------------------
 
@@ -308,14 +328,50 @@ describe("master failures on a 3 + 3 Redis Cluster (recommended settings, AOF)",
       return { shard, ms: after - before }
     })
     const victimStall = stalls.reduce((a, b) => (b.ms > a.ms ? b : a))
+    // the consumers' share of it: from the first entry written after the fault
+    // (its id's time, on the new master) to its batch. The rest is the
+    // producer's: with durability a key's sends wait for a replica's
+    // confirmation, and a promoted master has none until one attaches
+    const readLags = victimShards.flatMap((shard) => {
+      const first = own.find(
+        (l) =>
+          l.ev === "batch" &&
+          l.shard === shard &&
+          l.t > from &&
+          (l.ids as ReadonlyArray<string>).some((id) => Number(id.split("-")[0]) > from),
+      )
+      if (first === undefined) return []
+      const written = Math.min(
+        ...(first.ids as ReadonlyArray<string>)
+          .map((id) => Number(id.split("-")[0]))
+          .filter((ms) => ms > from),
+      )
+      return [{ shard, written: written - from, ms: first.t - written }]
+    })
+    const readLag = readLags.reduce((a, b) => (b.ms > a.ms ? b : a), {
+      shard: -1,
+      written: 0,
+      ms: 0,
+    })
     return {
       collateral: eventsBetween(lines, COLLATERAL, from),
       othersGap: longestShardGap(others, SHARDS, from, to),
       victimStall,
+      readLag,
       dataPlaneErrors: lines.filter((l) => l.ev === "dataPlaneError" && l.t >= from).length,
       failedHeartbeats: lines.filter((l) => l.ev === "heartbeat" && l.t >= from).length,
+      slowestHeartbeat: slowestHeartbeat(lines, from, to),
     }
   }
+
+  /** The slowest heartbeat answer logged (a pod logs those that took a heartbeat interval or more). */
+  const slowestHeartbeat = (lines: ReadonlyArray<Line>, from: number, to: number) =>
+    Math.max(
+      0,
+      ...lines
+        .filter((l) => l.ev === "heartbeat" && l.t >= from && l.t <= to)
+        .map((l) => Number(l.latencyMs ?? 0)),
+    )
 
   const gapText = (g: ReturnType<typeof longestShardGap>) =>
     g === undefined ? "none" : `${Math.round(g.ms)} ms (shard ${g.shard})`
@@ -344,9 +400,27 @@ describe("master failures on a 3 + 3 Redis Cluster (recommended settings, AOF)",
   ) => {
     const { w, victim, victimShards, pods, redis } = await steadyGroup(true)
     const { faultAt, promotedAt } = await fault(victim)
-    const backAt = await victimBack(w, victimShards, faultAt)
+    const keep = (backAt: number) =>
+      keepLines(
+        name
+          .split(" ")
+          .slice(0, 2)
+          .join("-")
+          .replace(/[^\w-]/g, ""),
+        w.lines,
+        {
+          faultAt,
+          promotedAt,
+          backAt,
+        },
+      )
+    const backAt = await victimBack(w, victimShards, faultAt).catch((e: unknown) => {
+      keep(0)
+      throw e
+    })
     await sleep(2_000)
     const end = realNow()
+    keep(backAt)
     const c = cost(w.lines, victimShards, faultAt, end)
     const { stored, order, pending } = await finish(w, pods, producer!, redis)
     report(name, {
@@ -354,10 +428,12 @@ describe("master failures on a 3 + 3 Redis Cluster (recommended settings, AOF)",
       "fault -> replica promoted (ms)": promotedAt - faultAt,
       "fault -> every victim shard handled again (ms)": backAt - faultAt,
       "longest stall of a victim's shard (last handled before the fault -> first after)": `${Math.round(c.victimStall.ms)} ms (shard ${c.victimStall.shard})`,
+      "of which the consumers': first entry written after the fault -> its batch, longest": `${Math.round(c.readLag.ms)} ms (shard ${c.readLag.shard}, written at +${Math.round(c.readLag.written)} ms)`,
       "longest gap, other shards": gapText(c.othersGap),
       "collateral events (revoke, loss, lease loss, rejoin)": c.collateral.length,
       "data-plane errors logged": c.dataPlaneErrors,
       "heartbeats not answered NONE or slow": c.failedHeartbeats,
+      "slowest heartbeat answer (ms)": c.slowestHeartbeat,
       "confirmed sends": stored.confirmed,
       "confirmed sends missing": stored.missing.length,
       "stored twice": stored.duplicates,
@@ -398,6 +474,99 @@ describe("master failures on a 3 + 3 Redis Cluster (recommended settings, AOF)",
           return { faultAt, promotedAt }
         },
       ),
+    SCENARIO_TIMEOUT_MS,
+  )
+
+  it(
+    "a grant of a hung master's shard (SIGSTOP, a pod's shards freed meanwhile) holds up no other pod: the others' heartbeats are answered, 0 collateral (docs/protocol.md rule 31)",
+    async () => {
+      const { w, victim, victimShards, pods, redis } = await steadyGroup(true)
+      const victimSet = new Set(victimShards)
+      // the pod that handled a victim's shard last: its shards are freed at its expiry
+      const lastOnVictim = w.lines
+        .filter((l) => l.ev === "begin" && victimSet.has(l.shard as number))
+        .at(-1)
+      const gone = pods.find((p) => p.proc === lastOnVictim?.proc)!
+      const freed = [
+        ...new Set(
+          w.lines
+            .filter((l) => l.ev === "begin" && l.proc === gone.proc)
+            .map((l) => l.shard as number),
+        ),
+      ]
+      const killedAt = realNow()
+      gone.signal("SIGKILL")
+      // hang the victim just before the coordinator expires the pod (a session
+      // after its last heartbeat) and grants its shards: a grant of the
+      // victim's shard then writes its owner token to the hung master
+      await sleep(SESSION_MS - 1_500)
+      const faultAt = realNow()
+      victim.pause()
+      await cluster().waitForFailover(victim, 60_000)
+      const promotedAt = realNow()
+      victim.resume()
+      const back = await victimBack(w, freed, killedAt)
+      await sleep(2_000)
+      const end = realNow()
+      const others = pods.filter((p) => p !== gone)
+      const otherLines = others.flatMap((p) => p.lines)
+      const untouched = Array.from({ length: SHARDS }, (_, s) => s).filter(
+        (s) => !victimSet.has(s) && !freed.includes(s),
+      )
+      const keep = new Set(untouched)
+      const gap = longestShardGap(
+        otherLines.filter((l) => keep.has(l.shard as number)),
+        SHARDS,
+        faultAt,
+        end,
+      )
+      const c = cost(otherLines, victimShards, faultAt, end)
+      keepLines("grant-on-hung-master", w.lines, { killedAt, faultAt, promotedAt, back })
+      // the pods granted one of the hung master's shards: their own answer waits for its write
+      const grantees = new Set(
+        otherLines
+          .filter((l) => l.ev === "begin" && l.t > killedAt && victimSet.has(l.shard as number))
+          .filter((l) => freed.includes(l.shard as number))
+          .map((l) => l.proc),
+      )
+      const bystanders = otherLines.filter((l) => !grantees.has(l.proc))
+      const { stored, order } = await finish(w, pods, producer!, redis)
+      report(
+        `SIGSTOP of a master past cluster-node-timeout while a killed pod's shards (some on it) are granted, durability replicas 1`,
+        {
+          "victim's shards": victimShards.join(" "),
+          "killed pod's shards": freed.join(" "),
+          "pod killed -> master hung (ms)": faultAt - killedAt,
+          "fault -> replica promoted (ms)": promotedAt - faultAt,
+          "pod killed -> its shards all handled again (ms)": back - killedAt,
+          "longest gap, shards neither on the master nor the killed pod's": gapText(gap),
+          "slowest heartbeat answer, pods granted a hung shard (ms)": slowestHeartbeat(
+            otherLines.filter((l) => grantees.has(l.proc)),
+            faultAt,
+            end,
+          ),
+          "slowest heartbeat answer, the other pods (ms)": slowestHeartbeat(
+            bystanders,
+            faultAt,
+            end,
+          ),
+          "heartbeats not answered NONE or slow, other pods": c.failedHeartbeats,
+          "collateral events on other pods (revoke, loss, lease loss, rejoin)": c.collateral.length,
+          "confirmed sends": stored.confirmed,
+          "confirmed sends missing": stored.missing.length,
+        },
+      )
+      expect(c.collateral.join("\n"), "collateral on the other pods").toBe("")
+      // generous: a grant's write to the hung master held every answer up to
+      // the command deadline (5 s) before rule 31; a session is 10 s
+      expect(gap?.ms ?? 0, "longest gap on the untouched shards (ms)").toBeLessThan(SESSION_MS / 2)
+      expect(
+        back - promotedAt,
+        "the killed pod's shards back after the promotion (ms)",
+      ).toBeLessThan(BACK_AFTER_PROMOTION_MS)
+      expect(stored.missing.join(", "), "confirmed sends missing from the streams").toBe("")
+      expect(order.join("\n"), "per-key order of the handling").toBe("")
+    },
     SCENARIO_TIMEOUT_MS,
   )
 
