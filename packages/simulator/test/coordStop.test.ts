@@ -126,7 +126,7 @@ describe("coord-stop", () => {
       [
         "handover",
         8_789,
-        "a graceful coordinator stop at 7421ms was served again only 1368ms later (bound 100ms, rule 20: the standby is woken by the handover)",
+        "a graceful coordinator stop at 6791ms was served again only 1998ms later (bound 100ms, rule 20: the standby is woken by the handover)",
       ],
     ])
   })

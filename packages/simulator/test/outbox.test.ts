@@ -130,11 +130,11 @@ describe("outbox-relay", () => {
     ])
   })
 
-  it("the -1 mutant is caught on 5 of these 12 churn seeds", () => {
+  it("the -1 mutant is caught on 4 of these 12 churn seeds", () => {
     const caught = range(1, 12).filter(
       (s) => runSeed(churn(s, "outbox-gone-as-shard")).summary.violations.length > 0,
     )
-    expect(caught).toEqual([4, 6, 8, 9, 10])
+    expect(caught).toEqual([1, 4, 5, 8])
   })
 
   it("reshard-up 1: a sealed shard drained with entries in its outbox strands them (fails with --broken drain-with-outbox)", () => {
