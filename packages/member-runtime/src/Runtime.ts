@@ -112,7 +112,7 @@ export interface RuntimeOptions {
   /**
    * `embedded` (default): this process is a lease-elected coordinator
    * candidate for each of its groups. `standalone`: a separate process runs
-   * the coordinators (`shardline coordinator`, the bin of @shardline/redis-store,
+   * the coordinators (`shardline coordinator`, the bin of @shardline/member-runtime,
    * or `startCoordinator`).
    */
   readonly coordinator?: "embedded" | "standalone"
@@ -332,7 +332,7 @@ const noCoordinatorOr = (spec: ConsumerSpec, error: TransportError): HeartbeatFa
   return new NoCoordinator({
     stream: s.stream,
     group: s.group,
-    message: `no coordinator serves group ${JSON.stringify(s.group)} of stream ${JSON.stringify(s.stream)}: its members run with coordinator: "standalone", so one must run elsewhere: shardline coordinator --redis <url> --stream ${s.stream} --group ${s.group} --shards ${s.shardCount} --session-timeout ${s.sessionTimeoutMs} --heartbeat-interval ${s.heartbeatIntervalMs} --rebalance-timeout ${s.rebalanceTimeoutMs} (the bin of @shardline/redis-store), or startCoordinator({ ports, groups: [...] }) in a process of your own, or drop coordinator: "standalone" to coordinate in this process. The members keep trying and join as soon as one serves`,
+    message: `no coordinator serves group ${JSON.stringify(s.group)} of stream ${JSON.stringify(s.stream)}: its members run with coordinator: "standalone", so one must run elsewhere: shardline coordinator --redis <url> --stream ${s.stream} --group ${s.group} --shards ${s.shardCount} --session-timeout ${s.sessionTimeoutMs} --heartbeat-interval ${s.heartbeatIntervalMs} --rebalance-timeout ${s.rebalanceTimeoutMs} (the shardline bin of @shardline/member-runtime), or startCoordinator({ ports, groups: [...] }) in a process of your own, or drop coordinator: "standalone" to coordinate in this process. The members keep trying and join as soon as one serves`,
     cause: error,
   })
 }
