@@ -341,7 +341,9 @@ const noCoordinatorOr = (spec: ConsumerSpec, error: TransportError): HeartbeatFa
  * The runtime (Effect API). Fails with `InvalidRuntimeConfig` before anything
  * starts; on Redis (a `RedisConnection` in context, as `redisPorts` gives),
  * with `PermissionDenied` when the ACL user may not run a command, or touch a
- * key or channel, that its groups need (redis-store `Acl.checkPermissions`),
+ * key or channel, that its groups need (redis-store `Acl.checkPermissions`;
+ * a runtime without consumers: what its producers need,
+ * `Acl.checkProducerPermissions`),
  * and `KeySchemaMismatch` when the namespace holds keys of another key
  * schema, an earlier version's unprefixed keys of its groups included
  * (redis-store `KeySchema.ensure`; docs/redis.md, "Keys").
@@ -360,6 +362,11 @@ export const make = (
 
     // on Redis: the ACL user may run everything these groups need, before anything runs
     const redis = yield* Effect.serviceOption(RedisConnection.RedisConnection)
+    // a runtime with producers only: what a producer needs (the commands and
+    // the namespace's key pattern; its streams are named later, by
+    // `runtime.producer`), as `createProducer` checks it (docs/redis.md, "ACL")
+    if (Option.isSome(redis) && specs.length === 0)
+      yield* Acl.checkProducerPermissions(redis.value, [])
     if (Option.isSome(redis) && specs.length > 0) {
       yield* Acl.checkPermissions(
         redis.value,
