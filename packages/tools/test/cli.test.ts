@@ -141,6 +141,8 @@ for (const target of redisTargets())
             assert.match(hung.stderr, /within 200 ms \(commandTimeoutMs\)/)
             assert.strictEqual(hung.stderr.trim().split("\n").length, 1)
           }).pipe(Effect.scoped),
+        // 15 CLI processes: the 60 s default ran out at load 15 on 2 cores
+        180_000,
       )
 
       it.live(
