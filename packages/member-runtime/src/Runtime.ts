@@ -112,7 +112,7 @@ export interface RuntimeOptions {
   /**
    * `embedded` (default): this process is a lease-elected coordinator
    * candidate for each of its groups. `standalone`: a separate process runs
-   * the coordinators (`shardline coordinator`, the bin of @shardline/redis-store,
+   * the coordinators (`shardline coordinator`, the bin of @shardline/member-runtime,
    * or `startCoordinator`).
    */
   readonly coordinator?: "embedded" | "standalone"
@@ -332,7 +332,7 @@ const noCoordinatorOr = (spec: ConsumerSpec, error: TransportError): HeartbeatFa
   return new NoCoordinator({
     stream: s.stream,
     group: s.group,
-    message: `no coordinator serves group ${JSON.stringify(s.group)} of stream ${JSON.stringify(s.stream)}: its members run with coordinator: "standalone", so one must run elsewhere: shardline coordinator --redis <url> --stream ${s.stream} --group ${s.group} --shards ${s.shardCount} --session-timeout ${s.sessionTimeoutMs} --heartbeat-interval ${s.heartbeatIntervalMs} --rebalance-timeout ${s.rebalanceTimeoutMs} (the bin of @shardline/redis-store), or startCoordinator({ ports, groups: [...] }) in a process of your own, or drop coordinator: "standalone" to coordinate in this process. The members keep trying and join as soon as one serves`,
+    message: `no coordinator serves group ${JSON.stringify(s.group)} of stream ${JSON.stringify(s.stream)}: its members run with coordinator: "standalone", so one must run elsewhere: shardline coordinator --redis <url> --stream ${s.stream} --group ${s.group} --shards ${s.shardCount} --session-timeout ${s.sessionTimeoutMs} --heartbeat-interval ${s.heartbeatIntervalMs} --rebalance-timeout ${s.rebalanceTimeoutMs} (the shardline bin of @shardline/member-runtime), or startCoordinator({ ports, groups: [...] }) in a process of your own, or drop coordinator: "standalone" to coordinate in this process. The members keep trying and join as soon as one serves`,
     cause: error,
   })
 }
@@ -341,7 +341,9 @@ const noCoordinatorOr = (spec: ConsumerSpec, error: TransportError): HeartbeatFa
  * The runtime (Effect API). Fails with `InvalidRuntimeConfig` before anything
  * starts; on Redis (a `RedisConnection` in context, as `redisPorts` gives),
  * with `PermissionDenied` when the ACL user may not run a command, or touch a
- * key or channel, that its groups need (redis-store `Acl.checkPermissions`),
+ * key or channel, that its groups need (redis-store `Acl.checkPermissions`;
+ * a runtime without consumers: what its producers need,
+ * `Acl.checkProducerPermissions`),
  * and `KeySchemaMismatch` when the namespace holds keys of another key
  * schema, an earlier version's unprefixed keys of its groups included
  * (redis-store `KeySchema.ensure`; docs/redis.md, "Keys").
@@ -360,6 +362,11 @@ export const make = (
 
     // on Redis: the ACL user may run everything these groups need, before anything runs
     const redis = yield* Effect.serviceOption(RedisConnection.RedisConnection)
+    // a runtime with producers only: what a producer needs (the commands and
+    // the namespace's key pattern; its streams are named later, by
+    // `runtime.producer`), as `createProducer` checks it (docs/redis.md, "ACL")
+    if (Option.isSome(redis) && specs.length === 0)
+      yield* Acl.checkProducerPermissions(redis.value, [])
     if (Option.isSome(redis) && specs.length > 0) {
       yield* Acl.checkPermissions(
         redis.value,

@@ -1,7 +1,7 @@
 /** The producer: routing, batching, trimming, idempotent sends, re-routing after ShardSealed. */
 import { assert, describe, it } from "@effect/vitest"
 import { BackendUnavailable, Layout, ShardStreams } from "@shardline/core"
-import { Admin } from "@shardline/redis-store"
+import { Admin } from "@shardline/tools"
 import { Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
 import * as LayoutSource from "../src/LayoutSource.js"
@@ -266,7 +266,7 @@ describe("the producer's scope", () => {
 })
 
 describe("the key field", () => {
-  it("is the one redis-store's dead-letter tools read and replay (Admin.KEY_FIELD)", () => {
+  it("is the one the dead-letter tools (@shardline/tools) read and replay (Admin.KEY_FIELD)", () => {
     assert.strictEqual(Admin.KEY_FIELD, KEY_FIELD)
   })
 })

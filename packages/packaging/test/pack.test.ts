@@ -27,7 +27,7 @@ import { type RedisServer, startRedis } from "@shardline/redis-store/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
 const ROOT = path.resolve(import.meta.dirname, "../../..")
-const PUBLISHED = ["core", "redis-store", "member-runtime", "simulator", "nestjs"] as const
+const PUBLISHED = ["core", "redis-store", "tools", "member-runtime", "simulator", "nestjs"] as const
 /** What a NestJS app installs beside @shardline/nestjs: the versions its tests use. */
 const NEST = [
   "@nestjs/common",
@@ -198,7 +198,24 @@ describe("the packed packages", () => {
       "shardline-sim": "./bin/shardline-sim.js",
     })
     expect(manifestOf(tarballs["redis-store"]).bin).toBeUndefined()
+    expect(manifestOf(tarballs.tools).bin).toBeUndefined()
     expect(manifestOf(tarballs.core).bin).toBeUndefined()
+    // the bin runs the CLI of @shardline/tools, a dependency of the runtime
+    // (no cycle: tools depends on redis-store and core only)
+    const runtimeDeps = manifestOf(tarballs["member-runtime"]).dependencies as Record<
+      string,
+      string
+    >
+    expect(runtimeDeps["@shardline/tools"]).toBe(`^${manifestOf(tarballs.tools).version}`)
+    expect(Object.keys(manifestOf(tarballs.tools).dependencies as object).sort()).toEqual([
+      "@shardline/core",
+      "@shardline/redis-store",
+      "ioredis",
+    ])
+    // redis-store is the storage adapter only: the CLI is no longer its export
+    expect(Object.keys(manifestOf(tarballs["redis-store"]).exports as object)).not.toContain(
+      "./cli",
+    )
   })
 })
 
@@ -301,7 +318,7 @@ describe("installed with npm into a fresh project", () => {
     expect(help.stdout).toMatch(/^usage:\n {2}shardline inspect/)
     const version = run("npx", ["--no-install", "shardline", "--version"])
     expect(version.status, version.stderr).toBe(0)
-    expect(version.stdout).toBe(`shardline ${manifestOf(tarballs["redis-store"]).version}\n`)
+    expect(version.stdout).toBe(`shardline ${manifestOf(tarballs.tools).version}\n`)
   })
 
   it("npx shardline-sim runs a scenario", () => {

@@ -131,7 +131,7 @@ export class EvictionPolicyRefused extends Schema.TaggedError<EvictionPolicyRefu
 ) {}
 
 /**
- * An administration request the data does not allow (src/Admin.ts, the
+ * An administration request the data does not allow (@shardline/tools src/Admin.ts, the
  * `shardline dlq` and `groups` commands): an unknown stream or group, a
  * live group to delete without `force`, a dead letter that is not there,
  * dead-letter ids without their shard.

@@ -677,6 +677,10 @@ export const checkPermissions = (
  * connection's own commands, and MULTI / EXEC, which the probe's
  * transaction needs), and nothing a consumer needs is asked of it.
  *
+ * With no stream (a runtime with producers only, at its start: their
+ * streams are not known yet), the commands and the namespace's key pattern
+ * are checked on a stand-in stream of the namespace.
+ *
  * @example
  * yield* Acl.checkProducerPermissions(connection, ["orders"])
  * // PermissionDenied: the Redis user "app" may not do what Shardline needs to send to orders:
@@ -689,10 +693,24 @@ export const checkProducerPermissions = (
   probe(
     connection,
     // the group names no key a producer touches (producerKeys)
-    streams.map((stream) => ({ stream, group: "producer" })),
+    (streams.length === 0 ? [ANY_STREAM] : streams).map((stream) => ({
+      stream,
+      group: "producer",
+    })),
     "producer",
-    `to send to ${streams.join(", ")}`,
+    streams.length === 0
+      ? `to send to the streams of namespace ${connection.keys.prefix}`
+      : `to send to ${streams.join(", ")}`,
   )
+
+/**
+ * The stream `checkProducerPermissions` probes when given none: a runtime
+ * with producers only knows their streams once they are made, after its
+ * start, so its start checks the producer's commands on this stream's keys,
+ * which the namespace's key pattern covers as it covers every stream's
+ * (docs/redis.md, "ACL"). Nothing is created: the probe runs nothing.
+ */
+const ANY_STREAM = "shardline-acl-probe"
 
 const probe = (
   connection: RedisConnectionShape,

@@ -1,4 +1,3 @@
-export * as Admin from "./Admin.js"
 export * as Acl from "./acl.js"
 export * from "./Errors.js"
 export * as KeySchema from "./KeySchema.js"

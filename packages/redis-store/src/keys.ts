@@ -125,7 +125,7 @@ export interface KeySpace {
    * The group's members' last heartbeat: refreshed by every push of
    * members' heartbeats, served or not (a string holding its TTL in ms, PX
    * that TTL; the time since the last push is that TTL less PTTL). Read by
-   * `groups list` / `delete` (src/Admin.ts).
+   * `groups list` / `delete` (@shardline/tools src/Admin.ts).
    */
   readonly lastHeartbeatKey: (key: GroupKey) => string
   readonly replyKey: (key: GroupKey, requestId: string) => string

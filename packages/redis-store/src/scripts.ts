@@ -85,7 +85,8 @@ export const Scripts = {
   claimPending: script("claimPending", 2, claimPending),
   setPosition: script("setPosition", 2, setPosition),
   deadLetter: script("deadLetter", 3, deadLetter),
-  // `shardline dlq replay` / `purge` (src/Admin.ts)
+  // `shardline dlq replay` / `purge` (@shardline/tools, src/Admin.ts: they run
+  // them through ./internal; registered here with the others, on every connection)
   dlqReplayRoute: script("dlqReplayRoute", 2, dlqReplayRoute),
   dlqReplayAppend: script("dlqReplayAppend", 3, dlqReplayAppend),
   dlqReplayRemove: script("dlqReplayRemove", 2, dlqReplayRemove),

@@ -268,6 +268,8 @@ for (const target of redisTargets()) {
             const connection = yield* userWithout(undefined, "producer")
             const stream = unique("producer")
             yield* checkProducerPermissions(connection, [stream])
+            // no stream yet (a runtime with producers only, at its start): passes too
+            yield* checkProducerPermissions(connection, [])
             // what createProducer does: the layout created and read, idempotent trimmed appends
             const layouts = RedisStreamLayouts.makeWith(connection)
             yield* layouts.save(stream, 0, Layout.StreamLayout.create(stream, 2))
@@ -300,22 +302,33 @@ for (const target of redisTargets()) {
     )
 
     for (const drop of ["+xadd", "+evalsha", "+hset", "~shardline:*"] as const)
-      it.live(`a producer's user without ${drop}: the producer probe names exactly it`, () =>
-        Effect.scoped(
-          Effect.gen(function* () {
-            const connection = yield* userWithout(drop, "producer")
-            const stream = unique("producer")
-            const error = yield* Effect.flip(checkProducerPermissions(connection, [stream]))
-            assert.strictEqual(error._tag, "PermissionDenied")
-            if (error._tag !== "PermissionDenied") return
-            assert.deepStrictEqual(
-              error.missing.map((m) => m.rule),
-              [drop],
-            )
-            assert.include(error.message, `needs to send to ${stream}: `)
-            assert.include(error.message, `ACL SETUSER ${error.user} ${drop}`)
-          }),
-        ),
+      it.live(
+        `a producer's user without ${drop}: the producer probe names exactly it, with a stream or none`,
+        () =>
+          Effect.scoped(
+            Effect.gen(function* () {
+              const connection = yield* userWithout(drop, "producer")
+              const stream = unique("producer")
+              const error = yield* Effect.flip(checkProducerPermissions(connection, [stream]))
+              assert.strictEqual(error._tag, "PermissionDenied")
+              if (error._tag !== "PermissionDenied") return
+              assert.deepStrictEqual(
+                error.missing.map((m) => m.rule),
+                [drop],
+              )
+              assert.include(error.message, `needs to send to ${stream}: `)
+              assert.include(error.message, `ACL SETUSER ${error.user} ${drop}`)
+              // no stream (a runtime with producers only): the same rule, the namespace named
+              const any = yield* Effect.flip(checkProducerPermissions(connection, []))
+              assert.strictEqual(any._tag, "PermissionDenied")
+              if (any._tag !== "PermissionDenied") return
+              assert.deepStrictEqual(
+                any.missing.map((m) => m.rule),
+                [drop],
+              )
+              assert.include(any.message, "needs to send to the streams of namespace shardline:: ")
+            }),
+          ),
       )
 
     if (target.kind === "cluster7")

@@ -6,6 +6,7 @@
  * options opt in (`allowEviction`), which logs a warning. Each kind of
  * server runs here with `maxmemory 40mb` and `allkeys-lru`, the settings
  * that lost 930 of 6,000 accepted messages of a paused group in issue 32.
+ * The CLI's refusal and warning: @shardline/tools test/cliEviction.test.ts.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Logger } from "effect"
@@ -23,7 +24,6 @@ import {
   startRedis,
   startRedisCluster,
 } from "../src/testing.js"
-import { runCli } from "./support/cli.js"
 
 /** The warnings Effect logged while `effect` ran, and its outcome. */
 const withWarnings = <A, E>(effect: Effect.Effect<A, E>) =>
@@ -154,48 +154,6 @@ for (const kind of SERVER_KINDS) {
     )
   })
 }
-
-describe("the CLI on a server that evicts keys (redis7, allkeys-lru)", () => {
-  let server: RedisServer | undefined
-  beforeAll(async () => {
-    server = await startRedis({ kind: "redis7", args: EVICTING })
-  }, 120_000)
-  afterAll(async () => {
-    await server?.stop()
-  })
-
-  it.live(
-    "a command that writes is refused in one line (exit 2) unless --allow-eviction; one that reads warns on stderr, its output untouched",
-    () =>
-      Effect.gen(function* () {
-        const url = server!.url
-        const refused = yield* runCli(["reshard", "--redis", url, "--stream", "s", "--shards", "8"])
-        assert.strictEqual(refused.code, 2)
-        assert.strictEqual(refused.stderr.trim().split("\n").length, 1)
-        assert.match(
-          refused.stderr,
-          /^shardline: EvictionPolicyRefused: .*maxmemory-policy is allkeys-lru/,
-        )
-        assert.include(refused.stderr, "--allow-eviction")
-        const allowed = yield* runCli([
-          "reshard",
-          "--redis",
-          url,
-          "--stream",
-          "s",
-          "--shards",
-          "8",
-          "--allow-eviction",
-        ])
-        // it connects (and then finds no such stream), after a warning
-        assert.include(allowed.stderr, "shardline: warning: WARNING: Redis at")
-        assert.notInclude(allowed.stderr, "EvictionPolicyRefused")
-        const listed = yield* runCli(["groups", "list", "--redis", url, "--stream", "s", "--json"])
-        assert.include(listed.stderr, "shardline: warning: WARNING: Redis at")
-        assert.notInclude(listed.stdout, "WARNING")
-      }),
-  )
-})
 
 describe("an eviction under a group that does not read (redis7, maxmemory 4mb, allkeys-lru, allowEviction)", () => {
   let server: RedisServer | undefined

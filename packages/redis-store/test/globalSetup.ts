@@ -5,7 +5,6 @@
  */
 import type { TestProject } from "vitest/node"
 import { type ClusterInfo, type ServerInfo, startTestServers } from "../src/testing.js"
-import { buildCli } from "./support/buildCli.js"
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -17,8 +16,6 @@ declare module "vitest" {
 }
 
 export default async function setup(project: TestProject) {
-  // the CLI tests run the built `shardline` bin as a child process
-  const built = buildCli()
   const servers = await startTestServers({
     kinds: ["redis7", "redis8", "valkey8"],
     cluster: "redis7",
@@ -27,6 +24,5 @@ export default async function setup(project: TestProject) {
   project.provide("redis8", servers.infos.redis8!)
   project.provide("valkey8", servers.infos.valkey8!)
   project.provide("cluster7", servers.cluster!)
-  await built
   return servers.stop
 }

@@ -2,7 +2,8 @@
  * A runtime whose Redis user lacks a permission (docs/runtime.md, "On
  * Redis"; docs/redis.md, "ACL"): `start` probes every command, key and
  * channel its groups need and fails naming what is missing, before any
- * member runs; a permission taken away later surfaces with its cause
+ * member runs (a runtime with producers only: what a producer needs, as
+ * `createProducer` probes it); a permission taken away later surfaces with its cause
  * (events, `lastError`, an error in the log), and `stop` does not wait for
  * a leave no coordinator can answer. The probe itself is tested on every
  * server kind and a cluster in redis-store (test/acl.test.ts).
@@ -74,6 +75,44 @@ describe("start() with a Redis user that lacks permissions", () => {
         .trim(),
     ).toBe("0")
     expect(server().cli("EXISTS", Keys.defaultKeys.shardKey(stream, 0)).trim()).toBe("0")
+  })
+})
+
+describe("start() of a runtime with producers only", () => {
+  it("a user without +xadd: PermissionDenied naming it, as createProducer's probe does", async () => {
+    const error = await start({
+      redis: user("runtime-producer-lacks-xadd", ["+xadd"], undefined, "producer"),
+      handleSignals: false,
+      logLevel: "silent",
+    }).then(
+      async (runtime) => {
+        await runtime.stop()
+        return undefined
+      },
+      (e: { _tag: string; message: string; missing: ReadonlyArray<{ rule: string }> }) => e,
+    )
+    expect(error?._tag).toBe("PermissionDenied")
+    expect(error?.missing.map((m) => m.rule)).toEqual(["+xadd"])
+    expect(error?.message).toContain("command XADD (+xadd)")
+    expect(error?.message).toContain("needs to send to the streams of namespace shardline:")
+    expect(error?.message).toContain("ACL SETUSER runtime-producer-lacks-xadd +xadd")
+    // the probe ran nothing: the stand-in stream's keys were not created
+    expect(server().cli("KEYS", "shardline:*acl-probe*").trim()).toBe("")
+  })
+
+  it("a user with a producer's rules only starts, and its producer sends", async () => {
+    const stream = "acl-runtime-producer"
+    const redis = user("runtime-producer-only", [], undefined, "producer")
+    // the layout, as a producer of its own creates it
+    const created = await createProducer({ redis, stream, shardCount: 2, logLevel: "silent" })
+    await created.close()
+    const runtime = await start({ redis, handleSignals: false, logLevel: "silent" })
+    try {
+      const sent = await runtime.producer(stream).send("k", { n: "1" })
+      expect(server().cli("XLEN", Keys.defaultKeys.shardKey(stream, sent.shard)).trim()).toBe("1")
+    } finally {
+      await runtime.stop()
+    }
   })
 })
 

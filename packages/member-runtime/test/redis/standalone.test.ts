@@ -1,7 +1,7 @@
 /**
  * Coordinator placement "standalone" on Redis: the group's coordinator is
- * the `shardline coordinator` process (the bin of @shardline/redis-store,
- * packages/redis-store/src/cli.ts), and the runtime's members
+ * the `shardline coordinator` process (the CLI of @shardline/tools,
+ * packages/tools/src/cli.ts), and the runtime's members
  * (`coordinator: "standalone"`) join it through the Redis transport. This
  * process is then no coordinator candidate: its `monitor` is empty, and the
  * group still works end to end.
@@ -20,12 +20,9 @@ const server = useRedisServer("redis7")
 
 const cliPath = () => {
   // the package's own dependency, as `pnpm exec shardline` runs it
-  const cli = path.resolve(
-    import.meta.dirname,
-    "../../node_modules/@shardline/redis-store/dist/cli.js",
-  )
+  const cli = path.resolve(import.meta.dirname, "../../node_modules/@shardline/tools/dist/cli.js")
   if (!existsSync(cli))
-    throw new Error(`${cli} is missing: run \`pnpm build\` (the shardline bin of redis-store)`)
+    throw new Error(`${cli} is missing: run \`pnpm build\` (the shardline CLI of @shardline/tools)`)
   return cli
 }
 

@@ -12,7 +12,8 @@
  *   message (its members acknowledge it unseen), and the message carries
  *   its original id and its replay count, counted on across replays.
  */
-import { Admin, RedisPorts } from "@shardline/redis-store"
+import { RedisPorts } from "@shardline/redis-store"
+import { Admin } from "@shardline/tools"
 import { Effect } from "effect"
 import { Redis } from "ioredis"
 import { expect, it } from "vitest"

@@ -4,8 +4,8 @@
  * `shardline dashboard` in a real browser (docs/observability.md, "The
  * dashboard"), the same check for every browser (test/redis/dashboard.test.ts:
  * Debian's Chromium through playwright-core; dashboardFirefox.test.ts:
- * Debian's Firefox ESR through puppeteer-core and WebDriver BiDi). The bin of
- * @shardline/redis-store runs as a child process, connected as a read-only
+ * Debian's Firefox ESR through puppeteer-core and WebDriver BiDi). The CLI of
+ * @shardline/tools runs as a child process, connected as a read-only
  * ACL user (`Acl.readOnlyRules`), against a live group of member runtimes on
  * a real redis-server. Checks:
  * - the page's numbers (members, shards, epochs, dead letters, resharding)
@@ -38,12 +38,11 @@ const group = "billing"
 const SHARDS = 8
 
 const cli = () => {
-  const file = path.resolve(
-    import.meta.dirname,
-    "../../node_modules/@shardline/redis-store/dist/cli.js",
-  )
+  const file = path.resolve(import.meta.dirname, "../../node_modules/@shardline/tools/dist/cli.js")
   if (!existsSync(file))
-    throw new Error(`${file} is missing: run \`pnpm build\` (the shardline bin of redis-store)`)
+    throw new Error(
+      `${file} is missing: run \`pnpm build\` (the shardline CLI of @shardline/tools)`,
+    )
   return file
 }
 

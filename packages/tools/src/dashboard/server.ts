@@ -19,11 +19,10 @@
 import { randomBytes, timingSafeEqual } from "node:crypto"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { BackendUnavailable, GroupKey } from "@shardline/core"
+import { RedisConnection, RedisPorts } from "@shardline/redis-store"
+import { untilStopped } from "@shardline/redis-store/internal"
 import { Context, Data, Effect, Exit, Layer, Option, type Scope } from "effect"
 import { type InspectReport, inspectReport, listGroups } from "../inspect.js"
-import { untilStopped } from "../internal/untilStopped.js"
-import * as RedisConnection from "../RedisConnection.js"
-import * as RedisPorts from "../RedisPorts.js"
 import { type AuditEntry, auditEntries, buildStrip, compareIds, type Strip } from "./ownership.js"
 import page from "./page.html"
 

@@ -24,13 +24,16 @@
  * version run with ioredis' `keyPrefix`); none by default.
  */
 import type { BackendUnavailable } from "@shardline/core"
+import {
+  Acl,
+  AdminRefused,
+  KeySchema,
+  type KeySchemaMismatch,
+  Keys,
+  type RedisConnection,
+} from "@shardline/redis-store"
 import { Effect } from "effect"
 import { Cluster, type Redis } from "ioredis"
-import { keySlot } from "./acl.js"
-import { AdminRefused, type KeySchemaMismatch } from "./Errors.js"
-import * as KeySchema from "./KeySchema.js"
-import { globEscape, SCHEMA_VERSION } from "./keys.js"
-import type { RedisConnectionShape } from "./RedisConnection.js"
 
 export interface MigrateOptions {
   readonly stream: string
@@ -60,7 +63,7 @@ export interface Migration {
 const regExpEscape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
 
 /** Every key matching `pattern`, on every master of a cluster. */
-const scanAll = (connection: RedisConnectionShape, pattern: string) =>
+const scanAll = (connection: RedisConnection.RedisConnectionShape, pattern: string) =>
   connection.command("migrate-keys (SCAN)", async (client) => {
     const nodes: ReadonlyArray<Redis> =
       client instanceof Cluster ? client.nodes("master") : [client as Redis]
@@ -81,7 +84,7 @@ const scanAll = (connection: RedisConnectionShape, pattern: string) =>
  * namespace; keys already at their new name (schema 1 under this very
  * prefix: its shard keys are this schema's) are not listed.
  */
-const plan = (connection: RedisConnectionShape, stream: string, from: string) =>
+const plan = (connection: RedisConnection.RedisConnectionShape, stream: string, from: string) =>
   Effect.gen(function* () {
     const keys = connection.keys
     const encoded = encodeURIComponent(stream)
@@ -93,7 +96,7 @@ const plan = (connection: RedisConnectionShape, stream: string, from: string) =>
       `^${regExpEscape(from)}\\{${regExpEscape(stream)}:(\\d+)\\}(|:owner:.+|:dlq|:sealed|:idmp:.+)$`,
       "s",
     )
-    for (const key of yield* scanAll(connection, `${globEscape(`${from}{${stream}:`)}*`)) {
+    for (const key of yield* scanAll(connection, `${Keys.globEscape(`${from}{${stream}:`)}*`)) {
       const m = shardPattern.exec(key)
       if (m === null) continue
       const to = keys.shardKey(stream, Number(m[1])) + m[2]
@@ -106,7 +109,7 @@ const plan = (connection: RedisConnectionShape, stream: string, from: string) =>
     )
     for (const key of yield* scanAll(
       connection,
-      `${globEscape(`${from}{shardline:${encoded}:`)}*`,
+      `${Keys.globEscape(`${from}{shardline:${encoded}:`)}*`,
     )) {
       const m = groupPattern.exec(key)
       if (m === null) continue
@@ -127,7 +130,7 @@ const plan = (connection: RedisConnectionShape, stream: string, from: string) =>
 
 /** A coordinator of an earlier version holds one of these leases or serves: why, else undefined. */
 const liveOld = (
-  connection: RedisConnectionShape,
+  connection: RedisConnection.RedisConnectionShape,
   stream: string,
   from: string,
   groups: ReadonlyArray<string>,
@@ -146,10 +149,10 @@ const liveOld = (
   })
 
 /** Move one key; false when its new name is taken (nothing changed). */
-const move = (connection: RedisConnectionShape, m: KeyMove) =>
+const move = (connection: RedisConnection.RedisConnectionShape, m: KeyMove) =>
   connection.command("migrate-keys (move)", async (client): Promise<boolean> => {
     // same slot (always on a single node): one atomic RENAMENX, TTL and all
-    const sameSlot = !(client instanceof Cluster) || keySlot(m.from) === keySlot(m.to)
+    const sameSlot = !(client instanceof Cluster) || Acl.keySlot(m.from) === Acl.keySlot(m.to)
     if (sameSlot) {
       const renamed = await client.renamenx(m.from, m.to).catch((error: Error) => {
         // moved by a run cut short after its RENAMENX: nothing left to move
@@ -178,7 +181,7 @@ const move = (connection: RedisConnectionShape, m: KeyMove) =>
  * // done.moved: [{ from: "{orders:0}", to: "shardline:{orders:0}" }, ...]
  */
 export const migrate = (
-  connection: RedisConnectionShape,
+  connection: RedisConnection.RedisConnectionShape,
   options: MigrateOptions,
 ): Effect.Effect<Migration, AdminRefused | KeySchemaMismatch | BackendUnavailable> =>
   Effect.gen(function* () {
@@ -187,7 +190,7 @@ export const migrate = (
     const recorded = yield* connection.command("migrate-keys (GET schema)", (c) =>
       c.get(keys.schema),
     )
-    if (recorded !== null && recorded !== String(SCHEMA_VERSION))
+    if (recorded !== null && recorded !== String(Keys.SCHEMA_VERSION))
       return yield* KeySchema.recordedMismatch(keys, recorded)
     const { moves, groups } = yield* plan(connection, options.stream, from)
     const live = yield* liveOld(connection, options.stream, from, groups)
@@ -203,7 +206,7 @@ export const migrate = (
     for (const m of moves) ((yield* move(connection, m)) ? moved : conflicts).push(m)
     if (conflicts.length === 0)
       yield* connection.command("migrate-keys (SET schema)", (c) =>
-        c.set(keys.schema, String(SCHEMA_VERSION), "NX"),
+        c.set(keys.schema, String(Keys.SCHEMA_VERSION), "NX"),
       )
     return { stream: options.stream, moved, conflicts, groups }
   })

@@ -9,10 +9,17 @@
  */
 import { assert, it } from "@effect/vitest"
 import { Coordinator } from "@shardline/core"
+import { Acl, Keys, RedisConnection, RedisPorts, RedisStore } from "@shardline/redis-store"
 import { Context, Effect, Layer, Option } from "effect"
 import { Cluster, type Redis } from "ioredis"
 import { describe, expect, it as test } from "vitest"
-import { readOnlyCommands, readOnlyRules } from "../src/acl.js"
+import { configFor } from "../../redis-store/test/contract/Store.js"
+import {
+  connect,
+  describeTarget,
+  redisTargets,
+  unique,
+} from "../../redis-store/test/support/targets.js"
 import { type AuditEntry, buildStrip } from "../src/dashboard/ownership.js"
 import {
   authorized,
@@ -24,12 +31,6 @@ import {
   readState,
 } from "../src/dashboard/server.js"
 import { inspectReport, listGroups } from "../src/inspect.js"
-import { defaultKeys } from "../src/keys.js"
-import * as RedisConnection from "../src/RedisConnection.js"
-import * as RedisPorts from "../src/RedisPorts.js"
-import * as RedisStore from "../src/RedisStore.js"
-import { configFor } from "./contract/Store.js"
-import { connect, describeTarget, redisTargets, unique } from "./support/targets.js"
 
 let n = 0
 const event = (
@@ -184,7 +185,7 @@ describe("who may open the dashboard", () => {
 })
 
 test("group keys: the Store revision key names the group; anything else is no group", () => {
-  const { groupOfRevisionKey } = defaultKeys
+  const { groupOfRevisionKey } = Keys.defaultKeys
   expect(groupOfRevisionKey("shardline:group:{orders:billing}:store:revision")).toEqual({
     stream: "orders",
     group: "billing",
@@ -209,7 +210,7 @@ for (const target of redisTargets()) {
     const admin = yield* connect(target)
     const nodes: ReadonlyArray<Redis> =
       admin.client instanceof Cluster ? admin.client.nodes("master") : [admin.client]
-    const rules = readOnlyRules({ cluster: admin.isCluster })
+    const rules = Acl.readOnlyRules({ cluster: admin.isCluster })
     yield* Effect.promise(() =>
       Promise.all(
         nodes.map(async (node) => {
@@ -225,7 +226,7 @@ for (const target of redisTargets()) {
     it.live("none of its commands writes (COMMAND INFO)", () =>
       Effect.gen(function* () {
         const { nodes } = subject()
-        for (const command of readOnlyCommands({ cluster: true })) {
+        for (const command of Acl.readOnlyCommands({ cluster: true })) {
           const [name, sub] = command.split("|")
           const info = (yield* Effect.promise(() =>
             nodes[0]!.call("COMMAND", "INFO", sub === undefined ? name! : `${name}|${sub}`),
@@ -284,7 +285,7 @@ for (const target of redisTargets()) {
           const connection = Context.get(ports, RedisConnection.RedisConnection)
           const refused = yield* Effect.exit(
             connection.command("SET (must be refused)", (c) =>
-              c.set(defaultKeys.ownerTokenKey(stream, 0, "g"), "99"),
+              c.set(Keys.defaultKeys.ownerTokenKey(stream, 0, "g"), "99"),
             ),
           )
           assert.isTrue(refused._tag === "Failure")

@@ -14,11 +14,9 @@ import {
   ShardStreams,
   StreamLayouts,
 } from "@shardline/core"
+import { RedisConnection, type RedisPorts, RedisStore } from "@shardline/redis-store"
 import { Context, Data, Effect, Option } from "effect"
 import type { Cluster, Redis } from "ioredis"
-import * as RedisConnection from "./RedisConnection.js"
-import type * as RedisPorts from "./RedisPorts.js"
-import { auditEvents } from "./RedisStore.js"
 
 /** Inspection failed: the message names the operation and the error, one line. */
 export class InspectFailed extends Data.TaggedError("InspectFailed")<{
@@ -175,7 +173,7 @@ export const collect = (
       lastValue === null || lastTtl < 0 || !Number.isFinite(Number(lastValue))
         ? null
         : Math.max(0, Number(lastValue) - lastTtl)
-    const audit = yield* Effect.mapError(auditEvents(connection, key, auditCount), fail)
+    const audit = yield* Effect.mapError(RedisStore.auditEvents(connection, key, auditCount), fail)
     const owned = new Map<string, Array<number>>()
     const target = new Map<string, Array<number>>()
     snapshot.current.forEach((o, shard) => {

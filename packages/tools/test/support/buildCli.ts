@@ -17,6 +17,6 @@ export const buildCli = () =>
     dts: false,
     clean: false,
     silent: true,
-    loader: { ".lua": "text", ".html": "text" },
+    loader: { ".html": "text" },
     target: "node20",
   })

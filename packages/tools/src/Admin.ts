@@ -16,7 +16,7 @@
  *   letter is appended once however often the replay runs: its target is
  *   recorded beside it before the append (`<shard>:dlq:replays`), and the
  *   target keeps a mark of it (`<target>:dlq:replayed`), checked in the
- *   append's script, until the letter is removed (src/lua/dlq-replay-*.lua).
+ *   append's script, until the letter is removed (redis-store src/lua/dlq-replay-*.lua).
  * - groups: `listGroups` (every group the stream's layout registers or its
  *   shards know), `planGroupDeletion` / `deleteGroup` (the group's Redis
  *   consumer groups, owner tokens, dead letters, every key under its tag,
@@ -39,14 +39,10 @@ import {
   Store,
   StreamLayouts,
 } from "@shardline/core"
+import { Acl, AdminRefused, Keys, RedisConnection } from "@shardline/redis-store"
+import { Code, evalScript, type Script, Scripts } from "@shardline/redis-store/internal"
 import { Effect, Option } from "effect"
 import { Cluster } from "ioredis"
-import { keySlot } from "./acl.js"
-import { AdminRefused } from "./Errors.js"
-import { Code, evalScript } from "./internal/reply.js"
-import { globEscape } from "./keys.js"
-import * as RedisConnection from "./RedisConnection.js"
-import { type Script, Scripts } from "./scripts.js"
 
 /** The field the producer keeps the routing key in (member-runtime's `KEY_FIELD`). */
 export const KEY_FIELD = "shardline-key"
@@ -324,7 +320,7 @@ const replayFields = (letter: DeadLetter, group: string) => {
   return { fields, count }
 }
 
-/** One of the dead-letter scripts (src/lua/dlq-replay-*.lua); a foreign value is reported as unavailable. */
+/** One of the dead-letter scripts (redis-store src/lua/dlq-replay-*.lua); a foreign value is reported as unavailable. */
 const script = (
   operation: string,
   s: Script,
@@ -654,7 +650,7 @@ const keysWithPrefix = (prefix: string) =>
     const node =
       client instanceof Cluster
         ? client.nodes("master").find((n) => {
-            const owner = client.slots[keySlot(prefix)]?.[0]
+            const owner = client.slots[Acl.keySlot(prefix)]?.[0]
             return owner === `${n.options.host}:${n.options.port}`
           })
         : client
@@ -667,7 +663,7 @@ const keysWithPrefix = (prefix: string) =>
     let cursor = "0"
     do {
       const [next, batch] = yield* Effect.tryPromise({
-        try: () => node.scan(cursor, "MATCH", `${globEscape(prefix)}*`, "COUNT", 1_000),
+        try: () => node.scan(cursor, "MATCH", `${Keys.globEscape(prefix)}*`, "COUNT", 1_000),
         catch: (cause) => RedisConnection.unavailable("keys (SCAN)", cause),
       })
       keys.push(...batch)

@@ -46,16 +46,18 @@ import {
   inspectGroup,
   Layout,
 } from "@shardline/core"
+import {
+  Acl,
+  type AdminRefused,
+  KeySchema,
+  RedisConnection,
+  RedisPorts,
+} from "@shardline/redis-store"
+import { untilStopped } from "@shardline/redis-store/internal"
 import { Context, Data, Effect, Exit, Layer, Logger, Option, type Scope } from "effect"
 import * as Admin from "./Admin.js"
-import { checkPermissions } from "./acl.js"
-import type { AdminRefused } from "./Errors.js"
 import { collect, type InspectReport } from "./inspect.js"
-import { untilStopped } from "./internal/untilStopped.js"
-import * as KeySchema from "./KeySchema.js"
 import * as MigrateKeys from "./MigrateKeys.js"
-import * as RedisConnection from "./RedisConnection.js"
-import * as RedisPorts from "./RedisPorts.js"
 
 /** A failure the CLI reports as one line (exit 2). */
 class CliFailure extends Data.TaggedError("CliFailure")<{ readonly message: string }> {}
@@ -806,7 +808,7 @@ const coordinator = (args: Args) => {
       const transport = Context.get(ports, CoordinatorTransport.CoordinatorTransport)
       const key = { stream, group }
       // the ACL user may run everything the group needs (docs/redis.md, "ACL")
-      yield* checkPermissions(Context.get(ports, RedisConnection.RedisConnection), [key]).pipe(
+      yield* Acl.checkPermissions(Context.get(ports, RedisConnection.RedisConnection), [key]).pipe(
         Effect.mapError((e) => new CliFailure({ message: e.message })),
       )
       const groupConfig = yield* decodeGroupConfig(config).pipe(

@@ -14,18 +14,16 @@ import {
   Store,
   StreamLayouts,
 } from "@shardline/core"
+import { Acl, Keys, RedisConnection } from "@shardline/redis-store"
 import { Context, Effect, Option } from "effect"
 import type { Redis } from "ioredis"
+import { configFor } from "../../redis-store/test/contract/Store.js"
+import { redisPorts } from "../../redis-store/test/support/driver.js"
+import { describeTarget, redisTargets, unique } from "../../redis-store/test/support/targets.js"
 import { KEY_FIELD } from "../src/Admin.js"
-import { aclRules } from "../src/acl.js"
-import { defaultKeys } from "../src/keys.js"
-import * as RedisConnection from "../src/RedisConnection.js"
-import { configFor } from "./contract/Store.js"
 import { runCli } from "./support/cli.js"
-import { redisPorts } from "./support/driver.js"
-import { describeTarget, redisTargets, unique } from "./support/targets.js"
 
-const { groupBase: groupTag, ownerTokenKey, shardKey } = defaultKeys
+const { groupBase: groupTag, ownerTokenKey, shardKey } = Keys.defaultKeys
 
 /** The producer whose dedupe window (100 ids / 100 s) replays relied on before their marks. */
 const REPLAY_PRODUCER = "shardline-replay"
@@ -260,7 +258,7 @@ for (const target of redisTargets())
                   "reset",
                   "on",
                   ">pw",
-                  ...aclRules({ xackdel: false }).filter((r) => r !== "+xdel"),
+                  ...Acl.aclRules({ xackdel: false }).filter((r) => r !== "+xdel"),
                 ),
               )
               const cut = yield* cli(
@@ -431,7 +429,7 @@ for (const target of redisTargets())
                   "reset",
                   "on",
                   ">pw",
-                  ...aclRules({ xackdel: false }).filter((r) => r !== "+xdel"),
+                  ...Acl.aclRules({ xackdel: false }).filter((r) => r !== "+xdel"),
                 ),
               )
               const list = yield* cli([
@@ -534,8 +532,8 @@ for (const target of redisTargets())
               // their routes and marks went with them
               for (let shard = 0; shard < 12; shard++)
                 for (const key of [
-                  defaultKeys.replayRoutesKey(stream, shard),
-                  defaultKeys.replayMarksKey(stream, shard),
+                  Keys.defaultKeys.replayRoutesKey(stream, shard),
+                  Keys.defaultKeys.replayMarksKey(stream, shard),
                 ])
                   assert.strictEqual(
                     yield* connection.command("exists", (c) => c.exists(key)),

@@ -8,12 +8,18 @@
  * keys refused then moved by `migrate-keys`.
  */
 import { assert, it } from "@effect/vitest"
+import { RedisConnection } from "@shardline/redis-store"
+import { freePort, startRedis } from "@shardline/redis-store/testing"
 import { Context, Effect } from "effect"
-import * as RedisConnection from "../src/RedisConnection.js"
-import { freePort, startRedis } from "../src/testing.js"
+import {
+  makeGroup,
+  makeLog,
+  makeProducer,
+  redisPorts,
+  runUntil,
+} from "../../redis-store/test/support/driver.js"
+import { describeTarget, redisTargets, unique } from "../../redis-store/test/support/targets.js"
 import { exited, runCli, spawnCoordinator } from "./support/cli.js"
-import { makeGroup, makeLog, makeProducer, redisPorts, runUntil } from "./support/driver.js"
-import { describeTarget, redisTargets, unique } from "./support/targets.js"
 
 for (const target of redisTargets())
   if (target.kind === "redis7")
@@ -135,6 +141,8 @@ for (const target of redisTargets())
             assert.match(hung.stderr, /within 200 ms \(commandTimeoutMs\)/)
             assert.strictEqual(hung.stderr.trim().split("\n").length, 1)
           }).pipe(Effect.scoped),
+        // 15 CLI processes: the 60 s default ran out at load 15 on 2 cores
+        180_000,
       )
 
       it.live(
