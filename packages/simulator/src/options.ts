@@ -187,6 +187,10 @@ export const DISRUPTIVE_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>(
  *   compare the owner tokens storage holds with the loaded state's
  *   (docs/protocol.md rule 23) and re-fences the rewound state's lower
  *   tokens (`coordinator.ts`).
+ * - `no-commit-lease-fence` (`store-rewind` with `coord-stale`): the Store's
+ *   commit is fenced by the revision only, not by the lease term
+ *   (docs/protocol.md rule 32), so a paused ex-leader's commit passes once
+ *   the Store rewound to its revision (`store.ts`).
  */
 export type Broken =
   | "assign-before-revoke"
@@ -203,6 +207,7 @@ export type Broken =
   | "drained-before-handler-returns"
   | "refused-ack-counted-as-acked"
   | "no-rewind-check"
+  | "no-commit-lease-fence"
 export const BROKEN: ReadonlyArray<Broken> = [
   "assign-before-revoke",
   "skip-election",
@@ -218,6 +223,7 @@ export const BROKEN: ReadonlyArray<Broken> = [
   "drained-before-handler-returns",
   "refused-ack-counted-as-acked",
   "no-rewind-check",
+  "no-commit-lease-fence",
 ]
 
 /** Transactional handlers on: asked for, or implied by a `tx-` breakage. */
