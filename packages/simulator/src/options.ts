@@ -144,7 +144,9 @@ export const DISRUPTIVE_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>(
  * - `assign-before-revoke`: hand a pending shard over before its previous
  *   owner reported REVOKED.
  * - `skip-election`: a new coordinator leader serves without committing its
- *   election (`CoordinatorElected`), as `CoordinatorHost` did before the fix.
+ *   election (`CoordinatorElected`), as `CoordinatorHost` did before the fix;
+ *   the Store's lease fence (docs/protocol.md rule 32) is off too, as it was
+ *   then: with it on, it alone refuses the paused ex-leader's commit.
  * - `cutover-before-drain`: the data plane calls a shard of an earlier layout
  *   generation drained as soon as it is sealed (and its loop asks with a
  *   batch in flight), with messages still unread or unacknowledged, so the

@@ -70,9 +70,12 @@ export class Store {
     // docs/protocol.md rule 32: the commit script also reads the lease key
     // and refuses a term that no longer holds it, whatever the revision.
     // BROKEN ON PURPOSE with `no-commit-lease-fence` (test-only): the CAS
-    // alone, so a paused ex-leader passes after a rewind to its revision.
+    // alone, so a paused ex-leader passes after a rewind to its revision;
+    // and with `skip-election` (the host before both fixes: with the fence
+    // on, the fence alone stops the ex-leader the election commit stops).
+    const broken = this.ctx.options.broken
     if (fence !== undefined && !this.holds(fence)) {
-      if (this.ctx.options.broken !== "no-commit-lease-fence") {
+      if (broken !== "no-commit-lease-fence" && broken !== "skip-election") {
         this.ctx.w.count("store:leaseFencedCommits")
         return undefined
       }
