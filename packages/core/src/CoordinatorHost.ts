@@ -437,7 +437,9 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
           })
         const { shell, step } = start
         if (step.records.length > 0) {
-          const committed = yield* Effect.result(store.commit(key, shell.revision, step.records))
+          const committed = yield* Effect.result(
+            store.commit(key, shell.revision, step.records, held),
+          )
           if (Result.isFailure(committed)) {
             if (committed.failure._tag === "StaleRevision" && attempt < maxAttempts) continue
             return yield* Effect.fail(committed.failure)
@@ -448,7 +450,9 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
         const stored = yield* readReachable(shards)
         const rewind = shell.rewound(stored, now)
         if (rewind !== undefined) {
-          const committed = yield* Effect.result(store.commit(key, shell.revision, rewind.records))
+          const committed = yield* Effect.result(
+            store.commit(key, shell.revision, rewind.records, held),
+          )
           if (Result.isFailure(committed)) {
             if (committed.failure._tag === "StaleRevision" && attempt < maxAttempts) continue
             return yield* Effect.fail(committed.failure)
@@ -666,7 +670,12 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
           const held = yield* Effect.result(leases.check(l.lease))
           if (Result.isFailure(held))
             return yield* Effect.fail(new NotServing(`lease lost before ${what}`))
-          const committed = yield* Effect.result(store.commit(key, l.shell.revision, step.records))
+          // fenced by the lease term too: after a Store rewind to this
+          // revision the CAS alone lets a paused ex-leader through
+          // (docs/protocol.md rule 32); LeaseLost steps down below
+          const committed = yield* Effect.result(
+            store.commit(key, l.shell.revision, step.records, l.lease),
+          )
           if (Result.isFailure(committed)) {
             const e = committed.failure
             if (e._tag !== "StaleRevision" || attempt >= maxAttempts)

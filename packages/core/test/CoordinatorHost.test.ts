@@ -352,6 +352,47 @@ describe("CoordinatorHost", () => {
   )
 
   it.effect(
+    "rule 32: a host whose lease was taken over commits nothing, even at the store's revision (the Store rewound to it)",
+    () =>
+      Effect.gen(function* () {
+        const lease = makeLease()
+        // the store checks each commit's lease fence against the lease table
+        const store = Store.makeMemoryUnsafe({ lease })
+        const paused = pausableStore(store)
+        let frozen = false
+        const c1Lease: CoordinatorLease.CoordinatorLeaseShape = {
+          ...lease,
+          renew: (grant, ttl) => (frozen ? Effect.succeed(grant) : lease.renew(grant, ttl)),
+        }
+        const h1 = yield* makeCoordinatorHost({
+          config: cfg,
+          holder: "c1",
+          leaseTtlMs: 2_000,
+        }).pipe(Effect.provide(env(paused.store, c1Lease)))
+        const a = yield* h1.heartbeat(join("a"))
+        assert.strictEqual(a.errorCode, "NONE")
+        const rev = store.revision(key)
+        yield* paused.pause
+        frozen = true
+        // c1 checked its lease, then pauses inside the commit of b's join
+        const zombie = yield* Effect.forkChild(h1.heartbeat(join("b")))
+        yield* TestClock.adjust(2_001) // c1's lease expires: it could not renew
+        // c2 takes the lease; its election commit is lost with a Store
+        // failover, so the store's revision is c1's again (docs/protocol.md rule 23)
+        const c2 = yield* lease.acquire(key, "c2", 2_000)
+        assert.strictEqual(store.revision(key), rev)
+        // c1 wakes: its commit is at the right revision, but not under the lease
+        yield* paused.resume
+        const answer = yield* Fiber.join(zombie)
+        assert.strictEqual(answer.errorCode, "NOT_COORDINATOR")
+        assert.isFalse(yield* h1.isCoordinator)
+        assert.strictEqual(store.revision(key), rev)
+        // the lease is c2's still: c1's step-down released nothing of it
+        yield* lease.check(c2)
+      }),
+  )
+
+  it.effect(
     "a deadline firing on a host that lost its lease does nothing and the host steps down",
     () =>
       Effect.gen(function* () {

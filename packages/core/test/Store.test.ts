@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
 import {
   Coordinator,
+  CoordinatorLease,
   type CoordinatorRecord,
   inspectGroup,
   Store as PublicStore,
@@ -35,6 +36,32 @@ describe("Store (memory bytes + the shared decoder)", () => {
       assert.strictEqual(stale._tag, "StaleRevision")
       assert.strictEqual(store.revision(key), 1)
     }),
+  )
+
+  it.effect(
+    "rule 32: a commit fenced by a lease token that no longer holds the lease writes nothing (LeaseLost)",
+    () =>
+      Effect.gen(function* () {
+        const lease = yield* CoordinatorLease.makeMemory
+        const store = yield* Store.makeMemoryWith({ lease })
+        const first = yield* lease.acquire(key, "c1", 1_000)
+        yield* store.commit(key, 0, Coordinator.createGroup(config(), 0), first)
+        yield* lease.release(first)
+        const second = yield* lease.acquire(key, "c2", 1_000)
+        // at the right revision, under the old token: refused, nothing written
+        const fenced = yield* Effect.flip(store.commit(key, 1, bump(1), first))
+        assert.strictEqual(fenced._tag, "LeaseLost")
+        assert.strictEqual(store.revision(key), 1)
+        // the holder's token commits; no fence is not checked (the port's default)
+        assert.strictEqual(yield* store.commit(key, 1, bump(1), second), 2)
+        assert.strictEqual(yield* store.commit(key, 2, bump(2)), 3)
+        // a released lease holds for nobody
+        yield* lease.release(second)
+        assert.strictEqual(
+          (yield* Effect.flip(store.commit(key, 3, bump(3), second)))._tag,
+          "LeaseLost",
+        )
+      }),
   )
 
   it.effect("the first commit of a group must be GroupCreated, for that very group", () =>

@@ -63,8 +63,9 @@ export const memoryPorts = (options: MemoryPortsOptions = {}): MemoryPorts => {
       options.transportTimeoutMs !== undefined ? { timeoutMs: options.transportTimeoutMs } : {},
     ),
   )
-  const store = Effect.runSync(Store.makeMemory)
   const lease = Effect.runSync(CoordinatorLease.makeMemory)
+  // the store checks each commit's lease fence against this lease table (docs/protocol.md rule 32)
+  const store = Effect.runSync(Store.makeMemoryWith({ lease }))
   const layouts = Effect.runSync(StreamLayouts.makeMemory)
   return fromServices({ streams, transport, store, lease, layouts })
 }

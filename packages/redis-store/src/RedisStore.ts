@@ -9,7 +9,9 @@
  * - `:store:batches`   one record batch per revision since the snapshot (list)
  * - `:audit`           the audit events (stream, `MAXLEN ~ auditMaxLen`)
  *
- * `append` is ONE script: compare-and-set on the revision, RPUSH of the
+ * `append` is ONE script: with a lease fence, a check that the group's lease
+ * key (`:lease`, same slot) is still held under the fence's token
+ * (docs/protocol.md rule 32), compare-and-set on the revision, RPUSH of the
  * batch, XADD of its audit events; its cost is the change's, never the
  * group's (no snapshot is read or written). `replaceSnapshot` is a strict
  * compare-and-set on the revision too. A value Shardline did not write under
@@ -22,6 +24,7 @@ import {
   CorruptSnapshot,
   type ForeignValue,
   type GroupKey,
+  LeaseLost,
   StaleRevision,
   Store,
   StoreUnavailable,
@@ -89,13 +92,24 @@ export const makeEncodedWith = (
         }),
       ),
 
-    append: (key, expectedRevision, batch) =>
+    append: (key, expectedRevision, batch, fence) =>
       evalScript(
         connection,
         "store append",
         Scripts.storeAppend,
-        [...storeKeys(connection, key), connection.keys.auditKey(key)],
-        [String(expectedRevision), batch.records, auditMaxLen, ...batch.audit],
+        [
+          ...storeKeys(connection, key),
+          connection.keys.auditKey(key),
+          connection.keys.leaseKey(key),
+        ],
+        [
+          String(expectedRevision),
+          batch.records,
+          auditMaxLen,
+          fence?.holder ?? "",
+          fence === undefined ? "" : String(fence.token),
+          ...batch.audit,
+        ],
       ).pipe(
         Effect.mapError(storeError(key, connection.keys.storeRevisionKey(key))),
         Effect.flatMap(
@@ -103,37 +117,47 @@ export const makeEncodedWith = (
             reply,
           ): Effect.Effect<
             { revision: number; batches: number },
-            StaleRevision | StoreUnavailable
+            StaleRevision | LeaseLost | StoreUnavailable
           > =>
-            reply[0] === Code.Stale
+            // the lease fence refused it (docs/protocol.md rule 32): nothing written
+            reply[0] === Code.Lost
               ? Effect.fail(
-                  new StaleRevision({
+                  new LeaseLost({
                     stream: key.stream,
                     group: key.group,
-                    expectedRevision,
-                    actualRevision: Number(reply[1]),
+                    holder: fence?.holder ?? "",
+                    token: fence?.token ?? 0,
                   }),
                 )
-              : // with `durability`: a commit whose loss would rewind the group
-                // (and its owner tokens, docs/protocol.md rule 23) is confirmed
-                // once the replicas have it; not confirmed, the coordinator
-                // steps down and its successor reloads whatever survived
-                Effect.as(
-                  Effect.mapError(
-                    connection.confirmReplicated(
-                      "store commit",
-                      connection.keys.storeRevisionKey(key),
+              : reply[0] === Code.Stale
+                ? Effect.fail(
+                    new StaleRevision({
+                      stream: key.stream,
+                      group: key.group,
+                      expectedRevision,
+                      actualRevision: Number(reply[1]),
+                    }),
+                  )
+                : // with `durability`: a commit whose loss would rewind the group
+                  // (and its owner tokens, docs/protocol.md rule 23) is confirmed
+                  // once the replicas have it; not confirmed, the coordinator
+                  // steps down and its successor reloads whatever survived
+                  Effect.as(
+                    Effect.mapError(
+                      connection.confirmReplicated(
+                        "store commit",
+                        connection.keys.storeRevisionKey(key),
+                      ),
+                      (error) =>
+                        new StoreUnavailable({
+                          stream: key.stream,
+                          group: key.group,
+                          message: error.message,
+                          cause: error,
+                        }),
                     ),
-                    (error) =>
-                      new StoreUnavailable({
-                        stream: key.stream,
-                        group: key.group,
-                        message: error.message,
-                        cause: error,
-                      }),
+                    { revision: Number(reply[1]), batches: Number(reply[2]) },
                   ),
-                  { revision: Number(reply[1]), batches: Number(reply[2]) },
-                ),
         ),
       ),
 

@@ -103,7 +103,7 @@ export const Scripts = {
   hbReply: script("hbReply", -1, hbReply),
   hbServing: script("hbServing", 1, hbServing),
   storeLoad: script("storeLoad", 3, storeLoad),
-  storeAppend: script("storeAppend", 4, storeAppend),
+  storeAppend: script("storeAppend", 5, storeAppend),
   storeReplace: script("storeReplace", 3, storeReplace),
   layoutLoad: script("layoutLoad", 1, layoutLoad),
   layoutSave: script("layoutSave", 1, layoutSave),

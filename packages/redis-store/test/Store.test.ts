@@ -9,6 +9,7 @@ import { Coordinator, type GroupKey, SnapshotJson, Store } from "@shardline/core
 import { Store as TestingStore } from "@shardline/core/testing"
 import { Effect, Option, Schema } from "effect"
 import { defaultKeys } from "../src/keys.js"
+import * as RedisCoordinatorLease from "../src/RedisCoordinatorLease.js"
 import * as RedisStore from "../src/RedisStore.js"
 import { bump, configFor, type StoreSubject, storeContract } from "./contract/Store.js"
 import { connect, describeTarget, redisTargets, unique } from "./support/targets.js"
@@ -47,6 +48,59 @@ for (const target of redisTargets()) {
   }))
 
   describeTarget("Store contract", target, acquire, (subject) => storeContract(subject))
+
+  describeTarget("Store lease fence (docs/protocol.md rule 32)", target, acquire, (subject) => {
+    it.live(
+      "a commit whose token no longer holds the lease key writes nothing (LeaseLost); the holder's commits",
+      () =>
+        Effect.gen(function* () {
+          const { connection, backend } = subject()
+          const store = Store.makeEncoded(backend)
+          const leases = RedisCoordinatorLease.makeWith(connection)
+          const key = { stream: unique("fence"), group: "g" }
+          const first = yield* leases.acquire(key, "c1", 60_000)
+          assert.strictEqual(
+            yield* store.commit(key, 0, Coordinator.createGroup(configFor(key), 0), first),
+            1,
+          )
+          yield* leases.release(first)
+          const stored = () =>
+            Effect.promise(() =>
+              Promise.all([
+                connection.client.get(storeRevisionKey(key)),
+                connection.client.llen(storeBatchesKey(key)),
+                connection.client.xlen(auditKey(key)),
+              ]),
+            )
+          // no lease key at all: refused
+          const absent = yield* Effect.flip(store.commit(key, 1, bump(1), first))
+          assert.strictEqual(absent._tag, "LeaseLost")
+          const second = yield* leases.acquire(key, "c2", 60_000)
+          const before = yield* stored()
+          // the lease key holds another token: refused at the right revision, nothing written
+          const taken = yield* Effect.flip(store.commit(key, 1, bump(1), first))
+          assert.strictEqual(taken._tag, "LeaseLost")
+          assert.deepStrictEqual(yield* stored(), before)
+          // the same token under another holder's name is not the lease either
+          const renamed = yield* Effect.flip(
+            store.commit(key, 1, bump(1), { holder: "c1", token: second.token }),
+          )
+          assert.strictEqual(renamed._tag, "LeaseLost")
+          assert.deepStrictEqual(yield* stored(), before)
+          // the holder's token commits (and a StaleRevision is still one)
+          assert.strictEqual(yield* store.commit(key, 1, bump(1), second), 2)
+          const stale = yield* Effect.flip(store.commit(key, 1, bump(1), second))
+          assert.strictEqual(stale._tag, "StaleRevision")
+          assert.strictEqual((yield* stored())[0], "2")
+          // a lease key of the wrong type is foreign: CorruptSnapshot, nothing written
+          yield* leases.release(second)
+          yield* Effect.promise(() => connection.client.set(connection.keys.leaseKey(key), "x"))
+          const foreign = yield* Effect.flip(store.commit(key, 2, bump(2), second))
+          assert.strictEqual(foreign._tag, "CorruptSnapshot")
+          assert.strictEqual((yield* stored())[0], "2")
+        }),
+    )
+  })
 
   describeTarget("Store bad input", target, acquire, (subject) => {
     const raw = () => subject().connection.client

@@ -38,9 +38,11 @@
  * `CoordinatorHost.ensureLeader` does before a heartbeat; past it the host
  * steps down and tries to take the lease again (a heartbeat can retake it
  * silently too), and answers NOT_COORDINATOR when it cannot. Deadlines and
- * the commits they make are NOT checked against the lease: that models the
- * worst case (a check that passed just before a pause), so the election
- * commit and the CAS must stop a stale leader alone.
+ * the commits they make are NOT checked against the lease by the host: that
+ * models the worst case (a check that passed just before a pause), so the
+ * election commit, the CAS and the Store's lease fence (docs/protocol.md
+ * rule 32: the commit refused unless its term still holds the lease) must
+ * stop a stale leader alone.
  *
  * A graceful stop of the lease holder's process (the `coord-stop` fault,
  * docs/protocol.md rule 20) hands over at once: its serve stops taking
@@ -63,6 +65,7 @@ import type { Ctx } from "./ctx.js"
 import type { Members } from "./members.js"
 import type { Req } from "./network.js"
 import { FAULT_KINDS, timing } from "./options.js"
+import type { CommitFence } from "./store.js"
 import { type Clock, K, local, toTrue } from "./world.js"
 
 /** One serve (`CoordinatorTransport.serve`) of a candidate. */
@@ -132,6 +135,9 @@ const instantOf = (c: CoordNode, t: number): { readonly mono: number; readonly w
   const mono = local(c.clock, t)
   return { mono, wall: mono + c.wallStepMs }
 }
+
+/** The lease term candidate `c`'s host commits under (docs/protocol.md rule 32). */
+const fenceOf = (c: CoordNode): CommitFence => ({ node: c.idx, token: c.token })
 
 /** The lease's TTL by a candidate's own clock: never later than the lease store's (drift bound). */
 const ownLeaseMs = timing.coordinatorLeaseMs * (1 - (2 * timing.maxDriftPpm) / 1e6)
@@ -632,7 +638,15 @@ export class CoordinatorHost {
     if (step.records.length > 0) {
       const expected = shell.revision
       this.committer = shellKey(c)
-      if (store.commit(shell, step) === undefined) {
+      const fence = fenceOf(c)
+      if (store.commit(shell, step, expected, fence) === undefined) {
+        if (!store.holds(fence)) {
+          // refused by the lease fence (docs/protocol.md rule 32): LeaseLost, it steps down
+          w.count("coordinator:leaseFencedCommit")
+          w.mark("fault", `coordinator #${c.idx} commit refused: term ${c.token} holds no lease`)
+          this.stepDown(c)
+          return false
+        }
         w.count("coordinator:staleCommit")
         w.mark(
           "fault",
@@ -869,7 +883,7 @@ export class CoordinatorHost {
       w.count("hungStore:ranUnanswered")
       if (step.records.length > 0) {
         this.committer = shellKey(c)
-        store.commit(c.shell!, step)
+        store.commit(c.shell!, step, undefined, fenceOf(c))
       }
       data.writeFences(grants)
     }
@@ -930,8 +944,11 @@ export class CoordinatorHost {
       )
       c.shell = created.shell
       this.committer = shellKey(c)
-      if (store.commit(created.shell, created.step, 0) === undefined)
-        throw new Error("store has a revision but no group")
+      if (store.commit(created.shell, created.step, 0, fenceOf(c)) === undefined) {
+        if (store.holds(fenceOf(c))) throw new Error("store has a revision but no group")
+        this.stepDown(c)
+        return
+      }
     } else {
       if (this.ctx.checks.view.migrating) w.count("reshard:takeoverMidMigration")
       const takeover = CoordinatorShell.load(store.snapshot(), now, candidate)
@@ -950,8 +967,16 @@ export class CoordinatorHost {
       // BROKEN ON PURPOSE with `skip-election` (test-only): serve without the
       // election commit, so a paused ex-leader's next commit can pass the CAS.
       this.committer = shellKey(c)
-      if (options.broken !== "skip-election" && takeover.step.records.length > 0)
-        store.commit(takeover.shell, takeover.step)
+      if (
+        options.broken !== "skip-election" &&
+        takeover.step.records.length > 0 &&
+        store.commit(takeover.shell, takeover.step, undefined, fenceOf(c)) === undefined &&
+        !store.holds(fenceOf(c))
+      ) {
+        // the election refused by the lease fence (docs/protocol.md rule 32)
+        this.stepDown(c)
+        return
+      }
       data.writeFences(this.afterRewindCheck(c, takeover.shell, takeover.fences, now))
     }
     this.servingFrom = w.now
@@ -990,7 +1015,7 @@ export class CoordinatorHost {
     w.count("rewind:shardsHeld", stored.length)
     w.mark("fault", `coordinator #${c.idx}: storage ahead on ${stored.length} shard(s): rewind`)
     this.committer = shellKey(c)
-    if (store.commit(shell, step) === undefined) return fences
+    if (store.commit(shell, step, undefined, fenceOf(c)) === undefined) return fences
     const current = shell.state.current
     return fences.filter((f) => current[f.shard]?.token === f.token)
   }

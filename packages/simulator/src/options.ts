@@ -156,7 +156,9 @@ export const DISRUPTIVE_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>(
  * - `assign-before-revoke`: hand a pending shard over before its previous
  *   owner reported REVOKED.
  * - `skip-election`: a new coordinator leader serves without committing its
- *   election (`CoordinatorElected`), as `CoordinatorHost` did before the fix.
+ *   election (`CoordinatorElected`), as `CoordinatorHost` did before the fix;
+ *   the Store's lease fence (docs/protocol.md rule 32) is off too, as it was
+ *   then: with it on, it alone refuses the paused ex-leader's commit.
  * - `cutover-before-drain`: the data plane calls a shard of an earlier layout
  *   generation drained as soon as it is sealed (and its loop asks with a
  *   batch in flight), with messages still unread or unacknowledged, so the
@@ -209,6 +211,10 @@ export const DISRUPTIVE_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>(
  * - `drain-with-outbox` (`outbox-relay` with `tx`, reshard scenarios): a
  *   sealed shard is called drained whatever its outbox still holds
  *   (docs/exactly-once.md, "Resharding and the outbox").
+ * - `no-commit-lease-fence` (`store-rewind` with `coord-stale`): the Store's
+ *   commit is fenced by the revision only, not by the lease term
+ *   (docs/protocol.md rule 32), so a paused ex-leader's commit passes once
+ *   the Store rewound to its revision (`store.ts`).
  */
 export type Broken =
   | "assign-before-revoke"
@@ -228,6 +234,7 @@ export type Broken =
   | "stop-without-handover"
   | "outbox-gone-as-shard"
   | "drain-with-outbox"
+  | "no-commit-lease-fence"
 export const BROKEN: ReadonlyArray<Broken> = [
   "assign-before-revoke",
   "skip-election",
@@ -246,6 +253,7 @@ export const BROKEN: ReadonlyArray<Broken> = [
   "stop-without-handover",
   "outbox-gone-as-shard",
   "drain-with-outbox",
+  "no-commit-lease-fence",
 ]
 
 /** Transactional handlers on: asked for, or implied by a `tx-` breakage. */

@@ -9,12 +9,21 @@
  * `maxmemory`: every write refused with OOM while `refusing`; the host
  * checks it, see `CoordinatorHost.commit`) and `store-rewind` (a failover to
  * a replica that missed the last commits: `lagBehind`, then `failover`;
- * docs/protocol.md rule 23).
+ * docs/protocol.md rule 23). A commit made under a lease term (`fence`) is
+ * refused, like the Redis commit script refuses it, once that term no
+ * longer holds the lease (docs/protocol.md rule 32); the lease is not
+ * rewound with the Store here (an expired lease rewound stays expired).
  *
  * @module
  */
 import type { CoordinatorShell, Snapshot, Step } from "@shardline/core"
 import type { Ctx } from "./ctx.js"
+
+/** The lease term a commit is made under: its candidate and its lease token (docs/protocol.md rule 32). */
+export interface CommitFence {
+  readonly node: number
+  readonly token: number
+}
 
 export class Store {
   revision = 0
@@ -55,8 +64,23 @@ export class Store {
     shell: CoordinatorShell,
     step: Step<unknown>,
     expected = shell.revision,
+    fence?: CommitFence,
   ): number | undefined {
     const checks = this.ctx.checks
+    // docs/protocol.md rule 32: the commit script also reads the lease key
+    // and refuses a term that no longer holds it, whatever the revision.
+    // BROKEN ON PURPOSE with `no-commit-lease-fence` (test-only): the CAS
+    // alone, so a paused ex-leader passes after a rewind to its revision;
+    // and with `skip-election` (the host before both fixes: with the fence
+    // on, the fence alone stops the ex-leader the election commit stops).
+    const broken = this.ctx.options.broken
+    if (fence !== undefined && !this.holds(fence)) {
+      if (broken !== "no-commit-lease-fence" && broken !== "skip-election") {
+        this.ctx.w.count("store:leaseFencedCommits")
+        return undefined
+      }
+      this.ctx.w.count("store:leaseFenceSkipped")
+    }
     if (expected !== this.revision) {
       checks.revisions.reject()
       return undefined
@@ -69,6 +93,11 @@ export class Store {
     checks.tokens.committed(step.records, this.ctx.w.now)
     checks.view.ingest(step.records, rev, this.ctx.w.now)
     return rev
+  }
+
+  /** The lease store holds the lease of term `fence.token` for candidate `fence.node` (by true time). */
+  holds(fence: CommitFence): boolean {
+    return this.ctx.lease.held(fence.node) && this.ctx.lease.token === fence.token
   }
 
   /** The committed state, as a takeover loads it. */

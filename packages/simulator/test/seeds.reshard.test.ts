@@ -47,7 +47,8 @@ describe("fixed seeds: resharding", () => {
     ["reshard:shardExhausted", "drained shards reported by their read loops"],
     ["crash:restartLater", "member crashes"],
     ["net:partitioned", "partitions"],
-    ["coordinator:staleCommit", "a stale ex-leader's commit refused"],
+    // refused by the lease fence first (docs/protocol.md rule 32)
+    ["coordinator:leaseFencedCommit", "a stale ex-leader's commit refused"],
     ["keyOrder:crossGenerationChecks", "deliveries of keys with messages in earlier generations"],
   ])("reaches %s (%s)", (counter) => {
     const total = all().reduce((n, set) => n + (set.counters[counter] ?? 0), 0)

@@ -29,7 +29,13 @@ describe("store-rewind", () => {
   it("reaches every path over 24 seeds, none failing, with the fence on and off", () => {
     const on = runSet(range(1, 24).map((s) => churn(s)))
     expect(on.failures).toEqual([])
-    for (const k of ["rewind:replicaLags", "rewind:failovers", "rewind:detected"])
+    for (const k of [
+      "rewind:replicaLags",
+      "rewind:failovers",
+      "rewind:detected",
+      // the leader's commit after a failover fails the CAS (it holds the lease): it reloads
+      "coordinator:staleCommit",
+    ])
       expect(on.counters[k] ?? 0, k).toBeGreaterThan(0)
     const off = runSet(range(1, 24).map((s) => ({ ...churn(s), fence: "off" as const })))
     expect(off.failures).toEqual([])
@@ -72,26 +78,61 @@ describe("store-rewind", () => {
   })
 })
 
-describe("store-rewind: an open finding (docs/simulator.md, Findings)", () => {
-  // Pinned so the finding stays reproducible; this test fails once it is
-  // fixed (then it should assert that the seed passes). Coordinator #1 is
-  // paused at 30.1 s, #0 takes over at 32.6 s and commits its election; at
-  // 35.5 s the Store fails over to a replica that missed that one commit,
-  // so the Store's revision is #1's again. #1 wakes at 41.3 s, its session
-  // deadlines fire on its stale memory and its commit passes the CAS (the
-  // election commit that stops a paused ex-leader, docs/protocol.md
-  // "Takeover", was lost): it expires members whose leases #0 renewed.
-  // The host checks its lease before each commit, but not in the commit
-  // itself, so a pause between the two (what `coord-stale` models) lets it
-  // through. Also swarm seeds 9034, 9043, 9059 (4 x 64) and 9566, 9588
-  // (20 x 16) of issue 34's sweep with every kind on.
-  it("churn 23 with coordinator pauses: a paused ex-leader's stale commit passes the CAS after a rewind to its revision", () => {
+describe("store-rewind: a paused ex-leader after a rewind to its revision (docs/simulator.md, Findings; fixed by docs/protocol.md rule 32)", () => {
+  // Coordinator #1 is paused at 30.1 s, #0 takes over at 32.6 s and commits
+  // its election; at 35.5 s the Store fails over to a replica that missed
+  // that one commit, so the Store's revision is #1's again. #1 wakes at
+  // 41.3 s and its session deadlines fire on its stale memory. Its commit
+  // passes the CAS (the election commit that stops a paused ex-leader,
+  // docs/protocol.md "Takeover", was lost), but not the lease fence: #0
+  // holds the lease, so the Store refuses #1's term and #1 steps down.
+  // With `--broken no-commit-lease-fence` (the CAS alone, as before) it
+  // expires members whose leases #0 renewed: the lease checker.
+  it("churn 23 with coordinator pauses: the stale commit is refused by the lease fence (fails with --broken no-commit-lease-fence)", () => {
     const options = churnOptions(23, { faults: "burst,store-rewind,coord-stale" })
     const run = runSeed(options).summary
+    expect(run.violations, replayCommand(options)).toEqual([])
     expect(run.counters["rewind:failovers"] ?? 0).toBeGreaterThan(0)
-    expect(run.violations.map((v) => v.checker)).toContain("lease")
+    expect(run.counters["store:leaseFencedCommits"] ?? 0).toBeGreaterThan(0)
+    const bad = runSeed({ ...options, broken: "no-commit-lease-fence" }).summary
+    expect(bad.counters["store:leaseFenceSkipped"] ?? 0).toBeGreaterThan(0)
+    expect(bad.violations.map((v) => v.checker)).toContain("lease")
   })
 
+  // issue 34's sweep with every kind on (`swarm --swarm 100 --from-seed S
+  // --members M --shards N --duration 5m --faults <every kind>`): the five
+  // seeds of this class, with the workers and rate the sweep drew for them
+  const sweep: ReadonlyArray<readonly [number, number, number, number, number]> = [
+    [9034, 4, 64, 1, 0.4],
+    [9043, 4, 64, 4, 1.7],
+    [9059, 4, 64, 3, 0.4],
+    [9566, 20, 16, 2, 0.3],
+    [9588, 20, 16, 7, 1.5],
+  ]
+  it.each(sweep)(
+    "swarm %i (%i x %i, every kind): passes, and fails the lease checker with --broken no-commit-lease-fence",
+    (seed, members, shards, workers, ratePerShard) => {
+      const options: SimOptions = {
+        ...defaultOptions,
+        scenario: "swarm",
+        seed,
+        members,
+        shards,
+        workers,
+        ratePerShard,
+        durationMs: 300_000,
+        faults: FAULT_KINDS.join(","),
+      }
+      const good = runSeed(options).summary
+      expect(good.violations, replayCommand(options)).toEqual([])
+      const bad = runSeed({ ...options, broken: "no-commit-lease-fence" }).summary
+      expect(bad.violations.map((v) => v.checker)).toContain("lease")
+    },
+    120_000,
+  )
+})
+
+describe("store-rewind: an open finding (docs/simulator.md, Findings)", () => {
   // Shard 11's owner token is evicted at 272.9 s (`evict`); at 275.1 s the
   // Store fails over, losing the commit that granted shard 11 with token
   // 237380 (storage held it until the eviction). At 277.9 s the takeover's

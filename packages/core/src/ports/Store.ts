@@ -29,7 +29,13 @@
 import { Context, Effect, Layer, Option, Result } from "effect"
 import type { CoordinatorRecord } from "../coordinator/Records.js"
 import type { Snapshot } from "../coordinator/Snapshot.js"
-import { CorruptSnapshot, type StaleRevision, type StoreUnavailable } from "../Errors.js"
+import {
+  CorruptSnapshot,
+  type LeaseLost,
+  type StaleRevision,
+  type StoreUnavailable,
+} from "../Errors.js"
+import type { CoordinatorLeaseShape } from "./CoordinatorLease.js"
 import type { GroupKey } from "./GroupKey.js"
 import { makeMemoryStoreBackend } from "./internal/memoryStoreBackend.js"
 import {
@@ -43,6 +49,22 @@ import {
 
 export type { EncodedBatch, EncodedGroup } from "./internal/storeCodec.js"
 
+/**
+ * The coordinator lease a commit is made under (docs/protocol.md rule 32): a
+ * `LeaseGrant` is one. With it, the Store commits only while the group's
+ * lease is still held by `holder` under `token`, in the same atomic step as
+ * the compare-and-set (on Redis the lease key shares the Store's hash slot),
+ * and fails `LeaseLost` otherwise, writing nothing.
+ *
+ * @example
+ * const grant = yield* leases.acquire(key, "pod-1", 6_000)
+ * yield* store.commit(key, revision, records, grant) // LeaseLost once another holder took it
+ */
+export interface CommitFence {
+  readonly holder: string
+  readonly token: number
+}
+
 export interface StoreShape {
   /** The group's snapshot at the stored revision, or none when the group was never created. */
   readonly load: (
@@ -52,12 +74,17 @@ export interface StoreShape {
    * Append records atomically if the stored revision equals `expectedRevision`;
    * returns the new revision (expectedRevision + 1). The first commit of a group
    * (expectedRevision 0) must start with `GroupCreated` for that group.
+   * With `fence`, also only while the group's coordinator lease is held by
+   * `fence.holder` under `fence.token` (`LeaseLost` otherwise, nothing
+   * written): the revision alone does not stop a paused ex-leader after the
+   * Store rewound to its revision (docs/protocol.md rule 32).
    */
   readonly commit: (
     key: GroupKey,
     expectedRevision: number,
     records: ReadonlyArray<CoordinatorRecord>,
-  ) => Effect.Effect<number, StaleRevision | CorruptSnapshot | StoreUnavailable>
+    fence?: CommitFence,
+  ) => Effect.Effect<number, StaleRevision | LeaseLost | CorruptSnapshot | StoreUnavailable>
 }
 
 export class Store extends Context.Service<Store, StoreShape>()("@shardline/core/Store") {}
@@ -85,13 +112,16 @@ export interface Encoded {
    * If the stored revision (0 when absent) equals `expectedRevision`: append
    * `batch.records` as the batch of revision expectedRevision + 1 and its
    * `batch.audit` events to the audit log, atomically. Otherwise StaleRevision
-   * and nothing changes.
+   * and nothing changes. With `fence`, the same step first checks that the
+   * group's coordinator lease is held by `fence.holder` under `fence.token`:
+   * otherwise LeaseLost and nothing changes (docs/protocol.md rule 32).
    */
   readonly append: (
     key: GroupKey,
     expectedRevision: number,
     batch: EncodedBatch,
-  ) => Effect.Effect<Appended, StaleRevision | CorruptSnapshot | StoreUnavailable>
+    fence?: CommitFence,
+  ) => Effect.Effect<Appended, StaleRevision | LeaseLost | CorruptSnapshot | StoreUnavailable>
   /**
    * Compaction: if the stored revision is still `revision`, replace the
    * snapshot with `snapshot` (the state at `revision`) and drop every batch.
@@ -138,7 +168,7 @@ export const makeEncoded = (backend: Encoded, options: EncodedOptions = {}): Sto
 
   return {
     load,
-    commit: (key, expectedRevision, records) =>
+    commit: (key, expectedRevision, records, fence) =>
       Effect.suspend(() => {
         if (expectedRevision === 0) {
           const problem = notAGroupCreation(key, records)
@@ -148,7 +178,7 @@ export const makeEncoded = (backend: Encoded, options: EncodedOptions = {}): Sto
             )
         }
         return Effect.flatMap(
-          backend.append(key, expectedRevision, encodeBatch(records)),
+          backend.append(key, expectedRevision, encodeBatch(records), fence),
           (appended) =>
             appended.batches >= compactEvery
               ? Effect.as(compact(key), appended.revision)
@@ -158,11 +188,21 @@ export const makeEncoded = (backend: Encoded, options: EncodedOptions = {}): Sto
   }
 }
 
-export type MemoryOptions = EncodedOptions
+export interface MemoryOptions extends EncodedOptions {
+  /**
+   * The lease table a commit's `fence` is checked against (docs/protocol.md
+   * rule 32); without it a memory store ignores fences.
+   *
+   * @example
+   * const lease = yield* CoordinatorLease.makeMemory
+   * const store = yield* Store.makeMemoryWith({ lease })
+   */
+  readonly lease?: CoordinatorLeaseShape
+}
 
 /** A fresh memory store: the memory byte backend behind `makeEncoded`. */
 export const makeMemoryWith = (options: MemoryOptions): Effect.Effect<StoreShape> =>
-  Effect.sync(() => makeEncoded(makeMemoryStoreBackend(), options))
+  Effect.sync(() => makeEncoded(makeMemoryStoreBackend(options.lease), options))
 
 export const makeMemory: Effect.Effect<StoreShape> = makeMemoryWith({})
 

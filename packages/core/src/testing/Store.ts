@@ -34,7 +34,7 @@ export interface MemoryStore extends StoreShape {
 
 /** A fresh memory store with its hooks, synchronously (tests). */
 export const makeMemoryUnsafe = (options: MemoryOptions = {}): MemoryStore => {
-  const backend = makeMemoryStoreBackend()
+  const backend = makeMemoryStoreBackend(options.lease)
   return {
     ...makeEncoded(backend, options),
     backend,

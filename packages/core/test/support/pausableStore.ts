@@ -9,11 +9,11 @@ export const pausableStore = (store: Store.StoreShape) => {
   let gate: Deferred.Deferred<void> | undefined
   const pausable: Store.StoreShape = {
     load: store.load,
-    commit: (g, rev, records) =>
+    commit: (g, rev, records, fence) =>
       Effect.suspend(() =>
         gate === undefined
-          ? store.commit(g, rev, records)
-          : Effect.andThen(Deferred.await(gate), store.commit(g, rev, records)),
+          ? store.commit(g, rev, records, fence)
+          : Effect.andThen(Deferred.await(gate), store.commit(g, rev, records, fence)),
       ),
   }
   return {

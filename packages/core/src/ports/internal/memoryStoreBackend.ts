@@ -7,6 +7,7 @@
  */
 import { Effect, Option } from "effect"
 import { StaleRevision } from "../../Errors.js"
+import type { CoordinatorLeaseShape } from "../CoordinatorLease.js"
 import { type GroupKey, groupKeyString } from "../GroupKey.js"
 import type { Encoded } from "../Store.js"
 import type { EncodedGroup } from "./storeCodec.js"
@@ -29,7 +30,11 @@ export interface MemoryStoreBackend extends Encoded {
   readonly corruptBatch: (key: GroupKey, index: number, bytes: string) => void
 }
 
-export const makeMemoryStoreBackend = (): MemoryStoreBackend => {
+/**
+ * `lease`: the lease table a commit's fence is checked against (its `check`
+ * reads the table without extending anything); without it fences are ignored.
+ */
+export const makeMemoryStoreBackend = (lease?: CoordinatorLeaseShape): MemoryStoreBackend => {
   const groups = new Map<string, Entry>()
   const entry = (key: GroupKey): Entry | undefined => groups.get(groupKeyString(key))
   return {
@@ -40,28 +45,36 @@ export const makeMemoryStoreBackend = (): MemoryStoreBackend => {
           ? Option.none()
           : Option.some({ snapshot: e.snapshot, batches: [...e.batches], revision: e.revision })
       }),
-    append: (key, expectedRevision, batch) =>
-      Effect.suspend(() => {
-        let e = entry(key)
-        const actual = e?.revision ?? 0
-        if (actual !== expectedRevision)
-          return Effect.fail(
-            new StaleRevision({
-              stream: key.stream,
-              group: key.group,
-              expectedRevision,
-              actualRevision: actual,
-            }),
-          )
-        if (e === undefined) {
-          e = { snapshot: undefined, batches: [], revision: 0, audit: [] }
-          groups.set(groupKeyString(key), e)
-        }
-        e.batches.push(batch.records)
-        e.revision += 1
-        e.audit.push(...batch.audit)
-        return Effect.succeed({ revision: e.revision, batches: e.batches.length })
-      }),
+    append: (key, expectedRevision, batch, fence) =>
+      Effect.andThen(
+        // the lease check and the append run with no yield between them (the
+        // check reads a map and the clock): one step, as the Redis script
+        // checks the lease key (docs/protocol.md rule 32)
+        lease === undefined || fence === undefined
+          ? Effect.void
+          : lease.check({ key, holder: fence.holder, token: fence.token, expiresAt: 0 }),
+        Effect.suspend(() => {
+          let e = entry(key)
+          const actual = e?.revision ?? 0
+          if (actual !== expectedRevision)
+            return Effect.fail(
+              new StaleRevision({
+                stream: key.stream,
+                group: key.group,
+                expectedRevision,
+                actualRevision: actual,
+              }),
+            )
+          if (e === undefined) {
+            e = { snapshot: undefined, batches: [], revision: 0, audit: [] }
+            groups.set(groupKeyString(key), e)
+          }
+          e.batches.push(batch.records)
+          e.revision += 1
+          e.audit.push(...batch.audit)
+          return Effect.succeed({ revision: e.revision, batches: e.batches.length })
+        }),
+      ),
     replaceSnapshot: (key, revision, snapshot) =>
       Effect.sync(() => {
         const e = entry(key)

@@ -45,10 +45,15 @@ export const tracedStore = (
   clock: Clock.Clock,
 ): Store.StoreShape => ({
   load: store.load,
-  commit: (key: GroupKey, expectedRevision: number, records: ReadonlyArray<CoordinatorRecord>) => {
+  commit: (
+    key: GroupKey,
+    expectedRevision: number,
+    records: ReadonlyArray<CoordinatorRecord>,
+    fence?: Store.CommitFence,
+  ) => {
     const audits: Array<AuditEvent> = []
     for (const r of records) if (r._tag === "Audit") audits.push(r.event)
-    if (audits.length === 0) return store.commit(key, expectedRevision, records)
+    if (audits.length === 0) return store.commit(key, expectedRevision, records, fence)
     return Effect.suspend(() => {
       const { name, main } = nameOf(audits)
       const span = tracer.span({
@@ -73,7 +78,7 @@ export const tracedStore = (
       for (const e of audits)
         span.event(e.kind, BigInt(Math.round(e.at * 1000)) * 1000n, eventAttributes(e))
       return store
-        .commit(key, expectedRevision, records)
+        .commit(key, expectedRevision, records, fence)
         .pipe(
           Effect.onExit((exit) =>
             Effect.sync(() => span.end(clock.currentTimeNanosUnsafe(), exit)),
