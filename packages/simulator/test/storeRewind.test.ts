@@ -92,28 +92,35 @@ describe("store-rewind: an open finding (docs/simulator.md, Findings)", () => {
     expect(run.violations.map((v) => v.checker)).toContain("lease")
   })
 
-  // Shard 11's owner token is evicted at 272.9 s (`evict`); at 275.1 s the
-  // Store fails over, losing the commit that granted shard 11 with token
-  // 237380 (storage held it until the eviction). At 277.9 s the takeover's
-  // rule 23 check reads no token for shard 11 (a missing token compares with
-  // nothing), so the loaded state's owner is re-fenced with its older token
-  // 237379, which storage accepts (a missing token is written again, rule
-  // 30); the owner of the lost grant reads on with 237380, above it, and the
-  // fence lets it through (it refuses only lower tokens).
-  it("swarm 9655 (20 x 16, every kind): an evicted token hides a rewind from rule 23's check", () => {
+  // Issue 34's sweep (4 x 64, every kind but coord-stop and outbox-relay).
+  // At 78.9 s the Store fails over to a replica that lost 23 commits, among
+  // them the grant of shard 61 with token 75602, which storage kept; at
+  // 79.4 s shard 61's owner token is evicted (`evict`). At 80.6 s the
+  // takeover's rule 23 check finds storage ahead on 63 shards, but reads no
+  // token for shard 61 (a missing token compares with nothing), so shard 61
+  // is not held: at 82.7 s the rewound state gives it to sim-0003-m0 with
+  // 71197, a token it had before, and storage takes it (a missing token is
+  // written again, rule 30); an owner of the lost grant reading on with
+  // 75602 passes the fence (it refuses only lower tokens).
+  // Swarm 9655 (20 x 16) showed it with the 3 s lease and no longer does.
+  it("swarm 9071 (4 x 64, every kind): an evicted token hides a rewind from rule 23's check", () => {
     const options: SimOptions = {
       ...defaultOptions,
       scenario: "swarm",
-      seed: 9655,
-      members: 20,
-      shards: 16,
-      workers: 8,
-      ratePerShard: 0.9,
+      seed: 9071,
+      members: 4,
+      shards: 64,
+      workers: 7,
+      ratePerShard: 1.5,
       durationMs: 300_000,
       // every kind there was when it was found (the later opt-in kinds draw after these)
       faults: FAULT_KINDS.filter((k) => k !== "coord-stop" && k !== "outbox-relay").join(","),
     }
     const run = runSeed(options).summary
-    expect(run.violations.map((v) => v.checker)).toContain("tokens")
+    expect(run.counters["rewind:detected"] ?? 0).toBeGreaterThan(0)
+    expect(run.violations.map((v) => [v.checker, v.message])).toContainEqual([
+      "tokens",
+      "shard 61 granted to sim-0003-m0 with owner token 71197 at 82.7s, not above 75602, a token it had before",
+    ])
   }, 120_000)
 })
