@@ -1003,17 +1003,25 @@ export class CoordinatorHost {
   ): Step<unknown>["fences"] {
     const { w, store, data, options } = this.ctx
     if (options.broken === "no-rewind-check" || c.shell !== shell) return fences
+    // every shard's stored token, a vanished one read as none (0), as OwnerFence.read does
     const stored: Array<{ shard: number; token: number }> = []
     const tokens = shell.state.tokens
-    for (let s = 0; s < tokens.length; s++)
-      if (data.tokenGone[s] === 0 && data.fence[s]! > (tokens[s] ?? 0))
-        stored.push({ shard: s, token: data.fence[s]! })
-    if (stored.length === 0) return fences
+    let ahead = 0
+    let missing = 0
+    for (let s = 0; s < tokens.length; s++) {
+      const token = data.tokenGone[s] === 0 ? data.fence[s]! : 0
+      if (token > (tokens[s] ?? 0)) ahead++
+      else if (token === 0 && (tokens[s] ?? 0) > 0) missing++
+      stored.push({ shard: s, token })
+    }
+    if (ahead === 0) return fences
     const step = shell.rewound(stored, now)
     if (step === undefined) return fences
     w.count("rewind:detected")
-    w.count("rewind:shardsHeld", stored.length)
-    w.mark("fault", `coordinator #${c.idx}: storage ahead on ${stored.length} shard(s): rewind`)
+    w.count("rewind:shardsHeld", ahead + missing)
+    // docs/simulator.md, store-rewind: a token lost with the rewind's grant is held too
+    if (missing > 0) w.count("rewind:missingHeld", missing)
+    w.mark("fault", `coordinator #${c.idx}: storage ahead on ${ahead} shard(s): rewind`)
     this.committer = shellKey(c)
     if (store.commit(shell, step, undefined, fenceOf(c)) === undefined) return fences
     const current = shell.state.current

@@ -46,7 +46,7 @@ describe("LivenessChecker", () => {
     // two requests sent after 1 s + 12.7 s (at 14 s and 15 s), the first 1.5 s old at 16.5 s
     expect(out[0]!.time).toBe(16_500)
     expect(out[0]!.message).toMatch(
-      /^coordinator stall: no NONE answer for 15\.5s \(since 1000ms\) while \d+ requests of live members reached the transport \(3 sent more than the bound after it\), Redis up, 3 candidate\(s\) alive and not paused \(bound 12\.7s\)$/,
+      /^coordinator stall: no NONE answer for 15\.5s \(since 1000ms\) while \d+ requests of live members reached the transport \(the first sent at 1000ms, 3 more than the bound after it\), Redis up, 3 candidate\(s\) alive and not paused \(bound 12\.7s\)$/,
     )
   })
 
@@ -58,7 +58,25 @@ describe("LivenessChecker", () => {
       c.sample(t + 500)
     }
     expect(out).toEqual([])
-    expect(c.worstStallMs).toBeGreaterThan(12_000)
+    // from the first request after an answer (at 1 s, 14 s, ...) to the last before the next
+    expect(c.worstStallMs).toBe(12_000)
+  })
+
+  it("starts the clock at the first live request after the last answer: an idle gap is no stall (swarm 9168, 9075)", () => {
+    // Seed 9168's shape: the last answer at 51.5 s, every member then
+    // partitioned, crashed or gone; the next live requests are sent at 77.1 s
+    // and after, while the leader's store command hangs (5 s) before it steps
+    // down. Nobody asked for 25.6 s: the group owes an answer only from 77.1 s.
+    const { out, c } = checker()
+    c.answered(51_500)
+    unanswered(c, 77_100, 88_100)
+    expect(out).toEqual([])
+    expect(c.worstStallMs).toBe(11_000)
+    // Still unanswered past the bound from the first request: a stall.
+    unanswered(c, 89_100, 95_100)
+    expect(out).toHaveLength(1)
+    expect(out[0]!.message).toContain("(since 51.5s)")
+    expect(out[0]!.message).toContain("the first sent at 77.1s, 3 more than the bound after it")
   })
 
   it("does not flag a stall while Redis is down, and measures the next one from when it is back", () => {
@@ -154,7 +172,7 @@ const stalls: ReadonlyArray<readonly [number, number, string, ReadonlyArray<stri
   [
     300,
     72_000,
-    "coordinator stall: no NONE answer for 18.2s (since 53.8s) while 29 requests of live members reached the transport (4 sent more than the bound after it), Redis up, 3 candidate(s) alive and not paused (bound 12.7s)",
+    "coordinator stall: no NONE answer for 18.2s (since 53.8s) while 29 requests of live members reached the transport (the first sent at 54.4s, 4 more than the bound after it), Redis up, 3 candidate(s) alive and not paused (bound 12.7s)",
     [
       "coordinator:stalePauses",
       "coordinator:leaseTakenBy:check",
@@ -164,7 +182,7 @@ const stalls: ReadonlyArray<readonly [number, number, string, ReadonlyArray<stri
   [
     21,
     75_000,
-    "coordinator stall: no NONE answer for 16.6s (since 58.4s) while 35 requests of live members reached the transport (5 sent more than the bound after it), Redis up, 3 candidate(s) alive and not paused (bound 12.7s)",
+    "coordinator stall: no NONE answer for 16.6s (since 58.4s) while 35 requests of live members reached the transport (the first sent at 59.4s, 5 more than the bound after it), Redis up, 3 candidate(s) alive and not paused (bound 12.7s)",
     ["staleClaim:lateClaim", "candidate:keepsDeadServe"],
   ],
 ]

@@ -1442,23 +1442,45 @@ const releaseDue = (state: CoordinatorState, at: Instant): CoordinatorResult<voi
  * until every lease handed out before this takeover has ended (one session),
  * with storage's token, so its next grant goes above it; its recorded owner
  * (whose token storage now refuses) is fenced, its other shards held the same
- * way. Undefined when storage holds nothing newer.
+ * way. A shard whose token storage lost altogether (evicted, deleted) while
+ * the state issued one is held the same way when a rewind is found, with
+ * the highest token storage holds: the lost commits may have granted it
+ * too. Undefined when storage holds nothing newer.
  */
 export const rewound = (
   state: CoordinatorState,
   stored: ReadonlyArray<{ readonly shard: number; readonly token: number }>,
   at: Instant,
 ): CoordinatorResult<void> | undefined => {
-  const ahead = stored.filter(
+  const found = stored.filter(
     (t) => t.shard < state.tokens.length && t.token > (state.tokens[t.shard] ?? 0),
   )
-  if (ahead.length === 0) return undefined
+  if (found.length === 0) return undefined
+  // Rewound, and a shard the state issued a token for has none in storage
+  // (evicted or deleted, rule 26): its token may have come from the lost
+  // commits too, and nothing shows how high it was. Held as well, its next
+  // grant above the highest token storage holds, not re-fenced with the
+  // state's lower token, which storage would take (rule 30) while an owner of
+  // the lost grant reads on above it (docs/simulator.md, store-rewind's
+  // finding 2). Without a rewind a missing token stays rule 30's to restore.
+  const top = Math.max(...found.map((t) => t.token))
+  const missing = stored
+    .filter(
+      (t) => t.shard < state.tokens.length && t.token === 0 && (state.tokens[t.shard] ?? 0) > 0,
+    )
+    .map((t) => ({ shard: t.shard, token: Math.max(top, state.tokens[t.shard] ?? 0) }))
+  const ahead = [...found, ...missing]
   const draft = new Draft(state, at)
   const until = draft.now + state.config.sessionTimeoutMs
   const shards = ahead.map((t) => t.shard).sort((a, b) => a - b)
   draft.audit(
     "MetadataRewindDetected",
-    `storage holds owner tokens above the stored state for shards ${shards.join(",")}: the group's metadata was rewound; those shards are held for one session (${state.config.sessionTimeoutMs} ms) and their recorded owners fenced`,
+    `storage holds owner tokens above the stored state for shards ${found
+      .map((t) => t.shard)
+      .sort((a, b) => a - b)
+      .join(
+        ",",
+      )}${missing.length > 0 ? ` and none for shards ${missing.map((t) => t.shard).join(",")}` : ""}: the group's metadata was rewound; those shards are held for one session (${state.config.sessionTimeoutMs} ms) and their recorded owners fenced`,
     { shards },
   )
   const owners = new Set<string>()

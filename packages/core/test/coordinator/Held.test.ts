@@ -205,6 +205,46 @@ describe("rule 23: a metadata rewind", () => {
     expect(h.state.current[3]!.token).toBeGreaterThan(recorded[3]! + 70)
   })
 
+  it("a rewind with a shard whose token storage lost (evicted): that shard is held too, its next grant above every token storage holds (docs/simulator.md, swarm 9071)", () => {
+    const h = new Harness()
+    const a = new SimMember("a")
+    const b = new SimMember("b")
+    settle(h, a, b)
+    const recorded = [...h.state.tokens]
+    const ownerOf2 = h.owner(2)
+    // the lost commits granted shard 0 again, higher; shard 2's token, maybe
+    // from those commits too, was evicted: storage reads none for it
+    const stored = [
+      { shard: 0, token: recorded[0]! + 50 },
+      { shard: 1, token: recorded[1]! },
+      { shard: 2, token: 0 },
+      { shard: 3, token: recorded[3]! },
+    ]
+    expect(h.failoverWith(9, stored)).toBeDefined()
+    const audit = h.store.auditLog("g").find((e) => e.kind === "MetadataRewindDetected")
+    expect(audit?.shards).toEqual([0, 2])
+    // not re-fenced with the state's token: held, its recorded owner fenced
+    expect(h.state.current[2]).toBeNull()
+    expect(h.state.held[2]?.reason).toBe("rewind")
+    expect(h.state.members.has(ownerOf2!)).toBe(false)
+    expect(h.state.tokens[2]).toBe(recorded[0]! + 50)
+    h.advance(30_000)
+    a.reset()
+    b.reset()
+    settle(h, a, b)
+    expect(h.state.current[2]!.token).toBeGreaterThan(recorded[0]! + 50)
+  })
+
+  it("a token storage lost without a rewind is no rewind: rule 30 writes it again", () => {
+    const h = new Harness()
+    const a = new SimMember("a")
+    settle(h, a)
+    const stored = h.state.tokens.map((token, shard) => ({ shard, token: shard === 1 ? 0 : token }))
+    expect(h.failoverWith(4, stored)).toBeUndefined()
+    expect(h.state.members.has("a")).toBe(true)
+    expect(h.owner(1)).toBe("a")
+  })
+
   it("storage at or below the state's tokens: nothing to do", () => {
     const h = new Harness()
     const a = new SimMember("a")

@@ -12,8 +12,10 @@
  * and not paused; the candidate holding the lease was crashed or paused by
  * a fault. Nothing of the candidates' leases, serves or decisions.
  *
- * The clock of a stall starts at the last NONE answer and restarts at each
- * excuse, exactly when it happens: Redis comes back (nothing is counted
+ * The clock of a stall starts at the first live request sent after the last
+ * NONE answer (a group nobody asks cannot answer: an idle gap with every
+ * member partitioned, crashed, paused or clogged is no stall, swarm seeds
+ * 9168 and 9075) and restarts at each excuse, exactly when it happens: Redis comes back (nothing is counted
  * while it is down), a candidate is available again after none was (nothing
  * is counted while none is), the lease holder is crashed or paused by a
  * fault (a takeover is owed; each one in a chain of failovers gets the whole
@@ -33,14 +35,16 @@
 import { fmt, type Report } from "./types.js"
 
 export class LivenessChecker {
-  /** The longest a live member's request waited (sent, reached the transport) past the last NONE answer or excuse. */
+  /** The longest a live member's request waited (sent, reached the transport) past the first live request sent after the last NONE answer or excuse. */
   worstStallMs = 0
   /** Stalls whose clock an excuse restarted while live requests went unanswered (counted). */
   excusedStalls = 0
   private since = 0
+  /** When the first live request counted since `since` was sent: the stall's clock (infinity: none yet). */
+  private start = Number.POSITIVE_INFINITY
   private redisUp = true
   private available: number
-  /** Requests of live processes sent more than the bound after `since` that reached the transport. */
+  /** Requests of live processes sent more than the bound after `start` that reached the transport. */
   private late = 0
   private firstLateAt = Number.POSITIVE_INFINITY
   /** Requests of live processes that reached the transport since `since`. */
@@ -59,6 +63,7 @@ export class LivenessChecker {
 
   private restart(time: number): void {
     this.since = time
+    this.start = Number.POSITIVE_INFINITY
     this.late = 0
     this.firstLateAt = Number.POSITIVE_INFINITY
     this.waiting = 0
@@ -102,7 +107,8 @@ export class LivenessChecker {
   arrived(time: number, sentAt: number): void {
     if (this.excused || sentAt < this.since) return
     this.waiting++
-    const waited = sentAt - this.since
+    if (sentAt < this.start) this.start = sentAt
+    const waited = sentAt - this.start
     if (waited > this.worstStallMs) this.worstStallMs = waited
     if (waited > this.boundMs) {
       this.late++
@@ -117,7 +123,7 @@ export class LivenessChecker {
     this.report({
       checker: "liveness",
       time,
-      message: `coordinator stall: no NONE answer for ${fmt(time - this.since)} (since ${fmt(this.since)}) while ${this.waiting} requests of live members reached the transport (${this.late} sent more than the bound after it), Redis up, ${this.available} candidate(s) alive and not paused (bound ${fmt(this.boundMs)})`,
+      message: `coordinator stall: no NONE answer for ${fmt(time - this.since)} (since ${fmt(this.since)}) while ${this.waiting} requests of live members reached the transport (the first sent at ${fmt(this.start)}, ${this.late} more than the bound after it), Redis up, ${this.available} candidate(s) alive and not paused (bound ${fmt(this.boundMs)})`,
     })
   }
 }
