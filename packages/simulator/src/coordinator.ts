@@ -1074,9 +1074,12 @@ export class CoordinatorHost {
    */
   gracefulStop(c: CoordNode): void {
     const { w, store } = this.ctx
-    // the handover checker judges a stop only when a standby can take over now
+    // the handover checker judges a stop only when a standby can take over
+    // now: Redis takes the successor's election commit (up, and not refusing
+    // writes: an OOM episode of `refused` holds every takeover back)
     const standby =
       !store.down &&
+      !store.refusing &&
       this.nodes.some(
         (o) =>
           o !== c &&

@@ -869,11 +869,21 @@ export class Members {
     // The worst case: the handler acknowledges on its own (a late ack with
     // its old token, whether or not its lease is still valid); storage
     // decides (rule 19's limit: once its grant ended only the fence stops it).
-    if ((p.slot.refused & REFUSE_ACK) !== 0) w.count("refused:lateAck")
+    // With transactional handlers the late ack is the handler's commit: its
+    // effects and its ack in one fenced step (docs/exactly-once.md), never
+    // an ack alone
+    const tx = data.tx
+    if ((p.slot.refused & (tx !== undefined ? REFUSE_COMMIT : REFUSE_ACK)) !== 0)
+      w.count("refused:lateAck")
     else if (!p.slot.partStore && !this.ctx.store.down) {
       if (z.holder.active()) checks.intent.act(w.now, batch.shard, z.holder)
-      if (data.ack(batch.shard, z.holder.token, batch.ids)) {
+      const accepted =
+        tx !== undefined
+          ? tx.commit(batch.shard, z.holder.token, batch.ids) === "committed"
+          : data.ack(batch.shard, z.holder.token, batch.ids)
+      if (accepted) {
         w.count("ignoresAbort:lateAckAccepted")
+        if (tx !== undefined) this.ctx.outbox?.kick(p.pid, batch.shard, p.loops)
         // with the fence off, a fenced or replaced lifecycle's ack is a
         // zombie ack by design, as in `effective` (the intent checker judges it)
         const end = data.storageFence ? undefined : checks.view.ended(p.id, z.holder.epoch)

@@ -8,6 +8,7 @@
 import { describe, expect, it } from "vitest"
 import {
   defaultOptions,
+  FAULT_KINDS,
   replayCommand,
   runSeed,
   type SimOptions,
@@ -104,5 +105,53 @@ describe("pinned seeds: an idle gap is no coordinator stall", () => {
     expect(summary.violations, replayCommand(o)).toEqual([])
     expect(summary.counters["hungStore:deadlinePassed"]).toBeGreaterThan(0)
     expect(summary.counters["liveness:worstStallMs"]).toBeLessThan(5_000)
+  })
+})
+
+// Found by a sweep with every kind on and transactional handlers (`swarm
+// --swarm 100 --from-seed 9800 --members 8 --shards 32 --duration 5m --tx
+// --faults <every kind>`: 17 of 100 failed before these fixes, 0 after).
+describe("pinned seeds: every kind with transactional handlers", () => {
+  it("swarm 9823 (8 x 32, handler-ignores-abort with --tx): a late handler's ack is its commit, never an ack alone", () => {
+    // The model acked a handler that ran on past its abort with a plain ack
+    // even under --tx: its messages were acknowledged with no effect (the
+    // transactions checker: "never applied"). With transactional handlers
+    // the runtime's late ack is the handler's commit (docs/exactly-once.md).
+    const o: SimOptions = {
+      ...defaultOptions,
+      scenario: "swarm",
+      seed: 9823,
+      members: 8,
+      shards: 32,
+      workers: 2,
+      ratePerShard: 2.9,
+      durationMs: 300_000,
+      tx: true,
+      faults: "handler-ignores-abort,crash,burst",
+    }
+    const { summary } = runSeed(o)
+    expect(summary.violations, replayCommand(o)).toEqual([])
+    expect(summary.counters["ignoresAbort:lateAckAccepted"]).toBeGreaterThan(0)
+  })
+
+  it("swarm 9807 (8 x 32, every kind, --tx): a graceful coordinator stop in an OOM episode is not held to the handover bound", () => {
+    // The stop at 82.2 s came while `refused` refused every write (OOM): no
+    // successor could commit its election until the episode ended (served
+    // 4 s later). The handover checker judged it as if a standby could take
+    // over at once; it now judges a stop only when Redis takes writes.
+    const o: SimOptions = {
+      ...defaultOptions,
+      scenario: "swarm",
+      seed: 9807,
+      members: 8,
+      shards: 32,
+      workers: 3,
+      ratePerShard: 2.4,
+      durationMs: 300_000,
+      tx: true,
+      faults: FAULT_KINDS.join(","),
+    }
+    const { summary } = runSeed(o)
+    expect(summary.violations, replayCommand(o)).toEqual([])
   })
 })
