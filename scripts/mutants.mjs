@@ -193,7 +193,7 @@ export const mutants = [
     name: "no-fence-write",
     why: "a grant writes no owner token to storage",
     file: D,
-    find: "    this.fences.push(\n      first\n        ? this.state.config.startAt !== undefined && this.state.config.startAt !== \"earliest\"\n          ? { shard, token, memberId: member.memberId, first, startAt: this.state.config.startAt }\n          : { shard, token, memberId: member.memberId, first }\n        : { shard, token, memberId: member.memberId },\n    )\n",
+    find: '    this.fences.push(\n      first\n        ? this.state.config.startAt !== undefined && this.state.config.startAt !== "earliest"\n          ? { shard, token, memberId: member.memberId, first, startAt: this.state.config.startAt }\n          : { shard, token, memberId: member.memberId, first }\n        : { shard, token, memberId: member.memberId },\n    )\n',
     replace: "",
   },
   {
