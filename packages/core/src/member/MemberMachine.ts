@@ -880,8 +880,13 @@ const applyAssignment = (
     state.lifecycle === "joining" ||
     state.lifecycle === "fenced" ||
     state.lifecycle === "suspended"
-  )
+  ) {
     state.lifecycle = "active"
+    // A leave asked while fenced waits for the stopped loops (rule 19) and
+    // the machine asks for no request meanwhile; a join answered all the
+    // same (one sent out of turn) starts no shard: the leave begins now
+    if (state.leaveWhenStopped) beginLeave(state, state.leaveDeadline, out)
+  }
 
   const layout = response.layout
   if (

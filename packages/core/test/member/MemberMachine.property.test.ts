@@ -470,11 +470,21 @@ const run = (actions: ReadonlyArray<Action>) => {
   }
 }
 
+/**
+ * A counterexample a CI run found (fast-check seed 1441007560): fenced with a
+ * loop still stopping, a leave is asked (it waits for the loop, rule 19), a
+ * join is sent out of turn and answered with shard 1: the machine started
+ * shard 1 although leaving. It now begins the leave instead.
+ */
+const leaveAskedThenJoinAnswered: Array<Action> = JSON.parse(
+  '[{"k":"send"},{"k":"drain","pick":0},{"k":"respond","pick":0,"response":{"errorCode":"NONE","memberEpochDelta":-1,"assignmentEpochDelta":-1,"assigned":[{"shard":0,"token":1}],"pending":[],"revoking":[]}},{"k":"notice"},{"k":"respond","pick":0,"response":{"errorCode":"NONE","memberEpochDelta":-1,"assignmentEpochDelta":-1,"assigned":[],"pending":[],"revoking":[]}},{"k":"respond","pick":0,"response":{"errorCode":"FENCED_MEMBER_EPOCH","memberEpochDelta":-1,"assignmentEpochDelta":-1,"assigned":[],"pending":[],"revoking":[]}},{"k":"leave"},{"k":"send"},{"k":"respond","pick":20836111,"response":{"errorCode":"NONE","memberEpochDelta":-1,"assignmentEpochDelta":-1,"assigned":[{"shard":1,"token":1}],"pending":[],"revoking":[]}},{"k":"respond","pick":0,"response":{"errorCode":"NONE","memberEpochDelta":-1,"assignmentEpochDelta":-1,"assigned":[],"pending":[],"revoking":[]}},{"k":"tick","dt":0}]',
+)
+
 describe("MemberMachine model", () => {
   it("keeps its safety invariants under random responses, reorderings, losses and drains", () => {
     fc.assert(
       fc.property(scenarioArb, (actions) => run(actions)),
-      { numRuns: 1_000 },
+      { numRuns: 1_000, examples: [[leaveAskedThenJoinAnswered]] },
     )
   })
 })
