@@ -216,6 +216,15 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
    * a shard whose node is down or hung holds up no other member's answer.
    */
   const unfenced = new Map<number, Unfenced>()
+  /** Withhold `f`'s grant until its fence is written (rule 31). */
+  const withholdUntilWritten = (f: Coordinator.Fence) =>
+    unfenced.set(f.shard, {
+      token: f.token,
+      memberId: f.memberId,
+      fence: f,
+      inFlight: false,
+      withheld: false,
+    })
 
   /**
    * Write grants' fences, one write per shard, concurrently; outside `lock`.
@@ -472,13 +481,7 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
         for (const f of failed) {
           const o = shell.state.current[f.shard]
           if (o == null || o.confirmed || (storedToken.get(f.shard) ?? 0) >= f.token) continue
-          unfenced.set(f.shard, {
-            token: f.token,
-            memberId: f.memberId,
-            fence: f,
-            inFlight: false,
-            withheld: false,
-          })
+          withholdUntilWritten(f)
         }
         return { lease: held, shell } satisfies Leader
       }
@@ -696,14 +699,7 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
         // 6), outside the lock (rule 31): until then every answer withholds
         // it. A restored token (rule 30) grants nothing: best effort
         const grants = step.fences.filter((f) => f.restore !== true)
-        for (const f of grants)
-          unfenced.set(f.shard, {
-            token: f.token,
-            memberId: f.memberId,
-            fence: f,
-            inFlight: false,
-            withheld: false,
-          })
+        for (const f of grants) withholdUntilWritten(f)
         yield* publish(step.notices)
         return Option.some({
           value: step.response,
