@@ -78,6 +78,20 @@ export interface CoordinatorHostOptions {
    * 1,000 ms, or the renewal period (TTL/3) when that is shorter.
    */
   readonly layoutPollMs?: number
+  /**
+   * How long an answer waits for its own grants' owner-token fence writes,
+   * and a takeover for each shard's token read and re-fence, before it goes
+   * on without them: a grant not written by then is answered `pending`
+   * (its owner is noticed once written), a token not read is left out of
+   * the rewind check. A hung node's command otherwise holds them for its
+   * whole deadline (`commandTimeoutMs`, 5 s by default), as long as a
+   * member's heartbeat timeout (docs/protocol.md rules 27 and 31). Default
+   * `defaultFenceWaitMs(config)`.
+   *
+   * @example
+   * makeCoordinatorHost({ config, holder: "pod-1", fenceWaitMs: 500 })
+   */
+  readonly fenceWaitMs?: number
 }
 
 export interface CoordinatorHost {
@@ -127,6 +141,20 @@ export const defaultCoordinatorLeaseMs = (
   config: Pick<GroupConfig, "heartbeatIntervalMs" | "sessionTimeoutMs">,
 ): number =>
   Math.max(1_000, Math.min(2 * config.heartbeatIntervalMs, Math.floor(config.sessionTimeoutMs / 4)))
+
+/**
+ * The default of `CoordinatorHostOptions.fenceWaitMs`: 1 s, at most the
+ * heartbeat interval and a sixth of the session, so an answer that waited
+ * for it still comes well within a member's heartbeat timeout (a third of
+ * the session by default). A healthy fence write takes a round trip.
+ *
+ * @example
+ * defaultFenceWaitMs({ heartbeatIntervalMs: 3_000, sessionTimeoutMs: 30_000 }) // 1_000
+ */
+export const defaultFenceWaitMs = (
+  config: Pick<GroupConfig, "heartbeatIntervalMs" | "sessionTimeoutMs">,
+): number =>
+  Math.max(1, Math.min(1_000, config.heartbeatIntervalMs, Math.floor(config.sessionTimeoutMs / 6)))
 
 interface Leader {
   lease: LeaseGrant
@@ -181,6 +209,7 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
   const dataPlane = yield* Effect.serviceOption(ShardStreams)
   const ttl = options.leaseTtlMs ?? defaultCoordinatorLeaseMs(config)
   const maxAttempts = options.maxCommitAttempts ?? 3
+  const fenceWait = options.fenceWaitMs ?? defaultFenceWaitMs(config)
   const lock = yield* Semaphore.make(1)
   const pubsub = yield* PubSub.unbounded<string>()
   let leader: Leader | null = null
@@ -230,9 +259,10 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
    * Write grants' fences, one write per shard, concurrently; outside `lock`.
    * A written grant leaves `unfenced` (its owner is noticed if an answer
    * withheld it meanwhile); the shards whose write failed are returned and
-   * stay withheld until a later answer retries them.
+   * stay withheld until a later answer retries them. `done`, if given,
+   * collects the shards written so far (for an answer that stops waiting).
    */
-  const settle = (grants: ReadonlyArray<Coordinator.Fence>) =>
+  const settle = (grants: ReadonlyArray<Coordinator.Fence>, done?: Set<number>) =>
     Effect.gen(function* () {
       const noticed = new Set<string>()
       const failed = yield* Effect.forEach(
@@ -251,6 +281,7 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
             ({ mine, written }) => {
               if (mine !== undefined) mine.inFlight = false
               if (Result.isFailure(written)) return [grant.shard]
+              done?.add(grant.shard)
               if (mine !== undefined && unfenced.get(grant.shard) === mine) {
                 unfenced.delete(grant.shard)
                 if (mine.withheld) noticed.add(mine.memberId)
@@ -305,10 +336,17 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
    */
   const readReachable = (shards: ReadonlyArray<number>) =>
     Effect.map(
-      Effect.forEach(shards, (shard) => Effect.result(fence.read(key, [shard])), {
-        concurrency: 64,
-      }),
-      (results) => results.flatMap((r) => (Result.isSuccess(r) ? r.success : [])),
+      Effect.forEach(
+        shards,
+        // a hung node answers nothing until its command deadline: wait
+        // `fenceWait`, not that long (docs/protocol.md rule 27)
+        (shard) => Effect.timeoutOption(Effect.result(fence.read(key, [shard])), fenceWait),
+        { concurrency: 64 },
+      ),
+      (results) =>
+        results.flatMap((r) =>
+          Option.isSome(r) && Result.isSuccess(r.value) ? r.value.success : [],
+        ),
     )
 
   /**
@@ -316,16 +354,20 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
    * been lost), one write per shard: a shard whose storage node fails keeps
    * the token it has (the grant's own write, made before its owner was told)
    * and does not fail the election (docs/protocol.md rule 27). Returns the
-   * fences whose write failed.
+   * fences whose write failed or did not end within `fenceWait`.
    */
   const reassert = (owners: ReadonlyArray<Coordinator.Fence>) =>
     Effect.map(
       Effect.forEach(
         owners,
-        (owner) => Effect.map(Effect.result(writeFences([owner])), (r) => ({ owner, r })),
+        (owner) =>
+          Effect.map(Effect.timeoutOption(Effect.result(writeFences([owner])), fenceWait), (r) => ({
+            owner,
+            written: Option.isSome(r) && Result.isSuccess(r.value),
+          })),
         { concurrency: 64 },
       ),
-      (results) => results.flatMap(({ owner, r }) => (Result.isFailure(r) ? [owner] : [])),
+      (results) => results.flatMap(({ owner, written }) => (written ? [] : [owner])),
     )
 
   const disarm = Effect.suspend(() => {
@@ -773,18 +815,32 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
         )
         if (served.grants.length === 0 && served.restores.length === 0) return served.value
         // outside the lock (rule 31): this answer waits for its own fences
-        // only; a grant whose write failed is withheld (pending), retried
-        // by a later answer, and its owner noticed once it is written
-        const [failed] = yield* Effect.all(
-          [settle(served.grants), Effect.ignore(writeFences(served.restores))],
-          { concurrency: "unbounded" },
+        // only, and at most `fenceWait` (a hung node's write would hold it
+        // for the command deadline, past the member's heartbeat timeout); a
+        // grant not written by then is withheld (pending), retried by a
+        // later answer if its write failed, and its owner noticed once it
+        // is written. The writes go on in the background.
+        const written = new Set<number>()
+        const writes = yield* Effect.forkIn(
+          Effect.all(
+            [settle(served.grants, written), Effect.ignore(writeFences(served.restores))],
+            {
+              concurrency: "unbounded",
+            },
+          ),
+          scope,
         )
-        if (failed.size === 0) return served.value
-        for (const shard of failed) {
-          const entry = unfenced.get(shard)
-          if (entry !== undefined) entry.withheld = true
+        yield* Effect.timeoutOption(Fiber.join(writes), fenceWait)
+        const unwritten = served.grants.filter((g) => !written.has(g.shard))
+        if (unwritten.length === 0) return served.value
+        for (const g of unwritten) {
+          const entry = unfenced.get(g.shard)
+          if (entry !== undefined && entry.token === g.token) entry.withheld = true
         }
-        return withoutGrants(served.value, [...failed])
+        return withoutGrants(
+          served.value,
+          unwritten.map((g) => g.shard),
+        )
       })
     })
 

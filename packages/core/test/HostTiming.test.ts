@@ -10,6 +10,7 @@ import { TestClock } from "effect/testing"
 import {
   CoordinatorLease,
   defaultCoordinatorLeaseMs,
+  defaultFenceWaitMs,
   FenceWriteFailed,
   makeCoordinatorHost,
   OwnerFence,
@@ -522,9 +523,12 @@ describe("rule 31: a grant's fence write runs outside the coordinator's lock (is
               Effect.sync(() => written.push(...fences.map((f) => f.shard))),
             ),
         }
-        const host = yield* makeCoordinatorHost({ config: cfg, holder: "c1" }).pipe(
-          Effect.provide(ports(store, yield* CoordinatorLease.makeMemory, fence)),
-        )
+        // the grantee's own answer waits for its write (up to fenceWaitMs)
+        const host = yield* makeCoordinatorHost({
+          config: cfg,
+          holder: "c1",
+          fenceWaitMs: 10_000,
+        }).pipe(Effect.provide(ports(store, yield* CoordinatorLease.makeMemory, fence)))
         const a = new SimMember("a")
         const b = new SimMember("b")
         const beat = (m: SimMember) =>
@@ -573,6 +577,141 @@ describe("rule 31: a grant's fence write runs outside the coordinator's lock (is
           hung,
         )
         assert.isTrue(yield* host.isCoordinator)
+      }).pipe(Effect.scoped),
+  )
+})
+
+describe("rules 27 and 31: nothing waits for a hung node longer than fenceWaitMs", () => {
+  it("defaults to 1 s, at most the heartbeat interval and a sixth of the session", () => {
+    assert.strictEqual(
+      defaultFenceWaitMs({ heartbeatIntervalMs: 3_000, sessionTimeoutMs: 30_000 }),
+      1_000,
+    )
+    assert.strictEqual(
+      defaultFenceWaitMs({ heartbeatIntervalMs: 500, sessionTimeoutMs: 30_000 }),
+      500,
+    )
+    assert.strictEqual(
+      defaultFenceWaitMs({ heartbeatIntervalMs: 1_000, sessionTimeoutMs: 4_000 }),
+      666,
+    )
+    assert.strictEqual(defaultFenceWaitMs({ heartbeatIntervalMs: 1, sessionTimeoutMs: 2 }), 1)
+  })
+
+  it.effect(
+    "a grantee's answer waits for its hung fence write at most fenceWaitMs: the shard comes pending, its owner is noticed once written, and its next answer grants it",
+    () =>
+      Effect.gen(function* () {
+        const store = Store.makeMemoryUnsafe()
+        let hung = -1
+        const started = yield* Deferred.make<void>()
+        const release = yield* Deferred.make<void>()
+        const written: Array<number> = []
+        const notices: Array<string> = []
+        const fence: OwnerFence.OwnerFenceShape = {
+          ...OwnerFence.noop,
+          write: (_k, fences) =>
+            Effect.andThen(
+              fences.some((f) => f.shard === hung)
+                ? Effect.andThen(Deferred.succeed(started, undefined), Deferred.await(release))
+                : Effect.void,
+              Effect.sync(() => written.push(...fences.map((f) => f.shard))),
+            ),
+        }
+        const host = yield* makeCoordinatorHost({
+          config: cfg,
+          holder: "c1",
+          fenceWaitMs: 500,
+          onNotice: (id) => Effect.sync(() => notices.push(id)),
+        }).pipe(Effect.provide(ports(store, yield* CoordinatorLease.makeMemory, fence)))
+        const a = new SimMember("a")
+        const b = new SimMember("b")
+        const beat = (m: SimMember) =>
+          Effect.map(host.heartbeat(request(m.request())), (r) => {
+            m.onResponse(r)
+            return r
+          })
+        for (let i = 0; i < 3; i++) yield* beat(a)
+        yield* beat(b)
+        yield* beat(a)
+        const moving = [...a.revoking.keys()]
+        assert.strictEqual(moving.length, 2)
+        hung = moving[0]!
+        written.length = 0
+        yield* beat(a) // revoked: free for b (b is noticed of that)
+        notices.length = 0
+        const grant = yield* Effect.forkChild(beat(b))
+        yield* Deferred.await(started)
+        yield* TestClock.adjust(499)
+        assert.isUndefined(grant.pollUnsafe(), "answered before fenceWaitMs")
+        yield* TestClock.adjust(1)
+        const exit = grant.pollUnsafe()
+        assert.isDefined(exit, "the grantee's answer waited past fenceWaitMs")
+        const answered = yield* Fiber.join(grant)
+        assert.strictEqual(answered.errorCode, "NONE")
+        assert.notInclude(
+          answered.assigned.map((g) => g.shard),
+          hung,
+        )
+        assert.include(answered.pending, hung)
+        assert.include(
+          answered.assigned.map((g) => g.shard),
+          moving[1]!,
+        )
+        assert.notInclude(written, hung)
+        assert.notInclude(notices, "b")
+        // the write ends in the background: b is noticed, its next answer grants the shard
+        yield* Deferred.succeed(release, undefined)
+        for (let i = 0; i < 10; i++) yield* Effect.yieldNow
+        assert.include(written, hung)
+        assert.include(notices, "b")
+        const next = yield* beat(b)
+        assert.include(
+          next.assigned.map((g) => g.shard),
+          hung,
+        )
+        assert.isTrue(yield* host.isCoordinator)
+      }).pipe(Effect.scoped),
+  )
+
+  it.effect(
+    "a takeover while one shard's node hangs (reads and writes never answer) is elected after fenceWaitMs per phase, not the command deadline; the member keeps every shard",
+    () =>
+      Effect.gen(function* () {
+        const streams = yield* ShardStreams.makeMemory
+        const fence = yield* OwnerFence.make.pipe(
+          Effect.provideService(ShardStreams.ShardStreams, streams),
+        )
+        const store = Store.makeMemoryUnsafe()
+        const lease = yield* CoordinatorLease.makeMemory
+        const s1 = yield* Scope.make()
+        const h1 = yield* makeCoordinatorHost({ config: cfg, holder: "c1" }).pipe(
+          Effect.provide(ports(store, lease, fence)),
+          Scope.provide(s1),
+        )
+        const a = yield* h1.heartbeat(request({ memberId: "a" }))
+        const steady = yield* h1.heartbeat(steadyOf("a", a))
+        yield* Scope.close(s1, Exit.void)
+        const hanging: OwnerFence.OwnerFenceShape = {
+          read: (k, shards) => (shards.includes(1) ? Effect.never : fence.read(k, shards)),
+          write: (k, fences) =>
+            fences.some((f) => f.shard === 1) ? Effect.never : fence.write(k, fences),
+        }
+        const h2 = yield* makeCoordinatorHost({ config: cfg, holder: "c2", fenceWaitMs: 300 }).pipe(
+          Effect.provide(ports(store, lease, hanging)),
+        )
+        const elect = yield* Effect.forkChild(h2.elect)
+        yield* TestClock.adjust(300) // the token reads
+        yield* TestClock.adjust(300) // the re-fences
+        const elected = elect.pollUnsafe()
+        assert.isDefined(elected, "the takeover waited for the hung node past fenceWaitMs")
+        assert.isTrue(Exit.isSuccess(elected!) && elected.value)
+        const next = yield* h2.heartbeat(steadyOf("a", steady))
+        assert.strictEqual(next.errorCode, "NONE")
+        assert.deepStrictEqual(
+          next.assigned.map((g) => g.shard),
+          [0, 1, 2, 3],
+        )
       }).pipe(Effect.scoped),
   )
 })

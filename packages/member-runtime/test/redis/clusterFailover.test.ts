@@ -557,6 +557,17 @@ describe("master failures on a 3 + 3 Redis Cluster (recommended settings, AOF)",
         },
       )
       expect(c.collateral.join("\n"), "collateral on the other pods").toBe("")
+      // a grantee's own answer waits for its write at most fenceWaitMs (500
+      // ms here), not the command deadline (5 s): well within its heartbeat
+      // timeout (a third of the session; docs/protocol.md rule 31)
+      expect(
+        slowestHeartbeat(
+          otherLines.filter((l) => grantees.has(l.proc)),
+          faultAt,
+          end,
+        ),
+        "slowest heartbeat answer of a pod granted a hung shard (ms)",
+      ).toBeLessThan(SESSION_MS / 3)
       // generous: a grant's write to the hung master held every answer up to
       // the command deadline (5 s) before rule 31; a session is 10 s
       expect(gap?.ms ?? 0, "longest gap on the untouched shards (ms)").toBeLessThan(SESSION_MS / 2)
