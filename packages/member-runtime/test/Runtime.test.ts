@@ -559,7 +559,11 @@ describe("runtime: shutdown, progress, pause and seek", () => {
       const r = yield* w.startRuntime("pod-a", { consumers: [w.recordingConsumer({})] })
       yield* w.produce(60)
       yield* w.runUntil("handled", w.allHandled)
-      yield* TestClock.adjust(2 * timing.heartbeatIntervalMs)
+      // lag is read in the background (rule 27): a later heartbeat carries it
+      const sent = w.requests.length
+      yield* w.runUntil("a heartbeat after the lag reads", () =>
+        w.requests.slice(sent).some((q) => q.progress?.every((p) => p.lag !== undefined)),
+      )
       const last = [...w.requests].reverse().find((q) => q.progress !== undefined)!
       const acked = last.progress!.reduce((sum, p) => sum + p.acked, 0)
       assert.strictEqual(acked, 60)
