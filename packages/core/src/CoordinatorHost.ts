@@ -143,18 +143,18 @@ export const defaultCoordinatorLeaseMs = (
   Math.max(1_000, Math.min(2 * config.heartbeatIntervalMs, Math.floor(config.sessionTimeoutMs / 4)))
 
 /**
- * The default of `CoordinatorHostOptions.fenceWaitMs`: 1 s, at most the
- * heartbeat interval and a sixth of the session, so an answer that waited
- * for it still comes well within a member's heartbeat timeout (a third of
- * the session by default). A healthy fence write takes a round trip.
+ * The default of `CoordinatorHostOptions.fenceWaitMs`: 1 s, at most a sixth
+ * of the session, so an answer that waited for it still comes well within
+ * a member's heartbeat timeout (a third of the session by default). A
+ * healthy fence write takes a round trip; one that outlasts the wait only
+ * delays its grant to the notice that follows the write.
  *
  * @example
- * defaultFenceWaitMs({ heartbeatIntervalMs: 3_000, sessionTimeoutMs: 30_000 }) // 1_000
+ * defaultFenceWaitMs({ sessionTimeoutMs: 30_000 }) // 1_000
+ * defaultFenceWaitMs({ sessionTimeoutMs: 3_000 }) // 500
  */
-export const defaultFenceWaitMs = (
-  config: Pick<GroupConfig, "heartbeatIntervalMs" | "sessionTimeoutMs">,
-): number =>
-  Math.max(1, Math.min(1_000, config.heartbeatIntervalMs, Math.floor(config.sessionTimeoutMs / 6)))
+export const defaultFenceWaitMs = (config: Pick<GroupConfig, "sessionTimeoutMs">): number =>
+  Math.max(1, Math.min(1_000, Math.floor(config.sessionTimeoutMs / 6)))
 
 interface Leader {
   lease: LeaseGrant

@@ -557,8 +557,8 @@ describe("master failures on a 3 + 3 Redis Cluster (recommended settings, AOF)",
         },
       )
       expect(c.collateral.join("\n"), "collateral on the other pods").toBe("")
-      // a grantee's own answer waits for its write at most fenceWaitMs (500
-      // ms here), not the command deadline (5 s): well within its heartbeat
+      // a grantee's own answer waits for its write at most fenceWaitMs (1 s
+      // here), not the command deadline (5 s): well within its heartbeat
       // timeout (a third of the session; docs/protocol.md rule 31)
       expect(
         slowestHeartbeat(
