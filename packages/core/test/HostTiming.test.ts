@@ -503,48 +503,65 @@ describe("rule 27 through the host: a takeover while one shard's storage node is
   )
 })
 
+/**
+ * a owns every shard, b joins, and two of a's shards are revoked and free
+ * for b; the fence write of the first of them (`hung`) hangs until
+ * `release`. Ready for b's heartbeat that grants them (docs/protocol.md
+ * rule 31).
+ */
+const hungGrant = (options: { readonly fenceWaitMs: number }) =>
+  Effect.gen(function* () {
+    const store = Store.makeMemoryUnsafe()
+    let hung = -1
+    const started = yield* Deferred.make<void>()
+    const release = yield* Deferred.make<void>()
+    const written: Array<number> = []
+    const notices: Array<string> = []
+    const fence: OwnerFence.OwnerFenceShape = {
+      ...OwnerFence.noop,
+      write: (_k, fences) =>
+        Effect.andThen(
+          fences.some((f) => f.shard === hung)
+            ? Effect.andThen(Deferred.succeed(started, undefined), Deferred.await(release))
+            : Effect.void,
+          Effect.sync(() => written.push(...fences.map((f) => f.shard))),
+        ),
+    }
+    const host = yield* makeCoordinatorHost({
+      config: cfg,
+      holder: "c1",
+      fenceWaitMs: options.fenceWaitMs,
+      onNotice: (id) => Effect.sync(() => notices.push(id)),
+    }).pipe(Effect.provide(ports(store, yield* CoordinatorLease.makeMemory, fence)))
+    const a = new SimMember("a")
+    const b = new SimMember("b")
+    const beat = (m: SimMember) =>
+      Effect.map(host.heartbeat(request(m.request())), (r) => {
+        m.onResponse(r)
+        return r
+      })
+    for (let i = 0; i < 3; i++) yield* beat(a)
+    assert.strictEqual(a.owned.size, cfg.shardCount)
+    yield* beat(b) // b joins: two of a's shards are to move to b
+    yield* beat(a) // a's answer drops them: a drains them
+    const moving = [...a.revoking.keys()]
+    assert.strictEqual(moving.length, 2)
+    hung = moving[0]!
+    yield* beat(a) // a reports them REVOKED: they are free for b (b is noticed of that)
+    written.length = 0
+    notices.length = 0
+    return { host, a, b, beat, hung, other: moving[1]!, started, release, written, notices }
+  })
+
 describe("rule 31: a grant's fence write runs outside the coordinator's lock (issue 32, item 4)", () => {
   it.effect(
     "while one shard's fence write hangs (its storage node down), other members' heartbeats and joins are answered; the grant reaches its member only once written",
     () =>
       Effect.gen(function* () {
-        const store = Store.makeMemoryUnsafe()
-        let hung = -1
-        const started = yield* Deferred.make<void>()
-        const release = yield* Deferred.make<void>()
-        const written: Array<number> = []
-        const fence: OwnerFence.OwnerFenceShape = {
-          ...OwnerFence.noop,
-          write: (_k, fences) =>
-            Effect.andThen(
-              fences.some((f) => f.shard === hung)
-                ? Effect.andThen(Deferred.succeed(started, undefined), Deferred.await(release))
-                : Effect.void,
-              Effect.sync(() => written.push(...fences.map((f) => f.shard))),
-            ),
-        }
         // the grantee's own answer waits for its write (up to fenceWaitMs)
-        const host = yield* makeCoordinatorHost({
-          config: cfg,
-          holder: "c1",
+        const { host, a, b, beat, hung, started, release, written } = yield* hungGrant({
           fenceWaitMs: 10_000,
-        }).pipe(Effect.provide(ports(store, yield* CoordinatorLease.makeMemory, fence)))
-        const a = new SimMember("a")
-        const b = new SimMember("b")
-        const beat = (m: SimMember) =>
-          Effect.map(host.heartbeat(request(m.request())), (r) => {
-            m.onResponse(r)
-            return r
-          })
-        for (let i = 0; i < 3; i++) yield* beat(a)
-        assert.strictEqual(a.owned.size, cfg.shardCount)
-        yield* beat(b) // b joins: two of a's shards are to move to b
-        yield* beat(a) // a's answer drops them: a drains them
-        const moving = [...a.revoking.keys()]
-        assert.strictEqual(moving.length, 2)
-        hung = moving[0]!
-        written.length = 0
-        yield* beat(a) // a reports them REVOKED: they are free for b
+        })
         const toB = b.request()
         const grant = yield* Effect.forkChild(host.heartbeat(request(toB)))
         yield* Deferred.await(started) // b's grant: the write of `hung` hangs
@@ -592,44 +609,9 @@ describe("rules 27 and 31: nothing waits for a hung node longer than fenceWaitMs
     "a grantee's answer waits for its hung fence write at most fenceWaitMs: the shard comes pending, its owner is noticed once written, and its next answer grants it",
     () =>
       Effect.gen(function* () {
-        const store = Store.makeMemoryUnsafe()
-        let hung = -1
-        const started = yield* Deferred.make<void>()
-        const release = yield* Deferred.make<void>()
-        const written: Array<number> = []
-        const notices: Array<string> = []
-        const fence: OwnerFence.OwnerFenceShape = {
-          ...OwnerFence.noop,
-          write: (_k, fences) =>
-            Effect.andThen(
-              fences.some((f) => f.shard === hung)
-                ? Effect.andThen(Deferred.succeed(started, undefined), Deferred.await(release))
-                : Effect.void,
-              Effect.sync(() => written.push(...fences.map((f) => f.shard))),
-            ),
-        }
-        const host = yield* makeCoordinatorHost({
-          config: cfg,
-          holder: "c1",
-          fenceWaitMs: 500,
-          onNotice: (id) => Effect.sync(() => notices.push(id)),
-        }).pipe(Effect.provide(ports(store, yield* CoordinatorLease.makeMemory, fence)))
-        const a = new SimMember("a")
-        const b = new SimMember("b")
-        const beat = (m: SimMember) =>
-          Effect.map(host.heartbeat(request(m.request())), (r) => {
-            m.onResponse(r)
-            return r
-          })
-        for (let i = 0; i < 3; i++) yield* beat(a)
-        yield* beat(b)
-        yield* beat(a)
-        const moving = [...a.revoking.keys()]
-        assert.strictEqual(moving.length, 2)
-        hung = moving[0]!
-        written.length = 0
-        yield* beat(a) // revoked: free for b (b is noticed of that)
-        notices.length = 0
+        const { host, b, beat, hung, other, started, release, written, notices } = yield* hungGrant(
+          { fenceWaitMs: 500 },
+        )
         const grant = yield* Effect.forkChild(beat(b))
         yield* Deferred.await(started)
         yield* TestClock.adjust(499)
@@ -646,7 +628,7 @@ describe("rules 27 and 31: nothing waits for a hung node longer than fenceWaitMs
         assert.include(answered.pending, hung)
         assert.include(
           answered.assigned.map((g) => g.shard),
-          moving[1]!,
+          other,
         )
         assert.notInclude(written, hung)
         assert.notInclude(notices, "b")
