@@ -26,7 +26,10 @@
  *   before the mark to the handler and pushes back what came after; it
  *   waits until every request it took is answered, then leaves a short
  *   handover mark in place of its presence, so members' requests keep
- *   queueing for the successor instead of failing.
+ *   queueing for the successor instead of failing. Requests its host refuses
+ *   `NOT_COORDINATOR` while another serve holds the presence (a paused
+ *   ex-coordinator's pop took them) go back to the list for that serve,
+ *   and this one stops popping (docs/protocol.md rule 25).
  * - handover / handovers: PUBLISH (SPUBLISH) on `...:handover`, so standby
  *   candidates try the lease at once after a graceful release.
  * - notices: PUBLISH on `...:notice:<memberId>` (SPUBLISH in a cluster, so a
@@ -73,6 +76,13 @@ export interface RedisTransportOptions {
 }
 
 type HeartbeatHandler = CoordinatorTransport.HeartbeatHandler
+
+/** A handled request: its envelope, whether it was refused NOT_COORDINATOR, and [reply list, JSON]. */
+interface Answer {
+  readonly raw: string
+  readonly notCoordinator: boolean
+  readonly reply: readonly [string, string]
+}
 type RedisConnectionShape = RedisConnection.RedisConnectionShape
 
 const decodeResponse = Schema.decodeUnknownEffect(HeartbeatResponse)
@@ -280,7 +290,7 @@ export const makeWith = (
       return Stream.fromQueue(queue)
     })
 
-  /** The handler's answer as [reply list, response JSON]; undefined when there is none to send. */
+  /** The handler's answer (with its reply list and JSON); undefined when there is none to send. */
   const answer = (key: GroupKey, raw: string, handler: HeartbeatHandler) => {
     const envelope = parseEnvelope(raw)
     if (envelope === undefined)
@@ -292,12 +302,15 @@ export const makeWith = (
           )
     const { id, inbox } = envelope
     return handler(envelope.request).pipe(
-      Effect.map((response): readonly [string, string] | undefined =>
-        inbox === undefined
-          ? [replyKey(key, id), JSON.stringify(response)]
-          : // id is a checked UUID: no escaping needed
-            [inboxKey(key, inbox), `{"id":"${id}","response":${JSON.stringify(response)}}`],
-      ),
+      Effect.map((response): Answer | undefined => ({
+        raw,
+        notCoordinator: response.errorCode === "NOT_COORDINATOR",
+        reply:
+          inbox === undefined
+            ? [replyKey(key, id), JSON.stringify(response)]
+            : // id is a checked UUID: no escaping needed
+              [inboxKey(key, inbox), `{"id":"${id}","response":${JSON.stringify(response)}}`],
+      })),
       // the member times out and retries: nothing else to do with a failed answer
       Effect.catchCause((cause) =>
         Effect.as(Effect.logWarning("serve: a heartbeat was not answered", cause), undefined),
@@ -305,17 +318,66 @@ export const makeWith = (
     )
   }
 
+  /**
+   * The requests this server's coordinator answered NOT_COORDINATOR, handed
+   * back to the request list when another server serves the group now (a
+   * paused ex-coordinator's pop took them): that server answers them. The
+   * answers to send: all of them unless handed back.
+   */
+  const handBack = (
+    key: GroupKey,
+    serverId: string,
+    answers: ReadonlyArray<Answer>,
+    replaced: Effect.Effect<void>,
+  ) => {
+    const refused = answers.filter((a) => a.notCoordinator)
+    if (refused.length === 0) return Effect.succeed(answers)
+    return evalScript(
+      connection,
+      "serve (hand back)",
+      Scripts.hbHandback,
+      [servingKey(key), requestsKey(key)],
+      [serverId, ...refused.map((a) => a.raw)],
+    ).pipe(
+      // handed back: this serve was replaced, it stops popping (else it
+      // would pop them again until its next refresh finds out)
+      Effect.flatMap((reply) =>
+        Number(reply[0]) === 0
+          ? Effect.as(
+              replaced,
+              answers.filter((a) => !a.notCoordinator),
+            )
+          : Effect.succeed(answers),
+      ),
+      // Redis away: answer them here, as before
+      Effect.orElseSucceed(() => answers),
+    )
+  }
+
   /** Handle a popped batch, then push all its answers in one script call. */
-  const answerBatch = (key: GroupKey, raws: ReadonlyArray<string>, handler: HeartbeatHandler) =>
+  const answerBatch = (
+    key: GroupKey,
+    serverId: string,
+    raws: ReadonlyArray<string>,
+    handler: HeartbeatHandler,
+    replaced: Effect.Effect<void>,
+  ) =>
     Effect.forEach(raws, (raw) => answer(key, raw, handler), { concurrency: raws.length }).pipe(
+      Effect.flatMap((all) =>
+        handBack(
+          key,
+          serverId,
+          all.filter((a) => a !== undefined),
+          replaced,
+        ),
+      ),
       Effect.flatMap((answers) => {
         const keys: Array<string> = []
         const args: Array<string> = []
-        for (const a of answers)
-          if (a !== undefined) {
-            keys.push(a[0])
-            args.push(a[1])
-          }
+        for (const a of answers) {
+          keys.push(a.reply[0])
+          args.push(a.reply[1])
+        }
         if (keys.length === 0) return Effect.void
         args.push(String(replyTtlMs))
         return evalScript(connection, "serve (reply)", Scripts.hbReply, keys, args).pipe(
@@ -517,6 +579,16 @@ export const makeWith = (
         let stopping = false
         /** A newer serve claimed the group's presence: this one must not pop any more. */
         let replaced = false
+        /**
+         * Found replaced (by its refresh, or a hand-back): stop popping after
+         * the current pop, and tell the candidate, which still holds its
+         * scope open.
+         */
+        const onReplaced = Effect.suspend(() => {
+          stopping = true
+          replaced = true
+          return Deferred.succeed(ended, undefined)
+        })
 
         const stopGracefully = Effect.gen(function* () {
           stopping = true
@@ -558,7 +630,7 @@ export const makeWith = (
                 .pipe(
                   Effect.andThen(
                     Effect.forkIn(
-                      answerBatch(key, raws, handler).pipe(
+                      answerBatch(key, serverId, raws, handler, onReplaced).pipe(
                         Effect.ensuring(permits.release(raws.length)),
                       ),
                       work,
@@ -590,6 +662,9 @@ export const makeWith = (
               const items = (Array.isArray(reply) && Array.isArray(reply[1]) ? reply[1] : []).map(
                 String,
               )
+              // replaced meanwhile (a hand-back's own push may land in this
+              // pop): what it took goes back untouched, for the new server
+              if (replaced) return Effect.as(pushBack(items), true)
               const at = items.indexOf(stopMark)
               if (at < 0) return Effect.as(handle(items), stopping)
               return Effect.as(
@@ -610,16 +685,9 @@ export const makeWith = (
 
         const refresh: Effect.Effect<void> = Effect.sleep(Math.max(1, servingTtlMs / 3)).pipe(
           Effect.andThen(Effect.result(serving(key, serverId, "refresh"))),
-          Effect.flatMap((result) => {
-            if (result._tag === "Success" && result.success[0] === Code.Replaced) {
-              // a newer serve took over: stop popping after the current pop,
-              // and tell the candidate, which still holds its scope open
-              stopping = true
-              replaced = true
-              return Deferred.succeed(ended, undefined)
-            }
-            return refresh
-          }),
+          Effect.flatMap((result) =>
+            result._tag === "Success" && result.success[0] === Code.Replaced ? onReplaced : refresh,
+          ),
         )
         yield* Effect.forkScoped(refresh)
         const self: CoordinatorTransport.Serving = {

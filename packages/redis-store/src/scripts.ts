@@ -17,6 +17,7 @@ import dlqReplayRoute from "./lua/dlq-replay-route.lua"
 import drainState from "./lua/drain-state.lua"
 import gate from "./lua/gate.lua"
 import gateFast from "./lua/gate-fast.lua"
+import hbHandback from "./lua/hb-handback.lua"
 import hbPush from "./lua/hb-push.lua"
 import hbReply from "./lua/hb-reply.lua"
 import hbServing from "./lua/hb-serving.lua"
@@ -102,6 +103,7 @@ export const Scripts = {
   // variadic keys (one reply list per answer of a batch)
   hbReply: script("hbReply", -1, hbReply),
   hbServing: script("hbServing", 1, hbServing),
+  hbHandback: script("hbHandback", 2, hbHandback),
   storeLoad: script("storeLoad", 3, storeLoad),
   storeAppend: script("storeAppend", 5, storeAppend),
   storeReplace: script("storeReplace", 3, storeReplace),

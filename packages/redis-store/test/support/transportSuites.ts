@@ -153,6 +153,67 @@ export const redisTransportSuites = (target: RedisTarget) => {
       }),
     )
 
+    it.live(
+      "a request a replaced server's coordinator refuses (NOT_COORDINATOR) goes back to the list for the server that serves now, which answers it; the replaced server stops popping (docs/protocol.md rule 25)",
+      () =>
+        Effect.gen(function* () {
+          const { connection, transport } = subject()
+          const key = freshKey()
+          const popped = yield* Deferred.make<void>()
+          const gate = yield* Deferred.make<void>()
+          let refusals = 0
+          // a paused ex-coordinator: its pop took the request; it resumes
+          // once a successor serves, and its coordinator no longer leads
+          const zombie = yield* transport.serve(key, (r) =>
+            Effect.gen(function* () {
+              yield* Deferred.succeed(popped, undefined)
+              yield* Deferred.await(gate)
+              refusals++
+              const answer = yield* echo(r)
+              return { ...answer, errorCode: "NOT_COORDINATOR" as const, memberEpoch: -1 }
+            }),
+          )
+          const beat = yield* Effect.forkChild(transport.heartbeat(request(key, 4)))
+          yield* Deferred.await(popped)
+          yield* Effect.promise(() => raw().set(servingKey(key), "successor", "PX", 60_000))
+          yield* Deferred.succeed(gate, undefined)
+          yield* zombie.ended // it found out it was replaced
+          assert.isFalse(zombie.active())
+          // back in the list (its pop, blocked meanwhile, may take it once
+          // more: it pushes that back untouched)
+          for (let i = 0; (yield* Effect.promise(() => raw().llen(requestsKey(key)))) !== 1; i++) {
+            assert.isBelow(i, 300, "the request never went back to the list")
+            yield* Effect.sleep(10)
+          }
+          // the successor's serve answers it
+          const successor = RedisCoordinatorTransport.makeWith(connection, options)
+          yield* successor.serve(key, echo)
+          const answered = yield* Fiber.join(beat)
+          assert.strictEqual(answered.errorCode, "NONE")
+          assert.strictEqual(answered.memberEpoch, 5)
+          // once, or twice if its blocked pop took the hand-back before it
+          // knew it was replaced; never again
+          assert.isAtMost(refusals, 2)
+        }),
+    )
+
+    it.live(
+      "a server that still serves the group answers its coordinator's NOT_COORDINATOR itself",
+      () =>
+        Effect.gen(function* () {
+          const { transport } = subject()
+          const key = freshKey()
+          yield* transport.serve(key, (r) =>
+            Effect.map(echo(r), (a) => ({ ...a, errorCode: "NOT_COORDINATOR" as const })),
+          )
+          assert.strictEqual(
+            (yield* transport.heartbeat(request(key))).errorCode,
+            "NOT_COORDINATOR",
+          )
+          assert.strictEqual(yield* Effect.promise(() => raw().llen(requestsKey(key))), 0)
+        }),
+    )
+
     it.live("a late answer nobody pops expires with its inbox; nothing else is left behind", () =>
       Effect.gen(function* () {
         const { connection } = subject()
