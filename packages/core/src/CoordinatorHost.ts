@@ -256,6 +256,25 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
     })
 
   /**
+   * The grants of `shards` cannot be confirmed before their member is told
+   * (their fence written): their confirmation deadline (rule 10) counts
+   * from now, so a node that stays hung past the rebalance timeout does not
+   * fence their healthy member (docs/protocol.md rule 31). Under `lock`.
+   */
+  const deferDeadlines = (shards: Iterable<number>) =>
+    Effect.gen(function* () {
+      if (leader === null) return
+      const now = yield* instant
+      leader.shell.apply(leader.shell.deferGrantDeadlines(shards, now))
+    })
+
+  /** The shards of `unfenced` whose entry is the current grant. */
+  const unfencedGrants = () =>
+    [...unfenced].flatMap(([shard, entry]) =>
+      leader?.shell.state.current[shard]?.token === entry.token ? [shard] : [],
+    )
+
+  /**
    * Write grants' fences, one write per shard, concurrently; outside `lock`.
    * A written grant leaves `unfenced` (its owner is noticed if an answer
    * withheld it meanwhile); the shards whose write failed are returned and
@@ -265,6 +284,7 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
   const settle = (grants: ReadonlyArray<Coordinator.Fence>, done?: Set<number>) =>
     Effect.gen(function* () {
       const noticed = new Set<string>()
+      const told: Array<number> = []
       const failed = yield* Effect.forEach(
         grants,
         (grant) =>
@@ -284,13 +304,19 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
               done?.add(grant.shard)
               if (mine !== undefined && unfenced.get(grant.shard) === mine) {
                 unfenced.delete(grant.shard)
-                if (mine.withheld) noticed.add(mine.memberId)
+                if (mine.withheld) {
+                  noticed.add(mine.memberId)
+                  told.push(grant.shard)
+                }
               }
               return []
             },
           ),
         { concurrency: "unbounded" },
       )
+      // a withheld grant can be told only now: its confirmation deadline
+      // counts from here (docs/protocol.md rule 31)
+      if (told.length > 0) yield* Effect.forkIn(lock.withPermit(deferDeadlines(told)), scope)
       if (noticed.size > 0) yield* publish([...noticed])
       return new Set(failed.flat())
     })
@@ -313,6 +339,14 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
       for (const g of response.assigned) {
         const entry = unfenced.get(g.shard)
         if (own.has(g.shard) || entry === undefined || entry.token !== g.token) continue
+        const owner = leader?.shell.state.current[g.shard]
+        if (owner?.confirmed === true && owner.token === entry.token) {
+          // its member reports it owned: it was told (by an earlier leader,
+          // after that leader's write), so its token was written then; a
+          // `pending` answer now would read as a revocation to it
+          unfenced.delete(g.shard)
+          continue
+        }
         held.push(g.shard)
         entry.withheld = true
         if (!entry.inFlight) {
@@ -436,6 +470,8 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
   const fireDue: Effect.Effect<void> = Effect.gen(function* () {
     timer = undefined // this fiber is the armed one: never interrupt it from here
     while (leader !== null) {
+      // a withheld grant's deadline never passes while it is withheld
+      if (unfenced.size > 0) yield* deferDeadlines(unfencedGrants())
       const now = yield* instant
       const ran = yield* execute((shell) => shell.dueTimer(now), "a deadline ran").pipe(
         Effect.catch((e: NotServing) => Effect.as(stepDown(e.reason), Option.none())),

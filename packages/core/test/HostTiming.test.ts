@@ -688,6 +688,85 @@ describe("rules 27 and 31: nothing waits for a hung node longer than fenceWaitMs
   )
 })
 
+describe("rule 31: a withheld grant costs its member nothing else", () => {
+  it.effect(
+    "a grant withheld past the rebalance timeout (its node hung) does not fence its member: it keeps its other shards, and gets the grant once written",
+    () =>
+      Effect.gen(function* () {
+        const { host, a, b, beat, hung, other, release } = yield* hungGrant({ fenceWaitMs: 500 })
+        const grant = yield* Effect.forkChild(beat(b))
+        yield* TestClock.adjust(500)
+        const first = yield* Fiber.join(grant)
+        assert.include(first.pending, hung)
+        // three rebalance timeouts of heartbeats while the write hangs
+        for (let t = 0; t < 3 * cfg.rebalanceTimeoutMs; t += cfg.heartbeatIntervalMs) {
+          yield* TestClock.adjust(cfg.heartbeatIntervalMs)
+          yield* beat(a)
+          const r = yield* beat(b)
+          assert.strictEqual(r.errorCode, "NONE", `b was fenced at +${t} ms: ${r.errorMessage}`)
+          assert.include(
+            r.assigned.map((g) => g.shard),
+            other,
+          )
+          assert.include(r.pending, hung)
+        }
+        yield* Deferred.succeed(release, undefined)
+        for (let i = 0; i < 10; i++) yield* Effect.yieldNow
+        const next = yield* beat(b)
+        assert.include(
+          next.assigned.map((g) => g.shard),
+          hung,
+        )
+        // told only now: it has a whole rebalance timeout to confirm it
+        yield* TestClock.adjust(cfg.rebalanceTimeoutMs - 1)
+        const confirmed = yield* beat(b)
+        assert.strictEqual(confirmed.errorCode, "NONE")
+        assert.isTrue(yield* host.isCoordinator)
+      }).pipe(Effect.scoped),
+  )
+
+  it.effect(
+    "at a takeover, a grant the previous leader wrote and told, whose re-fence fails, is listed once its member reports it owned (not pending: that would read as a revocation)",
+    () =>
+      Effect.gen(function* () {
+        const store = Store.makeMemoryUnsafe()
+        const lease = yield* CoordinatorLease.makeMemory
+        const down = (k: { stream: string; group: string }) =>
+          Effect.fail(new FenceWriteFailed({ stream: k.stream, group: k.group, message: "down" }))
+        // c1 grants a every shard, written and told; a has not confirmed yet
+        const s1 = yield* Scope.make()
+        const h1 = yield* makeCoordinatorHost({ config: cfg, holder: "c1" }).pipe(
+          Effect.provide(ports(store, lease)),
+          Scope.provide(s1),
+        )
+        const joined = yield* h1.heartbeat(request({ memberId: "a" }))
+        assert.deepStrictEqual(
+          joined.assigned.map((g) => g.shard),
+          [0, 1, 2, 3],
+        )
+        yield* Scope.close(s1, Exit.void)
+        // c2 takes over while shard 1's node is down: its re-fence fails
+        const h2 = yield* makeCoordinatorHost({ config: cfg, holder: "c2" }).pipe(
+          Effect.provide(
+            ports(store, lease, {
+              read: (k, shards) => (shards.includes(1) ? down(k) : Effect.succeed([])),
+              write: (k, fences) => (fences.some((f) => f.shard === 1) ? down(k) : Effect.void),
+            }),
+          ),
+        )
+        assert.isTrue(yield* h2.elect)
+        // a reports every shard owned: it holds shard 1 under its written token
+        const next = yield* h2.heartbeat(steadyOf("a", joined))
+        assert.strictEqual(next.errorCode, "NONE")
+        assert.deepStrictEqual(
+          next.assigned.map((g) => g.shard),
+          [0, 1, 2, 3],
+        )
+        assert.deepStrictEqual(next.pending, [])
+      }).pipe(Effect.scoped),
+  )
+})
+
 describe("rule 31 at a takeover: a grant never confirmed whose re-fence fails is withheld", () => {
   it.effect(
     "a successor that cannot write an unconfirmed grant's token answers it as pending, and grants it once written",

@@ -1434,6 +1434,34 @@ const releaseDue = (state: CoordinatorState, at: Instant): CoordinatorResult<voi
 }
 
 /**
+ * A grant its member cannot be told yet (its owner-token fence is not
+ * written: its storage node is down or hung, docs/protocol.md rule 31)
+ * cannot be confirmed either, so its confirmation deadline (rule 10) counts
+ * from `now` again: a volatile step that moves the grant deadlines of
+ * `shards` (each still granted, unconfirmed and not being revoked) to `now`
+ * plus `rebalanceTimeoutMs`.
+ * Without it, a node that stays hung past the rebalance timeout fenced a
+ * healthy member and took every shard it had. Nothing is recorded.
+ */
+export const deferGrantDeadlines = (
+  state: CoordinatorState,
+  shards: Iterable<number>,
+  now: Instant,
+): CoordinatorResult<void> => {
+  const at = monoOf(now) + state.config.rebalanceTimeoutMs
+  const deadlines: Array<ShardDeadline> = []
+  for (const shard of shards) {
+    const owner = state.current[shard]
+    if (owner == null || owner.confirmed || state.revocations[shard] != null) continue
+    if ((state.shardDeadlines.get(shard) ?? Number.POSITIVE_INFINITY) >= at) continue
+    deadlines.push({ shard, at })
+  }
+  // no timer: the owner's Rebalance timer, armed at the grant's first
+  // deadline, finds this one ahead and re-arms at it (`onTimer`)
+  return { ...nothing(undefined), shardDeadlines: deadlines }
+}
+
+/**
  * docs/protocol.md rule 23: after a takeover, storage holds owner tokens the
  * loaded state never issued (`stored`: shard -> token storage holds): the
  * group's metadata lost commits (a restore, a lost AOF tail, an async

@@ -174,6 +174,15 @@ export class CoordinatorShell {
     return r._tag === "Changed" ? r.result : r._tag === "Refused" ? r.reason : undefined
   }
 
+  /**
+   * Grants of `shards` whose member cannot be told yet (their fence is not
+   * written, docs/protocol.md rule 31): their confirmation deadline counts
+   * from `now` again. A volatile step to `apply`.
+   */
+  deferGrantDeadlines(shards: Iterable<number>, now: Instant): Step<void> {
+    return Coordinator.deferGrantDeadlines(this.state, shards, now)
+  }
+
   /** The earliest armed deadline (the runtime's one sleeping timer waits for it). */
   nextTimer(): number | undefined {
     return this.timers.next()
