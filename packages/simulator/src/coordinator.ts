@@ -10,8 +10,10 @@
  *   creates the group or loads the committed snapshot (`CoordinatorShell
  *   .create` / `load`, the shell `CoordinatorHost` drives) and commits the
  *   election before anything is served. It serves heartbeats serially,
- *   commits a step's records (CAS) before it applies them, writes the
- *   step's fences to storage before the reply, pushes notices, and runs the
+ *   commits a step's records (CAS) before it applies them, writes a grant's
+ *   fence outside its lock before the grant is told (docs/protocol.md rule
+ *   31: `pending` in every answer until written; the answer that made it
+ *   waits at most `fenceWaitMs`, rule 27), pushes notices, and runs the
  *   deadlines the shell arms. A stale instance that still holds the lease
  *   reloads and retries once; one that lost it steps down.
  * - **the serve** (`CoordinatorTransport.serve`): the loop that takes the

@@ -12,8 +12,38 @@
  * the heal: the fence-wait checker).
  */
 import { describe, expect, it } from "vitest"
-import { type Broken, replayCommand, runSeed, type SimOptions } from "../src/index.js"
+import {
+  type Broken,
+  defaultOptions,
+  replayCommand,
+  runSeed,
+  type SimOptions,
+} from "../src/index.js"
 import { churnOptions, range, runSet } from "./helpers.js"
+
+/**
+ * Two product faults the fence-hang sweep found (docs/simulator.md, Faults,
+ * `fence-hang`), pinned as they are: each test asserts the violation, and
+ * fails once `CoordinatorHost` (or core) is fixed; then assert no violation.
+ */
+const sweep = (seed: number): SimOptions => ({
+  ...defaultOptions,
+  scenario: "swarm",
+  seed,
+  members: 8,
+  shards: 32,
+  workers: 1,
+  durationMs: 300_000,
+  ratePerShard: 0.4,
+  faults: "fence-hang,crash,coord-crash,coord-stale,partition,loss,delay,burst",
+})
+const collateralFree = (seed: number): SimOptions => ({
+  ...churnOptions(seed),
+  scenario: "coordinator-failover",
+  durationMs: 120_000,
+  ratePerShard: 2,
+  faults: "fence-hang,coord-crash,coord-stale,loss,delay,burst",
+})
 
 const churn = (seed: number, broken?: Broken): SimOptions =>
   churnOptions(seed, { faults: "burst,crash,coord-crash,fence-hang", broken })
@@ -76,5 +106,31 @@ describe("fence-hang", () => {
       bad.some((m) => m.startsWith("[fence-wait]") && m.includes("its own fence writes")),
     ).toBe(true)
     expect(bad.some((m) => m.includes("for the lock"))).toBe(false)
+  })
+
+  describe("product faults found by the sweep (open: these fail once fixed)", () => {
+    it("swarm 9916: a takeover withholds an unconfirmed grant its owner was already told, and the owner is fenced for the REVOKED it then reports", () => {
+      // #0 wrote shard 30's fence and told sim-0002-m0 (274.4 s), then
+      // crashed before its confirming heartbeat; shard 30's node hangs
+      // (275.3 s); #1's takeover (276.5 s) cannot read or re-fence it, so it
+      // withholds the unconfirmed grant. The owner's heartbeat reports shard
+      // 30 owned (the step confirms it) and is answered with shard 30
+      // pending: the member machine drains it and reports REVOKED, which
+      // core fences ("not removed from its assignment"). Releasing a grant
+      // once its step confirmed it (a confirmed grant was told, so written)
+      // makes the seed pass (tried in the model).
+      const bad = messages(sweep(9916))
+      expect(bad.some((m) => m.startsWith("[requests]") && m.includes("shard 30 REVOKED"))).toBe(
+        true,
+      )
+    }, 60_000)
+
+    it("coordinator-failover 16: a grant withheld for its hung fence write still runs rule 10's confirmation deadline, which fences its healthy grantee", () => {
+      // sim-0004-m0 is granted shards 4, 5 and 12 at 1.37 s; shard 5's node
+      // hangs, so its grant stays pending; at the revoke timeout (5 s) the
+      // unconfirmed grant fences the member, which loses shards 4 and 12 too
+      const bad = messages(collateralFree(16))
+      expect(bad.some((m) => m.startsWith("[collateral]") && m.includes("MemberFenced"))).toBe(true)
+    })
   })
 })
