@@ -511,7 +511,10 @@ export class CoordinatorHost {
     // past it tries to take the lease again, as `ensureLeader` does)
     if (this.ensureLeader(c, "heartbeat")) {
       // the takeover this request made waits for a hung node: so does it
-      if (w.now < c.busyUntil) return wait()
+      if (w.now < c.busyUntil) {
+        wait()
+        return
+      }
       for (let attempt = 0; attempt < 2; attempt++) {
         const shell = c.shell
         if (shell === null) break
@@ -532,7 +535,10 @@ export class CoordinatorHost {
         const ok = this.commit(c, step, false, own)
         if (ok === "retry") {
           // reloaded: a takeover that waits for a hung node holds the lock
-          if (w.now < c.busyUntil) return wait()
+          if (w.now < c.busyUntil) {
+            wait()
+            return
+          }
           continue
         }
         // the request is lost with the hung command: the member's transport times out
