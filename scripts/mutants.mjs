@@ -397,6 +397,22 @@ export const mutants = [
     broken: "no-rewind-check",
     why: "a new leader does not compare storage's owner tokens with the loaded state's after a Store rewind and re-fences the lower tokens (rule 23)",
   },
+  // The fence-hang fault (rules 27 and 31): a shard's storage node hangs.
+  {
+    name: "fence-under-lock",
+    broken: "fence-under-lock",
+    why: "a grant's fence write is held under the coordinator's lock, as before rule 31: every other answer waits for the hung shard's node",
+  },
+  {
+    name: "grant-before-fence",
+    broken: "grant-before-fence",
+    why: "a grant is told in `assigned` before its fence write landed: its member reads under a token storage does not hold (rules 1 and 31)",
+  },
+  {
+    name: "no-fence-wait",
+    broken: "no-fence-wait",
+    why: "the answer that made a grant waits for its fence write until the command deadline (or the heal), not at most fenceWaitMs (rules 27 and 31)",
+  },
   {
     name: "host-commits-without-lease-check",
     simulated: false,

@@ -29,6 +29,7 @@ import {
   DrainChecker,
   ExactnessChecker,
   FanOutChecker,
+  FenceWaitChecker,
   HandoverChecker,
   IntentChecker,
   isCollateralFree,
@@ -236,6 +237,10 @@ export class Simulation {
         : undefined,
       handover:
         mix.intensity["coord-stop"] > 0 ? new HandoverChecker(report, handoverBoundMs) : undefined,
+      fenceWait:
+        mix.intensity["fence-hang"] > 0
+          ? new FenceWaitChecker(report, timing.fenceWaitMs)
+          : undefined,
       // replaced below once the outbox is built
       outbox: undefined,
     }
@@ -515,6 +520,11 @@ export class Simulation {
     if (checks.outbox !== undefined) {
       counters["outbox:entriesCommitted"] = checks.outbox.committedN
       counters["outbox:appends"] = checks.outbox.deliveredN
+    }
+    if (checks.fenceWait !== undefined) {
+      counters["fenceHang:answersJudged"] = checks.fenceWait.answers
+      counters["fenceHang:worstLockWaitMs"] = Math.round(checks.fenceWait.worstLockWaitMs)
+      counters["fenceHang:worstAnswerWaitMs"] = Math.round(checks.fenceWait.worstAnswerWaitMs)
     }
     if (checks.handover !== undefined) {
       counters["handover:stopsJudged"] = checks.handover.stops

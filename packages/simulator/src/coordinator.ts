@@ -10,8 +10,10 @@
  *   creates the group or loads the committed snapshot (`CoordinatorShell
  *   .create` / `load`, the shell `CoordinatorHost` drives) and commits the
  *   election before anything is served. It serves heartbeats serially,
- *   commits a step's records (CAS) before it applies them, writes the
- *   step's fences to storage before the reply, pushes notices, and runs the
+ *   commits a step's records (CAS) before it applies them, writes a grant's
+ *   fence outside its lock before the grant is told (docs/protocol.md rule
+ *   31: `pending` in every answer until written; the answer that made it
+ *   waits at most `fenceWaitMs`, rule 27), pushes notices, and runs the
  *   deadlines the shell arms. A stale instance that still holds the lease
  *   reloads and retries once; one that lost it steps down.
  * - **the serve** (`CoordinatorTransport.serve`): the loop that takes the
@@ -57,6 +59,7 @@
 import {
   CandidateRole,
   CoordinatorShell,
+  type Fence,
   type HeartbeatResponse,
   makeGroupConfig,
   type Step,
@@ -79,6 +82,26 @@ export interface Serve {
 }
 
 type Deferred = readonly [number, number, number, unknown]
+
+/** A grant whose owner-token fence is not written yet (docs/protocol.md rule 31). */
+interface Unfenced {
+  readonly token: number
+  readonly memberId: string
+  readonly fence: Fence
+  /** A write of it is under way. */
+  inFlight: boolean
+  /** An answer left it out: its owner is noticed once it is written. */
+  withheld: boolean
+}
+
+/** The answer that made grants, waiting for their fence writes (at most `fenceWaitMs`). */
+interface OwnWrites {
+  /** Its grants written so far. */
+  readonly written: Set<number>
+  /** Every write of them ended (written or failed). */
+  ended: boolean
+  onEnd: (() => void) | undefined
+}
 
 export interface CoordNode {
   readonly idx: number
@@ -126,6 +149,25 @@ export interface CoordNode {
   /** Which hang (a crash ends one; its deadline must not end the next). */
   hangId: number
   held: Array<Req>
+  /**
+   * Grants whose fence is not written yet, by shard (docs/protocol.md rule
+   * 31): every answer lists them `pending` until written. A new map when
+   * its host steps down (a later term re-fences every owner at its takeover).
+   */
+  unfenced: Map<number, Unfenced>
+  /**
+   * The host's lock is held until then (its local ms is not needed: true
+   * time) by a takeover waiting for a hung node's token read and re-fence
+   * (`fenceWaitMs` each, rule 27), or, with `--broken fence-under-lock`, by
+   * a hung fence write (+Infinity until it answers).
+   */
+  busyUntil: number
+  /** Which lock hold (a crash ends one; its release must not end the next). */
+  busyId: number
+  /** Hung fence writes holding the lock (`--broken fence-under-lock` only). */
+  lockWrites: number
+  /** Requests waiting for the lock meanwhile, with when the serve took them. */
+  waiting: Array<readonly [Req, number]>
 }
 
 export const GROUP = "sim"
@@ -203,6 +245,7 @@ export class CoordinatorHost {
   private presence: { readonly node: number; readonly serve: number } | null = null
   private serveIds = 0
   private hangs = 0
+  private busies = 0
   /**
    * A graceful stop's handover mark (docs/protocol.md rule 20): until
    * `until`, with no serve claiming the presence, members' requests queue
@@ -242,6 +285,11 @@ export class CoordinatorHost {
         hung: false,
         hangId: 0,
         held: [],
+        unfenced: new Map(),
+        busyUntil: Number.NEGATIVE_INFINITY,
+        busyId: 0,
+        lockWrites: 0,
+        waiting: [],
       })
   }
 
@@ -420,7 +468,8 @@ export class CoordinatorHost {
 
   // ---------------------------------------------------------------- serving
 
-  request(node: number, req: Req): void {
+  /** `takenAt`: when the serve took it (a request that waited for the lock keeps its time). */
+  request(node: number, req: Req, takenAt = this.ctx.w.now): void {
     const c = this.nodes[node]!
     if (!c.alive) return
     const { w, checks, members } = this.ctx
@@ -431,10 +480,25 @@ export class CoordinatorHost {
       c.held.push(req)
       return
     }
+    if (w.now < c.busyUntil) {
+      // the lock is held by a takeover's bounded wait for a hung node (rule
+      // 27), or by a hung fence write (`--broken fence-under-lock`)
+      w.count("fenceHang:requestsWaitedForLock")
+      c.waiting.push([req, takenAt])
+      return
+    }
     const proc = members.procs[req.pid]!
     const slot = proc.slot.idx
-    const fresh = req.seq > (this.lastSeq[req.pid] ?? 0)
+    const lastSeq = this.lastSeq[req.pid] ?? 0
+    const fresh = req.seq > lastSeq
     if (fresh) this.lastSeq[req.pid] = req.seq
+    /** The lock is held by a takeover's bounded wait: the request is handled once it is free. */
+    const wait = () => {
+      w.count("fenceHang:requestsWaitedForLock")
+      // taken again then: as fresh as it is now
+      if (fresh) this.lastSeq[req.pid] = lastSeq
+      c.waiting.push([req, takenAt])
+    }
     const honest =
       req.forgery === undefined &&
       proc.byzantine === undefined &&
@@ -445,7 +509,12 @@ export class CoordinatorHost {
     this.ctx.net.handled(slot)
     // rule 20: a host answers only within its lease, by its own clock (and
     // past it tries to take the lease again, as `ensureLeader` does)
-    if (this.ensureLeader(c, "heartbeat"))
+    if (this.ensureLeader(c, "heartbeat")) {
+      // the takeover this request made waits for a hung node: so does it
+      if (w.now < c.busyUntil) {
+        wait()
+        return
+      }
       for (let attempt = 0; attempt < 2; attempt++) {
         const shell = c.shell
         if (shell === null) break
@@ -462,25 +531,75 @@ export class CoordinatorHost {
             honest,
             shellKey(c),
           )
-        const ok = this.commit(c, step)
-        if (ok === "retry") continue
+        const own: OwnWrites = { written: new Set(), ended: false, onEnd: undefined }
+        const ok = this.commit(c, step, false, own)
+        if (ok === "retry") {
+          // reloaded: a takeover that waits for a hung node holds the lock
+          if (w.now < c.busyUntil) {
+            wait()
+            return
+          }
+          continue
+        }
         // the request is lost with the hung command: the member's transport times out
         if (ok === "hung") return
         if (!ok) break
-        const response = step.response
-        if (leader && response.errorCode === "NONE" && response.memberEpoch > 0)
-          checks.view.touch(req.request.memberId, response.memberEpoch, w.now)
-        if (response.errorCode === "NONE") this.answered(proc, req.seq, response)
-        // The liveness checker's input: a loaded leader answered. Its error
-        // answers are service too: an expired member's requests get
-        // UNKNOWN_MEMBER_ID until it hears one and rejoins (rule 6), and a
-        // lost answer makes it ask again (seed 7107, docs/simulator.md).
-        checks.liveness.answered(w.now)
-        checks.handover?.answered(w.now)
-        this.ctx.net.toMember(slot, req.pid, req.seq, response)
+        if (leader && step.response.errorCode === "NONE" && step.response.memberEpoch > 0)
+          checks.view.touch(req.request.memberId, step.response.memberEpoch, w.now)
+        const grants = step.fences.filter((f) => f.restore !== true)
+        const response = this.withhold(c, step.response, new Set(grants.map((g) => g.shard)))
+        const steppedAt = w.now
+        const gen = c.renewGen
+        let sent = false
+        // outside the lock (rule 31): this answer waits for its own fence
+        // writes only, and at most `fenceWaitMs` (rule 27); a grant not
+        // written by then is answered pending, its owner noticed once written
+        const send = () => {
+          if (sent || !c.alive || c.renewGen !== gen) return
+          sent = true
+          const unwritten = grants.filter((g) => !own.written.has(g.shard))
+          for (const g of unwritten) {
+            const entry = c.unfenced.get(g.shard)
+            if (entry !== undefined && entry.token === g.token) entry.withheld = true
+          }
+          const answer =
+            unwritten.length === 0 || this.ctx.options.broken === "grant-before-fence"
+              ? response
+              : withoutGrants(
+                  response,
+                  unwritten.map((g) => g.shard),
+                )
+          if (w.now > steppedAt)
+            w.count(
+              unwritten.length === 0 ? "fenceHang:answerWaited" : "fenceHang:answerAtFenceWait",
+            )
+          checks.fenceWait?.answered(w.now, takenAt, steppedAt, req.request.memberId)
+          if (answer.errorCode === "NONE") this.answered(proc, req.seq, answer)
+          // The liveness checker's input: a loaded leader answered. Its error
+          // answers are service too: an expired member's requests get
+          // UNKNOWN_MEMBER_ID until it hears one and rejoins (rule 6), and a
+          // lost answer makes it ask again (seed 7107, docs/simulator.md).
+          checks.liveness.answered(w.now)
+          checks.handover?.answered(w.now)
+          this.ctx.net.toMember(slot, req.pid, req.seq, answer)
+        }
+        const broken = this.ctx.options.broken
+        if (own.ended || broken === "grant-before-fence") send()
+        else {
+          own.onEnd = send
+          // BROKEN ON PURPOSE with `no-fence-wait` and `fence-under-lock`
+          // (test-only): the answer waits for its writes, up to the command
+          // deadline, as before rules 27 and 31
+          if (broken !== "no-fence-wait" && broken !== "fence-under-lock")
+            this.ctx.faults.open(FAULT_KINDS.indexOf("fence-hang"), {
+              afterMs: timing.fenceWaitMs,
+              heal: send,
+            })
+        }
         this.armTimer(c)
         return
       }
+    }
     w.count("coordinator:notCoordinator")
     this.ctx.net.toMember(slot, req.pid, req.seq, notCoordinator(req.request.memberId))
   }
@@ -526,6 +645,8 @@ export class CoordinatorHost {
     if (c.inc !== inc || c.shell === null || !c.alive || w.now < c.timerAt) return
     // deadlines run under the host's lock too; the hang ends in a step-down
     if (c.hung) return
+    // a lock held by a bounded wait: they run once it is released
+    if (w.now < c.busyUntil) return
     c.timerAt = Number.POSITIVE_INFINITY
     const now = instantOf(c, w.now)
     for (;;) {
@@ -599,7 +720,12 @@ export class CoordinatorHost {
    * that still holds the lease reloads and retries (as CoordinatorHost
    * does); one that lost it steps down.
    */
-  private commit(c: CoordNode, step: Step<unknown>, deadline = false): boolean | "retry" | "hung" {
+  private commit(
+    c: CoordNode,
+    step: Step<unknown>,
+    deadline = false,
+    own?: OwnWrites,
+  ): boolean | "retry" | "hung" {
     const shell = c.shell!
     const { w, store, lease, data, members } = this.ctx
     // a restored token (rule 30) is written best effort, as CoordinatorHost
@@ -661,9 +787,166 @@ export class CoordinatorHost {
       }
     } else shell.apply(step)
     if (store.down && grants.length < step.fences.length) w.count("redis:restoresFailed")
-    data.writeFences(store.down ? grants : step.fences)
+    // a grant's fence is written before its member is told (rule 1 step 6),
+    // outside the lock, one write per shard (rule 31): until then every
+    // answer withholds it. Restores (rule 30) grant nothing: best effort
+    if (!store.down) {
+      const restores = step.fences.filter((f) => f.restore === true)
+      if (restores.length > 0) data.writeFences(restores.filter((f) => data.hung[f.shard] !== 1))
+    }
+    for (const f of grants) this.withholdUntilWritten(c, f)
+    this.settle(c, grants, own)
     for (const id of step.notices) members.notice(id)
     return true
+  }
+
+  // ---------------------------------------------------------------- fences (rule 31)
+
+  /** Withhold `f`'s grant until its fence is written (docs/protocol.md rule 31). */
+  private withholdUntilWritten(c: CoordNode, f: Fence): void {
+    c.unfenced.set(f.shard, {
+      token: f.token,
+      memberId: f.memberId,
+      fence: f,
+      inFlight: false,
+      withheld: false,
+    })
+  }
+
+  /**
+   * Write grants' fences, one write per shard, outside the lock, as
+   * `CoordinatorHost.settle` does: a written grant leaves `unfenced` (its
+   * owner is noticed if an answer withheld it meanwhile); one whose write
+   * failed stays withheld until a later answer retries it. `own`: the
+   * answer waiting for them (its written shards, and when every write ended).
+   */
+  private settle(c: CoordNode, grants: ReadonlyArray<Fence>, own?: OwnWrites): void {
+    const { w, data } = this.ctx
+    const map = c.unfenced
+    const gen = c.renewGen
+    let left = grants.length
+    const ended = () => {
+      if (--left > 0 || own === undefined) return
+      own.ended = true
+      own.onEnd?.()
+    }
+    if (left === 0 && own !== undefined) own.ended = true
+    if (left > 0 && grants.every((g) => data.hung[g.shard] !== 1)) {
+      // every node answers: one write, as before rule 31 (the same events)
+      data.writeFences(grants)
+      for (const g of grants) {
+        own?.written.add(g.shard)
+        const entry = map.get(g.shard)
+        if (entry !== undefined && entry.token === g.token) {
+          map.delete(g.shard)
+          if (entry.withheld) this.noticeWritten(c, map, gen, entry)
+        }
+      }
+      if (own !== undefined) own.ended = true
+      return
+    }
+    for (const grant of grants) {
+      const entry = map.get(grant.shard)
+      const mine = entry !== undefined && entry.token === grant.token ? entry : undefined
+      if (mine !== undefined) mine.inFlight = true
+      const underLock =
+        this.ctx.options.broken === "fence-under-lock" && data.hung[grant.shard] === 1
+      if (underLock) this.holdLock(c)
+      data.writeFence(grant, (written) => {
+        if (mine !== undefined) mine.inFlight = false
+        if (written) {
+          own?.written.add(grant.shard)
+          if (mine !== undefined && map.get(grant.shard) === mine) {
+            map.delete(grant.shard)
+            if (mine.withheld) this.noticeWritten(c, map, gen, mine)
+          }
+        } else w.count("fenceHang:grantUnwritten")
+        // BROKEN ON PURPOSE with `fence-under-lock` (test-only): the write
+        // held the host's lock, as before docs/protocol.md rule 31
+        if (underLock) this.freeLock(c, gen)
+        ended()
+      })
+    }
+  }
+
+  /** A withheld grant is written: its owner is noticed (rule 8), if its host still leads on `map`. */
+  private noticeWritten(c: CoordNode, map: Map<number, Unfenced>, gen: number, e: Unfenced): void {
+    if (!c.alive || c.renewGen !== gen || c.unfenced !== map) return
+    this.ctx.w.count("fenceHang:noticedOnceWritten")
+    this.ctx.members.notice(e.memberId)
+  }
+
+  /**
+   * An answer without the grants whose fence is not written: they move to
+   * `pending` and are marked withheld (their owner is noticed once
+   * written); one whose write is not under way is retried now, in the
+   * background. `own`: the shards whose first write this answer makes.
+   * BROKEN ON PURPOSE with `grant-before-fence` (test-only): nothing withheld.
+   */
+  private withhold(
+    c: CoordNode,
+    response: HeartbeatResponse,
+    own: ReadonlySet<number>,
+  ): HeartbeatResponse {
+    if (c.unfenced.size === 0 || response.assigned.length === 0) return response
+    if (this.ctx.options.broken === "grant-before-fence") return response
+    const held: Array<number> = []
+    const retries: Array<Fence> = []
+    for (const g of response.assigned) {
+      const entry = c.unfenced.get(g.shard)
+      if (own.has(g.shard) || entry === undefined || entry.token !== g.token) continue
+      held.push(g.shard)
+      entry.withheld = true
+      if (!entry.inFlight) retries.push(entry.fence)
+    }
+    if (held.length === 0) return response
+    const w = this.ctx.w
+    w.count("fenceHang:answerWithheld")
+    if (retries.length > 0) {
+      w.count("fenceHang:writeRetried", retries.length)
+      this.settle(c, retries)
+    }
+    return withoutGrants(response, held)
+  }
+
+  /** The lock is held (by a hung write under `--broken fence-under-lock`) until `freeLock`. */
+  private holdLock(c: CoordNode): void {
+    c.lockWrites++
+    c.busyUntil = Number.POSITIVE_INFINITY
+    c.busyId = ++this.busies
+    this.ctx.w.count("fenceHang:lockHeldByWrite")
+  }
+
+  private freeLock(c: CoordNode, gen: number): void {
+    if (!c.alive || c.renewGen !== gen || c.lockWrites === 0) return
+    if (--c.lockWrites > 0) return
+    this.releaseLock(c, c.busyId)
+  }
+
+  /** A takeover holds the lock for `ms`, waiting for a hung node (rule 27). */
+  private busyFor(c: CoordNode, ms: number): void {
+    const id = ++this.busies
+    c.busyId = id
+    c.busyUntil = Math.max(c.busyUntil, this.ctx.w.now + ms)
+    this.ctx.faults.open(FAULT_KINDS.indexOf("fence-hang"), {
+      afterMs: ms,
+      heal: () => this.releaseLock(c, id),
+    })
+  }
+
+  /** The lock is free again: the requests that waited are served, in order; deadlines run. */
+  private releaseLock(c: CoordNode, id: number): void {
+    if (!c.alive || c.busyId !== id || c.lockWrites > 0) return
+    c.busyUntil = Number.NEGATIVE_INFINITY
+    const waiting = c.waiting
+    c.waiting = []
+    for (const [req, takenAt] of waiting)
+      if (c.paused) c.deferred.push([K.REQ_POPPED, c.idx, req.pid, req])
+      else this.request(c.idx, req, takenAt)
+    if (c.shell !== null && c.busyUntil <= this.ctx.w.now) {
+      c.timerAt = Number.POSITIVE_INFINITY
+      this.armTimer(c)
+    }
   }
 
   // ---------------------------------------------------------------- the lease
@@ -708,6 +991,8 @@ export class CoordinatorHost {
     c.shell = null
     c.inc++
     c.timerAt = Number.POSITIVE_INFINITY
+    // a later term re-fences every owner at its takeover (rule 31)
+    if (c.unfenced.size > 0) c.unfenced = new Map()
   }
 
   /**
@@ -930,7 +1215,7 @@ export class CoordinatorHost {
    * `CoordinatorHost` does. Load and election commit are one event here.
    */
   becomeLeader(c: CoordNode): void {
-    const { w, store, data, options } = this.ctx
+    const { w, store, options } = this.ctx
     c.inc++
     c.timerAt = Number.POSITIVE_INFINITY
     const now = instantOf(c, w.now)
@@ -977,7 +1262,11 @@ export class CoordinatorHost {
         this.stepDown(c)
         return
       }
-      data.writeFences(this.afterRewindCheck(c, takeover.shell, takeover.fences, now))
+      this.reassert(
+        c,
+        takeover.shell,
+        this.afterRewindCheck(c, takeover.shell, takeover.fences, now),
+      )
     }
     this.servingFrom = w.now
     this.armTimer(c)
@@ -995,6 +1284,41 @@ export class CoordinatorHost {
    * Returns the fences to write. BROKEN ON PURPOSE with `no-rewind-check`:
    * no check, every loaded owner re-fenced with the rewound state's token.
    */
+  /**
+   * `CoordinatorHost.takeOver`'s re-fence of every owner, one write per
+   * shard, after its token reads (docs/protocol.md rules 27 and 31): a hung
+   * node's read is left out after `fenceWaitMs`, and so is its re-fence
+   * (which goes on: it lands at the heal, or half the time at the command
+   * deadline); the lock is held for those waits. A grant its owner never
+   * confirmed whose re-fence failed, and whose token storage was not read
+   * holding, is withheld until written, as a new grant is.
+   */
+  private reassert(c: CoordNode, shell: CoordinatorShell, fences: ReadonlyArray<Fence>): void {
+    const { w, data } = this.ctx
+    let hungRead = false
+    for (let s = 0; s < shell.state.tokens.length && !hungRead; s++) hungRead = data.hung[s] === 1
+    if (!hungRead) {
+      data.writeFences(fences)
+      return
+    }
+    w.count("fenceHang:takeoverReadLeftOut")
+    const answered = fences.filter((f) => data.hung[f.shard] !== 1)
+    data.writeFences(answered)
+    let failed = 0
+    for (const f of fences) {
+      if (data.hung[f.shard] !== 1) continue
+      failed++
+      data.writeFence(f, () => {})
+      const o = shell.state.current[f.shard]
+      // its stored token was not read (the node hangs): unknown, so withheld
+      if (o == null || o.confirmed || c.shell !== shell) continue
+      w.count("fenceHang:takeoverWithheld")
+      this.withholdUntilWritten(c, f)
+    }
+    if (failed > 0) w.count("fenceHang:takeoverRefenceFailed", failed)
+    this.busyFor(c, (failed > 0 ? 2 : 1) * timing.fenceWaitMs)
+  }
+
   private afterRewindCheck(
     c: CoordNode,
     shell: CoordinatorShell,
@@ -1009,6 +1333,9 @@ export class CoordinatorHost {
     let ahead = 0
     let missing = 0
     for (let s = 0; s < tokens.length; s++) {
+      // a hung node's read is left out after `fenceWaitMs` (rule 27): its
+      // rewind is not checked at this takeover
+      if (data.hung[s] === 1) continue
       const token = data.tokenGone[s] === 0 ? data.fence[s]! : 0
       if (token > (tokens[s] ?? 0)) ahead++
       else if (token === 0 && (tokens[s] ?? 0) > 0) missing++
@@ -1127,6 +1454,11 @@ export class CoordinatorHost {
     c.hung = false
     c.held = []
     c.hangArmed = undefined
+    // so do its unwritten grants and the requests that waited for its lock
+    c.unfenced = new Map()
+    c.busyUntil = Number.NEGATIVE_INFINITY
+    c.lockWrites = 0
+    c.waiting = []
   }
 
   pause(c: CoordNode): void {
@@ -1173,6 +1505,19 @@ export class CoordinatorHost {
       if (c.paused) this.resume(c.idx)
       c.checkStarvedUntil = Math.min(c.checkStarvedUntil, this.ctx.w.now)
     }
+  }
+}
+
+/** `response` with `shards` moved from `assigned` to `pending` (rule 31), as `CoordinatorHost` does. */
+const withoutGrants = (
+  response: HeartbeatResponse,
+  shards: ReadonlyArray<number>,
+): HeartbeatResponse => {
+  const held = new Set(shards)
+  return {
+    ...response,
+    assigned: response.assigned.filter((g) => !held.has(g.shard)),
+    pending: [...new Set([...response.pending, ...shards])].sort((a, b) => a - b),
   }
 }
 

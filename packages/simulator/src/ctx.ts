@@ -12,6 +12,7 @@ import type {
   DrainChecker,
   ExactnessChecker,
   FanOutChecker,
+  FenceWaitChecker,
   HandoverChecker,
   IntentChecker,
   KeyOrderChecker,
@@ -75,6 +76,8 @@ export interface Checks {
   readonly transactions: TransactionChecker | undefined
   /** The `coord-stop` fault only: a graceful stop hands over at once (rule 20). */
   readonly handover: HandoverChecker | undefined
+  /** The `fence-hang` fault only: nothing waits for a hung node past `fenceWaitMs` (rules 27, 31). */
+  readonly fenceWait: FenceWaitChecker | undefined
   /** The `outbox-relay` fault with `--tx` only: sends exactly once by relay. */
   outbox: OutboxChecker | undefined
 }

@@ -11,8 +11,17 @@
  */
 import type { Fence } from "@shardline/core"
 import type { Ctx } from "./ctx.js"
-import { timing } from "./options.js"
+import { FAULT_KINDS, timing } from "./options.js"
 import type { Transactions } from "./transactions.js"
+
+/** A fence write waiting on a hung storage node (the `fence-hang` fault). */
+interface HungWrite {
+  readonly fence: Fence
+  /** It runs anyway and only its answer is lost, should its deadline pass first. */
+  readonly lands: boolean
+  readonly answer: (written: boolean) => void
+  done: boolean
+}
 
 export class DataPlane {
   /** Storage owner token per shard. */
@@ -59,6 +68,14 @@ export class DataPlane {
   readonly tokenGone: Uint8Array
   readonly gone: Uint8Array
   readonly streamStart: Int32Array
+  /**
+   * The `fence-hang` fault: shards whose storage node hangs (a hung or
+   * partitioned cluster master holding the shard's owner-token key): the
+   * coordinator's fence writes and token reads there do not answer until
+   * the command deadline or the heal.
+   */
+  readonly hung: Uint8Array
+  private readonly hungWrites = new Map<number, Array<HungWrite>>()
 
   constructor(
     private readonly ctx: Ctx,
@@ -84,6 +101,70 @@ export class DataPlane {
     this.tokenGone = new Uint8Array(S)
     this.gone = new Uint8Array(S)
     this.streamStart = new Int32Array(S)
+    this.hung = new Uint8Array(S)
+  }
+
+  /** `shard`'s storage node hangs (the `fence-hang` fault). */
+  hang(shard: number): void {
+    this.hung[shard] = 1
+  }
+
+  /** `shard`'s storage node answers again: every write waiting on it lands and is answered now. */
+  unhang(shard: number): void {
+    this.hung[shard] = 0
+    const waiting = this.hungWrites.get(shard) ?? []
+    this.hungWrites.delete(shard)
+    for (const h of waiting) {
+      if (h.done) continue
+      h.done = true
+      this.ctx.w.count("fenceHang:writeAnsweredAtHeal")
+      h.answer(this.lateWrite(h.fence))
+    }
+  }
+
+  /**
+   * A hung write that runs late: storage refuses a token below the one it
+   * holds now (`OwnerTokenRegression`: the shard was granted again
+   * meanwhile), as `setOwnerToken` does.
+   */
+  private lateWrite(f: Fence): boolean {
+    if (this.tokenGone[f.shard] !== 1 && f.token < this.fence[f.shard]!) {
+      this.ctx.w.count("fenceHang:lateWriteRefused")
+      return false
+    }
+    this.writeFences([f])
+    return true
+  }
+
+  /**
+   * One grant's fence write, made by the coordinator outside its lock, one
+   * write per shard (docs/protocol.md rule 31): answered at once (`answer`
+   * called before this returns), or, on a hung node, at the heal (written)
+   * or at the command deadline (`commandTimeoutMs`: failed, though half the
+   * time it ran and only its answer was lost; docs/protocol.md rule 27).
+   */
+  writeFence(f: Fence, answer: (written: boolean) => void): void {
+    if (this.hung[f.shard] !== 1) {
+      this.writeFences([f])
+      answer(true)
+      return
+    }
+    const w = this.ctx.w
+    w.count("fenceHang:writesHung")
+    const h: HungWrite = { fence: f, lands: w.rng.faultEvents.chance(0.5), answer, done: false }
+    const list = this.hungWrites.get(f.shard)
+    if (list === undefined) this.hungWrites.set(f.shard, [h])
+    else list.push(h)
+    this.ctx.faults.open(FAULT_KINDS.indexOf("fence-hang"), {
+      afterMs: timing.commandTimeoutMs,
+      heal: () => {
+        if (h.done) return
+        h.done = true
+        w.count("fenceHang:writeFailed")
+        if (h.lands && this.lateWrite(f)) w.count("fenceHang:writeLandedUnanswered")
+        h.answer(false)
+      },
+    })
   }
 
   /**

@@ -648,6 +648,37 @@ export const FAULTS: Partial<Record<FaultKind, FaultDef>> = {
       ctx.outbox.failFor(r.range(500, 4_000))
       return none
     },
+  } /**
+   * One shard's storage node hangs (a hung or partitioned cluster master
+   * holding the shard's owner-token key; docs/protocol.md rules 27 and 31)
+   * for 1-8 s: the coordinator's fence writes and token reads for that
+   * shard do not answer until the command deadline (`commandTimeoutMs`) or
+   * the heal, whichever first; half the time a write whose deadline passed
+   * ran anyway (its answer lost). Everything else goes on. Half the
+   * episodes hang a shard a grant is about to need (one being revoked or
+   * unowned, by the committed view), the rest any shard. Opt-in.
+   */,
+  "fence-hang": {
+    scope: "group",
+    rate: 6,
+    inject: (ctx, r) => {
+      const { data, checks, w } = ctx
+      const S = checks.view.shardSpace
+      const moving: Array<number> = []
+      if (r.chance(0.5))
+        for (let s = 0; s < S; s++)
+          if (
+            data.hung[s] !== 1 &&
+            (checks.view.revocation[s] != null || checks.view.owner[s] === null)
+          )
+            moving.push(s)
+      const shard = moving.length > 0 ? moving[r.int(moving.length)]! : r.int(S)
+      if (data.hung[shard] === 1) return none
+      data.hang(shard)
+      w.count("fenceHang:episodes")
+      w.mark("fault", `shard ${shard}: its storage node hangs`)
+      return [{ afterMs: r.range(1_000, 8_000), heal: () => data.unhang(shard) }]
+    },
   },
 }
 

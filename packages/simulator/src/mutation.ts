@@ -120,6 +120,10 @@ export const mutationSeeds = (): Array<SimOptions> => {
   }
   for (let i = 0; i < 24; i++) out.push(small("churn", ++seed, { faults: "burst,refused" }))
   for (let i = 0; i < 10; i++) out.push(small("churn", ++seed, { faults: "burst,store-rewind" }))
+  // A shard's storage node hangs (rules 27 and 31): grants' fence writes
+  // outside the lock, withheld until written, bounded waits.
+  for (let i = 0; i < 12; i++)
+    out.push(small("churn", ++seed, { faults: "burst,crash,coord-crash,fence-hang" }))
   return out
 }
 

@@ -7,7 +7,12 @@
  *
  * @module
  */
-import { defaultCoordinatorLeaseMs, MAX_MEMBER_WEIGHT, MIN_MEMBER_WEIGHT } from "@shardline/core"
+import {
+  defaultCoordinatorLeaseMs,
+  defaultFenceWaitMs,
+  MAX_MEMBER_WEIGHT,
+  MIN_MEMBER_WEIGHT,
+} from "@shardline/core"
 import { Prng } from "./engine/Prng.js"
 
 export const SCENARIOS = [
@@ -96,6 +101,7 @@ export const FAULT_KINDS = [
   "store-rewind",
   "coord-stop",
   "outbox-relay",
+  "fence-hang",
 ] as const
 export type FaultKind = (typeof FAULT_KINDS)[number]
 
@@ -112,6 +118,7 @@ export const OPT_IN_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>([
   "store-rewind",
   "coord-stop",
   "outbox-relay",
+  "fence-hang",
 ])
 
 /** Every kind the `swarm` mix may turn on (all but the opt-in ones). */
@@ -215,6 +222,13 @@ export const DISRUPTIVE_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>(
  *   commit is fenced by the revision only, not by the lease term
  *   (docs/protocol.md rule 32), so a paused ex-leader's commit passes once
  *   the Store rewound to its revision (`store.ts`).
+ * - `fence-under-lock`, `grant-before-fence`, `no-fence-wait` (the
+ *   `fence-hang` fault; docs/protocol.md rules 27 and 31): a grant's fence
+ *   write held under the host's lock, as before rule 31 (every other answer
+ *   waits for the hung shard); a grant told in `assigned` before its write
+ *   landed (rule 1's order broken); the answer that made a grant waiting
+ *   for its write until the command deadline instead of `fenceWaitMs`
+ *   (`coordinator.ts`).
  */
 export type Broken =
   | "assign-before-revoke"
@@ -235,6 +249,9 @@ export type Broken =
   | "outbox-gone-as-shard"
   | "drain-with-outbox"
   | "no-commit-lease-fence"
+  | "fence-under-lock"
+  | "grant-before-fence"
+  | "no-fence-wait"
 export const BROKEN: ReadonlyArray<Broken> = [
   "assign-before-revoke",
   "skip-election",
@@ -254,6 +271,9 @@ export const BROKEN: ReadonlyArray<Broken> = [
   "outbox-gone-as-shard",
   "drain-with-outbox",
   "no-commit-lease-fence",
+  "fence-under-lock",
+  "grant-before-fence",
+  "no-fence-wait",
 ]
 
 /** Transactional handlers on: asked for, or implied by a `tx-` breakage. */
@@ -365,6 +385,13 @@ export const timing = {
    * `BackendUnavailable`, its outcome unknown.
    */
   commandTimeoutMs: 5_000,
+  /**
+   * How long the answer that made a grant waits for its fence writes, and a
+   * takeover for each shard's token read and re-fence (`CoordinatorHost`'s
+   * `fenceWaitMs`, its default `defaultFenceWaitMs` of the group's timing:
+   * 1 s here; docs/protocol.md rules 27 and 31).
+   */
+  fenceWaitMs: defaultFenceWaitMs({ heartbeatIntervalMs, sessionTimeoutMs }),
   /** Clock bound: offsets within ±maxSkewMs, rates within ±maxDriftPpm. */
   maxSkewMs: 100,
   maxDriftPpm: 500,

@@ -149,7 +149,8 @@ describe("pinned seeds: every kind with transactional handlers", () => {
       ratePerShard: 2.4,
       durationMs: 300_000,
       tx: true,
-      faults: FAULT_KINDS.join(","),
+      // every kind there was when it was found (`fence-hang` draws after them)
+      faults: FAULT_KINDS.filter((k) => k !== "fence-hang").join(","),
     }
     const { summary } = runSeed(o)
     expect(summary.violations, replayCommand(o)).toEqual([])

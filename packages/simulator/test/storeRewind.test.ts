@@ -124,7 +124,9 @@ describe("store-rewind: a paused ex-leader after a rewind to its revision (docs/
         workers,
         ratePerShard,
         durationMs: 300_000,
-        faults: FAULT_KINDS.filter((k) => k !== "coord-stop" && k !== "outbox-relay").join(","),
+        faults: FAULT_KINDS.filter(
+          (k) => k !== "coord-stop" && k !== "outbox-relay" && k !== "fence-hang",
+        ).join(","),
       }
       const good = runSeed(options).summary
       expect(good.violations, replayCommand(options)).toEqual([])
@@ -161,7 +163,9 @@ describe("store-rewind: finding 2, fixed (docs/simulator.md, Findings)", () => {
       ratePerShard: 1.5,
       durationMs: 300_000,
       // every kind there was when it was found (the later opt-in kinds draw after these)
-      faults: FAULT_KINDS.filter((k) => k !== "coord-stop" && k !== "outbox-relay").join(","),
+      faults: FAULT_KINDS.filter(
+        (k) => k !== "coord-stop" && k !== "outbox-relay" && k !== "fence-hang",
+      ).join(","),
     }
     const run = runSeed(options).summary
     expect(run.violations, replayCommand(options)).toEqual([])

@@ -36,6 +36,9 @@ export const COLLATERAL_FREE_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>
   "burst",
   "weights",
   "coord-stop",
+  // a shard's storage node hangs for the coordinator (rules 27 and 31): no
+  // member may lose a shard for it
+  "fence-hang",
 ])
 
 /** True when a run's faults are all collateral-free and at least one disturbs the protocol. */

@@ -27,6 +27,7 @@ export type CheckerName =
   | "answers"
   | "handover"
   | "outbox"
+  | "fence-wait"
 
 export interface Violation {
   readonly checker: CheckerName
