@@ -414,6 +414,16 @@ export const mutants = [
     why: "the answer that made a grant waits for its fence write until the command deadline (or the heal), not at most fenceWaitMs (rules 27 and 31)",
   },
   {
+    name: "withheld-grant-deadline",
+    broken: "withheld-grant-deadline",
+    why: "a withheld grant's confirmation deadline runs from the grant, not from its fence write: a node hung past the rebalance timeout fences the healthy grantee (rule 31)",
+  },
+  {
+    name: "withhold-confirmed",
+    broken: "withhold-confirmed",
+    why: "a withheld grant its member reports owned (told by the previous leader) is still answered pending, which the member reads as a revocation (rule 31)",
+  },
+  {
     name: "host-commits-without-lease-check",
     simulated: false,
     why: "CoordinatorHost commits without checking that it still holds the lease",

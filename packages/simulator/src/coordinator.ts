@@ -155,6 +155,8 @@ export interface CoordNode {
    * its host steps down (a later term re-fences every owner at its takeover).
    */
   unfenced: Map<number, Unfenced>
+  /** Withheld grants written since, by shard: their token and when (their deadline's start). */
+  told: Map<number, { readonly token: number; readonly at: number }>
   /**
    * The host's lock is held until then (its local ms is not needed: true
    * time) by a takeover waiting for a hung node's token read and re-fence
@@ -261,6 +263,7 @@ export class CoordinatorHost {
     clocksOn: boolean,
   ) {
     this.broken = ctx.options.broken === "serve-without-check"
+    ctx.checks.deadlines.tellable = (shard, token) => this.tellable(shard, token)
     for (let i = 0; i < 3; i++)
       this.nodes.push({
         idx: i,
@@ -286,11 +289,24 @@ export class CoordinatorHost {
         hangId: 0,
         held: [],
         unfenced: new Map(),
+        told: new Map(),
         busyUntil: Number.NEGATIVE_INFINITY,
         busyId: 0,
         lockWrites: 0,
         waiting: [],
       })
+  }
+
+  /** For the deadline checker: a grant withheld by a live candidate, or since when it could be told. */
+  private tellable(shard: number, token: number): number | "withheld" | undefined {
+    let told: number | undefined
+    for (const c of this.nodes) {
+      if (!c.alive || c.shell === null) continue
+      if (c.unfenced.get(shard)?.token === token) return "withheld"
+      const t = c.told.get(shard)
+      if (t !== undefined && t.token === token) told = Math.max(told ?? 0, t.at)
+    }
+    return told
   }
 
   /**
@@ -652,6 +668,9 @@ export class CoordinatorHost {
     for (;;) {
       const shell = c.shell
       if (shell === null) return
+      // a withheld grant's confirmation deadline never passes while it is
+      // withheld (CoordinatorHost.fireDue, docs/protocol.md rule 31)
+      if (c.unfenced.size > 0) this.deferDeadlines(c, this.unfencedGrants(c))
       const step = shell.dueTimer(now)
       if (step === undefined) break
       const ok = this.commit(c, step, true)
@@ -873,7 +892,30 @@ export class CoordinatorHost {
   private noticeWritten(c: CoordNode, map: Map<number, Unfenced>, gen: number, e: Unfenced): void {
     if (!c.alive || c.renewGen !== gen || c.unfenced !== map) return
     this.ctx.w.count("fenceHang:noticedOnceWritten")
+    // told only now: its confirmation deadline counts from here (rule 31)
+    this.deferDeadlines(c, [e.fence.shard])
+    c.told.set(e.fence.shard, { token: e.token, at: this.ctx.w.now })
     this.ctx.members.notice(e.memberId)
+  }
+
+  /**
+   * Grants whose member cannot be told yet, or was just told: their rule 10
+   * confirmation deadline counts from now (`CoordinatorHost.deferDeadlines`).
+   * BROKEN ON PURPOSE with `withheld-grant-deadline` (test-only): it runs
+   * from the grant, as before.
+   */
+  private deferDeadlines(c: CoordNode, shards: ReadonlyArray<number>): void {
+    if (c.shell === null || shards.length === 0) return
+    if (this.ctx.options.broken === "withheld-grant-deadline") return
+    c.shell.apply(c.shell.deferGrantDeadlines(shards, instantOf(c, this.ctx.w.now)))
+  }
+
+  /** The shards of `unfenced` whose entry is the current grant. */
+  private unfencedGrants(c: CoordNode): Array<number> {
+    const out: Array<number> = []
+    for (const [shard, e] of c.unfenced)
+      if (c.shell?.state.current[shard]?.token === e.token) out.push(shard)
+    return out
   }
 
   /**
@@ -895,6 +937,16 @@ export class CoordinatorHost {
     for (const g of response.assigned) {
       const entry = c.unfenced.get(g.shard)
       if (own.has(g.shard) || entry === undefined || entry.token !== g.token) continue
+      const owner = c.shell?.state.current[g.shard]
+      // BROKEN ON PURPOSE with `withhold-confirmed` (test-only): withheld all the same
+      const released = this.ctx.options.broken !== "withhold-confirmed"
+      if (released && owner?.confirmed === true && owner.token === entry.token) {
+        // its member reports it owned: told by an earlier leader after that
+        // leader's write, so written (CoordinatorHost.withhold, rule 31)
+        this.ctx.w.count("fenceHang:confirmedReleased")
+        c.unfenced.delete(g.shard)
+        continue
+      }
       held.push(g.shard)
       entry.withheld = true
       if (!entry.inFlight) retries.push(entry.fence)
@@ -993,6 +1045,7 @@ export class CoordinatorHost {
     c.timerAt = Number.POSITIVE_INFINITY
     // a later term re-fences every owner at its takeover (rule 31)
     if (c.unfenced.size > 0) c.unfenced = new Map()
+    c.told.clear()
   }
 
   /**
@@ -1456,6 +1509,7 @@ export class CoordinatorHost {
     c.hangArmed = undefined
     // so do its unwritten grants and the requests that waited for its lock
     c.unfenced = new Map()
+    c.told.clear()
     c.busyUntil = Number.NEGATIVE_INFINITY
     c.lockWrites = 0
     c.waiting = []

@@ -252,6 +252,8 @@ export type Broken =
   | "fence-under-lock"
   | "grant-before-fence"
   | "no-fence-wait"
+  | "withheld-grant-deadline"
+  | "withhold-confirmed"
 export const BROKEN: ReadonlyArray<Broken> = [
   "assign-before-revoke",
   "skip-election",
@@ -274,6 +276,8 @@ export const BROKEN: ReadonlyArray<Broken> = [
   "fence-under-lock",
   "grant-before-fence",
   "no-fence-wait",
+  "withheld-grant-deadline",
+  "withhold-confirmed",
 ]
 
 /** Transactional handlers on: asked for, or implied by a `tx-` breakage. */
@@ -391,7 +395,7 @@ export const timing = {
    * `fenceWaitMs`, its default `defaultFenceWaitMs` of the group's timing:
    * 1 s here; docs/protocol.md rules 27 and 31).
    */
-  fenceWaitMs: defaultFenceWaitMs({ heartbeatIntervalMs, sessionTimeoutMs }),
+  fenceWaitMs: defaultFenceWaitMs({ sessionTimeoutMs }),
   /** Clock bound: offsets within ±maxSkewMs, rates within ±maxDriftPpm. */
   maxSkewMs: 100,
   maxDriftPpm: 500,

@@ -23,8 +23,8 @@ import { churnOptions, range, runSet } from "./helpers.js"
 
 /**
  * Two product faults the fence-hang sweep found (docs/simulator.md, Faults,
- * `fence-hang`), pinned as they are: each test asserts the violation, and
- * fails once `CoordinatorHost` (or core) is fixed; then assert no violation.
+ * `fence-hang`), fixed in `CoordinatorHost`: each seed passes, and fails with
+ * the mutant that restores the old behaviour in the model.
  */
 const sweep = (seed: number): SimOptions => ({
   ...defaultOptions,
@@ -108,28 +108,32 @@ describe("fence-hang", () => {
     expect(bad.some((m) => m.includes("for the lock"))).toBe(false)
   })
 
-  describe("product faults found by the sweep (open: these fail once fixed)", () => {
-    it("swarm 9916: a takeover withholds an unconfirmed grant its owner was already told, and the owner is fenced for the REVOKED it then reports", () => {
-      // #0 wrote shard 30's fence and told sim-0002-m0 (274.4 s), then
-      // crashed before its confirming heartbeat; shard 30's node hangs
-      // (275.3 s); #1's takeover (276.5 s) cannot read or re-fence it, so it
-      // withholds the unconfirmed grant. The owner's heartbeat reports shard
-      // 30 owned (the step confirms it) and is answered with shard 30
-      // pending: the member machine drains it and reports REVOKED, which
-      // core fences ("not removed from its assignment"). Releasing a grant
-      // once its step confirmed it (a confirmed grant was told, so written)
-      // makes the seed pass (tried in the model).
-      const bad = messages(sweep(9916))
-      expect(bad.some((m) => m.startsWith("[requests]") && m.includes("shard 30 REVOKED"))).toBe(
-        true,
-      )
-    }, 60_000)
+  describe("two product faults the sweep found, fixed in CoordinatorHost (docs/protocol.md rule 31)", () => {
+    it("swarm 10122: a grant the previous leader told, withheld at a takeover, is listed once its owner reports it owned (fails with --broken withhold-confirmed)", () => {
+      // found as swarm 9916 before the fix of the grant deadline (which
+      // shifted that seed's timing): the previous leader wrote a grant's
+      // fence and told its member, then crashed before the confirming
+      // heartbeat; the shard's node hangs, so the takeover cannot re-fence
+      // it and withholds the unconfirmed grant. Answered pending although
+      // its owner reported it owned, the member drained it and reported
+      // REVOKED, which core fenced ("not removed from its assignment").
+      // Seeds 10000-10199 all pass; 10122 and 10128 fail with the mutant.
+      expect(messages(sweep(10122))).toEqual([])
+      const bad = messages({ ...sweep(10122), broken: "withhold-confirmed" })
+      expect(
+        bad.some(
+          (m) => m.startsWith("[requests]") && m.includes("not removed from its assignment"),
+        ),
+      ).toBe(true)
+    }, 120_000)
 
-    it("coordinator-failover 16: a grant withheld for its hung fence write still runs rule 10's confirmation deadline, which fences its healthy grantee", () => {
+    it("coordinator-failover 16: a grant withheld for its hung fence write does not fence its healthy grantee at the revoke timeout (fails with --broken withheld-grant-deadline)", () => {
       // sim-0004-m0 is granted shards 4, 5 and 12 at 1.37 s; shard 5's node
-      // hangs, so its grant stays pending; at the revoke timeout (5 s) the
-      // unconfirmed grant fences the member, which loses shards 4 and 12 too
-      const bad = messages(collateralFree(16))
+      // hangs, so its grant stays pending; its confirmation deadline used to
+      // run from the grant: at the revoke timeout (5 s) it fenced the member,
+      // which lost shards 4 and 12 too
+      expect(messages(collateralFree(16))).toEqual([])
+      const bad = messages({ ...collateralFree(16), broken: "withheld-grant-deadline" })
       expect(bad.some((m) => m.startsWith("[collateral]") && m.includes("MemberFenced"))).toBe(true)
     })
   })

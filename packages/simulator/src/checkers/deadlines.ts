@@ -5,8 +5,10 @@
  * the revoke timeout, and every member lifecycle the leader stopped hearing
  * from (no NONE answer) is expired within the session timeout. A new leader
  * restarts every deadline when it takes over, so each is measured from the
- * later of its start and the time the current leader began serving. The
- * slack covers clock drift and the event that runs the timer.
+ * later of its start and the time the current leader began serving; a
+ * grant's, from when its member could be told (rule 31: a withheld grant is
+ * excused until its fence is written). The slack covers clock drift and the
+ * event that runs the timer.
  *
  * Sampled (every second of virtual time), so a missed deadline is reported
  * at most a sample later.
@@ -24,6 +26,15 @@ export class DeadlineChecker {
   worstRevocationMs = 0
   worstGrantMs = 0
   worstSilenceMs = 0
+
+  /**
+   * Whether a live candidate withholds the grant (`shard`, `token`) because
+   * its fence is not written (its member cannot be told, so cannot confirm
+   * it), else since when its member could be told: a withheld grant's
+   * confirmation deadline counts from its write (docs/protocol.md rule 31).
+   * Set by the coordinator model.
+   */
+  tellable: (shard: number, token: number) => number | "withheld" | undefined = () => undefined
 
   constructor(private readonly report: Report) {}
 
@@ -47,7 +58,9 @@ export class DeadlineChecker {
       }
       const o = view.owner[s]
       if (o != null && !o.confirmed && r == null) {
-        const open = time - Math.max(o.time, servingSince)
+        const told = this.tellable(s, o.token)
+        if (told === "withheld") continue
+        const open = time - Math.max(o.time, servingSince, told ?? 0)
         if (open > this.worstGrantMs) this.worstGrantMs = open
         if (open > revoke + slack(revoke))
           this.once(
