@@ -415,11 +415,15 @@ describe("group commit (docs/exactly-once.md, 'Group commit')", () => {
             settings: { batchSize: 10 },
             beforeRead: (o) =>
               Effect.sync(() => {
-                if (o.from !== "pending") events.push(o.afterAck === true ? "read after ack" : "read")
+                if (o.from !== "pending")
+                  events.push(o.afterAck === true ? "read after ack" : "read")
               }),
             ...(mode === "eachBatch"
               ? {
-                  eachBatch: (b: { readonly messages: ReadonlyArray<unknown> }, ctx: BatchContext) => {
+                  eachBatch: (
+                    b: { readonly messages: ReadonlyArray<unknown> },
+                    ctx: BatchContext,
+                  ) => {
                     ctx.transaction.incrby(ctx.transaction.key("n"), b.messages.length)
                     seen += b.messages.length
                   },

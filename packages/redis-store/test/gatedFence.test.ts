@@ -161,7 +161,10 @@ for (const target of redisTargets().filter((t) => t.kind !== "cluster7")) {
           yield* Effect.promise(() => redis().set(gateKey(stream, 0), "not ours"))
           const foreign = yield* read(4, true)
           assert.strictEqual(foreign._tag, "Foreign")
-          assert.strictEqual(yield* Effect.promise(() => redis().get(gateKey(stream, 0))), "not ours")
+          assert.strictEqual(
+            yield* Effect.promise(() => redis().get(gateKey(stream, 0))),
+            "not ours",
+          )
           yield* Effect.promise(() => redis().del(gateKey(stream, 0)))
           yield* untouched(stream, base, 1, 2)
         }).pipe(Effect.scoped),
