@@ -391,6 +391,77 @@ describe("group commit (docs/exactly-once.md, 'Group commit')", () => {
         }),
     )
 
+  for (const mode of ["eachMessage", "eachBatch", "plain"] as const)
+    it.effect(
+      `${mode}: the read after a commit follows its ack (afterAck, docs/exactly-once.md "Cost"); no other read does`,
+      () =>
+        Effect.gen(function* () {
+          const events: Array<string> = []
+          let seen = 0
+          const { wrap } = counting((_o, run) =>
+            Effect.tap(run, () => Effect.sync(() => events.push("commit"))),
+          )
+          const wrapSingle = (port: Transaction.TransactionsShape) => {
+            const inner = wrap(port)
+            return {
+              ...inner,
+              commit: (o: Transaction.CommitOptions) =>
+                Effect.tap(inner.commit(o), () => Effect.sync(() => events.push("commit"))),
+            }
+          }
+          const h = yield* makeHarness({
+            transactions: true,
+            wrapTransactions: wrapSingle,
+            settings: { batchSize: 10 },
+            beforeRead: (o) =>
+              Effect.sync(() => {
+                if (o.from !== "pending")
+                  events.push(o.afterAck === true ? "read after ack" : "read")
+              }),
+            ...(mode === "eachBatch"
+              ? {
+                  eachBatch: (
+                    b: { readonly messages: ReadonlyArray<unknown> },
+                    ctx: BatchContext,
+                  ) => {
+                    ctx.transaction.incrby(ctx.transaction.key("n"), b.messages.length)
+                    seen += b.messages.length
+                  },
+                }
+              : {
+                  eachMessage: (_m: unknown, ctx: MessageContext) => {
+                    if (mode === "eachMessage") ctx.transaction.incr(ctx.transaction.key("n"))
+                    seen++
+                  },
+                }),
+          })
+          yield* h.produce(0, 3)
+          yield* h.start(0)
+          yield* h.runUntil("the first batch", () => seen === 3)
+          yield* settle(h)
+          yield* h.produce(0, 2)
+          yield* h.runUntil("the second batch", () => seen === 5)
+          yield* settle(h)
+          if (mode === "plain") {
+            assert.isFalse(events.includes("commit"))
+            assert.isFalse(events.includes("read after ack"))
+          } else {
+            // each read right after a commit follows its ack, and only those
+            for (const [i, e] of events.entries())
+              if (e !== "commit")
+                assert.strictEqual(
+                  e === "read after ack",
+                  events[i - 1] === "commit",
+                  `${events.join(", ")}`,
+                )
+            assert.deepStrictEqual(events.slice(0, 3), ["read", "commit", "read after ack"])
+            assert.strictEqual(events.filter((e) => e === "commit").length, 2)
+          }
+          if (mode !== "plain")
+            assert.deepStrictEqual(yield* stored(h, "n"), { type: "string", value: "5" })
+        }),
+    )
+
   it.effect(
     "message 2 of 3 fails in its handler: message 1 commits with its ack before 2's nack; 2's effects are dropped",
     () =>

@@ -207,6 +207,42 @@ describe("the gated fence on a 3-node cluster", () => {
     }
   })
 
+  it("a read after a commit's ack (afterAck) takes the lean gate on its slot's node: no unread check (XINFO), the same fence", async () => {
+    const reader = makeGatedReader(connection, clusterRoute(connection))
+    const { stream, base, owner } = await seeded("after-ack", 2)
+    /** XINFO calls on the shard's node so far (the full gate's unread check runs it). */
+    const xinfos = async () =>
+      Number(
+        /cmdstat_xinfo\|groups:calls=(\d+)/.exec(await admins[owner]!.info("commandstats"))?.[1] ??
+          0,
+      )
+    const read = (afterAck: boolean, token = 3) =>
+      reader.read({ ...base, consumer: "c", token, count: 10, afterAck }, undefined)
+    const first = await read(true)
+    assert.deepStrictEqual(first._tag === "Read" ? first.messages.map((m) => m.fields.i) : first, [
+      "1",
+      "2",
+    ])
+    // nothing unread: the full gate asks (XINFO GROUPS), the lean gate does not
+    const before = await xinfos()
+    assert.deepStrictEqual(await read(false), { _tag: "Read", messages: [] })
+    const checked = await xinfos()
+    assert.strictEqual(checked - before, 1, "the full gate checks for unread entries")
+    assert.deepStrictEqual(await read(true), { _tag: "Read", messages: [] })
+    assert.strictEqual(await xinfos(), checked, "afterAck did not take the lean gate")
+    // the fence first: a stale owner reads nothing, the stream stays at its key
+    await run(streams.setOwnerToken({ ...base, token: 4 }))
+    await run(streams.append(stream, 0, { i: "3" }))
+    assert.deepStrictEqual(await read(true), { _tag: "Stale", current: 4 })
+    const state = await stateOn(owner, stream)
+    assert.strictEqual(state.type, "stream")
+    assert.strictEqual(state.gate, 0)
+    assert.deepStrictEqual(
+      state.group.map((g) => g.pending),
+      [2],
+    )
+  })
+
   it("a transaction sent to a node that does not own the slot (a stale slot map) runs nothing there or anywhere: refused (MOVED), then the script", async () => {
     const { stream, base, owner } = await seeded("stale-map", 4)
     const wrong = (owner + 1) % admins.length

@@ -117,6 +117,60 @@ for (const target of redisTargets().filter((t) => t.kind !== "cluster7")) {
     )
 
     it.live(
+      "a read after a commit's ack (afterAck) takes the lean gate: no unread check (it opens on an idle shard too), the same fence and replies",
+      () =>
+        Effect.gen(function* () {
+          const { stream, base } = yield* seeded("gated-after-ack", 2)
+          const key = shardKey(stream, 0)
+          const reader = makeGatedReader(subject().connection)
+          const read = (token: number, afterAck: boolean) =>
+            Effect.promise(() =>
+              reader.read({ ...base, consumer: "c", token, count: 10, afterAck }, undefined),
+            )
+          const watcher = redis().duplicate()
+          yield* Effect.addFinalizer(() => Effect.sync(() => watcher.disconnect()))
+          const watchHolds = <A, E, R>(between: Effect.Effect<A, E, R>) =>
+            Effect.gen(function* () {
+              yield* Effect.promise(() => watcher.watch(key))
+              const result = yield* between
+              const exec = yield* Effect.promise(() => watcher.multi().ping().exec())
+              return { held: exec !== null, result }
+            })
+          // entries to read: read as any gated read reads them
+          const first = yield* read(3, true)
+          assert.strictEqual(first._tag, "Read")
+          assert.deepStrictEqual(
+            first._tag === "Read" ? first.messages.map((m) => m.fields.i) : [],
+            ["1", "2"],
+          )
+          yield* untouched(stream, base, 0, 2)
+          // nothing unread: the full gate's unread check keeps the key as it is,
+          // the lean gate (no check) moves it both ways and reads nothing
+          const checked = yield* watchHolds(read(3, false))
+          assert.isTrue(checked.held)
+          const lean = yield* watchHolds(read(3, true))
+          assert.isFalse(lean.held, "afterAck did not take the lean gate")
+          assert.deepStrictEqual(lean.result, { _tag: "Read", messages: [] })
+          yield* untouched(stream, base, 0, 2)
+          // the fence first: a stale owner is refused, nothing read, the stream in place
+          yield* subject().streams.append(stream, 0, { i: "3" })
+          yield* subject().streams.setOwnerToken({ ...base, token: 4 })
+          assert.deepStrictEqual(yield* read(3, true), { _tag: "Stale", current: 4 })
+          yield* untouched(stream, base, 1, 2)
+          // a value under the gate key is foreign: left alone, the gate stays shut
+          yield* Effect.promise(() => redis().set(gateKey(stream, 0), "not ours"))
+          const foreign = yield* read(4, true)
+          assert.strictEqual(foreign._tag, "Foreign")
+          assert.strictEqual(
+            yield* Effect.promise(() => redis().get(gateKey(stream, 0))),
+            "not ours",
+          )
+          yield* Effect.promise(() => redis().del(gateKey(stream, 0)))
+          yield* untouched(stream, base, 1, 2)
+        }).pipe(Effect.scoped),
+    )
+
+    it.live(
       "a stale token carrying an ack: StaleOwner, nothing read or acked, the stream in place",
       () =>
         Effect.gen(function* () {

@@ -154,6 +154,20 @@ export interface ReadOptions extends FencedAddress {
    */
   readonly ack?: AckFirst
   /**
+   * This read follows an acknowledgement the caller made outside it (a
+   * transaction's commit acknowledged the previous batch, docs/exactly-once.md
+   * "Cost"): the shard is busy, so a gated read opens its gate as a read that
+   * carries an ack does, without first checking whether the group has
+   * anything unread (docs/redis.md, "The gated fence"). A cost hint only:
+   * what the read returns or refuses is the same; the fence is checked all
+   * the same. Ignored with `ack` (that read takes the lean gate already) and
+   * by fences without a gate.
+   *
+   * @example
+   * const next = yield* streams.read({ ...address, consumer, count: 32, afterAck: true })
+   */
+  readonly afterAck?: boolean
+  /**
    * Take this field out of each message's `fields` into its `key`, while
    * decoding the reply: a consumer that splits a routing key (the member
    * runtime's `shardline-key`) then builds no second copy of the fields.

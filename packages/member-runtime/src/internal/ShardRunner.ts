@@ -126,6 +126,12 @@ export interface Runner {
   /** Handled, not yet acknowledged: the next read acknowledges them (or `flushAcks`). */
   unacked: Array<string>
   /**
+   * A commit acknowledged entries since the last read: the next read follows
+   * that ack (`ReadOptions.afterAck`) and so takes the gate a read carrying
+   * an ack takes (docs/exactly-once.md, "Cost").
+   */
+  committed: boolean
+  /**
    * The group's last-delivered id on the shard as this grant knows it: the
    * last entry its own reads of new entries returned (within one grant only
    * this loop moves it: the fence refuses any other reader), or what the
@@ -188,6 +194,7 @@ export const makeRunner = (
   userIdle: [],
   turns: 0,
   unacked: [],
+  committed: false,
   lastDelivered: undefined,
   wokenByEntries: false,
   outboxDirty: true,
@@ -660,8 +667,10 @@ const turnOf = (
       consumer: env.consumerName,
       count,
       ack: ackFirst.length > 0 ? { ids: ackFirst, mode: settings.ack } : undefined,
+      afterAck: r.committed,
       keyField: KEY_FIELD,
     }
+    r.committed = false
     let fromPending = false
     const read: Effect.Effect<
       ReadonlyArray<ShardStreams.StreamMessage>,
@@ -1097,6 +1106,7 @@ const commitHandled = (
     return Effect.map(env.offSlot === undefined ? run : env.offSlot(run), (done) => {
       if (done._tag === "Acked") {
         ackedRecord(env, r, ids)
+        r.committed = true
         if (tx.sends.length > 0) r.outboxDirty = true
       }
       return done
@@ -1133,6 +1143,7 @@ const commitGroupHandled = (
           if ((part.handle?.sends.length ?? 0) > 0) r.outboxDirty = true
         }
         ackedRecord(env, r, ids)
+        r.committed = true
       }
       return done
     })

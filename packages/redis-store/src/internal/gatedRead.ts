@@ -167,6 +167,11 @@ export const makeGatedReader = (connection: RedisConnectionShape, route?: GatedR
     // less than acking in the script; an xackdel ack before 8.2 (XACK, then
     // XDEL of what every group acknowledged) needs the script's acknowledge
     const native = ack !== undefined && (ack.mode === "ack" || features.xackdel)
+    // the lean gate also for a read that follows a commit's ack (`afterAck`):
+    // the same fence as the full gate; the unread check it skips only spares
+    // an idle shard's key the renames, and a shard whose batch just committed
+    // is busy (docs/redis.md, "The gated fence")
+    const lean = native || (ack === undefined && o.afterAck === true)
     const args = [
       stream,
       owner,
@@ -178,7 +183,7 @@ export const makeGatedReader = (connection: RedisConnectionShape, route?: GatedR
     ]
     // the common read (its ack queued natively below): the lean gate, the same
     // fence and replies without the prelude (src/lua/gate-fast.lua)
-    const gateScript: Command = native
+    const gateScript: Command = lean
       ? evalBody
         ? ["EVAL", Scripts.gateFast.lua, 3, stream, owner, gate, o.token]
         : ["EVALSHA", GATE_FAST_SHA, 3, stream, owner, gate, o.token]
