@@ -51,7 +51,11 @@ import { layerNoop as fenceNoop, OwnerFence } from "./ports/OwnerFence.js"
 import { ShardStreams } from "./ports/ShardStreams.js"
 import { Store, layerMemory as storeMemory } from "./ports/Store.js"
 import { StreamLayouts } from "./ports/StreamLayouts.js"
-import { HeartbeatRequest, type HeartbeatResponse } from "./protocol/Heartbeat.js"
+import {
+  HeartbeatRequest,
+  type HeartbeatResponse,
+  withGrantsPending,
+} from "./protocol/Heartbeat.js"
 import { instant, monotonicMillis } from "./time/Instant.js"
 
 export interface CoordinatorHostOptions {
@@ -179,19 +183,6 @@ interface Served<A> {
   readonly value: A
   readonly grants: ReadonlyArray<Coordinator.Fence>
   readonly restores: ReadonlyArray<Coordinator.Fence>
-}
-
-/** `response` with `shards` moved from `assigned` to `pending`: the member must not read them yet. */
-const withoutGrants = (
-  response: HeartbeatResponse,
-  shards: ReadonlyArray<number>,
-): HeartbeatResponse => {
-  const held = new Set(shards)
-  return {
-    ...response,
-    assigned: response.assigned.filter((g) => !held.has(g.shard)),
-    pending: [...new Set([...response.pending, ...shards])].sort((a, b) => a - b),
-  }
 }
 
 class NotServing {
@@ -357,7 +348,7 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
       if (held.length === 0) return Effect.succeed(response)
       return Effect.as(
         retries.length === 0 ? Effect.void : Effect.forkIn(settle(retries), scope),
-        withoutGrants(response, held),
+        withGrantsPending(response, held),
       )
     })
 
@@ -873,7 +864,7 @@ export const makeCoordinatorHost = Effect.fnUntraced(function* (options: Coordin
           const entry = unfenced.get(g.shard)
           if (entry !== undefined && entry.token === g.token) entry.withheld = true
         }
-        return withoutGrants(
+        return withGrantsPending(
           served.value,
           unwritten.map((g) => g.shard),
         )

@@ -452,25 +452,34 @@ describe("rule 23 through the host: a takeover after a metadata rewind", () => {
   )
 })
 
+/**
+ * Member a owns every shard, confirmed, under c1 (owner tokens written to
+ * storage), and c1 is closed: ready for a successor's takeover.
+ */
+const steadyThenClosed = Effect.gen(function* () {
+  const streams = yield* ShardStreams.makeMemory
+  const fence = yield* OwnerFence.make.pipe(
+    Effect.provideService(ShardStreams.ShardStreams, streams),
+  )
+  const store = Store.makeMemoryUnsafe()
+  const lease = yield* CoordinatorLease.makeMemory
+  const s1 = yield* Scope.make()
+  const h1 = yield* makeCoordinatorHost({ config: cfg, holder: "c1" }).pipe(
+    Effect.provide(ports(store, lease, fence)),
+    Scope.provide(s1),
+  )
+  const a = yield* h1.heartbeat(request({ memberId: "a" }))
+  const steady = yield* h1.heartbeat(steadyOf("a", a))
+  yield* Scope.close(s1, Exit.void)
+  return { fence, store, lease, steady }
+})
+
 describe("rule 27 through the host: a takeover while one shard's storage node is down", () => {
   it.effect(
     "issue 32 item 4: the owner tokens of a shard whose node fails are neither read nor re-fenced, and the election succeeds; the member keeps every shard",
     () =>
       Effect.gen(function* () {
-        const streams = yield* ShardStreams.makeMemory
-        const fence = yield* OwnerFence.make.pipe(
-          Effect.provideService(ShardStreams.ShardStreams, streams),
-        )
-        const store = Store.makeMemoryUnsafe()
-        const lease = yield* CoordinatorLease.makeMemory
-        const s1 = yield* Scope.make()
-        const h1 = yield* makeCoordinatorHost({ config: cfg, holder: "c1" }).pipe(
-          Effect.provide(ports(store, lease, fence)),
-          Scope.provide(s1),
-        )
-        const a = yield* h1.heartbeat(request({ memberId: "a" }))
-        const steady = yield* h1.heartbeat(steadyOf("a", a))
-        yield* Scope.close(s1, Exit.void)
+        const { fence, store, lease, steady } = yield* steadyThenClosed
         // shard 1's node is down: every read or write of its token fails
         const down = (k: { stream: string; group: string }) =>
           Effect.fail(new FenceWriteFailed({ stream: k.stream, group: k.group, message: "down" }))
@@ -650,20 +659,7 @@ describe("rules 27 and 31: nothing waits for a hung node longer than fenceWaitMs
     "a takeover while one shard's node hangs (reads and writes never answer) is elected after fenceWaitMs per phase, not the command deadline; the member keeps every shard",
     () =>
       Effect.gen(function* () {
-        const streams = yield* ShardStreams.makeMemory
-        const fence = yield* OwnerFence.make.pipe(
-          Effect.provideService(ShardStreams.ShardStreams, streams),
-        )
-        const store = Store.makeMemoryUnsafe()
-        const lease = yield* CoordinatorLease.makeMemory
-        const s1 = yield* Scope.make()
-        const h1 = yield* makeCoordinatorHost({ config: cfg, holder: "c1" }).pipe(
-          Effect.provide(ports(store, lease, fence)),
-          Scope.provide(s1),
-        )
-        const a = yield* h1.heartbeat(request({ memberId: "a" }))
-        const steady = yield* h1.heartbeat(steadyOf("a", a))
-        yield* Scope.close(s1, Exit.void)
+        const { fence, store, lease, steady } = yield* steadyThenClosed
         const hanging: OwnerFence.OwnerFenceShape = {
           read: (k, shards) => (shards.includes(1) ? Effect.never : fence.read(k, shards)),
           write: (k, fences) =>

@@ -63,6 +63,7 @@ import {
   type HeartbeatResponse,
   makeGroupConfig,
   type Step,
+  withGrantsPending,
 } from "@shardline/core"
 import type { Ctx } from "./ctx.js"
 import type { Members } from "./members.js"
@@ -581,7 +582,7 @@ export class CoordinatorHost {
           const answer =
             unwritten.length === 0 || this.ctx.options.broken === "grant-before-fence"
               ? response
-              : withoutGrants(
+              : withGrantsPending(
                   response,
                   unwritten.map((g) => g.shard),
                 )
@@ -958,7 +959,7 @@ export class CoordinatorHost {
       w.count("fenceHang:writeRetried", retries.length)
       this.settle(c, retries)
     }
-    return withoutGrants(response, held)
+    return withGrantsPending(response, held)
   }
 
   /** The lock is held (by a hung write under `--broken fence-under-lock`) until `freeLock`. */
@@ -1559,19 +1560,6 @@ export class CoordinatorHost {
       if (c.paused) this.resume(c.idx)
       c.checkStarvedUntil = Math.min(c.checkStarvedUntil, this.ctx.w.now)
     }
-  }
-}
-
-/** `response` with `shards` moved from `assigned` to `pending` (rule 31), as `CoordinatorHost` does. */
-const withoutGrants = (
-  response: HeartbeatResponse,
-  shards: ReadonlyArray<number>,
-): HeartbeatResponse => {
-  const held = new Set(shards)
-  return {
-    ...response,
-    assigned: response.assigned.filter((g) => !held.has(g.shard)),
-    pending: [...new Set([...response.pending, ...shards])].sort((a, b) => a - b),
   }
 }
 

@@ -247,3 +247,23 @@ export const HeartbeatResponse = Schema.Struct({
   waitingOn: Schema.optional(Schema.Array(PendingHolder)),
 })
 export type HeartbeatResponse = typeof HeartbeatResponse.Type
+
+/**
+ * `response` with `shards` moved from `assigned` to `pending`: the member
+ * must not read them yet (a grant whose owner-token fence is not written,
+ * docs/protocol.md rule 31).
+ *
+ * @example
+ * withGrantsPending(response, [3]) // shard 3 is pending, no longer assigned
+ */
+export const withGrantsPending = (
+  response: HeartbeatResponse,
+  shards: ReadonlyArray<number>,
+): HeartbeatResponse => {
+  const held = new Set(shards)
+  return {
+    ...response,
+    assigned: response.assigned.filter((g) => !held.has(g.shard)),
+    pending: [...new Set([...response.pending, ...shards])].sort((a, b) => a - b),
+  }
+}
