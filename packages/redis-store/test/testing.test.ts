@@ -124,8 +124,13 @@ describe("a 3 + 3 cluster", () => {
       const other = cluster.masters().find((m) => m !== promoted)!
       other.pause()
       expect(other.running()).toBe(true)
-      // state T: stopped by a signal
-      expect(readFileSync(`/proc/${other.pid}/stat`, "utf8").split(" ")[2]).toBe("T")
+      // state T: stopped by a signal (once the kernel delivered it: kill()
+      // returns before the process stops)
+      await eventually(
+        "the paused master's state",
+        () => readFileSync(`/proc/${other.pid}/stat`, "utf8").split(" ")[2],
+        (state) => state === "T",
+      )
       other.resume()
       expect(other.cli("PING").trim()).toBe("PONG")
       // CLUSTER FAILOVER on its replica: the replica takes its slots, it stays up as a replica
