@@ -51,6 +51,36 @@ const losableLease = () => {
 
 const join = (memberId: string) => request({ memberId })
 
+/**
+ * c1 leads with a 2 s lease over a store whose commits can be held (a
+ * process paused inside a commit); `freeze` stops its renewals too (paused,
+ * it renews nothing: its renewals run on a fiber of their own, never behind
+ * its lock, docs/protocol.md rule 20). Member a has joined.
+ */
+const pausableLeader = (store: Store.StoreShape, lease: CoordinatorLease.CoordinatorLeaseShape) =>
+  Effect.gen(function* () {
+    const paused = pausableStore(store)
+    let frozen = false
+    const c1Lease: CoordinatorLease.CoordinatorLeaseShape = {
+      ...lease,
+      renew: (grant, ttl) => (frozen ? Effect.succeed(grant) : lease.renew(grant, ttl)),
+    }
+    const h1 = yield* makeCoordinatorHost({
+      config: cfg,
+      holder: "c1",
+      leaseTtlMs: 2_000,
+    }).pipe(Effect.provide(env(paused.store, c1Lease)))
+    const a = yield* h1.heartbeat(join("a"))
+    return {
+      paused,
+      freeze: () => {
+        frozen = true
+      },
+      h1,
+      a,
+    }
+  })
+
 describe("CoordinatorHost", () => {
   it.effect("commits records before answering and writes fences before the response", () =>
     Effect.gen(function* () {
@@ -299,28 +329,14 @@ describe("CoordinatorHost", () => {
       Effect.gen(function* () {
         const store = makeStore()
         const lease = makeLease()
-        // c1's store commits can be held: a process paused inside a commit;
-        // paused, it renews nothing either (its renewals run on a fiber of
-        // their own, never behind its lock: docs/protocol.md rule 20)
-        const paused = pausableStore(store)
-        let frozen = false
-        const c1Lease: CoordinatorLease.CoordinatorLeaseShape = {
-          ...lease,
-          renew: (grant, ttl) => (frozen ? Effect.succeed(grant) : lease.renew(grant, ttl)),
-        }
-        const h1 = yield* makeCoordinatorHost({
-          config: cfg,
-          holder: "c1",
-          leaseTtlMs: 2_000,
-        }).pipe(Effect.provide(env(paused.store, c1Lease)))
-        const a = yield* h1.heartbeat(join("a"))
+        const { paused, freeze, h1, a } = yield* pausableLeader(store, lease)
         assert.deepStrictEqual(
           a.assigned.map((g) => g.shard),
           [0, 1, 2, 3],
         )
         const rev = store.revision(key)
         yield* paused.pause
-        frozen = true
+        freeze()
         // c1 checked its lease, then pauses inside the commit of b's join (holding its lock)
         const zombie = yield* Effect.forkChild(h1.heartbeat(join("b")))
         yield* TestClock.adjust(2_001) // c1's lease expires: it could not renew
@@ -358,22 +374,11 @@ describe("CoordinatorHost", () => {
         const lease = makeLease()
         // the store checks each commit's lease fence against the lease table
         const store = Store.makeMemoryUnsafe({ lease })
-        const paused = pausableStore(store)
-        let frozen = false
-        const c1Lease: CoordinatorLease.CoordinatorLeaseShape = {
-          ...lease,
-          renew: (grant, ttl) => (frozen ? Effect.succeed(grant) : lease.renew(grant, ttl)),
-        }
-        const h1 = yield* makeCoordinatorHost({
-          config: cfg,
-          holder: "c1",
-          leaseTtlMs: 2_000,
-        }).pipe(Effect.provide(env(paused.store, c1Lease)))
-        const a = yield* h1.heartbeat(join("a"))
+        const { paused, freeze, h1, a } = yield* pausableLeader(store, lease)
         assert.strictEqual(a.errorCode, "NONE")
         const rev = store.revision(key)
         yield* paused.pause
-        frozen = true
+        freeze()
         // c1 checked its lease, then pauses inside the commit of b's join
         const zombie = yield* Effect.forkChild(h1.heartbeat(join("b")))
         yield* TestClock.adjust(2_001) // c1's lease expires: it could not renew
