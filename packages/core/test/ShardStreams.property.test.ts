@@ -12,6 +12,7 @@ import { Effect } from "effect"
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { ShardStreams } from "../src/index.js"
+import { numRuns } from "./assignor/arbitraries.js"
 
 const stream = "s"
 const shard = 0
@@ -169,7 +170,7 @@ describe("ShardStreams (memory) conservation", () => {
   it("every entry is, for each of two groups, exactly one of undelivered, pending, acked or dead-lettered, and in the stream until that group acknowledged it", () => {
     fc.assert(
       fc.property(fc.array(opArb, { maxLength: 60 }), (ops) => run(ops)),
-      { numRuns: 300 },
+      { numRuns: numRuns(300) },
     )
   })
 })

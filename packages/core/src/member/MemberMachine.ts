@@ -829,14 +829,14 @@ const onResponse = (
     }
     case "UNKNOWN_MEMBER_ID":
     case "FENCED_MEMBER_EPOCH":
-      if (state.lifecycle === "leaving") return finishLeave(state, "left", out)
+      if (leaveAsked(state)) return finishLeave(state, "left", out)
       return fence(
         state,
         response.errorCode === "FENCED_MEMBER_EPOCH" ? "fenced" : "unknown-member",
         out,
       )
     case "FENCED_INSTANCE_ID":
-      if (state.lifecycle === "leaving") return finishLeave(state, "left", out)
+      if (leaveAsked(state)) return finishLeave(state, "left", out)
       return supersede(state, response, now, out)
     case "NOT_COORDINATOR":
     case "COORDINATOR_LOAD_IN_PROGRESS":
@@ -855,6 +855,15 @@ const onResponse = (
     }
   }
 }
+
+/**
+ * Leaving, or a leave waiting for stopped loops (rule 19). A fence answer
+ * then ends the leave: the coordinator no longer knows this member, so there
+ * is nothing left to give back (a join sent out of turn, answered fenced,
+ * must not turn the leave into another rejoin).
+ */
+const leaveAsked = (state: MemberState): boolean =>
+  state.lifecycle === "leaving" || state.leaveWhenStopped
 
 const applyAssignment = (
   state: MemberState,

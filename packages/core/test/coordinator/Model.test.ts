@@ -12,6 +12,7 @@
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { Coordinator, type HeartbeatRequest, type HeartbeatResponse } from "../../src/index.js"
+import { numRuns } from "../assignor/arbitraries.js"
 import { config, Harness, request, SimMember } from "./harness.js"
 
 type Cmd =
@@ -262,7 +263,7 @@ describe("coordinator model", () => {
   it("safety after every step, convergence and balance after inputs stop", () => {
     fc.assert(
       fc.property(fc.array(cmdArb, { minLength: 1, maxLength: 80 }), (cmds) => run(cmds)),
-      { numRuns: Number(process.env.FC_NUM_RUNS ?? 300) },
+      { numRuns: numRuns(300) },
     )
     // CPU-bound: about 10 s on an idle machine, 68 s at load 18 (past the 60 s default)
   }, 300_000)

@@ -15,6 +15,7 @@ import {
   monitor,
   type ShardLayout,
 } from "../../src/index.js"
+import { numRuns } from "../assignor/arbitraries.js"
 import { config, Harness, SimMember, shards } from "./harness.js"
 
 const gen0: ShardLayout = { generation: 0, firstShard: 0, shardCount: 4 }
@@ -278,7 +279,7 @@ describe("following the stream to a new layout generation", () => {
           expect(h.stored()).toEqual(h.snapshot())
         },
       ),
-      { numRuns: Number(process.env.FC_NUM_RUNS ?? 200) },
+      { numRuns: numRuns(200) },
     )
   })
 })
