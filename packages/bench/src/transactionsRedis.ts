@@ -19,7 +19,8 @@
  * - `txBatch`: `eachBatch` whose one transaction INCRs once per message.
  * Per run: messages/s from the first handled message until nothing is
  * pending, and Redis CPU (INFO cpu, user + sys, summed over a cluster's
- * nodes) per message over the same span. Reported per target: each round's
+ * nodes) per message over the same span, and this process's CPU (the
+ * member: user + system, process.cpuUsage) per message. Reported per target: each round's
  * figures and ratios (tx / plain, txBatch / plain, in the same round), and
  * their medians; with the load average (1 minute) at the start and end of
  * each target's rounds (the machine is shared: ratios within a round count).
@@ -52,6 +53,8 @@ interface Run {
   readonly msgsPerSec: number
   /** Redis CPU µs per message. */
   readonly cpuUsPerMsg: number
+  /** This process's CPU µs per message (the member's runtime, user + system). */
+  readonly nodeCpuUsPerMsg: number
 }
 
 interface Round {
@@ -142,13 +145,14 @@ const runOnce = async (target: Target, client: Redis | Cluster, mode: Mode): Pro
   if (COMMANDSTATS && client instanceof Redis) await client.config("RESETSTAT")
 
   let handled = 0
-  let first: { at: number; cpu: number } | undefined
+  let first: { at: number; cpu: number; node: NodeJS.CpuUsage } | undefined
   let markFirst: Promise<void> | undefined
   const onFirst = () => {
     if (markFirst !== undefined) return
     const at = performance.now()
+    const node = process.cpuUsage()
     markFirst = cpuSeconds(target.nodes).then((cpu) => {
-      first = { at, cpu }
+      first = { at, cpu, node }
     })
   }
   const runtime = await start({
@@ -189,6 +193,7 @@ const runOnce = async (target: Target, client: Redis | Cluster, mode: Mode): Pro
   try {
     while (handled < MESSAGES || (await pendingTotal(client, stream)) > 0) await sleep(5)
     const end = performance.now()
+    const node = process.cpuUsage(first?.node)
     const cpu = await cpuSeconds(target.nodes)
     if (COMMANDSTATS && client instanceof Redis)
       console.log(`  ${mode} commandstats:\n${commandStats(await client.info("commandstats"))}`)
@@ -196,6 +201,7 @@ const runOnce = async (target: Target, client: Redis | Cluster, mode: Mode): Pro
     return {
       msgsPerSec: MESSAGES / ((end - first!.at) / 1_000),
       cpuUsPerMsg: ((cpu - first!.cpu) * 1e6) / MESSAGES,
+      nodeCpuUsPerMsg: (node.user + node.system) / MESSAGES,
     }
   } finally {
     await runtime.stop()
@@ -236,7 +242,7 @@ const measure = async (target: Target) => {
       }
       rounds.push(round)
       console.log(
-        `  round ${r + 1}: plain ${plain.msgsPerSec.toFixed(0)} msg/s ${plain.cpuUsPerMsg.toFixed(1)} µs/msg; tx ${tx.msgsPerSec.toFixed(0)} (${round.ratios.txThroughput}x) ${tx.cpuUsPerMsg.toFixed(1)} µs/msg (${round.ratios.txCpu}x); txBatch ${txBatch.msgsPerSec.toFixed(0)} (${round.ratios.txBatchThroughput}x) ${txBatch.cpuUsPerMsg.toFixed(1)} µs/msg (${round.ratios.txBatchCpu}x)`,
+        `  round ${r + 1}: plain ${plain.msgsPerSec.toFixed(0)} msg/s ${plain.cpuUsPerMsg.toFixed(1)} µs/msg; tx ${tx.msgsPerSec.toFixed(0)} (${round.ratios.txThroughput}x) ${tx.cpuUsPerMsg.toFixed(1)} µs/msg (${round.ratios.txCpu}x); txBatch ${txBatch.msgsPerSec.toFixed(0)} (${round.ratios.txBatchThroughput}x) ${txBatch.cpuUsPerMsg.toFixed(1)} µs/msg (${round.ratios.txBatchCpu}x); member CPU µs/msg plain ${plain.nodeCpuUsPerMsg.toFixed(1)}, tx ${tx.nodeCpuUsPerMsg.toFixed(1)}, txBatch ${txBatch.nodeCpuUsPerMsg.toFixed(1)}`,
       )
     }
   } finally {
@@ -253,6 +259,10 @@ const measure = async (target: Target) => {
       plainCpuUsPerMsg: of((r) => r.plain.cpuUsPerMsg),
       txCpuUsPerMsg: of((r) => r.tx.cpuUsPerMsg),
       txBatchCpuUsPerMsg: of((r) => r.txBatch.cpuUsPerMsg),
+      /** The member's own CPU (this process) per message. */
+      plainNodeCpuUsPerMsg: of((r) => r.plain.nodeCpuUsPerMsg),
+      txNodeCpuUsPerMsg: of((r) => r.tx.nodeCpuUsPerMsg),
+      txBatchNodeCpuUsPerMsg: of((r) => r.txBatch.nodeCpuUsPerMsg),
       /** Medians of the per-round ratios (each round's runs back to back). */
       txThroughputRatio: of((r) => r.ratios.txThroughput),
       txBatchThroughputRatio: of((r) => r.ratios.txBatchThroughput),
