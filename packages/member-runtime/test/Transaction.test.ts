@@ -9,7 +9,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { BackendUnavailable, ShardStreams, type Transaction } from "@shardline/core"
-import { Effect } from "effect"
+import { Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
 import { makeSendRouter } from "../src/internal/SendRouter.js"
 import { commit, type TransactionEnv } from "../src/internal/TransactionCommit.js"
@@ -462,208 +462,460 @@ describe("group commit (docs/exactly-once.md, 'Group commit')", () => {
         }),
     )
 
-  it.effect(
-    "message 2 of 3 fails in its handler: message 1 commits with its ack before 2's nack; 2's effects are dropped",
-    () =>
-      Effect.gen(function* () {
-        let h: Harness | undefined
-        const atRetry: Array<unknown> = []
-        h = yield* makeHarness({
-          transactions: true,
-          settings: { batchSize: 10, maxDeliveries: 3 },
-          eachMessage: (m, ctx) =>
-            Effect.runPromise(
-              Effect.gen(function* () {
-                const tx = ctx.transaction
-                tx.incr(tx.key(`m${m.fields.n}`))
-                if (m.fields.n !== "1") return
-                if (m.deliveryCount === 1) throw new Error("message 2 fails once")
-                // its retry: message 1 committed and acknowledged, 2 (its first
-                // attempt's write) and 3 not
-                atRetry.push(
-                  yield* stored(h!, "m0"),
-                  yield* stored(h!, "m1"),
-                  yield* stored(h!, "m2"),
-                  (yield* h!.pending(0)).length,
+  for (const rideReads of [false, true]) {
+    const rides = rideReads ? " (the commit rides the read)" : ""
+    it.effect(
+      `message 2 of 3 fails in its handler: message 1 commits with its ack before 2's nack; 2's effects are dropped${rides}`,
+      () =>
+        Effect.gen(function* () {
+          let h: Harness | undefined
+          const atRetry: Array<unknown> = []
+          h = yield* makeHarness({
+            transactions: true,
+            rideReads,
+            settings: { batchSize: 10, maxDeliveries: 3 },
+            eachMessage: (m, ctx) =>
+              Effect.runPromise(
+                Effect.gen(function* () {
+                  const tx = ctx.transaction
+                  tx.incr(tx.key(`m${m.fields.n}`))
+                  if (m.fields.n !== "1") return
+                  if (m.deliveryCount === 1) throw new Error("message 2 fails once")
+                  // its retry: message 1 committed and acknowledged, 2 (its first
+                  // attempt's write) and 3 not
+                  atRetry.push(
+                    yield* stored(h!, "m0"),
+                    yield* stored(h!, "m1"),
+                    yield* stored(h!, "m2"),
+                    (yield* h!.pending(0)).length,
+                  )
+                }),
+              ),
+          })
+          const ids = yield* h.produce(0, 3)
+          yield* h.start(0)
+          yield* h.runUntil("message 2 retried", () => atRetry.length > 0)
+          assert.deepStrictEqual(atRetry, [{ type: "string", value: "1" }, undefined, undefined, 2])
+          // message 1's ack came no later than message 2's nack
+          const nackAt = h.log.findIndex((e) => e.kind === "nack")
+          assert.strictEqual((h.log[nackAt] as { id: string }).id, ids[1])
+          yield* settle(h)
+          for (const name of ["m0", "m1", "m2"])
+            assert.deepStrictEqual(yield* stored(h, name), { type: "string", value: "1" }, name)
+        }),
+    )
+
+    it.effect(
+      `message 2 of 3 refused at the group commit: message 1 committed and acked, 2 and 3 neither until 2 is settled; then 3 once${rides}`,
+      () =>
+        Effect.gen(function* () {
+          let h: Harness | undefined
+          const atRetry: Array<unknown> = []
+          h = yield* makeHarness({
+            transactions: true,
+            rideReads,
+            settings: { batchSize: 10, maxDeliveries: 2 },
+            eachMessage: (m, ctx) =>
+              Effect.runPromise(
+                Effect.gen(function* () {
+                  const tx = ctx.transaction
+                  // message 1 leaves a string no counter takes, which message 2 INCRs
+                  if (m.fields.n === "0") tx.set(tx.key("text"), "x")
+                  if (m.fields.n === "1") {
+                    if (m.deliveryCount === 2)
+                      atRetry.push(
+                        yield* stored(h!, "text"),
+                        yield* stored(h!, "third"),
+                        (yield* h!.pending(0)).length,
+                      )
+                    tx.incr(tx.key("text"))
+                  }
+                  if (m.fields.n === "2") tx.incr(tx.key("third"))
+                }),
+              ),
+          })
+          const ids = yield* h.produce(0, 3)
+          yield* h.start(0)
+          yield* h.runUntil("message 2 redelivered", () => atRetry.length > 0)
+          // message 3 was handled (its group commit stopped at message 2) but committed nothing
+          assert.deepStrictEqual(atRetry, [{ type: "string", value: "x" }, undefined, 2])
+          yield* settle(h)
+          // message 2 dead-lettered (refused twice), message 3 committed once
+          assert.deepStrictEqual(
+            h.log.flatMap((e) => (e.kind === "deadLetter" ? [e.id] : [])),
+            [ids[1]],
+          )
+          assert.deepStrictEqual(yield* stored(h, "third"), { type: "string", value: "1" })
+          assert.deepStrictEqual(yield* stored(h, "text"), { type: "string", value: "x" })
+        }),
+    )
+
+    it.effect(
+      `message 2 of 3 refused at the group commit and dead-lettered at once: message 3, handled but not committed, is read again and committed once${rides}`,
+      () =>
+        Effect.gen(function* () {
+          const h = yield* makeHarness({
+            transactions: true,
+            rideReads,
+            settings: { batchSize: 10, maxDeliveries: 1 },
+            eachMessage: (m, ctx) => {
+              const tx = ctx.transaction
+              if (m.fields.n === "0") tx.set(tx.key("text"), "x")
+              if (m.fields.n === "1") tx.incr(tx.key("text"))
+              if (m.fields.n === "2") tx.incr(tx.key("third"))
+            },
+          })
+          const ids = yield* h.produce(0, 3)
+          yield* h.start(0)
+          yield* h.runUntil("message 2 dead-lettered", () =>
+            h.log.some((e) => e.kind === "deadLetter"),
+          )
+          yield* settle(h)
+          assert.deepStrictEqual(yield* h.pending(0), [])
+          assert.deepStrictEqual(yield* stored(h, "third"), { type: "string", value: "1" })
+          // message 3 was handled twice: in the group that stopped at 2, then alone
+          assert.deepStrictEqual(
+            h.handled().map((e) => e.id),
+            [ids[0], ids[1], ids[2], ids[2]],
+          )
+        }),
+    )
+
+    it.effect(
+      `a stale owner's group commit (the shard taken while its handlers ran) writes nothing and acknowledges nothing${rides}`,
+      () =>
+        Effect.gen(function* () {
+          let h: Harness | undefined
+          h = yield* makeHarness({
+            transactions: true,
+            rideReads,
+            settings: { batchSize: 10 },
+            eachMessage: (m, ctx) =>
+              Effect.runPromise(
+                Effect.gen(function* () {
+                  ctx.transaction.incr(ctx.transaction.key("n"))
+                  // another member takes the shard before this batch commits
+                  if (m.fields.n === "2") yield* h!.steal(0)
+                }),
+              ),
+          })
+          const ids = yield* h.produce(0, 3)
+          yield* h.start(0)
+          yield* h.runUntil("the commit refused", () => h!.stale.length > 0)
+          assert.strictEqual(yield* stored(h, "n"), undefined)
+          assert.deepStrictEqual(
+            (yield* h.pending(0)).map((p) => p.id),
+            ids,
+          )
+        }),
+    )
+
+    it.effect(
+      `the process dies between the handlers and the group commit (it never reaches the storage): nothing of the batch is visible, and every message is delivered again and committed once${rides}`,
+      () =>
+        Effect.gen(function* () {
+          const atCrash: Array<unknown> = []
+          let h: Harness | undefined
+          const { calls, wrap } = counting((_o, run, call) =>
+            call === 1
+              ? Effect.gen(function* () {
+                  atCrash.push(yield* stored(h!, "n"), (yield* h!.pending(0)).length)
+                  return yield* new BackendUnavailable({ operation: "commit", message: "died" })
+                })
+              : run,
+          )
+          h = yield* makeHarness({
+            transactions: true,
+            rideReads,
+            wrapTransactions: wrap,
+            settings: { batchSize: 10 },
+            eachMessage: (_m, ctx) => {
+              ctx.transaction.incr(ctx.transaction.key("n"))
+            },
+          })
+          const ids = yield* h.produce(0, 3)
+          yield* h.start(0)
+          yield* h.runUntil("handled again", () => h!.handled().length === 6)
+          yield* settle(h)
+          assert.deepStrictEqual(atCrash, [undefined, 3])
+          assert.deepStrictEqual(
+            h.handled().map((e) => e.id),
+            [...ids, ...ids],
+          )
+          assert.deepStrictEqual(calls.groups, [3, 3])
+          assert.deepStrictEqual(yield* stored(h, "n"), { type: "string", value: "3" })
+        }),
+    )
+
+    it.effect(
+      `a group commit whose reply is lost applies once: the retry finds its messages acknowledged${rides}`,
+      () =>
+        Effect.gen(function* () {
+          const { wrap } = counting((_o, run, call) =>
+            call === 1
+              ? Effect.andThen(
+                  run,
+                  new BackendUnavailable({ operation: "commit", message: "lost" }),
                 )
-              }),
-            ),
-        })
-        const ids = yield* h.produce(0, 3)
-        yield* h.start(0)
-        yield* h.runUntil("message 2 retried", () => atRetry.length > 0)
-        assert.deepStrictEqual(atRetry, [{ type: "string", value: "1" }, undefined, undefined, 2])
-        // message 1's ack came no later than message 2's nack
-        const nackAt = h.log.findIndex((e) => e.kind === "nack")
-        assert.strictEqual((h.log[nackAt] as { id: string }).id, ids[1])
-        yield* settle(h)
-        for (const name of ["m0", "m1", "m2"])
-          assert.deepStrictEqual(yield* stored(h, name), { type: "string", value: "1" }, name)
-      }),
-  )
+              : run,
+          )
+          const h = yield* makeHarness({
+            transactions: true,
+            rideReads,
+            wrapTransactions: wrap,
+            settings: { batchSize: 10 },
+            eachMessage: (_m, ctx) => {
+              ctx.transaction.incr(ctx.transaction.key("n"))
+            },
+          })
+          yield* h.produce(0, 3)
+          yield* h.start(0)
+          yield* h.runUntil("handled", () => h.handled().length === 3)
+          yield* settle(h)
+          for (let i = 0; i < 200; i++) yield* TestClock.adjust(1)
+          assert.strictEqual(h.handled().length, 3)
+          assert.deepStrictEqual(yield* stored(h, "n"), { type: "string", value: "3" })
+        }),
+    )
+  }
+})
+
+describe("the commit rides the read (docs/exactly-once.md, 'The commit rides the read')", () => {
+  /** Events of commits and reads of new entries, and a hook run after each group commit. */
+  const tracing = (afterCommit?: (call: number) => Effect.Effect<void>) => {
+    const events: Array<string> = []
+    let commits = 0
+    const wrap = (port: Transaction.TransactionsShape): Transaction.TransactionsShape => ({
+      ...port,
+      commitGroup: (o) =>
+        Effect.tap(port.commitGroup(o), () =>
+          Effect.andThen(
+            Effect.sync(() => events.push(`commit ${o.parts.length}`)),
+            afterCommit?.(++commits) ?? Effect.void,
+          ),
+        ),
+    })
+    const beforeRead = (o: { readonly from?: string }) =>
+      Effect.sync(() => {
+        if (o.from !== "pending") events.push("read")
+      })
+    return { events, wrap, beforeRead }
+  }
+  const counted = (h: Harness) =>
+    h.streams.transactions!.read(h.streams.transactions!.keys("orders", 0).key("n"))
+
+  for (const mode of ["eachMessage", "eachBatch"] as const)
+    it.effect(
+      `${mode}: each batch's commit carries the next read, and the next turn handles what it read without a read of its own`,
+      () =>
+        Effect.gen(function* () {
+          const { events, wrap, beforeRead } = tracing()
+          const seen: Array<string> = []
+          const h = yield* makeHarness({
+            transactions: true,
+            rideReads: true,
+            wrapTransactions: wrap,
+            beforeRead,
+            settings: { batchSize: 10 },
+            ...(mode === "eachBatch"
+              ? {
+                  eachBatch: (
+                    b: { readonly messages: ReadonlyArray<{ readonly id: string }> },
+                    ctx: BatchContext,
+                  ) => {
+                    ctx.transaction.incrby(ctx.transaction.key("n"), b.messages.length)
+                    for (const m of b.messages) seen.push(m.id)
+                  },
+                }
+              : {
+                  eachMessage: (m: { readonly id: string }, ctx: MessageContext) => {
+                    ctx.transaction.incr(ctx.transaction.key("n"))
+                    seen.push(m.id)
+                  },
+                }),
+          })
+          const ids = yield* h.produce(0, 25)
+          yield* h.start(0)
+          yield* h.runUntil("all handled", () => seen.length === 25)
+          for (let i = 0; i < 5_000 && (yield* h.pending(0)).length > 0; i++)
+            yield* TestClock.adjust(1)
+          const parts = mode === "eachBatch" ? [1, 1, 1] : [10, 10, 5]
+          // the first read, then each commit followed by the read it carried:
+          // never a second read between two commits
+          assert.deepStrictEqual(events.slice(0, 7), [
+            "read",
+            `commit ${parts[0]}`,
+            "read",
+            `commit ${parts[1]}`,
+            "read",
+            `commit ${parts[2]}`,
+            "read",
+          ])
+          assert.deepStrictEqual(seen, ids)
+          assert.deepStrictEqual(yield* counted(h), { type: "string", value: "25" })
+          assert.deepStrictEqual(yield* h.pending(0), [])
+        }),
+    )
 
   it.effect(
-    "message 2 of 3 refused at the group commit: message 1 committed and acked, 2 and 3 neither until 2 is settled; then 3 once",
+    "a shard paused after a commit read its next batch keeps it: handled after the resume, committed once",
     () =>
       Effect.gen(function* () {
         let h: Harness | undefined
-        const atRetry: Array<unknown> = []
+        const { wrap, beforeRead } = tracing((call) =>
+          Effect.sync(() => {
+            if (call === 1) h!.paused.add(0)
+          }),
+        )
         h = yield* makeHarness({
           transactions: true,
-          settings: { batchSize: 10, maxDeliveries: 2 },
-          eachMessage: (m, ctx) =>
-            Effect.runPromise(
-              Effect.gen(function* () {
-                const tx = ctx.transaction
-                // message 1 leaves a string no counter takes, which message 2 INCRs
-                if (m.fields.n === "0") tx.set(tx.key("text"), "x")
-                if (m.fields.n === "1") {
-                  if (m.deliveryCount === 2)
-                    atRetry.push(
-                      yield* stored(h!, "text"),
-                      yield* stored(h!, "third"),
-                      (yield* h!.pending(0)).length,
-                    )
-                  tx.incr(tx.key("text"))
-                }
-                if (m.fields.n === "2") tx.incr(tx.key("third"))
-              }),
-            ),
-        })
-        const ids = yield* h.produce(0, 3)
-        yield* h.start(0)
-        yield* h.runUntil("message 2 redelivered", () => atRetry.length > 0)
-        // message 3 was handled (its group commit stopped at message 2) but committed nothing
-        assert.deepStrictEqual(atRetry, [{ type: "string", value: "x" }, undefined, 2])
-        yield* settle(h)
-        // message 2 dead-lettered (refused twice), message 3 committed once
-        assert.deepStrictEqual(
-          h.log.flatMap((e) => (e.kind === "deadLetter" ? [e.id] : [])),
-          [ids[1]],
-        )
-        assert.deepStrictEqual(yield* stored(h, "third"), { type: "string", value: "1" })
-        assert.deepStrictEqual(yield* stored(h, "text"), { type: "string", value: "x" })
-      }),
-  )
-
-  it.effect(
-    "message 2 of 3 refused at the group commit and dead-lettered at once: message 3, handled but not committed, is read again and committed once",
-    () =>
-      Effect.gen(function* () {
-        const h = yield* makeHarness({
-          transactions: true,
-          settings: { batchSize: 10, maxDeliveries: 1 },
-          eachMessage: (m, ctx) => {
-            const tx = ctx.transaction
-            if (m.fields.n === "0") tx.set(tx.key("text"), "x")
-            if (m.fields.n === "1") tx.incr(tx.key("text"))
-            if (m.fields.n === "2") tx.incr(tx.key("third"))
+          rideReads: true,
+          wrapTransactions: wrap,
+          beforeRead,
+          settings: { batchSize: 5 },
+          eachMessage: (_m, ctx) => {
+            ctx.transaction.incr(ctx.transaction.key("n"))
           },
         })
-        const ids = yield* h.produce(0, 3)
+        const ids = yield* h.produce(0, 10)
         yield* h.start(0)
-        yield* h.runUntil("message 2 dead-lettered", () =>
-          h.log.some((e) => e.kind === "deadLetter"),
-        )
-        yield* settle(h)
-        assert.deepStrictEqual(yield* h.pending(0), [])
-        assert.deepStrictEqual(yield* stored(h, "third"), { type: "string", value: "1" })
-        // message 3 was handled twice: in the group that stopped at 2, then alone
-        assert.deepStrictEqual(
-          h.handled().map((e) => e.id),
-          [ids[0], ids[1], ids[2], ids[2]],
-        )
-      }),
-  )
-
-  it.effect(
-    "a stale owner's group commit (the shard taken while its handlers ran) writes nothing and acknowledges nothing",
-    () =>
-      Effect.gen(function* () {
-        let h: Harness | undefined
-        h = yield* makeHarness({
-          transactions: true,
-          settings: { batchSize: 10 },
-          eachMessage: (m, ctx) =>
-            Effect.runPromise(
-              Effect.gen(function* () {
-                ctx.transaction.incr(ctx.transaction.key("n"))
-                // another member takes the shard before this batch commits
-                if (m.fields.n === "2") yield* h!.steal(0)
-              }),
-            ),
-        })
-        const ids = yield* h.produce(0, 3)
-        yield* h.start(0)
-        yield* h.runUntil("the commit refused", () => h!.stale.length > 0)
-        assert.strictEqual(yield* stored(h, "n"), undefined)
+        yield* h.runUntil("paused", () => h!.poller.current(0)?.state === "paused")
+        yield* TestClock.adjust(10_000)
+        // the second batch was read (it is pending with this consumer) but not handled
+        assert.strictEqual(h.handled().length, 5)
         assert.deepStrictEqual(
           (yield* h.pending(0)).map((p) => p.id),
+          ids.slice(5),
+        )
+        h.paused.delete(0)
+        h.poller.resume(0)
+        yield* h.runUntil("all handled", () => h!.handled().length === 10)
+        for (let i = 0; i < 5_000 && (yield* h.pending(0)).length > 0; i++)
+          yield* TestClock.adjust(1)
+        assert.deepStrictEqual(
+          h.handled().map((e) => e.id),
           ids,
         )
+        assert.deepStrictEqual(yield* counted(h), { type: "string", value: "10" })
       }),
   )
 
   it.effect(
-    "the process dies between the handlers and the group commit (it never reaches the storage): nothing of the batch is visible, and every message is delivered again and committed once",
+    "a shard revoked after a commit read its next batch: that batch stays pending for the next owner, which commits it once",
     () =>
       Effect.gen(function* () {
-        const atCrash: Array<unknown> = []
         let h: Harness | undefined
-        const { calls, wrap } = counting((_o, run, call) =>
-          call === 1
-            ? Effect.gen(function* () {
-                atCrash.push(yield* stored(h!, "n"), (yield* h!.pending(0)).length)
-                return yield* new BackendUnavailable({ operation: "commit", message: "died" })
-              })
-            : run,
+        // held (paused) right after the commit that read the next batch, then revoked
+        const { wrap, beforeRead } = tracing((call) =>
+          Effect.sync(() => {
+            if (call === 1) h!.paused.add(0)
+          }),
         )
         h = yield* makeHarness({
           transactions: true,
+          rideReads: true,
           wrapTransactions: wrap,
-          settings: { batchSize: 10 },
+          beforeRead,
+          settings: { batchSize: 5 },
           eachMessage: (_m, ctx) => {
             ctx.transaction.incr(ctx.transaction.key("n"))
           },
         })
-        const ids = yield* h.produce(0, 3)
+        const ids = yield* h.produce(0, 10)
         yield* h.start(0)
-        yield* h.runUntil("handled again", () => h!.handled().length === 6)
-        yield* settle(h)
-        assert.deepStrictEqual(atCrash, [undefined, 3])
+        yield* h.runUntil("paused", () => h!.poller.current(0)?.state === "paused")
+        const drained = yield* Effect.forkChild(h.poller.drain(0, 1_000))
+        yield* h.runUntil("revoked", () => drained.pollUnsafe() !== undefined)
+        assert.isFalse((yield* Fiber.join(drained)).abandoned)
+        h.paused.delete(0)
+        assert.strictEqual(h.handled().length, 5)
+        assert.deepStrictEqual(
+          (yield* h.pending(0)).map((p) => p.id),
+          ids.slice(5),
+        )
+        // the next owner (here: this member again, under a new token) claims and commits them
+        yield* h.start(0)
+        yield* h.runUntil("all handled", () => h!.handled().length === 10)
+        for (let i = 0; i < 5_000 && (yield* h.pending(0)).length > 0; i++)
+          yield* TestClock.adjust(1)
         assert.deepStrictEqual(
           h.handled().map((e) => e.id),
-          [...ids, ...ids],
+          ids,
         )
-        assert.deepStrictEqual(calls.groups, [3, 3])
-        assert.deepStrictEqual(yield* stored(h, "n"), { type: "string", value: "3" })
+        assert.deepStrictEqual(yield* counted(h), { type: "string", value: "10" })
       }),
   )
 
   it.effect(
-    "a group commit whose reply is lost applies once: the retry finds its messages acknowledged",
+    "a seek asked after a commit read its next batch applies once that batch is handled",
     () =>
       Effect.gen(function* () {
-        const { wrap } = counting((_o, run, call) =>
+        let h: Harness | undefined
+        const seeks: Array<number> = []
+        const { wrap, beforeRead } = tracing((call) =>
           call === 1
-            ? Effect.andThen(run, new BackendUnavailable({ operation: "commit", message: "lost" }))
-            : run,
+            ? Effect.asVoid(
+                Effect.forkDetach(
+                  Effect.andThen(
+                    h!.poller.seek(0, "end"),
+                    Effect.sync(() => {
+                      seeks.push(h!.handled().length)
+                    }),
+                  ),
+                ),
+              )
+            : Effect.void,
         )
-        const h = yield* makeHarness({
+        h = yield* makeHarness({
           transactions: true,
+          rideReads: true,
           wrapTransactions: wrap,
-          settings: { batchSize: 10 },
+          beforeRead,
+          settings: { batchSize: 5 },
           eachMessage: (_m, ctx) => {
             ctx.transaction.incr(ctx.transaction.key("n"))
           },
         })
-        yield* h.produce(0, 3)
+        const ids = yield* h.produce(0, 10)
         yield* h.start(0)
-        yield* h.runUntil("handled", () => h.handled().length === 3)
-        yield* settle(h)
+        yield* h.runUntil("seeked", () => seeks.length > 0)
+        for (let i = 0; i < 5_000 && (yield* h.pending(0)).length > 0; i++)
+          yield* TestClock.adjust(1)
+        // the batch read with the first commit was handled before the seek ran
+        assert.deepStrictEqual(seeks, [10])
+        assert.deepStrictEqual(
+          h.handled().map((e) => e.id),
+          ids,
+        )
+        assert.deepStrictEqual(yield* counted(h), { type: "string", value: "10" })
+      }),
+  )
+
+  it.effect(
+    "no ride when a transaction sends (its outbox or seal is handled before the next read)",
+    () =>
+      Effect.gen(function* () {
+        const { events, wrap, beforeRead } = tracing()
+        const h = yield* makeHarness({
+          transactions: true,
+          rideReads: true,
+          wrapTransactions: wrap,
+          beforeRead,
+          settings: { batchSize: 5 },
+          eachMessage: (m, ctx) => {
+            // back into the shard, once per message produced here
+            if (m.fields.n !== "x") ctx.transaction.send("orders", `k${m.fields.n}`, { n: "x" })
+          },
+        })
+        yield* h.produce(0, 5)
+        yield* h.start(0)
+        yield* h.runUntil("handled", () => h.handled().length >= 5)
         for (let i = 0; i < 200; i++) yield* TestClock.adjust(1)
-        assert.strictEqual(h.handled().length, 3)
-        assert.deepStrictEqual(yield* stored(h, "n"), { type: "string", value: "3" })
+        const at = events.indexOf("commit 5")
+        assert.isAtLeast(at, 0)
+        // the read after the commit is the next turn's own (it sees the sends)
+        assert.strictEqual(events[at + 1], "read")
+        yield* h.runUntil("the sends handled", () => h.handled().length === 10)
       }),
   )
 })

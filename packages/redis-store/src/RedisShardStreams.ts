@@ -979,6 +979,13 @@ export const makeWith = (
     transactions: makeTransactions(
       connection,
       options.transactionSends === undefined ? {} : { sends: options.transactionSends },
+      // a commit rides the shard's next read on the gated reader's wire
+      gatedReader === undefined
+        ? undefined
+        : {
+            usable: () => gatedReader.usable(),
+            commitRead: (read, keys, args) => gatedReader.commitRead(read, keys, args),
+          },
     ),
   }
   return service

@@ -24,16 +24,26 @@ import {
   InvalidArgument,
   InvalidEntryId,
   ShardSealed,
+  type ShardStreams,
   Transaction,
   TransactionRefused,
   TransactionRefusedReason,
 } from "@shardline/core"
 import { Effect, Schema } from "effect"
 import { keySlot } from "./acl.js"
-import { Code, evalScript, fenceFailure, keyCommand, refineNoReplicas } from "./internal/reply.js"
+import type { CommitRead } from "./internal/gatedRead.js"
+import {
+  Code,
+  evalScript,
+  fenceFailure,
+  keyCommand,
+  type Reply,
+  refineNoReplicas,
+  scriptFailure,
+} from "./internal/reply.js"
 import * as StreamId from "./internal/streamId.js"
 import type { KeySpace } from "./keys.js"
-import type { RedisConnectionShape } from "./RedisConnection.js"
+import { type RedisConnectionShape, unavailable } from "./RedisConnection.js"
 import { Scripts } from "./scripts.js"
 
 export interface TransactionsOptions {
@@ -81,6 +91,8 @@ const slotRules =
     }
   }
 
+type ReadOptions = ShardStreams.ReadOptions
+
 const decodeReason = Schema.decodeUnknownOption(TransactionRefusedReason)
 
 /** The flat field list of a send as the target entry holds it: its fields, then the routing key. */
@@ -91,13 +103,39 @@ const sendFields = (fields: Transaction.Send["fields"], key: string): Array<stri
   return flat
 }
 
+/** A group commit's script call, prepared (`prepareGroup`). */
+interface PreparedGroup {
+  readonly stream: string
+  readonly scriptKeys: Array<string>
+  readonly args: Array<string>
+  /** The parts the script sees (those before a part refused here). */
+  readonly parts: Array<Transaction.CommitOptions>
+  readonly refused: TransactionRefused | InvalidArgument | undefined
+  /** The script opens the carried read's gate (ARGV[10] set). */
+  readonly gated: boolean
+}
+
+/**
+ * Where a commit's carried read goes (internal/gatedRead.ts, `commitRead`):
+ * the commit script (KEYS, ARGV) in the read's MULTI in place of its gate.
+ */
+export interface CommitRider {
+  readonly usable: () => boolean
+  readonly commitRead: (
+    read: ReadOptions,
+    keys: ReadonlyArray<string>,
+    args: ReadonlyArray<string>,
+  ) => Promise<CommitRead>
+}
+
 export const makeTransactions = (
   connection: RedisConnectionShape,
   options: TransactionsOptions = {},
+  rider?: CommitRider,
 ): Transaction.TransactionsShape => {
   const { features } = connection
   const sends: "direct" | "outbox" = connection.isCluster ? "outbox" : (options.sends ?? "direct")
-  const { outboxKey, outboxRoutesKey, ownerTokenKey, relayMarkKey, sealedKey, shardKey } =
+  const { gateKey, outboxKey, outboxRoutesKey, ownerTokenKey, relayMarkKey, sealedKey, shardKey } =
     connection.keys
   const keys = connection.isCluster ? slotRules(connection.keys) : nodeRules(connection.keys)
 
@@ -117,157 +155,227 @@ export const makeTransactions = (
     return { checked }
   }
 
+  /**
+   * A group commit's script call (KEYS, ARGV), or its end when no call is
+   * needed (bad arguments; every part refused by the checks made here).
+   * `gate`: the shard's gate key, when the commit rides the shard's next
+   * read (docs/exactly-once.md, "The commit rides the read").
+   */
+  const prepareGroup = (
+    o: Transaction.GroupCommitOptions,
+    gate?: string,
+  ): PreparedGroup | Effect.Effect<Transaction.GroupCommitOutcome, Transaction.CommitError> => {
+    if (!Number.isSafeInteger(o.token) || o.token < 0)
+      return Effect.fail(new InvalidArgument({ message: `bad owner token ${o.token}` }))
+    if (o.parts.length === 0)
+      return Effect.fail(new InvalidArgument({ message: "a group commit has at least one part" }))
+    let low: string | undefined
+    let high: string | undefined
+    let total = 0
+    // ids as Redis writes them (no leading zeros): the script matches
+    // them against XPENDING's reply (usually already so: they came from a read)
+    const canonical: Array<ReadonlyArray<string>> = []
+    for (const part of o.parts) {
+      if (part.ids.length === 0)
+        return Effect.fail(new InvalidArgument({ message: "a commit covers at least one message" }))
+      const ids: Array<string> = []
+      for (const given of part.ids) {
+        if (!StreamId.isValid(given)) return Effect.fail(new InvalidEntryId({ id: given }))
+        const id = StreamId.canonical(given)
+        if (low === undefined || StreamId.compare(id, low) < 0) low = id
+        if (high === undefined || StreamId.compare(id, high) > 0) high = id
+        ids.push(id)
+      }
+      canonical.push(ids)
+      total += ids.length
+    }
+    // the parts that pass the checks made here; the first that does not
+    // stops the group there (the script never sees it nor any after it)
+    const parts: Array<Transaction.CommitOptions> = []
+    let refused: TransactionRefused | InvalidArgument | undefined
+    for (const [i, given] of o.parts.entries()) {
+      const checked = partRefusal(o, { ...given, ids: canonical[i]! })
+      if (!("checked" in checked)) {
+        refused = checked
+        break
+      }
+      parts.push(checked.checked)
+    }
+    if (parts.length === 0)
+      return Effect.succeed({ committed: [], stopped: { _tag: "Refused", error: refused! } })
+    const stream = shardKey(o.stream, o.shard)
+    const scriptKeys = [
+      stream,
+      ownerTokenKey(o.stream, o.shard, o.group),
+      outboxKey(o.stream, o.shard, o.group),
+    ]
+    const index = new Map<string, number>(scriptKeys.map((k, i) => [k, i + 1]))
+    const keyIndex = (key: string): string => {
+      let at = index.get(key)
+      if (at === undefined) {
+        scriptKeys.push(key)
+        at = scriptKeys.length
+        index.set(key, at)
+      }
+      return String(at)
+    }
+    const args: Array<string> = [
+      String(o.token),
+      o.group,
+      o.mode,
+      features.xackdel ? "1" : "0",
+      sends,
+      low!,
+      high!,
+      String(total),
+      String(parts.length),
+      // a part refused here stops the group: the read it carries must not run
+      gate === undefined || refused !== undefined ? "0" : keyIndex(gate),
+    ]
+    for (const part of parts) {
+      args.push(String(part.ids.length))
+      for (const id of part.ids) args.push(id)
+      args.push(String(part.writes.length))
+      for (const w of part.writes) {
+        const writeKeys = Transaction.keysOf(w)
+        args.push(w.command, String(writeKeys.length))
+        for (const key of writeKeys) args.push(keyIndex(key))
+        args.push(String(w.args.length - writeKeys.length))
+        for (let i = writeKeys.length; i < w.args.length; i++) args.push(w.args[i]!)
+      }
+      args.push(String(part.sends.length))
+      for (const s of part.sends) {
+        if (sends === "direct")
+          args.push(keyIndex(shardKey(s.stream, s.shard)), keyIndex(sealedKey(s.stream, s.shard)))
+        else args.push("0", "0")
+        const flat = Object.entries(s.fields).flat()
+        args.push(s.stream, String(s.shard), s.key, String(flat.length), ...flat)
+      }
+    }
+    return { stream, scriptKeys, args, parts, refused, gated: args[9] !== "0" }
+  }
+
+  /** The outcome of a group commit's script reply (before any replication wait). */
+  const outcomeOfReply = (
+    o: Transaction.GroupCommitOptions,
+    prepared: PreparedGroup,
+    reply: ReadonlyArray<unknown>,
+  ): Effect.Effect<Transaction.GroupCommitOutcome, Transaction.CommitError> => {
+    const { parts, refused } = prepared
+    if (reply[0] !== Code.Ok) {
+      // refused by the fence, or the group / stream vanished (docs/protocol.md rule 26)
+      const failure = fenceFailure(o, reply as Reply)
+      return Effect.fail(
+        failure ??
+          new InvalidArgument({
+            message: `commit: unexpected reply ${JSON.stringify(reply)}`,
+          }),
+      )
+    }
+    const flags = Array.isArray(reply[1]) ? (reply[1] as Array<unknown>) : []
+    const committed = flags.map((f) =>
+      Number(f) === 1 ? ("Committed" as const) : ("AlreadyCommitted" as const),
+    )
+    const at = parts[committed.length]
+    const stopped = ((): Transaction.GroupStop | undefined => {
+      switch (Number(reply[2])) {
+        case 0:
+          // every part the script saw passed; a part refused here stops after them
+          return refused === undefined ? undefined : { _tag: "Refused", error: refused }
+        case Code.NotPending:
+          return { _tag: "NotPending", ids: reply.slice(3).map(String) }
+        case Code.Sealed: {
+          const send = at!.sends[Number(reply[3])]!
+          return {
+            _tag: "Sealed",
+            error: new ShardSealed({ stream: send.stream, shard: send.shard }),
+          }
+        }
+        default: {
+          const i = Number(reply[3])
+          const reason = decodeReason(reply[4])
+          const command = at?.writes[i]?.command ?? "?"
+          return {
+            _tag: "Refused",
+            error: new TransactionRefused({
+              reason: reason._tag === "Some" ? reason.value : "InvalidArguments",
+              message: `${command} ${String(reply[5])}: ${String(reply[6])}`,
+              command,
+              key: String(reply[5]),
+              index: i,
+            }),
+          }
+        }
+      }
+    })()
+    return Effect.succeed(stopped === undefined ? { committed } : { committed, stopped })
+  }
+
+  /** With `durability`: confirmed once the replicas have it (a retry finds it AlreadyCommitted and waits again). */
+  const confirmed = (
+    stream: string,
+    outcome: Transaction.GroupCommitOutcome,
+  ): Effect.Effect<Transaction.GroupCommitOutcome, Transaction.CommitError> =>
+    outcome.committed.length > 0
+      ? Effect.as(connection.confirmReplicated("commit", stream), outcome)
+      : Effect.succeed(outcome)
+
   const commitGroup = (
     o: Transaction.GroupCommitOptions,
   ): Effect.Effect<Transaction.GroupCommitOutcome, Transaction.CommitError> =>
     Effect.suspend(() => {
-      if (!Number.isSafeInteger(o.token) || o.token < 0)
-        return Effect.fail(new InvalidArgument({ message: `bad owner token ${o.token}` }))
-      if (o.parts.length === 0)
-        return Effect.fail(new InvalidArgument({ message: "a group commit has at least one part" }))
-      let low: string | undefined
-      let high: string | undefined
-      let total = 0
-      // ids as Redis writes them (no leading zeros): the script matches
-      // them against XPENDING's reply (usually already so: they came from a read)
-      const canonical: Array<ReadonlyArray<string>> = []
-      for (const part of o.parts) {
-        if (part.ids.length === 0)
-          return Effect.fail(
-            new InvalidArgument({ message: "a commit covers at least one message" }),
-          )
-        const ids: Array<string> = []
-        for (const given of part.ids) {
-          if (!StreamId.isValid(given)) return Effect.fail(new InvalidEntryId({ id: given }))
-          const id = StreamId.canonical(given)
-          if (low === undefined || StreamId.compare(id, low) < 0) low = id
-          if (high === undefined || StreamId.compare(id, high) > 0) high = id
-          ids.push(id)
-        }
-        canonical.push(ids)
-        total += ids.length
-      }
-      // the parts that pass the checks made here; the first that does not
-      // stops the group there (the script never sees it nor any after it)
-      const parts: Array<Transaction.CommitOptions> = []
-      let refused: TransactionRefused | InvalidArgument | undefined
-      for (const [i, given] of o.parts.entries()) {
-        const checked = partRefusal(o, { ...given, ids: canonical[i]! })
-        if (!("checked" in checked)) {
-          refused = checked
-          break
-        }
-        parts.push(checked.checked)
-      }
-      if (parts.length === 0)
-        return Effect.succeed({ committed: [], stopped: { _tag: "Refused", error: refused! } })
-      const stream = shardKey(o.stream, o.shard)
-      const scriptKeys = [
-        stream,
-        ownerTokenKey(o.stream, o.shard, o.group),
-        outboxKey(o.stream, o.shard, o.group),
-      ]
-      const index = new Map<string, number>(scriptKeys.map((k, i) => [k, i + 1]))
-      const keyIndex = (key: string): string => {
-        let at = index.get(key)
-        if (at === undefined) {
-          scriptKeys.push(key)
-          at = scriptKeys.length
-          index.set(key, at)
-        }
-        return String(at)
-      }
-      const args: Array<string> = [
-        String(o.token),
-        o.group,
-        o.mode,
-        features.xackdel ? "1" : "0",
-        sends,
-        low!,
-        high!,
-        String(total),
-        String(parts.length),
-      ]
-      for (const part of parts) {
-        args.push(String(part.ids.length))
-        for (const id of part.ids) args.push(id)
-        args.push(String(part.writes.length))
-        for (const w of part.writes) {
-          const writeKeys = Transaction.keysOf(w)
-          args.push(w.command, String(writeKeys.length))
-          for (const key of writeKeys) args.push(keyIndex(key))
-          args.push(String(w.args.length - writeKeys.length))
-          for (let i = writeKeys.length; i < w.args.length; i++) args.push(w.args[i]!)
-        }
-        args.push(String(part.sends.length))
-        for (const s of part.sends) {
-          if (sends === "direct")
-            args.push(keyIndex(shardKey(s.stream, s.shard)), keyIndex(sealedKey(s.stream, s.shard)))
-          else args.push("0", "0")
-          const flat = Object.entries(s.fields).flat()
-          args.push(s.stream, String(s.shard), s.key, String(flat.length), ...flat)
-        }
-      }
-      return Effect.flatMap(
-        refineNoReplicas(
-          "commit",
-          stream,
-        )(evalScript(connection, "commit", Scripts.commit, scriptKeys, args)),
-        (reply): Effect.Effect<Transaction.GroupCommitOutcome, Transaction.CommitError> => {
-          if (reply[0] !== Code.Ok) {
-            // refused by the fence, or the group / stream vanished (docs/protocol.md rule 26)
-            const failure = fenceFailure(o, reply)
-            return Effect.fail(
-              failure ??
-                new InvalidArgument({
-                  message: `commit: unexpected reply ${JSON.stringify(reply)}`,
-                }),
+      const prepared = prepareGroup(o)
+      if (Effect.isEffect(prepared)) return prepared
+      return evalScript(
+        connection,
+        "commit",
+        Scripts.commit,
+        prepared.scriptKeys,
+        prepared.args,
+      ).pipe(
+        refineNoReplicas("commit", prepared.stream),
+        Effect.flatMap((reply) => outcomeOfReply(o, prepared, reply)),
+        Effect.flatMap((outcome) => confirmed(prepared.stream, outcome)),
+      )
+    })
+
+  /**
+   * The group commit carrying the shard's next read (docs/exactly-once.md,
+   * "The commit rides the read"): the commit script opens the read's gate
+   * once every part committed, in the read's MULTI on the gated reader's
+   * wire (internal/gatedRead.ts). Without a usable rider (no gated reader,
+   * refused transactions, `durability`: its WAIT counts one connection's
+   * writes), or with a part refused before the script, it commits alone.
+   */
+  const commitGroupThenRead = (
+    o: Transaction.GroupCommitOptions,
+    next: ReadOptions,
+  ): Effect.Effect<Transaction.GroupCommitThenRead, Transaction.CommitError> =>
+    Effect.suspend(() => {
+      if (rider === undefined || !rider.usable() || connection.durability !== undefined)
+        return Effect.map(commitGroup(o), (outcome) => ({ outcome }))
+      const prepared = prepareGroup(o, gateKey(o.stream, o.shard))
+      if (Effect.isEffect(prepared)) return Effect.map(prepared, (outcome) => ({ outcome }))
+      if (!prepared.gated) return Effect.map(commitGroup(o), (outcome) => ({ outcome }))
+      return Effect.tryPromise({
+        try: () => rider.commitRead(next, prepared.scriptKeys, prepared.args),
+        catch: (cause) => unavailable("commit (with its read)", cause),
+      }).pipe(
+        Effect.flatMap(
+          (done): Effect.Effect<Transaction.GroupCommitThenRead, Transaction.CommitError> => {
+            if (done._tag === "Alone") return Effect.map(commitGroup(o), (outcome) => ({ outcome }))
+            const failure = scriptFailure("commit", done.reply)
+            if (failure !== undefined) return Effect.fail(failure)
+            return Effect.map(
+              outcomeOfReply(o, prepared, done.reply as ReadonlyArray<unknown>),
+              (outcome) =>
+                outcome.stopped === undefined && done.entries !== undefined
+                  ? { outcome, entries: done.entries }
+                  : { outcome },
             )
-          }
-          const flags = Array.isArray(reply[1]) ? (reply[1] as Array<unknown>) : []
-          const committed = flags.map((f) =>
-            Number(f) === 1 ? ("Committed" as const) : ("AlreadyCommitted" as const),
-          )
-          const at = parts[committed.length]
-          const stopped = ((): Transaction.GroupStop | undefined => {
-            switch (Number(reply[2])) {
-              case 0:
-                // every part the script saw passed; a part refused here stops after them
-                return refused === undefined ? undefined : { _tag: "Refused", error: refused }
-              case Code.NotPending:
-                return { _tag: "NotPending", ids: reply.slice(3).map(String) }
-              case Code.Sealed: {
-                const send = at!.sends[Number(reply[3])]!
-                return {
-                  _tag: "Sealed",
-                  error: new ShardSealed({ stream: send.stream, shard: send.shard }),
-                }
-              }
-              default: {
-                const i = Number(reply[3])
-                const reason = decodeReason(reply[4])
-                const command = at?.writes[i]?.command ?? "?"
-                return {
-                  _tag: "Refused",
-                  error: new TransactionRefused({
-                    reason: reason._tag === "Some" ? reason.value : "InvalidArguments",
-                    message: `${command} ${String(reply[5])}: ${String(reply[6])}`,
-                    command,
-                    key: String(reply[5]),
-                    index: i,
-                  }),
-                }
-              }
-            }
-          })()
-          const outcome: Transaction.GroupCommitOutcome =
-            stopped === undefined ? { committed } : { committed, stopped }
-          // with `durability`: confirmed once the replicas have it (a retry
-          // finds it AlreadyCommitted and waits for them again)
-          return committed.length > 0
-            ? Effect.as(connection.confirmReplicated("commit", stream), outcome)
-            : Effect.succeed(outcome)
-        },
+          },
+        ),
+        refineNoReplicas("commit", prepared.stream),
       )
     })
 
@@ -424,6 +532,7 @@ export const makeTransactions = (
     keys,
     commit,
     commitGroup,
+    commitGroupThenRead,
     read,
     ...(sends === "outbox" ? { outbox } : {}),
   }

@@ -10,6 +10,7 @@ import { Effect } from "effect"
 import { keySlot } from "../src/acl.js"
 import * as RedisShardStreams from "../src/RedisShardStreams.js"
 import {
+  commitThenReadContract,
   directSendsContract,
   groupCommitContract,
   outboxContract,
@@ -26,6 +27,7 @@ describeTarget(
   (subject) => {
     transactionsContract(subject)
     groupCommitContract(subject)
+    commitThenReadContract(subject)
     directSendsContract(subject)
     transactionsVanishContract(subject, () => memoryVanish(subject()))
   },
@@ -43,9 +45,42 @@ for (const target of redisTargets()) {
       const subject = () => fixture().streams
       transactionsContract(subject)
       groupCommitContract(subject)
+      commitThenReadContract(subject)
       if (target.kind === "cluster7") outboxContract(subject)
       else directSendsContract(subject)
       transactionsVanishContract(subject, () => redisVanish(fixture().connection))
+      it.live(
+        "the script cache flushed: a commit and the read it carries run all the same (EVAL, as a read's gate)",
+        () =>
+          Effect.gen(function* () {
+            const s = subject()
+            const base = { stream: unique("ride-flush"), shard: 1, group: "g" }
+            yield* s.setOwnerToken({ ...base, token: 3 })
+            for (let i = 0; i < 2; i++) yield* s.append(base.stream, 1, { n: String(i) })
+            const read = { ...base, token: 3, consumer: "c", count: 10 }
+            const first = yield* s.read(read)
+            const next = yield* s.append(base.stream, 1, { n: "2" })
+            const client = fixture().connection.client
+            yield* Effect.promise(async () => {
+              const nodes = "nodes" in client ? client.nodes("master") : [client]
+              for (const node of nodes) await node.script("FLUSH")
+            })
+            const done = yield* s.transactions!.commitGroupThenRead!(
+              {
+                ...base,
+                token: 3,
+                mode: "ack",
+                parts: [{ ids: first.map((m) => m.id), writes: [], sends: [] }],
+              },
+              read,
+            )
+            assert.deepStrictEqual(done.outcome, { committed: ["Committed"] })
+            assert.deepStrictEqual(
+              done.entries?.map((e) => e.id),
+              [next],
+            )
+          }),
+      )
     },
   )
   if (target.kind !== "cluster7")

@@ -22,6 +22,7 @@ import { Effect, Layer, ManagedRuntime } from "effect"
 import { afterEach, beforeEach, describe, expect, it } from "vitest"
 import * as RedisConnection from "../src/RedisConnection.js"
 import * as RedisPorts from "../src/RedisPorts.js"
+import * as RedisShardStreams from "../src/RedisShardStreams.js"
 import { makeTransactions } from "../src/RedisTransactions.js"
 import { type RedisServer, startProxy, startRedis, type TcpProxy } from "../src/testing.js"
 import { unique } from "./support/targets.js"
@@ -223,6 +224,32 @@ describe("durability on a primary and its replica (Redis 7.0)", () => {
     await linkUp(replica)
     // delivered again by the relay's next turn: the relay mark dedupes, now confirmed
     expect(await deliver("2-0", 2)).toMatchObject({ _tag: "Success", success: "duplicate" })
+  }, 60_000)
+
+  it("a group commit with durability does not carry its read (docs/exactly-once.md, 'The commit rides the read'): its WAIT counts the writes of its own connection", async () => {
+    const runtime = ManagedRuntime.make(
+      RedisConnection.layer({
+        url: primary.url,
+        durability: { replicas: 1, timeoutMs: 5_000 },
+      }) as Layer.Layer<RedisConnection.RedisConnection, never>,
+    )
+    runtimes.push(runtime as ManagedRuntime.ManagedRuntime<unknown, unknown>)
+    const done = await runtime.runPromise(
+      Effect.gen(function* () {
+        const s = RedisShardStreams.makeWith(yield* RedisConnection.RedisConnection)
+        const base = { stream: unique("ride"), shard: 0, group: "g" }
+        yield* s.setOwnerToken({ ...base, token: 1 })
+        yield* s.append(base.stream, 0, { n: "0" })
+        const [m] = yield* s.read({ ...base, token: 1, consumer: "c", count: 1 })
+        yield* s.append(base.stream, 0, { n: "1" })
+        return yield* s.transactions!.commitGroupThenRead!(
+          { ...base, token: 1, mode: "ack", parts: [{ ids: [m!.id], writes: [], sends: [] }] },
+          { ...base, token: 1, consumer: "c", count: 10 },
+        )
+      }),
+    )
+    // committed and confirmed by the replica, the read left to the next turn
+    expect(done).toEqual({ outcome: { committed: ["Committed"] } })
   }, 60_000)
 
   it("refuses a durability it cannot honour: replicas below 1, a timeout of 0", async () => {

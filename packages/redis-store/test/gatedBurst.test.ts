@@ -92,7 +92,7 @@ describe("the burst queue (no Redis)", () => {
 
   it(`at most ${MAX_IN_FLIGHT} transactions in flight (the default); the reads queued meanwhile wait`, async () => {
     const { queue, sent, pending } = recording(MAX_IN_FLIGHT)
-    const reads: Array<Promise<FencedRead>> = []
+    const reads: Array<Promise<unknown>> = []
     for (let i = 0; i <= MAX_IN_FLIGHT; i++) {
       reads.push(queue.read(acked("s", 2 * i)), queue.read(acked("s", 2 * i + 1)))
       await tick()

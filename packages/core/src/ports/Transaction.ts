@@ -46,7 +46,13 @@ import {
   type StaleOwner,
   TransactionRefused,
 } from "../Errors.js"
-import type { FencedAddress, Fields, GroupAddress } from "./ShardStreams.js"
+import type {
+  FencedAddress,
+  Fields,
+  GroupAddress,
+  ReadOptions,
+  StreamMessage,
+} from "./ShardStreams.js"
 
 // ---------------------------------------------------------------------------
 // the allow-list
@@ -392,6 +398,17 @@ export interface GroupCommitOutcome {
   readonly stopped?: GroupStop
 }
 
+/**
+ * A group commit that carried the shard's next read
+ * (`TransactionsShape.commitGroupThenRead`): the commit's outcome, and what
+ * the read delivered when it ran (only when every part committed).
+ */
+export interface GroupCommitThenRead {
+  readonly outcome: GroupCommitOutcome
+  /** The read's entries; undefined when it did not run or its outcome is unknown (read again). */
+  readonly entries?: ReadonlyArray<StreamMessage>
+}
+
 /** A key's value as `read` returns it (tests and tools). */
 export type KeyValue =
   | { readonly type: "string"; readonly value: string }
@@ -485,6 +502,25 @@ export interface TransactionsShape {
   readonly commitGroup: (
     options: GroupCommitOptions,
   ) => Effect.Effect<GroupCommitOutcome, CommitError>
+  /**
+   * The group commit, then the shard's next read of new entries
+   * (`ShardStreams.read`, `read.ack` unset) in the same step
+   * (docs/exactly-once.md, "The commit rides the read"): the read runs only
+   * when every part committed, so a group that stops reads nothing. Saves
+   * the read's own round trip and fence. Optional: without it the runtime
+   * commits, then reads.
+   *
+   * @example
+   * const { outcome, entries } = yield* tx.commitGroupThenRead!(
+   *   { ...address, mode: "ack", parts },
+   *   { ...address, consumer: "c1", count: 32 },
+   * )
+   * // entries: the next batch, when outcome.stopped is undefined
+   */
+  readonly commitGroupThenRead?: (
+    commit: GroupCommitOptions,
+    read: ReadOptions,
+  ) => Effect.Effect<GroupCommitThenRead, CommitError>
   /** A key's value, or undefined when absent (tests and tools; not fenced). */
   readonly read: (key: string) => Effect.Effect<KeyValue | undefined, DataPlaneError>
   /** The outbox (with `sends: "outbox"`). */
@@ -581,6 +617,27 @@ export const commitAsGroup = (
       return Effect.fail(stop.error)
     },
   )
+
+/**
+ * `commitGroupThenRead` of a port that runs the two one after the other
+ * (tests; a port without a cheaper way): the read only when every part
+ * committed; a read that fails after the commit gives no entries (the
+ * runtime's next read finds out).
+ */
+export const commitThenReadOf =
+  (
+    commitGroup: TransactionsShape["commitGroup"],
+    read: (o: ReadOptions) => Effect.Effect<ReadonlyArray<StreamMessage>, unknown>,
+  ): NonNullable<TransactionsShape["commitGroupThenRead"]> =>
+  (commit, next) =>
+    Effect.flatMap(commitGroup(commit), (outcome) =>
+      outcome.stopped !== undefined
+        ? Effect.succeed({ outcome })
+        : Effect.match(read({ ...next, ack: undefined }), {
+            onFailure: () => ({ outcome }),
+            onSuccess: (entries) => ({ outcome, entries }),
+          }),
+    )
 
 const COMMITTED: CommitOutcome = { _tag: "Committed" }
 const ALREADY_COMMITTED: CommitOutcome = { _tag: "AlreadyCommitted" }

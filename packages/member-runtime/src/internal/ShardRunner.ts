@@ -17,6 +17,10 @@
  * two. What a turn handled stays in `unacked` until then; anything else the
  * shard does next (a claim, a seek, a pause, a revoke) acknowledges it first
  * (`flushAcks`), so a shard never gives up entries it handled without acking them.
+ * A batch whose handlers used their transactions commits instead, and its
+ * commit carries the shard's next read when nothing else is due first
+ * (docs/exactly-once.md, "The commit rides the read"): the next turn handles
+ * what it read (`prefetched`) without reading.
  *
  * Every storage call first checks that the runner is alive (not stopped,
  * fenced or abandoned) and that the member's lease is valid; the storage's
@@ -30,7 +34,7 @@ import type { DataLost, OwnerTokenMissing, ShardProgress, ShardStreams } from "@
 
 type DataPlaneFailure = ShardStreams.FencedError
 
-import { Deferred, Effect, type Fiber } from "effect"
+import { Deferred, Effect, type Fiber, Result } from "effect"
 import type { ConsumerSettings } from "../Config.js"
 import { isNonRetryable, type NonRetryableError, SeekFailed } from "../Errors.js"
 import type { DeadLetterCause, RuntimeEvent } from "../Events.js"
@@ -132,6 +136,13 @@ export interface Runner {
    */
   committed: boolean
   /**
+   * The next batch, read by the commit that ended the last one
+   * (docs/exactly-once.md, "The commit rides the read"): the next turn
+   * handles it instead of reading. Its entries are pending with this
+   * consumer: dropped with the runner, they are claimed by the next owner.
+   */
+  prefetched: ReadonlyArray<ShardStreams.StreamMessage> | undefined
+  /**
    * The group's last-delivered id on the shard as this grant knows it: the
    * last entry its own reads of new entries returned (within one grant only
    * this loop moves it: the fence refuses any other reader), or what the
@@ -195,6 +206,7 @@ export const makeRunner = (
   turns: 0,
   unacked: [],
   committed: false,
+  prefetched: undefined,
   lastDelivered: undefined,
   wokenByEntries: false,
   outboxDirty: true,
@@ -539,171 +551,189 @@ const turnOf = (
     }
     if (!r.alive || r.stopping) return Abandoned
 
-    // seeks, between batches only (never while a batch is handled), after the
-    // handled entries are acknowledged: a seek never re-delivers what was handled
-    if (r.seeks.length > 0 && r.unacked.length > 0 && canAct()) {
-      const flushed = yield* flushAcks(env, r)
-      if (typeof flushed !== "number") return flushed
-    }
-    while (r.seeks.length > 0) {
-      const seek = r.seeks.shift()!
-      if (!canAct()) {
-        r.seeks.unshift(seek)
-        return r.alive ? wait(50) : Abandoned
+    // the next batch, read by the commit that ended the last one
+    // (docs/exactly-once.md, "The commit rides the read"): handled first, as
+    // this turn's read (a seek waits for it as for a batch being handled; a
+    // pause keeps it)
+    const prefetched = r.prefetched
+    if (prefetched !== undefined) {
+      if (env.isPaused(r.shard)) {
+        const flushed = canAct() ? yield* flushAcks(env, r) : 0
+        return typeof flushed === "number" ? Paused : flushed
       }
-      const setPosition = streams.setGroupPosition
-      if (setPosition === undefined) {
-        Deferred.doneUnsafe(
-          seek.done,
-          Effect.fail(
-            new SeekFailed({
-              stream: settings.stream,
-              group: settings.group,
-              shard: r.shard,
-              message:
-                "these ports cannot move a group's position (no ShardStreams.setGroupPosition)",
-            }),
-          ),
-        )
-        continue
-      }
-      // the group's position moves (or may have, if the reply is lost): the idle wait looks it up again
-      r.lastDelivered = undefined
-      const moved = yield* Effect.result(setPosition({ ...address, position: seek.position }))
-      if (moved._tag === "Failure") {
-        const error = moved.failure
-        Deferred.doneUnsafe(
-          seek.done,
-          Effect.fail(
-            new SeekFailed({
-              stream: settings.stream,
-              group: settings.group,
-              shard: r.shard,
-              message: describe(error),
-              cause: error,
-            }),
-          ),
-        )
-        const refused = fenceOutcome(env, r, error)
-        if (refused !== undefined) return refused
-        continue
-      }
-      env.emit({ ...base(), type: "seeked", shard: r.shard, position: seek.position })
-      Deferred.doneUnsafe(seek.done, Effect.void)
+      if (!canAct()) return r.alive ? wait(50) : Abandoned
+      r.prefetched = undefined
     }
-    if (env.isPaused(r.shard)) {
-      // a paused shard holds no handled entry unacknowledged (when it may act)
-      const flushed = canAct() ? yield* flushAcks(env, r) : 0
-      return typeof flushed === "number" ? Paused : flushed
-    }
-    if (!canAct()) return r.alive ? wait(50) : Abandoned
-
-    // the group (or the shard's stream) vanished (docs/protocol.md rule 26):
-    // create it again at the stream's start, fenced, before reading
-    if (r.recreate) {
-      const setPosition = streams.setGroupPosition
-      // these ports cannot: the shard stays as it is (its loss was said)
-      if (setPosition === undefined) return wait(settings.idleWaitMs)
-      const made = yield* Effect.result(setPosition({ ...address, position: "start" }))
-      if (made._tag === "Failure") {
-        const refused = fenceOutcome(env, r, made.failure)
-        if (refused !== undefined) return refused
-        emitDataPlaneError(env, r.shard, made.failure)
-        return wait(settings.retryInitialMs)
-      }
-      r.recreate = false
-    }
-
-    // opt-in limits (docs/runtime.md, "Circuit breaker and rate limit"): an
-    // open breaker reads nothing, a half-open one reads one message (its
-    // trial); the rate limit caps what this turn reads
-    let count = settings.batchSize
-    const breaker = env.breakerFor?.(r.shard)
-    if (breaker !== undefined && trial !== undefined) {
-      const admission = breaker.admit(env.now())
-      if (admission._tag === "Wait") return yield* holdOff(env, r, admission.ms)
-      if (admission._tag === "Trial") {
-        trial.id = admission.id
-        count = 1
-      }
-    }
-    const limiter = env.limiter
-    let reserved = 0
-    if (limiter !== undefined) {
-      reserved = limiter.reserve(env.now(), count)
-      if (reserved === 0) return yield* holdOff(env, r, limiter.waitMs(env.now()))
-      count = reserved
-    }
-
-    // relay the group's outbox on the shard first (Redis Cluster): what
-    // earlier commits sent lands before this turn's commits send more
-    if (r.outboxDirty && env.transactions?.port?.outbox !== undefined) {
-      const relayed = yield* Effect.result(relay(env.transactions, address))
-      if (relayed._tag === "Success") {
-        r.outboxDirty = !relayed.success
-        r.relayFailures = 0
-      } else {
-        // left in the outbox: the next turn relays it (reads go on meanwhile)
-        r.relayFailures++
-        emitDataPlaneError(env, r.shard, relayed.failure)
-      }
-    }
-
-    // read: takeover first, then own pending (retry), then new entries; a
-    // read acknowledges what the previous turn handled (the claim does not)
-    if (!r.claimDone) {
-      const flushed = yield* flushAcks(env, r)
-      if (typeof flushed !== "number") return flushed
-    }
-    const ackFirst = r.unacked
-    r.unacked = []
-    // object literals of one shape, no spread on the read of new entries: this
-    // runs once per batch (spreads cost more than the rest of the turn)
-    const readOptions: ShardStreams.ReadOptions = {
-      stream: settings.stream,
-      shard: r.shard,
-      group: settings.group,
-      token: r.token,
-      consumer: env.consumerName,
-      count,
-      ack: ackFirst.length > 0 ? { ids: ackFirst, mode: settings.ack } : undefined,
-      afterAck: r.committed,
-      keyField: KEY_FIELD,
-    }
-    r.committed = false
+    let ackFirst: ReadonlyArray<string> = []
     let fromPending = false
-    const read: Effect.Effect<
-      ReadonlyArray<ShardStreams.StreamMessage>,
-      DataPlaneFailure
-    > = !r.claimDone
-      ? Effect.map(
-          streams.claimPending({
-            ...address,
-            consumer: env.consumerName,
-            minIdleMs: 0,
-            count,
-            start: r.claimCursor,
-          }),
-          (claimed) => {
-            r.claimCursor = claimed.next
-            if (claimed.next === "0-0") r.claimDone = true
-            fromPending = true
-            return claimed.messages
-          },
-        )
-      : r.retrying
-        ? Effect.map(streams.read({ ...readOptions, from: "pending" }), (entries) => {
-            fromPending = true
-            if (entries.length === 0) r.retrying = false
-            return entries
-          })
-        : streams.read(readOptions)
-    // the read waits on the storage without a handler slot: other turns'
-    // reads and handlers go on meanwhile (and their reads leave together)
-    const got = yield* Effect.result(env.offSlot === undefined ? read : env.offSlot(read))
-    if (limiter !== undefined) {
-      const used = got._tag === "Success" ? got.success.length : 0
-      if (reserved > used) limiter.release(reserved - used)
+    let got: Result.Result<ReadonlyArray<ShardStreams.StreamMessage>, DataPlaneFailure>
+    if (prefetched !== undefined) got = Result.succeed(prefetched)
+    else {
+      // seeks, between batches only (never while a batch is handled), after the
+      // handled entries are acknowledged: a seek never re-delivers what was handled
+      if (r.seeks.length > 0 && r.unacked.length > 0 && canAct()) {
+        const flushed = yield* flushAcks(env, r)
+        if (typeof flushed !== "number") return flushed
+      }
+      while (r.seeks.length > 0) {
+        const seek = r.seeks.shift()!
+        if (!canAct()) {
+          r.seeks.unshift(seek)
+          return r.alive ? wait(50) : Abandoned
+        }
+        const setPosition = streams.setGroupPosition
+        if (setPosition === undefined) {
+          Deferred.doneUnsafe(
+            seek.done,
+            Effect.fail(
+              new SeekFailed({
+                stream: settings.stream,
+                group: settings.group,
+                shard: r.shard,
+                message:
+                  "these ports cannot move a group's position (no ShardStreams.setGroupPosition)",
+              }),
+            ),
+          )
+          continue
+        }
+        // the group's position moves (or may have, if the reply is lost): the idle wait looks it up again
+        r.lastDelivered = undefined
+        const moved = yield* Effect.result(setPosition({ ...address, position: seek.position }))
+        if (moved._tag === "Failure") {
+          const error = moved.failure
+          Deferred.doneUnsafe(
+            seek.done,
+            Effect.fail(
+              new SeekFailed({
+                stream: settings.stream,
+                group: settings.group,
+                shard: r.shard,
+                message: describe(error),
+                cause: error,
+              }),
+            ),
+          )
+          const refused = fenceOutcome(env, r, error)
+          if (refused !== undefined) return refused
+          continue
+        }
+        env.emit({ ...base(), type: "seeked", shard: r.shard, position: seek.position })
+        Deferred.doneUnsafe(seek.done, Effect.void)
+      }
+      if (env.isPaused(r.shard)) {
+        // a paused shard holds no handled entry unacknowledged (when it may act)
+        const flushed = canAct() ? yield* flushAcks(env, r) : 0
+        return typeof flushed === "number" ? Paused : flushed
+      }
+      if (!canAct()) return r.alive ? wait(50) : Abandoned
+
+      // the group (or the shard's stream) vanished (docs/protocol.md rule 26):
+      // create it again at the stream's start, fenced, before reading
+      if (r.recreate) {
+        const setPosition = streams.setGroupPosition
+        // these ports cannot: the shard stays as it is (its loss was said)
+        if (setPosition === undefined) return wait(settings.idleWaitMs)
+        const made = yield* Effect.result(setPosition({ ...address, position: "start" }))
+        if (made._tag === "Failure") {
+          const refused = fenceOutcome(env, r, made.failure)
+          if (refused !== undefined) return refused
+          emitDataPlaneError(env, r.shard, made.failure)
+          return wait(settings.retryInitialMs)
+        }
+        r.recreate = false
+      }
+
+      // opt-in limits (docs/runtime.md, "Circuit breaker and rate limit"): an
+      // open breaker reads nothing, a half-open one reads one message (its
+      // trial); the rate limit caps what this turn reads
+      let count = settings.batchSize
+      const breaker = env.breakerFor?.(r.shard)
+      if (breaker !== undefined && trial !== undefined) {
+        const admission = breaker.admit(env.now())
+        if (admission._tag === "Wait") return yield* holdOff(env, r, admission.ms)
+        if (admission._tag === "Trial") {
+          trial.id = admission.id
+          count = 1
+        }
+      }
+      const limiter = env.limiter
+      let reserved = 0
+      if (limiter !== undefined) {
+        reserved = limiter.reserve(env.now(), count)
+        if (reserved === 0) return yield* holdOff(env, r, limiter.waitMs(env.now()))
+        count = reserved
+      }
+
+      // relay the group's outbox on the shard first (Redis Cluster): what
+      // earlier commits sent lands before this turn's commits send more
+      if (r.outboxDirty && env.transactions?.port?.outbox !== undefined) {
+        const relayed = yield* Effect.result(relay(env.transactions, address))
+        if (relayed._tag === "Success") {
+          r.outboxDirty = !relayed.success
+          r.relayFailures = 0
+        } else {
+          // left in the outbox: the next turn relays it (reads go on meanwhile)
+          r.relayFailures++
+          emitDataPlaneError(env, r.shard, relayed.failure)
+        }
+      }
+
+      // read: takeover first, then own pending (retry), then new entries; a
+      // read acknowledges what the previous turn handled (the claim does not)
+      if (!r.claimDone) {
+        const flushed = yield* flushAcks(env, r)
+        if (typeof flushed !== "number") return flushed
+      }
+      ackFirst = r.unacked
+      r.unacked = []
+      // object literals of one shape, no spread on the read of new entries: this
+      // runs once per batch (spreads cost more than the rest of the turn)
+      const readOptions: ShardStreams.ReadOptions = {
+        stream: settings.stream,
+        shard: r.shard,
+        group: settings.group,
+        token: r.token,
+        consumer: env.consumerName,
+        count,
+        ack: ackFirst.length > 0 ? { ids: ackFirst, mode: settings.ack } : undefined,
+        afterAck: r.committed,
+        keyField: KEY_FIELD,
+      }
+      r.committed = false
+      const read: Effect.Effect<
+        ReadonlyArray<ShardStreams.StreamMessage>,
+        DataPlaneFailure
+      > = !r.claimDone
+        ? Effect.map(
+            streams.claimPending({
+              ...address,
+              consumer: env.consumerName,
+              minIdleMs: 0,
+              count,
+              start: r.claimCursor,
+            }),
+            (claimed) => {
+              r.claimCursor = claimed.next
+              if (claimed.next === "0-0") r.claimDone = true
+              fromPending = true
+              return claimed.messages
+            },
+          )
+        : r.retrying
+          ? Effect.map(streams.read({ ...readOptions, from: "pending" }), (entries) => {
+              fromPending = true
+              if (entries.length === 0) r.retrying = false
+              return entries
+            })
+          : streams.read(readOptions)
+      // the read waits on the storage without a handler slot: other turns'
+      // reads and handlers go on meanwhile (and their reads leave together)
+      got = yield* Effect.result(env.offSlot === undefined ? read : env.offSlot(read))
+      if (limiter !== undefined) {
+        const used = got._tag === "Success" ? got.success.length : 0
+        if (reserved > used) limiter.release(reserved - used)
+      }
     }
     if (got._tag === "Failure") {
       const refused = fenceOutcome(env, r, got.failure)
@@ -1091,10 +1121,17 @@ const commitHandled = (
   address: Address,
   tx: TransactionHandle,
   ids: ReadonlyArray<string>,
+  ride: boolean,
 ): Effect.Effect<CommitResult> =>
   Effect.suspend(() => {
     if (!r.alive || !env.mayAct())
       return Effect.succeed({ _tag: "Retry", error: undefined } as const)
+    // the whole batch resolved, nothing sent: a group of one that carries the next read
+    if (ride && tx.sends.length === 0 && nextRead(env, r) !== undefined)
+      return Effect.map(
+        commitGroupHandled(env, r, address, [{ ids, handle: tx }], true),
+        (done): CommitResult => done.stop ?? { _tag: "Acked", count: ids.length },
+      )
     const run = commit(
       env.transactions ?? { port: undefined, router: NO_ROUTER },
       address,
@@ -1122,15 +1159,18 @@ const commitGroupHandled = (
   r: Runner,
   address: Address,
   parts: ReadonlyArray<GroupPart>,
+  ride: boolean,
 ): Effect.Effect<GroupResult> =>
   Effect.suspend(() => {
     if (!r.alive || !env.mayAct())
       return Effect.succeed({ committed: 0, stop: { _tag: "Retry", error: undefined } } as const)
+    const next = ride ? nextRead(env, r) : undefined
     const run = commitGroup(
       env.transactions ?? { port: undefined, router: NO_ROUTER },
       address,
       env.settings.ack,
       parts,
+      next,
     )
     // the commit waits on the storage without a handler slot, as a read does:
     // other shards' handlers run meanwhile (docs/exactly-once.md, "Cost")
@@ -1143,11 +1183,51 @@ const commitGroupHandled = (
           if ((part.handle?.sends.length ?? 0) > 0) r.outboxDirty = true
         }
         ackedRecord(env, r, ids)
-        r.committed = true
+        // the read it carried ran (the next read does not follow this ack)
+        // and its entries are the next turn's batch
+        r.committed = done.entries === undefined
+        if (done.entries !== undefined && done.entries.length > 0) r.prefetched = done.entries
       }
       return done
     })
   })
+
+/**
+ * The read a batch's commit carries (docs/exactly-once.md, "The commit
+ * rides the read"), when the shard's next step is surely a plain read of
+ * new entries: nothing else is due first (a takeover claim, a retry, a
+ * group to create again, a seek, a pause, a stop, an outbox to relay), no
+ * breaker or rate limit sizes the read, and the port can carry it.
+ */
+const nextRead = (env: TurnEnv, r: Runner): ShardStreams.ReadOptions | undefined => {
+  const { settings } = env
+  if (
+    env.transactions?.port?.commitGroupThenRead === undefined ||
+    !r.alive ||
+    r.stopping ||
+    !r.claimDone ||
+    r.retrying ||
+    r.recreate ||
+    r.seeks.length > 0 ||
+    r.unacked.length > 0 ||
+    r.prefetched !== undefined ||
+    env.isPaused(r.shard) ||
+    env.breakerFor?.(r.shard) !== undefined ||
+    env.limiter !== undefined ||
+    (r.outboxDirty && env.transactions.port.outbox !== undefined)
+  )
+    return undefined
+  return {
+    stream: settings.stream,
+    shard: r.shard,
+    group: settings.group,
+    token: r.token,
+    consumer: env.consumerName,
+    count: settings.batchSize,
+    ack: undefined,
+    keyField: KEY_FIELD,
+  }
+}
 
 const NO_ROUTER: TransactionEnv["router"] = {
   route: () => Effect.die("no transactions"),
@@ -1221,11 +1301,11 @@ const handleEach = (
      */
     let group: Array<GroupPart & { readonly traced: Traced | undefined; readonly m?: Message }> = []
     /** Commit `group`: undefined when every part committed, else the turn's outcome. */
-    const flushGroup = (): Effect.Effect<Outcome | undefined> =>
+    const flushGroup = (ride = false): Effect.Effect<Outcome | undefined> =>
       Effect.gen(function* () {
         const parts = group
         group = []
-        const done = yield* commitGroupHandled(env, r, address, parts)
+        const done = yield* commitGroupHandled(env, r, address, parts, ride)
         for (let i = 0; i < done.committed; i++) {
           const part = parts[i]!
           acked += part.ids.length
@@ -1384,7 +1464,8 @@ const handleEach = (
     }
     if (breaker !== undefined && okRun > 0) succeeded(env, breaker, r.shard)
     if (group.length > 0) {
-      const stopped = yield* flushGroup()
+      // the batch ended: its commit carries the shard's next read
+      const stopped = yield* flushGroup(true)
       if (stopped !== undefined) return yield* finish(stopped)
     }
     // acknowledged by the shard's next read (or flushAcks)
@@ -1592,7 +1673,7 @@ const commitBatch = (
     const unresolved = new Error("the batch handler returned without resolving every message")
     if (upTo < 0) return yield* failFirst(0, unresolved, 0)
     const ids = messages.slice(0, upTo + 1).map((m) => m.id)
-    const done = yield* commitHandled(env, r, address, tx, ids)
+    const done = yield* commitHandled(env, r, address, tx, ids, upTo === messages.length - 1)
     if (done._tag === "Refused") return yield* failFirst(0, done.error, 0)
     if (done._tag !== "Acked") {
       const outcome = settleCommit(env, r, done)

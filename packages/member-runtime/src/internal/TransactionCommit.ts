@@ -8,7 +8,7 @@
  * acknowledges nothing, a commit whose messages are no longer pending writes
  * nothing.
  */
-import type { Transaction as Tx } from "@shardline/core"
+import type { ShardStreams, Transaction as Tx } from "@shardline/core"
 import { Effect } from "effect"
 import type { SendRouter } from "./SendRouter.js"
 import type { TransactionHandle } from "./TransactionHandle.js"
@@ -118,6 +118,8 @@ export interface GroupPart {
 export interface GroupResult {
   readonly committed: number
   readonly stop?: Exclude<CommitResult, { readonly _tag: "Acked" }>
+  /** What the read the commit carried delivered (every part committed; `next` given). */
+  readonly entries?: ReadonlyArray<ShardStreams.StreamMessage>
 }
 
 /**
@@ -133,6 +135,7 @@ export const commitGroup = (
   address: CommitAddress,
   mode: "ack" | "xackdel",
   parts: ReadonlyArray<GroupPart>,
+  next?: ShardStreams.ReadOptions,
 ): Effect.Effect<GroupResult> =>
   Effect.gen(function* () {
     const port = tx.port
@@ -163,7 +166,25 @@ export const commitGroup = (
       const stopAt = (stop: GroupResult["stop"]): GroupResult =>
         stop === undefined ? { committed: done } : { committed: done, stop }
       if (routed.length === 0) return stopAt({ _tag: "Refused", error: unroutable })
-      const result = yield* Effect.result(port.commitGroup({ ...address, mode, parts: routed }))
+      const group: Tx.GroupCommitOptions = { ...address, mode, parts: routed }
+      // the commit carries the shard's next read (docs/exactly-once.md, "The
+      // commit rides the read"); never with sends: the outbox is relayed
+      // before the next read, and a sealed target is routed again
+      const rides =
+        next !== undefined &&
+        port.commitGroupThenRead !== undefined &&
+        attempt === 1 &&
+        unroutable === undefined &&
+        routed.every((p) => p.sends.length === 0)
+      let entries: ReadonlyArray<ShardStreams.StreamMessage> | undefined
+      const result = rides
+        ? yield* Effect.result(
+            Effect.map(port.commitGroupThenRead!(group, next), (done) => {
+              entries = done.entries
+              return done.outcome
+            }),
+          )
+        : yield* Effect.result(port.commitGroup(group))
       if (result._tag === "Failure") {
         const error = result.failure
         switch (error._tag) {
@@ -181,8 +202,10 @@ export const commitGroup = (
       const outcome = result.success
       done += outcome.committed.length
       const stopped = outcome.stopped
-      if (stopped === undefined)
-        return stopAt(unroutable === undefined ? undefined : { _tag: "Refused", error: unroutable })
+      if (stopped === undefined) {
+        if (unroutable !== undefined) return stopAt({ _tag: "Refused", error: unroutable })
+        return entries === undefined ? { committed: done } : { committed: done, entries }
+      }
       switch (stopped._tag) {
         case "NotPending":
           return stopAt({

@@ -8,7 +8,7 @@ import {
   BackendUnavailable,
   type DataPlaneError,
   type ShardStreams,
-  type Transaction,
+  Transaction,
 } from "@shardline/core"
 import { ShardStreams as MemoryShardStreams } from "@shardline/core/testing"
 import { Clock, Effect, Scope } from "effect"
@@ -82,6 +82,12 @@ export interface HarnessOptions {
   readonly transactions?: boolean
   /** Wraps the memory port's transactions (a test counts, holds or fails commits with it). */
   readonly wrapTransactions?: (port: Transaction.TransactionsShape) => Transaction.TransactionsShape
+  /**
+   * The port's group commit carries the shard's next read
+   * (`commitGroupThenRead`, docs/exactly-once.md "The commit rides the
+   * read"): the (wrapped) group commit, then the harness's read.
+   */
+  readonly rideReads?: boolean
 }
 
 const isEffect = (u: unknown): u is Effect.Effect<void, unknown> => Effect.isEffect(u)
@@ -322,10 +328,20 @@ export const makeHarness = (options: HarnessOptions = {}) =>
       ...(options.transactions === true
         ? {
             transactions: {
-              port:
+              port: ((port: Transaction.TransactionsShape) =>
+                options.rideReads === true
+                  ? {
+                      ...port,
+                      commitGroupThenRead: Transaction.commitThenReadOf(
+                        port.commitGroup,
+                        full.read,
+                      ),
+                    }
+                  : port)(
                 options.wrapTransactions === undefined
-                  ? memory.transactions
+                  ? memory.transactions!
                   : options.wrapTransactions(memory.transactions!),
+              ),
               router: makeSendRouter(LayoutSource.fixed({ [stream]: 1 })),
             },
           }

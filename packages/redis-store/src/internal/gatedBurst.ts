@@ -154,10 +154,50 @@ export const outcomeOf = (
 export interface GatedRead {
   readonly o: ShardStreams.ReadOptions
   readonly ack: ShardStreams.AckFirst | undefined
+  /**
+   * The group commit this read carries (docs/exactly-once.md, "The commit
+   * rides the read"): the commit script's KEYS and ARGV (its gate key among
+   * them), in place of the gate script; its outcome is a `CommitRead`.
+   */
+  readonly commit?: { readonly keys: ReadonlyArray<string>; readonly args: ReadonlyArray<string> }
+}
+
+/**
+ * What a read that carried a commit did: the commit script's reply (the
+ * caller judges it), and the read's entries when the script opened the gate;
+ * `Alone`: the transaction was refused when queued (nothing ran), commit alone.
+ */
+export type CommitRead =
+  | {
+      readonly _tag: "Committed"
+      readonly reply: unknown
+      readonly entries: Array<ShardStreams.StreamMessage> | undefined
+    }
+  | { readonly _tag: "Alone" }
+
+/**
+ * What a commit-carrying read's EXEC replies (commit, read, rename) mean.
+ * The gate opened only when the script's reply says so (`{0, done, 0, 1}`);
+ * then the stream must have moved back. Throws what the caller reports as
+ * `BackendUnavailable`.
+ */
+export const commitReadOf = (
+  replies: ReadonlyArray<unknown>,
+  keyField: string | undefined,
+): CommitRead => {
+  const [reply, xread, renamed] = replies
+  if (reply instanceof Error) throw reply
+  const opened = Array.isArray(reply) && reply[0] === Code.Ok && Number(reply[3]) === 1
+  if (!opened) return { _tag: "Committed", reply, entries: undefined }
+  if (Number(renamed) !== 1)
+    throw new Error(`gated read: the stream did not move back (RENAMENX: ${String(renamed)})`)
+  // the commit's outcome stands; a read that failed delivered nothing
+  if (xread instanceof Error) return { _tag: "Committed", reply, entries: undefined }
+  return { _tag: "Committed", reply, entries: xreadMessages(xread, keyField) }
 }
 
 interface Queued extends GatedRead {
-  readonly resolve: (read: FencedRead) => void
+  readonly resolve: (read: FencedRead | CommitRead) => void
   readonly reject: (error: unknown) => void
 }
 
@@ -167,7 +207,9 @@ interface Queued extends GatedRead {
  * read fails with); it rejects when the whole transaction failed.
  */
 export const makeBurstQueue = (options: {
-  readonly send: (reads: ReadonlyArray<GatedRead>) => Promise<Array<FencedRead | Error>>
+  readonly send: (
+    reads: ReadonlyArray<GatedRead>,
+  ) => Promise<Array<FencedRead | CommitRead | Error>>
   readonly maxInFlight?: number
 }) => {
   const maxInFlight = options.maxInFlight ?? MAX_IN_FLIGHT
@@ -203,8 +245,8 @@ export const makeBurstQueue = (options: {
 
   return {
     /** Queue a read; it leaves with whatever else is queued when a transaction may. */
-    read: (read: GatedRead): Promise<FencedRead> =>
-      new Promise<FencedRead>((resolve, reject) => {
+    read: (read: GatedRead): Promise<FencedRead | CommitRead> =>
+      new Promise<FencedRead | CommitRead>((resolve, reject) => {
         queue.push({ ...read, resolve, reject })
         // reads queued in the same run of microtasks (loops woken by one reply) leave together
         if (!scheduled) {

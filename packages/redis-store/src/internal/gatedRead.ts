@@ -48,6 +48,8 @@ import type { RedisConnectionShape } from "../RedisConnection.js"
 import { Scripts } from "../scripts.js"
 import { ackCommand, type Command, type FencedRead } from "./burst.js"
 import {
+  type CommitRead,
+  commitReadOf,
   type GatedRead,
   makeBurstQueue,
   mergeTransactions,
@@ -60,6 +62,9 @@ import { adopt, type Wire } from "./wire.js"
 const sha1 = (lua: string) => createHash("sha1").update(lua).digest("hex")
 const GATE_SHA = sha1(Scripts.gate.lua)
 const GATE_FAST_SHA = sha1(Scripts.gateFast.lua)
+const COMMIT_SHA = sha1(Scripts.commit.lua)
+
+export type { CommitRead }
 
 /** Resolves once `c` is ready; rejects if it ends first. */
 export const ready = (c: Redis): Promise<void> =>
@@ -110,6 +115,11 @@ export const REDIRECTION = /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /
  * resent tail would run outside its MULTI). A closed connection is replaced
  * at the next read.
  */
+/** A queued read's outcome: a read's, or a commit-carrying read's. */
+type Outcome = FencedRead | CommitRead
+const FALLBACK: FencedRead = { _tag: "Fallback" }
+const ALONE: CommitRead = { _tag: "Alone" }
+
 export const makeGatedReader = (connection: RedisConnectionShape, route?: GatedRoute) => {
   const { features } = connection
   let lease: ReturnType<RedisConnectionShape["lease"]> | undefined
@@ -155,13 +165,23 @@ export const makeGatedReader = (connection: RedisConnectionShape, route?: GatedR
   }
 
   /** The burst of one gated read. */
-  const commandsOf = (
-    o: ShardStreams.ReadOptions,
-    ack: ShardStreams.AckFirst | undefined,
-    evalBody: boolean,
-  ) => {
+  const commandsOf = ({ o, ack, commit }: GatedRead, evalBody: boolean): Array<Command> => {
     const stream = shardKey(o.stream, o.shard)
     const gate = gateKey(o.stream, o.shard)
+    if (commit !== undefined) {
+      // the commit in the gate's place: it opens the gate once every part
+      // committed (src/lua/commit.lua, ARGV[10]); nothing to ack, it acked
+      const { keys, args } = commit
+      return [
+        ["MULTI"],
+        evalBody
+          ? ["EVAL", Scripts.commit.lua, keys.length, ...keys, ...args]
+          : ["EVALSHA", COMMIT_SHA, keys.length, ...keys, ...args],
+        ["XREADGROUP", "GROUP", o.group, o.consumer, "COUNT", o.count, "STREAMS", gate, ">"],
+        ["RENAMENX", gate, stream],
+        ["EXEC"],
+      ]
+    }
     const owner = ownerTokenKey(o.stream, o.shard, o.group)
     // XACK (XACKDEL ... ACKED on Redis >= 8.2) queued natively on the gate key costs Redis
     // less than acking in the script; an xackdel ack before 8.2 (XACK, then
@@ -207,21 +227,21 @@ export const makeGatedReader = (connection: RedisConnectionShape, route?: GatedR
    * (internal/gatedBurst.ts); each gets its outcome or its error. Throws on
    * a connection error.
    */
-  const send = async (reads: ReadonlyArray<GatedRead>): Promise<Array<FencedRead | Error>> => {
+  const send = async (reads: ReadonlyArray<GatedRead>): Promise<Array<Outcome | Error>> => {
     const opened = open()
     try {
       const w = await opened
-      const outcomes: Array<FencedRead | Error | undefined> = reads.map(() => undefined)
+      const outcomes: Array<Outcome | Error | undefined> = reads.map(() => undefined)
       let todo = reads.map((_, i) => i)
       for (let attempt = 0; todo.length > 0; attempt++) {
         const { commands, sizes } = mergeTransactions(
-          todo.map((i) => commandsOf(reads[i]!.o, reads[i]!.ack, attempt > 0)),
+          todo.map((i) => commandsOf(reads[i]!, attempt > 0)),
         )
         const split = splitReplies(await w.send(commands), sizes)
         if (split._tag === "Refused") {
           // EXECABORT: a command was refused when queued, so nothing ran
           if (split.permanent) refused = true
-          for (const i of todo) outcomes[i] = { _tag: "Fallback" }
+          for (const i of todo) outcomes[i] = reads[i]!.commit ? ALONE : FALLBACK
           break
         }
         const again: Array<number> = []
@@ -233,9 +253,12 @@ export const makeGatedReader = (connection: RedisConnectionShape, route?: GatedR
             again.push(i)
             continue
           }
-          const { o } = reads[i]!
+          const { o, commit } = reads[i]!
           try {
-            outcomes[i] = outcomeOf(replies, shardKey(o.stream, o.shard), o.keyField)
+            outcomes[i] =
+              commit !== undefined
+                ? commitReadOf(replies, o.keyField)
+                : outcomeOf(replies, shardKey(o.stream, o.shard), o.keyField)
           } catch (error) {
             outcomes[i] = error instanceof Error ? error : new Error(String(error))
           }
@@ -265,10 +288,11 @@ export const makeGatedReader = (connection: RedisConnectionShape, route?: GatedR
    */
   const routedOutcome = (
     route: GatedRoute,
-    o: ShardStreams.ReadOptions,
+    { o, commit }: GatedRead,
     res: ReadonlyArray<unknown>,
     attempt: number,
-  ): FencedRead | "again" => {
+  ): Outcome | "again" => {
+    const nothingRan = commit !== undefined ? ALONE : FALLBACK
     const exec = res[res.length - 1]
     if (exec instanceof Error) {
       // EXECABORT: a command was refused when queued, so nothing ran
@@ -280,15 +304,17 @@ export const makeGatedReader = (connection: RedisConnectionShape, route?: GatedR
       )
       if (redirection !== undefined) {
         route.redirected(redirection)
-        return { _tag: "Fallback" }
+        return nothingRan
       }
-      if (exec.message.startsWith("EXECABORT")) return { _tag: "Fallback" }
+      if (exec.message.startsWith("EXECABORT")) return nothingRan
       throw exec
     }
     // null only when a WATCH failed, and this connection holds none
     if (!Array.isArray(exec)) throw new Error(`gated read: EXEC replied ${String(exec)}`)
     if (noScript(exec) && attempt === 0) return "again"
-    return outcomeOf(exec, shardKey(o.stream, o.shard), o.keyField)
+    return commit !== undefined
+      ? commitReadOf(exec, o.keyField)
+      : outcomeOf(exec, shardKey(o.stream, o.shard), o.keyField)
   }
 
   /**
@@ -303,16 +329,16 @@ export const makeGatedReader = (connection: RedisConnectionShape, route?: GatedR
     route: GatedRoute,
     opened: Promise<Wire>,
     reads: ReadonlyArray<GatedRead>,
-  ): Promise<Array<FencedRead | Error>> => {
+  ): Promise<Array<Outcome | Error>> => {
     try {
       const w = await opened
       // retired and closed once its earlier reads were answered (a refresh of
       // the slot map dropped its node), or failed: nothing of these was sent
-      if (w.closed()) return reads.map(() => ({ _tag: "Fallback" }))
-      const outcomes: Array<FencedRead | Error | undefined> = reads.map(() => undefined)
+      if (w.closed()) return reads.map((read) => (read.commit ? ALONE : FALLBACK))
+      const outcomes: Array<Outcome | Error | undefined> = reads.map(() => undefined)
       let todo = reads.map((_, i) => i)
       for (let attempt = 0; todo.length > 0; attempt++) {
-        const transactions = todo.map((i) => commandsOf(reads[i]!.o, reads[i]!.ack, attempt > 0))
+        const transactions = todo.map((i) => commandsOf(reads[i]!, attempt > 0))
         const res = await w.send(transactions.flat())
         const again: Array<number> = []
         let at = 0
@@ -321,7 +347,7 @@ export const makeGatedReader = (connection: RedisConnectionShape, route?: GatedR
           const own = res.slice(at, at + size)
           at += size
           try {
-            const outcome = routedOutcome(route, reads[i]!.o, own, attempt)
+            const outcome = routedOutcome(route, reads[i]!, own, attempt)
             if (outcome === "again") again.push(i)
             else outcomes[i] = outcome
           } catch (error) {
@@ -349,13 +375,9 @@ export const makeGatedReader = (connection: RedisConnectionShape, route?: GatedR
    * are ready together leave as their transactions in one write (at most
    * MAX_IN_FLIGHT writes per node in flight, as on a single node).
    */
-  const readRouted = (
-    route: GatedRoute,
-    o: ShardStreams.ReadOptions,
-    ack: ShardStreams.AckFirst | undefined,
-  ): Promise<FencedRead> => {
-    const opened = route.open(o)
-    if (opened === undefined) return Promise.resolve({ _tag: "Fallback" })
+  const readRouted = (route: GatedRoute, read: GatedRead): Promise<Outcome> => {
+    const opened = route.open(read.o)
+    if (opened === undefined) return Promise.resolve(read.commit ? ALONE : FALLBACK)
     let queue = nodeBursts.get(opened)
     if (queue === undefined) {
       queue = makeBurstQueue({
@@ -363,18 +385,39 @@ export const makeGatedReader = (connection: RedisConnectionShape, route?: GatedR
       })
       nodeBursts.set(opened, queue)
     }
-    return queue.read({ o, ack })
+    return queue.read(read)
   }
+
+  const queued = (read: GatedRead): Promise<Outcome> =>
+    route === undefined ? bursts.read(read) : readRouted(route, read)
 
   /** One gated read; `ack` (non-empty) rides in its MULTI. Throws on a connection error. */
   const read = (
     o: ShardStreams.ReadOptions,
     ack: ShardStreams.AckFirst | undefined,
-  ): Promise<FencedRead> =>
-    route === undefined ? bursts.read({ o, ack }) : readRouted(route, o, ack)
+  ): Promise<FencedRead> => queued({ o, ack }) as Promise<FencedRead>
+
+  /**
+   * A group commit carrying the shard's next read of new entries
+   * (docs/exactly-once.md, "The commit rides the read"): the commit script
+   * (KEYS, ARGV; its gate key among them) in the read's MULTI in place of
+   * the gate, in the same burst as other shards' reads. Throws on a
+   * connection error (the commit's outcome is then unknown).
+   */
+  const commitRead = (
+    o: ShardStreams.ReadOptions,
+    keys: ReadonlyArray<string>,
+    args: ReadonlyArray<string>,
+  ): Promise<CommitRead> =>
+    queued({
+      o: { ...o, ack: undefined },
+      ack: undefined,
+      commit: { keys, args },
+    }) as Promise<CommitRead>
 
   return {
     read,
+    commitRead,
     /** False once the server refused the transaction (see `refused`): use the script. */
     usable: () => !refused,
   }

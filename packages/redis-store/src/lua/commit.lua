@@ -10,7 +10,10 @@
 -- ARGV[1] token  ARGV[2] group  ARGV[3] ack mode "ack" | "xackdel"
 -- ARGV[4] "1": XACKDEL ... ACKED exists (Redis >= 8.2)  ARGV[5] "direct" | "outbox"
 -- ARGV[6] the lowest id of every part, ARGV[7] the highest, ARGV[8] how many ids
--- then: n parts; per part: n ids, ids...; n writes, per write: command, n
+-- ARGV[9] n parts  ARGV[10] 0, or the index in KEYS of the shard's gate key:
+-- the commit rides the shard's next read (docs/exactly-once.md, "The commit
+-- rides the read"), whose gate it opens once every part committed
+-- then: per part: n ids, ids...; n writes, per write: command, n
 -- keys, the index in KEYS of each, n other args, args...; n sends, per
 -- send: the index in KEYS of the target shard stream and of its seal marker
 -- (0 with the outbox), target stream, shard, routing key, n field items,
@@ -31,7 +34,9 @@
 --    ack of their ids. Nothing is written before every check of those
 --    parts passed. Redis refuses a write for want of memory only at a
 --    script's first write, before anything changed.
--- -> {0, {1 committed | 0 already, ... per part before the stop}, stop}
+-- -> {0, {1 committed | 0 already, ... per part before the stop}, stop[, gate]}
+--    gate (with ARGV[10] and no stop): 1 opened (the stream moved to the gate
+--    key) | 0 shut (the gate key holds a value: not ours, left alone)
 --    stop: 0 none | 10, id, ... not pending | 8, send index: target sealed
 --    | 11, write index, reason, key, message: refused
 --    | {1, current} | {12} token missing | {13, what} vanished | {2, key, msg}
@@ -82,7 +87,9 @@ local function main()
 
   -- the parts, read in one pass over ARGV (no function call per argument:
   -- this runs for every message of a group)
-  local i = 10
+  local gate = nil
+  if ARGV[10] ~= '0' then gate = KEYS[tonumber(ARGV[10])] end
+  local i = 11
   local parts = {}
   for p = 1, tonumber(ARGV[9]) do
     local n = tonumber(ARGV[i])
@@ -312,6 +319,10 @@ local function main()
   local out = { 0, done }
   if stop == nil then
     out[3] = 0
+    -- the gate of the read this commit carries: it opens only when the whole
+    -- group committed, so a group that stops leaves it shut and the read
+    -- reads nothing by construction (as a stale token does)
+    if gate ~= nil then out[4] = redis.call('RENAMENX', stream, gate) end
   else
     for _, v in ipairs(stop) do out[#out + 1] = v end
   end

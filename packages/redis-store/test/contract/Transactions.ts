@@ -7,7 +7,7 @@
  * cannot take and a sealed target each leave everything as it was.
  */
 import { assert, it } from "@effect/vitest"
-import { ShardStreams, type Transaction } from "@shardline/core"
+import { ShardStreams, Transaction } from "@shardline/core"
 import { Effect } from "effect"
 import { unique } from "../support/targets.js"
 import type { Vanish } from "./ShardStreams.js"
@@ -845,5 +845,161 @@ export const transactionsVanishContract = (subject: () => Streams, vanish: () =>
           assert.strictEqual((error as unknown as { readonly what: string }).what, what)
         }
       }),
+  )
+}
+
+/**
+ * A group commit that carries the shard's next read (`commitGroupThenRead`,
+ * docs/exactly-once.md "The commit rides the read"): the read runs only when
+ * every part committed; a group that stops, or a stale owner's, delivers
+ * nothing new. A port without it is tested through core's `commitThenReadOf`.
+ */
+export const commitThenReadContract = (subject: () => Streams) => {
+  const part = (id: string, ...writes: Array<Transaction.Write>): Transaction.CommitPart => ({
+    ids: [id],
+    writes,
+    sends: [],
+  })
+  const rideOf = (s: Streams) =>
+    s.transactions!.commitGroupThenRead ??
+    Transaction.commitThenReadOf(s.transactions!.commitGroup, (o) => s.read(o))
+  /** setUp's 3 pending messages, and 2 appended after them (not read yet). */
+  const withNext = (s: Streams) =>
+    Effect.gen(function* () {
+      const set = yield* setUp(s, 3)
+      const next = [
+        yield* s.append(set.stream, 2, { n: "3" }),
+        yield* s.append(set.stream, 2, { n: "4" }),
+      ]
+      const read = { ...set.base, token: 5, consumer: "c1", count: 10 }
+      return { ...set, next, read }
+    })
+  const pendingIds = (s: Streams, base: ShardStreams.GroupAddress) =>
+    Effect.map(s.pending(base), (ps) => ps.map((p) => p.id))
+
+  it.live("every part committed: the read it carries delivers the next entries", () =>
+    Effect.gen(function* () {
+      const s = subject()
+      const { stream, base, ids, next, read, tx, keys } = yield* withNext(s)
+      const n = keys.key("n")
+      const done = yield* rideOf(s)(
+        { ...base, token: 5, mode: "ack", parts: ids.map((id) => part(id, w("INCR", n))) },
+        read,
+      )
+      assert.deepStrictEqual(done.outcome, { committed: ["Committed", "Committed", "Committed"] })
+      assert.deepStrictEqual(
+        done.entries?.map((e) => [e.id, e.fields.n]),
+        [
+          [next[0], "3"],
+          [next[1], "4"],
+        ],
+      )
+      assert.deepStrictEqual(yield* tx.read(n), { type: "string", value: "3" })
+      assert.deepStrictEqual(yield* pendingIds(s, base), next)
+      // the stream is back under its own key, whole
+      assert.strictEqual((yield* s.range(shardKey(stream, 2))).length, 5)
+    }),
+  )
+
+  it.live("a group that stops at a part reads nothing: the next entries stay undelivered", () =>
+    Effect.gen(function* () {
+      const s = subject()
+      const { base, ids, next, read, tx, keys } = yield* withNext(s)
+      const text = keys.key("text")
+      const done = yield* rideOf(s)(
+        {
+          ...base,
+          token: 5,
+          mode: "ack",
+          parts: [
+            part(ids[0]!, w("SET", text, "x")),
+            part(ids[1]!, w("INCR", text)),
+            part(ids[2]!),
+          ],
+        },
+        read,
+      )
+      assert.deepStrictEqual(done.outcome.committed, ["Committed"])
+      assert.strictEqual(done.outcome.stopped?._tag, "Refused")
+      assert.isUndefined(done.entries)
+      assert.deepStrictEqual(yield* tx.read(text), { type: "string", value: "x" })
+      assert.deepStrictEqual(yield* pendingIds(s, base), [ids[1]!, ids[2]!])
+      // the group did not move: a read now delivers them
+      const later = yield* s.read(read)
+      assert.deepStrictEqual(
+        later.map((e) => e.id),
+        next,
+      )
+    }),
+  )
+
+  it.live("a part no longer pending stops the group, and nothing is read", () =>
+    Effect.gen(function* () {
+      const s = subject()
+      const { base, ids, read } = yield* withNext(s)
+      yield* s.ack({ ...base, token: 5, ids: [ids[0]!], mode: "ack" })
+      const done = yield* rideOf(s)(
+        {
+          ...base,
+          token: 5,
+          mode: "ack",
+          parts: [{ ids: [ids[0]!, ids[1]!], writes: [], sends: [] }],
+        },
+        read,
+      )
+      assert.deepStrictEqual(done.outcome, {
+        committed: [],
+        stopped: { _tag: "NotPending", ids: [ids[0]!] },
+      })
+      assert.isUndefined(done.entries)
+      assert.deepStrictEqual(yield* pendingIds(s, base), [ids[1]!, ids[2]!])
+    }),
+  )
+
+  it.live("a stale owner's commit writes nothing and reads nothing", () =>
+    Effect.gen(function* () {
+      const s = subject()
+      const { base, ids, read, tx, keys } = yield* withNext(s)
+      const n = keys.key("n")
+      const failed = yield* Effect.flip(
+        rideOf(s)(
+          { ...base, token: 4, mode: "ack", parts: ids.map((id) => part(id, w("INCR", n))) },
+          { ...read, token: 4 },
+        ),
+      )
+      assert.strictEqual(failed._tag, "StaleOwner")
+      assert.isUndefined(yield* tx.read(n))
+      assert.deepStrictEqual(yield* pendingIds(s, base), ids)
+    }),
+  )
+
+  it.live("a group sent again (its reply lost) writes nothing again; its read reads on", () =>
+    Effect.gen(function* () {
+      const s = subject()
+      const { base, ids, next, read, tx, keys } = yield* withNext(s)
+      const n = keys.key("n")
+      const group: Transaction.GroupCommitOptions = {
+        ...base,
+        token: 5,
+        mode: "ack",
+        parts: ids.map((id) => part(id, w("INCR", n))),
+      }
+      const first = yield* rideOf(s)(group, { ...read, count: 1 })
+      assert.deepStrictEqual(
+        first.entries?.map((e) => e.id),
+        [next[0]],
+      )
+      const again = yield* rideOf(s)(group, { ...read, count: 1 })
+      assert.deepStrictEqual(again.outcome.committed, [
+        "AlreadyCommitted",
+        "AlreadyCommitted",
+        "AlreadyCommitted",
+      ])
+      assert.deepStrictEqual(
+        again.entries?.map((e) => e.id),
+        [next[1]],
+      )
+      assert.deepStrictEqual(yield* tx.read(n), { type: "string", value: "3" })
+    }),
   )
 }
