@@ -392,22 +392,28 @@ describe("rule 20: lease renewal against latency (issue 32, item 5)", () => {
     )
 })
 
+/** Memory ports and leader c1's host, in a scope of its own (`s1`) a test closes to fail it over. */
+const firstLeader = Effect.gen(function* () {
+  const streams = yield* ShardStreams.makeMemory
+  const fence = yield* OwnerFence.make.pipe(
+    Effect.provideService(ShardStreams.ShardStreams, streams),
+  )
+  const store = Store.makeMemoryUnsafe()
+  const lease = yield* CoordinatorLease.makeMemory
+  const s1 = yield* Scope.make()
+  const h1 = yield* makeCoordinatorHost({ config: cfg, holder: "c1" }).pipe(
+    Effect.provide(ports(store, lease, fence)),
+    Scope.provide(s1),
+  )
+  return { streams, fence, store, lease, s1, h1 }
+})
+
 describe("rule 23 through the host: a takeover after a metadata rewind", () => {
   it.effect(
     "issue 19 finding 5: storage tokens above the stored ones: the shards are held, the takeover is audited and the host serves",
     () =>
       Effect.gen(function* () {
-        const streams = yield* ShardStreams.makeMemory
-        const fence = yield* OwnerFence.make.pipe(
-          Effect.provideService(ShardStreams.ShardStreams, streams),
-        )
-        const store = Store.makeMemoryUnsafe()
-        const lease = yield* CoordinatorLease.makeMemory
-        const s1 = yield* Scope.make()
-        const h1 = yield* makeCoordinatorHost({ config: cfg, holder: "c1" }).pipe(
-          Effect.provide(ports(store, lease, fence)),
-          Scope.provide(s1),
-        )
+        const { streams, fence, store, lease, s1, h1 } = yield* firstLeader
         const a = yield* h1.heartbeat(request({ memberId: "a" }))
         assert.deepStrictEqual(
           a.assigned.map((g) => g.shard),
@@ -457,17 +463,7 @@ describe("rule 23 through the host: a takeover after a metadata rewind", () => {
  * storage), and c1 is closed: ready for a successor's takeover.
  */
 const steadyThenClosed = Effect.gen(function* () {
-  const streams = yield* ShardStreams.makeMemory
-  const fence = yield* OwnerFence.make.pipe(
-    Effect.provideService(ShardStreams.ShardStreams, streams),
-  )
-  const store = Store.makeMemoryUnsafe()
-  const lease = yield* CoordinatorLease.makeMemory
-  const s1 = yield* Scope.make()
-  const h1 = yield* makeCoordinatorHost({ config: cfg, holder: "c1" }).pipe(
-    Effect.provide(ports(store, lease, fence)),
-    Scope.provide(s1),
-  )
+  const { fence, store, lease, s1, h1 } = yield* firstLeader
   const a = yield* h1.heartbeat(request({ memberId: "a" }))
   const steady = yield* h1.heartbeat(steadyOf("a", a))
   yield* Scope.close(s1, Exit.void)

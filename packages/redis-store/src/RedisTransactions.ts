@@ -320,23 +320,23 @@ export const makeTransactions = (
       ? Effect.as(connection.confirmReplicated("commit", stream), outcome)
       : Effect.succeed(outcome)
 
+  /** A prepared group commit's script call on the ordinary connection, confirmed (`durability`). */
+  const commitPrepared = (
+    o: Transaction.GroupCommitOptions,
+    prepared: PreparedGroup,
+  ): Effect.Effect<Transaction.GroupCommitOutcome, Transaction.CommitError> =>
+    evalScript(connection, "commit", Scripts.commit, prepared.scriptKeys, prepared.args).pipe(
+      refineNoReplicas("commit", prepared.stream),
+      Effect.flatMap((reply) => outcomeOfReply(o, prepared, reply)),
+      Effect.flatMap((outcome) => confirmed(prepared.stream, outcome)),
+    )
+
   const commitGroup = (
     o: Transaction.GroupCommitOptions,
   ): Effect.Effect<Transaction.GroupCommitOutcome, Transaction.CommitError> =>
     Effect.suspend(() => {
       const prepared = prepareGroup(o)
-      if (Effect.isEffect(prepared)) return prepared
-      return evalScript(
-        connection,
-        "commit",
-        Scripts.commit,
-        prepared.scriptKeys,
-        prepared.args,
-      ).pipe(
-        refineNoReplicas("commit", prepared.stream),
-        Effect.flatMap((reply) => outcomeOfReply(o, prepared, reply)),
-        Effect.flatMap((outcome) => confirmed(prepared.stream, outcome)),
-      )
+      return Effect.isEffect(prepared) ? prepared : commitPrepared(o, prepared)
     })
 
   /**
@@ -356,7 +356,9 @@ export const makeTransactions = (
         return Effect.map(commitGroup(o), (outcome) => ({ outcome }))
       const prepared = prepareGroup(o, gateKey(o.stream, o.shard))
       if (Effect.isEffect(prepared)) return Effect.map(prepared, (outcome) => ({ outcome }))
-      if (!prepared.gated) return Effect.map(commitGroup(o), (outcome) => ({ outcome }))
+      // a part refused before the script: the group stops there, no read with it
+      if (!prepared.gated)
+        return Effect.map(commitPrepared(o, prepared), (outcome) => ({ outcome }))
       return Effect.tryPromise({
         try: () => rider.commitRead(next, prepared.scriptKeys, prepared.args),
         catch: (cause) => unavailable("commit (with its read)", cause),

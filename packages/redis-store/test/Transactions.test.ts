@@ -5,6 +5,7 @@
  * nodes told to use it; then what only a cluster has: the shard's hash slot.
  */
 import { assert, it } from "@effect/vitest"
+import { ShardStreams } from "@shardline/core"
 import { ShardStreams as MemoryShardStreams } from "@shardline/core/testing"
 import { Effect } from "effect"
 import { keySlot } from "../src/acl.js"
@@ -49,6 +50,38 @@ for (const target of redisTargets()) {
       if (target.kind === "cluster7") outboxContract(subject)
       else directSendsContract(subject)
       transactionsVanishContract(subject, () => redisVanish(fixture().connection))
+      it.live(
+        "a value under the gate key (not Shardline's): the commit commits, its read reads nothing, the value stays",
+        () =>
+          Effect.gen(function* () {
+            const s = subject()
+            const { connection } = fixture()
+            const base = { stream: unique("ride-occupied"), shard: 1, group: "g" }
+            yield* s.setOwnerToken({ ...base, token: 3 })
+            yield* s.append(base.stream, 1, { n: "0" })
+            const read = { ...base, token: 3, consumer: "c", count: 10 }
+            const first = yield* s.read(read)
+            yield* s.append(base.stream, 1, { n: "1" })
+            const gate = connection.keys.gateKey(base.stream, 1)
+            const client = connection.client
+            yield* Effect.promise(() => client.set(gate, "someone else's"))
+            const done = yield* s.transactions!.commitGroupThenRead!(
+              {
+                ...base,
+                token: 3,
+                mode: "ack",
+                parts: [{ ids: first.map((m) => m.id), writes: [], sends: [] }],
+              },
+              read,
+            )
+            assert.deepStrictEqual(done, { outcome: { committed: ["Committed"] } })
+            assert.strictEqual(yield* Effect.promise(() => client.get(gate)), "someone else's")
+            // nothing delivered: the new entry is not pending, the stream is whole under its key
+            assert.deepStrictEqual(yield* s.pending(base), [])
+            assert.strictEqual((yield* s.range(ShardStreams.shardKey(base.stream, 1))).length, 2)
+            yield* Effect.promise(() => client.del(gate))
+          }),
+      )
       it.live(
         "the script cache flushed: a commit and the read it carries run all the same (EVAL, as a read's gate)",
         () =>

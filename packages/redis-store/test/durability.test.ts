@@ -84,6 +84,18 @@ describe("durability on a primary and its replica (Redis 7.0)", () => {
     }
   })
 
+  /** A runtime of one RedisConnection to the primary with `durability` (disposed after the test). */
+  const connectionOn = (durability: { replicas: number; timeoutMs: number }) => {
+    const runtime = ManagedRuntime.make(
+      RedisConnection.layer({ url: primary.url, durability }) as Layer.Layer<
+        RedisConnection.RedisConnection,
+        never
+      >,
+    )
+    runtimes.push(runtime as ManagedRuntime.ManagedRuntime<unknown, unknown>)
+    return runtime
+  }
+
   const portsOn = (durability?: { replicas: number; timeoutMs: number }) => {
     const runtime = ManagedRuntime.make(
       RedisPorts.layer({
@@ -192,13 +204,7 @@ describe("durability on a primary and its replica (Redis 7.0)", () => {
   }, 60_000)
 
   it("an outbox relay's delivery is confirmed only once the target's replica has it; not confirmed, it fails NotReplicated and still exists (the relay keeps the outbox entry)", async () => {
-    const runtime = ManagedRuntime.make(
-      RedisConnection.layer({
-        url: primary.url,
-        durability: { replicas: 1, timeoutMs: 1_000 },
-      }) as Layer.Layer<RedisConnection.RedisConnection, never>,
-    )
-    runtimes.push(runtime as ManagedRuntime.ManagedRuntime<unknown, unknown>)
+    const runtime = connectionOn({ replicas: 1, timeoutMs: 1_000 })
     const stream = unique("relay")
     const source = { stream: unique("relay-source"), shard: 0, group: "g" }
     const deliver = (id: string, n: number) =>
@@ -227,13 +233,7 @@ describe("durability on a primary and its replica (Redis 7.0)", () => {
   }, 60_000)
 
   it("a group commit with durability does not carry its read (docs/exactly-once.md, 'The commit rides the read'): its WAIT counts the writes of its own connection", async () => {
-    const runtime = ManagedRuntime.make(
-      RedisConnection.layer({
-        url: primary.url,
-        durability: { replicas: 1, timeoutMs: 5_000 },
-      }) as Layer.Layer<RedisConnection.RedisConnection, never>,
-    )
-    runtimes.push(runtime as ManagedRuntime.ManagedRuntime<unknown, unknown>)
+    const runtime = connectionOn({ replicas: 1, timeoutMs: 5_000 })
     const done = await runtime.runPromise(
       Effect.gen(function* () {
         const s = RedisShardStreams.makeWith(yield* RedisConnection.RedisConnection)

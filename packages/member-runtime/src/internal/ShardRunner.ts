@@ -516,6 +516,19 @@ const turnOf = (
       at: env.wallNow(),
     })
     const canAct = () => r.alive && env.mayAct()
+    const seekFailed = (seek: PendingSeek, message: string, cause?: unknown) =>
+      Deferred.doneUnsafe(
+        seek.done,
+        Effect.fail(
+          new SeekFailed({
+            stream: settings.stream,
+            group: settings.group,
+            shard: r.shard,
+            message,
+            ...(cause === undefined ? {} : { cause }),
+          }),
+        ),
+      )
 
     if (!r.started) {
       const budget = env.drainBudgetMs()
@@ -583,17 +596,9 @@ const turnOf = (
         }
         const setPosition = streams.setGroupPosition
         if (setPosition === undefined) {
-          Deferred.doneUnsafe(
-            seek.done,
-            Effect.fail(
-              new SeekFailed({
-                stream: settings.stream,
-                group: settings.group,
-                shard: r.shard,
-                message:
-                  "these ports cannot move a group's position (no ShardStreams.setGroupPosition)",
-              }),
-            ),
+          seekFailed(
+            seek,
+            "these ports cannot move a group's position (no ShardStreams.setGroupPosition)",
           )
           continue
         }
@@ -602,18 +607,7 @@ const turnOf = (
         const moved = yield* Effect.result(setPosition({ ...address, position: seek.position }))
         if (moved._tag === "Failure") {
           const error = moved.failure
-          Deferred.doneUnsafe(
-            seek.done,
-            Effect.fail(
-              new SeekFailed({
-                stream: settings.stream,
-                group: settings.group,
-                shard: r.shard,
-                message: describe(error),
-                cause: error,
-              }),
-            ),
-          )
+          seekFailed(seek, describe(error), error)
           const refused = fenceOutcome(env, r, error)
           if (refused !== undefined) return refused
           continue
