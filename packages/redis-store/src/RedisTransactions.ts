@@ -415,8 +415,8 @@ export const makeTransactions = (
             if (failure !== undefined) return Effect.fail(failure)
             const reply = done.reply as ReadonlyArray<unknown>
             if (prepared.joined && reply[0] === Code.Ok) {
-              // stopped: nothing written, the gate stayed shut (no read ran)
               const whole = joinedOutcome(prepared, reply)
+              // stopped: nothing written, the gate stayed shut (the read read nothing)
               if (whole === undefined) return Effect.map(partByPart(o), (outcome) => ({ outcome }))
               return Effect.succeed(
                 done.entries === undefined
