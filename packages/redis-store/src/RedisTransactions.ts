@@ -188,8 +188,8 @@ export const makeTransactions = (
       for (const given of part.ids) {
         if (!StreamId.isValid(given)) return Effect.fail(new InvalidEntryId({ id: given }))
         const id = StreamId.canonical(given)
-        if (low === undefined || StreamId.compare(id, low) < 0) low = id
-        if (high === undefined || StreamId.compare(id, high) > 0) high = id
+        if (low === undefined || StreamId.compareCanonical(id, low) < 0) low = id
+        if (high === undefined || StreamId.compareCanonical(id, high) > 0) high = id
         ids.push(id)
       }
       canonical.push(ids)
