@@ -16,7 +16,11 @@
  * - `plain`: `eachMessage` without a transaction (its ack rides the next read);
  * - `tx`: `eachMessage` with a one-write transaction (INCR of a key in the
  *   shard's slot): the batch's transactions commit in one group commit;
- * - `txBatch`: `eachBatch` whose one transaction INCRs once per message.
+ * - `txBatch`: `eachBatch` whose one transaction INCRs once per message;
+ * - `txKeys`: as `tx`, but each message INCRs its routing key's own counter
+ *   (1,000 keys): a batch's writes rarely touch one key twice, so the
+ *   commit cannot merge them (docs/exactly-once.md, "The group as one
+ *   part"). Reported beside the targets, which are set for `tx` and `txBatch`.
  * Per run: messages/s from the first handled message until nothing is
  * pending, and Redis CPU (INFO cpu, user + sys, summed over a cluster's
  * nodes) per message over the same span, and this process's CPU (the
@@ -47,7 +51,7 @@ const TARGETS = (process.env.BENCH_TX_TARGETS ?? "redis7,redis8,cluster7,cluster
   .split(",")
   .map((t) => t.trim())
 
-type Mode = "plain" | "tx" | "txBatch"
+type Mode = "plain" | "tx" | "txBatch" | "txKeys"
 
 interface Run {
   readonly msgsPerSec: number
@@ -61,12 +65,15 @@ interface Round {
   readonly plain: Run
   readonly tx: Run
   readonly txBatch: Run
-  /** tx / plain and txBatch / plain in this round: messages/s and Redis CPU per message. */
+  readonly txKeys: Run
+  /** Each mode / plain in this round: messages/s and Redis CPU per message. */
   readonly ratios: {
     readonly txThroughput: number
     readonly txBatchThroughput: number
+    readonly txKeysThroughput: number
     readonly txCpu: number
     readonly txBatchCpu: number
+    readonly txKeysCpu: number
   }
 }
 
@@ -180,13 +187,21 @@ const runOnce = async (target: Target, client: Redis | Cluster, mode: Mode): Pro
                   handled++
                 },
               }
-            : {
-                eachBatch: (batch, { transaction: tx }) => {
-                  onFirst()
-                  for (const _m of batch.messages) tx.incr(tx.key("n"))
-                  handled += batch.messages.length
-                },
-              }),
+            : mode === "txKeys"
+              ? {
+                  eachMessage: (m, { transaction: tx }) => {
+                    onFirst()
+                    tx.incr(tx.key(`n:${m.key}`))
+                    handled++
+                  },
+                }
+              : {
+                  eachBatch: (batch, { transaction: tx }) => {
+                    onFirst()
+                    for (const _m of batch.messages) tx.incr(tx.key("n"))
+                    handled += batch.messages.length
+                  },
+                }),
       }),
     ],
   })
@@ -225,24 +240,27 @@ const measure = async (target: Target) => {
   try {
     for (let r = 0; r < ROUNDS; r++) {
       const order: Array<Mode> =
-        r % 2 === 0 ? ["plain", "tx", "txBatch"] : ["txBatch", "tx", "plain"]
+        r % 2 === 0 ? ["plain", "tx", "txBatch", "txKeys"] : ["txKeys", "txBatch", "tx", "plain"]
       const runs: Partial<Record<Mode, Run>> = {}
       for (const mode of order) runs[mode] = await runOnce(target, client, mode)
-      const { plain, tx, txBatch } = runs as Record<Mode, Run>
+      const { plain, tx, txBatch, txKeys } = runs as Record<Mode, Run>
       const round: Round = {
         plain,
         tx,
         txBatch,
+        txKeys,
         ratios: {
           txThroughput: r2(tx.msgsPerSec / plain.msgsPerSec),
           txBatchThroughput: r2(txBatch.msgsPerSec / plain.msgsPerSec),
+          txKeysThroughput: r2(txKeys.msgsPerSec / plain.msgsPerSec),
           txCpu: r2(tx.cpuUsPerMsg / plain.cpuUsPerMsg),
           txBatchCpu: r2(txBatch.cpuUsPerMsg / plain.cpuUsPerMsg),
+          txKeysCpu: r2(txKeys.cpuUsPerMsg / plain.cpuUsPerMsg),
         },
       }
       rounds.push(round)
       console.log(
-        `  round ${r + 1}: plain ${plain.msgsPerSec.toFixed(0)} msg/s ${plain.cpuUsPerMsg.toFixed(1)} µs/msg; tx ${tx.msgsPerSec.toFixed(0)} (${round.ratios.txThroughput}x) ${tx.cpuUsPerMsg.toFixed(1)} µs/msg (${round.ratios.txCpu}x); txBatch ${txBatch.msgsPerSec.toFixed(0)} (${round.ratios.txBatchThroughput}x) ${txBatch.cpuUsPerMsg.toFixed(1)} µs/msg (${round.ratios.txBatchCpu}x); member CPU µs/msg plain ${plain.nodeCpuUsPerMsg.toFixed(1)}, tx ${tx.nodeCpuUsPerMsg.toFixed(1)}, txBatch ${txBatch.nodeCpuUsPerMsg.toFixed(1)}`,
+        `  round ${r + 1}: plain ${plain.msgsPerSec.toFixed(0)} msg/s ${plain.cpuUsPerMsg.toFixed(1)} µs/msg; tx ${tx.msgsPerSec.toFixed(0)} (${round.ratios.txThroughput}x) ${tx.cpuUsPerMsg.toFixed(1)} µs/msg (${round.ratios.txCpu}x); txBatch ${txBatch.msgsPerSec.toFixed(0)} (${round.ratios.txBatchThroughput}x) ${txBatch.cpuUsPerMsg.toFixed(1)} µs/msg (${round.ratios.txBatchCpu}x); txKeys ${txKeys.msgsPerSec.toFixed(0)} (${round.ratios.txKeysThroughput}x) ${txKeys.cpuUsPerMsg.toFixed(1)} µs/msg (${round.ratios.txKeysCpu}x); member CPU µs/msg plain ${plain.nodeCpuUsPerMsg.toFixed(1)}, tx ${tx.nodeCpuUsPerMsg.toFixed(1)}, txBatch ${txBatch.nodeCpuUsPerMsg.toFixed(1)}, txKeys ${txKeys.nodeCpuUsPerMsg.toFixed(1)}`,
       )
     }
   } finally {
@@ -256,18 +274,23 @@ const measure = async (target: Target) => {
       plainMsgsPerSec: of((r) => r.plain.msgsPerSec),
       txMsgsPerSec: of((r) => r.tx.msgsPerSec),
       txBatchMsgsPerSec: of((r) => r.txBatch.msgsPerSec),
+      txKeysMsgsPerSec: of((r) => r.txKeys.msgsPerSec),
       plainCpuUsPerMsg: of((r) => r.plain.cpuUsPerMsg),
       txCpuUsPerMsg: of((r) => r.tx.cpuUsPerMsg),
       txBatchCpuUsPerMsg: of((r) => r.txBatch.cpuUsPerMsg),
+      txKeysCpuUsPerMsg: of((r) => r.txKeys.cpuUsPerMsg),
       /** The member's own CPU (this process) per message. */
       plainNodeCpuUsPerMsg: of((r) => r.plain.nodeCpuUsPerMsg),
       txNodeCpuUsPerMsg: of((r) => r.tx.nodeCpuUsPerMsg),
       txBatchNodeCpuUsPerMsg: of((r) => r.txBatch.nodeCpuUsPerMsg),
+      txKeysNodeCpuUsPerMsg: of((r) => r.txKeys.nodeCpuUsPerMsg),
       /** Medians of the per-round ratios (each round's runs back to back). */
       txThroughputRatio: of((r) => r.ratios.txThroughput),
       txBatchThroughputRatio: of((r) => r.ratios.txBatchThroughput),
+      txKeysThroughputRatio: of((r) => r.ratios.txKeysThroughput),
       txCpuRatio: of((r) => r.ratios.txCpu),
       txBatchCpuRatio: of((r) => r.ratios.txBatchCpu),
+      txKeysCpuRatio: of((r) => r.ratios.txKeysCpu),
     },
     rounds,
   }
@@ -344,19 +367,20 @@ work (load average per target below: compare within a round). ${ROUNDS} paired r
 target, each draining ${MESSAGES} messages on ${SHARDS} shards with batches of ${BATCH}: \`plain\`
 (\`eachMessage\`, no transaction), \`tx\` (\`eachMessage\`, one INCR per message in a
 transaction: one group commit per batch) and \`txBatch\` (\`eachBatch\`, one transaction per
-batch, one INCR per message), in an order alternating by round. Targets: tx / plain >= 0.5,
-txBatch / plain >= 0.8, Redis CPU per message <= 2x plain.
+batch, one INCR per message), and \`txKeys\` (as \`tx\`, each message INCRing its routing
+key's counter, 1,000 keys: the writes a commit cannot merge), in an order alternating by
+round. Targets: tx / plain >= 0.5, txBatch / plain >= 0.8, Redis CPU per message <= 2x plain.
 
-| target | load avg | plain msg/s | tx msg/s | tx / plain | txBatch msg/s | txBatch / plain | plain CPU µs/msg | tx CPU µs/msg | tx / plain | txBatch CPU µs/msg | txBatch / plain |
-| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
+| target | load avg | plain msg/s | tx msg/s | tx / plain | txBatch msg/s | txBatch / plain | txKeys msg/s | txKeys / plain | plain CPU µs/msg | tx CPU µs/msg | tx / plain | txBatch CPU µs/msg | txBatch / plain | txKeys CPU µs/msg | txKeys / plain |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 ${results
   .map((t) =>
     [
       ...t.rounds.map(
         (r, i) =>
-          `| ${t.target}, round ${i + 1} | | ${f0(r.plain.msgsPerSec)} | ${f0(r.tx.msgsPerSec)} | ${r.ratios.txThroughput} | ${f0(r.txBatch.msgsPerSec)} | ${r.ratios.txBatchThroughput} | ${f1(r.plain.cpuUsPerMsg)} | ${f1(r.tx.cpuUsPerMsg)} | ${r.ratios.txCpu} | ${f1(r.txBatch.cpuUsPerMsg)} | ${r.ratios.txBatchCpu} |`,
+          `| ${t.target}, round ${i + 1} | | ${f0(r.plain.msgsPerSec)} | ${f0(r.tx.msgsPerSec)} | ${r.ratios.txThroughput} | ${f0(r.txBatch.msgsPerSec)} | ${r.ratios.txBatchThroughput} | ${f0(r.txKeys.msgsPerSec)} | ${r.ratios.txKeysThroughput} | ${f1(r.plain.cpuUsPerMsg)} | ${f1(r.tx.cpuUsPerMsg)} | ${r.ratios.txCpu} | ${f1(r.txBatch.cpuUsPerMsg)} | ${r.ratios.txBatchCpu} | ${f1(r.txKeys.cpuUsPerMsg)} | ${r.ratios.txKeysCpu} |`,
       ),
-      `| **${t.target}, median** | ${t.loadAverage.before} -> ${t.loadAverage.after} | ${f0(t.median.plainMsgsPerSec)} | ${f0(t.median.txMsgsPerSec)} | **${t.median.txThroughputRatio}** | ${f0(t.median.txBatchMsgsPerSec)} | **${t.median.txBatchThroughputRatio}** | ${f1(t.median.plainCpuUsPerMsg)} | ${f1(t.median.txCpuUsPerMsg)} | **${t.median.txCpuRatio}** | ${f1(t.median.txBatchCpuUsPerMsg)} | **${t.median.txBatchCpuRatio}** |`,
+      `| **${t.target}, median** | ${t.loadAverage.before} -> ${t.loadAverage.after} | ${f0(t.median.plainMsgsPerSec)} | ${f0(t.median.txMsgsPerSec)} | **${t.median.txThroughputRatio}** | ${f0(t.median.txBatchMsgsPerSec)} | **${t.median.txBatchThroughputRatio}** | ${f0(t.median.txKeysMsgsPerSec)} | ${t.median.txKeysThroughputRatio} | ${f1(t.median.plainCpuUsPerMsg)} | ${f1(t.median.txCpuUsPerMsg)} | **${t.median.txCpuRatio}** | ${f1(t.median.txBatchCpuUsPerMsg)} | **${t.median.txBatchCpuRatio}** | ${f1(t.median.txKeysCpuUsPerMsg)} | ${t.median.txKeysCpuRatio} |`,
     ].join("\n"),
   )
   .join("\n")}

@@ -113,6 +113,11 @@ interface PreparedGroup {
   readonly refused: TransactionRefused | InvalidArgument | undefined
   /** The script opens the carried read's gate (ARGV[10] set). */
   readonly gated: boolean
+  /**
+   * The script sees the parts joined into one (core's `Transaction.joinParts`):
+   * when it stops, nothing was written, and the group goes again part by part.
+   */
+  readonly joined: boolean
 }
 
 /**
@@ -164,6 +169,7 @@ export const makeTransactions = (
   const prepareGroup = (
     o: Transaction.GroupCommitOptions,
     gate?: string,
+    join = true,
   ): PreparedGroup | Effect.Effect<Transaction.GroupCommitOutcome, Transaction.CommitError> => {
     if (!Number.isSafeInteger(o.token) || o.token < 0)
       return Effect.fail(new InvalidArgument({ message: `bad owner token ${o.token}` }))
@@ -182,8 +188,8 @@ export const makeTransactions = (
       for (const given of part.ids) {
         if (!StreamId.isValid(given)) return Effect.fail(new InvalidEntryId({ id: given }))
         const id = StreamId.canonical(given)
-        if (low === undefined || StreamId.compare(id, low) < 0) low = id
-        if (high === undefined || StreamId.compare(id, high) > 0) high = id
+        if (low === undefined || StreamId.compareCanonical(id, low) < 0) low = id
+        if (high === undefined || StreamId.compareCanonical(id, high) > 0) high = id
         ids.push(id)
       }
       canonical.push(ids)
@@ -203,6 +209,10 @@ export const makeTransactions = (
     }
     if (parts.length === 0)
       return Effect.succeed({ committed: [], stopped: { _tag: "Refused", error: refused! } })
+    // the group as one part first (docs/exactly-once.md, "The group as one
+    // part"): a part refused here already stops the group part by part
+    const joined = join && refused === undefined ? Transaction.joinParts(parts) : undefined
+    const sent = joined === undefined ? parts : [joined]
     const stream = shardKey(o.stream, o.shard)
     const scriptKeys = [
       stream,
@@ -228,11 +238,11 @@ export const makeTransactions = (
       low!,
       high!,
       String(total),
-      String(parts.length),
+      String(sent.length),
       // a part refused here stops the group: the read it carries must not run
       gate === undefined || refused !== undefined ? "0" : keyIndex(gate),
     ]
-    for (const part of parts) {
+    for (const part of sent) {
       args.push(String(part.ids.length))
       for (const id of part.ids) args.push(id)
       args.push(String(part.writes.length))
@@ -252,7 +262,15 @@ export const makeTransactions = (
         args.push(s.stream, String(s.shard), s.key, String(flat.length), ...flat)
       }
     }
-    return { stream, scriptKeys, args, parts, refused, gated: args[9] !== "0" }
+    return {
+      stream,
+      scriptKeys,
+      args,
+      parts,
+      refused,
+      gated: args[9] !== "0",
+      joined: joined !== undefined,
+    }
   }
 
   /** The outcome of a group commit's script reply (before any replication wait). */
@@ -320,6 +338,21 @@ export const makeTransactions = (
       ? Effect.as(connection.confirmReplicated("commit", stream), outcome)
       : Effect.succeed(outcome)
 
+  /**
+   * A joined group's outcome (`PreparedGroup.joined`): every part committed,
+   * or every part already had; undefined when the script stopped (it wrote
+   * nothing: the group goes again part by part for the exact stop).
+   */
+  const joinedOutcome = (
+    prepared: PreparedGroup,
+    reply: ReadonlyArray<unknown>,
+  ): Transaction.GroupCommitOutcome | undefined => {
+    if (Number(reply[2]) !== 0 || !Array.isArray(reply[1]) || reply[1].length !== 1)
+      return undefined
+    const each = Number(reply[1][0]) === 1 ? ("Committed" as const) : ("AlreadyCommitted" as const)
+    return { committed: prepared.parts.map(() => each) }
+  }
+
   /** A prepared group commit's script call on the ordinary connection, confirmed (`durability`). */
   const commitPrepared = (
     o: Transaction.GroupCommitOptions,
@@ -327,17 +360,29 @@ export const makeTransactions = (
   ): Effect.Effect<Transaction.GroupCommitOutcome, Transaction.CommitError> =>
     evalScript(connection, "commit", Scripts.commit, prepared.scriptKeys, prepared.args).pipe(
       refineNoReplicas("commit", prepared.stream),
-      Effect.flatMap((reply) => outcomeOfReply(o, prepared, reply)),
-      Effect.flatMap((outcome) => confirmed(prepared.stream, outcome)),
+      Effect.flatMap((reply) => {
+        if (!prepared.joined || reply[0] !== Code.Ok)
+          return Effect.flatMap(outcomeOfReply(o, prepared, reply), (outcome) =>
+            confirmed(prepared.stream, outcome),
+          )
+        const whole = joinedOutcome(prepared, reply)
+        return whole === undefined ? partByPart(o) : confirmed(prepared.stream, whole)
+      }),
     )
 
-  const commitGroup = (
+  /** The group commit, its parts joined first (`PreparedGroup.joined`) unless `join` is false. */
+  const commitGroupWith = (
     o: Transaction.GroupCommitOptions,
+    join: boolean,
   ): Effect.Effect<Transaction.GroupCommitOutcome, Transaction.CommitError> =>
     Effect.suspend(() => {
-      const prepared = prepareGroup(o)
+      const prepared = prepareGroup(o, undefined, join)
       return Effect.isEffect(prepared) ? prepared : commitPrepared(o, prepared)
     })
+
+  const commitGroup = (o: Transaction.GroupCommitOptions) => commitGroupWith(o, true)
+  /** After a joined group stopped: its parts one by one, for the exact stop. */
+  const partByPart = (o: Transaction.GroupCommitOptions) => commitGroupWith(o, false)
 
   /**
    * The group commit carrying the shard's next read (docs/exactly-once.md,
@@ -368,6 +413,17 @@ export const makeTransactions = (
             if (done._tag === "Alone") return Effect.map(commitGroup(o), (outcome) => ({ outcome }))
             const failure = scriptFailure("commit", done.reply)
             if (failure !== undefined) return Effect.fail(failure)
+            const reply = done.reply as ReadonlyArray<unknown>
+            if (prepared.joined && reply[0] === Code.Ok) {
+              const whole = joinedOutcome(prepared, reply)
+              // stopped: nothing written, the gate stayed shut (the read read nothing)
+              if (whole === undefined) return Effect.map(partByPart(o), (outcome) => ({ outcome }))
+              return Effect.succeed(
+                done.entries === undefined
+                  ? { outcome: whole }
+                  : { outcome: whole, entries: done.entries },
+              )
+            }
             return Effect.map(
               outcomeOfReply(o, prepared, done.reply as ReadonlyArray<unknown>),
               (outcome) =>

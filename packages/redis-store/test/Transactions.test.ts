@@ -8,6 +8,7 @@ import { assert, it } from "@effect/vitest"
 import { ShardStreams } from "@shardline/core"
 import { ShardStreams as MemoryShardStreams } from "@shardline/core/testing"
 import { Effect } from "effect"
+import type { Redis } from "ioredis"
 import { keySlot } from "../src/acl.js"
 import * as RedisShardStreams from "../src/RedisShardStreams.js"
 import {
@@ -82,6 +83,56 @@ for (const target of redisTargets()) {
             yield* Effect.promise(() => client.del(gate))
           }),
       )
+      if (target.kind !== "cluster7")
+        it.live(
+          "a group's parts go as one: 32 INCRs of one key reach Redis as ONE write (keyspace events)",
+          () =>
+            Effect.gen(function* () {
+              const s = subject()
+              const tx = s.transactions!
+              const client = fixture().connection.client as Redis
+              const base = { stream: unique("joined"), shard: 1, group: "g" }
+              yield* s.setOwnerToken({ ...base, token: 3 })
+              for (let i = 0; i < 32; i++) yield* s.append(base.stream, 1, { n: String(i) })
+              const read = { ...base, token: 3, consumer: "c", count: 32 }
+              const ids = (yield* s.read(read)).map((m) => m.id)
+              const n = tx.keys(base.stream, 1).key("n")
+              const before = yield* Effect.promise(() =>
+                client.config("GET", "notify-keyspace-events"),
+              )
+              const events: Array<string> = []
+              const listener = client.duplicate()
+              yield* Effect.promise(async () => {
+                await client.config("SET", "notify-keyspace-events", "K$")
+                listener.on("message", (_channel: string, event: string) => events.push(event))
+                await listener.subscribe(`__keyspace@0__:${n}`)
+              })
+              const done = yield* tx.commitGroup({
+                ...base,
+                token: 3,
+                mode: "ack",
+                parts: ids.map((id) => ({
+                  ids: [id],
+                  writes: [{ command: "INCR", args: [n] }],
+                  sends: [],
+                })),
+              })
+              yield* Effect.promise(async () => {
+                await client.ping() // the events reach the listener before this reply is read
+                await listener.ping()
+                listener.disconnect()
+                await client.config(
+                  "SET",
+                  "notify-keyspace-events",
+                  String((before as Array<string>)[1] ?? ""),
+                )
+              })
+              assert.deepStrictEqual(done, { committed: ids.map(() => "Committed" as const) })
+              assert.deepStrictEqual(yield* tx.read(n), { type: "string", value: "32" })
+              assert.deepStrictEqual(events, ["incrby"])
+              assert.deepStrictEqual(yield* s.pending(base), [])
+            }),
+        )
       it.live(
         "the script cache flushed: a commit and the read it carries run all the same (EVAL, as a read's gate)",
         () =>

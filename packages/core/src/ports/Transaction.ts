@@ -639,5 +639,124 @@ export const commitThenReadOf =
           }),
     )
 
+// ---------------------------------------------------------------------------
+// the group as one part (docs/exactly-once.md, "The group as one part")
+
+/** An integer counter write: its key, its hash field (HINCRBY), how much it adds. */
+const counterStep = (
+  w: Write,
+):
+  | { readonly key: string; readonly field: string | undefined; readonly by: number }
+  | undefined => {
+  switch (w.command) {
+    case "INCR":
+      return { key: w.args[0]!, field: undefined, by: 1 }
+    case "DECR":
+      return { key: w.args[0]!, field: undefined, by: -1 }
+    case "INCRBY":
+      return { key: w.args[0]!, field: undefined, by: Number(w.args[1]) }
+    case "DECRBY":
+      return { key: w.args[0]!, field: undefined, by: -Number(w.args[1]) }
+    case "HINCRBY":
+      return { key: w.args[0]!, field: w.args[1]!, by: Number(w.args[2]) }
+    default:
+      return undefined
+  }
+}
+
+/**
+ * `writes` (checked: `checkCommit`) with each run of integer counter writes
+ * on one key (one hash field) merged into ONE write of their sum, at the
+ * run's first write: `INCR n` 32 times is `INCRBY n 32`. A run ends at any
+ * other write to that key, at a step of the other sign, or where the sum
+ * would leave ±(2^53 - 1). Writes to other keys between them commute with
+ * them, so the merged writes leave every key as the originals do; and as
+ * every value a run passes through lies between its first and its last
+ * (one sign), the merged writes are refused exactly when the originals are
+ * (the property test in test/ports/mergeCounters.test.ts). Float counters
+ * are never merged: their sum rounds differently. `writes` itself when
+ * nothing merges.
+ *
+ * @example
+ * mergeCounters([{ command: "INCR", args: ["n"] }, { command: "INCR", args: ["n"] }])
+ * // [{ command: "INCRBY", args: ["n", "2"] }]
+ */
+export const mergeCounters = (writes: ReadonlyArray<Write>): ReadonlyArray<Write> => {
+  const out: Array<Write> = []
+  // per output write, the sum of the steps merged into it (counters only)
+  const sums: Array<number> = []
+  const merged: Array<boolean> = []
+  // the open run of each key: string counters, and per hash field
+  const strings = new Map<string, number>()
+  const fields = new Map<string, Map<string, number>>()
+  let any = false
+  for (const w of writes) {
+    const step = counterStep(w)
+    if (step === undefined) {
+      out.push(w)
+      for (const key of keysOf(w)) {
+        strings.delete(key)
+        fields.delete(key)
+      }
+      continue
+    }
+    const runs = step.field === undefined ? undefined : fields.get(step.key)
+    const at = step.field === undefined ? strings.get(step.key) : runs?.get(step.field)
+    if (at !== undefined) {
+      const sum = sums[at]! + step.by
+      const oneSign = (sums[at]! >= 0 && step.by >= 0) || (sums[at]! <= 0 && step.by <= 0)
+      if (oneSign && Number.isSafeInteger(sum)) {
+        sums[at] = sum
+        merged[at] = true
+        any = true
+        continue
+      }
+    }
+    const index = out.push(w) - 1
+    sums[index] = step.by
+    merged[index] = false
+    if (step.field === undefined) strings.set(step.key, index)
+    else if (runs === undefined) fields.set(step.key, new Map([[step.field, index]]))
+    else runs.set(step.field, index)
+  }
+  if (!any) return writes
+  return out.map((w, i) => {
+    if (!merged[i]) return w
+    const by = String(sums[i]!)
+    return w.command === "HINCRBY"
+      ? { command: "HINCRBY", args: [w.args[0]!, w.args[1]!, by] }
+      : { command: "INCRBY", args: [w.args[0]!, by] }
+  })
+}
+
+/**
+ * A group's parts as ONE part: every id, every write in order (counter runs
+ * merged: `mergeCounters`), every send in order; undefined when that saves
+ * nothing (one part whose writes do not merge). A storage may commit it
+ * first (docs/exactly-once.md, "The group as one part"): when it commits
+ * whole, every part committed (when none of its ids was pending, every
+ * part had); when it stops, it wrote nothing, and the group goes again part
+ * by part for the exact stop.
+ *
+ * @example
+ * const one = Transaction.joinParts(group.parts) // then, on a stop, group.parts
+ */
+export const joinParts = (parts: ReadonlyArray<CommitPart>): CommitPart | undefined => {
+  if (parts.length === 1) {
+    const only = parts[0]!
+    const writes = mergeCounters(only.writes)
+    return writes === only.writes ? undefined : { ...only, writes }
+  }
+  const ids: Array<string> = []
+  const writes: Array<Write> = []
+  const sends: Array<Send> = []
+  for (const part of parts) {
+    for (const id of part.ids) ids.push(id)
+    for (const w of part.writes) writes.push(w)
+    for (const s of part.sends) sends.push(s)
+  }
+  return { ids, writes: mergeCounters(writes), sends }
+}
+
 const COMMITTED: CommitOutcome = { _tag: "Committed" }
 const ALREADY_COMMITTED: CommitOutcome = { _tag: "AlreadyCommitted" }

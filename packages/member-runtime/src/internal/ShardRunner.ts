@@ -30,7 +30,13 @@
  * token waits for a coordinator to write one again; a vanished group (or
  * stream) is created again at the stream's start, by a fenced seek.
  */
-import type { DataLost, OwnerTokenMissing, ShardProgress, ShardStreams } from "@shardline/core"
+import type {
+  DataLost,
+  OwnerTokenMissing,
+  ShardProgress,
+  ShardStreams,
+  Transaction,
+} from "@shardline/core"
 
 type DataPlaneFailure = ShardStreams.FencedError
 
@@ -1098,12 +1104,22 @@ const awaitDirect = (
 type Context = PerMessageContext
 
 /** Makes a message's (or batch's) transaction handle, on the handler's first read of it. */
-const handleMaker = (env: TurnEnv, r: Runner) => (): TransactionHandle =>
-  new TransactionHandle({
-    rules: env.transactions?.port?.keys(env.settings.stream, r.shard),
-    maxOperations: env.settings.transaction.maxOperations,
-    maxBytes: env.settings.transaction.maxBytes,
-  })
+const handleMaker = (env: TurnEnv, r: Runner): (() => TransactionHandle) => {
+  // the shard's key rules, made once per turn (not per message) when first needed
+  let made = false
+  let rules: Transaction.KeyRules | undefined
+  return () => {
+    if (!made) {
+      rules = env.transactions?.port?.keys(env.settings.stream, r.shard)
+      made = true
+    }
+    return new TransactionHandle({
+      rules,
+      maxOperations: env.settings.transaction.maxOperations,
+      maxBytes: env.settings.transaction.maxBytes,
+    })
+  }
+}
 
 /**
  * Commit a handler's transaction with the ack of `ids` (docs/exactly-once.md,

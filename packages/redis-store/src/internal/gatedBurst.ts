@@ -177,7 +177,8 @@ export type CommitRead =
 
 /**
  * What a commit-carrying read's EXEC replies (commit, read, rename) mean.
- * The gate opened only when the script's reply says so (`{0, done, 0, 1}`);
+ * The gate opened only when the script's reply says so (`{0, done, 0, 1}`: no
+ * stop, gate 1);
  * then the stream must have moved back. Throws what the caller reports as
  * `BackendUnavailable`.
  */
@@ -187,7 +188,10 @@ export const commitReadOf = (
 ): CommitRead => {
   const [reply, xread, renamed] = replies
   if (reply instanceof Error) throw reply
-  const opened = Array.isArray(reply) && reply[0] === Code.Ok && Number(reply[3]) === 1
+  // reply[3] is the gate only when nothing stopped (reply[2] 0): after a
+  // stop it is the stop's detail (a write's or a send's index, an id)
+  const opened =
+    Array.isArray(reply) && reply[0] === Code.Ok && Number(reply[2]) === 0 && Number(reply[3]) === 1
   if (!opened) return { _tag: "Committed", reply, entries: undefined }
   if (Number(renamed) !== 1)
     throw new Error(`gated read: the stream did not move back (RENAMENX: ${String(renamed)})`)

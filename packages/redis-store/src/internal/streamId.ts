@@ -35,3 +35,21 @@ export const compare = (a: string, b: string): number => {
   const seq = BigInt(a.slice(dashA + 1)) - BigInt(b.slice(dashB + 1))
   return seq === 0n ? 0 : seq < 0n ? -1 : 1
 }
+
+/**
+ * Orders two canonical ids (`canonical` of valid ids): as `compare`, without
+ * parsing. Decimals without leading zeros order by length, then digit by digit.
+ */
+export const compareCanonical = (a: string, b: string): number => {
+  const dashA = a.indexOf("-")
+  const dashB = b.indexOf("-")
+  if (dashA !== dashB) return dashA - dashB
+  for (let i = 0; i < dashA; i++) {
+    const d = a.charCodeAt(i) - b.charCodeAt(i)
+    if (d !== 0) return d
+  }
+  const seqA = a.length - dashA
+  const seqB = b.length - dashB
+  if (seqA !== seqB) return seqA - seqB
+  return a === b ? 0 : a < b ? -1 : 1
+}

@@ -7,7 +7,7 @@
  * cannot take and a sealed target each leave everything as it was.
  */
 import { assert, it } from "@effect/vitest"
-import { ShardStreams, Transaction } from "@shardline/core"
+import { ShardStreams, Transaction, type TransactionRefused } from "@shardline/core"
 import { Effect } from "effect"
 import { unique } from "../support/targets.js"
 import type { Vanish } from "./ShardStreams.js"
@@ -925,6 +925,46 @@ export const commitThenReadContract = (subject: () => Streams) => {
       assert.deepStrictEqual(yield* tx.read(text), { type: "string", value: "x" })
       assert.deepStrictEqual(yield* pendingIds(s, base), [ids[1]!, ids[2]!])
       // the group did not move: a read now delivers them
+      const later = yield* s.read(read)
+      assert.deepStrictEqual(
+        later.map((e) => e.id),
+        next,
+      )
+    }),
+  )
+
+  // the script's reply after a stop carries the stop's detail where a
+  // whole commit carries the gate: a refused write at index 1 is not "gate 1"
+  it.live("a stop whose detail reads as 1 (the part's second write refused) reads nothing", () =>
+    Effect.gen(function* () {
+      const s = subject()
+      const { base, ids, next, read, tx, keys } = yield* withNext(s)
+      const text = keys.key("text")
+      const other = keys.key("other")
+      yield* tx.commit({
+        ...base,
+        token: 5,
+        mode: "ack",
+        ids: [ids[0]!],
+        writes: [w("SET", text, "x")],
+        sends: [],
+      })
+      const done = yield* rideOf(s)(
+        {
+          ...base,
+          token: 5,
+          mode: "ack",
+          parts: [part(ids[1]!, w("SET", other, "1"), w("INCR", text))],
+        },
+        read,
+      )
+      assert.deepStrictEqual(done.outcome.committed, [])
+      assert.strictEqual(done.outcome.stopped?._tag, "Refused")
+      if (done.outcome.stopped?._tag === "Refused")
+        assert.strictEqual((done.outcome.stopped.error as TransactionRefused).index, 1)
+      assert.isUndefined(done.entries)
+      assert.isUndefined(yield* tx.read(other))
+      assert.deepStrictEqual(yield* pendingIds(s, base), [ids[1]!, ids[2]!])
       const later = yield* s.read(read)
       assert.deepStrictEqual(
         later.map((e) => e.id),
