@@ -122,6 +122,50 @@ describe("Transaction.validateWrite", () => {
   })
 })
 
+describe("Transaction.checkPart", () => {
+  const part = (writes: ReadonlyArray<Transaction.Write>) => ({ ids: ["1-0"], writes, sends: [] })
+
+  it("takes the writes validateWrite made as they are: the part itself comes back", () => {
+    const given = part([validateWrite("incr", ["n"]) as Transaction.Write])
+    assert.strictEqual(Transaction.checkPart(given), given)
+  })
+
+  it("checks again a write built otherwise: made canonical, or refused", () => {
+    const made = Transaction.checkPart(part([{ command: "incrby", args: ["n", "2"] }]))
+    assert.deepStrictEqual((made as ReturnType<typeof part>).writes, [
+      { command: "INCRBY", args: ["n", "2"] },
+    ])
+    const refused = Transaction.checkPart(part([{ command: "INCRBY", args: ["n", "x"] }]))
+    assert.instanceOf(refused, TransactionRefused)
+    assert.strictEqual((refused as TransactionRefused).reason, "InvalidArguments")
+    // a copy of a validated write is not the validated write: checked again
+    const copy = { ...(validateWrite("INCR", ["n"]) as Transaction.Write), command: "EVAL" }
+    assert.strictEqual(
+      (Transaction.checkPart(part([copy])) as TransactionRefused).reason,
+      "CommandNotAllowed",
+    )
+  })
+
+  it("a validated write cannot be changed after its check (frozen)", () => {
+    const w = validateWrite("INCRBY", ["n", 2]) as Transaction.Write
+    assert.throws(() => {
+      ;(w as { command: string }).command = "EVAL"
+    })
+    assert.throws(() => {
+      ;(w.args as Array<string>)[1] = "x"
+    })
+    assert.deepStrictEqual(w, { command: "INCRBY", args: ["n", "2"] })
+  })
+
+  it("still refuses a validated write to one of Shardline's keys", () => {
+    const w = validateWrite("SET", ["{s:0}:owner:g", "9"]) as Transaction.Write
+    assert.strictEqual(
+      (Transaction.checkPart(part([w])) as TransactionRefused).reason,
+      "ReservedKey",
+    )
+  })
+})
+
 describe("Transaction.isReservedKey", () => {
   it("protects Shardline's own keys and leaves the application's alone", () => {
     for (const key of [

@@ -109,7 +109,7 @@ interface PreparedGroup {
   readonly scriptKeys: Array<string>
   readonly args: Array<string>
   /** The parts the script sees (those before a part refused here). */
-  readonly parts: Array<Transaction.CommitOptions>
+  readonly parts: Array<Transaction.CommitPart>
   readonly refused: TransactionRefused | InvalidArgument | undefined
   /** The script opens the carried read's gate (ARGV[10] set). */
   readonly gated: boolean
@@ -146,12 +146,11 @@ export const makeTransactions = (
 
   /** A part's refusal by the checks the storage makes before the script (core's, the key rules). */
   const partRefusal = (
-    o: Transaction.GroupCommitOptions,
+    rules: Transaction.KeyRules,
     part: Transaction.CommitPart,
-  ): { checked: Transaction.CommitOptions } | TransactionRefused | InvalidArgument => {
-    const checked = Transaction.checkCommit({ ...o, ...part })
+  ): { checked: Transaction.CommitPart } | TransactionRefused | InvalidArgument => {
+    const checked = Transaction.checkPart(part)
     if (Transaction.isRefusal(checked)) return checked
-    const rules = keys(o.stream, o.shard)
     for (const w of checked.writes)
       for (const key of Transaction.keysOf(w)) {
         const refusal = rules.check(key)
@@ -184,23 +183,28 @@ export const makeTransactions = (
     for (const part of o.parts) {
       if (part.ids.length === 0)
         return Effect.fail(new InvalidArgument({ message: "a commit covers at least one message" }))
-      const ids: Array<string> = []
-      for (const given of part.ids) {
-        if (!StreamId.isValid(given)) return Effect.fail(new InvalidEntryId({ id: given }))
-        const id = StreamId.canonical(given)
+      // the part's own ids when every one is canonical already (the usual case)
+      let ids: Array<string> | undefined
+      for (let j = 0; j < part.ids.length; j++) {
+        const given = part.ids[j]!
+        const id = StreamId.canonicalOf(given)
+        if (id === undefined) return Effect.fail(new InvalidEntryId({ id: given }))
+        if (id !== given) ids ??= part.ids.slice(0, j)
+        ids?.push(id)
         if (low === undefined || StreamId.compareCanonical(id, low) < 0) low = id
         if (high === undefined || StreamId.compareCanonical(id, high) > 0) high = id
-        ids.push(id)
       }
-      canonical.push(ids)
-      total += ids.length
+      canonical.push(ids ?? part.ids)
+      total += part.ids.length
     }
     // the parts that pass the checks made here; the first that does not
     // stops the group there (the script never sees it nor any after it)
-    const parts: Array<Transaction.CommitOptions> = []
+    const parts: Array<Transaction.CommitPart> = []
     let refused: TransactionRefused | InvalidArgument | undefined
+    const rules = keys(o.stream, o.shard)
     for (const [i, given] of o.parts.entries()) {
-      const checked = partRefusal(o, { ...given, ids: canonical[i]! })
+      const ids = canonical[i]!
+      const checked = partRefusal(rules, ids === given.ids ? given : { ...given, ids })
       if (!("checked" in checked)) {
         refused = checked
         break

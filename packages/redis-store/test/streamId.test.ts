@@ -2,10 +2,17 @@
  * Stream ids as the group commit orders them (src/internal/streamId.ts):
  * `compareCanonical`, which orders canonical ids without parsing them,
  * agrees with the parsing `compare` on every pair of a grid of ids around
- * the edges (digit counts, 15 and 16 digits, zero).
+ * the edges (digit counts, 15 and 16 digits, zero); `canonicalOf`, one test
+ * for an id a read returned, agrees with `isValid` and `canonical`.
  */
 import { assert, describe, it } from "vitest"
-import { canonical, compare, compareCanonical, isValid } from "../src/internal/streamId.js"
+import {
+  canonical,
+  canonicalOf,
+  compare,
+  compareCanonical,
+  isValid,
+} from "../src/internal/streamId.js"
 
 const parts = [
   "0",
@@ -42,5 +49,28 @@ describe("compareCanonical", () => {
           `${a} ${b}`,
         )
       }
+  })
+})
+
+describe("canonicalOf", () => {
+  it("is canonical(id) for a valid id, undefined for any other text", () => {
+    const texts = [
+      ...ids,
+      "007-1",
+      "7-01",
+      "00-000",
+      "0123456789012345-0",
+      "9007199254740992-0",
+      "99999999999999999-0",
+      "1-",
+      "-1",
+      "1-2-3",
+      "1.5-0",
+      " 1-0",
+      "",
+      "a-b",
+    ]
+    for (const t of texts)
+      assert.strictEqual(canonicalOf(t), isValid(t) ? canonical(t) : undefined, JSON.stringify(t))
   })
 })

@@ -220,9 +220,16 @@ const refused = (
 ) => new TransactionRefused({ reason, message, ...extra })
 
 /**
+ * The writes `validateWrite` made (frozen, so they stay as checked): a
+ * commit's checks take them as they are instead of checking them again
+ * (`checkPart`). A write built otherwise, or copied, is checked again.
+ */
+const VALIDATED = new WeakSet<Write>()
+
+/**
  * Check a write against the allow-list: the write (command upper-cased,
- * arguments as strings), or why not. Numbers may be given as numbers
- * (finite; integers for integer arguments).
+ * arguments as strings; frozen), or why not. Numbers may be given as
+ * numbers (finite; integers for integer arguments).
  */
 export const validateWrite = (
   command: string,
@@ -251,14 +258,15 @@ export const validateWrite = (
   }
   if (texts.length === 0)
     return refused("InvalidArguments", `${name} needs a key`, { command: name })
-  const keys = spec.keys === "all" ? texts : texts.slice(0, 1)
-  for (const key of keys)
-    if (key === "")
-      return refused("InvalidArguments", `${name}: a key is a non-empty string`, { command: name })
-  const why = spec.check(spec.keys === "all" ? [] : texts.slice(1))
+  const all = spec.keys === "all"
+  if (all ? texts.includes("") : texts[0] === "")
+    return refused("InvalidArguments", `${name}: a key is a non-empty string`, { command: name })
+  const why = spec.check(all ? [] : texts.slice(1))
   if (why !== undefined)
     return refused("InvalidArguments", `${name} ${why}`, { command: name, key: texts[0]! })
-  return { command: name, args: texts }
+  const write: Write = Object.freeze({ command: name, args: Object.freeze(texts) })
+  VALIDATED.add(write)
+  return write
 }
 
 /**
@@ -552,10 +560,30 @@ export const isRefusal = (u: unknown): u is TransactionRefused | InvalidArgument
 export const checkCommit = (
   o: CommitOptions,
 ): CommitOptions | TransactionRefused | InvalidArgument => {
-  const writes: Array<Write> = []
-  for (const w of o.writes) {
-    const checked = validateWrite(w.command, w.args)
-    if (checked instanceof TransactionRefused) return checked
+  const part = checkPart(o)
+  if (isRefusal(part)) return part
+  return part.writes === o.writes ? o : { ...o, writes: part.writes }
+}
+
+/**
+ * `checkCommit` of one part of a group commit: the part, its writes as
+ * `validateWrite` makes them (the part itself when they already are), or
+ * why not.
+ */
+export const checkPart = <P extends CommitPart>(
+  part: P,
+): P | TransactionRefused | InvalidArgument => {
+  let writes: Array<Write> | undefined
+  for (let i = 0; i < part.writes.length; i++) {
+    const w = part.writes[i]!
+    let checked: Write
+    if (VALIDATED.has(w)) checked = w
+    else {
+      const made = validateWrite(w.command, w.args)
+      if (made instanceof TransactionRefused) return made
+      checked = made
+      writes ??= part.writes.slice(0, i)
+    }
     for (const key of keysOf(checked))
       if (isReservedKey(key))
         return new TransactionRefused({
@@ -564,8 +592,9 @@ export const checkCommit = (
           command: checked.command,
           key,
         })
-    writes.push(checked)
+    writes?.push(checked)
   }
+  const o = part
   for (const send of o.sends) {
     if (
       typeof send.stream !== "string" ||
@@ -583,7 +612,7 @@ export const checkCommit = (
           message: `a send's field ${name} is ${name === SEND_KEY_FIELD ? "reserved for the key" : "not a string"}`,
         })
   }
-  return { ...o, writes }
+  return writes === undefined ? part : { ...part, writes }
 }
 
 /**

@@ -14,6 +14,15 @@ export const isValid = (text: string): boolean => {
   )
 }
 
+/** Both parts at most 15 digits, no leading zeros: valid and canonical (an id as a read returns it). */
+const CANONICAL_SHORT = /^(?:0|[1-9]\d{0,14})-(?:0|[1-9]\d{0,14})$/
+
+/** `canonical(text)` when `text` is valid (`isValid`), else undefined: one test for an id a read returned. */
+export const canonicalOf = (text: string): string | undefined => {
+  if (CANONICAL_SHORT.test(text)) return text
+  return isValid(text) ? canonical(text) : undefined
+}
+
 /** A valid id (`isValid`) as Redis writes it: without leading zeros. */
 export const canonical = (text: string): string =>
   /(^|-)0\d/.test(text) ? text.replace(/^0+(?=\d)/, "").replace(/-0+(?=\d)/, "-") : text
