@@ -22,6 +22,35 @@ import {
 import { connect, describeTarget, redisTargets, unique } from "./support/targets.js"
 import { memoryVanish, redisVanish } from "./support/vanish.js"
 
+/** A fresh stream's shard 1 owned with token 3, its first `n` entries read (pending): the read and their ids. */
+const pendingOn = (s: ShardStreams.ShardStreamsShape, name: string, n: number) =>
+  Effect.gen(function* () {
+    const base = { stream: unique(name), shard: 1, group: "g" }
+    yield* s.setOwnerToken({ ...base, token: 3 })
+    for (let i = 0; i < n; i++) yield* s.append(base.stream, 1, { n: String(i) })
+    const read = { ...base, token: 3, consumer: "c", count: Math.max(n, 10) }
+    const ids = (yield* s.read(read)).map((m) => m.id)
+    return { base, read, ids }
+  })
+
+/** The commit of `ids` (acks only) riding `read`. */
+const ackRiding = (
+  s: ShardStreams.ShardStreamsShape,
+  read: ShardStreams.ReadOptions,
+  ids: ReadonlyArray<string>,
+) =>
+  s.transactions!.commitGroupThenRead!(
+    {
+      stream: read.stream,
+      shard: read.shard,
+      group: read.group,
+      token: read.token,
+      mode: "ack",
+      parts: [{ ids, writes: [], sends: [] }],
+    },
+    read,
+  )
+
 describeTarget(
   "Transactions contract",
   { name: "memory (core)" },
@@ -57,24 +86,12 @@ for (const target of redisTargets()) {
           Effect.gen(function* () {
             const s = subject()
             const { connection } = fixture()
-            const base = { stream: unique("ride-occupied"), shard: 1, group: "g" }
-            yield* s.setOwnerToken({ ...base, token: 3 })
-            yield* s.append(base.stream, 1, { n: "0" })
-            const read = { ...base, token: 3, consumer: "c", count: 10 }
-            const first = yield* s.read(read)
+            const { base, read, ids } = yield* pendingOn(s, "ride-occupied", 1)
             yield* s.append(base.stream, 1, { n: "1" })
             const gate = connection.keys.gateKey(base.stream, 1)
             const client = connection.client
             yield* Effect.promise(() => client.set(gate, "someone else's"))
-            const done = yield* s.transactions!.commitGroupThenRead!(
-              {
-                ...base,
-                token: 3,
-                mode: "ack",
-                parts: [{ ids: first.map((m) => m.id), writes: [], sends: [] }],
-              },
-              read,
-            )
+            const done = yield* ackRiding(s, read, ids)
             assert.deepStrictEqual(done, { outcome: { committed: ["Committed"] } })
             assert.strictEqual(yield* Effect.promise(() => client.get(gate)), "someone else's")
             // nothing delivered: the new entry is not pending, the stream is whole under its key
@@ -91,11 +108,7 @@ for (const target of redisTargets()) {
               const s = subject()
               const tx = s.transactions!
               const client = fixture().connection.client as Redis
-              const base = { stream: unique("joined"), shard: 1, group: "g" }
-              yield* s.setOwnerToken({ ...base, token: 3 })
-              for (let i = 0; i < 32; i++) yield* s.append(base.stream, 1, { n: String(i) })
-              const read = { ...base, token: 3, consumer: "c", count: 32 }
-              const ids = (yield* s.read(read)).map((m) => m.id)
+              const { base, ids } = yield* pendingOn(s, "joined", 32)
               const n = tx.keys(base.stream, 1).key("n")
               const before = yield* Effect.promise(() =>
                 client.config("GET", "notify-keyspace-events"),
@@ -138,26 +151,14 @@ for (const target of redisTargets()) {
         () =>
           Effect.gen(function* () {
             const s = subject()
-            const base = { stream: unique("ride-flush"), shard: 1, group: "g" }
-            yield* s.setOwnerToken({ ...base, token: 3 })
-            for (let i = 0; i < 2; i++) yield* s.append(base.stream, 1, { n: String(i) })
-            const read = { ...base, token: 3, consumer: "c", count: 10 }
-            const first = yield* s.read(read)
+            const { base, read, ids } = yield* pendingOn(s, "ride-flush", 2)
             const next = yield* s.append(base.stream, 1, { n: "2" })
             const client = fixture().connection.client
             yield* Effect.promise(async () => {
               const nodes = "nodes" in client ? client.nodes("master") : [client]
               for (const node of nodes) await node.script("FLUSH")
             })
-            const done = yield* s.transactions!.commitGroupThenRead!(
-              {
-                ...base,
-                token: 3,
-                mode: "ack",
-                parts: [{ ids: first.map((m) => m.id), writes: [], sends: [] }],
-              },
-              read,
-            )
+            const done = yield* ackRiding(s, read, ids)
             assert.deepStrictEqual(done.outcome, { committed: ["Committed"] })
             assert.deepStrictEqual(
               done.entries?.map((e) => e.id),
