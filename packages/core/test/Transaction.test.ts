@@ -146,6 +146,18 @@ describe("Transaction.checkPart", () => {
     )
   })
 
+  it("checks again a write forged from a validated one's prototype", () => {
+    const real = validateWrite("INCR", ["n"]) as Transaction.Write
+    const forged = Object.create(Object.getPrototypeOf(real), {
+      command: { value: "EVAL", enumerable: true },
+      args: { value: ["n"], enumerable: true },
+    }) as Transaction.Write
+    assert.strictEqual(
+      (Transaction.checkPart(part([forged])) as TransactionRefused).reason,
+      "CommandNotAllowed",
+    )
+  })
+
   it("a validated write cannot be changed after its check (frozen)", () => {
     const w = validateWrite("INCRBY", ["n", 2]) as Transaction.Write
     assert.throws(() => {
