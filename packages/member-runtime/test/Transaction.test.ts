@@ -919,3 +919,45 @@ describe("the commit rides the read (docs/exactly-once.md, 'The commit rides the
       }),
   )
 })
+
+describe("a batch's transaction with part of the batch resolved (docs/exactly-once.md, 'Batches')", () => {
+  it.effect(
+    "commits with the resolved messages' acks; the first unresolved one fails, and its retry commits its own",
+    () =>
+      Effect.gen(function* () {
+        let calls = 0
+        const handled: Array<ReadonlyArray<string>> = []
+        const h = yield* makeHarness({
+          transactions: true,
+          autoResolve: false,
+          settings: { batchSize: 4, retryBackoff: { initialMs: 10 } },
+          eachBatch: (b, ctx) => {
+            calls++
+            handled.push(b.messages.map((m) => m.id))
+            ctx.transaction.incrby(ctx.transaction.key("n"), b.messages.length)
+            // the first call resolves two of four; later calls resolve all
+            ctx.resolve(b.messages[calls === 1 ? 1 : b.messages.length - 1]!)
+          },
+        })
+        const ids = yield* h.produce(0, 4)
+        yield* h.start(0)
+        yield* h.runUntil("the rest handled again", () => handled.length >= 2, 10_000, 10)
+        for (let i = 0; i < 5_000 && (yield* h.pending(0)).length > 0; i++)
+          yield* TestClock.adjust(1)
+        // the rest is read again from the first unresolved message
+        assert.deepStrictEqual(handled[0], ids)
+        assert.deepStrictEqual(handled[1], ids.slice(2))
+        // each call's transaction committed once, with its resolved messages:
+        // 4 (the first call's writes) + 2 (the retry's)
+        assert.deepStrictEqual(
+          yield* h.streams.transactions!.read(h.streams.transactions!.keys("orders", 0).key("n")),
+          { type: "string", value: "6" },
+        )
+        assert.deepStrictEqual(
+          h.log.filter((e) => e.kind === "nack").map((e) => (e.kind === "nack" ? e.id : undefined)),
+          [ids[2]],
+        )
+        assert.deepStrictEqual(yield* h.pending(0), [])
+      }),
+  )
+})

@@ -231,6 +231,8 @@ const refused = (
  * cannot be forged with `Object.create`), and it costs nothing to collect,
  * where a WeakSet of every write made the collector walk its table.
  */
+const NO_ARGS: ReadonlyArray<string> = Object.freeze([])
+
 class ValidatedWrite implements Write {
   readonly #checked = true
   constructor(
@@ -279,7 +281,8 @@ export const validateWrite = (
   const all = spec.keys === "all"
   if (all ? texts.includes("") : texts[0] === "")
     return refused("InvalidArguments", `${name}: a key is a non-empty string`, { command: name })
-  const why = spec.check(all ? [] : texts.slice(1))
+  // most writes are a key alone (INCR, DEL n): no new empty array for them
+  const why = spec.check(all || texts.length === 1 ? NO_ARGS : texts.slice(1))
   if (why !== undefined)
     return refused("InvalidArguments", `${name} ${why}`, { command: name, key: texts[0]! })
   return new ValidatedWrite(name, Object.freeze(texts))

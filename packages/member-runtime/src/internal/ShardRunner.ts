@@ -1680,8 +1680,9 @@ const commitBatch = (
     if (!call.ok || tx.refusal !== undefined)
       return yield* failFirst(0, call.ok ? tx.refusal : call.error, 0)
     const upTo = handler.autoResolve ? messages.length - 1 : resolvedUpTo
-    const unresolved = new Error("the batch handler returned without resolving every message")
-    if (upTo < 0) return yield* failFirst(0, unresolved, 0)
+    // made only when needed: an Error captures its stack, per batch
+    const unresolved = () => new Error("the batch handler returned without resolving every message")
+    if (upTo < 0) return yield* failFirst(0, unresolved(), 0)
     const ids = messages.slice(0, upTo + 1).map((m) => m.id)
     const done = yield* commitHandled(env, r, address, tx, ids, upTo === messages.length - 1)
     if (done._tag === "Refused") return yield* failFirst(0, done.error, 0)
@@ -1697,5 +1698,5 @@ const commitBatch = (
       if (traced !== undefined) t!.end(traced, r.shard, "acked")
       return { outcome: More, acked: done.count, failed: 0 }
     }
-    return yield* failFirst(upTo + 1, unresolved, done.count)
+    return yield* failFirst(upTo + 1, unresolved(), done.count)
   })
