@@ -223,6 +223,9 @@ const refused = (
   extra: { readonly command?: string; readonly key?: string } = {},
 ) => new TransactionRefused({ reason, message, ...extra })
 
+/** The arguments of a write that is a key alone (INCR, DEL n), as its check takes them. */
+const NO_ARGS: ReadonlyArray<string> = Object.freeze([])
+
 /**
  * The writes `validateWrite` made (frozen, so they stay as checked): a
  * commit's checks take them as they are instead of checking them again
@@ -231,8 +234,6 @@ const refused = (
  * cannot be forged with `Object.create`), and it costs nothing to collect,
  * where a WeakSet of every write made the collector walk its table.
  */
-const NO_ARGS: ReadonlyArray<string> = Object.freeze([])
-
 class ValidatedWrite implements Write {
   readonly #checked = true
   constructor(
@@ -281,7 +282,6 @@ export const validateWrite = (
   const all = spec.keys === "all"
   if (all ? texts.includes("") : texts[0] === "")
     return refused("InvalidArguments", `${name}: a key is a non-empty string`, { command: name })
-  // most writes are a key alone (INCR, DEL n): no new empty array for them
   const why = spec.check(all || texts.length === 1 ? NO_ARGS : texts.slice(1))
   if (why !== undefined)
     return refused("InvalidArguments", `${name} ${why}`, { command: name, key: texts[0]! })
