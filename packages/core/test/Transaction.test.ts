@@ -70,6 +70,11 @@ describe("Transaction.validateWrite", () => {
       Transaction.keysOf(validateWrite("DEL", ["a", "b"]) as Transaction.Write),
       ["a", "b"],
     )
+    // a first-key command's key alone, from a validated (frozen) write and a plain one
+    assert.deepStrictEqual(Transaction.keysOf(w), ["h"])
+    assert.deepStrictEqual(Transaction.keysOf({ command: "SET", args: ["k", "v", "PX", "5"] }), [
+      "k",
+    ])
   })
 
   it("refuses a command outside the allow-list, naming the allowed ones", () => {

@@ -613,8 +613,7 @@ export const checkPart = <P extends CommitPart>(
         })
     writes?.push(checked)
   }
-  const o = part
-  for (const send of o.sends) {
+  for (const send of part.sends) {
     if (
       typeof send.stream !== "string" ||
       send.stream === "" ||
