@@ -152,8 +152,8 @@ export const makeTransactions = (
     const checked = Transaction.checkPart(part)
     if (Transaction.isRefusal(checked)) return checked
     for (const w of checked.writes)
-      for (const key of Transaction.keysOf(w)) {
-        const refusal = rules.check(key)
+      for (let k = 0, n = Transaction.keyCount(w); k < n; k++) {
+        const refusal = rules.check(w.args[k]!)
         if (refusal !== undefined) return refusal
       }
     return { checked }
@@ -251,11 +251,11 @@ export const makeTransactions = (
       for (const id of part.ids) args.push(id)
       args.push(String(part.writes.length))
       for (const w of part.writes) {
-        const writeKeys = Transaction.keysOf(w)
-        args.push(w.command, String(writeKeys.length))
-        for (const key of writeKeys) args.push(keyIndex(key))
-        args.push(String(w.args.length - writeKeys.length))
-        for (let i = writeKeys.length; i < w.args.length; i++) args.push(w.args[i]!)
+        const n = Transaction.keyCount(w)
+        args.push(w.command, String(n))
+        for (let k = 0; k < n; k++) args.push(keyIndex(w.args[k]!))
+        args.push(String(w.args.length - n))
+        for (let i = n; i < w.args.length; i++) args.push(w.args[i]!)
       }
       args.push(String(part.sends.length))
       for (const s of part.sends) {

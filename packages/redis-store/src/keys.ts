@@ -153,9 +153,6 @@ export interface KeySpace {
 
 const REVISION_SUFFIX = ":store:revision"
 
-/** A transaction's data key after the prefix: `{<stream>:<shard>}:data:<name>` (core's `Transaction.dataKey`). */
-const DATA_KEY = /^\{[^{}]*:\d+\}:data:/s
-
 /**
  * The keys of one namespace. Throws on a prefix `prefixProblem` refuses
  * (`RedisConnection.make` checks it first and fails `InvalidKeyPrefix`).
@@ -187,7 +184,7 @@ export const make = (prefix: string = DEFAULT_PREFIX): KeySpace => {
     dataKey: (stream, shard, name) => prefix + Transaction.dataKey(stream, shard, name),
     isShardlineKey: (key) =>
       Transaction.isReservedKey(key) ||
-      (key.startsWith(prefix) && !DATA_KEY.test(key.slice(prefix.length))),
+      (key.startsWith(prefix) && !Transaction.isDataKey(key, prefix.length)),
     outboxKey: (stream, shard, group) => `${shardKey(stream, shard)}:outbox:${group}`,
     outboxRoutesKey: (stream, shard, group) => `${shardKey(stream, shard)}:outbox-routes:${group}`,
     relayMarkKey: (targetStream, targetShard, source) =>

@@ -206,6 +206,13 @@ export const keysOf = (write: Write): ReadonlyArray<string> =>
   COMMANDS[write.command]?.keys === "all" ? write.args : [write.args[0]!]
 
 /**
+ * How many of a write's leading arguments are keys (`keysOf` without an
+ * array: the checks a commit runs per write read `args[0 .. keyCount)`).
+ */
+export const keyCount = (write: Write): number =>
+  COMMANDS[write.command]?.keys === "all" ? write.args.length : 1
+
+/**
  * A send routed to a shard of its target stream (by the stream's layout when
  * the handle committed): it lands at commit, never before.
  */
@@ -247,6 +254,8 @@ class ValidatedWrite implements Write {
   }
 }
 
+const asText = (a: unknown): string => (typeof a === "string" ? a : String(a))
+
 /**
  * Check a write against the allow-list: the write (command upper-cased,
  * arguments as strings; frozen), or why not. Numbers may be given as
@@ -256,7 +265,13 @@ export const validateWrite = (
   command: string,
   args: ReadonlyArray<unknown>,
 ): Write | TransactionRefused => {
-  const name = typeof command === "string" ? command.toUpperCase() : ""
+  // the handle's methods give upper case already: no new string then
+  const name =
+    typeof command !== "string"
+      ? ""
+      : Object.hasOwn(COMMANDS, command)
+        ? command
+        : command.toUpperCase()
   const spec = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined
   if (spec === undefined)
     return refused(
@@ -264,11 +279,8 @@ export const validateWrite = (
       `${String(command)} is not a transaction command (allowed: ${Object.keys(COMMANDS).join(", ")})`,
       { command: String(command) },
     )
-  const texts: Array<string> = []
-  for (const a of args) {
-    if (typeof a === "string") texts.push(a)
-    else if (typeof a === "number" && Number.isFinite(a)) texts.push(String(a))
-    else
+  for (const a of args)
+    if (typeof a !== "string" && !(typeof a === "number" && Number.isFinite(a)))
       return refused(
         "InvalidArguments",
         `${name}: arguments are strings or finite numbers, got ${typeof a}`,
@@ -276,7 +288,8 @@ export const validateWrite = (
           command: name,
         },
       )
-  }
+  // `map` makes the array at its size (pushing into [] reserves room for 17)
+  const texts = args.map(asText)
   if (texts.length === 0)
     return refused("InvalidArguments", `${name} needs a key`, { command: name })
   const all = spec.keys === "all"
@@ -288,12 +301,18 @@ export const validateWrite = (
   return new ValidatedWrite(name, Object.freeze(texts))
 }
 
+// every code unit below 0x80 (written as the complement: no control characters in the pattern)
+const ASCII = /^[^\u0080-\uffff]*$/
+
 /**
  * The bytes of `s` in UTF-8, as it is sent to Redis (what Node's
  * `Buffer.byteLength(s)` says, without Node: a lone surrogate counts as
  * U+FFFD, 3 bytes).
  */
 export const utf8Bytes = (s: string): number => {
+  // ASCII, the usual key and value: its length (one test, where a loop of
+  // charCodeAt over a concatenated key costs a few ns per character)
+  if (ASCII.test(s)) return s.length
   let n = 0
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i)
@@ -316,27 +335,33 @@ export const sizeOf = (parts: ReadonlyArray<string>): number => {
 }
 
 /**
+ * The reserved forms of a key that opens with a shard's hash tag
+ * `{<stream>:<n>}` (its stream holds no brace). Tested, never matched: a
+ * commit checks each write's keys several times, and a match allocates.
+ */
+const RESERVED_TAGGED =
+  /^\{[^{}]*:\d+\}(?:$|:dlq$|:sealed$|:gate$|:owner:|:idmp:|:outbox|:relayed:)/
+
+/**
  * Shardline's own keys, which no transaction may write (docs/redis.md,
  * "Keys"): everything under `{shardline:...}`, a shard stream `{<stream>:<n>}`
  * and its owner tokens, dead-letter stream, seal marker, idempotency windows,
  * gate, outbox and relay marks. `{<stream>:<n>}:data:<name>` (the handle's
  * `key(name)`) and every other key are the application's.
  */
-export const isReservedKey = (key: string): boolean => {
-  if (key.startsWith("{shardline:")) return true
-  const m = /^\{([^{}]*:\d+)\}(.*)$/s.exec(key)
-  if (m === null) return false
-  const rest = m[2]!
-  return (
-    rest === "" ||
-    rest === ":dlq" ||
-    rest === ":sealed" ||
-    rest === ":gate" ||
-    rest.startsWith(":owner:") ||
-    rest.startsWith(":idmp:") ||
-    rest.startsWith(":outbox") ||
-    rest.startsWith(":relayed:")
-  )
+export const isReservedKey = (key: string): boolean =>
+  key.startsWith("{shardline:") || RESERVED_TAGGED.test(key)
+
+/** A data key at `lastIndex` (sticky: no slice of the key to test from an offset). */
+const DATA_KEY_AT = /\{[^{}]*:\d+\}:data:/y
+
+/**
+ * Whether `key` holds a data key (`dataKey`: `{<stream>:<n>}:data:<name>`)
+ * from `from` on (a storage's key prefix before it).
+ */
+export const isDataKey = (key: string, from = 0): boolean => {
+  DATA_KEY_AT.lastIndex = from
+  return DATA_KEY_AT.test(key)
 }
 
 /** A key in the shard's hash slot for a transaction's writes: `{<stream>:<shard>}:data:<name>`. */
@@ -603,7 +628,8 @@ export const checkPart = <P extends CommitPart>(
       checked = made
       writes ??= part.writes.slice(0, i)
     }
-    for (const key of keysOf(checked))
+    for (let k = 0, n = keyCount(checked); k < n; k++) {
+      const key = checked.args[k]!
       if (isReservedKey(key))
         return new TransactionRefused({
           reason: "ReservedKey",
@@ -611,6 +637,7 @@ export const checkPart = <P extends CommitPart>(
           command: checked.command,
           key,
         })
+    }
     writes?.push(checked)
   }
   for (const send of part.sends) {
@@ -737,10 +764,14 @@ export const mergeCounters = (writes: ReadonlyArray<Write>): ReadonlyArray<Write
   const strings = new Map<string, number>()
   const fields = new Map<string, Map<string, number>>()
   let any = false
+  // the string counter whose run is the last write out, if any: a run of
+  // one key merges without a Map lookup (hashing each new key string)
+  let lastKey: string | undefined
   for (const w of writes) {
     const step = counterStep(w)
     if (step === undefined) {
       out.push(w)
+      lastKey = undefined
       for (const key of keysOf(w)) {
         strings.delete(key)
         fields.delete(key)
@@ -748,7 +779,12 @@ export const mergeCounters = (writes: ReadonlyArray<Write>): ReadonlyArray<Write
       continue
     }
     const runs = step.field === undefined ? undefined : fields.get(step.key)
-    const at = step.field === undefined ? strings.get(step.key) : runs?.get(step.field)
+    const at =
+      step.field !== undefined
+        ? runs?.get(step.field)
+        : step.key === lastKey
+          ? out.length - 1
+          : strings.get(step.key)
     if (at !== undefined) {
       const sum = sums[at]! + step.by
       const oneSign = (sums[at]! >= 0 && step.by >= 0) || (sums[at]! <= 0 && step.by <= 0)
@@ -762,6 +798,7 @@ export const mergeCounters = (writes: ReadonlyArray<Write>): ReadonlyArray<Write
     const index = out.push(w) - 1
     sums[index] = step.by
     merged[index] = false
+    lastKey = step.field === undefined ? step.key : undefined
     if (step.field === undefined) strings.set(step.key, index)
     else if (runs === undefined) fields.set(step.key, new Map([[step.field, index]]))
     else runs.set(step.field, index)

@@ -116,7 +116,8 @@ export class TransactionHandle implements Transaction {
     if (write instanceof TransactionRefused) this.refuse(write)
     const size = Tx.sizeOf(write.args)
     this.admit(size)
-    for (const key of Tx.keysOf(write)) {
+    for (let k = 0, n = Tx.keyCount(write); k < n; k++) {
+      const key = write.args[k]!
       const refusal = this.env.rules!.check(key)
       if (refusal !== undefined)
         this.refuse(
