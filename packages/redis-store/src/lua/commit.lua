@@ -22,7 +22,8 @@
 -- Order, and why nothing is ever half done:
 -- 1. the owner token, once (a stale owner writes nothing, acks nothing);
 -- 2. which ids are pending in the group: one XPENDING over [lowest, highest]
---    (paged), not one per id;
+--    (paged), not one per id; when its first page holds every id in order
+--    (the usual case) that alone proves them all pending;
 -- 3. each part in order: none of its ids pending, it committed before
 --    (skipped, "already"); some: it stops the group ({10, ids not
 --    pending}); else every write checked against the keys as the writes
@@ -125,13 +126,36 @@ local function main()
   -- another type: XPENDING's WRONGTYPE refuses the commit as a foreign
   -- value, {2, ...}
   local pending = {}
+  -- every id of the group pending: the usual case, found without the table
+  local all_pending = false
   local from, to, total = ARGV[6], ARGV[7], tonumber(ARGV[8]) + 1
+  -- each id of every part, in order, among a page's entries (XPENDING lists
+  -- them by id; the parts' ids come in stream order when the runtime sends
+  -- them): one walk comparing interned strings. Finding all of them proves
+  -- them pending; not finding one proves nothing, and the table decides.
+  local function all_in(page)
+    local k, n = 1, #page
+    for p = 1, #parts do
+      for _, id in ipairs(parts[p].ids) do
+        while k <= n and page[k][1] ~= id do k = k + 1 end
+        if k > n then return false end
+        k = k + 1
+      end
+    end
+    return true
+  end
+  local first = true
   while true do
     local page = rcall(stream, 'XPENDING', stream, group, from, to, total)
     -- the group (or the stream) vanished under the token: VANISHED, never
     -- "already committed" (which would drop the writes: docs/protocol.md rule 26)
     if is_err(page, 'NOGROUP') or is_err(page, 'ERR no such key') then vanished(stream) end
     if is_err(page, '') then error(page) end
+    if first and #page < total and all_in(page) then
+      all_pending = true
+      break
+    end
+    first = false
     for _, e in ipairs(page) do pending[e[1]] = true end
     if #page < total then break end
     from = '(' .. page[#page][1]
@@ -254,8 +278,10 @@ local function main()
   local any_commits = false
   for p, part in ipairs(parts) do
     local missing = {}
-    for _, id in ipairs(part.ids) do
-      if not pending[id] then missing[#missing + 1] = id end
+    if not all_pending then
+      for _, id in ipairs(part.ids) do
+        if not pending[id] then missing[#missing + 1] = id end
+      end
     end
     if #missing == #part.ids then
       -- committed before (its reply was lost, or it was sent twice): nothing to do

@@ -427,6 +427,35 @@ export const groupCommitContract = (subject: () => Streams) => {
     }),
   )
 
+  it.live(
+    "other pending entries between the parts' messages: every part commits, they stay pending",
+    () =>
+      Effect.gen(function* () {
+        const s = subject()
+        const { base, ids, tx, keys } = yield* setUp(s, 6)
+        const n = keys.key("n")
+        // ids 0, 2 and 5 pending but not in the group (a retry's, a later batch's)
+        const done = yield* tx.commitGroup({
+          ...base,
+          token: 5,
+          mode: "ack",
+          parts: [part(ids[1]!, w("INCR", n)), part(ids[3]!, w("INCR", n)), part(ids[4]!)],
+        })
+        assert.deepStrictEqual(done, { committed: ["Committed", "Committed", "Committed"] })
+        assert.deepStrictEqual(yield* tx.read(n), { type: "string", value: "2" })
+        assert.deepStrictEqual(yield* pendingIds(s, base), [ids[0]!, ids[2]!, ids[5]!])
+        // sent again (its reply lost): every part had committed, nothing written again
+        const again = yield* tx.commitGroup({
+          ...base,
+          token: 5,
+          mode: "ack",
+          parts: [part(ids[1]!, w("INCR", n)), part(ids[3]!, w("INCR", n))],
+        })
+        assert.deepStrictEqual(again, { committed: ["AlreadyCommitted", "AlreadyCommitted"] })
+        assert.deepStrictEqual(yield* tx.read(n), { type: "string", value: "2" })
+      }),
+  )
+
   it.live("message 2 of 3 refused: message 1 committed and acknowledged, 2 and 3 neither", () =>
     Effect.gen(function* () {
       const s = subject()
