@@ -1,6 +1,6 @@
 /**
  * The Lua scripts (src/lua/*.lua, each documenting its KEYS and ARGV), with
- * the shared prelude prepended. They are registered as ioredis commands
+ * the shared prelude's helpers each uses prepended (`preludeFor`). They are registered as ioredis commands
  * (`scripts` option), so ioredis sends EVALSHA and falls back to EVAL on
  * NOSCRIPT, on a single node and in a cluster (routed by the first key).
  */
@@ -47,10 +47,37 @@ export interface Script {
   readonly lua: string
 }
 
+/** The prelude's helpers (`local function <name>` ... `end`), each with its name. */
+const HELPER = /^local function (\w+)\([\s\S]*?^end$/gm
+const helpers = [...prelude.matchAll(HELPER)].map((m) => ({ name: m[1]!, text: m[0] }))
+
+/**
+ * The prelude as `body` needs it: the helpers it names (a word of its text)
+ * and those they name, in the prelude's order; the others left out. Each
+ * helper is a closure Redis makes on every call of the script: the whole
+ * prelude cost the commit script about 7 µs a call (docs/exactly-once.md,
+ * "Where the time goes").
+ */
+export const preludeFor = (body: string): string => {
+  const names = (text: string) => new Set(text.match(/\w+/g) ?? [])
+  const needed = new Set<string>()
+  let named = names(body)
+  for (let grew = true; grew; ) {
+    grew = false
+    for (const h of helpers)
+      if (!needed.has(h.name) && named.has(h.name)) {
+        needed.add(h.name)
+        named = new Set([...named, ...names(h.text)])
+        grew = true
+      }
+  }
+  return prelude.replace(HELPER, (text, name: string) => (needed.has(name) ? text : ""))
+}
+
 const script = (name: string, numberOfKeys: number, body: string): Script => ({
   name: `shardline_${name}`,
   numberOfKeys,
-  lua: `${prelude}\n${body}`,
+  lua: `${preludeFor(body)}\n${body}`,
 })
 
 /**
