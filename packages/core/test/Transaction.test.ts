@@ -84,6 +84,14 @@ describe("Transaction.validateWrite", () => {
       assert.strictEqual((r as TransactionRefused).reason, "CommandNotAllowed")
     }
     assert.match((validateWrite("GET", ["k"]) as Error).message, /allowed: SET, INCR/)
+    // arguments that are not an array (a write built by hand): refused, not thrown
+    for (const args of ["k", undefined, { 0: "k", length: 1 }])
+      assert.strictEqual(
+        (validateWrite("INCR", args as unknown as ReadonlyArray<unknown>) as TransactionRefused)
+          .reason,
+        "InvalidArguments",
+        String(args),
+      )
   })
 
   it("refuses arguments that do not fit, before anything commits", () => {

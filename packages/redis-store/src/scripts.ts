@@ -1,8 +1,9 @@
 /**
  * The Lua scripts (src/lua/*.lua, each documenting its KEYS and ARGV), with
- * the shared prelude's helpers each uses prepended (`preludeFor`). They are registered as ioredis commands
- * (`scripts` option), so ioredis sends EVALSHA and falls back to EVAL on
- * NOSCRIPT, on a single node and in a cluster (routed by the first key).
+ * the shared prelude's helpers each uses prepended (`preludeFor`). They are
+ * registered as ioredis commands (`scripts` option), so ioredis sends
+ * EVALSHA and falls back to EVAL on NOSCRIPT, on a single node and in a
+ * cluster (routed by the first key).
  */
 import { Transaction } from "@shardline/core"
 import type { Cluster, Redis } from "ioredis"

@@ -279,6 +279,9 @@ export const validateWrite = (
       `${String(command)} is not a transaction command (allowed: ${Object.keys(COMMANDS).join(", ")})`,
       { command: String(command) },
     )
+  // a write built by hand (a port's caller) may carry anything as its arguments
+  if (!Array.isArray(args))
+    return refused("InvalidArguments", `${name}: the arguments are an array`, { command: name })
   for (const a of args)
     if (typeof a !== "string" && !(typeof a === "number" && Number.isFinite(a)))
       return refused(

@@ -1,8 +1,9 @@
 -- Prelude of every Shardline script: the loader prepends the helpers below
 -- that a script names, and those they name (src/scripts.ts, `preludeFor`;
--- each helper is a closure made on every call), so a script may use any. Scripts never raise a Redis
--- error reply: they return a table whose first element is a code (ioredis-mock
--- turns {err=...} into undefined), and the TypeScript side maps it:
+-- each helper is a closure made on every call), so a script may use any.
+-- Scripts never raise a Redis error reply: they return a table whose first
+-- element is a code (ioredis-mock turns {err=...} into undefined), and the
+-- TypeScript side maps it:
 --   {0, ...}            ok, with the script's payload
 --   {1, current}        STALE: the caller's owner token is below `current`
 --   {2, key, message}   FOREIGN: `key` holds a value Shardline did not write
