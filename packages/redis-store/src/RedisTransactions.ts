@@ -65,17 +65,18 @@ const reserved = (key: string) =>
 /** The key rules of one node: any key but Shardline's own (those of the namespace but its data keys). */
 const nodeRules =
   (keys: KeySpace) =>
-  (stream: string, shard: number): Transaction.KeyRules => ({
-    key: (name) => keys.dataKey(stream, shard, name),
-    check: (key) => (keys.isShardlineKey(key) ? reserved(key) : undefined),
-  })
+  (stream: string, shard: number): Transaction.KeyRules =>
+    Transaction.rememberingLast({
+      key: (name) => keys.dataKey(stream, shard, name),
+      check: (key) => (keys.isShardlineKey(key) ? reserved(key) : undefined),
+    })
 
 /** The key rules of a cluster: the application's keys of the shard's hash slot. */
 const slotRules =
   (keys: KeySpace) =>
   (stream: string, shard: number): Transaction.KeyRules => {
     const slot = keySlot(keys.shardKey(stream, shard))
-    return {
+    return Transaction.rememberingLast({
       key: (name) => keys.dataKey(stream, shard, name),
       check: (key) => {
         if (keys.isShardlineKey(key)) return reserved(key)
@@ -88,7 +89,7 @@ const slotRules =
               key,
             })
       },
-    }
+    })
   }
 
 type ReadOptions = ShardStreams.ReadOptions
