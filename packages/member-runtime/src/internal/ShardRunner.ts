@@ -30,13 +30,7 @@
  * token waits for a coordinator to write one again; a vanished group (or
  * stream) is created again at the stream's start, by a fenced seek.
  */
-import type {
-  DataLost,
-  OwnerTokenMissing,
-  ShardProgress,
-  ShardStreams,
-  Transaction,
-} from "@shardline/core"
+import type { DataLost, OwnerTokenMissing, ShardProgress, ShardStreams } from "@shardline/core"
 
 type DataPlaneFailure = ShardStreams.FencedError
 
@@ -66,7 +60,7 @@ import {
   relay,
   type TransactionEnv,
 } from "./TransactionCommit.js"
-import { TransactionHandle } from "./TransactionHandle.js"
+import { type HandleEnv, TransactionHandle } from "./TransactionHandle.js"
 import type { HandleOutcome, Traced, TurnTelemetry } from "./telemetry/Telemetry.js"
 
 /** One user call in flight: its signal's controller and when it times out. */
@@ -1105,19 +1099,15 @@ type Context = PerMessageContext
 
 /** Makes a message's (or batch's) transaction handle, on the handler's first read of it. */
 const handleMaker = (env: TurnEnv, r: Runner): (() => TransactionHandle) => {
-  // the shard's key rules, made once per turn (not per message) when first needed
-  let made = false
-  let rules: Transaction.KeyRules | undefined
+  // the shard's key rules and the limits, made once per turn (not per message) when first needed
+  let handleEnv: HandleEnv | undefined
   return () => {
-    if (!made) {
-      rules = env.transactions?.port?.keys(env.settings.stream, r.shard)
-      made = true
-    }
-    return new TransactionHandle({
-      rules,
+    handleEnv ??= {
+      rules: env.transactions?.port?.keys(env.settings.stream, r.shard),
       maxOperations: env.settings.transaction.maxOperations,
       maxBytes: env.settings.transaction.maxBytes,
-    })
+    }
+    return new TransactionHandle(handleEnv)
   }
 }
 

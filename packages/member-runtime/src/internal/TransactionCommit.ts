@@ -104,6 +104,10 @@ export const commit = (
     }
   })
 
+/** A part's empty lists, shared (not frozen: see TransactionHandle's NONE). */
+const NO_SENDS: ReadonlyArray<never> = []
+const NO_WRITES: ReadonlyArray<never> = NO_SENDS
+
 /** One message's share of a group commit: its ids, and its transaction (none: an ack only). */
 export interface GroupPart {
   readonly ids: ReadonlyArray<string>
@@ -152,16 +156,22 @@ export const commitGroup = (
       let unroutable: unknown
       route: for (let i = done; i < parts.length; i++) {
         const part = parts[i]!
-        const sends: Array<Tx.Send> = []
-        for (const s of part.handle?.sends ?? []) {
+        // made at the first send: a part without sends (the usual one) shares NO_SENDS
+        let sends: Array<Tx.Send> | undefined
+        for (const s of part.handle?.sends ?? NO_SENDS) {
           const shard = yield* Effect.result(tx.router.route(s.stream, s.key))
           if (shard._tag === "Failure") {
             unroutable = shard.failure
             break route
           }
+          sends ??= []
           sends.push({ stream: s.stream, shard: shard.success, key: s.key, fields: s.fields })
         }
-        routed.push({ ids: part.ids, writes: part.handle?.writes ?? [], sends })
+        routed.push({
+          ids: part.ids,
+          writes: part.handle?.writes ?? NO_WRITES,
+          sends: sends ?? NO_SENDS,
+        })
       }
       const stopAt = (stop: GroupResult["stop"]): GroupResult =>
         stop === undefined ? { committed: done } : { committed: done, stop }

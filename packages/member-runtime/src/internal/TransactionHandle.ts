@@ -32,9 +32,19 @@ export interface HandleEnv {
 
 export const DEFAULT_LIMITS = { maxOperations: 1_000, maxBytes: 1_048_576 } as const
 
+/**
+ * The lists of a handle that recorded none yet: one shared array, not two per
+ * message. Not frozen: V8 iterates a frozen array on a slow path that
+ * allocates (the commit loops over every part's lists); nothing writes to
+ * it, a handle replaces it at its first write or send.
+ */
+const NONE: ReadonlyArray<never> = []
+
 export class TransactionHandle implements Transaction {
-  readonly writes: Array<Tx.Write> = []
-  readonly sends: Array<PendingSend> = []
+  /** What the handler wrote, in order (an array of its own from the first write). */
+  writes: ReadonlyArray<Tx.Write> = NONE
+  /** What the handler sent, in order (an array of its own from the first send). */
+  sends: ReadonlyArray<PendingSend> = NONE
   private bytes = 0
   private closed = false
   /** The first refusal: the transaction never commits. */
@@ -129,7 +139,9 @@ export class TransactionHandle implements Transaction {
           }),
         )
     }
-    this.writes.push(write)
+    // one slot at the first write (a push into [] reserves 17): most handles write once
+    if (this.writes === NONE) this.writes = [write]
+    else (this.writes as Array<Tx.Write>).push(write)
     this.bytes += size
     return this
   }
@@ -229,7 +241,9 @@ export class TransactionHandle implements Transaction {
       })
     }
     this.admit(size)
-    this.sends.push({ stream, key, fields: copy })
+    const send: PendingSend = { stream, key, fields: copy }
+    if (this.sends === NONE) this.sends = [send]
+    else (this.sends as Array<PendingSend>).push(send)
     this.bytes += size
     return this
   }
