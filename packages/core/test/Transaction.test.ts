@@ -182,6 +182,18 @@ describe("Transaction.checkPart", () => {
     assert.deepStrictEqual(w, { command: "INCRBY", args: ["n", "2"] })
   })
 
+  it("refuses a reserved key after a run of writes to one key that passed", () => {
+    const n = validateWrite("INCR", ["n"]) as Transaction.Write
+    for (const last of [
+      validateWrite("SET", ["{s:0}:owner:g", "9"]),
+      validateWrite("DEL", ["n", "n", "{s:0}:gate"]),
+      { command: "INCR", args: ["{s:0}"] },
+    ] as ReadonlyArray<Transaction.Write>) {
+      const refused = Transaction.checkPart(part([n, n, n, last]))
+      assert.strictEqual((refused as TransactionRefused).reason, "ReservedKey", last.args.join(" "))
+    }
+  })
+
   it("still refuses a validated write to one of Shardline's keys", () => {
     const w = validateWrite("SET", ["{s:0}:owner:g", "9"]) as Transaction.Write
     assert.strictEqual(

@@ -653,6 +653,8 @@ export const checkPart = <P extends CommitPart>(
   part: P,
 ): P | TransactionRefused | InvalidArgument => {
   let writes: Array<Write> | undefined
+  // the key that passed last: a run of writes to one key is tested once
+  let passed: string | undefined
   for (let i = 0; i < part.writes.length; i++) {
     const w = part.writes[i]!
     let checked: Write
@@ -665,6 +667,7 @@ export const checkPart = <P extends CommitPart>(
     }
     for (let k = 0, n = keyCount(checked); k < n; k++) {
       const key = checked.args[k]!
+      if (key === passed) continue
       if (isReservedKey(key))
         return new TransactionRefused({
           reason: "ReservedKey",
@@ -672,6 +675,7 @@ export const checkPart = <P extends CommitPart>(
           command: checked.command,
           key,
         })
+      passed = key
     }
     writes?.push(checked)
   }
