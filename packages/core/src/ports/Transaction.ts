@@ -333,7 +333,7 @@ export const utf8Bytes = (s: string): number => {
 /** The size a write or send counts for against a transaction's byte limit: UTF-8 bytes. */
 export const sizeOf = (parts: ReadonlyArray<string>): number => {
   let n = 0
-  for (const p of parts) n += utf8Bytes(p)
+  for (let i = 0; i < parts.length; i++) n += utf8Bytes(parts[i]!)
   return n
 }
 

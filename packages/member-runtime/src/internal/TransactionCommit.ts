@@ -104,7 +104,7 @@ export const commit = (
     }
   })
 
-/** A part's empty lists, shared (not frozen: see TransactionHandle's NONE). */
+/** A part's empty lists, shared (read-only, as TransactionHandle's NONE). */
 const NO_SENDS: ReadonlyArray<never> = []
 const NO_WRITES: ReadonlyArray<never> = NO_SENDS
 

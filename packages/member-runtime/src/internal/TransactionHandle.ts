@@ -34,9 +34,8 @@ export const DEFAULT_LIMITS = { maxOperations: 1_000, maxBytes: 1_048_576 } as c
 
 /**
  * The lists of a handle that recorded none yet: one shared array, not two per
- * message. Not frozen: V8 iterates a frozen array on a slow path that
- * allocates (the commit loops over every part's lists); nothing writes to
- * it, a handle replaces it at its first write or send.
+ * message. Read-only by its type; nothing writes to it: a handle replaces it
+ * at its first write or send.
  */
 const NONE: ReadonlyArray<never> = []
 
