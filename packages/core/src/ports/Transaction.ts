@@ -592,6 +592,8 @@ export const anyKey = (stream: string, shard: number): KeyRules =>
         : undefined,
   })
 
+const NO_NAME = Symbol("no name")
+
 /**
  * `rules` remembering its last key built and its last key that passed (both
  * are functions of their argument alone). A handler that writes one key per
@@ -603,7 +605,8 @@ export const anyKey = (stream: string, shard: number): KeyRules =>
  * the time goes").
  */
 export const rememberingLast = (rules: KeyRules): KeyRules => {
-  let lastName: string | undefined
+  // no name yet (not undefined: a caller's undefined is a name as any other)
+  let lastName: unknown = NO_NAME
   let lastKey = ""
   let passed: string | undefined
   return {
