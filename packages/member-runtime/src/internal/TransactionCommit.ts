@@ -11,7 +11,7 @@
 import type { ShardStreams, Transaction as Tx } from "@shardline/core"
 import { Effect } from "effect"
 import type { SendRouter } from "./SendRouter.js"
-import type { TransactionHandle } from "./TransactionHandle.js"
+import { NONE, type TransactionHandle } from "./TransactionHandle.js"
 
 /** What the runner's members share for transactions. */
 export interface TransactionEnv {
@@ -104,10 +104,6 @@ export const commit = (
     }
   })
 
-/** A part's empty lists, shared (read-only, as TransactionHandle's NONE). */
-const NO_SENDS: ReadonlyArray<never> = []
-const NO_WRITES: ReadonlyArray<never> = NO_SENDS
-
 /** One message's share of a group commit: its ids, and its transaction (none: an ack only). */
 export interface GroupPart {
   readonly ids: ReadonlyArray<string>
@@ -156,9 +152,9 @@ export const commitGroup = (
       let unroutable: unknown
       route: for (let i = done; i < parts.length; i++) {
         const part = parts[i]!
-        // made at the first send: a part without sends (the usual one) shares NO_SENDS
+        // made at the first send: a part without sends (the usual one) shares NONE
         let sends: Array<Tx.Send> | undefined
-        for (const s of part.handle?.sends ?? NO_SENDS) {
+        for (const s of part.handle?.sends ?? NONE) {
           const shard = yield* Effect.result(tx.router.route(s.stream, s.key))
           if (shard._tag === "Failure") {
             unroutable = shard.failure
@@ -169,8 +165,8 @@ export const commitGroup = (
         }
         routed.push({
           ids: part.ids,
-          writes: part.handle?.writes ?? NO_WRITES,
-          sends: sends ?? NO_SENDS,
+          writes: part.handle?.writes ?? NONE,
+          sends: sends ?? NONE,
         })
       }
       const stopAt = (stop: GroupResult["stop"]): GroupResult =>

@@ -33,11 +33,11 @@ export interface HandleEnv {
 export const DEFAULT_LIMITS = { maxOperations: 1_000, maxBytes: 1_048_576 } as const
 
 /**
- * The lists of a handle that recorded none yet: one shared array, not two per
- * message. Read-only by its type; nothing writes to it: a handle replaces it
- * at its first write or send.
+ * The lists of a handle that recorded none yet (and a group part's without
+ * a handle): one shared array, not two per message. Read-only by its type;
+ * nothing writes to it: a handle replaces it at its first write or send.
  */
-const NONE: ReadonlyArray<never> = []
+export const NONE: ReadonlyArray<never> = []
 
 export class TransactionHandle implements Transaction {
   /** What the handler wrote, in order (an array of its own from the first write). */
