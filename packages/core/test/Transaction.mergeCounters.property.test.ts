@@ -75,6 +75,27 @@ describe("Transaction.mergeCounters", () => {
     )
   })
 
+  it("keeps a run open across writes to other keys, counters or not", () => {
+    assert.deepStrictEqual(
+      mergeCounters([w("INCR", "n"), w("SET", "m", "1"), w("INCR", "n"), w("DEL", "x")]),
+      [w("INCRBY", "n", 2), w("SET", "m", "1"), w("DEL", "x")],
+    )
+    assert.deepStrictEqual(
+      mergeCounters([
+        w("INCR", "n"),
+        w("HINCRBY", "h", "a", 1),
+        w("INCR", "n"),
+        w("HINCRBY", "h", "a", 1),
+      ]),
+      [w("INCRBY", "n", 2), w("HINCRBY", "h", "a", 2)],
+    )
+    // a run of the other sign on one key: the newer run is the one that grows
+    assert.deepStrictEqual(
+      mergeCounters([w("INCR", "n"), w("DECR", "n"), w("SET", "m", "1"), w("DECR", "n")]),
+      [w("INCR", "n"), w("INCRBY", "n", -2), w("SET", "m", "1")],
+    )
+  })
+
   it("ends a run at another write to its key, a step of the other sign, or the counters' edge", () => {
     const kept = [
       [w("INCR", "n"), w("SET", "n", "1"), w("INCR", "n")],

@@ -92,6 +92,32 @@ const slotRules =
     })
   }
 
+/**
+ * `make`'s rules, made once per shard: they are functions of the shard
+ * alone, so every turn of the member and every commit of the storage share
+ * them (no closures and no hash slot computed per batch; what
+ * `rememberingLast` remembers lasts from one batch to the next). One small
+ * entry per stream and shard this storage ever commits for.
+ */
+const oncePerShard = (
+  make: (stream: string, shard: number) => Transaction.KeyRules,
+): ((stream: string, shard: number) => Transaction.KeyRules) => {
+  const made = new Map<string, Map<number, Transaction.KeyRules>>()
+  return (stream, shard) => {
+    let byShard = made.get(stream)
+    if (byShard === undefined) {
+      byShard = new Map()
+      made.set(stream, byShard)
+    }
+    let rules = byShard.get(shard)
+    if (rules === undefined) {
+      rules = make(stream, shard)
+      byShard.set(shard, rules)
+    }
+    return rules
+  }
+}
+
 type ReadOptions = ShardStreams.ReadOptions
 
 const decodeReason = Schema.decodeUnknownOption(TransactionRefusedReason)
@@ -143,7 +169,9 @@ export const makeTransactions = (
   const sends: "direct" | "outbox" = connection.isCluster ? "outbox" : (options.sends ?? "direct")
   const { gateKey, outboxKey, outboxRoutesKey, ownerTokenKey, relayMarkKey, sealedKey, shardKey } =
     connection.keys
-  const keys = connection.isCluster ? slotRules(connection.keys) : nodeRules(connection.keys)
+  const keys = oncePerShard(
+    connection.isCluster ? slotRules(connection.keys) : nodeRules(connection.keys),
+  )
 
   /** A part's refusal by the checks the storage makes before the script (core's, the key rules). */
   const partRefusal = (

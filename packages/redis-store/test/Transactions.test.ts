@@ -225,5 +225,24 @@ describeTarget(
           assert.strictEqual((yield* s.pending(base)).length, 1)
         }),
     )
+
+    it.live("makes a shard's rules once, and each shard's rules are its own", () =>
+      Effect.sync(() => {
+        const tx = subject().transactions!
+        const stream = unique("rules")
+        // a second shard of another hash slot
+        let shard = 2
+        while (keySlot(`{${stream}:${shard}}`) === keySlot(`{${stream}:1}`)) shard++
+        const one = tx.keys(stream, 1)
+        const two = tx.keys(stream, shard)
+        assert.strictEqual(tx.keys(stream, 1), one)
+        assert.notStrictEqual(two, one)
+        // the second shard's key passed its rules, then shard 1's refuse it
+        assert.isUndefined(two.check(two.key("n")))
+        assert.strictEqual(one.check(two.key("n"))?.reason, "KeyOutsideSlot")
+        assert.isUndefined(one.check(one.key("n")))
+        assert.strictEqual(tx.keys(unique("rules"), 1).key("n") === one.key("n"), false)
+      }),
+    )
   },
 )

@@ -120,8 +120,9 @@ export class TransactionHandle implements Transaction {
     return this.env.rules.key(name)
   }
 
-  command(name: string, ...args: ReadonlyArray<Arg>): Transaction {
-    const write = Tx.validateWrite(name, args)
+  command(name: string, ...args: Array<Arg>): Transaction {
+    // the rest parameter is this call's own array: the write keeps it
+    const write = Tx.validateOwnWrite(name, args)
     if (write instanceof TransactionRefused) this.refuse(write)
     const size = Tx.sizeOf(write.args)
     this.admit(size)
