@@ -522,6 +522,67 @@ export const makeWith = (
         },
       )
 
+  /** A read's body: a generator function made once per storage, not a closure per read. */
+  const readBody = Effect.fnUntraced(function* (o: ShardStreams.ReadOptions) {
+    yield* checkToken(o.token)
+    yield* checkPositive("count", o.count)
+    if (o.ack !== undefined) yield* checkIds(o.ack.ids)
+    const ack = o.ack !== undefined && o.ack.ids.length > 0 ? o.ack : undefined
+    const claim = o.claimIdleMs !== undefined && o.from !== "pending"
+    if (claim) yield* checkNonNegative("claimIdleMs", o.claimIdleMs!)
+    const mode = o.from === "pending" ? "pending" : claim ? "claim" : "new"
+    // the optimistic fence acks in its MULTI: natively only (XACKDEL ... ACKED on Redis >= 8.2)
+    if (
+      mode === "new" &&
+      (gatedReader?.usable() === true ||
+        (optimistic && (ack === undefined || ack.mode === "ack" || features.xackdel)))
+    ) {
+      const result = yield* gatedReader
+        ? Effect.tryPromise({
+            try: () => gatedReader.read(o, ack),
+            catch: (cause) => RedisConnection.unavailable("read (gated MULTI)", cause),
+          })
+        : stickyRead(o)
+      if (result._tag === "Read") return result.messages
+      if (result._tag === "Stale")
+        return yield* new StaleOwner({
+          stream: o.stream,
+          shard: o.shard,
+          group: o.group,
+          token: o.token,
+          currentToken: result.current,
+        })
+      if (result._tag === "TokenMissing")
+        return yield* new OwnerTokenMissing({
+          stream: o.stream,
+          shard: o.shard,
+          group: o.group,
+          token: o.token,
+        })
+      if (result._tag === "Foreign")
+        return yield* new ForeignValue({ key: result.key, message: result.message })
+      // "Fallback": no stream or group (the script says what that means) or the owner kept changing
+    }
+    const reply = yield* fenced(
+      "read",
+      o,
+      Scripts.read,
+      [shardKey(o.stream, o.shard), ownerKey(o)],
+      [
+        o.group,
+        o.consumer,
+        String(o.count),
+        mode,
+        String(o.claimIdleMs ?? 0),
+        features.readClaim ? "1" : "0",
+        ack?.mode ?? "",
+        features.xackdel ? "1" : "0",
+        ...(ack?.ids ?? []),
+      ],
+    ).pipe(ack === undefined ? emptyIfSealed(o, [] as Reply) : (e) => e)
+    return messagesOf(reply[1], o.keyField)
+  })
+
   const service: ShardStreams.ShardStreamsShape = {
     append: (stream, shard, fields, options = {}) =>
       Effect.suspend((): Effect.Effect<string, ShardSealed | RedisStoreError> => {
@@ -616,65 +677,7 @@ export const makeWith = (
       }),
 
     read: (o) =>
-      Effect.gen(function* () {
-        yield* checkToken(o.token)
-        yield* checkPositive("count", o.count)
-        if (o.ack !== undefined) yield* checkIds(o.ack.ids)
-        const ack = o.ack !== undefined && o.ack.ids.length > 0 ? o.ack : undefined
-        const claim = o.claimIdleMs !== undefined && o.from !== "pending"
-        if (claim) yield* checkNonNegative("claimIdleMs", o.claimIdleMs!)
-        const mode = o.from === "pending" ? "pending" : claim ? "claim" : "new"
-        // the optimistic fence acks in its MULTI: natively only (XACKDEL ... ACKED on Redis >= 8.2)
-        if (
-          mode === "new" &&
-          (gatedReader?.usable() === true ||
-            (optimistic && (ack === undefined || ack.mode === "ack" || features.xackdel)))
-        ) {
-          const result = yield* gatedReader
-            ? Effect.tryPromise({
-                try: () => gatedReader.read(o, ack),
-                catch: (cause) => RedisConnection.unavailable("read (gated MULTI)", cause),
-              })
-            : stickyRead(o)
-          if (result._tag === "Read") return result.messages
-          if (result._tag === "Stale")
-            return yield* new StaleOwner({
-              stream: o.stream,
-              shard: o.shard,
-              group: o.group,
-              token: o.token,
-              currentToken: result.current,
-            })
-          if (result._tag === "TokenMissing")
-            return yield* new OwnerTokenMissing({
-              stream: o.stream,
-              shard: o.shard,
-              group: o.group,
-              token: o.token,
-            })
-          if (result._tag === "Foreign")
-            return yield* new ForeignValue({ key: result.key, message: result.message })
-          // "Fallback": no stream or group (the script says what that means) or the owner kept changing
-        }
-        const reply = yield* fenced(
-          "read",
-          o,
-          Scripts.read,
-          [shardKey(o.stream, o.shard), ownerKey(o)],
-          [
-            o.group,
-            o.consumer,
-            String(o.count),
-            mode,
-            String(o.claimIdleMs ?? 0),
-            features.readClaim ? "1" : "0",
-            ack?.mode ?? "",
-            features.xackdel ? "1" : "0",
-            ...(ack?.ids ?? []),
-          ],
-        ).pipe(ack === undefined ? emptyIfSealed(o, [] as Reply) : (e) => e)
-        return messagesOf(reply[1], o.keyField)
-      }).pipe(
+      readBody(o).pipe(
         // XREADGROUP writes (the group's pending list), so a master short of
         // replicas refuses the read and its ack alike: nothing was read or acked
         refineNoReplicas("read", shardKey(o.stream, o.shard)),

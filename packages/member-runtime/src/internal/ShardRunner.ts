@@ -496,363 +496,370 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> => {
   )
 }
 
+/** One turn's body: a generator function made once, not a closure per turn. */
+const turnBody = Effect.fnUntraced(function* (
+  env: TurnEnv,
+  r: Runner,
+  trial: { id: number } | undefined,
+) {
+  const { settings, streams } = env
+  const address = {
+    stream: settings.stream,
+    shard: r.shard,
+    group: settings.group,
+    token: r.token,
+  }
+  const base = () => ({
+    stream: settings.stream,
+    group: settings.group,
+    memberId: env.memberId,
+    at: env.wallNow(),
+  })
+  const canAct = () => r.alive && env.mayAct()
+  const seekFailed = (seek: PendingSeek, message: string, cause?: unknown) =>
+    Deferred.doneUnsafe(
+      seek.done,
+      Effect.fail(
+        new SeekFailed({
+          stream: settings.stream,
+          group: settings.group,
+          shard: r.shard,
+          message,
+          ...(cause === undefined ? {} : { cause }),
+        }),
+      ),
+    )
+
+  if (!r.started) {
+    const budget = env.drainBudgetMs()
+    // one loop per shard: a previous loop's handlers (abandoned on a fence,
+    // but a promise cannot be cancelled) finish first, within the drain budget
+    // (without a handler slot: the predecessor's turn may wait for one to finish)
+    if (r.predecessor !== undefined) {
+      const quiet = Effect.raceFirst(
+        Effect.timeoutOption(awaitQuiet(r.predecessor), budget),
+        Deferred.await(r.abandoned),
+      )
+      yield* env.offSlot === undefined ? quiet : env.offSlot(quiet)
+    }
+    const hook = env.hooks.onAssigned
+    if (hook !== undefined && r.alive)
+      yield* bounded(
+        env,
+        r,
+        budget,
+        (_signal, settled) =>
+          Effect.ensuring(
+            hook({
+              stream: settings.stream,
+              group: settings.group,
+              memberId: env.memberId,
+              shard: r.shard,
+            }),
+            Effect.sync(settled),
+          ),
+        "onAssigned timed out",
+      )
+    r.started = true
+  }
+  if (!r.alive || r.stopping) return Abandoned
+
+  // the next batch, read by the commit that ended the last one
+  // (docs/exactly-once.md, "The commit rides the read"): handled first, as
+  // this turn's read (a seek waits for it as for a batch being handled; a
+  // pause keeps it)
+  const prefetched = r.prefetched
+  if (prefetched !== undefined) {
+    if (env.isPaused(r.shard)) {
+      const flushed = canAct() ? yield* flushAcks(env, r) : 0
+      return typeof flushed === "number" ? Paused : flushed
+    }
+    if (!canAct()) return r.alive ? wait(50) : Abandoned
+    r.prefetched = undefined
+  }
+  let ackFirst: ReadonlyArray<string> = []
+  let fromPending = false
+  let got: Result.Result<ReadonlyArray<ShardStreams.StreamMessage>, DataPlaneFailure>
+  if (prefetched !== undefined) got = Result.succeed(prefetched)
+  else {
+    // seeks, between batches only (never while a batch is handled), after the
+    // handled entries are acknowledged: a seek never re-delivers what was handled
+    if (r.seeks.length > 0 && r.unacked.length > 0 && canAct()) {
+      const flushed = yield* flushAcks(env, r)
+      if (typeof flushed !== "number") return flushed
+    }
+    while (r.seeks.length > 0) {
+      const seek = r.seeks.shift()!
+      if (!canAct()) {
+        r.seeks.unshift(seek)
+        return r.alive ? wait(50) : Abandoned
+      }
+      const setPosition = streams.setGroupPosition
+      if (setPosition === undefined) {
+        seekFailed(
+          seek,
+          "these ports cannot move a group's position (no ShardStreams.setGroupPosition)",
+        )
+        continue
+      }
+      // the group's position moves (or may have, if the reply is lost): the idle wait looks it up again
+      r.lastDelivered = undefined
+      const moved = yield* Effect.result(setPosition({ ...address, position: seek.position }))
+      if (moved._tag === "Failure") {
+        const error = moved.failure
+        seekFailed(seek, describe(error), error)
+        const refused = fenceOutcome(env, r, error)
+        if (refused !== undefined) return refused
+        continue
+      }
+      env.emit({ ...base(), type: "seeked", shard: r.shard, position: seek.position })
+      Deferred.doneUnsafe(seek.done, Effect.void)
+    }
+    if (env.isPaused(r.shard)) {
+      // a paused shard holds no handled entry unacknowledged (when it may act)
+      const flushed = canAct() ? yield* flushAcks(env, r) : 0
+      return typeof flushed === "number" ? Paused : flushed
+    }
+    if (!canAct()) return r.alive ? wait(50) : Abandoned
+
+    // the group (or the shard's stream) vanished (docs/protocol.md rule 26):
+    // create it again at the stream's start, fenced, before reading
+    if (r.recreate) {
+      const setPosition = streams.setGroupPosition
+      // these ports cannot: the shard stays as it is (its loss was said)
+      if (setPosition === undefined) return wait(settings.idleWaitMs)
+      const made = yield* Effect.result(setPosition({ ...address, position: "start" }))
+      if (made._tag === "Failure") {
+        const refused = fenceOutcome(env, r, made.failure)
+        if (refused !== undefined) return refused
+        emitDataPlaneError(env, r.shard, made.failure)
+        return wait(settings.retryInitialMs)
+      }
+      r.recreate = false
+    }
+
+    // opt-in limits (docs/runtime.md, "Circuit breaker and rate limit"): an
+    // open breaker reads nothing, a half-open one reads one message (its
+    // trial); the rate limit caps what this turn reads
+    let count = settings.batchSize
+    const breaker = env.breakerFor?.(r.shard)
+    if (breaker !== undefined && trial !== undefined) {
+      const admission = breaker.admit(env.now())
+      if (admission._tag === "Wait") return yield* holdOff(env, r, admission.ms)
+      if (admission._tag === "Trial") {
+        trial.id = admission.id
+        count = 1
+      }
+    }
+    const limiter = env.limiter
+    let reserved = 0
+    if (limiter !== undefined) {
+      reserved = limiter.reserve(env.now(), count)
+      if (reserved === 0) return yield* holdOff(env, r, limiter.waitMs(env.now()))
+      count = reserved
+    }
+
+    // relay the group's outbox on the shard first (Redis Cluster): what
+    // earlier commits sent lands before this turn's commits send more
+    if (r.outboxDirty && env.transactions?.port?.outbox !== undefined) {
+      const relayed = yield* Effect.result(relay(env.transactions, address))
+      if (relayed._tag === "Success") {
+        r.outboxDirty = !relayed.success
+        r.relayFailures = 0
+      } else {
+        // left in the outbox: the next turn relays it (reads go on meanwhile)
+        r.relayFailures++
+        emitDataPlaneError(env, r.shard, relayed.failure)
+      }
+    }
+
+    // read: takeover first, then own pending (retry), then new entries; a
+    // read acknowledges what the previous turn handled (the claim does not)
+    if (!r.claimDone) {
+      const flushed = yield* flushAcks(env, r)
+      if (typeof flushed !== "number") return flushed
+    }
+    ackFirst = r.unacked
+    r.unacked = []
+    // object literals of one shape, no spread on the read of new entries: this
+    // runs once per batch (spreads cost more than the rest of the turn)
+    const readOptions: ShardStreams.ReadOptions = {
+      stream: settings.stream,
+      shard: r.shard,
+      group: settings.group,
+      token: r.token,
+      consumer: env.consumerName,
+      count,
+      ack: ackFirst.length > 0 ? { ids: ackFirst, mode: settings.ack } : undefined,
+      afterAck: r.committed,
+      keyField: KEY_FIELD,
+    }
+    r.committed = false
+    const read: Effect.Effect<
+      ReadonlyArray<ShardStreams.StreamMessage>,
+      DataPlaneFailure
+    > = !r.claimDone
+      ? Effect.map(
+          streams.claimPending({
+            ...address,
+            consumer: env.consumerName,
+            minIdleMs: 0,
+            count,
+            start: r.claimCursor,
+          }),
+          (claimed) => {
+            r.claimCursor = claimed.next
+            if (claimed.next === "0-0") r.claimDone = true
+            fromPending = true
+            return claimed.messages
+          },
+        )
+      : r.retrying
+        ? Effect.map(streams.read({ ...readOptions, from: "pending" }), (entries) => {
+            fromPending = true
+            if (entries.length === 0) r.retrying = false
+            return entries
+          })
+        : streams.read(readOptions)
+    // the read waits on the storage without a handler slot: other turns'
+    // reads and handlers go on meanwhile (and their reads leave together)
+    got = yield* Effect.result(env.offSlot === undefined ? read : env.offSlot(read))
+    if (limiter !== undefined) {
+      const used = got._tag === "Success" ? got.success.length : 0
+      if (reserved > used) limiter.release(reserved - used)
+    }
+  }
+  if (got._tag === "Failure") {
+    const refused = fenceOutcome(env, r, got.failure)
+    if (refused !== undefined) return refused
+    emitDataPlaneError(env, r.shard, got.failure)
+    // the read may have run and its reply been lost: whatever it delivered,
+    // and the batch its ack carried (not known to be acknowledged), is
+    // pending with this consumer; the retry read handles it again. Without
+    // this, a lost reply of a read that carried no ack stranded its batch
+    // in the pending entries until the shard changed owner.
+    r.retrying = true
+    return wait(settings.retryInitialMs)
+  }
+  // the shard reads: a later loss is said again
+  if (r.lost === "token") env.onTokenMissing?.(r.shard, r.token, false)
+  r.lost = undefined
+  const ackedFirst = ackFirst.length
+  if (ackedFirst > 0) ackedRecord(env, r, ackFirst)
+  const entries = got.success
+  // a read of new entries (XREADGROUP >) moved the group's last-delivered id to its last entry
+  if (!fromPending && entries.length > 0) {
+    r.lastDelivered = entries[entries.length - 1]!.id
+    r.wokenByEntries = false
+  }
+  if (entries.length === 0) {
+    if (fromPending) return More
+    const outbox = env.transactions?.port?.outbox
+    // the relay failed: try again after a backoff, not at the next append
+    // (a quiet shard would keep its sends waiting), and never report the
+    // shard drained meanwhile (below)
+    if (outbox !== undefined && r.outboxDirty) return wait(relayBackoff(settings, r))
+    // nothing new: is the shard sealed by a reshard and drained for this
+    // group? Then the member reports it (docs/resharding.md) and reads no more.
+    const drain = yield* Effect.result(
+      streams.drainState({ stream: settings.stream, shard: r.shard, group: settings.group }),
+    )
+    if (drain._tag !== "Success") return Empty
+    // drained but for its outbox (the storage's `relaying`): the check below relays it
+    const state = drain.success
+    const drainedButRelay =
+      state.sealed && state.undelivered === 0 && state.pending === 0 && state.relaying === true
+    // a runtime whose storage has no outbox (one node, memory) cannot relay
+    // it: not drained, as inspect shows; the operator is told once
+    if (drainedButRelay && outbox === undefined && !r.strandedSaid) {
+      r.strandedSaid = true
+      env.emit({
+        stream: settings.stream,
+        group: settings.group,
+        memberId: env.memberId,
+        at: env.wallNow(),
+        type: "outboxStranded",
+        shard: r.shard,
+      })
+    }
+    if (!state.drained && !(drainedButRelay && outbox !== undefined)) return Empty
+    // ... and its outbox relayed (docs/exactly-once.md, "Resharding and the
+    // outbox"): a drained shard is retired and never relayed again, so one
+    // whose outbox holds a send is not drained yet. Asked of the storage,
+    // not only of this loop's last relay.
+    if (outbox !== undefined) {
+      const waiting = yield* Effect.result(outbox.read(address, 1))
+      if (waiting._tag === "Failure" || waiting.success.length > 0) {
+        r.outboxDirty = true
+        return wait(settings.retryInitialMs)
+      }
+    }
+    return Exhausted
+  }
+  if (!r.alive) return Abandoned
+  if (!env.mayAct()) {
+    // the lease lapsed while the read was in flight (a paused process, a
+    // slow answer): handle nothing; the entries stay in this consumer's
+    // pending list, read again once the lease is valid, or claimed by the next owner
+    r.retrying = true
+    return wait(50)
+  }
+
+  const delivered = entries.map((e) => toMessage(address, e))
+  // replays for other groups acknowledged unseen, undecodable or invalid
+  // messages dead-lettered: what is left goes to the handler
+  const screened = yield* screen(env, r, address, delivered)
+  if (!Array.isArray(screened)) return screened as Outcome
+  const messages = screened as ReadonlyArray<Message>
+  if (messages.length === 0) return More
+  const started = env.now()
+  r.progress.inFlight = messages.length
+  env.emit({
+    stream: settings.stream,
+    group: settings.group,
+    memberId: env.memberId,
+    at: started,
+    type: "batchStart",
+    shard: r.shard,
+    count: messages.length,
+    lag: r.progress.lag,
+  })
+  const result =
+    env.handler.kind === "message"
+      ? yield* handleEach(env, r, address, messages, env.handler.run, env.handler.direct)
+      : yield* handleBatch(env, r, address, messages, env.handler)
+  r.progress.inFlight = 0
+  // paused meanwhile: no read follows soon to carry the ack, so ack now
+  let outcome = result.outcome
+  let ackedNow = 0
+  if (outcome._tag === "More" && env.isPaused(r.shard) && canAct()) {
+    const flushed = yield* flushAcks(env, r)
+    if (typeof flushed === "number") ackedNow = flushed
+    else outcome = flushed
+  }
+  const durationMs = env.now() - started
+  env.record({ _tag: "Batch", durationMs })
+  env.emit({
+    stream: settings.stream,
+    group: settings.group,
+    memberId: env.memberId,
+    at: started + durationMs,
+    type: "batchEnd",
+    shard: r.shard,
+    count: messages.length,
+    acked: ackedFirst + result.acked + ackedNow,
+    failed: result.failed,
+    durationMs,
+  })
+  return outcome
+})
+
 const turnOf = (
   env: TurnEnv,
   r: Runner,
   trial: { id: number } | undefined,
 ): Effect.Effect<Outcome> =>
-  Effect.gen(function* () {
-    const { settings, streams } = env
-    const address = {
-      stream: settings.stream,
-      shard: r.shard,
-      group: settings.group,
-      token: r.token,
-    }
-    const base = () => ({
-      stream: settings.stream,
-      group: settings.group,
-      memberId: env.memberId,
-      at: env.wallNow(),
-    })
-    const canAct = () => r.alive && env.mayAct()
-    const seekFailed = (seek: PendingSeek, message: string, cause?: unknown) =>
-      Deferred.doneUnsafe(
-        seek.done,
-        Effect.fail(
-          new SeekFailed({
-            stream: settings.stream,
-            group: settings.group,
-            shard: r.shard,
-            message,
-            ...(cause === undefined ? {} : { cause }),
-          }),
-        ),
-      )
-
-    if (!r.started) {
-      const budget = env.drainBudgetMs()
-      // one loop per shard: a previous loop's handlers (abandoned on a fence,
-      // but a promise cannot be cancelled) finish first, within the drain budget
-      // (without a handler slot: the predecessor's turn may wait for one to finish)
-      if (r.predecessor !== undefined) {
-        const quiet = Effect.raceFirst(
-          Effect.timeoutOption(awaitQuiet(r.predecessor), budget),
-          Deferred.await(r.abandoned),
-        )
-        yield* env.offSlot === undefined ? quiet : env.offSlot(quiet)
-      }
-      const hook = env.hooks.onAssigned
-      if (hook !== undefined && r.alive)
-        yield* bounded(
-          env,
-          r,
-          budget,
-          (_signal, settled) =>
-            Effect.ensuring(
-              hook({
-                stream: settings.stream,
-                group: settings.group,
-                memberId: env.memberId,
-                shard: r.shard,
-              }),
-              Effect.sync(settled),
-            ),
-          "onAssigned timed out",
-        )
-      r.started = true
-    }
-    if (!r.alive || r.stopping) return Abandoned
-
-    // the next batch, read by the commit that ended the last one
-    // (docs/exactly-once.md, "The commit rides the read"): handled first, as
-    // this turn's read (a seek waits for it as for a batch being handled; a
-    // pause keeps it)
-    const prefetched = r.prefetched
-    if (prefetched !== undefined) {
-      if (env.isPaused(r.shard)) {
-        const flushed = canAct() ? yield* flushAcks(env, r) : 0
-        return typeof flushed === "number" ? Paused : flushed
-      }
-      if (!canAct()) return r.alive ? wait(50) : Abandoned
-      r.prefetched = undefined
-    }
-    let ackFirst: ReadonlyArray<string> = []
-    let fromPending = false
-    let got: Result.Result<ReadonlyArray<ShardStreams.StreamMessage>, DataPlaneFailure>
-    if (prefetched !== undefined) got = Result.succeed(prefetched)
-    else {
-      // seeks, between batches only (never while a batch is handled), after the
-      // handled entries are acknowledged: a seek never re-delivers what was handled
-      if (r.seeks.length > 0 && r.unacked.length > 0 && canAct()) {
-        const flushed = yield* flushAcks(env, r)
-        if (typeof flushed !== "number") return flushed
-      }
-      while (r.seeks.length > 0) {
-        const seek = r.seeks.shift()!
-        if (!canAct()) {
-          r.seeks.unshift(seek)
-          return r.alive ? wait(50) : Abandoned
-        }
-        const setPosition = streams.setGroupPosition
-        if (setPosition === undefined) {
-          seekFailed(
-            seek,
-            "these ports cannot move a group's position (no ShardStreams.setGroupPosition)",
-          )
-          continue
-        }
-        // the group's position moves (or may have, if the reply is lost): the idle wait looks it up again
-        r.lastDelivered = undefined
-        const moved = yield* Effect.result(setPosition({ ...address, position: seek.position }))
-        if (moved._tag === "Failure") {
-          const error = moved.failure
-          seekFailed(seek, describe(error), error)
-          const refused = fenceOutcome(env, r, error)
-          if (refused !== undefined) return refused
-          continue
-        }
-        env.emit({ ...base(), type: "seeked", shard: r.shard, position: seek.position })
-        Deferred.doneUnsafe(seek.done, Effect.void)
-      }
-      if (env.isPaused(r.shard)) {
-        // a paused shard holds no handled entry unacknowledged (when it may act)
-        const flushed = canAct() ? yield* flushAcks(env, r) : 0
-        return typeof flushed === "number" ? Paused : flushed
-      }
-      if (!canAct()) return r.alive ? wait(50) : Abandoned
-
-      // the group (or the shard's stream) vanished (docs/protocol.md rule 26):
-      // create it again at the stream's start, fenced, before reading
-      if (r.recreate) {
-        const setPosition = streams.setGroupPosition
-        // these ports cannot: the shard stays as it is (its loss was said)
-        if (setPosition === undefined) return wait(settings.idleWaitMs)
-        const made = yield* Effect.result(setPosition({ ...address, position: "start" }))
-        if (made._tag === "Failure") {
-          const refused = fenceOutcome(env, r, made.failure)
-          if (refused !== undefined) return refused
-          emitDataPlaneError(env, r.shard, made.failure)
-          return wait(settings.retryInitialMs)
-        }
-        r.recreate = false
-      }
-
-      // opt-in limits (docs/runtime.md, "Circuit breaker and rate limit"): an
-      // open breaker reads nothing, a half-open one reads one message (its
-      // trial); the rate limit caps what this turn reads
-      let count = settings.batchSize
-      const breaker = env.breakerFor?.(r.shard)
-      if (breaker !== undefined && trial !== undefined) {
-        const admission = breaker.admit(env.now())
-        if (admission._tag === "Wait") return yield* holdOff(env, r, admission.ms)
-        if (admission._tag === "Trial") {
-          trial.id = admission.id
-          count = 1
-        }
-      }
-      const limiter = env.limiter
-      let reserved = 0
-      if (limiter !== undefined) {
-        reserved = limiter.reserve(env.now(), count)
-        if (reserved === 0) return yield* holdOff(env, r, limiter.waitMs(env.now()))
-        count = reserved
-      }
-
-      // relay the group's outbox on the shard first (Redis Cluster): what
-      // earlier commits sent lands before this turn's commits send more
-      if (r.outboxDirty && env.transactions?.port?.outbox !== undefined) {
-        const relayed = yield* Effect.result(relay(env.transactions, address))
-        if (relayed._tag === "Success") {
-          r.outboxDirty = !relayed.success
-          r.relayFailures = 0
-        } else {
-          // left in the outbox: the next turn relays it (reads go on meanwhile)
-          r.relayFailures++
-          emitDataPlaneError(env, r.shard, relayed.failure)
-        }
-      }
-
-      // read: takeover first, then own pending (retry), then new entries; a
-      // read acknowledges what the previous turn handled (the claim does not)
-      if (!r.claimDone) {
-        const flushed = yield* flushAcks(env, r)
-        if (typeof flushed !== "number") return flushed
-      }
-      ackFirst = r.unacked
-      r.unacked = []
-      // object literals of one shape, no spread on the read of new entries: this
-      // runs once per batch (spreads cost more than the rest of the turn)
-      const readOptions: ShardStreams.ReadOptions = {
-        stream: settings.stream,
-        shard: r.shard,
-        group: settings.group,
-        token: r.token,
-        consumer: env.consumerName,
-        count,
-        ack: ackFirst.length > 0 ? { ids: ackFirst, mode: settings.ack } : undefined,
-        afterAck: r.committed,
-        keyField: KEY_FIELD,
-      }
-      r.committed = false
-      const read: Effect.Effect<
-        ReadonlyArray<ShardStreams.StreamMessage>,
-        DataPlaneFailure
-      > = !r.claimDone
-        ? Effect.map(
-            streams.claimPending({
-              ...address,
-              consumer: env.consumerName,
-              minIdleMs: 0,
-              count,
-              start: r.claimCursor,
-            }),
-            (claimed) => {
-              r.claimCursor = claimed.next
-              if (claimed.next === "0-0") r.claimDone = true
-              fromPending = true
-              return claimed.messages
-            },
-          )
-        : r.retrying
-          ? Effect.map(streams.read({ ...readOptions, from: "pending" }), (entries) => {
-              fromPending = true
-              if (entries.length === 0) r.retrying = false
-              return entries
-            })
-          : streams.read(readOptions)
-      // the read waits on the storage without a handler slot: other turns'
-      // reads and handlers go on meanwhile (and their reads leave together)
-      got = yield* Effect.result(env.offSlot === undefined ? read : env.offSlot(read))
-      if (limiter !== undefined) {
-        const used = got._tag === "Success" ? got.success.length : 0
-        if (reserved > used) limiter.release(reserved - used)
-      }
-    }
-    if (got._tag === "Failure") {
-      const refused = fenceOutcome(env, r, got.failure)
-      if (refused !== undefined) return refused
-      emitDataPlaneError(env, r.shard, got.failure)
-      // the read may have run and its reply been lost: whatever it delivered,
-      // and the batch its ack carried (not known to be acknowledged), is
-      // pending with this consumer; the retry read handles it again. Without
-      // this, a lost reply of a read that carried no ack stranded its batch
-      // in the pending entries until the shard changed owner.
-      r.retrying = true
-      return wait(settings.retryInitialMs)
-    }
-    // the shard reads: a later loss is said again
-    if (r.lost === "token") env.onTokenMissing?.(r.shard, r.token, false)
-    r.lost = undefined
-    const ackedFirst = ackFirst.length
-    if (ackedFirst > 0) ackedRecord(env, r, ackFirst)
-    const entries = got.success
-    // a read of new entries (XREADGROUP >) moved the group's last-delivered id to its last entry
-    if (!fromPending && entries.length > 0) {
-      r.lastDelivered = entries[entries.length - 1]!.id
-      r.wokenByEntries = false
-    }
-    if (entries.length === 0) {
-      if (fromPending) return More
-      const outbox = env.transactions?.port?.outbox
-      // the relay failed: try again after a backoff, not at the next append
-      // (a quiet shard would keep its sends waiting), and never report the
-      // shard drained meanwhile (below)
-      if (outbox !== undefined && r.outboxDirty) return wait(relayBackoff(settings, r))
-      // nothing new: is the shard sealed by a reshard and drained for this
-      // group? Then the member reports it (docs/resharding.md) and reads no more.
-      const drain = yield* Effect.result(
-        streams.drainState({ stream: settings.stream, shard: r.shard, group: settings.group }),
-      )
-      if (drain._tag !== "Success") return Empty
-      // drained but for its outbox (the storage's `relaying`): the check below relays it
-      const state = drain.success
-      const drainedButRelay =
-        state.sealed && state.undelivered === 0 && state.pending === 0 && state.relaying === true
-      // a runtime whose storage has no outbox (one node, memory) cannot relay
-      // it: not drained, as inspect shows; the operator is told once
-      if (drainedButRelay && outbox === undefined && !r.strandedSaid) {
-        r.strandedSaid = true
-        env.emit({
-          stream: settings.stream,
-          group: settings.group,
-          memberId: env.memberId,
-          at: env.wallNow(),
-          type: "outboxStranded",
-          shard: r.shard,
-        })
-      }
-      if (!state.drained && !(drainedButRelay && outbox !== undefined)) return Empty
-      // ... and its outbox relayed (docs/exactly-once.md, "Resharding and the
-      // outbox"): a drained shard is retired and never relayed again, so one
-      // whose outbox holds a send is not drained yet. Asked of the storage,
-      // not only of this loop's last relay.
-      if (outbox !== undefined) {
-        const waiting = yield* Effect.result(outbox.read(address, 1))
-        if (waiting._tag === "Failure" || waiting.success.length > 0) {
-          r.outboxDirty = true
-          return wait(settings.retryInitialMs)
-        }
-      }
-      return Exhausted
-    }
-    if (!r.alive) return Abandoned
-    if (!env.mayAct()) {
-      // the lease lapsed while the read was in flight (a paused process, a
-      // slow answer): handle nothing; the entries stay in this consumer's
-      // pending list, read again once the lease is valid, or claimed by the next owner
-      r.retrying = true
-      return wait(50)
-    }
-
-    const delivered = entries.map((e) => toMessage(address, e))
-    // replays for other groups acknowledged unseen, undecodable or invalid
-    // messages dead-lettered: what is left goes to the handler
-    const screened = yield* screen(env, r, address, delivered)
-    if (!Array.isArray(screened)) return screened as Outcome
-    const messages = screened as ReadonlyArray<Message>
-    if (messages.length === 0) return More
-    const started = env.now()
-    r.progress.inFlight = messages.length
-    env.emit({
-      stream: settings.stream,
-      group: settings.group,
-      memberId: env.memberId,
-      at: started,
-      type: "batchStart",
-      shard: r.shard,
-      count: messages.length,
-      lag: r.progress.lag,
-    })
-    const result =
-      env.handler.kind === "message"
-        ? yield* handleEach(env, r, address, messages, env.handler.run, env.handler.direct)
-        : yield* handleBatch(env, r, address, messages, env.handler)
-    r.progress.inFlight = 0
-    // paused meanwhile: no read follows soon to carry the ack, so ack now
-    let outcome = result.outcome
-    let ackedNow = 0
-    if (outcome._tag === "More" && env.isPaused(r.shard) && canAct()) {
-      const flushed = yield* flushAcks(env, r)
-      if (typeof flushed === "number") ackedNow = flushed
-      else outcome = flushed
-    }
-    const durationMs = env.now() - started
-    env.record({ _tag: "Batch", durationMs })
-    env.emit({
-      stream: settings.stream,
-      group: settings.group,
-      memberId: env.memberId,
-      at: started + durationMs,
-      type: "batchEnd",
-      shard: r.shard,
-      count: messages.length,
-      acked: ackedFirst + result.acked + ackedNow,
-      failed: result.failed,
-      durationMs,
-    })
-    return outcome
-  }).pipe(
+  turnBody(env, r, trial).pipe(
     // A defect mid-batch (a bug, never a handler's failure): what was read stays
     // pending, so read this consumer's pending entries again after a backoff.
     Effect.catchCause((cause) =>
@@ -873,27 +880,26 @@ interface Handled {
 type Address = ShardStreams.FencedAddress
 
 /** Acknowledge `ids` by policy; Stale / Abandoned when it may not or was refused. */
-const ackIds = (
+const ackIds = Effect.fnUntraced(function* (
   env: TurnEnv,
   r: Runner,
   address: Address,
   ids: ReadonlyArray<string>,
-): Effect.Effect<Outcome | number> =>
-  Effect.gen(function* () {
-    if (ids.length === 0) return 0
-    if (!r.alive || !env.mayAct()) return Abandoned
-    const acked = yield* Effect.result(env.streams.ack({ ...address, ids, mode: env.settings.ack }))
-    if (acked._tag === "Failure") {
-      const refused = fenceOutcome(env, r, acked.failure)
-      if (refused !== undefined) return refused
-      emitDataPlaneError(env, r.shard, acked.failure)
-      // not acknowledged: still pending, handled again on the retry read
-      r.retrying = true
-      return wait(env.settings.retryInitialMs)
-    }
-    ackedRecord(env, r, ids)
-    return ids.length
-  })
+) {
+  if (ids.length === 0) return 0
+  if (!r.alive || !env.mayAct()) return Abandoned
+  const acked = yield* Effect.result(env.streams.ack({ ...address, ids, mode: env.settings.ack }))
+  if (acked._tag === "Failure") {
+    const refused = fenceOutcome(env, r, acked.failure)
+    if (refused !== undefined) return refused
+    emitDataPlaneError(env, r.shard, acked.failure)
+    // not acknowledged: still pending, handled again on the retry read
+    r.retrying = true
+    return wait(env.settings.retryInitialMs)
+  }
+  ackedRecord(env, r, ids)
+  return ids.length
+})
 
 /** Progress and metrics of acknowledged `ids` (in stream order). */
 const ackedRecord = (env: TurnEnv, r: Runner, ids: ReadonlyArray<string>): void => {
@@ -924,106 +930,102 @@ export const flushAcks = (env: TurnEnv, r: Runner): Effect.Effect<Outcome | numb
  * A failed message: dead-letter it at `maxDeliveries` (then go on), else
  * nack it and retry this shard from it after a backoff.
  */
-const fail = (
+const fail = Effect.fnUntraced(function* (
   env: TurnEnv,
   r: Runner,
   address: Address,
   m: Message,
   error: unknown,
-): Effect.Effect<Outcome | "continue"> =>
-  Effect.gen(function* () {
-    env.record({ _tag: "HandlerError" })
-    env.emit({
-      stream: address.stream,
-      group: address.group,
-      memberId: env.memberId,
-      at: env.wallNow(),
-      type: "handlerError",
-      shard: r.shard,
-      messageId: m.id,
-      deliveryCount: m.deliveryCount,
-      error,
-    })
-    if (!r.alive || !env.mayAct()) return Abandoned
-    // not worth retrying (docs/runtime.md, "Errors not worth retrying"): to
-    // the dead letters at once; a breaker holds back retries, not this
-    const nonRetryable = isNonRetryable(error)
-    const breaker = nonRetryable ? undefined : env.breakerFor?.(r.shard)
-    if (breaker !== undefined) {
-      const verdict = breaker.failure(env.now())
-      if (verdict !== "closed") {
-        // open: the message stays pending (never dead-lettered) until a trial succeeds
-        if (verdict === "opened") env.onBreaker?.(breaker, "opened", r.shard, error)
-        const nacked = yield* Effect.result(env.streams.nack({ ...address, id: m.id }))
-        const refused = nacked._tag === "Failure" ? fenceOutcome(env, r, nacked.failure) : undefined
-        if (refused !== undefined) return refused
-        r.retrying = true
-        return wait(breaker.waitMs(env.now()))
-      }
-    }
-    if (nonRetryable || m.deliveryCount >= env.settings.maxDeliveries)
-      return yield* deadLetterNow(
-        env,
-        r,
-        address,
-        m,
-        nonRetryable ? "nonRetryable" : "maxDeliveries",
-        nonRetryable
-          ? `non-retryable: ${(error as NonRetryableError).message}`
-          : `failed ${m.deliveryCount} deliveries; last error: ${describe(error)}`,
-      )
-    const nacked = yield* Effect.result(env.streams.nack({ ...address, id: m.id }))
-    const refused = nacked._tag === "Failure" ? fenceOutcome(env, r, nacked.failure) : undefined
-    if (refused !== undefined) return refused
-    r.retrying = true
-    return wait(backoffMs(env.settings, m.deliveryCount))
+) {
+  env.record({ _tag: "HandlerError" })
+  env.emit({
+    stream: address.stream,
+    group: address.group,
+    memberId: env.memberId,
+    at: env.wallNow(),
+    type: "handlerError",
+    shard: r.shard,
+    messageId: m.id,
+    deliveryCount: m.deliveryCount,
+    error,
   })
+  if (!r.alive || !env.mayAct()) return Abandoned
+  // not worth retrying (docs/runtime.md, "Errors not worth retrying"): to
+  // the dead letters at once; a breaker holds back retries, not this
+  const nonRetryable = isNonRetryable(error)
+  const breaker = nonRetryable ? undefined : env.breakerFor?.(r.shard)
+  if (breaker !== undefined) {
+    const verdict = breaker.failure(env.now())
+    if (verdict !== "closed") {
+      // open: the message stays pending (never dead-lettered) until a trial succeeds
+      if (verdict === "opened") env.onBreaker?.(breaker, "opened", r.shard, error)
+      const nacked = yield* Effect.result(env.streams.nack({ ...address, id: m.id }))
+      const refused = nacked._tag === "Failure" ? fenceOutcome(env, r, nacked.failure) : undefined
+      if (refused !== undefined) return refused
+      r.retrying = true
+      return wait(breaker.waitMs(env.now()))
+    }
+  }
+  if (nonRetryable || m.deliveryCount >= env.settings.maxDeliveries)
+    return yield* deadLetterNow(
+      env,
+      r,
+      address,
+      m,
+      nonRetryable ? "nonRetryable" : "maxDeliveries",
+      nonRetryable
+        ? `non-retryable: ${(error as NonRetryableError).message}`
+        : `failed ${m.deliveryCount} deliveries; last error: ${describe(error)}`,
+    )
+  const nacked = yield* Effect.result(env.streams.nack({ ...address, id: m.id }))
+  const refused = nacked._tag === "Failure" ? fenceOutcome(env, r, nacked.failure) : undefined
+  if (refused !== undefined) return refused
+  r.retrying = true
+  return wait(backoffMs(env.settings, m.deliveryCount))
+})
 
 /**
  * Move `m` to the shard's dead letters now, atomically with its ack, with
  * `reason` (at most 1,000 characters) and why (`cause`): "continue" once it
  * moved (or was no longer pending), else the turn's outcome.
  */
-const deadLetterNow = (
+const deadLetterNow = Effect.fnUntraced(function* (
   env: TurnEnv,
   r: Runner,
   address: Address,
   m: Message,
   cause: DeadLetterCause,
   reason: string,
-): Effect.Effect<Outcome | "continue"> =>
-  Effect.gen(function* () {
-    const text = reason.slice(0, 1_000)
-    const moved = yield* Effect.result(
-      env.streams.deadLetter({ ...address, id: m.id, reason: text }),
-    )
-    if (moved._tag === "Failure") {
-      const refused = fenceOutcome(env, r, moved.failure)
-      if (refused !== undefined) return refused
-      r.retrying = true
-      return wait(env.settings.retryInitialMs)
-    }
-    if (moved.success !== undefined) {
-      env.record({ _tag: "DeadLettered" })
-      if (cause === "undecodable" || cause === "invalid") env.record({ _tag: "Rejected", cause })
-      r.progress.acked++
-      r.progress.lastId = m.id
-      env.emit({
-        stream: address.stream,
-        group: address.group,
-        memberId: env.memberId,
-        at: env.wallNow(),
-        type: "deadLettered",
-        shard: r.shard,
-        messageId: m.id,
-        deadLetterId: moved.success,
-        deliveryCount: m.deliveryCount,
-        reason: text,
-        cause,
-      })
-    }
-    return "continue"
-  })
+) {
+  const text = reason.slice(0, 1_000)
+  const moved = yield* Effect.result(env.streams.deadLetter({ ...address, id: m.id, reason: text }))
+  if (moved._tag === "Failure") {
+    const refused = fenceOutcome(env, r, moved.failure)
+    if (refused !== undefined) return refused
+    r.retrying = true
+    return wait(env.settings.retryInitialMs)
+  }
+  if (moved.success !== undefined) {
+    env.record({ _tag: "DeadLettered" })
+    if (cause === "undecodable" || cause === "invalid") env.record({ _tag: "Rejected", cause })
+    r.progress.acked++
+    r.progress.lastId = m.id
+    env.emit({
+      stream: address.stream,
+      group: address.group,
+      memberId: env.memberId,
+      at: env.wallNow(),
+      type: "deadLettered",
+      shard: r.shard,
+      messageId: m.id,
+      deadLetterId: moved.success,
+      deliveryCount: m.deliveryCount,
+      reason: text,
+      cause,
+    })
+  }
+  return "continue"
+})
 
 /**
  * What of a batch goes to the handler (docs/runtime.md, "Typed messages"
@@ -1265,7 +1267,7 @@ const settleCommit = (
  * fiber or timer per message (a synchronous call cannot be interrupted
  * anyway); only a promise or an Effect it returns is awaited through `bounded`.
  */
-const handleEach = (
+const handleEach = Effect.fnUntraced(function* (
   env: TurnEnv,
   r: Runner,
   address: Address,
@@ -1276,202 +1278,201 @@ const handleEach = (
     settled: () => void,
   ) => Effect.Effect<void, UserCodeFailed | CallAborted>,
   direct: ((m: Message, ctx: Context) => unknown) | undefined,
-): Effect.Effect<Handled> =>
-  Effect.gen(function* () {
-    let toAck: Array<string> = []
-    let handled = 0
-    let acked = 0
-    let failed = 0
-    const finish = (outcome: Outcome): Effect.Effect<Handled> => {
-      if (handled > 0) env.record({ _tag: "Handled", count: handled })
-      return Effect.succeed({ outcome, acked, failed })
-    }
-    const timeoutMessage = `handler timed out after ${env.settings.handlerTimeoutMs} ms`
-    const makeTransaction = handleMaker(env, r)
-    const breaker = env.breakerFor?.(r.shard)
-    /** Successes since the last failure (the breaker counts failures in a row). */
-    let okRun = 0
-    const t = env.telemetry
-    /**
-     * The batch's group commit (docs/exactly-once.md, "Group commit"): from
-     * the first message whose handler used its transaction, every handled
-     * message in stream order (those handled before it as one part of acks
-     * only), committed in one fenced step when the batch ends or a message
-     * fails, never later than a failed message's nack.
-     */
-    let group: Array<GroupPart & { readonly traced: Traced | undefined; readonly m?: Message }> = []
-    /** Commit `group`: undefined when every part committed, else the turn's outcome. */
-    const flushGroup = (ride = false): Effect.Effect<Outcome | undefined> =>
-      Effect.gen(function* () {
-        const parts = group
-        group = []
-        const done = yield* commitGroupHandled(env, r, address, parts, ride)
-        for (let i = 0; i < done.committed; i++) {
-          const part = parts[i]!
-          acked += part.ids.length
-          if (part.traced !== undefined) t!.end(part.traced, r.shard, "acked")
-        }
-        const stop = done.stop
-        if (stop === undefined) return undefined
-        const at = parts[done.committed]!
-        let outcome: Outcome
-        if (stop._tag === "Refused" && at.m !== undefined) {
-          // its effects are dropped, its ack withheld: it fails as a handler would
-          // (retry, then dead-letter); the parts after it are read again
-          failed++
-          if (breaker !== undefined && okRun > 0) succeeded(env, breaker, r.shard)
-          okRun = 0
-          const ackedBefore = r.progress.acked
-          const next = yield* fail(env, r, address, at.m, stop.error)
-          if (at.traced !== undefined)
-            t!.end(at.traced, r.shard, outcomeOf(next, r.progress.acked > ackedBefore), stop.error)
-          r.retrying = true
-          outcome = next === "continue" ? More : next
-        } else {
-          // nothing more committed: the shard's pending entries are read again (or it moved)
-          outcome = settleCommit(
-            env,
-            r,
-            stop._tag === "Refused" ? { _tag: "Retry", error: stop.error } : stop,
-          )
-          if (at.traced !== undefined) t!.end(at.traced, r.shard, outcomeOf(outcome), stop)
-        }
-        for (let i = done.committed + 1; i < parts.length; i++) {
-          const traced = parts[i]!.traced
-          if (traced !== undefined) t!.end(traced, r.shard, "retried")
-        }
-        return outcome
-      })
-    /** Spans of a group given up uncommitted (its messages stay pending). */
-    const dropGroup = (how: HandleOutcome): void => {
-      for (const part of group) if (part.traced !== undefined) t!.end(part.traced, r.shard, how)
+) {
+  let toAck: Array<string> = []
+  let handled = 0
+  let acked = 0
+  let failed = 0
+  const finish = (outcome: Outcome): Effect.Effect<Handled> => {
+    if (handled > 0) env.record({ _tag: "Handled", count: handled })
+    return Effect.succeed({ outcome, acked, failed })
+  }
+  const timeoutMessage = `handler timed out after ${env.settings.handlerTimeoutMs} ms`
+  const makeTransaction = handleMaker(env, r)
+  const breaker = env.breakerFor?.(r.shard)
+  /** Successes since the last failure (the breaker counts failures in a row). */
+  let okRun = 0
+  const t = env.telemetry
+  /**
+   * The batch's group commit (docs/exactly-once.md, "Group commit"): from
+   * the first message whose handler used its transaction, every handled
+   * message in stream order (those handled before it as one part of acks
+   * only), committed in one fenced step when the batch ends or a message
+   * fails, never later than a failed message's nack.
+   */
+  let group: Array<GroupPart & { readonly traced: Traced | undefined; readonly m?: Message }> = []
+  /** Commit `group`: undefined when every part committed, else the turn's outcome. */
+  const flushGroup = (ride = false): Effect.Effect<Outcome | undefined> =>
+    Effect.gen(function* () {
+      const parts = group
       group = []
-    }
-    for (const m of messages) {
-      if (breaker !== undefined && breaker.state === "open") {
-        // opened meanwhile (by another shard of the member): what was handled
-        // commits, the rest stays pending
-        if (okRun > 0) succeeded(env, breaker, r.shard)
-        if (group.length > 0) {
-          const stopped = yield* flushGroup()
-          if (stopped !== undefined) return yield* finish(stopped)
-        }
-        r.unacked = toAck
+      const done = yield* commitGroupHandled(env, r, address, parts, ride)
+      for (let i = 0; i < done.committed; i++) {
+        const part = parts[i]!
+        acked += part.ids.length
+        if (part.traced !== undefined) t!.end(part.traced, r.shard, "acked")
+      }
+      const stop = done.stop
+      if (stop === undefined) return undefined
+      const at = parts[done.committed]!
+      let outcome: Outcome
+      if (stop._tag === "Refused" && at.m !== undefined) {
+        // its effects are dropped, its ack withheld: it fails as a handler would
+        // (retry, then dead-letter); the parts after it are read again
+        failed++
+        if (breaker !== undefined && okRun > 0) succeeded(env, breaker, r.shard)
+        okRun = 0
+        const ackedBefore = r.progress.acked
+        const next = yield* fail(env, r, address, at.m, stop.error)
+        if (at.traced !== undefined)
+          t!.end(at.traced, r.shard, outcomeOf(next, r.progress.acked > ackedBefore), stop.error)
         r.retrying = true
-        return yield* finish(wait(breaker.waitMs(env.now())))
-      }
-      if (!env.mayAct()) {
-        // no message starts without a valid lease: the rest of the batch stays
-        // pending (read again once the lease is valid, or claimed by the next
-        // owner), and so does an uncommitted group (it cannot commit now)
-        dropGroup("retried")
-        r.unacked = toAck
-        r.retrying = true
-        return yield* finish(r.alive ? wait(50) : Abandoned)
-      }
-      if (!r.alive) {
-        dropGroup("abandoned")
-        return yield* finish(Abandoned)
-      }
-      // the message's own: a callback that keeps it never reaches the next message's
-      const c = new PerMessageContext(
-        env.settings.stream,
-        env.settings.group,
-        r.shard,
-        env.memberId,
-        turnController(r).signal,
-        makeTransaction,
-      )
-      const traced = t === undefined ? undefined : t.startMessage(r.shard, m)
-      let call: Call
-      if (direct === undefined)
-        call = yield* bounded(
+        outcome = next === "continue" ? More : next
+      } else {
+        // nothing more committed: the shard's pending entries are read again (or it moved)
+        outcome = settleCommit(
           env,
           r,
-          env.settings.handlerTimeoutMs,
-          traced === undefined
-            ? (_signal, settled) => run(m, c, settled)
-            : tracedCall(t!, traced, (_signal, settled) => run(m, c, settled)),
-          timeoutMessage,
+          stop._tag === "Refused" ? { _tag: "Retry", error: stop.error } : stop,
         )
-      else {
-        const called =
-          traced === undefined
-            ? callDirect(direct, m, c)
-            : t!.within(traced, callDirect, direct, m, c)
-        call =
-          called instanceof Pending
-            ? yield* awaitDirect(env, r, called.result, timeoutMessage)
-            : called
+        if (at.traced !== undefined) t!.end(at.traced, r.shard, outcomeOf(outcome), stop)
       }
-      // the message ended: its transaction is closed, its signal follows the turn no more
-      const tx = c.end()
-      if (call === "abandoned" || !r.alive) {
-        if (traced !== undefined) t!.end(traced, r.shard, "abandoned")
-        dropGroup("abandoned")
-        return yield* finish(Abandoned)
+      for (let i = done.committed + 1; i < parts.length; i++) {
+        const traced = parts[i]!.traced
+        if (traced !== undefined) t!.end(traced, r.shard, "retried")
       }
-      let error: unknown
-      if (call.ok && (tx === undefined || !tx.used)) {
-        handled++
-        okRun++
-        if (group.length === 0) {
-          toAck.push(m.id)
-          if (traced !== undefined) t!.end(traced, r.shard, "acked")
-        } else group.push({ ids: [m.id], handle: undefined, traced, m })
-        continue
-      }
-      if (!call.ok) error = call.error
-      else if (tx!.refusal !== undefined) error = tx!.refusal
-      else {
-        // the transaction joins the batch's group commit (docs/exactly-once.md,
-        // "Group commit"), after the messages handled before it without one
-        if (group.length === 0 && toAck.length > 0) {
-          group.push({ ids: toAck, handle: undefined, traced: undefined })
-          toAck = []
-        }
-        group.push({ ids: [m.id], handle: tx, traced, m })
-        handled++
-        okRun++
-        continue
-      }
-      // a failed message: what succeeded before it commits first (its nack
-      // must not overtake them), and its own effects are dropped
+      return outcome
+    })
+  /** Spans of a group given up uncommitted (its messages stay pending). */
+  const dropGroup = (how: HandleOutcome): void => {
+    for (const part of group) if (part.traced !== undefined) t!.end(part.traced, r.shard, how)
+    group = []
+  }
+  for (const m of messages) {
+    if (breaker !== undefined && breaker.state === "open") {
+      // opened meanwhile (by another shard of the member): what was handled
+      // commits, the rest stays pending
+      if (okRun > 0) succeeded(env, breaker, r.shard)
       if (group.length > 0) {
         const stopped = yield* flushGroup()
-        if (stopped !== undefined) {
-          // an earlier message stopped the group: this one is read again after it
-          if (traced !== undefined) t!.end(traced, r.shard, "retried", error)
-          return yield* finish(stopped)
-        }
+        if (stopped !== undefined) return yield* finish(stopped)
       }
-      failed++
-      if (breaker !== undefined && okRun > 0) succeeded(env, breaker, r.shard)
-      okRun = 0
-      // keep per-shard order: acknowledge what succeeded before the failure first
-      const flushed = yield* ackIds(env, r, address, toAck)
-      toAck = []
-      if (typeof flushed !== "number") {
-        if (traced !== undefined) t!.end(traced, r.shard, outcomeOf(flushed), error)
-        return yield* finish(flushed)
-      }
-      acked += flushed
-      const ackedBefore = r.progress.acked
-      const next = yield* fail(env, r, address, m, error)
-      if (traced !== undefined)
-        t!.end(traced, r.shard, outcomeOf(next, r.progress.acked > ackedBefore), error)
-      if (next !== "continue") return yield* finish(next)
+      r.unacked = toAck
+      r.retrying = true
+      return yield* finish(wait(breaker.waitMs(env.now())))
     }
-    if (breaker !== undefined && okRun > 0) succeeded(env, breaker, r.shard)
+    if (!env.mayAct()) {
+      // no message starts without a valid lease: the rest of the batch stays
+      // pending (read again once the lease is valid, or claimed by the next
+      // owner), and so does an uncommitted group (it cannot commit now)
+      dropGroup("retried")
+      r.unacked = toAck
+      r.retrying = true
+      return yield* finish(r.alive ? wait(50) : Abandoned)
+    }
+    if (!r.alive) {
+      dropGroup("abandoned")
+      return yield* finish(Abandoned)
+    }
+    // the message's own: a callback that keeps it never reaches the next message's
+    const c = new PerMessageContext(
+      env.settings.stream,
+      env.settings.group,
+      r.shard,
+      env.memberId,
+      turnController(r).signal,
+      makeTransaction,
+    )
+    const traced = t === undefined ? undefined : t.startMessage(r.shard, m)
+    let call: Call
+    if (direct === undefined)
+      call = yield* bounded(
+        env,
+        r,
+        env.settings.handlerTimeoutMs,
+        traced === undefined
+          ? (_signal, settled) => run(m, c, settled)
+          : tracedCall(t!, traced, (_signal, settled) => run(m, c, settled)),
+        timeoutMessage,
+      )
+    else {
+      const called =
+        traced === undefined
+          ? callDirect(direct, m, c)
+          : t!.within(traced, callDirect, direct, m, c)
+      call =
+        called instanceof Pending
+          ? yield* awaitDirect(env, r, called.result, timeoutMessage)
+          : called
+    }
+    // the message ended: its transaction is closed, its signal follows the turn no more
+    const tx = c.end()
+    if (call === "abandoned" || !r.alive) {
+      if (traced !== undefined) t!.end(traced, r.shard, "abandoned")
+      dropGroup("abandoned")
+      return yield* finish(Abandoned)
+    }
+    let error: unknown
+    if (call.ok && (tx === undefined || !tx.used)) {
+      handled++
+      okRun++
+      if (group.length === 0) {
+        toAck.push(m.id)
+        if (traced !== undefined) t!.end(traced, r.shard, "acked")
+      } else group.push({ ids: [m.id], handle: undefined, traced, m })
+      continue
+    }
+    if (!call.ok) error = call.error
+    else if (tx!.refusal !== undefined) error = tx!.refusal
+    else {
+      // the transaction joins the batch's group commit (docs/exactly-once.md,
+      // "Group commit"), after the messages handled before it without one
+      if (group.length === 0 && toAck.length > 0) {
+        group.push({ ids: toAck, handle: undefined, traced: undefined })
+        toAck = []
+      }
+      group.push({ ids: [m.id], handle: tx, traced, m })
+      handled++
+      okRun++
+      continue
+    }
+    // a failed message: what succeeded before it commits first (its nack
+    // must not overtake them), and its own effects are dropped
     if (group.length > 0) {
-      // the batch ended: its commit carries the shard's next read
-      const stopped = yield* flushGroup(true)
-      if (stopped !== undefined) return yield* finish(stopped)
+      const stopped = yield* flushGroup()
+      if (stopped !== undefined) {
+        // an earlier message stopped the group: this one is read again after it
+        if (traced !== undefined) t!.end(traced, r.shard, "retried", error)
+        return yield* finish(stopped)
+      }
     }
-    // acknowledged by the shard's next read (or flushAcks)
-    r.unacked = toAck
-    return yield* finish(More)
-  })
+    failed++
+    if (breaker !== undefined && okRun > 0) succeeded(env, breaker, r.shard)
+    okRun = 0
+    // keep per-shard order: acknowledge what succeeded before the failure first
+    const flushed = yield* ackIds(env, r, address, toAck)
+    toAck = []
+    if (typeof flushed !== "number") {
+      if (traced !== undefined) t!.end(traced, r.shard, outcomeOf(flushed), error)
+      return yield* finish(flushed)
+    }
+    acked += flushed
+    const ackedBefore = r.progress.acked
+    const next = yield* fail(env, r, address, m, error)
+    if (traced !== undefined)
+      t!.end(traced, r.shard, outcomeOf(next, r.progress.acked > ackedBefore), error)
+    if (next !== "continue") return yield* finish(next)
+  }
+  if (breaker !== undefined && okRun > 0) succeeded(env, breaker, r.shard)
+  if (group.length > 0) {
+    // the batch ended: its commit carries the shard's next read
+    const stopped = yield* flushGroup(true)
+    if (stopped !== undefined) return yield* finish(stopped)
+  }
+  // acknowledged by the shard's next read (or flushAcks)
+  r.unacked = toAck
+  return yield* finish(More)
+})
 
 /** Handler calls succeeded: a half-open breaker closes (an event, and what it held reads again). */
 const succeeded = (env: TurnEnv, breaker: CircuitBreaker, shard: number): void => {
@@ -1529,112 +1530,109 @@ const callDirect = <I, C>(f: (input: I, ctx: C) => unknown, input: I, ctx: C): C
   }
 }
 
-const handleBatch = (
+const handleBatch = Effect.fnUntraced(function* (
   env: TurnEnv,
   r: Runner,
   address: Address,
   messages: ReadonlyArray<Message>,
   handler: Extract<InternalHandler, { kind: "batch" }>,
-): Effect.Effect<Handled> =>
-  Effect.gen(function* () {
-    let resolvedUpTo = -1
-    const batch: Batch = {
-      stream: address.stream,
-      group: address.group,
-      shard: r.shard,
-      messages,
-    }
-    const resolve = (message: Message | string) => {
-      const id = typeof message === "string" ? message : message.id
-      const index = messages.findIndex((m) => m.id === id)
-      if (index > resolvedUpTo) resolvedUpTo = index
-    }
-    // the batch's transaction, made when the handler first reads it; closed
-    // when the handler ends, also if a callback first reads it only after that
-    let tx: TransactionHandle | undefined
-    let ended = false
-    const makeTx = handleMaker(env, r)
-    // one object shape, no spread: this runs once per batch
-    const contextWith = (signal: AbortSignal): BatchContext => ({
-      stream: env.settings.stream,
-      group: env.settings.group,
-      shard: r.shard,
-      memberId: env.memberId,
-      signal,
-      resolve,
-      get transaction() {
-        if (tx === undefined) {
-          tx = makeTx()
-          if (ended) tx.close()
-        }
-        return tx
-      },
-    })
-    const timeoutMessage = `batch handler timed out after ${env.settings.handlerTimeoutMs} ms`
-    const t = env.telemetry
-    const traced = t === undefined ? undefined : t.startBatch(r.shard, messages)
-    let call: Call
-    if (handler.direct === undefined)
-      call = yield* bounded(
-        env,
-        r,
-        env.settings.handlerTimeoutMs,
-        traced === undefined
-          ? (signal, settled) => handler.run(batch, contextWith(signal), settled)
-          : tracedCall(t!, traced, (signal, settled) =>
-              handler.run(batch, contextWith(signal), settled),
-            ),
-        timeoutMessage,
-      )
-    else {
-      const context = contextWith(turnController(r).signal)
-      const called =
-        traced === undefined
-          ? callDirect(handler.direct, batch, context)
-          : t!.within(traced, callDirect, handler.direct, batch, context)
-      call =
-        called instanceof Pending
-          ? yield* awaitDirect(env, r, called.result, timeoutMessage)
-          : called
-    }
-    ended = true
-    tx?.close()
-    if (call === "abandoned" || !r.alive) {
-      if (traced !== undefined) t!.end(traced, r.shard, "abandoned")
-      return { outcome: Abandoned, acked: 0, failed: 0 }
-    }
-    if (tx?.used)
-      return yield* commitBatch(env, r, address, messages, handler, call, tx, resolvedUpTo, traced)
-    const upTo = call.ok && handler.autoResolve ? messages.length - 1 : resolvedUpTo
-    const breaker = env.breakerFor?.(r.shard)
-    if (breaker !== undefined && upTo >= 0) succeeded(env, breaker, r.shard)
-    if (upTo >= 0) env.record({ _tag: "Handled", count: upTo + 1 })
-    const doneIds = (upTo === messages.length - 1 ? messages : messages.slice(0, upTo + 1)).map(
-      (m) => m.id,
-    )
-    if (upTo === messages.length - 1) {
-      // acknowledged by the shard's next read (or flushAcks)
-      r.unacked = doneIds
-      if (traced !== undefined) t!.end(traced, r.shard, "acked")
-      return { outcome: More, acked: 0, failed: 0 }
-    }
-    const flushed = yield* ackIds(env, r, address, doneIds)
-    const error = call.ok
-      ? new Error("the batch handler returned without resolving every message")
-      : call.error
-    if (typeof flushed !== "number") {
-      if (traced !== undefined) t!.end(traced, r.shard, outcomeOf(flushed), error)
-      return { outcome: flushed, acked: 0, failed: 0 }
-    }
-    const first = messages[upTo + 1]!
-    const ackedBefore = r.progress.acked
-    const next = yield* fail(env, r, address, first, error)
-    if (traced !== undefined)
-      t!.end(traced, r.shard, outcomeOf(next, r.progress.acked > ackedBefore), error)
-    // the rest of the batch is still pending: read it again from this consumer's PEL
-    r.retrying = true
-    return { outcome: next === "continue" ? More : next, acked: flushed, failed: 1 }
+) {
+  let resolvedUpTo = -1
+  const batch: Batch = {
+    stream: address.stream,
+    group: address.group,
+    shard: r.shard,
+    messages,
+  }
+  const resolve = (message: Message | string) => {
+    const id = typeof message === "string" ? message : message.id
+    const index = messages.findIndex((m) => m.id === id)
+    if (index > resolvedUpTo) resolvedUpTo = index
+  }
+  // the batch's transaction, made when the handler first reads it; closed
+  // when the handler ends, also if a callback first reads it only after that
+  let tx: TransactionHandle | undefined
+  let ended = false
+  const makeTx = handleMaker(env, r)
+  // one object shape, no spread: this runs once per batch
+  const contextWith = (signal: AbortSignal): BatchContext => ({
+    stream: env.settings.stream,
+    group: env.settings.group,
+    shard: r.shard,
+    memberId: env.memberId,
+    signal,
+    resolve,
+    get transaction() {
+      if (tx === undefined) {
+        tx = makeTx()
+        if (ended) tx.close()
+      }
+      return tx
+    },
   })
+  const timeoutMessage = `batch handler timed out after ${env.settings.handlerTimeoutMs} ms`
+  const t = env.telemetry
+  const traced = t === undefined ? undefined : t.startBatch(r.shard, messages)
+  let call: Call
+  if (handler.direct === undefined)
+    call = yield* bounded(
+      env,
+      r,
+      env.settings.handlerTimeoutMs,
+      traced === undefined
+        ? (signal, settled) => handler.run(batch, contextWith(signal), settled)
+        : tracedCall(t!, traced, (signal, settled) =>
+            handler.run(batch, contextWith(signal), settled),
+          ),
+      timeoutMessage,
+    )
+  else {
+    const context = contextWith(turnController(r).signal)
+    const called =
+      traced === undefined
+        ? callDirect(handler.direct, batch, context)
+        : t!.within(traced, callDirect, handler.direct, batch, context)
+    call =
+      called instanceof Pending ? yield* awaitDirect(env, r, called.result, timeoutMessage) : called
+  }
+  ended = true
+  tx?.close()
+  if (call === "abandoned" || !r.alive) {
+    if (traced !== undefined) t!.end(traced, r.shard, "abandoned")
+    return { outcome: Abandoned, acked: 0, failed: 0 }
+  }
+  if (tx?.used)
+    return yield* commitBatch(env, r, address, messages, handler, call, tx, resolvedUpTo, traced)
+  const upTo = call.ok && handler.autoResolve ? messages.length - 1 : resolvedUpTo
+  const breaker = env.breakerFor?.(r.shard)
+  if (breaker !== undefined && upTo >= 0) succeeded(env, breaker, r.shard)
+  if (upTo >= 0) env.record({ _tag: "Handled", count: upTo + 1 })
+  const doneIds = (upTo === messages.length - 1 ? messages : messages.slice(0, upTo + 1)).map(
+    (m) => m.id,
+  )
+  if (upTo === messages.length - 1) {
+    // acknowledged by the shard's next read (or flushAcks)
+    r.unacked = doneIds
+    if (traced !== undefined) t!.end(traced, r.shard, "acked")
+    return { outcome: More, acked: 0, failed: 0 }
+  }
+  const flushed = yield* ackIds(env, r, address, doneIds)
+  const error = call.ok
+    ? new Error("the batch handler returned without resolving every message")
+    : call.error
+  if (typeof flushed !== "number") {
+    if (traced !== undefined) t!.end(traced, r.shard, outcomeOf(flushed), error)
+    return { outcome: flushed, acked: 0, failed: 0 }
+  }
+  const first = messages[upTo + 1]!
+  const ackedBefore = r.progress.acked
+  const next = yield* fail(env, r, address, first, error)
+  if (traced !== undefined)
+    t!.end(traced, r.shard, outcomeOf(next, r.progress.acked > ackedBefore), error)
+  // the rest of the batch is still pending: read it again from this consumer's PEL
+  r.retrying = true
+  return { outcome: next === "continue" ? More : next, acked: flushed, failed: 1 }
+})
 
 /**
  * A batch whose handler used its transaction (docs/exactly-once.md,
@@ -1645,7 +1643,7 @@ const handleBatch = (
  * it resolved (all of them with `autoResolve`) in one fenced step; the
  * first unresolved one then fails as without a transaction.
  */
-const commitBatch = (
+const commitBatch = Effect.fnUntraced(function* (
   env: TurnEnv,
   r: Runner,
   address: Address,
@@ -1655,38 +1653,37 @@ const commitBatch = (
   tx: TransactionHandle,
   resolvedUpTo: number,
   traced: Traced | undefined,
-): Effect.Effect<Handled> =>
-  Effect.gen(function* () {
-    const t = env.telemetry
-    const failFirst = (at: number, error: unknown, acked: number) =>
-      Effect.gen(function* () {
-        const ackedBefore = r.progress.acked
-        const next = yield* fail(env, r, address, messages[at]!, error)
-        if (traced !== undefined)
-          t!.end(traced, r.shard, outcomeOf(next, r.progress.acked > ackedBefore), error)
-        r.retrying = true
-        return { outcome: next === "continue" ? More : next, acked, failed: 1 } satisfies Handled
-      })
-    if (!call.ok || tx.refusal !== undefined)
-      return yield* failFirst(0, call.ok ? tx.refusal : call.error, 0)
-    const upTo = handler.autoResolve ? messages.length - 1 : resolvedUpTo
-    // made only when needed: an Error captures its stack, per batch
-    const unresolved = () => new Error("the batch handler returned without resolving every message")
-    if (upTo < 0) return yield* failFirst(0, unresolved(), 0)
-    const ids = messages.slice(0, upTo + 1).map((m) => m.id)
-    const done = yield* commitHandled(env, r, address, tx, ids, upTo === messages.length - 1)
-    if (done._tag === "Refused") return yield* failFirst(0, done.error, 0)
-    if (done._tag !== "Acked") {
-      const outcome = settleCommit(env, r, done)
-      if (traced !== undefined) t!.end(traced, r.shard, outcomeOf(outcome), done)
-      return { outcome, acked: 0, failed: 0 }
-    }
-    const breaker = env.breakerFor?.(r.shard)
-    if (breaker !== undefined) succeeded(env, breaker, r.shard)
-    env.record({ _tag: "Handled", count: ids.length })
-    if (upTo === messages.length - 1) {
-      if (traced !== undefined) t!.end(traced, r.shard, "acked")
-      return { outcome: More, acked: done.count, failed: 0 }
-    }
-    return yield* failFirst(upTo + 1, unresolved(), done.count)
-  })
+) {
+  const t = env.telemetry
+  const failFirst = (at: number, error: unknown, acked: number) =>
+    Effect.gen(function* () {
+      const ackedBefore = r.progress.acked
+      const next = yield* fail(env, r, address, messages[at]!, error)
+      if (traced !== undefined)
+        t!.end(traced, r.shard, outcomeOf(next, r.progress.acked > ackedBefore), error)
+      r.retrying = true
+      return { outcome: next === "continue" ? More : next, acked, failed: 1 } satisfies Handled
+    })
+  if (!call.ok || tx.refusal !== undefined)
+    return yield* failFirst(0, call.ok ? tx.refusal : call.error, 0)
+  const upTo = handler.autoResolve ? messages.length - 1 : resolvedUpTo
+  // made only when needed: an Error captures its stack, per batch
+  const unresolved = () => new Error("the batch handler returned without resolving every message")
+  if (upTo < 0) return yield* failFirst(0, unresolved(), 0)
+  const ids = messages.slice(0, upTo + 1).map((m) => m.id)
+  const done = yield* commitHandled(env, r, address, tx, ids, upTo === messages.length - 1)
+  if (done._tag === "Refused") return yield* failFirst(0, done.error, 0)
+  if (done._tag !== "Acked") {
+    const outcome = settleCommit(env, r, done)
+    if (traced !== undefined) t!.end(traced, r.shard, outcomeOf(outcome), done)
+    return { outcome, acked: 0, failed: 0 }
+  }
+  const breaker = env.breakerFor?.(r.shard)
+  if (breaker !== undefined) succeeded(env, breaker, r.shard)
+  env.record({ _tag: "Handled", count: ids.length })
+  if (upTo === messages.length - 1) {
+    if (traced !== undefined) t!.end(traced, r.shard, "acked")
+    return { outcome: More, acked: done.count, failed: 0 }
+  }
+  return yield* failFirst(upTo + 1, unresolved(), done.count)
+})
