@@ -522,7 +522,11 @@ export const makeWith = (
         },
       )
 
-  /** A read's body: a generator function made once per storage, not a closure per read. */
+  /**
+   * A read's body: a generator function made once per storage, not a
+   * closure (and a V8 map) per read (docs/runtime.md, "Throughput: Node's
+   * young generation").
+   */
   const readBody = Effect.fnUntraced(function* (o: ShardStreams.ReadOptions) {
     yield* checkToken(o.token)
     yield* checkPositive("count", o.count)

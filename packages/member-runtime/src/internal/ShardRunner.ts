@@ -496,7 +496,13 @@ export const turn = (env: TurnEnv, r: Runner): Effect.Effect<Outcome> => {
   )
 }
 
-/** One turn's body: a generator function made once, not a closure per turn. */
+/**
+ * One turn's body: a generator function made once, not a closure per turn.
+ * `Effect.gen(function* () {...})` inside a function called per turn makes
+ * a new generator closure each call, and V8 a new map and prototype for it
+ * (docs/runtime.md, "Throughput: Node's young generation"); so this
+ * module's per-turn functions are `Effect.fnUntraced` generators.
+ */
 const turnBody = Effect.fnUntraced(function* (
   env: TurnEnv,
   r: Runner,

@@ -251,10 +251,9 @@ export const makeBurstQueue = (options: {
     /** Queue a read; it leaves with whatever else is queued when a transaction may. */
     read: (read: GatedRead): Promise<FencedRead | CommitRead> =>
       new Promise<FencedRead | CommitRead>((resolve, reject) => {
-        // one shape for every queued read (a spread of `read` plus two
-        // properties made V8 build a new map per read, and a scavenge keeps
-        // an object with a map of its own alive, with all it reaches:
-        // docs/runtime.md, "Throughput: Node's young generation")
+        // one shape for every queued read: a spread of `read` plus two
+        // properties made V8 build a new map per read (`node --log-maps`),
+        // CPU spent per read (docs/runtime.md, "Throughput: Node's young generation")
         queue.push({ o: read.o, ack: read.ack, commit: read.commit, resolve, reject })
         // reads queued in the same run of microtasks (loops woken by one reply) leave together
         if (!scheduled) {
