@@ -62,6 +62,9 @@ export const describeError = (error: unknown): string => {
 export const isPermissionDenied = (error: unknown): boolean =>
   /\bNOPERM\b|no permissions to (run|access)|can't run this command/i.test(describeError(error))
 
+/** What a refusal by Redis (NOPERM) means, and where to read about it. */
+const LACKS_PERMISSION = ' The Redis user lacks a permission Shardline needs (docs/redis.md, "ACL")'
+
 /** Writes `console` lines: `shardline [warn] message (stream=... group=...)`. */
 const consoleLogger = (c: Console): Logger => {
   const line = (level: string, fields: LogFields, message: string) => {
@@ -131,6 +134,12 @@ const reasons: Record<string, string> = {
 export const makeEventLog = (log: LevelLogger) => {
   /** Heartbeats failed in a row, per member. */
   const heartbeatFailures = new Map<string, number>()
+  /**
+   * Members whose refusal by Redis (NOPERM) was said in this outage: said
+   * even when another failure came first (the embedded coordinator's own
+   * scripts are refused too, so "no coordinator" often does).
+   */
+  const refusalSaid = new Set<string>()
   /** Data-plane failures in a row, per member and shard. */
   const dataPlaneFailures = new Map<string, number>()
   const memberKey = (e: { stream: string; group: string; memberId: string }) =>
@@ -238,6 +247,7 @@ export const makeEventLog = (log: LevelLogger) => {
         if (event.errorCode !== "TRANSPORT_ERROR") {
           if (before === 0) return undefined
           heartbeatFailures.delete(k)
+          refusalSaid.delete(k)
           return {
             level: "info",
             message: `heartbeats answered again after ${before} failure(s)`,
@@ -245,13 +255,14 @@ export const makeEventLog = (log: LevelLogger) => {
         }
         heartbeatFailures.set(k, before + 1)
         const cause = event.error === undefined ? "no cause reported" : describeError(event.error)
-        if (isPermissionDenied(event.error))
-          return before === 0
-            ? {
-                level: "error",
-                message: `heartbeat refused by Redis: ${cause}. The Redis user lacks a permission Shardline needs (docs/redis.md, "ACL")`,
-              }
-            : undefined
+        if (isPermissionDenied(event.error)) {
+          if (refusalSaid.has(k)) return undefined
+          refusalSaid.add(k)
+          return {
+            level: "error",
+            message: `heartbeat refused by Redis: ${cause}.${LACKS_PERMISSION}`,
+          }
+        }
         if (before > 0) return undefined
         return event.error !== undefined &&
           (event.error as { _tag?: string })._tag === "NoCoordinator"
@@ -269,7 +280,7 @@ export const makeEventLog = (log: LevelLogger) => {
         return isPermissionDenied(event.error)
           ? {
               level: "error",
-              message: `Redis refused a data-plane call on shard ${event.shard}: ${describeError(event.error)}. The Redis user lacks a permission Shardline needs (docs/redis.md, "ACL"); the shard retries`,
+              message: `Redis refused a data-plane call on shard ${event.shard}: ${describeError(event.error)}.${LACKS_PERMISSION}; the shard retries`,
             }
           : {
               level: "warn",
@@ -338,7 +349,7 @@ export const makeEventLog = (log: LevelLogger) => {
       case "coordinatorUnavailable":
         return {
           level: "error",
-          message: `no coordinator has answered for ${event.forMs} ms (since ${new Date(event.since).toISOString()}): the group has live members and nobody serves it; last failure: ${event.error} (docs/observability.md, "No coordinator")`,
+          message: `no coordinator has answered for ${event.forMs} ms (since ${new Date(event.since).toISOString()}): the group has live members and nobody serves it; last failure: ${event.error} (docs/observability.md, "No coordinator")${isPermissionDenied(event.error) ? `.${LACKS_PERMISSION}` : ""}`,
         }
       case "coordinatorAvailable":
         return {

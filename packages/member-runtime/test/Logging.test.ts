@@ -407,6 +407,62 @@ describe("makeEventLog (unit)", () => {
     }
   })
 
+  it("a NOPERM that follows another heartbeat failure is still said with the ACL, once per outage", () => {
+    // the embedded coordinator's own scripts are refused too, so a member's
+    // first failure is often "no coordinator", and the refusal comes after it
+    const noperm = "NOPERM this user has no permissions to run the 'evalsha' command"
+    const failed = (message: string): RuntimeEvent => ({
+      ...base,
+      type: "heartbeat",
+      errorCode: "TRANSPORT_ERROR",
+      latencyMs: 1,
+      error: new TransportError({ reason: "Unavailable", message }),
+    })
+    const answered: RuntimeEvent = { ...base, type: "heartbeat", errorCode: "NONE", latencyMs: 1 }
+    const lines = run([
+      failed("Connection is closed."),
+      failed(noperm),
+      failed(noperm),
+      answered,
+      failed(noperm),
+    ])
+    assert.deepStrictEqual(
+      lines.map((l) => [l.level, l.message.includes('docs/redis.md, "ACL"')]),
+      [
+        ["warn", false],
+        ["error", true],
+        ["info", false],
+        ["error", true],
+      ],
+    )
+  })
+
+  it("no coordinator for a while, last failing with a NOPERM: the error names the ACL", () => {
+    const lines = run([
+      {
+        ...base,
+        type: "coordinatorUnavailable",
+        since: 0,
+        forMs: 2_144,
+        error: "NOPERM this user has no permissions to run the 'evalsha' command",
+      },
+      {
+        ...base,
+        type: "coordinatorUnavailable",
+        since: 0,
+        forMs: 2_144,
+        error: "TransportError: Connection is closed.",
+      },
+    ])
+    assert.deepStrictEqual(
+      lines.map((l) => [l.level, l.message.includes('docs/redis.md, "ACL"')]),
+      [
+        ["error", true],
+        ["error", false],
+      ],
+    )
+  })
+
   it.effect("Effect's own logs (the ports') reach the logger at their level", () =>
     Effect.gen(function* () {
       const { logger, lines } = capture()
