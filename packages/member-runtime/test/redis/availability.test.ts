@@ -52,6 +52,7 @@ import {
   longestShardGap,
   quantile,
   realNow,
+  trail,
 } from "../support/availabilityChecks.js"
 import { begins, ownedNow } from "../support/groupChecks.js"
 import { buildMemberScript, type MemberProcess } from "../support/processes.js"
@@ -257,7 +258,10 @@ const scenarios = (
       w.commonChecks()
       expectNoCollateral(others, from)
       // shorter than the session: the paused pod keeps its membership and shards
-      expect(joinsPerProc([hit])[hit.proc], "the paused pod never rejoined").toBe(1)
+      expect(
+        joinsPerProc([hit])[hit.proc],
+        `the paused pod never rejoined; what it logged:\n${trail([hit], from - 1_000)}`,
+      ).toBe(1)
       expect([...ownedNow(hit.lines)].sort()).toEqual(hitShards)
       expect(
         eventsBetween(hit.lines, new Set(["revoking", "revoked", "superseded"]), from).join("\n"),
@@ -542,9 +546,11 @@ const scenarios = (
         await w.drained()
         w.commonChecks()
         const joins = joinsPerProc(pods)
-        expect(joins, "each pod joined once").toEqual(
-          Object.fromEntries(pods.map((p) => [p.proc, 1])),
-        )
+        // a rejoin is rare: the message says what every pod logged from a second before the fault
+        expect(
+          joins,
+          `each pod joined once; what the pods logged:\n${trail(pods, from - 1_000)}`,
+        ).toEqual(Object.fromEntries(pods.map((p) => [p.proc, 1])))
         expect(
           eventsBetween(
             w.lines.filter((l) => l.ev !== "lost" || l.reason !== "lease-lost"),

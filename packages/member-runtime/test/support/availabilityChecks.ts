@@ -197,6 +197,27 @@ export const quantile = (xs: ReadonlyArray<number>, q: number): number => {
 }
 
 /** `joined` lines per process: 1 means it never rejoined. */
+/** Lines about the handling of single messages: left out of a trail. */
+const MESSAGE_LINES = new Set(["batch", "begin", "done", "aborted"])
+
+/**
+ * Everything but message handling that `procs` logged from `from` on, one
+ * line each (`proc +ms {fields}`), in time order: what a failed check prints,
+ * so a rare outcome (a rejoin) can be read from the run that met it.
+ */
+export const trail = (
+  procs: ReadonlyArray<{ readonly lines: ReadonlyArray<Line> }>,
+  from: number,
+): string =>
+  procs
+    .flatMap((p) => p.lines.filter((l) => l.t >= from && !MESSAGE_LINES.has(l.ev)))
+    .sort((a, b) => a.t - b.t)
+    .map((l) => {
+      const { proc, t, ...rest } = l
+      return `${proc} +${Math.round(t - from)} ${JSON.stringify(rest)}`
+    })
+    .join("\n")
+
 export const joinsPerProc = (
   procs: ReadonlyArray<{ readonly proc: string; readonly lines: ReadonlyArray<Line> }>,
 ): Record<string, number> =>
