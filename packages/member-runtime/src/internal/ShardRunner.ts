@@ -48,7 +48,7 @@ import {
   isPromiseLike,
   type UserCodeFailed,
 } from "./invoke.js"
-import { PerMessageContext } from "./MessageContexts.js"
+import { PerBatchContext, PerMessageContext } from "./MessageContexts.js"
 import type { RateLimiter } from "./RateLimiter.js"
 import type { InternalHandler, InternalHooks } from "./spec.js"
 import {
@@ -1557,25 +1557,20 @@ const handleBatch = Effect.fnUntraced(function* (
   }
   // the batch's transaction, made when the handler first reads it; closed
   // when the handler ends, also if a callback first reads it only after that
-  let tx: TransactionHandle | undefined
-  let ended = false
   const makeTx = handleMaker(env, r)
-  // one object shape, no spread: this runs once per batch
-  const contextWith = (signal: AbortSignal): BatchContext => ({
-    stream: env.settings.stream,
-    group: env.settings.group,
-    shard: r.shard,
-    memberId: env.memberId,
-    signal,
-    resolve,
-    get transaction() {
-      if (tx === undefined) {
-        tx = makeTx()
-        if (ended) tx.close()
-      }
-      return tx
-    },
-  })
+  let context: PerBatchContext | undefined
+  const contextWith = (signal: AbortSignal): BatchContext => {
+    context = new PerBatchContext(
+      env.settings.stream,
+      env.settings.group,
+      r.shard,
+      env.memberId,
+      signal,
+      resolve,
+      makeTx,
+    )
+    return context
+  }
   const timeoutMessage = `batch handler timed out after ${env.settings.handlerTimeoutMs} ms`
   const t = env.telemetry
   const traced = t === undefined ? undefined : t.startBatch(r.shard, messages)
@@ -1593,16 +1588,15 @@ const handleBatch = Effect.fnUntraced(function* (
       timeoutMessage,
     )
   else {
-    const context = contextWith(turnController(r).signal)
+    const made = contextWith(turnController(r).signal)
     const called =
       traced === undefined
-        ? callDirect(handler.direct, batch, context)
-        : t!.within(traced, callDirect, handler.direct, batch, context)
+        ? callDirect(handler.direct, batch, made)
+        : t!.within(traced, callDirect, handler.direct, batch, made)
     call =
       called instanceof Pending ? yield* awaitDirect(env, r, called.result, timeoutMessage) : called
   }
-  ended = true
-  tx?.close()
+  const tx = context?.end()
   if (call === "abandoned" || !r.alive) {
     if (traced !== undefined) t!.end(traced, r.shard, "abandoned")
     return { outcome: Abandoned, acked: 0, failed: 0 }
