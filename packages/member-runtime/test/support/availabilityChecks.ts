@@ -196,7 +196,6 @@ export const quantile = (xs: ReadonlyArray<number>, q: number): number => {
   return s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))]!
 }
 
-/** `joined` lines per process: 1 means it never rejoined. */
 /** Lines about the handling of single messages: left out of a trail. */
 const MESSAGE_LINES = new Set(["batch", "begin", "done", "aborted"])
 
@@ -218,6 +217,7 @@ export const trail = (
     })
     .join("\n")
 
+/** `joined` lines per process: 1 means it never rejoined. */
 export const joinsPerProc = (
   procs: ReadonlyArray<{ readonly proc: string; readonly lines: ReadonlyArray<Line> }>,
 ): Record<string, number> =>
