@@ -19,11 +19,42 @@ import type { BatchContext, Message, MessageContext } from "../Message.js"
 import type { Transaction } from "../Transaction.js"
 import type { TransactionHandle } from "./TransactionHandle.js"
 
-export class PerMessageContext implements MessageContext {
+/**
+ * A handler's transaction, made when the handler first reads it (a handler
+ * that never does pays nothing; docs/exactly-once.md) and closed when the
+ * handler's message or batch ends: a transaction first read after that is
+ * closed at once, every call on it refused.
+ */
+abstract class LazyTransaction {
+  private tx: TransactionHandle | undefined = undefined
+  /** The handler's message or batch ended. */
+  protected ended = false
+
+  constructor(private readonly makeTransaction: () => TransactionHandle) {}
+
+  get transaction(): Transaction {
+    let tx = this.tx
+    if (tx === undefined) {
+      tx = this.makeTransaction()
+      // first read by a callback after the end: closed, every call refused
+      if (this.ended) tx.close()
+      this.tx = tx
+    }
+    return tx
+  }
+
+  /** Ends it: the transaction closed, or undefined when the handler never read it. */
+  protected endTransaction(): TransactionHandle | undefined {
+    this.ended = true
+    const tx = this.tx
+    tx?.close()
+    return tx
+  }
+}
+
+export class PerMessageContext extends LazyTransaction implements MessageContext {
   private own: AbortController | undefined = undefined
   private unlink: (() => void) | undefined = undefined
-  private tx: TransactionHandle | undefined = undefined
-  private ended = false
 
   constructor(
     readonly stream: string,
@@ -33,19 +64,9 @@ export class PerMessageContext implements MessageContext {
     /** The turn's signal: when it aborts, so does the message's. */
     readonly parent: AbortSignal,
     /** Makes the message's transaction when the handler first reads it (docs/exactly-once.md). */
-    private readonly makeTransaction: () => TransactionHandle,
-  ) {}
-
-  /** The message's transaction, made on first read (a handler that never reads it pays nothing). */
-  get transaction(): Transaction {
-    let tx = this.tx
-    if (tx === undefined) {
-      tx = this.makeTransaction()
-      // first read by a callback after the message ended: closed, every call refused
-      if (this.ended) tx.close()
-      this.tx = tx
-    }
-    return tx
+    makeTransaction: () => TransactionHandle,
+  ) {
+    super(makeTransaction)
   }
 
   get signal(): AbortSignal {
@@ -68,9 +89,7 @@ export class PerMessageContext implements MessageContext {
    * (a later call is refused), or undefined when the handler never read it.
    */
   end(): TransactionHandle | undefined {
-    this.ended = true
-    const tx = this.tx
-    tx?.close()
+    const tx = this.endTransaction()
     if (this.unlink !== undefined) {
       this.unlink()
       this.unlink = undefined
@@ -89,10 +108,7 @@ export class PerMessageContext implements MessageContext {
  * messages against 1.4 MB with the class; docs/runtime.md, "Throughput:
  * Node's young generation").
  */
-export class PerBatchContext implements BatchContext {
-  private tx: TransactionHandle | undefined = undefined
-  private ended = false
-
+export class PerBatchContext extends LazyTransaction implements BatchContext {
   constructor(
     readonly stream: string,
     readonly group: string,
@@ -101,24 +117,13 @@ export class PerBatchContext implements BatchContext {
     readonly signal: AbortSignal,
     readonly resolve: (message: Message | string) => void,
     /** Makes the batch's transaction when the handler first reads it. */
-    private readonly makeTransaction: () => TransactionHandle,
-  ) {}
-
-  get transaction(): Transaction {
-    let tx = this.tx
-    if (tx === undefined) {
-      tx = this.makeTransaction()
-      if (this.ended) tx.close()
-      this.tx = tx
-    }
-    return tx
+    makeTransaction: () => TransactionHandle,
+  ) {
+    super(makeTransaction)
   }
 
   /** The batch's handler ended: its transaction closed, or undefined when it never read it. */
   end(): TransactionHandle | undefined {
-    this.ended = true
-    const tx = this.tx
-    tx?.close()
-    return tx
+    return this.endTransaction()
   }
 }
