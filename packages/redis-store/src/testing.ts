@@ -334,6 +334,9 @@ const watchdog = (pid: number) => {
   child.unref()
 }
 
+const infoField = (info: string, field: string): string | undefined =>
+  new RegExp(`^${field}:(.*)$`, "m").exec(info)?.[1]?.trim()
+
 const spawnServer = async (
   binaries: ServerBinaries,
   dir: string,
@@ -374,6 +377,13 @@ const spawnServer = async (
       },
       10_000,
     )
+    // the port can be taken between freePort's probe and this server's bind
+    // (another test process's server): then the PING above was answered by
+    // that server, and this one exits. Using it would share a server between
+    // two test files, each changing the other's config.
+    const answered = infoField(await rawCommand(port, "INFO server", 5_000), "process_id")
+    if (answered !== String(child.pid))
+      throw new Error(`another server (pid ${answered ?? "unknown"}) answers on this port`)
   } catch (error) {
     child.kill("SIGKILL")
     const log = path.join(dir, "server.log")
@@ -382,9 +392,6 @@ const spawnServer = async (
   }
   return child
 }
-
-const infoField = (info: string, field: string): string | undefined =>
-  new RegExp(`^${field}:(.*)$`, "m").exec(info)?.[1]?.trim()
 
 const startOne = async (
   binaries: ServerBinaries,
@@ -494,7 +501,6 @@ const startOne = async (
   throw lastError
 }
 
-/** Starts one server on a free loopback port; `stop()` ends it and removes its directory. */
 /**
  * A TCP server on a free loopback port that accepts every connection and
  * never writes a byte (a hung process, a port forwarded to nothing): no
@@ -524,6 +530,7 @@ export const startSilentServer = async (): Promise<{
   }
 }
 
+/** Starts one server on a free loopback port; `stop()` ends it and removes its directory. */
 export const startRedis = (options: StartOptions = {}): Promise<RedisServer> =>
   startOne(resolveBinaries(options.kind ?? "redis7"), options, [])
 

@@ -130,19 +130,24 @@ for (const target of redisTargets()) {
                   sends: [],
                 })),
               })
-              yield* Effect.promise(async () => {
+              // what a missing event would be explained by (a CI run once saw none)
+              const seen = yield* Effect.promise(async () => {
                 await client.ping() // the events reach the listener before this reply is read
                 await listener.ping()
+                const config = await client.config("GET", "notify-keyspace-events")
+                const subscribers = await client.pubsub("NUMSUB", `__keyspace@0__:${n}`)
+                const status = listener.status
                 listener.disconnect()
                 await client.config(
                   "SET",
                   "notify-keyspace-events",
                   String((before as Array<string>)[1] ?? ""),
                 )
+                return `notify-keyspace-events then: ${String(config)}; subscribers: ${String(subscribers)}; the listener: ${status}`
               })
               assert.deepStrictEqual(done, { committed: ids.map(() => "Committed" as const) })
               assert.deepStrictEqual(yield* tx.read(n), { type: "string", value: "32" })
-              assert.deepStrictEqual(events, ["incrby"])
+              assert.deepStrictEqual(events, ["incrby"], seen)
               assert.deepStrictEqual(yield* s.pending(base), [])
             }),
         )

@@ -3,6 +3,7 @@
  * binary is one line saying how to install it; servers start on free ports
  * in their own directory, persist only when asked, and leave nothing behind.
  */
+import { execFileSync, spawn } from "node:child_process"
 import { existsSync, readdirSync, readFileSync } from "node:fs"
 import { afterEach, describe, expect, it } from "vitest"
 import {
@@ -75,6 +76,40 @@ describe("test servers", () => {
     expect(existsSync(a.dir)).toBe(false)
     expect(() => process.kill(a.pid, 0)).toThrow()
     await a.stop() // idempotent
+  })
+
+  it("a port another server took before this one bound it: the start fails, the other server is not used", async () => {
+    const a = await startRedis()
+    const binary = resolveBinaries("redis7").server
+    await a.kill()
+    // another test process's server binds the port in between (a free port
+    // is only probed, so two processes can be handed the same one)
+    const intruder = spawn(
+      binary,
+      ["--port", String(a.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+      { stdio: "ignore" },
+    )
+    try {
+      await eventually(
+        "the intruder up",
+        () => {
+          try {
+            return execFileSync(resolveBinaries("redis7").cli, ["-p", String(a.port), "PING"], {
+              encoding: "utf8",
+            }).trim()
+          } catch {
+            return "down"
+          }
+        },
+        (reply) => reply === "PONG",
+      )
+      await expect(a.restart()).rejects.toThrow(
+        new RegExp(`did not start on port ${a.port}: .*another server \\(pid ${intruder.pid}\\)`),
+      )
+    } finally {
+      intruder.kill("SIGKILL")
+      await a.stop()
+    }
   })
 
   it("persists only when asked", async () => {
