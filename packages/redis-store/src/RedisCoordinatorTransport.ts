@@ -172,6 +172,29 @@ const STOP_MARK_PREFIX = '{"stop":'
 /** Answers popped per BLMPOP of an inbox. */
 const INBOX_BATCH = 1_024
 
+/**
+ * Resolves once a subscribe command may be sent without breaking the
+ * connection: ioredis writes a SUBSCRIBE issued between the TCP connect and
+ * the end of its ready check at once, ahead of the check's INFO, which the
+ * server then refuses (subscriber mode); the check fails, the connection is
+ * made again, and the command is reported failed though the channel ends up
+ * subscribed. In that window (status "connect") it waits for "ready" (or the
+ * close that ends the attempt); in any other status ioredis queues the
+ * command until the connection is ready, or sends it on a ready one.
+ */
+const pastReadyCheck = (sub: RedisConnection.Client): Promise<void> =>
+  sub.status !== "connect"
+    ? Promise.resolve()
+    : new Promise((resolve) => {
+        const done = () => {
+          sub.off("ready", done)
+          sub.off("close", done)
+          resolve()
+        }
+        sub.once("ready", done)
+        sub.once("close", done)
+      })
+
 /** Subscriptions of one transport: channel -> queues, on the connection's subscriber. */
 const makeNoticeHub = (connection: RedisConnectionShape) => {
   const channels = new Map<string, Set<Queue.Queue<void>>>()
@@ -211,7 +234,9 @@ const makeNoticeHub = (connection: RedisConnectionShape) => {
       if (!first) return Effect.void
       // subscribed when this returns; a failure leaves the heartbeat as the fallback
       return Effect.tryPromise(() =>
-        connection.isCluster ? sub.ssubscribe(channel) : sub.subscribe(channel),
+        pastReadyCheck(sub).then(() =>
+          connection.isCluster ? sub.ssubscribe(channel) : sub.subscribe(channel),
+        ),
       ).pipe(
         Effect.catch((error) =>
           Effect.logWarning(`notices: SUBSCRIBE ${channel} failed; heartbeats still run`, error),
@@ -229,7 +254,9 @@ const makeNoticeHub = (connection: RedisConnectionShape) => {
       const sub = connection.subscriber()
       return Effect.ignore(
         Effect.tryPromise(() =>
-          connection.isCluster ? sub.sunsubscribe(channel) : sub.unsubscribe(channel),
+          pastReadyCheck(sub).then(() =>
+            connection.isCluster ? sub.sunsubscribe(channel) : sub.unsubscribe(channel),
+          ),
         ),
       )
     })

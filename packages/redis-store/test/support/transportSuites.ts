@@ -8,7 +8,7 @@
 import { randomUUID } from "node:crypto"
 import { assert, it } from "@effect/vitest"
 import { type GroupKey, HeartbeatRequest, type HeartbeatResponse } from "@shardline/core"
-import { Deferred, Effect, Exit, Fiber, Schema, Scope, Stream } from "effect"
+import { Deferred, Effect, Exit, Fiber, Logger, Schema, Scope, Stream } from "effect"
 import { Cluster, type Redis } from "ioredis"
 import { defaultKeys } from "../../src/keys.js"
 import * as RedisConnection from "../../src/RedisConnection.js"
@@ -289,6 +289,50 @@ export const redisTransportSuites = (target: RedisTarget) => {
           yield* transport.notify(key, "m0")
           assert.strictEqual((yield* Stream.runCollect(Stream.take(notices, 1))).length, 1)
         }),
+      )
+
+    if (target.kind !== "cluster7")
+      it.live(
+        "a channel subscribed while the subscriber is between its TCP connect and its ready check: no reconnect, no failed SUBSCRIBE, both channels get their notices",
+        () =>
+          Effect.gen(function* () {
+            const connection = yield* RedisConnection.make(target.options ?? {})
+            const transport = RedisCoordinatorTransport.makeWith(connection, options)
+            const [first, second] = [freshKey(), freshKey()]
+            const sub = connection.subscriber() as Redis
+            let closes = 0
+            sub.on("close", () => closes++)
+            const warnings: Array<string> = []
+            const logger = Logger.make(({ logLevel, message }) => {
+              if (logLevel === "Warn") warnings.push(String(message))
+            })
+            const scope = yield* Effect.scope
+            // the second subscription starts in the window: connected, the
+            // ready check (INFO) not answered yet
+            let late: Fiber.Fiber<Stream.Stream<void>, unknown> | undefined
+            sub.once("connect", () => {
+              late = Effect.runFork(
+                Scope.provide(transport.notices(second, "m0"), scope).pipe(
+                  Effect.provide(Logger.layer([logger])),
+                ),
+              )
+            })
+            const early = yield* transport
+              .notices(first, "m0")
+              .pipe(Effect.provide(Logger.layer([logger])))
+            assert.isDefined(late, "the subscriber connected before the first subscription")
+            const secondNotices = yield* Fiber.join(late!)
+            for (const [key, notices] of [
+              [first, early],
+              [second, secondNotices],
+            ] as const) {
+              const got = yield* Effect.forkChild(Stream.runCollect(Stream.take(notices, 1)))
+              yield* transport.notify(key, "m0")
+              assert.strictEqual((yield* Fiber.join(got)).length, 1)
+            }
+            assert.strictEqual(closes, 0, "the subscriber reconnected")
+            assert.deepStrictEqual(warnings, [])
+          }),
       )
 
     it.live("garbage in the request list is dropped; the coordinator keeps serving", () =>
