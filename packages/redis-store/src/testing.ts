@@ -305,9 +305,17 @@ const rawCommand = (port: number, command: string, timeoutMs = 500): Promise<str
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-const waitFor = async (what: string, check: () => Promise<boolean>, timeoutMs: number) => {
+const waitFor = async (
+  what: string,
+  check: () => Promise<boolean>,
+  timeoutMs: number,
+  /** Why waiting longer is pointless (a server that exited), checked before each try. */
+  hopeless?: () => string | undefined,
+) => {
   const deadline = Date.now() + timeoutMs
   for (;;) {
+    const why = hopeless?.()
+    if (why !== undefined) throw new Error(why)
     if (await check().catch(() => false)) return
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
     await sleep(20)
@@ -358,8 +366,14 @@ const spawnServer = async (
       "server.log",
       ...args,
     ],
-    { stdio: "ignore" },
+    // stderr until it answers: what it says before its log file is open
+    // (a bad argument) explains a start that failed
+    { stdio: ["ignore", "ignore", "pipe"] },
   )
+  let said = ""
+  child.stderr?.on("data", (chunk: Buffer) => {
+    said = (said + chunk.toString("utf8")).slice(-2_000)
+  })
   installExitHook()
   live.add(child)
   child.on("exit", () => live.delete(child))
@@ -371,11 +385,10 @@ const spawnServer = async (
   try {
     await waitFor(
       `${binaries.kind} on port ${port}`,
-      async () => {
-        if (exited) throw new Error("exited")
-        return (await rawCommand(port, "PING")).startsWith("+PONG")
-      },
+      async () => (await rawCommand(port, "PING")).startsWith("+PONG"),
       10_000,
+      // e.g. the port taken: fail at once and try another, not after 10 s
+      () => (exited ? "exited" : undefined),
     )
     // the port can be taken between freePort's probe and this server's bind
     // (another test process's server): then the PING above was answered by
@@ -386,10 +399,21 @@ const spawnServer = async (
       throw new Error(`another server (pid ${answered ?? "unknown"}) answers on this port`)
   } catch (error) {
     child.kill("SIGKILL")
+    // what it wrote before it exited may still be on its way (at most 1 s)
+    const stderr = child.stderr
+    if (stderr !== null && !stderr.closed)
+      await new Promise((resolve) => {
+        stderr.once("close", resolve)
+        setTimeout(resolve, 1_000).unref()
+      })
     const log = path.join(dir, "server.log")
-    const tail = existsSync(log) ? readFileSync(log, "utf8").split("\n").slice(-5).join(" | ") : ""
-    throw new Error(`${binaries.kind} did not start on port ${port}: ${String(error)} ${tail}`)
+    const lines = (text: string) => text.trim().split("\n").slice(-5).join(" | ")
+    const tail = existsSync(log) ? lines(readFileSync(log, "utf8")) : ""
+    throw new Error(
+      `${binaries.kind} did not start on port ${port}: ${String(error)} ${tail || lines(said)}`,
+    )
   }
+  child.stderr?.destroy()
   return child
 }
 

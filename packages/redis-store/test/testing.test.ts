@@ -112,6 +112,12 @@ describe("test servers", () => {
     }
   })
 
+  it("a server that exits at start (here: a bad argument) fails the start with its log, not a 10 s wait per try", async () => {
+    await expect(startRedis({ args: ["--no-such-option", "x"] })).rejects.toThrow(
+      /did not start on port \d+: Error: exited .*no-such-option/,
+    )
+  })
+
   it("persists only when asked", async () => {
     const server = await startRedis({ persistence: true })
     try {
