@@ -43,8 +43,11 @@ abstract class LazyTransaction {
     return tx
   }
 
-  /** Ends it: the transaction closed, or undefined when the handler never read it. */
-  protected endTransaction(): TransactionHandle | undefined {
+  /**
+   * The handler's message or batch ended: its transaction closed (a later
+   * call is refused), or undefined when the handler never read it.
+   */
+  end(): TransactionHandle | undefined {
     this.ended = true
     const tx = this.tx
     tx?.close()
@@ -88,8 +91,8 @@ export class PerMessageContext extends LazyTransaction implements MessageContext
    * The message ended (handled, failed or aborted): its transaction closed
    * (a later call is refused), or undefined when the handler never read it.
    */
-  end(): TransactionHandle | undefined {
-    const tx = this.endTransaction()
+  override end(): TransactionHandle | undefined {
+    const tx = super.end()
     if (this.unlink !== undefined) {
       this.unlink()
       this.unlink = undefined
@@ -120,10 +123,5 @@ export class PerBatchContext extends LazyTransaction implements BatchContext {
     makeTransaction: () => TransactionHandle,
   ) {
     super(makeTransaction)
-  }
-
-  /** The batch's handler ended: its transaction closed, or undefined when it never read it. */
-  end(): TransactionHandle | undefined {
-    return this.endTransaction()
   }
 }
