@@ -178,8 +178,11 @@ const INBOX_BATCH = 1_024
  * the end of its ready check at once, ahead of the check's INFO, which the
  * server then refuses (subscriber mode); the check fails, the connection is
  * made again, and the command is reported failed though the channel ends up
- * subscribed. In that window (status "connect") it waits for "ready" (or the
- * close that ends the attempt); in any other status ioredis queues the
+ * subscribed. In that window (status "connect") it waits for "ready", or for
+ * the close that ends the attempt: on a hung server the check's INFO fails
+ * at the command deadline, and the subscribe then fails at its own, so a
+ * member's start is never held for good (test/commandDeadline.test.ts,
+ * "hung server"); in any other status ioredis queues the
  * command until the connection is ready, or sends it on a ready one.
  */
 const pastReadyCheck = (sub: RedisConnection.Client): Promise<void> =>

@@ -16,6 +16,7 @@ import { ShardStreams, Store } from "@shardline/core"
 import { Effect, Exit, type Layer, Logger, ManagedRuntime } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
 import * as RedisConnection from "../src/RedisConnection.js"
+import * as RedisCoordinatorTransport from "../src/RedisCoordinatorTransport.js"
 import * as RedisPorts from "../src/RedisPorts.js"
 import {
   type RedisCluster,
@@ -143,6 +144,45 @@ describe("command deadline on one server (SIGSTOP)", () => {
         "commandTimeoutMs must be a whole number of ms",
       )
     }
+  })
+})
+
+describe("the notice subscriber's first connection on a hung server (SIGSTOP)", () => {
+  let server: RedisServer | undefined
+  afterEach(async () => {
+    server?.resume()
+    await server?.stop()
+    server = undefined
+  })
+
+  it("subscribing waits out the ready check's deadline, then fails with a warning: the member goes on (its heartbeats are the fallback)", async () => {
+    server = await startRedis()
+    const paused = server
+    const warnings: Array<string> = []
+    const capture = Logger.layer([
+      Logger.make(({ logLevel, message }) => {
+        if (logLevel === "Warn") warnings.push(String(message))
+      }),
+    ])
+    const exit = await Effect.runPromiseExit(
+      Effect.scoped(
+        Effect.gen(function* () {
+          // connected before the pause; the subscriber is made only at the
+          // first subscription: its TCP connect succeeds (the kernel
+          // accepts), its ready check's INFO gets no answer
+          const connection = yield* RedisConnection.make({
+            url: paused.url,
+            commandTimeoutMs: DEADLINE_MS,
+          })
+          const transport = RedisCoordinatorTransport.makeWith(connection, {})
+          paused.pause()
+          yield* transport.notices({ stream: unique("hung-sub"), group: "g" }, "m0")
+        }),
+      ).pipe(Effect.provide(capture)),
+    )
+    expect(Exit.isSuccess(exit)).toBe(true)
+    expect(warnings).toHaveLength(1)
+    expect(warnings[0]).toMatch(/^notices: SUBSCRIBE .* failed; heartbeats still run/)
   })
 })
 
