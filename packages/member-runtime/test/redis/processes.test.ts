@@ -32,7 +32,7 @@ import {
   ownedNow,
   ownershipIntervals,
 } from "../support/groupChecks.js"
-import { buildMemberScript, type MemberProcess } from "../support/processes.js"
+import { buildMemberScript, type Line, type MemberProcess } from "../support/processes.js"
 import { lastOf, sleep, World } from "../support/processWorld.js"
 import { eventually, useRedisCluster, useRedisServer } from "../support/redis.js"
 
@@ -43,7 +43,23 @@ beforeAll(async () => {
 }, 120_000)
 
 /**
- * Waits until `p` is in the middle of a batch: a batch of >= 4 entries whose
+ * Whether `p` began handing `shard` over (revoking, revoked, lost) since its
+ * latest assignment of it: the next owner may re-deliver that shard's
+ * entries while `p` still lives, so they are not what a kill of `p` leaves.
+ */
+const handingOver = (lines: ReadonlyArray<Line>, shard: unknown): boolean => {
+  for (let i = lines.length - 1; i >= 0; i--) {
+    const l = lines[i]!
+    if (l.ev === "assigned" && l.shard === shard) return false
+    if ((l.ev === "revoking" || l.ev === "revoked") && l.shard === shard) return true
+    if (l.ev === "lost" && (l.shards as ReadonlyArray<unknown>).includes(shard)) return true
+  }
+  return false
+}
+
+/**
+ * Waits until `p` is in the middle of a batch of a shard it keeps (not one
+ * a rebalance is taking from it): a batch of >= 4 entries whose
  * 2nd or a later entry started and has not finished, with at least two more
  * after it, so the batch is still running when the caller acts on it (the
  * victims' handlers take 1 s per entry until they are resumed, far longer
@@ -69,7 +85,13 @@ const midBatch = (p: MemberProcess) =>
           (d, j) => j > i && d.ev === "done" && entryOfLine(d) === entryOfLine(l),
         )
         const at = ids.indexOf(l.id as string)
-        return ids.length >= 4 && at >= 1 && at <= ids.length - 3 && !finished
+        return (
+          ids.length >= 4 &&
+          at >= 1 &&
+          at <= ids.length - 3 &&
+          !finished &&
+          !handingOver(lines, l.shard)
+        )
       }
       return false
     },
@@ -89,7 +111,8 @@ const inFlight = (p: MemberProcess): Array<string> => {
  * Entries (`entryOf`) `p` read in a batch since its latest assignment of the
  * shard and did not finish (started or not): pending for it when it dies.
  * A batch of an earlier assignment was handed over then (and re-read by `p`
- * itself if the shard came back to it).
+ * itself if the shard came back to it), as is one of a shard `p` has begun
+ * handing over since (`handingOver`).
  */
 const unfinished = (p: MemberProcess): Array<string> => {
   const done = new Set(p.lines.filter((l) => l.ev === "done").map(entryOfLine))
@@ -98,7 +121,12 @@ const unfinished = (p: MemberProcess): Array<string> => {
     if (l.ev === "assigned") latestAssigned.set(l.shard, i)
   })
   return p.lines
-    .filter((l, i) => l.ev === "batch" && i > (latestAssigned.get(l.shard) ?? -1))
+    .filter(
+      (l, i) =>
+        l.ev === "batch" &&
+        i > (latestAssigned.get(l.shard) ?? -1) &&
+        !handingOver(p.lines, l.shard),
+    )
     .flatMap((l) => (l.ids as Array<string>).map((id) => entryOf(l.shard, id)))
     .filter((e) => !done.has(e))
 }
