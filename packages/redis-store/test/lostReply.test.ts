@@ -11,7 +11,7 @@
  *
  * A proxy in front of each node (`startProxy` of src/testing.ts; ioredis' `natMap`
  * sends the cluster's connections through them) lets one request through
- * and loses its reply.
+ * and loses its reply. The same for a transaction's commit, at the end.
  */
 import { assert, it } from "@effect/vitest"
 import { Effect, Exit } from "effect"
@@ -135,5 +135,58 @@ describe("a read whose reply is lost", () => {
         // the command connection reconnects and works on
         assert.strictEqual(yield* Effect.promise(() => connection.client.ping()), "PONG")
       }).pipe(Effect.scoped),
+  )
+})
+
+/**
+ * A commit whose reply is lost after Redis ran it (docs/exactly-once.md, "Why
+ * this is exactly once"): the caller cannot tell whether it committed, so it
+ * sends it again, and the commit's pending check makes the second run write
+ * nothing. Here the reply is lost on the wire (the proxy closes the
+ * connection after Redis answered), not simulated by calling twice.
+ */
+describe("a commit whose reply is lost", () => {
+  it.live("on one node: sent again, it is AlreadyCommitted and its writes happen once", () =>
+    Effect.gen(function* () {
+      const server = inject("redis7")
+      if (!server.ok) return yield* Effect.die(new Error(server.error))
+      const proxy = yield* Effect.acquireRelease(
+        Effect.promise(() => startProxy({ host: server.host, port: server.port })),
+        (p) => Effect.promise(() => p.close()),
+      )
+      const connection = yield* RedisConnection.make({ host: "127.0.0.1", port: proxy.port })
+      const streams = RedisShardStreams.makeWith(connection)
+      const stream = unique("lost-commit")
+      const base = { stream, shard: 0, group: "g" }
+      yield* streams.setOwnerToken({ ...base, token: 3 })
+      for (const k of ["a", "b"]) yield* streams.append(stream, 0, { k })
+      const read = yield* streams.read({ ...base, token: 3, consumer: "c1", count: 10 })
+      const tx = streams.transactions!
+      const counter = tx.keys(stream, 0).key("counter")
+      const commit = {
+        ...base,
+        token: 3,
+        ids: read.map((m) => m.id),
+        mode: "ack" as const,
+        writes: [{ command: "INCRBY", args: [counter, "5"] }],
+        sends: [],
+      }
+      proxy.loseNextReply()
+      const first = yield* Effect.exit(tx.commit(commit))
+      assert.strictEqual(proxy.lost(), 1, "one reply was lost")
+      // whatever the caller saw of the first run (a failure, or the outcome of
+      // a run the client sent again itself), a second send writes nothing more
+      const again = yield* tx.commit(commit)
+      assert.deepStrictEqual(
+        again,
+        { _tag: "AlreadyCommitted" },
+        `the commit sent again (the first: ${Exit.isFailure(first) ? "failed" : JSON.stringify(first.value)})`,
+      )
+      assert.deepStrictEqual(yield* tx.read(counter), { type: "string", value: "5" })
+      const pending = yield* Effect.promise(() =>
+        connection.client.xpending(connection.keys.shardKey(stream, 0), "g"),
+      )
+      assert.strictEqual(Number((pending as [number])[0]), 0, "nothing left pending")
+    }).pipe(Effect.scoped),
   )
 })
