@@ -49,6 +49,21 @@ const loseOneRead = (
     return { read, lost, pending: pending.map(([id]) => id) }
   })
 
+/**
+ * Redis 7.0 behind a proxy, and a connection through it (closed with the
+ * test's scope).
+ */
+const proxiedNode = Effect.gen(function* () {
+  const server = inject("redis7")
+  if (!server.ok) return yield* Effect.die(new Error(server.error))
+  const proxy = yield* Effect.acquireRelease(
+    Effect.promise(() => startProxy({ host: server.host, port: server.port })),
+    (p) => Effect.promise(() => p.close()),
+  )
+  const connection = yield* RedisConnection.make({ host: "127.0.0.1", port: proxy.port })
+  return { proxy, connection }
+})
+
 describe("a read whose reply is lost", () => {
   it.live("on a 3-node cluster: it fails, and is not run again behind the caller's back", () =>
     Effect.gen(function* () {
@@ -94,13 +109,7 @@ describe("a read whose reply is lost", () => {
 
   it.live("on one node (the gated read, its own connection): it fails", () =>
     Effect.gen(function* () {
-      const server = inject("redis7")
-      if (!server.ok) return yield* Effect.die(new Error(server.error))
-      const proxy = yield* Effect.acquireRelease(
-        Effect.promise(() => startProxy({ host: server.host, port: server.port })),
-        (p) => Effect.promise(() => p.close()),
-      )
-      const connection = yield* RedisConnection.make({ host: "127.0.0.1", port: proxy.port })
+      const { proxy, connection } = yield* proxiedNode
       const { read, lost, pending } = yield* loseOneRead(connection, () => Effect.succeed(proxy))
       assert.strictEqual(lost, 1, "one reply was lost")
       assert.strictEqual(pending.length, 2)
@@ -112,13 +121,7 @@ describe("a read whose reply is lost", () => {
     "on one node (the script read, on the shared command connection): it fails, and the connection serves the next command",
     () =>
       Effect.gen(function* () {
-        const server = inject("redis7")
-        if (!server.ok) return yield* Effect.die(new Error(server.error))
-        const proxy = yield* Effect.acquireRelease(
-          Effect.promise(() => startProxy({ host: server.host, port: server.port })),
-          (p) => Effect.promise(() => p.close()),
-        )
-        const connection = yield* RedisConnection.make({ host: "127.0.0.1", port: proxy.port })
+        const { proxy, connection } = yield* proxiedNode
         const { read, lost, pending } = yield* loseOneRead(
           connection,
           () => Effect.succeed(proxy),
@@ -148,13 +151,7 @@ describe("a read whose reply is lost", () => {
 describe("a commit whose reply is lost", () => {
   it.live("on one node: sent again, it is AlreadyCommitted and its writes happen once", () =>
     Effect.gen(function* () {
-      const server = inject("redis7")
-      if (!server.ok) return yield* Effect.die(new Error(server.error))
-      const proxy = yield* Effect.acquireRelease(
-        Effect.promise(() => startProxy({ host: server.host, port: server.port })),
-        (p) => Effect.promise(() => p.close()),
-      )
-      const connection = yield* RedisConnection.make({ host: "127.0.0.1", port: proxy.port })
+      const { proxy, connection } = yield* proxiedNode
       const streams = RedisShardStreams.makeWith(connection)
       const stream = unique("lost-commit")
       const base = { stream, shard: 0, group: "g" }
